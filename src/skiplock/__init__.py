@@ -1,0 +1,48 @@
+"""skiplock: a durable, asyncio-native job queue and scheduler in your own database."""
+
+from ._app import App
+from ._config import DEFAULT_MAX_ATTEMPTS, RetryPolicy, WorkerConfig
+from ._job import JobContext, JobRecord, JobState, current_job
+from ._outcomes import Cancel, JobControl, Retry, Snooze
+from ._task import JobHandle, Task
+from ._worker.worker import Worker
+from .errors import (
+    BackendError,
+    BackendUnavailable,
+    ConfigurationError,
+    JobNotFound,
+    PayloadError,
+    PayloadTooLarge,
+    SchemaError,
+    SkiplockError,
+    UnknownTask,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
+    "App",
+    "BackendError",
+    "BackendUnavailable",
+    "Cancel",
+    "ConfigurationError",
+    "JobContext",
+    "JobControl",
+    "JobHandle",
+    "JobNotFound",
+    "JobRecord",
+    "JobState",
+    "PayloadError",
+    "PayloadTooLarge",
+    "Retry",
+    "RetryPolicy",
+    "SchemaError",
+    "SkiplockError",
+    "Snooze",
+    "Task",
+    "UnknownTask",
+    "Worker",
+    "WorkerConfig",
+    "current_job",
+]

@@ -1,0 +1,233 @@
+"""``App``: the task registry, the configuration, and the way in to the database."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import Any, ParamSpec, TypeVar, overload
+
+from ._backends import Backend, open_backend
+from ._backends.base import Clock
+from ._config import DEFAULT_MAX_ATTEMPTS, RetryPolicy, require
+from ._job import JobRecord, NewJob
+from ._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from ._task import JobHandle, Task
+from .errors import SchemaError, UnknownTask
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+DEFAULT_URL = "sqlite:///skiplock.db"
+ENQUEUE_BATCH = 5000
+"""Rows per round trip in ``enqueue_many``: large enough to amortise, small enough to stay
+well under PostgreSQL's parameter and message limits."""
+
+
+class App:
+    """Tasks, configuration and database access for one skiplock deployment.
+
+    ``App()`` reads ``SKIPLOCK_DATABASE_URL`` and falls back to ``sqlite:///skiplock.db``.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        clock: Clock | None = None,
+    ) -> None:
+        self.url = url or os.environ.get("SKIPLOCK_DATABASE_URL") or DEFAULT_URL
+        require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
+        self.max_payload_bytes = max_payload_bytes
+        self.clock = clock
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        open_backend(self.url)  # validate the URL now, not at first use
+        self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Backend] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._wakers: set[Callable[[str], None]] = set()
+        self._sync_loop: asyncio.AbstractEventLoop | None = None
+        self._sync_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"App({self.url!r}, tasks={len(self.tasks)})"
+
+    # -- declaring tasks ----------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        permanent: tuple[type[BaseException], ...] = (),
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
+        self,
+        fn: Callable[P, R] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        permanent: tuple[type[BaseException], ...] = (),
+    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a function (async or sync) as a task; usable bare or with options."""
+
+        def register(f: Callable[P, R]) -> Task[P, R]:
+            task_name = name or f"{f.__module__}.{f.__qualname__}"
+            if task_name in self.tasks:
+                raise ValueError(f"name={task_name!r}: a task is already registered as this")
+            task = Task(
+                app=self,
+                fn=f,
+                name=task_name,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                timeout=timeout,
+                retry=retry or RetryPolicy(),
+                permanent=permanent,
+            )
+            self.tasks[task_name] = task
+            return task
+
+        return register(fn) if fn is not None else register
+
+    def get_task(self, name: str) -> Task[Any, Any]:
+        try:
+            return self.tasks[name]
+        except KeyError:
+            raise UnknownTask(f"no task is registered as {name!r}") from None
+
+    # -- the database -------------------------------------------------------------------------
+
+    def new_backend(self) -> Backend:
+        """A fresh, unopened backend for this app's URL."""
+        return open_backend(self.url, clock=self.clock)
+
+    async def backend(self) -> Backend:
+        """The open backend for the running event loop (one per loop: pools are per loop)."""
+        loop = asyncio.get_running_loop()
+        backend = self._backends.get(loop)
+        if backend is None:
+            backend = self.new_backend()
+            self._backends[loop] = backend
+            await backend.open()
+        return backend
+
+    async def close(self) -> None:
+        """Close this loop's backend (a worker or script calls this on the way out)."""
+        backend = self._backends.pop(asyncio.get_running_loop(), None)
+        if backend is not None:
+            await backend.close()
+
+    async def migrate(self) -> list[int]:
+        """Create or upgrade skiplock's tables; returns the migration versions applied."""
+        return await (await self.backend()).migrate()
+
+    async def check_schema(self) -> None:
+        """Raise SchemaError, saying what to run, unless the schema is exactly current."""
+        current, latest = await (await self.backend()).schema_version()
+        if current < latest:
+            raise SchemaError(
+                f"the database at {self.url} has skiplock schema version {current}, "
+                f"this skiplock needs {latest}: run `skiplock migrate APP` first"
+            )
+        if current > latest:
+            raise SchemaError(
+                f"the database schema (version {current}) is newer than this skiplock "
+                f"(version {latest}): upgrade skiplock"
+            )
+
+    # -- enqueueing ---------------------------------------------------------------------------
+
+    async def enqueue_many(
+        self, jobs: Iterable[NewJob], *, connection: object | None = None
+    ) -> list[JobHandle]:
+        """Insert many prepared jobs (``task.prepare(...)``), one round trip per batch.
+
+        With ``connection``, every row joins the caller's transaction (asyncpg, psycopg async
+        or sqlite3 connection) and workers are woken when it commits.
+        """
+        batch = list(jobs)
+        backend = await self.backend()
+        ids: list[int] = []
+        for start in range(0, len(batch), ENQUEUE_BATCH):
+            chunk = batch[start : start + ENQUEUE_BATCH]
+            ids += await backend.job_insert_many(chunk, connection)
+        self._wake_local(batch)
+        return self._handles(batch, ids)
+
+    def enqueue_many_sync(
+        self, jobs: Iterable[NewJob], *, connection: object | None = None
+    ) -> list[JobHandle]:
+        """``enqueue_many`` without an event loop; ``connection`` may be sqlite3 or psycopg."""
+        batch = list(jobs)
+        if connection is None:
+            return self._run_sync(self.enqueue_many(batch))
+        if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
+            raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
+        ids = self.new_backend().job_insert_many_sync(batch, connection)
+        self._wake_local(batch)
+        return self._handles(batch, ids)
+
+    async def get_job(self, job_id: int) -> JobRecord:
+        """One job row, or JobNotFound."""
+        return await (await self.backend()).job_get(job_id)
+
+    async def retry_job(self, job_id: int) -> bool:
+        """Requeue a finished (usually dead) job with its attempts reset."""
+        done = await (await self.backend()).job_retry(job_id)
+        if done:
+            job = await self.get_job(job_id)
+            self._wake_queues([job.queue])
+        return done
+
+    async def counts(self, queue: str | None = None) -> dict[str, int]:
+        """How many jobs are in each state."""
+        return await (await self.backend()).job_count_by_state(queue)
+
+    def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:
+        return [JobHandle(i, j.task, j.queue, self) for i, j in zip(ids, batch, strict=True)]
+
+    # -- in-process wake-ups ------------------------------------------------------------------
+
+    def add_waker(self, waker: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``waker(queue)`` after this process enqueues; returns the unsubscribe."""
+        self._wakers.add(waker)
+        return lambda: self._wakers.discard(waker)
+
+    def _wake_local(self, batch: Sequence[NewJob]) -> None:
+        self._wake_queues({job.queue for job in batch})
+
+    def _wake_queues(self, queues: Iterable[str]) -> None:
+        for queue in queues:
+            for waker in list(self._wakers):
+                waker(queue)
+
+    # -- the sync bridge ----------------------------------------------------------------------
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run on the app's private loop thread: one loop (and pool) for all sync callers."""
+        with self._sync_lock:
+            if self._sync_loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="skiplock-sync", daemon=True).start()
+                self._sync_loop = loop
+        return asyncio.run_coroutine_threadsafe(coro, self._sync_loop).result()

@@ -1,0 +1,5 @@
+"""Storage: the only code in skiplock that speaks SQL."""
+
+from .base import Backend, open_backend
+
+__all__ = ["Backend", "open_backend"]

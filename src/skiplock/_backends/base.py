@@ -1,0 +1,145 @@
+"""The backend protocol: named storage operations, one method each.
+
+The worker, scheduler, CLI and tests ask a backend ``job_get_available(...)``; they never see
+SQL or know which database they hold. PostgreSQL and SQLite implement the same operations under
+the same names, and one conformance suite runs against both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+from urllib.parse import parse_qs, urlsplit
+
+from .._job import ClaimedJob, Completion, JobRecord, NewJob
+from ..errors import ConfigurationError
+
+Clock = Callable[[], datetime]
+"""A replacement for the database's now(), for tests that pin time."""
+
+MAX_ERRORS_KEPT = 10
+"""Each job keeps the errors of its last ten attempts; older ones are dropped."""
+MAX_TRACEBACK_CHARS = 8000
+"""A traceback is cut to its last 8,000 characters, where the cause is."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimParams:
+    """What a worker asks for when it claims."""
+
+    queues: tuple[str, ...] | None
+    limit: int
+    worker: str
+    lease_token: str
+    default_lease: float
+    lease_margin: float
+
+
+class Backend(Protocol):
+    """Named operations on the job table. Every method is one round trip where it can be."""
+
+    url: str
+    supports_push: bool
+    """True when ``listen`` delivers wake-ups from other processes (LISTEN/NOTIFY)."""
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+
+    async def migrate(self) -> list[int]:
+        """Apply every missing migration; return the versions applied."""
+        ...
+
+    async def schema_version(self) -> tuple[int, int]:
+        """(version in the database, version this code needs); 0 means no schema."""
+        ...
+
+    async def job_insert_many(
+        self, jobs: Sequence[NewJob], connection: object | None = None
+    ) -> list[int]:
+        """Insert jobs in one round trip and wake workers at commit; ids in input order.
+
+        With ``connection`` (the caller's own async connection) the rows join the caller's
+        transaction.
+        """
+        ...
+
+    def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
+        """The same on the caller's own synchronous connection (sqlite3, psycopg)."""
+        ...
+
+    async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
+        """Claim up to ``limit`` ready jobs atomically: running, attempt+1, leased."""
+        ...
+
+    async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
+        """Apply outcomes to rows still running under their lease token; return those ids."""
+        ...
+
+    async def job_get(self, job_id: int) -> JobRecord:
+        """One job, or JobNotFound."""
+        ...
+
+    async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]: ...
+
+    async def job_retry(self, job_id: int) -> bool:
+        """Requeue a dead or cancelled job with its attempts reset; False if it was not final."""
+        ...
+
+    async def job_reclaim_expired(self) -> list[int]:
+        """Return running rows whose lease expired to pending (dead if attempts are spent)."""
+        ...
+
+    async def job_heartbeat_many(
+        self, held: Sequence[tuple[int, str]], default_lease: float, lease_margin: float
+    ) -> list[int]:
+        """Extend the leases of (id, token) pairs still running; return the ids still held."""
+        ...
+
+    def listen(self, on_wake: Callable[[str], None]) -> AbstractAsyncContextManager[asyncio.Event]:
+        """While entered, call ``on_wake(queue)`` when another process enqueues."""
+        ...
+
+
+def open_backend(url: str, *, clock: Clock | None = None) -> Backend:
+    """Build (not yet open) the backend a URL names."""
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        from .sqlite import SQLiteBackend
+
+        return SQLiteBackend(url, clock=clock)
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgresBackend
+
+        return PostgresBackend(url, clock=clock)
+    raise ConfigurationError(
+        f"url={url!r}: unsupported scheme {scheme!r}; use sqlite:///PATH or postgresql://..."
+    )
+
+
+def sqlite_path(url: str) -> str:
+    """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db``."""
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise ConfigurationError(f"url={url!r}: a SQLite URL has no host; use sqlite:///PATH")
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not path or path == ":memory:":
+        raise ConfigurationError(
+            f"url={url!r}: give a file path; an in-memory database cannot be shared by workers"
+        )
+    return path
+
+
+def postgres_schema(url: str) -> tuple[str, str]:
+    """Split skiplock's own ``?schema=NAME`` off a PostgreSQL URL: (driver url, schema)."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    schema = query.pop("schema", ["public"])[-1]
+    if not schema.replace("_", "").isalnum():
+        raise ConfigurationError(f"url={url!r}: schema {schema!r} must be letters, digits and _")
+    rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
+    driver_url = parts._replace(query=rest, scheme="postgresql").geturl()
+    return driver_url, schema

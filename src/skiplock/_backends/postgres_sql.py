@@ -1,0 +1,202 @@
+"""PostgreSQL's statements, one named constant per operation (SQLite's twin has the same names).
+
+``{s}`` is the quoted schema, filled in once when the backend opens. Each statement opens with
+its contract. ``$now`` parameters are NULL in production, so the database clock decides; tests
+pass a pinned time.
+"""
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "initial",
+        """
+CREATE TABLE {s}.skiplock_jobs (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue            text NOT NULL,
+    task             text NOT NULL,
+    args             jsonb NOT NULL DEFAULT '[]',
+    kwargs           jsonb NOT NULL DEFAULT '{}',
+    state            text NOT NULL DEFAULT 'pending'
+                     CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead')),
+    priority         integer NOT NULL DEFAULT 0,
+    attempt          integer NOT NULL DEFAULT 0,
+    max_attempts     integer NOT NULL CHECK (max_attempts >= 1),
+    timeout          double precision,
+    run_at           timestamptz NOT NULL DEFAULT now(),
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    attempted_at     timestamptz,
+    finished_at      timestamptz,
+    locked_by        text,
+    lease_token      text,
+    lease_expires_at timestamptz,
+    errors           jsonb NOT NULL DEFAULT '[]',
+    unique_key       text,
+    correlation_id   text
+);
+-- Claims read only this index: finished rows kept for history never slow the hot path.
+CREATE INDEX skiplock_jobs_pending_idx ON {s}.skiplock_jobs (priority DESC, run_at, id)
+    WHERE state = 'pending';
+CREATE INDEX skiplock_jobs_lease_idx ON {s}.skiplock_jobs (lease_expires_at)
+    WHERE state = 'running';
+CREATE INDEX skiplock_jobs_finished_idx ON {s}.skiplock_jobs (finished_at)
+    WHERE state IN ('succeeded', 'cancelled', 'dead');
+""",
+    ),
+]
+
+MIGRATIONS_TABLE = """
+-- Record of applied migrations; created before anything else.
+CREATE TABLE IF NOT EXISTS {s}.skiplock_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+MIGRATIONS_LOCK = """
+-- Serialise concurrent migrators; transaction-scoped, so nothing leaks through a pooler.
+SELECT pg_advisory_xact_lock(hashtext('skiplock_migrate:' || $1))
+"""
+
+MIGRATION_VERSIONS = "SELECT version FROM {s}.skiplock_migrations ORDER BY version"
+
+MIGRATION_RECORD = "INSERT INTO {s}.skiplock_migrations (version, name) VALUES ($1, $2)"
+
+SCHEMA_VERSION = """
+-- Highest applied migration, or 0 when the migrations table does not exist yet.
+SELECT CASE WHEN to_regclass($1 || '.skiplock_migrations') IS NULL THEN 0
+            ELSE (SELECT coalesce(max(version), 0) FROM {s}.skiplock_migrations) END
+"""
+
+JOB_INSERT_MANY = """
+-- Insert a batch from parallel arrays, then NOTIFY once per distinct queue (delivered at commit).
+WITH ins AS (
+    INSERT INTO {s}.skiplock_jobs
+        (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id)
+    SELECT u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
+           coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
+                    + make_interval(secs => coalesce(u.run_after, 0))),
+           u.timeout, u.correlation_id
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
+                $7::float8[], $8::float8[], $9::float8[], $10::text[])
+         WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts,
+                              run_at, run_after, timeout, correlation_id, ord)
+    ORDER BY u.ord
+    RETURNING id, queue
+), woken AS (
+    SELECT pg_notify($11, q.queue) FROM (SELECT DISTINCT queue FROM ins) q
+)
+SELECT id FROM ins WHERE (SELECT count(*) FROM woken) >= 0 ORDER BY id
+"""
+
+JOB_GET_AVAILABLE = """
+-- Atomically claim up to $2 ready jobs: running, attempt + 1, leased to $3 under token $4.
+-- MATERIALIZED fences the subquery so the planner cannot re-run it and lock extra rows.
+WITH now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
+c AS MATERIALIZED (
+    SELECT id FROM {s}.skiplock_jobs
+    WHERE state = 'pending' AND run_at <= (SELECT t FROM now_)
+      AND ($1::text[] IS NULL OR queue = ANY($1::text[]))
+    ORDER BY priority DESC, run_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {s}.skiplock_jobs j
+SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
+    locked_by = $3, lease_token = $4,
+    lease_expires_at = (SELECT t FROM now_)
+                       + make_interval(secs => coalesce(j.timeout, $5) + $6)
+FROM c WHERE j.id = c.id
+RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
+          j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at
+"""
+
+JOB_SET_STATE_IF_RUNNING_MANY = """
+-- Apply a batch of outcomes, each only where the row is still running under its lease token:
+-- a worker whose lease was lost changes nothing. Errors are appended, keeping the last $7.
+WITH now_ AS (SELECT coalesce($6::timestamptz, now()) AS t),
+c AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[])
+        AS c(id, token, disposition, delay, error)
+)
+UPDATE {s}.skiplock_jobs j
+SET state = CASE WHEN c.disposition IN ('succeeded', 'cancelled', 'dead') THEN c.disposition
+                 ELSE 'pending' END,
+    attempt = CASE WHEN c.disposition IN ('snooze', 'release') THEN j.attempt - 1
+                   ELSE j.attempt END,
+    run_at = CASE WHEN c.disposition IN ('retry', 'snooze', 'release')
+                  THEN (SELECT t FROM now_) + make_interval(secs => c.delay)
+                  ELSE j.run_at END,
+    finished_at = CASE WHEN c.disposition IN ('succeeded', 'cancelled', 'dead')
+                       THEN (SELECT t FROM now_) END,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    errors = CASE WHEN c.error IS NULL THEN j.errors
+                  WHEN jsonb_array_length(j.errors) >= $7
+                  THEN (j.errors - 0) || jsonb_build_array(c.error::jsonb)
+                  ELSE j.errors || jsonb_build_array(c.error::jsonb) END
+FROM c
+WHERE j.id = c.id AND j.lease_token = c.token AND j.state = 'running'
+RETURNING j.id
+"""
+
+JOB_GET = """
+-- One job row, for inspection.
+SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, priority, attempt,
+       max_attempts, run_at, created_at, attempted_at, finished_at, locked_by, lease_expires_at,
+       errors::text AS errors, correlation_id
+FROM {s}.skiplock_jobs WHERE id = $1
+"""
+
+JOB_COUNT_BY_STATE = """
+-- Jobs per state, optionally for one queue.
+SELECT state, count(*) AS n FROM {s}.skiplock_jobs
+WHERE $1::text IS NULL OR queue = $1 GROUP BY state
+"""
+
+JOB_RETRY = """
+-- A person requeues a finished job: pending now, attempts reset, then wake the workers.
+WITH r AS (
+    UPDATE {s}.skiplock_jobs
+    SET state = 'pending', attempt = 0, run_at = coalesce($3::timestamptz, now()),
+        finished_at = NULL, lease_token = NULL, lease_expires_at = NULL
+    WHERE id = $1 AND state IN ('dead', 'cancelled', 'succeeded')
+    RETURNING queue
+)
+SELECT pg_notify($2, queue) FROM r
+"""
+
+JOB_RECLAIM_EXPIRED = """
+-- Return rows whose lease expired to pending (or dead when attempts are spent), noting why.
+-- SKIP LOCKED: concurrent reclaimers split the rows instead of acting on one twice.
+WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
+x AS MATERIALIZED (
+    SELECT id FROM {s}.skiplock_jobs
+    WHERE state = 'running' AND lease_expires_at < (SELECT t FROM now_)
+    ORDER BY lease_expires_at LIMIT 1000
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {s}.skiplock_jobs j
+SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN j.attempt >= j.max_attempts THEN (SELECT t FROM now_) END,
+    run_at = (SELECT t FROM now_),
+    lease_token = NULL, lease_expires_at = NULL,
+    errors = CASE WHEN jsonb_array_length(j.errors) >= $2 THEN j.errors - 0 ELSE j.errors END
+             || jsonb_build_array(jsonb_build_object(
+                    'attempt', j.attempt, 'at', (SELECT t FROM now_),
+                    'message', 'lease expired (worker ' || coalesce(j.locked_by, '?')
+                               || ' stopped heartbeating)',
+                    'traceback', NULL))
+FROM x WHERE j.id = x.id
+RETURNING j.id
+"""
+
+JOB_HEARTBEAT_MANY = """
+-- Extend the leases of (id, token) pairs still running; the ids returned are still held.
+WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t)
+UPDATE {s}.skiplock_jobs j
+SET lease_expires_at = (SELECT t FROM now_) + make_interval(secs => coalesce(j.timeout, $3) + $4)
+FROM unnest($1::bigint[], $2::text[]) AS h(id, token)
+WHERE j.id = h.id AND j.lease_token = h.token AND j.state = 'running'
+RETURNING j.id
+"""

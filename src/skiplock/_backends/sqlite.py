@@ -1,0 +1,322 @@
+"""SQLite through the standard library, on one dedicated thread per backend.
+
+Each operation is one function run on that thread, holding one ``BEGIN IMMEDIATE``
+transaction: a single hop between the event loop and the thread per operation, however many
+statements it takes. WAL lets readers run beside the writer; ``synchronous=FULL`` is chosen
+explicitly, because batching makes durability cheap (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from .._job import ClaimedJob, Completion, JobRecord, JobState, NewJob
+from ..errors import BackendError, BackendUnavailable, JobNotFound
+from . import sqlite_sql as sql
+from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, sqlite_path
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+def _dt(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
+def _opt_dt(value: float | None) -> datetime | None:
+    return None if value is None else _dt(value)
+
+
+@contextmanager
+def _wrapped(operation: str) -> Iterator[None]:
+    """Re-raise sqlite3 errors as skiplock errors, keeping the original as ``__cause__``."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise BackendUnavailable(f"{operation}: SQLite: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise BackendError(f"{operation}: SQLite: {exc}") from exc
+
+
+@contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction that holds the file's write lock from its first statement."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
+    """Insert a batch on ``conn`` inside whatever transaction it is in; ids in input order.
+
+    AUTOINCREMENT inside one write transaction hands out consecutive ids, so the last id
+    gives all of them without a round trip per row.
+    """
+    rows = [
+        {
+            "task": j.task,
+            "queue": j.queue,
+            "args": j.args_json,
+            "kwargs": j.kwargs_json,
+            "priority": j.priority,
+            "max_attempts": j.max_attempts,
+            "run_at": j.run_at.timestamp() if j.run_at else now + (j.run_after_s or 0.0),
+            "timeout": j.timeout,
+            "correlation_id": j.correlation_id,
+            "now": now,
+        }
+        for j in jobs
+    ]
+    conn.executemany(sql.JOB_INSERT, rows)
+    last = int(conn.execute(sql.LAST_INSERT_ID).fetchone()[0])
+    return list(range(last - len(rows) + 1, last + 1))
+
+
+class SQLiteBackend:
+    """The Backend protocol on one SQLite file."""
+
+    supports_push = False
+
+    def __init__(self, url: str, *, clock: Clock | None = None) -> None:
+        self.url = url
+        self.path = sqlite_path(url)
+        self._clock = clock
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    def _now(self) -> float:
+        return self._clock().timestamp() if self._clock else time.time()
+
+    async def _run(self, operation: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._executor is None or self._conn is None:
+            raise BackendError("the SQLite backend is not open")
+        conn = self._conn
+
+        def call() -> T:
+            with _wrapped(operation):
+                return fn(conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def open(self) -> None:
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="skiplock-sqlite")
+
+        def connect() -> sqlite3.Connection:
+            with _wrapped("connect"):
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                return conn
+
+        loop = asyncio.get_running_loop()
+        self._conn = await loop.run_in_executor(self._executor, connect)
+
+    async def close(self) -> None:
+        executor, conn = self._executor, self._conn
+        self._executor = self._conn = None
+        if executor is None:
+            return
+        if conn is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, conn.close)
+        executor.shutdown(wait=True)
+
+    async def migrate(self) -> list[int]:
+        def migrate(conn: sqlite3.Connection) -> list[int]:
+            applied: list[int] = []
+            with _immediate(conn):
+                conn.execute(sql.MIGRATIONS_TABLE)
+                done = {r[0] for r in conn.execute(sql.MIGRATION_VERSIONS)}
+                for version, name, body in sql.MIGRATIONS:
+                    if version not in done:
+                        for statement in body.split(";"):
+                            if statement.strip():
+                                conn.execute(statement)
+                        conn.execute(sql.MIGRATION_RECORD, (version, name, self._now()))
+                        applied.append(version)
+            return applied
+
+        return await self._run("migrate", migrate)
+
+    async def schema_version(self) -> tuple[int, int]:
+        current = await self._run(
+            "schema_version", lambda c: int(c.execute(sql.SCHEMA_VERSION).fetchone()[0])
+        )
+        return current, sql.MIGRATIONS[-1][0]
+
+    async def job_insert_many(
+        self, jobs: Sequence[NewJob], connection: object | None = None
+    ) -> list[int]:
+        if not jobs:
+            return []
+        if connection is not None:
+            return self.job_insert_many_sync(jobs, connection)
+
+        def insert(conn: sqlite3.Connection) -> list[int]:
+            with _immediate(conn):
+                return _insert_rows(conn, jobs, self._now())
+
+        return await self._run("job_insert_many", insert)
+
+    def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
+        if not isinstance(connection, sqlite3.Connection):
+            raise TypeError(
+                f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
+            )
+        with _wrapped("job_insert_many"):
+            return _insert_rows(connection, jobs, self._now())
+
+    async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
+        args = {
+            "now": 0.0,
+            "worker": params.worker,
+            "token": params.lease_token,
+            "default_lease": params.default_lease,
+            "margin": params.lease_margin,
+            "queues": json.dumps(list(params.queues)) if params.queues else None,
+            "limit": params.limit,
+        }
+
+        def claim(conn: sqlite3.Connection) -> list[Any]:
+            with _immediate(conn):
+                args["now"] = self._now()
+                return conn.execute(sql.JOB_GET_AVAILABLE, args).fetchall()
+
+        rows = await self._run("job_get_available", claim)
+        return [
+            ClaimedJob(
+                id=r[0],
+                task=r[1],
+                queue=r[2],
+                args_json=r[3],
+                kwargs_json=r[4],
+                priority=r[5],
+                attempt=r[6],
+                max_attempts=r[7],
+                timeout=r[8],
+                lease_token=r[9],
+                created_at=_dt(r[10]),
+                lease_expires_at=_dt(r[11]),
+            )
+            for r in sorted(rows, key=lambda r: (-r[5], r[0]))
+        ]
+
+    async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
+        if not completions:
+            return []
+
+        def complete(conn: sqlite3.Connection) -> list[int]:
+            applied: list[int] = []
+            with _immediate(conn):
+                now = self._now()
+                for c in completions:
+                    cursor = conn.execute(
+                        sql.JOB_SET_STATE_IF_RUNNING,
+                        {
+                            "id": c.job_id,
+                            "token": c.lease_token,
+                            "disposition": c.disposition.value,
+                            "delay": c.delay_s,
+                            "error": json.dumps(c.error) if c.error is not None else None,
+                            "max_errors": MAX_ERRORS_KEPT,
+                            "now": now,
+                        },
+                    )
+                    if cursor.rowcount:
+                        applied.append(c.job_id)
+            return applied
+
+        return await self._run("job_set_state_if_running_many", complete)
+
+    async def job_get(self, job_id: int) -> JobRecord:
+        row = await self._run("job_get", lambda c: c.execute(sql.JOB_GET, (job_id,)).fetchone())
+        if row is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        return JobRecord(
+            id=row[0],
+            task=row[1],
+            queue=row[2],
+            state=JobState(row[3]),
+            args=json.loads(row[4]),
+            kwargs=json.loads(row[5]),
+            priority=row[6],
+            attempt=row[7],
+            max_attempts=row[8],
+            run_at=_dt(row[9]),
+            created_at=_dt(row[10]),
+            attempted_at=_opt_dt(row[11]),
+            finished_at=_opt_dt(row[12]),
+            locked_by=row[13],
+            lease_expires_at=_opt_dt(row[14]),
+            errors=json.loads(row[15]),
+            correlation_id=row[16],
+        )
+
+    async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
+        rows = await self._run(
+            "job_count_by_state",
+            lambda c: c.execute(sql.JOB_COUNT_BY_STATE, {"queue": queue}).fetchall(),
+        )
+        counts = {state.value: 0 for state in JobState}
+        counts.update({state: n for state, n in rows})
+        return counts
+
+    async def job_retry(self, job_id: int) -> bool:
+        def retry(conn: sqlite3.Connection) -> bool:
+            with _immediate(conn):
+                cursor = conn.execute(sql.JOB_RETRY, {"id": job_id, "now": self._now()})
+                return cursor.rowcount > 0
+
+        return await self._run("job_retry", retry)
+
+    async def job_reclaim_expired(self) -> list[int]:
+        def reclaim(conn: sqlite3.Connection) -> list[int]:
+            with _immediate(conn):
+                args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT}
+                return [r[0] for r in conn.execute(sql.JOB_RECLAIM_EXPIRED, args).fetchall()]
+
+        return await self._run("job_reclaim_expired", reclaim)
+
+    async def job_heartbeat_many(
+        self, held: Sequence[tuple[int, str]], default_lease: float, lease_margin: float
+    ) -> list[int]:
+        if not held:
+            return []
+
+        def beat(conn: sqlite3.Connection) -> list[int]:
+            still: list[int] = []
+            with _immediate(conn):
+                now = self._now()
+                for job_id, token in held:
+                    args = {
+                        "id": job_id,
+                        "token": token,
+                        "now": now,
+                        "default_lease": default_lease,
+                        "margin": lease_margin,
+                    }
+                    if conn.execute(sql.JOB_HEARTBEAT, args).rowcount:
+                        still.append(job_id)
+            return still
+
+        return await self._run("job_heartbeat_many", beat)
+
+    @asynccontextmanager
+    async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
+        """SQLite cannot push across processes: workers poll (and wake in-process)."""
+        yield asyncio.Event()

@@ -1,0 +1,161 @@
+"""SQLite's statements, under the same names as PostgreSQL's.
+
+Times are REAL Unix seconds. SQLite runs inside this process, so "the database clock" is this
+machine's clock: the backend reads it once per transaction and binds it as ``:now``. Every
+write runs inside ``BEGIN IMMEDIATE``, which takes the file's write lock up front, so claims in
+several processes serialise instead of double-claiming.
+"""
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "initial",
+        """
+CREATE TABLE skiplock_jobs (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue            TEXT NOT NULL,
+    task             TEXT NOT NULL,
+    args             TEXT NOT NULL DEFAULT '[]',
+    kwargs           TEXT NOT NULL DEFAULT '{}',
+    state            TEXT NOT NULL DEFAULT 'pending'
+                     CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead')),
+    priority         INTEGER NOT NULL DEFAULT 0,
+    attempt          INTEGER NOT NULL DEFAULT 0,
+    max_attempts     INTEGER NOT NULL CHECK (max_attempts >= 1),
+    timeout          REAL,
+    run_at           REAL NOT NULL,
+    created_at       REAL NOT NULL,
+    attempted_at     REAL,
+    finished_at      REAL,
+    locked_by        TEXT,
+    lease_token      TEXT,
+    lease_expires_at REAL,
+    errors           TEXT NOT NULL DEFAULT '[]',
+    unique_key       TEXT,
+    correlation_id   TEXT
+);
+-- Claims read only this index: finished rows kept for history never slow the hot path.
+CREATE INDEX skiplock_jobs_pending_idx ON skiplock_jobs (priority DESC, run_at, id)
+    WHERE state = 'pending';
+CREATE INDEX skiplock_jobs_lease_idx ON skiplock_jobs (lease_expires_at)
+    WHERE state = 'running';
+CREATE INDEX skiplock_jobs_finished_idx ON skiplock_jobs (finished_at)
+    WHERE state IN ('succeeded', 'cancelled', 'dead');
+""",
+    ),
+]
+
+MIGRATIONS_TABLE = """
+-- Record of applied migrations; created before anything else.
+CREATE TABLE IF NOT EXISTS skiplock_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at REAL NOT NULL
+)
+"""
+
+MIGRATION_VERSIONS = "SELECT version FROM skiplock_migrations ORDER BY version"
+
+MIGRATION_RECORD = "INSERT INTO skiplock_migrations (version, name, applied_at) VALUES (?, ?, ?)"
+
+SCHEMA_VERSION = """
+-- Highest applied migration, or 0 when the migrations table does not exist yet.
+SELECT CASE WHEN (SELECT count(*) FROM sqlite_master WHERE name = 'skiplock_migrations') = 0
+            THEN 0 ELSE (SELECT coalesce(max(version), 0) FROM skiplock_migrations) END
+"""
+
+JOB_INSERT = """
+-- Insert one job of a batch (the batch shares one transaction).
+INSERT INTO skiplock_jobs
+    (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
+     created_at)
+VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
+        :correlation_id, :now)
+"""
+
+LAST_INSERT_ID = "SELECT last_insert_rowid()"
+
+JOB_GET_AVAILABLE = """
+-- Claim up to :limit ready jobs: running, attempt + 1, leased to :worker under :token.
+UPDATE skiplock_jobs
+SET state = 'running', attempt = attempt + 1, attempted_at = :now,
+    locked_by = :worker, lease_token = :token,
+    lease_expires_at = :now + coalesce(timeout, :default_lease) + :margin
+WHERE id IN (
+    SELECT id FROM skiplock_jobs
+    WHERE state = 'pending' AND run_at <= :now
+      AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+)
+RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeout,
+          lease_token, created_at, lease_expires_at
+"""
+
+JOB_SET_STATE_IF_RUNNING = """
+-- Apply one outcome of a batch, only while the row is still running under its lease token;
+-- errors are appended, keeping the last :max_errors.
+UPDATE skiplock_jobs
+SET state = CASE WHEN :disposition IN ('succeeded', 'cancelled', 'dead') THEN :disposition
+                 ELSE 'pending' END,
+    attempt = CASE WHEN :disposition IN ('snooze', 'release') THEN attempt - 1
+                   ELSE attempt END,
+    run_at = CASE WHEN :disposition IN ('retry', 'snooze', 'release') THEN :now + :delay
+                  ELSE run_at END,
+    finished_at = CASE WHEN :disposition IN ('succeeded', 'cancelled', 'dead') THEN :now END,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    errors = CASE WHEN :error IS NULL THEN errors
+                  WHEN json_array_length(errors) >= :max_errors
+                  THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
+                  ELSE json_insert(errors, '$[#]', json(:error)) END
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+JOB_GET = """
+-- One job row, for inspection.
+SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
+       created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
+       correlation_id
+FROM skiplock_jobs WHERE id = ?
+"""
+
+JOB_COUNT_BY_STATE = """
+-- Jobs per state, optionally for one queue.
+SELECT state, count(*) FROM skiplock_jobs WHERE :queue IS NULL OR queue = :queue GROUP BY state
+"""
+
+JOB_RETRY = """
+-- A person requeues a finished job: pending now, attempts reset.
+UPDATE skiplock_jobs
+SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
+    lease_token = NULL, lease_expires_at = NULL
+WHERE id = :id AND state IN ('dead', 'cancelled', 'succeeded')
+"""
+
+JOB_RECLAIM_EXPIRED = """
+-- Return rows whose lease expired to pending (or dead when attempts are spent), noting why.
+UPDATE skiplock_jobs
+SET state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN attempt >= max_attempts THEN :now END,
+    run_at = :now,
+    lease_token = NULL, lease_expires_at = NULL,
+    errors = json_insert(
+        CASE WHEN json_array_length(errors) >= :max_errors THEN json_remove(errors, '$[0]')
+             ELSE errors END,
+        '$[#]',
+        json_object('attempt', attempt, 'at', :now,
+                    'message', 'lease expired (worker ' || coalesce(locked_by, '?')
+                               || ' stopped heartbeating)',
+                    'traceback', NULL))
+WHERE id IN (SELECT id FROM skiplock_jobs
+             WHERE state = 'running' AND lease_expires_at < :now LIMIT 1000)
+RETURNING id
+"""
+
+JOB_HEARTBEAT = """
+-- Extend one lease of a batch if the row is still running under its token.
+UPDATE skiplock_jobs
+SET lease_expires_at = :now + coalesce(timeout, :default_lease) + :margin
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""

@@ -1,0 +1,148 @@
+"""The ``skiplock`` command: a shell over the Python API (click)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import click
+
+from ._app import App
+from ._config import WorkerConfig
+from ._worker.supervisor import supervise
+from ._worker.worker import Worker
+from .errors import SkiplockError
+
+T = TypeVar("T")
+log = logging.getLogger("skiplock")
+
+
+def load_app(spec: str) -> App:
+    """Import ``module:attribute`` (or ``module`` holding ``app``) and check it is an App."""
+    module_name, _, attribute = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.BadParameter(f"cannot import {module_name!r}: {exc}", param_hint="APP") from exc
+    app = getattr(module, attribute or "app", None)
+    if not isinstance(app, App):
+        raise click.BadParameter(
+            f"{spec!r} is not a skiplock.App (expected MODULE:ATTRIBUTE)", param_hint="APP"
+        )
+    return app
+
+
+def _run(app: App, work: Callable[[], Awaitable[T]]) -> T:
+    async def main() -> T:
+        try:
+            return await work()
+        finally:
+            await app.close()
+
+    try:
+        return asyncio.run(main())
+    except SkiplockError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@click.group()
+@click.version_option(package_name="skiplock")
+def main() -> None:
+    """skiplock: durable background jobs in your own PostgreSQL or SQLite database."""
+
+
+@main.command()
+@click.argument("app_spec", metavar="APP")
+def migrate(app_spec: str) -> None:
+    """Create or upgrade skiplock's tables in APP's database."""
+    app = load_app(app_spec)
+    applied = _run(app, app.migrate)
+    click.echo(f"applied migrations {applied}" if applied else "schema already up to date")
+
+
+def _queues(value: str | None) -> tuple[str, ...] | None:
+    if not value:
+        return None
+    return tuple(q.strip() for q in value.split(",") if q.strip()) or None
+
+
+@main.command()
+@click.argument("app_spec", metavar="APP")
+@click.option("--queues", "-q", help="Comma-separated queues to work (default: all).")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--processes", "-p", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--poll-interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds running jobs may finish after SIGTERM before they are released.",
+)
+@click.option("--burst", is_flag=True, help="Exit once no job is ready to run.")
+@click.option("--log-level", default="info", show_default=True)
+def worker(
+    app_spec: str,
+    queues: str | None,
+    concurrency: int,
+    processes: int,
+    poll_interval: float,
+    shutdown_timeout: float,
+    burst: bool,
+    log_level: str,
+) -> None:
+    """Run APP's jobs (APP is MODULE:ATTRIBUTE, e.g. myapp.tasks:app)."""
+    _configure_logging(log_level)
+    if processes > 1:
+        sys.exit(supervise(sys.argv[1:], processes))
+    app = load_app(app_spec)
+    config = WorkerConfig(
+        queues=_queues(queues),
+        concurrency=concurrency,
+        poll_interval=poll_interval,
+        shutdown_timeout=shutdown_timeout,
+    )
+    run_worker(app, config, burst=burst)
+
+
+def run_worker(app: App, config: WorkerConfig, *, burst: bool = False) -> None:
+    """Run one worker in this process until SIGTERM/SIGINT (a second signal skips the drain)."""
+    the_worker = Worker(app, config)
+
+    async def work() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, _on_signal, the_worker, sig)
+        await the_worker.run(burst=burst)
+
+    try:
+        _run(app, work)
+    except* SkiplockError as group:
+        log.critical("worker failed: %s", group.exceptions[0])
+        sys.exit(1)
+    except* Exception as group:
+        log.critical("worker died", exc_info=group)
+        sys.exit(1)
+    logging.shutdown()
+    os._exit(0)  # job threads that overran their timeout cannot be joined; do not wait for them
+
+
+def _on_signal(the_worker: Worker, sig: int) -> None:
+    log.info("received %s", signal.Signals(sig).name)
+    the_worker.request_stop()

@@ -1,0 +1,86 @@
+"""Frozen, validated configuration. Durations are always float seconds."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from .errors import ConfigurationError
+
+DEFAULT_MAX_ATTEMPTS = 5
+"""A job that fails five times is dead: enough to ride out a short outage with the default
+backoff (1 s, 2 s, 4 s, 8 s with full jitter), few enough that a poison job surfaces fast."""
+
+
+def require(condition: bool, field_name: str, value: object, rule: str) -> None:
+    """Raise a ConfigurationError naming the field and the bad value."""
+    if not condition:
+        raise ConfigurationError(f"{field_name}={value!r}: {rule}")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: ``uniform(0, min(cap, base * 2**(attempt-1)))``.
+
+    Full jitter spreads a burst of jobs that failed together (a dependency went down) over the
+    whole window instead of retrying them in lockstep.
+    """
+
+    base: float = 1.0
+    """Seconds of the first retry window."""
+    cap: float = 600.0
+    """The longest a retry is ever delayed, in seconds."""
+    jitter: bool = True
+    """Full jitter when true; the plain exponential delay when false (deterministic)."""
+
+    def __post_init__(self) -> None:
+        require(self.base >= 0, "RetryPolicy.base", self.base, "must be >= 0 seconds")
+        require(self.cap >= self.base, "RetryPolicy.cap", self.cap, "must be >= base")
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait before the attempt after ``attempt`` (1-based)."""
+        ceiling = min(self.cap, self.base * 2.0 ** max(attempt - 1, 0))
+        if not self.jitter:
+            return ceiling
+        return (rng or random).uniform(0.0, ceiling)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How one worker process runs; every field has a documented default."""
+
+    queues: tuple[str, ...] | None = None
+    """Queues to claim from; None means every queue."""
+    concurrency: int = 10
+    """Jobs running at once in this process (async and sync alike)."""
+    poll_interval: float = 1.0
+    """The poll backstop: the longest an idle worker waits before asking again."""
+    shutdown_timeout: float = 30.0
+    """On SIGTERM, how long running jobs may finish before they are released to pending."""
+    claim_batch: int = 100
+    """The most rows one claim statement locks."""
+    completion_batch: int = 500
+    """The most outcomes written in one round trip."""
+    lease_margin: float = 30.0
+    """Added to a job's timeout to form its lease, in seconds."""
+    default_lease: float = 300.0
+    """Lease of a job whose task has no timeout, in seconds."""
+    name: str = field(default="")
+    """How this worker signs its claims (locked_by); defaults to host:pid."""
+
+    def __post_init__(self) -> None:
+        require(self.concurrency >= 1, "concurrency", self.concurrency, "must be >= 1")
+        require(self.poll_interval > 0, "poll_interval", self.poll_interval, "must be > 0")
+        require(
+            self.shutdown_timeout >= 0, "shutdown_timeout", self.shutdown_timeout, "must be >= 0"
+        )
+        require(self.claim_batch >= 1, "claim_batch", self.claim_batch, "must be >= 1")
+        require(
+            self.completion_batch >= 1, "completion_batch", self.completion_batch, "must be >= 1"
+        )
+        require(self.lease_margin >= 0, "lease_margin", self.lease_margin, "must be >= 0")
+        require(self.default_lease > 0, "default_lease", self.default_lease, "must be > 0")
+        if self.queues is not None:
+            require(len(self.queues) > 0, "queues", self.queues, "must name at least one queue")
+            for queue in self.queues:
+                require(bool(queue), "queues", self.queues, "queue names must be non-empty")

@@ -1,0 +1,146 @@
+"""The nouns of a job as they cross the backend boundary.
+
+Backends speak only these dataclasses; nothing above a backend sees a database row.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class JobState(enum.StrEnum):
+    """The five states a job row can be in."""
+
+    PENDING = "pending"
+    """Waiting: new, scheduled for later, or awaiting a retry."""
+    RUNNING = "running"
+    """Claimed by a worker that holds its lease."""
+    SUCCEEDED = "succeeded"
+    CANCELLED = "cancelled"
+    DEAD = "dead"
+    """Attempts spent, a permanent error, or a job no worker can run; a person may requeue it."""
+
+
+FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD})
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """One row to insert. ``args_json``/``kwargs_json`` are already strict JSON."""
+
+    task: str
+    queue: str
+    args_json: str
+    kwargs_json: str
+    priority: int
+    max_attempts: int
+    run_after_s: float | None = None
+    """Seconds after the database's now(); None means now."""
+    run_at: datetime | None = None
+    """An absolute time, used instead of ``run_after_s`` when given."""
+    timeout: float | None = None
+    correlation_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """A job a worker holds: what the executor needs, and the token that fences its writes."""
+
+    id: int
+    task: str
+    queue: str
+    args_json: str
+    kwargs_json: str
+    priority: int
+    attempt: int
+    max_attempts: int
+    timeout: float | None
+    lease_token: str
+    created_at: datetime
+    lease_expires_at: datetime
+
+
+class Disposition(enum.StrEnum):
+    """What a completion does to a running row."""
+
+    SUCCEED = "succeeded"
+    RETRY = "retry"
+    """Back to pending after a delay, error recorded, attempt kept."""
+    SNOOZE = "snooze"
+    """Back to pending after a delay, the attempt given back."""
+    RELEASE = "release"
+    """Back to pending now, the attempt given back (shutdown)."""
+    CANCEL = "cancelled"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One outcome to write, applied only if the row is still running under ``lease_token``."""
+
+    job_id: int
+    lease_token: str
+    disposition: Disposition
+    delay_s: float = 0.0
+    error: dict[str, Any] | None = None
+    """``{"attempt", "at", "message", "traceback"}``; appended to the job's bounded error list."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A full job row, for people and tests: inspection, not execution."""
+
+    id: int
+    task: str
+    queue: str
+    state: JobState
+    args: list[Any]
+    kwargs: dict[str, Any]
+    priority: int
+    attempt: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    attempted_at: datetime | None
+    finished_at: datetime | None
+    locked_by: str | None
+    lease_expires_at: datetime | None
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    correlation_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a running task may know about its own job, to make itself idempotent.
+
+    Read it with ``skiplock.current_job()`` from inside a task (async or sync).
+    """
+
+    id: int
+    task: str
+    queue: str
+    attempt: int
+    max_attempts: int
+    enqueued_at: datetime
+    deadline: datetime | None
+    """When the job's timeout expires (monotonic deadlines are not shareable), or None."""
+    lease_expires_at: datetime
+
+
+_current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("skiplock_job")
+
+
+def current_job() -> JobContext:
+    """The job the calling task is running as; raises LookupError outside a job."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise LookupError("current_job() called outside a running skiplock job") from None
+
+
+def set_current_job(ctx: JobContext) -> contextvars.Token[JobContext]:
+    return _current.set(ctx)

@@ -1,0 +1,153 @@
+"""``Task``: a function plus the options its jobs are enqueued with.
+
+Calling a task calls the function (handy in tests); ``enqueue``/``aenqueue`` write a job row.
+The vocabulary follows Django Tasks: ``using(...)`` returns a configured copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from ._config import DEFAULT_MAX_ATTEMPTS, RetryPolicy, require
+from ._job import JobRecord, NewJob
+from ._payload import encode_args
+from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ._app import App
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class JobHandle:
+    """What an enqueue returns: the job's id, and a way to look at it later."""
+
+    id: int
+    task: str
+    queue: str
+    app: App = field(repr=False, compare=False)
+
+    async def fetch(self) -> JobRecord:
+        """The job row as it is now."""
+        return await self.app.get_job(self.id)
+
+
+def _validate_options(
+    name: str, queue: str, priority: int, max_attempts: int, timeout: float | None
+) -> None:
+    require(bool(name), "name", name, "must be a non-empty string")
+    require(isinstance(queue, str) and bool(queue), "queue", queue, "must be a non-empty string")
+    require(
+        isinstance(priority, int) and not isinstance(priority, bool),
+        "priority",
+        priority,
+        "must be an int (higher runs first)",
+    )
+    require(
+        isinstance(max_attempts, int) and max_attempts >= 1,
+        "max_attempts",
+        max_attempts,
+        "must be an int >= 1",
+    )
+    require(timeout is None or timeout > 0, "timeout", timeout, "must be > 0 seconds or None")
+
+
+@dataclass(frozen=True)
+class Task(Generic[P, R]):
+    """A registered function and its enqueue options. Build it with ``@app.task(...)``."""
+
+    app: App = field(repr=False)
+    fn: Callable[P, R] = field(repr=False)
+    name: str
+    queue: str = "default"
+    priority: int = 0
+    """Higher runs first."""
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    timeout: float | None = None
+    """Seconds one attempt may run; None for no limit (the lease still bounds a crash)."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    permanent: tuple[type[BaseException], ...] = ()
+    """Exception types that will not improve with a retry: the job goes straight to dead."""
+    run_after: datetime | timedelta | None = None
+    connection: object | None = field(default=None, repr=False, compare=False)
+    correlation_id: str | None = None
+
+    def __post_init__(self) -> None:
+        _validate_options(self.name, self.queue, self.priority, self.max_attempts, self.timeout)
+        run_after = self.run_after
+        if isinstance(run_after, datetime) and run_after.tzinfo is None:
+            raise ConfigurationError(
+                f"run_after={run_after!r}: give a timezone-aware datetime (e.g. UTC)"
+            )
+        require(
+            run_after is None or isinstance(run_after, datetime | timedelta),
+            "run_after",
+            run_after,
+            "must be a datetime, a timedelta or None",
+        )
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def using(
+        self,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_after: datetime | timedelta | None = None,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+        connection: object | None = None,
+        correlation_id: str | None = None,
+    ) -> Task[P, R]:
+        """A copy whose jobs are enqueued with these options instead."""
+        changes: dict[str, Any] = {
+            "queue": queue,
+            "priority": priority,
+            "run_after": run_after,
+            "max_attempts": max_attempts,
+            "timeout": timeout,
+            "connection": connection,
+            "correlation_id": correlation_id,
+        }
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
+        """The job row a call would insert, validated; feed these to ``app.enqueue_many``."""
+        args_json, kwargs_json = encode_args(self.name, args, kwargs, self.app.max_payload_bytes)
+        run_after = self.run_after
+        return NewJob(
+            task=self.name,
+            queue=self.queue,
+            args_json=args_json,
+            kwargs_json=kwargs_json,
+            priority=self.priority,
+            max_attempts=self.max_attempts,
+            run_after_s=run_after.total_seconds() if isinstance(run_after, timedelta) else None,
+            run_at=run_after if isinstance(run_after, datetime) else None,
+            timeout=self.timeout,
+            correlation_id=self.correlation_id,
+        )
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
+        """Write one job; with ``using(connection=...)`` it commits with the caller's rows."""
+        job = self.prepare(*args, **kwargs)
+        (handle,) = await self.app.enqueue_many([job], connection=self.connection)
+        return handle
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
+        """Synchronous ``aenqueue``, for code that has no event loop (or a sync connection)."""
+        job = self.prepare(*args, **kwargs)
+        (handle,) = self.app.enqueue_many_sync([job], connection=self.connection)
+        return handle

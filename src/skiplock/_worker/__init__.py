@@ -1,0 +1,1 @@
+"""The worker: producer, executor, completer, notifier and maintenance in one TaskGroup."""

@@ -1,0 +1,83 @@
+"""The completer: writes outcomes in batches, one round trip for many jobs.
+
+Outcomes accumulate while a write is in flight, so the batch grows with the load and an idle
+worker still writes each outcome at once. A failed write is retried with capped backoff; an
+outcome is never dropped. Rows the database no longer holds under our lease are logged as lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from .._backends import Backend
+from .._job import Completion
+from ..errors import BackendError
+
+log = logging.getLogger("skiplock.worker")
+
+MAX_BACKOFF_S = 30.0
+
+
+class Completer:
+    def __init__(self, backend: Backend, max_batch: int) -> None:
+        self._backend = backend
+        self._max_batch = max_batch
+        self._pending: list[Completion] = []
+        self._arrived = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closing = False
+
+    def put(self, completion: Completion) -> None:
+        self._pending.append(completion)
+        self._idle.clear()
+        self._arrived.set()
+
+    def close(self) -> None:
+        """Finish writing what is pending, then let ``run`` return."""
+        self._closing = True
+        self._arrived.set()
+
+    @property
+    def idle(self) -> bool:
+        return self._idle.is_set()
+
+    async def wait_idle(self) -> None:
+        """Until every outcome put so far is written."""
+        await self._idle.wait()
+
+    async def run(self) -> None:
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            while self._pending:
+                batch = self._pending[: self._max_batch]
+                del self._pending[: self._max_batch]
+                await self._write(batch)
+            self._idle.set()
+            if self._closing:
+                return
+
+    async def _write(self, batch: list[Completion]) -> None:
+        failures = 0
+        while True:
+            try:
+                applied = set(await self._backend.job_set_state_if_running_many(batch))
+                break
+            except BackendError as exc:
+                failures += 1
+                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.1 * 2**failures))
+                log.warning(
+                    "could not record %d outcomes (%s); retrying in %.1fs", len(batch), exc, delay
+                )
+                await asyncio.sleep(delay)
+        for c in batch:
+            if c.job_id not in applied:
+                log.warning(
+                    "job %d: lease lost before its outcome (%s) was recorded; another "
+                    "worker owns it now",
+                    c.job_id,
+                    c.disposition.value,
+                )

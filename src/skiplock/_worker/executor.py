@@ -1,0 +1,116 @@
+"""The executor: one claimed job through resolve -> decode -> run under timeout -> classify.
+
+It never raises for anything the job did. The only exception that leaves it is the
+cancellation the worker itself asked for (shutdown), told apart from a CancelledError the
+handler raised by ``current_task().cancelling()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .._app import App
+from .._config import RetryPolicy
+from .._job import ClaimedJob, JobContext, set_current_job
+from .._payload import decode_args
+from .._task import Task
+from ..errors import PayloadError
+from .classify import Decision, JobTimeout, UnrunnableJob, classify
+
+_NO_TASK_RETRY = RetryPolicy()
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[str, Any]]:
+    """The task and decoded arguments, or UnrunnableJob saying why this job cannot run."""
+    task = app.tasks.get(job.task)
+    if task is None:
+        raise UnrunnableJob(f"unknown task {job.task!r}: no task is registered under this name")
+    try:
+        args, kwargs = decode_args(job.args_json, job.kwargs_json)
+    except PayloadError as exc:
+        raise UnrunnableJob(str(exc)) from exc
+    signature = _signature(task.fn)
+    if signature is not None:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise UnrunnableJob(f"arguments do not fit {job.task}{signature}: {exc}") from exc
+    return task, args, kwargs
+
+
+def job_context(job: ClaimedJob, timeout: float | None) -> JobContext:
+    now = datetime.now(UTC)
+    return JobContext(
+        id=job.id,
+        task=job.task,
+        queue=job.queue,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        enqueued_at=job.created_at,
+        deadline=now + timedelta(seconds=timeout) if timeout else None,
+        lease_expires_at=job.lease_expires_at,
+    )
+
+
+async def _invoke(
+    task: Task[Any, Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    timeout: float | None,
+    pool: ThreadPoolExecutor,
+) -> None:
+    """Run the function under its timeout; sync functions on the pool, never on the loop."""
+    timer = asyncio.timeout(timeout)
+    try:
+        async with timer:
+            if task.is_async:
+                await task.fn(*args, **kwargs)
+            else:
+                ctx = contextvars.copy_context()
+                call = functools.partial(ctx.run, task.fn, *args, **kwargs)
+                await asyncio.get_running_loop().run_in_executor(pool, call)
+    except TimeoutError as exc:
+        if timer.expired():
+            note = "" if task.is_async else " (its thread cannot be killed and may still run)"
+            raise JobTimeout(f"timed out after {timeout}s{note}") from exc
+        raise
+
+
+async def execute(app: App, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
+    """Run one claimed job and decide its outcome. Raises only the worker's own cancel."""
+    failure: BaseException | None = None
+    task: Task[Any, Any] | None = None
+    try:
+        task, args, kwargs = resolve(app, job)
+        timeout = job.timeout if job.timeout is not None else task.timeout
+        set_current_job(job_context(job, timeout))
+        await _invoke(task, args, kwargs, timeout, pool)
+    except asyncio.CancelledError as exc:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # the worker is cancelling this job: shutdown, not a failure
+        failure = exc
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt... fail the job, not the worker
+        failure = exc
+    return classify(
+        failure,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        retry=task.retry if task else _NO_TASK_RETRY,
+        permanent=task.permanent if task else (),
+    )

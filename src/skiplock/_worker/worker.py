@@ -1,0 +1,289 @@
+"""``Worker``: one asyncio TaskGroup that claims, runs and records jobs.
+
+    producer ──claims──> job tasks (executor) ──outcomes──> completer ──batches──> backend
+       ^
+       └── wake-ups: notifier (LISTEN/NOTIFY), in-process enqueues, the poll backstop
+    maintenance: heartbeats for running jobs, reclaim of expired leases
+
+If any service dies the TaskGroup cancels the rest and ``run`` raises: a worker that has
+quietly stopped consuming is worse than one that exits loudly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import logging
+import os
+import random
+import socket
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .._app import App
+from .._backends import Backend
+from .._backends.base import ClaimParams
+from .._config import WorkerConfig
+from .._job import ClaimedJob, Completion, Disposition
+from ..errors import BackendError
+from .classify import Decision
+from .completer import Completer
+from .executor import execute
+
+log = logging.getLogger("skiplock.worker")
+
+HEARTBEAT_INTERVAL_S = 10.0
+MAX_BACKOFF_S = 30.0
+
+
+async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait for ``event`` at most ``timeout`` seconds; True if it was set."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    return event.is_set()
+
+
+class Worker:
+    """Runs an App's jobs. ``await Worker(app).run()`` until ``request_stop()``."""
+
+    def __init__(self, app: App, config: WorkerConfig | None = None, **options: Any) -> None:
+        config = config or WorkerConfig()
+        self.app = app
+        self.config = dataclasses.replace(config, **options) if options else config
+        self.name = self.config.name or f"{socket.gethostname()}:{os.getpid()}"
+        self._token_prefix = f"{self.name}:{uuid.uuid4().hex[:12]}"
+        self._claims = itertools.count(1)
+        self._stopping = asyncio.Event()
+        self._forced = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._running: dict[int, tuple[asyncio.Task[None], ClaimedJob]] = {}
+        self._backend: Backend | None = None
+        self._completer: Completer | None = None
+        self.processed = 0
+
+    # -- control ------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """First call: stop claiming and drain. Second call: skip the drain wait."""
+        if self._stopping.is_set():
+            self._forced.set()
+        self._stopping.set()
+        self._wake.set()
+
+    def _on_wake(self, queue: str) -> None:
+        if self.config.queues is None or queue in self.config.queues:
+            self._wake.set()
+
+    # -- the whole worker ---------------------------------------------------------------------
+
+    async def run(self, *, burst: bool = False) -> None:
+        """Work until stopped; with ``burst``, return once nothing is ready to run."""
+        self._backend = backend = await self.app.backend()
+        await self.app.check_schema()
+        loop = asyncio.get_running_loop()
+
+        def wake_from_any_thread(queue: str) -> None:
+            loop.call_soon_threadsafe(self._on_wake, queue)
+
+        unsubscribe = self.app.add_waker(wake_from_any_thread)
+        pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="skiplock-job")
+        self._completer = completer = Completer(backend, self.config.completion_batch)
+        log.info(
+            "worker %s started: queues=%s concurrency=%d backend=%s",
+            self.name,
+            ",".join(self.config.queues) if self.config.queues else "*",
+            self.config.concurrency,
+            backend.url.split("@")[-1],
+        )
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(completer.run(), name="skiplock-completer")
+                services = [
+                    tg.create_task(self._notifier(backend), name="skiplock-notifier"),
+                    tg.create_task(self._maintenance(backend), name="skiplock-maintenance"),
+                ]
+                await self._produce(backend, tg, pool, burst)
+                await self._drain()
+                for service in services:
+                    service.cancel()
+                completer.close()
+        finally:
+            unsubscribe()
+            pool.shutdown(wait=False, cancel_futures=True)
+        log.info("worker %s stopped after %d jobs", self.name, self.processed)
+
+    # -- producer -----------------------------------------------------------------------------
+
+    async def _produce(
+        self, backend: Backend, tg: asyncio.TaskGroup, pool: ThreadPoolExecutor, burst: bool
+    ) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            free = self.config.concurrency - len(self._running)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            limit = min(free, self.config.claim_batch)
+            self._wake.clear()
+            try:
+                jobs = await backend.job_get_available(self._claim_params(limit))
+                failures = 0
+            except BackendError as exc:
+                failures += 1
+                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.2 * 2**failures))
+                log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
+                await _wait(self._stopping, delay)
+                continue
+            for job in jobs:
+                task = tg.create_task(self._run_job(job, pool), name=f"skiplock-job-{job.id}")
+                self._running[job.id] = (task, job)
+            if len(jobs) == limit:
+                continue
+            if burst and not jobs:
+                if await self._burst_done():
+                    return
+                continue
+            await _wait(self._wake, self.config.poll_interval)
+
+    async def _burst_done(self) -> bool:
+        """Burst mode ends when a claim finds nothing after every outcome was written."""
+        assert self._completer is not None
+        if self._running:
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+            return False
+        if not self._completer.idle:
+            await self._completer.wait_idle()
+            return False  # what was just written (a retry due now) may be claimable
+        return True
+
+    def _claim_params(self, limit: int) -> ClaimParams:
+        return ClaimParams(
+            queues=self.config.queues,
+            limit=limit,
+            worker=self.name,
+            lease_token=f"{self._token_prefix}:{next(self._claims)}",
+            default_lease=self.config.default_lease,
+            lease_margin=self.config.lease_margin,
+        )
+
+    # -- one job ------------------------------------------------------------------------------
+
+    async def _run_job(self, job: ClaimedJob, pool: ThreadPoolExecutor) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            decision = await execute(self.app, job, pool)
+        except asyncio.CancelledError:
+            self._record(job, Decision(Disposition.RELEASE), loop.time() - started)
+            raise
+        finally:
+            self._running.pop(job.id, None)
+            self._slot_freed.set()
+        self._record(job, decision, loop.time() - started)
+
+    def _record(self, job: ClaimedJob, decision: Decision, duration: float) -> None:
+        assert self._completer is not None
+        self._completer.put(
+            Completion(
+                job.id, job.lease_token, decision.disposition, decision.delay_s, decision.error
+            )
+        )
+        self.processed += 1
+        level = logging.INFO if decision.error is None else logging.WARNING
+        if log.isEnabledFor(level):
+            reason = f" error={decision.error['message']!r}" if decision.error else ""
+            log.log(
+                level,
+                "job=%d task=%s queue=%s attempt=%d/%d duration=%.3fs outcome=%s%s",
+                job.id,
+                job.task,
+                job.queue,
+                job.attempt,
+                job.max_attempts,
+                duration,
+                decision.outcome,
+                reason,
+            )
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Let running jobs finish within the grace period, then release the rest."""
+        if self._running:
+            log.info(
+                "stopping: waiting up to %.0fs for %d running jobs",
+                self.config.shutdown_timeout,
+                len(self._running),
+            )
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.config.shutdown_timeout
+            while self._running and not self._forced.is_set():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                self._slot_freed.clear()
+                await _wait_any(self._slot_freed, self._forced, timeout=remaining)
+        leftover = [task for task, _ in self._running.values()]
+        if leftover:
+            log.warning("releasing %d unfinished jobs back to pending", len(leftover))
+            for task in leftover:
+                task.cancel()
+            await asyncio.gather(*leftover, return_exceptions=True)
+
+    # -- background services ------------------------------------------------------------------
+
+    async def _notifier(self, backend: Backend) -> None:
+        """Keep a LISTEN subscription alive (re-LISTEN after every loss), waking the producer."""
+        if not backend.supports_push:
+            return
+        failures = 0
+        while True:
+            try:
+                async with backend.listen(self._on_wake) as lost:
+                    failures = 0
+                    self._wake.set()  # catch up on anything enqueued while we were not listening
+                    await lost.wait()
+                    log.warning("lost the LISTEN connection; reconnecting")
+            except BackendError as exc:
+                failures += 1
+                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
+                log.warning("LISTEN failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _maintenance(self, backend: Backend) -> None:
+        """Heartbeat the leases this worker holds and reclaim leases that expired elsewhere."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            try:
+                held = [(job.id, job.lease_token) for _, job in self._running.values()]
+                kept = set(
+                    await backend.job_heartbeat_many(
+                        held, self.config.default_lease, self.config.lease_margin
+                    )
+                )
+                for job_id, _ in held:
+                    if job_id not in kept and job_id in self._running:
+                        log.warning("job %d: lease lost while running", job_id)
+                reclaimed = await backend.job_reclaim_expired()
+                if reclaimed:
+                    log.warning(
+                        "reclaimed %d jobs whose lease expired: %s", len(reclaimed), reclaimed[:20]
+                    )
+            except BackendError as exc:
+                log.warning("maintenance failed (%s); will retry", exc)
+
+
+async def _wait_any(*events: asyncio.Event, timeout: float) -> None:
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()

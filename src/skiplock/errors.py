@@ -1,0 +1,77 @@
+"""Every error skiplock raises on purpose, in one tree.
+
+Catch ``SkiplockError`` to catch them all; driver errors that escape a backend are wrapped
+with the original kept as ``__cause__``::
+
+    SkiplockError
+     ├── ConfigurationError        a bad URL, option or task declaration
+     ├── PayloadError              args that cannot become a job row
+     │    └── PayloadTooLarge       over the app's ``max_payload_bytes``
+     ├── UnknownTask               a task name nobody registered
+     ├── JobNotFound               no job with that id
+     ├── SchemaError               the database schema is missing or outdated
+     └── BackendError              the database failed; ``__cause__`` holds the driver error
+          └── BackendUnavailable   the database could not be reached
+
+Non-JSON arguments raise the built-in ``TypeError`` (with the argument named), because that
+is what every Python programmer already expects from ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+
+class SkiplockError(Exception):
+    """Base class of every error skiplock raises on purpose."""
+
+    default_message = "skiplock error"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.default_message)
+
+
+class ConfigurationError(SkiplockError, ValueError):
+    """A URL, option or task declaration is invalid; the message names the field."""
+
+    default_message = "invalid configuration"
+
+
+class PayloadError(SkiplockError, ValueError):
+    """A job's arguments cannot be stored as strict JSON."""
+
+    default_message = "job arguments cannot be stored"
+
+
+class PayloadTooLarge(PayloadError):
+    """The encoded arguments are larger than the configured limit."""
+
+    default_message = "job arguments are too large"
+
+
+class UnknownTask(SkiplockError, LookupError):
+    """No task is registered under that name."""
+
+    default_message = "unknown task"
+
+
+class JobNotFound(SkiplockError, LookupError):
+    """No job has that id."""
+
+    default_message = "job not found"
+
+
+class SchemaError(SkiplockError):
+    """The database schema is missing or older than this skiplock."""
+
+    default_message = "the skiplock schema is missing or outdated: run `skiplock migrate`"
+
+
+class BackendError(SkiplockError):
+    """The database failed an operation; the driver's error is the ``__cause__``."""
+
+    default_message = "database operation failed"
+
+
+class BackendUnavailable(BackendError):
+    """The database could not be reached."""
+
+    default_message = "database unavailable"
