@@ -121,9 +121,13 @@ class PostgresBackend:
         return applied
 
     async def schema_version(self) -> tuple[int, int]:
+        latest = sql.MIGRATIONS[-1][0]
         with _wrapped("schema_version"):
-            current = await self.pool.fetchval(self._sql["SCHEMA_VERSION"], f'"{self.schema}"')
-        return int(current), sql.MIGRATIONS[-1][0]
+            quoted = f'"{self.schema}"'
+            if not await self.pool.fetchval(self._sql["MIGRATIONS_TABLE_EXISTS"], quoted):
+                return 0, latest
+            current = await self.pool.fetchval(self._sql["SCHEMA_VERSION"])
+        return int(current), latest
 
     async def job_insert_many(
         self, jobs: Sequence[NewJob], connection: object | None = None

@@ -62,11 +62,12 @@ MIGRATION_VERSIONS = "SELECT version FROM {s}.skiplock_migrations ORDER BY versi
 
 MIGRATION_RECORD = "INSERT INTO {s}.skiplock_migrations (version, name) VALUES ($1, $2)"
 
-SCHEMA_VERSION = """
--- Highest applied migration, or 0 when the migrations table does not exist yet.
-SELECT CASE WHEN to_regclass($1 || '.skiplock_migrations') IS NULL THEN 0
-            ELSE (SELECT coalesce(max(version), 0) FROM {s}.skiplock_migrations) END
+MIGRATIONS_TABLE_EXISTS = """
+-- Whether skiplock was ever migrated into this schema.
+SELECT to_regclass($1 || '.skiplock_migrations') IS NOT NULL
 """
+
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM {s}.skiplock_migrations"
 
 JOB_INSERT_MANY = """
 -- Insert a batch from parallel arrays, then NOTIFY once per distinct queue (delivered at commit).

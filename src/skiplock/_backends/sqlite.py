@@ -154,9 +154,12 @@ class SQLiteBackend:
         return await self._run("migrate", migrate)
 
     async def schema_version(self) -> tuple[int, int]:
-        current = await self._run(
-            "schema_version", lambda c: int(c.execute(sql.SCHEMA_VERSION).fetchone()[0])
-        )
+        def version(conn: sqlite3.Connection) -> int:
+            if not conn.execute(sql.MIGRATIONS_TABLE_EXISTS).fetchone()[0]:
+                return 0
+            return int(conn.execute(sql.SCHEMA_VERSION).fetchone()[0])
+
+        current = await self._run("schema_version", version)
         return current, sql.MIGRATIONS[-1][0]
 
     async def job_insert_many(

@@ -58,11 +58,12 @@ MIGRATION_VERSIONS = "SELECT version FROM skiplock_migrations ORDER BY version"
 
 MIGRATION_RECORD = "INSERT INTO skiplock_migrations (version, name, applied_at) VALUES (?, ?, ?)"
 
-SCHEMA_VERSION = """
--- Highest applied migration, or 0 when the migrations table does not exist yet.
-SELECT CASE WHEN (SELECT count(*) FROM sqlite_master WHERE name = 'skiplock_migrations') = 0
-            THEN 0 ELSE (SELECT coalesce(max(version), 0) FROM skiplock_migrations) END
+MIGRATIONS_TABLE_EXISTS = """
+-- Whether skiplock was ever migrated here (SQLite cannot name a missing table in a CASE).
+SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'skiplock_migrations'
 """
+
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM skiplock_migrations"
 
 JOB_INSERT = """
 -- Insert one job of a batch (the batch shares one transaction).

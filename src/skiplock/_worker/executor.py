@@ -67,46 +67,68 @@ def job_context(job: ClaimedJob, timeout: float | None) -> JobContext:
     )
 
 
+def _call_catching(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Run a sync task on its thread and hand back what it raised as a value.
+
+    A GeneratorExit re-raised from a thread's future escapes ``except`` clauses in the
+    coroutines above the one that awaits it (a CPython quirk), so it never travels as a raise.
+    """
+    try:
+        fn(*args, **kwargs)
+    except BaseException as exc:
+        return exc
+    return None
+
+
 async def _invoke(
     task: Task[Any, Any],
     args: list[Any],
     kwargs: dict[str, Any],
     timeout: float | None,
     pool: ThreadPoolExecutor,
-) -> None:
-    """Run the function under its timeout; sync functions on the pool, never on the loop."""
+) -> BaseException | None:
+    """Run the function under its timeout and return what it raised (None on success).
+
+    Sync functions run on the pool, never on the loop. Only the worker's own cancellation
+    (shutdown) propagates, told apart from a handler's CancelledError by ``cancelling()``.
+    """
     timer = asyncio.timeout(timeout)
     try:
         async with timer:
             if task.is_async:
                 await task.fn(*args, **kwargs)
-            else:
-                ctx = contextvars.copy_context()
-                call = functools.partial(ctx.run, task.fn, *args, **kwargs)
-                await asyncio.get_running_loop().run_in_executor(pool, call)
+                return None
+            ctx = contextvars.copy_context()
+            call = functools.partial(ctx.run, _call_catching, task.fn, args, kwargs)
+            failure: BaseException | None = await asyncio.get_running_loop().run_in_executor(
+                pool, call
+            )
+            return failure
     except TimeoutError as exc:
         if timer.expired():
             note = "" if task.is_async else " (its thread cannot be killed and may still run)"
-            raise JobTimeout(f"timed out after {timeout}s{note}") from exc
-        raise
-
-
-async def execute(app: App, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
-    """Run one claimed job and decide its outcome. Raises only the worker's own cancel."""
-    failure: BaseException | None = None
-    task: Task[Any, Any] | None = None
-    try:
-        task, args, kwargs = resolve(app, job)
-        timeout = job.timeout if job.timeout is not None else task.timeout
-        set_current_job(job_context(job, timeout))
-        await _invoke(task, args, kwargs, timeout, pool)
+            return JobTimeout(f"timed out after {timeout}s{note}")
+        return exc
     except asyncio.CancelledError as exc:
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             raise  # the worker is cancelling this job: shutdown, not a failure
-        failure = exc
+        return exc
     except BaseException as exc:  # SystemExit, KeyboardInterrupt... fail the job, not the worker
-        failure = exc
+        return exc
+
+
+async def execute(app: App, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
+    """Run one claimed job and decide its outcome. Raises only the worker's own cancel."""
+    task: Task[Any, Any] | None = None
+    try:
+        task, args, kwargs = resolve(app, job)
+    except UnrunnableJob as exc:
+        failure: BaseException | None = exc
+    else:
+        timeout = job.timeout if job.timeout is not None else task.timeout
+        set_current_job(job_context(job, timeout))
+        failure = await _invoke(task, args, kwargs, timeout, pool)
     return classify(
         failure,
         attempt=job.attempt,

@@ -1,0 +1,236 @@
+"""One conformance suite for the backend protocol, run on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+import skiplock
+from skiplock._backends import Backend
+from skiplock._backends.base import MAX_ERRORS_KEPT, ClaimParams
+from skiplock._job import Completion, Disposition, JobState, NewJob
+from skiplock.errors import JobNotFound
+
+from ..helpers import FakeClock
+
+
+def new_job(task: str = "t", **overrides: object) -> NewJob:
+    fields: dict[str, object] = {
+        "task": task,
+        "queue": "default",
+        "args_json": "[1]",
+        "kwargs_json": '{"k": "v"}',
+        "priority": 0,
+        "max_attempts": 3,
+    }
+    fields.update(overrides)
+    return NewJob(**fields)  # type: ignore[arg-type]
+
+
+def claim(
+    limit: int = 10, queues: tuple[str, ...] | None = None, token: str = "tok"
+) -> ClaimParams:
+    return ClaimParams(
+        queues=queues,
+        limit=limit,
+        worker="w1",
+        lease_token=token,
+        default_lease=60.0,
+        lease_margin=5.0,
+    )
+
+
+@pytest.fixture
+async def backend(clocked_app: skiplock.App) -> Backend:
+    return await clocked_app.backend()
+
+
+async def test_schema_is_current_after_migrate_and_migrate_is_idempotent(
+    backend: Backend,
+) -> None:
+    current, latest = await backend.schema_version()
+    assert current == latest >= 1
+    assert await backend.migrate() == []
+
+
+async def test_schema_version_is_zero_before_migrate(db_url: str) -> None:
+    app = skiplock.App(db_url)
+    try:
+        assert (await (await app.backend()).schema_version())[0] == 0
+        with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
+            await app.check_schema()
+    finally:
+        await app.close()
+
+
+async def test_insert_many_returns_ids_in_order_and_rows_read_back(backend: Backend) -> None:
+    ids = await backend.job_insert_many([new_job(f"t{i}") for i in range(5)])
+    assert ids == sorted(ids) and len(set(ids)) == 5
+    for i, job_id in enumerate(ids):
+        record = await backend.job_get(job_id)
+        assert record.task == f"t{i}"
+        assert record.state is JobState.PENDING
+        assert record.args == [1] and record.kwargs == {"k": "v"}
+        assert record.attempt == 0 and record.errors == []
+
+
+async def test_job_get_unknown_id(backend: Backend) -> None:
+    with pytest.raises(JobNotFound):
+        await backend.job_get(987654)
+
+
+async def test_claim_marks_running_counts_attempt_and_sets_lease(
+    backend: Backend, clock: FakeClock
+) -> None:
+    (job_id,) = await backend.job_insert_many([new_job(timeout=10.0)])
+    (claimed,) = await backend.job_get_available(claim())
+    assert (claimed.id, claimed.attempt, claimed.lease_token) == (job_id, 1, "tok")
+    assert claimed.lease_expires_at == clock.now + timedelta(seconds=15)
+    record = await backend.job_get(job_id)
+    assert record.state is JobState.RUNNING and record.locked_by == "w1"
+    assert await backend.job_get_available(claim()) == []
+
+
+async def test_claim_order_is_priority_then_run_at_then_id(
+    backend: Backend, clock: FakeClock
+) -> None:
+    low = await backend.job_insert_many([new_job("low", priority=0)])
+    high = await backend.job_insert_many([new_job("high", priority=5)])
+    older = await backend.job_insert_many([new_job("older", run_at=clock.now - timedelta(hours=1))])
+    claimed = await backend.job_get_available(claim(limit=2))
+    assert {c.id for c in claimed} == {high[0], older[0]}
+    (last,) = await backend.job_get_available(claim())
+    assert last.id == low[0]
+
+
+async def test_claim_respects_limit_queues_and_run_at(backend: Backend, clock: FakeClock) -> None:
+    await backend.job_insert_many([new_job(queue="a") for _ in range(3)])
+    await backend.job_insert_many([new_job(queue="b")])
+    await backend.job_insert_many([new_job(queue="a", run_after_s=30.0)])
+    assert len(await backend.job_get_available(claim(limit=2, queues=("a",)))) == 2
+    assert [c.queue for c in await backend.job_get_available(claim(queues=("b",)))] == ["b"]
+    assert len(await backend.job_get_available(claim(queues=("a",)))) == 1
+    assert await backend.job_get_available(claim()) == []
+    clock.advance(31)
+    assert len(await backend.job_get_available(claim())) == 1
+
+
+async def test_concurrent_claims_never_share_a_job(backend: Backend) -> None:
+    await backend.job_insert_many([new_job() for _ in range(200)])
+    batches = await asyncio.gather(
+        *(backend.job_get_available(claim(limit=7, token=f"t{i}")) for i in range(40))
+    )
+    ids = [c.id for batch in batches for c in batch]
+    assert len(ids) == len(set(ids)) == 200
+
+
+async def test_completions_apply_only_under_the_current_lease(backend: Backend) -> None:
+    ids = await backend.job_insert_many([new_job() for _ in range(3)])
+    claimed = await backend.job_get_available(claim())
+    stale = Completion(ids[0], "someone-else", Disposition.SUCCEED)
+    good = [Completion(c.id, c.lease_token, Disposition.SUCCEED) for c in claimed[1:]]
+    applied = await backend.job_set_state_if_running_many([stale, *good])
+    assert sorted(applied) == sorted(ids[1:])
+    assert (await backend.job_get(ids[0])).state is JobState.RUNNING
+    assert (await backend.job_get(ids[1])).state is JobState.SUCCEEDED
+    # a second completion of a finished job changes nothing
+    assert await backend.job_set_state_if_running_many(good) == []
+
+
+@pytest.mark.parametrize(
+    ("disposition", "state", "attempt_after", "finished"),
+    [
+        (Disposition.SUCCEED, JobState.SUCCEEDED, 1, True),
+        (Disposition.CANCEL, JobState.CANCELLED, 1, True),
+        (Disposition.DEAD, JobState.DEAD, 1, True),
+        (Disposition.RETRY, JobState.PENDING, 1, False),
+        (Disposition.SNOOZE, JobState.PENDING, 0, False),
+        (Disposition.RELEASE, JobState.PENDING, 0, False),
+    ],
+)
+async def test_each_disposition(
+    backend: Backend,
+    clock: FakeClock,
+    disposition: Disposition,
+    state: JobState,
+    attempt_after: int,
+    finished: bool,
+) -> None:
+    (job_id,) = await backend.job_insert_many([new_job()])
+    (c,) = await backend.job_get_available(claim())
+    error = {"attempt": 1, "message": "boom", "traceback": "tb", "at": "x"}
+    await backend.job_set_state_if_running_many(
+        [Completion(job_id, c.lease_token, disposition, 12.5, error)]
+    )
+    record = await backend.job_get(job_id)
+    assert record.state is state
+    assert record.attempt == attempt_after
+    assert (record.finished_at == clock.now) if finished else record.finished_at is None
+    assert record.lease_expires_at is None
+    if not finished:
+        assert record.run_at == clock.now + timedelta(seconds=12.5)
+    assert record.errors[-1]["message"] == "boom"
+
+
+async def test_errors_are_bounded_to_the_last_ones(backend: Backend) -> None:
+    (job_id,) = await backend.job_insert_many([new_job(max_attempts=100)])
+    for n in range(MAX_ERRORS_KEPT + 5):
+        (c,) = await backend.job_get_available(claim(token=f"t{n}"))
+        error = {"attempt": c.attempt, "message": f"e{n}", "traceback": None, "at": "x"}
+        await backend.job_set_state_if_running_many(
+            [Completion(job_id, c.lease_token, Disposition.RETRY, 0.0, error)]
+        )
+    errors = (await backend.job_get(job_id)).errors
+    assert len(errors) == MAX_ERRORS_KEPT
+    assert [e["message"] for e in errors][-1] == f"e{MAX_ERRORS_KEPT + 4}"
+    assert errors[0]["message"] == "e5"
+
+
+async def test_count_by_state(backend: Backend) -> None:
+    await backend.job_insert_many([new_job(queue="a"), new_job(queue="a"), new_job(queue="b")])
+    await backend.job_get_available(claim(limit=1, queues=("b",)))
+    counts = await backend.job_count_by_state()
+    assert counts == {"pending": 2, "running": 1, "succeeded": 0, "cancelled": 0, "dead": 0}
+    assert (await backend.job_count_by_state("a"))["pending"] == 2
+
+
+async def test_retry_requeues_a_dead_job_with_attempts_reset(backend: Backend) -> None:
+    (job_id,) = await backend.job_insert_many([new_job()])
+    (c,) = await backend.job_get_available(claim())
+    assert not await backend.job_retry(job_id)  # running: not for a person to requeue
+    await backend.job_set_state_if_running_many(
+        [Completion(job_id, c.lease_token, Disposition.DEAD)]
+    )
+    assert await backend.job_retry(job_id)
+    record = await backend.job_get(job_id)
+    assert (record.state, record.attempt, record.finished_at) == (JobState.PENDING, 0, None)
+
+
+async def test_heartbeat_extends_only_held_leases(backend: Backend, clock: FakeClock) -> None:
+    ids = await backend.job_insert_many([new_job(), new_job()])
+    claimed = await backend.job_get_available(claim())
+    clock.advance(50)
+    held = [(claimed[0].id, claimed[0].lease_token), (claimed[1].id, "stale")]
+    assert await backend.job_heartbeat_many(held, 60.0, 5.0) == [claimed[0].id]
+    record = await backend.job_get(claimed[0].id)
+    assert record.lease_expires_at == clock.now + timedelta(seconds=65)
+    assert sorted(ids) == sorted(c.id for c in claimed)
+
+
+async def test_reclaim_returns_expired_leases_to_pending_or_dead(
+    backend: Backend, clock: FakeClock
+) -> None:
+    (alive, spent) = await backend.job_insert_many(
+        [new_job(max_attempts=3), new_job(max_attempts=1)]
+    )
+    await backend.job_get_available(claim())
+    assert await backend.job_reclaim_expired() == []
+    clock.advance(66)
+    assert sorted(await backend.job_reclaim_expired()) == sorted([alive, spent])
+    assert (await backend.job_get(alive)).state is JobState.PENDING
+    dead = await backend.job_get(spent)
+    assert dead.state is JobState.DEAD
+    assert "lease expired" in dead.errors[-1]["message"]
+    assert await backend.job_reclaim_expired() == []

@@ -1,0 +1,65 @@
+"""Strict JSON at the edge: every rule, and the error naming the culprit."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+
+from skiplock import PayloadError, PayloadTooLarge
+from skiplock._payload import decode_args, encode_args
+
+
+def test_round_trip() -> None:
+    args, kwargs = encode_args("t", [1, "é", None, [1.5]], {"k": {"a": True}}, 1000)
+    assert decode_args(args, kwargs) == ([1, "é", None, [1.5]], {"k": {"a": True}})
+
+
+def test_non_json_argument_is_a_type_error_naming_it() -> None:
+    with pytest.raises(TypeError, match=r"argument 'when' is not JSON-serialisable"):
+        encode_args("t", [1], {"when": datetime.date(2024, 1, 1)}, 1000)
+    with pytest.raises(TypeError, match=r"positional argument 1 is not JSON-serialisable"):
+        encode_args("t", [1, {1, 2}], {}, 1000)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_nan_and_infinity_are_refused(value: float) -> None:
+    with pytest.raises(PayloadError, match="not strict JSON"):
+        encode_args("t", [value], {}, 1000)
+
+
+def test_nul_and_lone_surrogates_are_refused() -> None:
+    with pytest.raises(PayloadError, match="NUL"):
+        encode_args("t", ["a\x00b"], {}, 1000)
+    with pytest.raises(PayloadError, match="surrogate"):
+        encode_args("t", ["\ud800"], {}, 1000)
+
+
+def test_an_escaped_backslash_before_u0000_is_not_a_nul() -> None:
+    args, _ = encode_args("t", ["\\u0000"], {}, 1000)
+    assert json.loads(args) == ["\\u0000"]
+
+
+def test_size_limit() -> None:
+    encode_args("t", ["x" * 90], {}, 100)
+    with pytest.raises(PayloadTooLarge, match="over the limit of 100"):
+        encode_args("t", ["x" * 100], {}, 100)
+
+
+def test_non_string_keyword_names_are_refused() -> None:
+    with pytest.raises(TypeError, match="keyword names must be strings"):
+        encode_args("t", [], {1: "a"}, 1000)  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "why"),
+    [
+        ("{not json", "{}", "corrupt payload"),
+        ('{"a": 1}', "{}", "args is a dict"),
+        ("[]", "[1]", "kwargs is a list"),
+    ],
+)
+def test_decode_refuses_corrupt_payloads(args: str, kwargs: str, why: str) -> None:
+    with pytest.raises(PayloadError, match=why):
+        decode_args(args, kwargs)
