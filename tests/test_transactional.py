@@ -163,7 +163,7 @@ async def test_a_wrong_kind_of_connection_is_a_clear_error(sqlite_url: str) -> N
         pass
 
     try:
-        with pytest.raises(TypeError, match="sqlite3.Connection"):
+        with pytest.raises(TypeError, match=r"sqlite3\.Connection"):
             await x.using(connection=object()).aenqueue()
         assert (await app.counts())["pending"] == 0
     finally:
