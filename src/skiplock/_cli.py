@@ -108,6 +108,9 @@ def worker(
     log_level: str,
 ) -> None:
     """Run APP's jobs (APP is MODULE:ATTRIBUTE, e.g. myapp.tasks:app)."""
+    # Until the event loop takes signals over, a stop request means "exit before claiming".
+    signal.signal(signal.SIGTERM, _exit_before_start)
+    signal.signal(signal.SIGINT, _exit_before_start)
     _configure_logging(log_level)
     if processes > 1:
         sys.exit(supervise(sys.argv[1:], processes))
@@ -141,6 +144,11 @@ def run_worker(app: App, config: WorkerConfig, *, burst: bool = False) -> None:
         sys.exit(1)
     logging.shutdown()
     os._exit(0)  # job threads that overran their timeout cannot be joined; do not wait for them
+
+
+def _exit_before_start(sig: int, _frame: object) -> None:
+    log.info("received %s before starting; nothing was claimed", signal.Signals(sig).name)
+    sys.exit(0)
 
 
 def _on_signal(the_worker: Worker, sig: int) -> None:

@@ -65,6 +65,8 @@ def supervise(argv: list[str], processes: int) -> int:
                 time.sleep(RESTART_DELAY_S)
                 children[i] = subprocess.Popen(command)
                 alive += 1
+            elif stopping and -code in (signal.SIGTERM, signal.SIGINT):
+                pass  # stopped by the signal we forwarded before it could install a handler
             else:
                 worst = max(worst, abs(code))
         if alive == 0:

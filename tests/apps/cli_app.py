@@ -1,0 +1,34 @@
+"""An app for tests that drive the real CLI in subprocesses.
+
+Tasks append one line per execution to the file named by SKIPLOCK_TEST_LOG (O_APPEND writes
+of a short line are atomic), so a test can count exactly how often each job ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import skiplock
+
+app = skiplock.App()  # SKIPLOCK_DATABASE_URL from the test
+
+
+def _record(line: str) -> None:
+    fd = os.open(os.environ["SKIPLOCK_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, f"{line}\n".encode())
+    finally:
+        os.close(fd)
+
+
+@app.task(name="record")
+async def record(n: int) -> None:
+    _record(f"{n} {skiplock.current_job().id} {os.getpid()}")
+
+
+@app.task(name="sleepy")
+async def sleepy(n: int, seconds: float) -> None:
+    _record(f"start {n}")
+    await asyncio.sleep(seconds)
+    _record(f"done {n}")

@@ -1,0 +1,185 @@
+"""The real CLI in subprocesses, with real signals: SQLite file and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+import skiplock
+from skiplock import JobState
+
+from .apps import cli_app
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = "tests.apps.cli_app:app"
+pytestmark = pytest.mark.slow
+
+
+class Cli:
+    """Starts ``python -m skiplock ...`` with the test's database and execution log."""
+
+    def __init__(self, url: str, tmp_path: Path) -> None:
+        self.url = url
+        self.log = tmp_path / "executions.log"
+        self.tmp = tmp_path
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "SKIPLOCK_DATABASE_URL": self.url,
+            "SKIPLOCK_TEST_LOG": str(self.log),
+            "PYTHONPATH": str(ROOT),
+        }
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "skiplock", *args],
+            env=self.env(), cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        with open(self.tmp / f"worker-{len(self.procs)}.out", "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "skiplock", "worker", APP, "--poll-interval", "0.1", *args],
+                env=self.env(), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            )
+        self.procs.append(proc)
+        return proc
+
+    def output(self, index: int = 0) -> str:
+        return (self.tmp / f"worker-{index}.out").read_text()
+
+    def lines(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def wait_for_line(self, line: str, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while line not in self.lines():
+            assert time.monotonic() < deadline, f"never saw {line!r}"
+            time.sleep(0.05)
+
+    def wait_for_output(self, index: int, text: str, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output(index):
+            assert time.monotonic() < deadline, f"worker {index} never said {text!r}"
+            time.sleep(0.05)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
+    runner = Cli(db_url, tmp_path)
+    yield runner
+    runner.stop_all()
+
+
+@pytest.fixture
+async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
+    assert cli.run("migrate", APP).returncode == 0
+    cli_app.app.url = cli.url
+    yield cli_app.app
+    await cli_app.app.close()
+
+
+async def test_migrate_reports_what_it_did(cli: Cli) -> None:
+    first = cli.run("migrate", APP)
+    assert first.returncode == 0 and "applied migrations [1]" in first.stdout
+    again = cli.run("migrate", APP)
+    assert again.returncode == 0 and "up to date" in again.stdout
+
+
+async def test_bad_app_and_unmigrated_database_are_clear_errors(cli: Cli) -> None:
+    bad = cli.run("worker", "tests.apps.nothing_here:app")
+    assert bad.returncode == 2 and "cannot import" in bad.stderr
+    unmigrated = cli.run("worker", APP, "--burst")
+    assert unmigrated.returncode == 1
+    assert "run `skiplock migrate" in unmigrated.stderr
+
+
+async def test_sigterm_lets_running_jobs_finish_then_exits_0(cli: Cli, app: skiplock.App) -> None:
+    handle = await cli_app.sleepy.aenqueue(1, 1.0)
+    proc = cli.start()
+    await asyncio.to_thread(cli.wait_for_line, "start 1")
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 30) == 0, cli.output()
+    assert "done 1" in cli.lines()
+    assert (await handle.fetch()).state is JobState.SUCCEEDED
+
+
+async def test_sigterm_past_the_grace_releases_jobs_to_pending(
+    cli: Cli, app: skiplock.App
+) -> None:
+    handle = await cli_app.sleepy.aenqueue(2, 60.0)
+    proc = cli.start("--shutdown-timeout", "0.5")
+    await asyncio.to_thread(cli.wait_for_line, "start 2")
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 30) == 0, cli.output()
+    job = await handle.fetch()
+    assert (job.state, job.attempt, job.errors) == (JobState.PENDING, 0, [])
+    assert "releasing 1 unfinished jobs" in cli.output()
+
+
+async def test_a_second_signal_skips_the_drain(cli: Cli, app: skiplock.App) -> None:
+    handle = await cli_app.sleepy.aenqueue(3, 60.0)
+    proc = cli.start("--shutdown-timeout", "120")
+    await asyncio.to_thread(cli.wait_for_line, "start 3")
+    proc.send_signal(signal.SIGINT)
+    await asyncio.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    assert await asyncio.to_thread(proc.wait, 30) == 0, cli.output()
+    assert (await handle.fetch()).state is JobState.PENDING
+
+
+async def test_two_worker_processes_run_every_job_exactly_once(
+    cli: Cli, app: skiplock.App
+) -> None:
+    total = 5000
+    procs = [cli.start("--concurrency", "20") for _ in range(2)]
+    for i in range(2):
+        await asyncio.to_thread(cli.wait_for_output, i, "started")
+    await app.enqueue_many(cli_app.record.prepare(n) for n in range(total))
+    deadline = time.monotonic() + 120
+    while len(cli.lines()) < total:
+        assert time.monotonic() < deadline, cli.output()
+        await asyncio.sleep(0.2)
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        assert await asyncio.to_thread(proc.wait, 30) == 0
+    runs = collections.Counter(line.split()[0] for line in cli.lines())
+    assert len(runs) == total and set(runs.values()) == {1}
+    if cli.url.startswith("postgresql"):
+        # SQLite's busy handler is not fair (a waiting writer sleeps while the other retakes
+        # the lock), so only PostgreSQL promises both processes a share.
+        pids = {line.split()[2] for line in cli.lines()}
+        assert len(pids) == 2, "both processes should have taken a share"
+    assert (await app.counts())["succeeded"] == total
+
+
+async def test_processes_option_supervises_and_forwards_sigterm(
+    cli: Cli, app: skiplock.App
+) -> None:
+    await app.enqueue_many(cli_app.record.prepare(n) for n in range(200))
+    proc = cli.start("--processes", "2")
+    deadline = time.monotonic() + 30
+    while len(cli.lines()) < 200:
+        assert time.monotonic() < deadline, cli.output()
+        await asyncio.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 30) == 0, cli.output()
+    assert (await app.counts())["succeeded"] == 200
