@@ -44,14 +44,21 @@ class Cli:
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "skiplock", *args],
-            env=self.env(), cwd=ROOT, capture_output=True, text=True, timeout=60,
+            env=self.env(),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:
         with open(self.tmp / f"worker-{len(self.procs)}.out", "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "skiplock", "worker", APP, "--poll-interval", "0.1", *args],
-                env=self.env(), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                env=self.env(),
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         self.procs.append(proc)
         return proc
@@ -121,9 +128,7 @@ async def test_sigterm_lets_running_jobs_finish_then_exits_0(cli: Cli, app: skip
     assert (await handle.fetch()).state is JobState.SUCCEEDED
 
 
-async def test_sigterm_past_the_grace_releases_jobs_to_pending(
-    cli: Cli, app: skiplock.App
-) -> None:
+async def test_sigterm_past_the_grace_releases_jobs_to_pending(cli: Cli, app: skiplock.App) -> None:
     handle = await cli_app.sleepy.aenqueue(2, 60.0)
     proc = cli.start("--shutdown-timeout", "0.5")
     await asyncio.to_thread(cli.wait_for_line, "start 2")
@@ -145,9 +150,7 @@ async def test_a_second_signal_skips_the_drain(cli: Cli, app: skiplock.App) -> N
     assert (await handle.fetch()).state is JobState.PENDING
 
 
-async def test_two_worker_processes_run_every_job_exactly_once(
-    cli: Cli, app: skiplock.App
-) -> None:
+async def test_two_worker_processes_run_every_job_exactly_once(cli: Cli, app: skiplock.App) -> None:
     total = 5000
     procs = [cli.start("--concurrency", "20") for _ in range(2)]
     for i in range(2):

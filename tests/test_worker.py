@@ -409,3 +409,43 @@ async def test_an_enqueue_wakes_an_idle_worker_in_the_same_process(app: skiplock
     await asyncio.wait_for(done.wait(), 10)
     worker.request_stop()
     await asyncio.wait_for(run, 10)
+
+
+async def test_a_dying_service_stops_the_worker_loudly(app: skiplock.App) -> None:
+    @app.task(name="any")
+    async def any_job() -> None:
+        pass
+
+    await any_job.aenqueue()
+    backend = await app.backend()
+
+    async def broken(*_: object) -> list[int]:
+        raise RuntimeError("completer bug")
+
+    backend.job_set_state_if_running_many = broken  # type: ignore[method-assign]
+    with pytest.raises(ExceptionGroup) as caught:
+        await asyncio.wait_for(Worker(app, poll_interval=0.05).run(), 30)
+    assert caught.group_contains(RuntimeError, match="completer bug")
+
+
+async def test_outcomes_that_fail_to_write_are_retried_not_dropped(app: skiplock.App) -> None:
+    @app.task(name="any")
+    async def any_job() -> None:
+        pass
+
+    handle = await any_job.aenqueue()
+    backend = await app.backend()
+    real = backend.job_set_state_if_running_many
+    failures = 0
+
+    async def flaky(completions: object) -> list[int]:
+        nonlocal failures
+        if failures < 2:
+            failures += 1
+            raise skiplock.BackendUnavailable("database blinked")
+        return await real(completions)  # type: ignore[arg-type]
+
+    backend.job_set_state_if_running_many = flaky  # type: ignore[method-assign]
+    await burst(app)
+    assert failures == 2
+    assert await state_of(app, handle) == JobState.SUCCEEDED
