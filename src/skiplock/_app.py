@@ -6,16 +6,24 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ._backends import Backend, open_backend
 from ._backends.base import Clock
 from ._config import DEFAULT_MAX_ATTEMPTS, RetryPolicy, require
+from ._cron import zone
 from ._job import JobRecord, NewJob
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from ._schedule import (
+    DEFAULT_MAX_CATCHUP,
+    DEFAULT_MAX_DELAY_S,
+    MissedPolicy,
+    Schedule,
+    build_schedule,
+)
 from ._task import JobHandle, Task
-from .errors import SchemaError, UnknownTask
+from .errors import ConfigurationError, SchemaError, UnknownTask
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,12 +47,16 @@ class App:
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         clock: Clock | None = None,
+        timezone: str = "UTC",
     ) -> None:
         self.url = url or os.environ.get("SKIPLOCK_DATABASE_URL") or DEFAULT_URL
         require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
         self.max_payload_bytes = max_payload_bytes
         self.clock = clock
+        self.timezone = zone(timezone).key
+        """The default zone of schedules that name none."""
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.schedules: dict[str, Schedule] = {}
         open_backend(self.url)  # validate the URL now, not at first use
         self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Backend] = (
             weakref.WeakKeyDictionary()
@@ -108,6 +120,90 @@ class App:
             return task
 
         return register(fn) if fn is not None else register
+
+    def schedule(
+        self,
+        task: Task[Any, Any],
+        cron: str,
+        *,
+        name: str | None = None,
+        tz: str | None = None,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        missed: MissedPolicy = "latest",
+        max_delay: float = DEFAULT_MAX_DELAY_S,
+        max_catchup: int = DEFAULT_MAX_CATCHUP,
+        queue: str | None = None,
+        priority: int | None = None,
+        overlap: bool = True,
+    ) -> Schedule:
+        """Run ``task`` on a cron schedule (see ``skiplock._cron`` for syntax and DST rule).
+
+        ``missed`` says what happens to slots that passed while no scheduler ran: ``skip``
+        them, run the ``latest`` one if it is at most ``max_delay`` seconds old (the default,
+        10 minutes), or run ``all`` of them (the most recent ``max_catchup``).
+        """
+        if not isinstance(task, Task):
+            raise ConfigurationError(
+                f"schedule {cron!r}: expected a skiplock Task; put @app.periodic above @app.task"
+            )
+        schedule = build_schedule(
+            task,
+            cron,
+            name=name,
+            tz=tz or self.timezone,
+            args=args,
+            kwargs=kwargs,
+            missed=missed,
+            max_delay=max_delay,
+            max_catchup=max_catchup,
+            queue=queue,
+            priority=priority,
+            overlap=overlap,
+        )
+        if schedule.id in self.schedules:
+            raise ConfigurationError(
+                f"name={schedule.id!r}: a schedule already has this name; pass name= to tell "
+                "two schedules of one task apart"
+            )
+        self.schedules[schedule.id] = schedule
+        return schedule
+
+    def periodic(
+        self,
+        cron: str,
+        *,
+        name: str | None = None,
+        tz: str | None = None,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        missed: MissedPolicy = "latest",
+        max_delay: float = DEFAULT_MAX_DELAY_S,
+        max_catchup: int = DEFAULT_MAX_CATCHUP,
+        queue: str | None = None,
+        priority: int | None = None,
+        overlap: bool = True,
+    ) -> Callable[[Task[P, R]], Task[P, R]]:
+        """Decorator form of ``schedule``, stacked above ``@app.task``; returns the task."""
+
+        def register(task: Task[P, R]) -> Task[P, R]:
+            self.schedule(
+                task,
+                cron,
+                name=name,
+                tz=tz,
+                args=args,
+                kwargs=kwargs,
+                missed=missed,
+                max_delay=max_delay,
+                max_catchup=max_catchup,
+                queue=queue,
+                priority=priority,
+                overlap=overlap,
+            )
+            return task
+
+        return register
 
     def get_task(self, name: str) -> Task[Any, Any]:
         try:

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import click
 
 from ._app import App
 from ._config import WorkerConfig
+from ._scheduler import Scheduler
 from ._worker.supervisor import supervise
 from ._worker.worker import Worker
 from .errors import SkiplockError
@@ -96,6 +99,12 @@ def _queues(value: str | None) -> tuple[str, ...] | None:
     help="Seconds running jobs may finish after SIGTERM before they are released.",
 )
 @click.option("--burst", is_flag=True, help="Exit once no job is ready to run.")
+@click.option(
+    "--scheduler/--no-scheduler",
+    default=True,
+    show_default=True,
+    help="Enqueue the app's cron schedules from this worker too.",
+)
 @click.option("--log-level", default="info", show_default=True)
 def worker(
     app_spec: str,
@@ -105,6 +114,7 @@ def worker(
     poll_interval: float,
     shutdown_timeout: float,
     burst: bool,
+    scheduler: bool,
     log_level: str,
 ) -> None:
     """Run APP's jobs (APP is MODULE:ATTRIBUTE, e.g. myapp.tasks:app)."""
@@ -120,6 +130,7 @@ def worker(
         concurrency=concurrency,
         poll_interval=poll_interval,
         shutdown_timeout=shutdown_timeout,
+        scheduler=scheduler,
     )
     run_worker(app, config, burst=burst)
 
@@ -144,6 +155,68 @@ def run_worker(app: App, config: WorkerConfig, *, burst: bool = False) -> None:
         sys.exit(1)
     logging.shutdown()
     os._exit(0)  # job threads that overran their timeout cannot be joined; do not wait for them
+
+
+@main.command(name="scheduler")
+@click.argument("app_spec", metavar="APP")
+@click.option("--log-level", default="info", show_default=True)
+def scheduler_command(app_spec: str, log_level: str) -> None:
+    """Run only APP's cron scheduler (it enqueues; workers elsewhere run the jobs)."""
+    signal.signal(signal.SIGTERM, _exit_before_start)
+    _configure_logging(log_level)
+    app = load_app(app_spec)
+    if not app.schedules:
+        raise click.ClickException(f"{app_spec} declares no schedules")
+
+    async def work() -> None:
+        await app.check_schema()
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await Scheduler(app, await app.backend()).run()
+        log.info("scheduler stopped")
+
+    _run(app, work)
+
+
+@main.group()
+def cron() -> None:
+    """Inspect cron schedules."""
+
+
+@cron.command(name="list")
+@click.argument("app_spec", metavar="APP")
+def cron_list(app_spec: str) -> None:
+    """Each schedule: expression, zone, missed policy, next three fires, last slot enqueued."""
+    app = load_app(app_spec)
+
+    async def last_slots() -> dict[str, datetime]:
+        return await (await app.backend()).cron_last_slots()
+
+    last = _run(app, last_slots)
+    now = datetime.now(UTC)
+    if not app.schedules:
+        click.echo("no schedules")
+    for schedule in app.schedules.values():
+        click.echo(f"{schedule.id}")
+        click.echo(f"  task     {schedule.task.name}")
+        click.echo(f"  cron     {schedule.cron.text}   zone {schedule.tz.key}")
+        click.echo(
+            f"  missed   {schedule.missed} (max_delay {schedule.max_delay:g}s)"
+            f"   overlap {'yes' if schedule.overlap else 'no'}"
+        )
+        for fire in schedule.next_fires(now, 3):
+            local = fire.astimezone(schedule.tz)
+            click.echo(f"  next     {local:%Y-%m-%d %H:%M:%S %Z}   {fire:%Y-%m-%d %H:%M:%S} UTC")
+        previous = last.get(schedule.id)
+        click.echo(
+            f"  last     {previous.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+            if previous
+            else "  last     never"
+        )
 
 
 def _exit_before_start(sig: int, _frame: object) -> None:

@@ -65,6 +65,8 @@ class WorkerConfig:
     """Added to a job's timeout to form its lease, in seconds."""
     default_lease: float = 300.0
     """Lease of a job whose task has no timeout, in seconds."""
+    scheduler: bool = True
+    """Run the app's cron schedules inside this worker (it costs nothing without schedules)."""
     name: str = field(default="")
     """How this worker signs its claims (locked_by); defaults to host:pid."""
 

@@ -90,6 +90,16 @@ class Completion:
     """``{"attempt", "at", "message", "traceback"}``; appended to the job's bounded error list."""
 
 
+class SlotOutcome(enum.StrEnum):
+    """What claiming one cron slot did."""
+
+    ENQUEUED = "enqueued"
+    TAKEN = "taken"
+    """Another scheduler claimed this slot first."""
+    SKIPPED = "skipped"
+    """Claimed, but the previous run was still live and the schedule forbids overlap."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     """A full job row, for people and tests: inspection, not execution."""

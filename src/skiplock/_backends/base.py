@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from .._job import ClaimedJob, Completion, JobRecord, NewJob
+from .._job import ClaimedJob, Completion, JobRecord, NewJob, SlotOutcome
 from ..errors import ConfigurationError
 
 Clock = Callable[[], datetime]
@@ -97,6 +97,23 @@ class Backend(Protocol):
         self, held: Sequence[tuple[int, str]], default_lease: float, lease_margin: float
     ) -> list[int]:
         """Extend the leases of (id, token) pairs still running; return the ids still held."""
+        ...
+
+    async def cron_slot_claim(
+        self, schedule: str, slot: datetime, job: NewJob, overlap: bool
+    ) -> tuple[SlotOutcome, int | None]:
+        """Claim (schedule, slot) under its unique key and enqueue ``job`` in one transaction.
+
+        A failed enqueue rolls the claim back, so the slot can be tried again.
+        """
+        ...
+
+    async def cron_last_slots(self) -> dict[str, datetime]:
+        """The most recent slot claimed for each schedule."""
+        ...
+
+    async def cron_slots_prune(self, before: datetime) -> int:
+        """Delete slot rows older than ``before``; return how many."""
         ...
 
     def listen(self, on_wake: Callable[[str], None]) -> AbstractAsyncContextManager[asyncio.Event]:

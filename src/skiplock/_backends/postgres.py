@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from .._job import ClaimedJob, Completion, JobRecord, JobState, NewJob
+from .._job import ClaimedJob, Completion, JobRecord, JobState, NewJob, SlotOutcome
 from ..errors import BackendError, BackendUnavailable, JobNotFound
 from . import postgres_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, postgres_schema
@@ -266,6 +266,35 @@ class PostgresBackend:
                 self._now(),
             )
         return [r["id"] for r in rows]
+
+    async def cron_slot_claim(
+        self, schedule: str, slot: datetime, job: NewJob, overlap: bool
+    ) -> tuple[SlotOutcome, int | None]:
+        with _wrapped("cron_slot_claim"):
+            async with self.pool.acquire() as conn, conn.transaction():
+                if not await conn.fetch(self._sql["CRON_SLOT_INSERT"], schedule, slot):
+                    return SlotOutcome.TAKEN, None
+                live = not overlap and await conn.fetchval(
+                    self._sql["CRON_PREVIOUS_RUN_LIVE"], schedule
+                )
+                job_id = None
+                if not live:
+                    params = insert_params([job], self.channel, self._now())
+                    job_id = (await conn.fetch(self._sql["JOB_INSERT_MANY"], *params))[0]["id"]
+                await conn.execute(
+                    self._sql["CRON_SLOT_SET_OUTCOME"], schedule, slot, job_id, bool(live)
+                )
+        return (SlotOutcome.SKIPPED, None) if live else (SlotOutcome.ENQUEUED, job_id)
+
+    async def cron_last_slots(self) -> dict[str, datetime]:
+        with _wrapped("cron_last_slots"):
+            rows = await self.pool.fetch(self._sql["CRON_LAST_SLOTS"])
+        return {r["schedule"]: r["slot"] for r in rows}
+
+    async def cron_slots_prune(self, before: datetime) -> int:
+        with _wrapped("cron_slots_prune"):
+            status = await self.pool.execute(self._sql["CRON_SLOTS_PRUNE"], before)
+        return int(status.split()[-1])
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

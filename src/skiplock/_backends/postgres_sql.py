@@ -42,6 +42,21 @@ CREATE INDEX skiplock_jobs_finished_idx ON {s}.skiplock_jobs (finished_at)
     WHERE state IN ('succeeded', 'cancelled', 'dead');
 """,
     ),
+    (
+        2,
+        "cron slots",
+        """
+-- One row per (schedule, slot) ever claimed: the unique key is what makes a slot run once.
+CREATE TABLE {s}.skiplock_cron_slots (
+    schedule   text NOT NULL,
+    slot       timestamptz NOT NULL,
+    job_id     bigint,
+    skipped    boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (schedule, slot)
+);
+""",
+    ),
 ]
 
 MIGRATIONS_TABLE = """
@@ -200,4 +215,33 @@ SET lease_expires_at = (SELECT t FROM now_) + make_interval(secs => coalesce(j.t
 FROM unnest($1::bigint[], $2::text[]) AS h(id, token)
 WHERE j.id = h.id AND j.lease_token = h.token AND j.state = 'running'
 RETURNING j.id
+"""
+
+CRON_SLOT_INSERT = """
+-- Claim one slot of one schedule; no row back means another scheduler already has it.
+INSERT INTO {s}.skiplock_cron_slots (schedule, slot) VALUES ($1, $2)
+ON CONFLICT DO NOTHING RETURNING 1
+"""
+
+CRON_PREVIOUS_RUN_LIVE = """
+-- Whether a job this schedule enqueued is still pending or running (for overlap=False).
+SELECT EXISTS (
+    SELECT 1 FROM {s}.skiplock_cron_slots c JOIN {s}.skiplock_jobs j ON j.id = c.job_id
+    WHERE c.schedule = $1 AND j.state IN ('pending', 'running')
+)
+"""
+
+CRON_SLOT_SET_OUTCOME = """
+-- Record what the claimed slot did: the job it enqueued, or that it was skipped.
+UPDATE {s}.skiplock_cron_slots SET job_id = $3, skipped = $4 WHERE schedule = $1 AND slot = $2
+"""
+
+CRON_LAST_SLOTS = """
+-- The most recent slot claimed per schedule.
+SELECT schedule, max(slot) AS slot FROM {s}.skiplock_cron_slots GROUP BY schedule
+"""
+
+CRON_SLOTS_PRUNE = """
+-- Forget slots older than the cut-off.
+DELETE FROM {s}.skiplock_cron_slots WHERE slot < $1
 """

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from .._job import ClaimedJob, Completion, JobRecord, JobState, NewJob
+from .._job import ClaimedJob, Completion, JobRecord, JobState, NewJob, SlotOutcome
 from ..errors import BackendError, BackendUnavailable, JobNotFound
 from . import sqlite_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, sqlite_path
@@ -318,6 +318,41 @@ class SQLiteBackend:
             return still
 
         return await self._run("job_heartbeat_many", beat)
+
+    async def cron_slot_claim(
+        self, schedule: str, slot: datetime, job: NewJob, overlap: bool
+    ) -> tuple[SlotOutcome, int | None]:
+        at = slot.timestamp()
+
+        def claim(conn: sqlite3.Connection) -> tuple[SlotOutcome, int | None]:
+            with _immediate(conn):
+                now = self._now()
+                if not conn.execute(sql.CRON_SLOT_INSERT, (schedule, at, now)).rowcount:
+                    return SlotOutcome.TAKEN, None
+                if (
+                    not overlap
+                    and conn.execute(sql.CRON_PREVIOUS_RUN_LIVE, (schedule,)).fetchone()[0]
+                ):
+                    conn.execute(sql.CRON_SLOT_SET_OUTCOME, (None, 1, schedule, at))
+                    return SlotOutcome.SKIPPED, None
+                (job_id,) = _insert_rows(conn, [job], now)
+                conn.execute(sql.CRON_SLOT_SET_OUTCOME, (job_id, 0, schedule, at))
+                return SlotOutcome.ENQUEUED, job_id
+
+        return await self._run("cron_slot_claim", claim)
+
+    async def cron_last_slots(self) -> dict[str, datetime]:
+        rows = await self._run(
+            "cron_last_slots", lambda c: c.execute(sql.CRON_LAST_SLOTS).fetchall()
+        )
+        return {schedule: _dt(at) for schedule, at in rows}
+
+    async def cron_slots_prune(self, before: datetime) -> int:
+        def prune(conn: sqlite3.Connection) -> int:
+            with _immediate(conn):
+                return conn.execute(sql.CRON_SLOTS_PRUNE, (before.timestamp(),)).rowcount
+
+        return await self._run("cron_slots_prune", prune)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

@@ -43,6 +43,21 @@ CREATE INDEX skiplock_jobs_finished_idx ON skiplock_jobs (finished_at)
     WHERE state IN ('succeeded', 'cancelled', 'dead');
 """,
     ),
+    (
+        2,
+        "cron slots",
+        """
+-- One row per (schedule, slot) ever claimed: the unique key is what makes a slot run once.
+CREATE TABLE skiplock_cron_slots (
+    schedule   TEXT NOT NULL,
+    slot       REAL NOT NULL,
+    job_id     INTEGER,
+    skipped    INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (schedule, slot)
+);
+""",
+    ),
 ]
 
 MIGRATIONS_TABLE = """
@@ -159,4 +174,32 @@ JOB_HEARTBEAT = """
 UPDATE skiplock_jobs
 SET lease_expires_at = :now + coalesce(timeout, :default_lease) + :margin
 WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+CRON_SLOT_INSERT = """
+-- Claim one slot of one schedule; no change means another scheduler already has it.
+INSERT OR IGNORE INTO skiplock_cron_slots (schedule, slot, created_at) VALUES (?, ?, ?)
+"""
+
+CRON_PREVIOUS_RUN_LIVE = """
+-- Whether a job this schedule enqueued is still pending or running (for overlap=False).
+SELECT EXISTS (
+    SELECT 1 FROM skiplock_cron_slots c JOIN skiplock_jobs j ON j.id = c.job_id
+    WHERE c.schedule = ? AND j.state IN ('pending', 'running')
+)
+"""
+
+CRON_SLOT_SET_OUTCOME = """
+-- Record what the claimed slot did: the job it enqueued, or that it was skipped.
+UPDATE skiplock_cron_slots SET job_id = ?, skipped = ? WHERE schedule = ? AND slot = ?
+"""
+
+CRON_LAST_SLOTS = """
+-- The most recent slot claimed per schedule.
+SELECT schedule, max(slot) FROM skiplock_cron_slots GROUP BY schedule
+"""
+
+CRON_SLOTS_PRUNE = """
+-- Forget slots older than the cut-off.
+DELETE FROM skiplock_cron_slots WHERE slot < ?
 """

@@ -4,6 +4,7 @@
        ^
        └── wake-ups: notifier (LISTEN/NOTIFY), in-process enqueues, the poll backstop
     maintenance: heartbeats for running jobs, reclaim of expired leases
+    scheduler: enqueues cron slots (when the app has schedules)
 
 If any service dies the TaskGroup cancels the rest and ``run`` raises: a worker that has
 quietly stopped consuming is worse than one that exits loudly.
@@ -28,6 +29,7 @@ from .._backends import Backend
 from .._backends.base import ClaimParams
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
+from .._scheduler import Scheduler
 from ..errors import BackendError
 from .classify import Decision
 from .completer import Completer
@@ -65,6 +67,7 @@ class Worker:
         self._backend: Backend | None = None
         self._completer: Completer | None = None
         self.processed = 0
+        self.scheduler: Scheduler | None = None
 
     # -- control ------------------------------------------------------------------------------
 
@@ -107,6 +110,9 @@ class Worker:
                     tg.create_task(self._notifier(backend), name="skiplock-notifier"),
                     tg.create_task(self._maintenance(backend), name="skiplock-maintenance"),
                 ]
+                if self.config.scheduler and self.app.schedules:
+                    self.scheduler = Scheduler(self.app, backend)
+                    services.append(tg.create_task(self.scheduler.run(), name="skiplock-scheduler"))
                 await self._produce(backend, tg, pool, burst)
                 await self._drain()
                 for service in services:

@@ -1,0 +1,1 @@
+"""skiplock's benchmark harness: `python -m benchmarks.run` (see docs/benchmarks.md)."""

@@ -1,0 +1,656 @@
+"""skiplock's benchmark suite, with pgqueuer, procrastinate and the seed-000 design beside it.
+
+    .venv/bin/python -m benchmarks.run                 # everything, 3 runs each (make bench)
+    .venv/bin/python -m benchmarks.run --quick         # 1 run each, small sizes: a smoke test
+    .venv/bin/python -m benchmarks.run --only W2,W4    # some workloads
+    .venv/bin/python -m benchmarks.run --systems skiplock,seed-000 --runs 5
+
+Every measured step runs in a fresh interpreter (``benchmarks/child.py``) against a fresh
+PostgreSQL database (created and dropped per run) or a fresh SQLite file. Each figure is the
+median of the runs with min and max beside it. Every run's raw numbers go to
+``benchmarks/results/bench-TIMESTAMP.json`` and the tables to ``bench-TIMESTAMP.md`` (also
+copied to ``latest.json`` / ``latest.md``); the tables are printed at the end. Method and
+reading: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import platform
+import resource
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import report
+from .common import (
+    DEFAULT_PG_URL,
+    env_for_child,
+    find_postmaster,
+    machine_busy_seconds,
+    now,
+    percentile,
+    pg_cpu_seconds,
+    wait_quiet,
+    with_database,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6")
+PEERS = ("skiplock", "pgqueuer", "procrastinate", "seed-000")
+
+FULL = {
+    "W1": {"n": 10_000},
+    "W2": {"n": 10_000},
+    "W3": {"n": 200, "concurrency": 20},
+    "W4": {"n": 200, "interval": 0.02},
+    "W5": {"n": 100_000, "processes": (1, 2, 4)},
+    "W6": {"n": 10_000, "history": (0, 100_000, 1_000_000), "claims": 200, "claim_batch": 10},
+}
+QUICK = {
+    "W1": {"n": 1_000},
+    "W2": {"n": 2_000},
+    "W3": {"n": 200, "concurrency": 20},
+    "W4": {"n": 50, "interval": 0.02},
+    "W5": {"n": 10_000, "processes": (1, 2)},
+    "W6": {"n": 2_000, "history": (0, 20_000), "claims": 50, "claim_batch": 10},
+}
+
+# Worker settings per system and workload. W2's are each system's best measured drain setting
+# on this machine (docs/benchmarks.md, "Settings"); W3 runs everything at concurrency 20.
+SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "skiplock": {
+        "W2": {"concurrency": 100, "poll_interval": 0.05},
+        "W2-sqlite": {"concurrency": 100, "poll_interval": 0.05},
+        "W3": {"concurrency": 20, "poll_interval": 0.05},
+        "W4": {"concurrency": 10, "poll_interval": 0.05},
+        "W5": {"concurrency": 100, "poll_interval": 0.05},
+    },
+    "pgqueuer": {
+        "W2": {"batch_size": 50, "pool": 10},
+        "W3": {"batch_size": 10, "max_concurrent_tasks": 20, "pool": 10},
+        "W4": {"batch_size": 10, "pool": 10},
+    },
+    "procrastinate": {
+        "W2": {"concurrency": 10, "pool": 10},
+        "W3": {"concurrency": 20, "pool": 10},
+        "W4": {"concurrency": 1, "pool": 10},
+    },
+    "seed-000": {"W2": {}, "W3": {}, "W4": {}},
+}
+
+
+class StepFailed(Exception):
+    """A child process failed or timed out; the message is the reason shown in the table."""
+
+
+@dataclass
+class Bench:
+    pg_url: str
+    runs: int
+    sizes: dict[str, dict[str, Any]]
+    systems: tuple[str, ...]
+    sqlite: bool
+    uvloop: bool
+    stamp: str
+    postmaster: int | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    sqlite_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="skiplock-b-")))
+    logs: Path = RESULTS / "logs"
+    counter: int = 0
+    quiet_wait: float = 30.0
+    noisy: bool = False
+
+    def quiet(self) -> None:
+        """Before a measurement: wait for other processes' CPU use to die down."""
+        if self.quiet_wait > 0 and not wait_quiet(self.quiet_wait):
+            self.noisy = True
+
+    # -- databases ------------------------------------------------------------------------------
+
+    def _admin(self, *statements: str, database: str | None = None) -> Any:
+        import asyncpg
+
+        url = with_database(self.pg_url, database) if database else self.pg_url
+
+        async def go() -> Any:
+            conn = await asyncpg.connect(url)
+            try:
+                result = None
+                for statement in statements:
+                    result = await conn.fetch(statement)
+                return result
+            finally:
+                await conn.close()
+
+        return asyncio.run(go())
+
+    def fresh_db(self, tag: str) -> tuple[str, str]:
+        """(database name, URL) of a new, empty database for one run."""
+        self.counter += 1
+        name = f"skiplock_bench_{self.stamp}_{self.counter}_{tag}".lower().replace("-", "_")
+        self._admin(f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
+        return name, with_database(self.pg_url, name)
+
+    def drop_db(self, name: str) -> None:
+        self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def analyze(self, name: str) -> None:
+        self._admin("ANALYZE", database=name)
+
+    def fresh_sqlite(self, tag: str) -> tuple[Path, str]:
+        self.counter += 1
+        path = self.sqlite_dir / f"{self.counter}_{tag}.db"
+        return path, f"sqlite:///{path}"
+
+    @staticmethod
+    def drop_sqlite(path: Path) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+    # -- children -------------------------------------------------------------------------------
+
+    def _spec(self, role: str, system: str, url: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "role": role,
+            "system": system,
+            "url": url,
+            "postmaster": self.postmaster,
+            "uvloop": self.uvloop,
+            **extra,
+        }
+
+    def _log(self, label: str) -> Path:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        return self.logs / f"{self.stamp}-{self.counter:03d}-{label}.log"
+
+    def child(
+        self, spec: dict[str, Any], label: str, timeout: float = 600, *, measured: bool = True
+    ) -> tuple[dict[str, Any], float]:
+        """Run one child to completion: (its RESULT, the monotonic time it was spawned)."""
+        if measured:
+            self.quiet()
+        log = self._log(label)
+        with log.open("w") as err:
+            t_spawn = now()
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "benchmarks.child", json.dumps(spec)],
+                    cwd=ROOT,
+                    env=env_for_child(),
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise StepFailed(f"timed out after {timeout:.0f} s") from exc
+        return _parse_result(proc.returncode, proc.stdout, log), t_spawn
+
+    def serve_and_feed(
+        self, serve: dict[str, Any], feed: dict[str, Any], label: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """W4 across processes: start the worker child, wait for READY, run the feeder."""
+        self.quiet()
+        log = self._log(label)
+        with log.open("w") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.child", json.dumps(serve)],
+                cwd=ROOT,
+                env=env_for_child(),
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
+            try:
+                _wait_ready(proc, 60)
+                fed, _ = self.child(feed, label + "-feed", timeout=120, measured=False)
+                out, _ = proc.communicate(timeout=60)
+            except (StepFailed, subprocess.TimeoutExpired) as exc:
+                proc.kill()
+                proc.communicate()
+                raise StepFailed(str(exc) or "worker did not finish") from exc
+        return _parse_result(proc.returncode, out, log), fed
+
+    # -- records --------------------------------------------------------------------------------
+
+    def record(self, workload: str, system: str, backend: str, run: int, **data: Any) -> None:
+        rec = {"workload": workload, "system": system, "backend": backend, "run": run, **data}
+        self.records.append(rec)
+        shown = {k: v for k, v in data.items() if not isinstance(v, list | dict)}
+        print(f"  {workload} {system}/{backend} run {run + 1}: {shown}", flush=True)
+
+    def attempt(
+        self, workload: str, system: str, backend: str, run: int, step: Callable[[], dict[str, Any]]
+    ) -> None:
+        """Run one measurement; a failure becomes a 'failed: reason' record, never a number."""
+        self.noisy = False
+        try:
+            data = step()
+        except StepFailed as exc:
+            data = {"error": f"failed: {exc}"}
+        except Exception as exc:  # the harness must go on to the next system
+            traceback.print_exc()
+            data = {"error": f"failed: {type(exc).__name__}: {exc}"}
+        data["machine_quiet"] = not self.noisy
+        self.record(workload, system, backend, run, **data)
+
+
+def _parse_result(returncode: int | None, stdout: str, log: Path) -> dict[str, Any]:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("RESULT "):
+            if returncode:
+                break
+            parsed: dict[str, Any] = json.loads(line[len("RESULT ") :])
+            return parsed
+    tail = [ln for ln in log.read_text().splitlines() if ln.strip()][-1:] or ["no output"]
+    raise StepFailed(f"exit {returncode}: {tail[0][:160]} (log: {log.name})")
+
+
+def _wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        line = proc.stdout.readline()
+        if not line:
+            raise StepFailed(f"worker exited with {proc.wait()} before it was ready")
+        if line.strip() == "READY":
+            return
+    raise StepFailed("worker was not ready within 60 s")
+
+
+# -- workloads ------------------------------------------------------------------------------------
+
+
+def _backends(b: Bench, system: str) -> list[str]:
+    return ["postgres", "sqlite"] if system == "skiplock" and b.sqlite else ["postgres"]
+
+
+def _target(b: Bench, backend: str, tag: str) -> tuple[str, Callable[[], None]]:
+    """A fresh database for one run: (URL, cleanup)."""
+    if backend == "sqlite":
+        path, url = b.fresh_sqlite(tag)
+        return url, lambda: b.drop_sqlite(path)
+    name, url = b.fresh_db(tag)
+    return url, lambda: b.drop_db(name)
+
+
+def _prepare(b: Bench, system: str, backend: str, url: str, kind: str, n: int) -> None:
+    """Fill the queue in its own process, then ANALYZE (what autovacuum would soon do)."""
+    b.child(b._spec("fill", system, url, kind=kind, n=n), f"fill-{system}", measured=False)
+    if backend == "postgres":
+        b.analyze(url.rsplit("/", 1)[1])
+
+
+def w1(b: Bench) -> None:
+    n = b.sizes["W1"]["n"]
+    for run in range(b.runs):
+        for system in b.systems:
+            for backend in _backends(b, system):
+
+                def step(system: str = system, backend: str = backend) -> dict[str, Any]:
+                    url, cleanup = _target(b, backend, f"w1_{system}")
+                    try:
+                        r, _ = b.child(b._spec("w1", system, url, n=n), f"w1-{system}")
+                    finally:
+                        cleanup()
+                    out: dict[str, Any] = {"n": n, "single_per_s": n / r["single_s"]}
+                    out["single_ms"] = 1000 * r["single_s"] / n
+                    if "bulk_s" in r:
+                        out["bulk_per_s"] = n / r["bulk_s"]
+                    else:
+                        out["bulk_error"] = "not run: no bulk enqueue API"
+                    return out
+
+                b.attempt("W1", system, backend, run, step)
+
+
+def _settings(system: str, workload: str, backend: str = "postgres") -> dict[str, Any]:
+    table = SETTINGS[system]
+    return dict(table.get(f"{workload}-{backend}", table.get(workload, {})))
+
+
+def _drain_metrics(r: dict[str, Any], t_spawn: float, n: int) -> dict[str, Any]:
+    if r["done"] != n:
+        raise StepFailed(f"ran {r['done']} of {n} jobs")
+    span = r["t_done"] - r["t_first_start"]
+    cpu = r["worker_cpu_s"] + (r["pg_cpu_s"] or 0.0)
+    return {
+        "n": n,
+        "settings": r["settings"],
+        "jobs_per_s": n / span,
+        "jobs_per_s_startup": n / (r["t_done"] - t_spawn),
+        "seconds": span,
+        "seconds_to_last_job_end": r["t_last_end"] - r["t_first_start"],
+        "worker_cpu_s": r["worker_cpu_s"],
+        "pg_cpu_s": r["pg_cpu_s"],
+        "other_cpu_s": r["other_cpu_s"],
+        "jobs_per_cpu_s": n / cpu if cpu > 0 else None,
+    }
+
+
+def _drain_step(b: Bench, workload: str, system: str, backend: str, kind: str, n: int) -> Any:
+    def step() -> dict[str, Any]:
+        url, cleanup = _target(b, backend, f"{workload}_{system}")
+        try:
+            _prepare(b, system, backend, url, kind, n)
+            opts = _settings(system, workload, backend)
+            spec = b._spec("drain", system, url, opts=opts)
+            r, t_spawn = b.child(spec, f"{workload.lower()}-{system}")
+        finally:
+            cleanup()
+        out = _drain_metrics(r, t_spawn, n)
+        if backend == "sqlite":
+            out["pg_cpu_s"] = None
+        return out
+
+    return step
+
+
+def w2(b: Bench) -> None:
+    n = b.sizes["W2"]["n"]
+    for run in range(b.runs):
+        for system in b.systems:
+            for backend in _backends(b, system):
+                b.attempt(
+                    "W2", system, backend, run, _drain_step(b, "W2", system, backend, "noop", n)
+                )
+
+
+def w3(b: Bench) -> None:
+    n = b.sizes["W3"]["n"]
+    for run in range(b.runs):
+        for system in b.systems:
+            for backend in _backends(b, system):
+                step = _drain_step(b, "W3", system, backend, "sleep", n)
+                b.attempt("W3", system, backend, run, step)
+
+
+def _latency(served: dict[str, Any], fed: dict[str, Any], n: int) -> dict[str, Any]:
+    starts = {int(k): v for k, v in served["starts"].items()}
+    missing = [seq for seq in range(n) if seq not in starts]
+    if missing:
+        raise StepFailed(f"{len(missing)} of {n} jobs never started")
+    lat = [1000 * (starts[seq] - fed["returned"][seq]) for seq in range(n)]
+    enq = [1000 * d for d in fed["enqueue_s"]]
+    return {
+        "n": n,
+        "settings": served.get("settings"),
+        "p50_ms": percentile(lat, 50),
+        "p95_ms": percentile(lat, 95),
+        "p99_ms": percentile(lat, 99),
+        "max_ms": max(lat),
+        "enqueue_p50_ms": percentile(enq, 50),
+        "enqueue_p99_ms": percentile(enq, 99),
+        "latencies_ms": lat,
+    }
+
+
+def w4(b: Bench) -> None:
+    cfg = b.sizes["W4"]
+    n, interval = cfg["n"], cfg["interval"]
+    variants = [(s, be, False) for s in b.systems for be in _backends(b, s)]
+    variants += [
+        ("skiplock", be, True) for be in _backends(b, "skiplock") if "skiplock" in b.systems
+    ]
+    for run in range(b.runs):
+        for system, backend, inproc in variants:
+
+            def step(system: str = system, backend: str = backend, inproc: bool = inproc) -> Any:
+                url, cleanup = _target(b, backend, f"w4_{system}")
+                opts = _settings(system, "W4", backend)
+                common = {"n": n, "interval": interval, "opts": opts}
+                try:
+                    install = b._spec("fill", system, url, kind="mark", n=0)
+                    b.child(install, f"w4-{system}-install", measured=False)
+                    if inproc:
+                        r, _ = b.child(b._spec("w4_inproc", system, url, **common), "w4-inproc")
+                        served, fed = r, r
+                    else:
+                        served, fed = b.serve_and_feed(
+                            b._spec("serve", system, url, **common),
+                            b._spec("feed", system, url, **common),
+                            f"w4-{system}",
+                        )
+                finally:
+                    cleanup()
+                return {**_latency(served, fed, n), "same_process": inproc}
+
+            label = "skiplock (same process)" if inproc else system
+            b.attempt("W4", label, backend, run, step)
+
+
+def _cli(b: Bench, url: str, processes: int, concurrency: int) -> dict[str, float]:
+    """Run the skiplock CLI in burst mode: wall s spawn->exit, worker, PG and other CPU s."""
+    exe = Path(sys.executable).parent / "skiplock"
+    cmd = [str(exe), "worker", "benchmarks.skiplock_app:app", "--concurrency", str(concurrency)]
+    cmd += ["--processes", str(processes), "--burst", "--log-level", "warning"]
+    cmd += ["--poll-interval", "0.05"]
+    env = {**env_for_child(), "SKIPLOCK_DATABASE_URL": url}
+    b.quiet()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    pg0, box0 = pg_cpu_seconds(b.postmaster), machine_busy_seconds()
+    t0 = now()
+    with b._log(f"w5-p{processes}").open("w") as err:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, stderr=err, timeout=600, check=False)
+    wall = now() - t0
+    pg1, box1 = pg_cpu_seconds(b.postmaster), machine_busy_seconds()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode:
+        raise StepFailed(f"skiplock worker exited {proc.returncode}")
+    worker = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    pg = (pg1 - pg0) if pg0 is not None and pg1 is not None else float("nan")
+    return {"wall": wall, "worker": worker, "pg": pg, "other": max(0.0, box1 - box0 - worker - pg)}
+
+
+def w5(b: Bench) -> None:
+    cfg = b.sizes["W5"]
+    n = cfg["n"]
+    concurrency = SETTINGS["skiplock"]["W5"]["concurrency"]
+    for run in range(b.runs):
+        for processes in cfg["processes"]:
+
+            def step(processes: int = processes) -> dict[str, Any]:
+                name, url = b.fresh_db(f"w5_p{processes}")
+                try:
+                    _prepare(b, "skiplock", "postgres", url, "noop", n)
+                    cli = _cli(b, url, processes, concurrency)
+                    row = b._admin(
+                        "SELECT count(*) FILTER (WHERE state = 'succeeded') AS ok,"
+                        " extract(epoch FROM max(finished_at) - min(attempted_at)) AS span"
+                        " FROM skiplock_jobs",
+                        database=name,
+                    )[0]
+                finally:
+                    b.drop_db(name)
+                if row["ok"] != n:
+                    raise StepFailed(f"{row['ok']} of {n} jobs succeeded")
+                return {
+                    "n": n,
+                    "processes": processes,
+                    "settings": f"--processes {processes} --concurrency {concurrency}",
+                    "jobs_per_s": n / float(row["span"]),
+                    "jobs_per_s_startup": n / cli["wall"],
+                    "seconds": cli["wall"],
+                    "worker_cpu_s": cli["worker"],
+                    "pg_cpu_s": cli["pg"],
+                    "other_cpu_s": cli["other"],
+                    "jobs_per_cpu_s": n / (cli["worker"] + cli["pg"]),
+                }
+
+            b.attempt("W5", f"skiplock -p {processes}", "postgres", run, step)
+
+
+def w6(b: Bench) -> None:
+    cfg = b.sizes["W6"]
+    n = cfg["n"]
+    opts = _settings("skiplock", "W2")
+    for run in range(b.runs):
+        for history in cfg["history"]:
+
+            def step(history: int = history) -> dict[str, Any]:
+                name, url = b.fresh_db(f"w6_h{history}")
+                try:
+                    spec = b._spec("w6_prep", "skiplock", url, history=history, n=n)
+                    spec.update(claims=cfg["claims"], claim_batch=cfg["claim_batch"])
+                    prep, _ = b.child(spec, f"w6-prep-{history}", timeout=900)  # claims timed
+                    b.analyze(name)
+                    r, t_spawn = b.child(b._spec("drain", "skiplock", url, opts=opts), "w6-drain")
+                finally:
+                    b.drop_db(name)
+                claim_ms = [1000 * s for s in prep["claim_s"]]
+                return {
+                    **_drain_metrics(r, t_spawn, n),
+                    "history": history,
+                    "claim_batch": cfg["claim_batch"],
+                    "claim_p50_ms": percentile(claim_ms, 50),
+                    "claim_p99_ms": percentile(claim_ms, 99),
+                    "claim_ms": claim_ms,
+                }
+
+            b.attempt("W6", f"skiplock, {history:,} finished rows", "postgres", run, step)
+
+
+RUNNERS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6}
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("skiplock", "asyncpg", "psycopg", "pgqueuer", "procrastinate", "uvloop"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def _machine(b: Bench) -> dict[str, Any]:
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    server = b._admin("SELECT version() AS v")[0]["v"]
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        commit = "unknown"
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "postgres": server.split(" on ")[0],
+        "postgres_local": b.postmaster is not None,
+        "commit": commit,
+        "versions": _versions(),
+    }
+
+
+def _missing_peers(systems: tuple[str, ...]) -> dict[str, str]:
+    """Peers that cannot be imported here: reported as 'not run', never skipped silently."""
+    missing = {}
+    for system in systems:
+        module = {"pgqueuer": "pgqueuer", "procrastinate": "procrastinate"}.get(system)
+        if module and importlib.util.find_spec(module) is None:
+            missing[system] = f"not run: {module} is not installed (pip install -e '.[bench]')"
+    return missing
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="1 run each, small sizes (smoke test)")
+    p.add_argument("--only", default=",".join(WORKLOADS), help="workloads, e.g. W2,W4")
+    p.add_argument("--systems", default=",".join(PEERS), help="systems to run beside skiplock")
+    p.add_argument("--runs", type=int, default=None, help="runs per figure (default 3; quick 1)")
+    p.add_argument("--no-sqlite", action="store_true", help="skip skiplock's SQLite rows")
+    p.add_argument("--uvloop", action="store_true", help="run the in-process steps on uvloop")
+    p.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=30.0,
+        help="seconds to wait, before each measurement, for other CPU load to stop (0: never)",
+    )
+    p.add_argument(
+        "--url",
+        default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_PG_URL),
+        help="an admin URL; every run creates and drops its own database on this server",
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
+    unknown = [w for w in only if w not in RUNNERS]
+    if unknown:
+        raise SystemExit(f"--only: unknown workloads {unknown}; choose from {WORKLOADS}")
+    systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+    bad = [s for s in systems if s not in PEERS]
+    if bad:
+        raise SystemExit(f"--systems: unknown {bad}; choose from {PEERS}")
+    missing = _missing_peers(systems)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    b = Bench(
+        pg_url=args.url,
+        runs=args.runs or (1 if args.quick else 3),
+        sizes=QUICK if args.quick else FULL,
+        systems=tuple(s for s in systems if s not in missing),
+        sqlite=not args.no_sqlite,
+        uvloop=args.uvloop,
+        stamp=stamp,
+        quiet_wait=args.quiet_wait,
+    )
+    b.postmaster = asyncio.run(find_postmaster(args.url))
+    started = time.monotonic()
+    meta = {"started": stamp, "runs": b.runs, "quick": args.quick, "sizes": b.sizes}
+    meta.update(machine=_machine(b), uvloop=args.uvloop, not_run=missing, workloads=only)
+    print(f"skiplock benchmarks {stamp}: {only}, {b.runs} run(s) each", flush=True)
+    try:
+        for workload in only:
+            print(f"{workload}:", flush=True)
+            RUNNERS[workload](b)
+    finally:
+        shutil.rmtree(b.sqlite_dir, ignore_errors=True)
+        meta["seconds"] = round(time.monotonic() - started, 1)
+        write_results(b, meta, only, missing)
+    return 0
+
+
+def write_results(b: Bench, meta: dict[str, Any], only: list[str], missing: dict[str, str]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    markdown = report.markdown(b.records, meta, only, missing)
+    payload = json.dumps({"meta": meta, "records": b.records}, indent=1, default=str)
+    for name in (f"bench-{b.stamp}", "latest"):
+        (RESULTS / f"{name}.json").write_text(payload)
+        (RESULTS / f"{name}.md").write_text(markdown)
+    print()
+    print(markdown)
+    print(f"raw runs: {RESULTS / f'bench-{b.stamp}.json'} ({meta['seconds']} s)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The scheduler: enqueues cron slots, exactly once per slot across any number of processes.
+
+It never runs jobs, so a long job cannot delay it. It sleeps until the earliest next slot
+(computed from the schedule, never ``sleep(period)`` after the work), then claims every due
+slot through the backend, where a unique (schedule, slot) row and the job's insert share one
+transaction: the database picks one winner, with no leader election and no lock to hold.
+
+Slots that came due while this scheduler was running are all enqueued (at most
+``max_catchup`` per schedule if it stalled). Slots that passed before it started, and that no
+other scheduler claimed, are "missed" and follow the schedule's ``missed`` policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from ._app import App
+from ._backends import Backend
+from ._job import SlotOutcome
+from ._schedule import MAX_LOOKBACK, Schedule
+from .errors import BackendError
+
+log = logging.getLogger("skiplock.scheduler")
+
+MAX_SLEEP_S = 60.0
+"""The longest single sleep: a wall-clock jump is noticed within a minute."""
+SLOT_RETENTION = MAX_LOOKBACK
+PRUNE_EVERY_S = 3600.0
+MAX_BACKOFF_S = 30.0
+
+
+class Scheduler:
+    def __init__(
+        self, app: App, backend: Backend, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        self.app = app
+        self.backend = backend
+        self._clock = clock or app.clock or (lambda: datetime.now(UTC))
+        self._after: dict[str, datetime] = {}
+        self._started_at: datetime | None = None
+        self._last_prune = float("-inf")
+        self.lateness: collections.deque[float] = collections.deque(maxlen=10_000)
+        """Seconds from each slot to its enqueue committing, as this process measured."""
+
+    @property
+    def schedules(self) -> list[Schedule]:
+        return list(self.app.schedules.values())
+
+    async def tick(self, now: datetime) -> list[tuple[str, datetime, SlotOutcome]]:
+        """Claim every slot due at ``now``; return what each claim did."""
+        if self._started_at is None:
+            last = await self.backend.cron_last_slots()
+            self._started_at = now
+            for schedule in self.schedules:
+                self._after[schedule.id] = last.get(schedule.id, now)
+        results: list[tuple[str, datetime, SlotOutcome]] = []
+        for schedule in self.schedules:
+            for slot in self._to_claim(schedule, now):
+                outcome, job_id = await self.backend.cron_slot_claim(
+                    schedule.id, slot, schedule.job_for(slot), schedule.overlap
+                )
+                self._after[schedule.id] = slot
+                results.append((schedule.id, slot, outcome))
+                self._note(schedule, slot, outcome, job_id)
+            self._after[schedule.id] = max(self._after[schedule.id], now)
+        return results
+
+    def _to_claim(self, schedule: Schedule, now: datetime) -> list[datetime]:
+        assert self._started_at is not None
+        due = schedule.due_slots(self._after[schedule.id], now)
+        missed = [slot for slot in due if slot <= self._started_at]
+        on_time = [slot for slot in due if slot > self._started_at]
+        return schedule.missed_to_enqueue(missed, now) + on_time
+
+    def _note(
+        self, schedule: Schedule, slot: datetime, outcome: SlotOutcome, job_id: int | None
+    ) -> None:
+        if outcome is SlotOutcome.ENQUEUED:
+            late = time.time() - slot.timestamp()
+            self.lateness.append(late)
+            log.info(
+                "schedule %s: slot %s enqueued as job %s (%.3fs after the slot)",
+                schedule.id,
+                slot.isoformat(),
+                job_id,
+                late,
+            )
+        elif outcome is SlotOutcome.SKIPPED:
+            log.info(
+                "schedule %s: slot %s skipped: the previous run is still live",
+                schedule.id,
+                slot.isoformat(),
+            )
+
+    def next_wake(self, now: datetime) -> datetime:
+        """The earliest next slot of any schedule, or ``MAX_SLEEP_S`` from now."""
+        horizon = now + timedelta(seconds=MAX_SLEEP_S)
+        fires = [s.next_fires(now, 1) for s in self.schedules]
+        return min([f[0] for f in fires if f] + [horizon])
+
+    async def prune(self, now: datetime) -> None:
+        keep = max([SLOT_RETENTION] + [timedelta(seconds=s.max_delay) for s in self.schedules])
+        removed = await self.backend.cron_slots_prune(now - keep)
+        if removed:
+            log.info("pruned %d old cron slot rows", removed)
+
+    async def run(self) -> None:
+        """Until cancelled. Database errors back off and retry; anything else propagates."""
+        if not self.schedules:
+            return
+        log.info("scheduler started with %d schedules", len(self.schedules))
+        failures = 0
+        while True:
+            now = self._clock()
+            try:
+                await self.tick(now)
+                if time.monotonic() - self._last_prune > PRUNE_EVERY_S:
+                    await self.prune(now)
+                    self._last_prune = time.monotonic()
+                failures = 0
+            except BackendError as exc:
+                failures += 1
+                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
+                log.warning("scheduler could not claim slots (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            wake = self.next_wake(now)
+            await asyncio.sleep(max(0.0, (wake - self._clock()).total_seconds()))
