@@ -105,7 +105,7 @@ async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
 
 async def test_migrate_reports_what_it_did(cli: Cli) -> None:
     first = cli.run("migrate", APP)
-    assert first.returncode == 0 and "applied migrations [1]" in first.stdout
+    assert first.returncode == 0 and "applied migrations [1, 2]" in first.stdout
     again = cli.run("migrate", APP)
     assert again.returncode == 0 and "up to date" in again.stdout
 
@@ -186,3 +186,15 @@ async def test_processes_option_supervises_and_forwards_sigterm(
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(proc.wait, 30) == 0, cli.output()
     assert (await app.counts())["succeeded"] == 200
+
+
+async def test_cron_list_shows_each_schedule(cli: Cli) -> None:
+    assert cli.run("migrate", "tests.apps.cron_app:app").returncode == 0
+    listing = cli.run("cron", "list", "tests.apps.cron_app:app")
+    assert listing.returncode == 0, listing.stderr
+    out = listing.stdout
+    assert "tick" in out and "* * * * * *" in out and "zone UTC" in out
+    assert "missed   latest (max_delay 600s)" in out
+    assert out.count("  next     ") == 3
+    assert "last     never" in out
+    assert cli.run("scheduler", APP).returncode == 1  # cli_app declares no schedules

@@ -24,8 +24,10 @@ class JobState(enum.StrEnum):
     DEAD = "dead"
     """Attempts spent, a permanent error, or a job no worker can run; a person may requeue it."""
 
-
-FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD})
+    @classmethod
+    def final(cls) -> frozenset[JobState]:
+        """The states a job never leaves on its own."""
+        return frozenset({cls.SUCCEEDED, cls.CANCELLED, cls.DEAD})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,104 @@
+"""Five scheduler processes race a per-second schedule while one is SIGKILLed every few
+seconds (and restarted): every slot must be enqueued exactly once, none missed.
+
+Runs SKIPLOCK_RACE_SECONDS (default 60) on each backend and prints the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import random
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from .conftest import PG_URL
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = "tests.apps.cron_app:app"
+DURATION = float(os.environ.get("SKIPLOCK_RACE_SECONDS", "60"))
+KILL_EVERY = 3.0
+pytestmark = pytest.mark.slow
+
+
+def start(url: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SKIPLOCK_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "skiplock", "scheduler", APP, "--log-level", "warning"],
+            env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        )
+
+
+async def slot_rows(url: str) -> list[tuple[int, float]]:
+    """(slot timestamp, seconds from slot to the job row's creation) for every tick job."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+        rows = conn.execute("SELECT kwargs, created_at FROM skiplock_jobs").fetchall()
+        conn.close()
+        return [(json.loads(k)["timestamp"], c - json.loads(k)["timestamp"]) for k, c in rows]
+    schema = url.rsplit("schema=", 1)[1]
+    conn = await asyncpg.connect(PG_URL)
+    rows = await conn.fetch(
+        f'SELECT (kwargs->>\'timestamp\')::bigint AS ts, '
+        f'extract(epoch FROM created_at) AS created FROM "{schema}".skiplock_jobs'
+    )
+    await conn.close()
+    return [(r["ts"], float(r["created"]) - r["ts"]) for r in rows]
+
+
+async def test_five_schedulers_with_kills_enqueue_every_slot_exactly_once(
+    db_url: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "SKIPLOCK_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "skiplock", "migrate", APP], env=env, cwd=ROOT,
+                   check=True, capture_output=True)
+    log = tmp_path / "schedulers.log"
+    procs = [start(db_url, log) for _ in range(5)]
+    kills = 0
+    rng = random.Random(1)
+    began = time.monotonic()
+    try:
+        while time.monotonic() - began < DURATION:
+            await asyncio.sleep(KILL_EVERY)
+            victim = rng.randrange(len(procs))
+            procs[victim].send_signal(signal.SIGKILL)
+            await asyncio.to_thread(procs[victim].wait)
+            kills += 1
+            procs[victim] = start(db_url, log)
+        await asyncio.sleep(2)  # let the newest process install its signal handlers
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            assert await asyncio.to_thread(proc.wait, 20) == 0, log.read_text()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    rows = await slot_rows(db_url)
+    per_slot = collections.Counter(ts for ts, _ in rows)
+    duplicates = sum(n - 1 for n in per_slot.values())
+    first, last = min(per_slot), max(per_slot)
+    missed = [ts for ts in range(first, last + 1) if ts not in per_slot]
+    lateness = sorted(late for _, late in rows)
+    p50 = statistics.median(lateness) * 1000
+    p99 = lateness[min(len(lateness) - 1, int(len(lateness) * 0.99))] * 1000
+    print(
+        f"\n[{db_url.split(':')[0]}] processes=5 kills={kills} slots={len(per_slot)} "
+        f"duplicates={duplicates} missed={len(missed)} "
+        f"enqueue lateness p50={p50:.1f}ms p99={p99:.1f}ms"
+    )
+    assert duplicates == 0
+    assert missed == []
+    assert len(per_slot) >= DURATION * 0.9
