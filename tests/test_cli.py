@@ -27,8 +27,9 @@ pytestmark = pytest.mark.slow
 class Cli:
     """Starts ``python -m skiplock ...`` with the test's database and execution log."""
 
-    def __init__(self, url: str, tmp_path: Path) -> None:
+    def __init__(self, url: str, tmp_path: Path, app: str = APP) -> None:
         self.url = url
+        self.app = app
         self.log = tmp_path / "executions.log"
         self.tmp = tmp_path
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -54,7 +55,16 @@ class Cli:
     def start(self, *args: str) -> subprocess.Popen[bytes]:
         with open(self.tmp / f"worker-{len(self.procs)}.out", "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "skiplock", "worker", APP, "--poll-interval", "0.1", *args],
+                [
+                    sys.executable,
+                    "-m",
+                    "skiplock",
+                    "worker",
+                    self.app,
+                    "--poll-interval",
+                    "0.1",
+                    *args,
+                ],
                 env=self.env(),
                 cwd=ROOT,
                 stdout=out,
@@ -105,7 +115,7 @@ async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
 
 async def test_migrate_reports_what_it_did(cli: Cli) -> None:
     first = cli.run("migrate", APP)
-    assert first.returncode == 0 and "applied migrations [1, 2]" in first.stdout
+    assert first.returncode == 0 and "applied migrations [1, 2, 3]" in first.stdout
     again = cli.run("migrate", APP)
     assert again.returncode == 0 and "up to date" in again.stdout
 

@@ -36,7 +36,10 @@ def start(url: str, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "skiplock", "scheduler", APP, "--log-level", "warning"],
-            env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
 
 
@@ -50,7 +53,7 @@ async def slot_rows(url: str) -> list[tuple[int, float]]:
     schema = url.rsplit("schema=", 1)[1]
     conn = await asyncpg.connect(PG_URL)
     rows = await conn.fetch(
-        f'SELECT (kwargs->>\'timestamp\')::bigint AS ts, '
+        f"SELECT (kwargs->>'timestamp')::bigint AS ts, "
         f'extract(epoch FROM created_at) AS created FROM "{schema}".skiplock_jobs'
     )
     await conn.close()
@@ -61,8 +64,14 @@ async def test_five_schedulers_with_kills_enqueue_every_slot_exactly_once(
     db_url: str, tmp_path: Path
 ) -> None:
     env = {**os.environ, "SKIPLOCK_DATABASE_URL": db_url, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "skiplock", "migrate", APP], env=env, cwd=ROOT,
-                   check=True, capture_output=True)
+    await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "skiplock", "migrate", APP],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     log = tmp_path / "schedulers.log"
     procs = [start(db_url, log) for _ in range(5)]
     kills = 0

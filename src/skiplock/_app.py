@@ -84,6 +84,7 @@ class App:
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
         permanent: tuple[type[BaseException], ...] = (),
+        visibility_timeout: float | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -98,6 +99,7 @@ class App:
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
         permanent: tuple[type[BaseException], ...] = (),
+        visibility_timeout: float | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options."""
 
@@ -115,6 +117,7 @@ class App:
                 timeout=timeout,
                 retry=retry or RetryPolicy(),
                 permanent=permanent,
+                visibility_timeout=visibility_timeout,
             )
             self.tasks[task_name] = task
             return task

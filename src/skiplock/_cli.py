@@ -98,6 +98,13 @@ def _queues(value: str | None) -> tuple[str, ...] | None:
     show_default=True,
     help="Seconds running jobs may finish after SIGTERM before they are released.",
 )
+@click.option(
+    "--maintenance-interval",
+    type=click.FloatRange(min=0.05),
+    default=5.0,
+    show_default=True,
+    help="Seconds between sweeps that reclaim expired leases.",
+)
 @click.option("--burst", is_flag=True, help="Exit once no job is ready to run.")
 @click.option(
     "--scheduler/--no-scheduler",
@@ -113,6 +120,7 @@ def worker(
     processes: int,
     poll_interval: float,
     shutdown_timeout: float,
+    maintenance_interval: float,
     burst: bool,
     scheduler: bool,
     log_level: str,
@@ -130,6 +138,7 @@ def worker(
         concurrency=concurrency,
         poll_interval=poll_interval,
         shutdown_timeout=shutdown_timeout,
+        maintenance_interval=maintenance_interval,
         scheduler=scheduler,
     )
     run_worker(app, config, burst=burst)

@@ -65,6 +65,8 @@ class WorkerConfig:
     """Added to a job's timeout to form its lease, in seconds."""
     default_lease: float = 300.0
     """Lease of a job whose task has no timeout, in seconds."""
+    maintenance_interval: float = 5.0
+    """How often this worker reclaims leases that expired anywhere, in seconds."""
     scheduler: bool = True
     """Run the app's cron schedules inside this worker (it costs nothing without schedules)."""
     name: str = field(default="")
@@ -82,6 +84,12 @@ class WorkerConfig:
         )
         require(self.lease_margin >= 0, "lease_margin", self.lease_margin, "must be >= 0")
         require(self.default_lease > 0, "default_lease", self.default_lease, "must be > 0")
+        require(
+            self.maintenance_interval > 0,
+            "maintenance_interval",
+            self.maintenance_interval,
+            "must be > 0",
+        )
         if self.queues is not None:
             require(len(self.queues) > 0, "queues", self.queues, "must name at least one queue")
             for queue in self.queues:

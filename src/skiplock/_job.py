@@ -46,6 +46,8 @@ class NewJob:
     """An absolute time, used instead of ``run_after_s`` when given."""
     timeout: float | None = None
     correlation_id: str | None = None
+    lease_s: float | None = None
+    """An explicit visibility timeout; None means the task's timeout plus the worker's margin."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,8 @@ class ClaimedJob:
     lease_token: str
     created_at: datetime
     lease_expires_at: datetime
+    lease_s: float = 0.0
+    """How long each lease (and each heartbeat's extension) lasts."""
 
 
 class Disposition(enum.StrEnum):

@@ -59,6 +59,15 @@ def _validate_options(
     require(timeout is None or timeout > 0, "timeout", timeout, "must be > 0 seconds or None")
 
 
+def _validate_lease(visibility_timeout: float | None) -> None:
+    require(
+        visibility_timeout is None or visibility_timeout >= 0.5,
+        "visibility_timeout",
+        visibility_timeout,
+        "must be >= 0.5 seconds or None",
+    )
+
+
 @dataclass(frozen=True)
 class Task(Generic[P, R]):
     """A registered function and its enqueue options. Build it with ``@app.task(...)``."""
@@ -75,12 +84,16 @@ class Task(Generic[P, R]):
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     permanent: tuple[type[BaseException], ...] = ()
     """Exception types that will not improve with a retry: the job goes straight to dead."""
+    visibility_timeout: float | None = None
+    """Seconds a claim is leased for (extended by heartbeats while the worker lives); None
+    means the timeout plus the worker's ``lease_margin``, or its ``default_lease``."""
     run_after: datetime | timedelta | None = None
     connection: object | None = field(default=None, repr=False, compare=False)
     correlation_id: str | None = None
 
     def __post_init__(self) -> None:
         _validate_options(self.name, self.queue, self.priority, self.max_attempts, self.timeout)
+        _validate_lease(self.visibility_timeout)
         run_after = self.run_after
         if isinstance(run_after, datetime) and run_after.tzinfo is None:
             raise ConfigurationError(
@@ -138,6 +151,7 @@ class Task(Generic[P, R]):
             run_at=run_after if isinstance(run_after, datetime) else None,
             timeout=self.timeout,
             correlation_id=self.correlation_id,
+            lease_s=self.visibility_timeout,
         )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:

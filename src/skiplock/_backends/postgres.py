@@ -64,6 +64,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         [j.correlation_id for j in jobs],
         channel,
         now,
+        [j.lease_s for j in jobs],
     ]
 
 
@@ -187,6 +188,7 @@ class PostgresBackend:
                 lease_token=r["lease_token"],
                 created_at=r["created_at"],
                 lease_expires_at=r["lease_expires_at"],
+                lease_s=r["lease_s"],
             )
             for r in rows
         ]

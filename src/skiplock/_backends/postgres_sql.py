@@ -57,6 +57,39 @@ CREATE TABLE {s}.skiplock_cron_slots (
 );
 """,
     ),
+    (
+        3,
+        "operations",
+        """
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN lease_s double precision;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN audit jsonb NOT NULL DEFAULT '[]';
+-- While a job with a key is live, no second live job may have it.
+CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON {s}.skiplock_jobs (unique_key)
+    WHERE unique_key IS NOT NULL AND state IN ('pending', 'running');
+-- Per-queue depth and running counts for bounded and limited queues.
+CREATE INDEX skiplock_jobs_live_queue_idx ON {s}.skiplock_jobs (queue, state)
+    WHERE state IN ('pending', 'running');
+-- Per-queue settings every producer and worker reads: bound, pause, global limits.
+CREATE TABLE {s}.skiplock_queues (
+    name        text PRIMARY KEY,
+    max_depth   integer CHECK (max_depth >= 0),
+    max_running integer CHECK (max_running >= 0),
+    rate_per_s  double precision CHECK (rate_per_s > 0),
+    tokens      double precision NOT NULL DEFAULT 0,
+    tokens_at   timestamptz,
+    paused      boolean NOT NULL DEFAULT false,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+-- Task names paused by a person (until NULL) or by the breaker (until a time).
+CREATE TABLE {s}.skiplock_task_pauses (
+    task       text PRIMARY KEY,
+    until      timestamptz,
+    reason     text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+""",
+    ),
 ]
 
 MIGRATIONS_TABLE = """
@@ -88,15 +121,16 @@ JOB_INSERT_MANY = """
 -- Insert a batch from parallel arrays, then NOTIFY once per distinct queue (delivered at commit).
 WITH ins AS (
     INSERT INTO {s}.skiplock_jobs
-        (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id)
+        (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
+         lease_s)
     SELECT u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
-           u.timeout, u.correlation_id
+           u.timeout, u.correlation_id, u.lease_s
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
-                $7::float8[], $8::float8[], $9::float8[], $10::text[])
+                $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts,
-                              run_at, run_after, timeout, correlation_id, ord)
+                              run_at, run_after, timeout, correlation_id, lease_s, ord)
     ORDER BY u.ord
     RETURNING id, queue
 ), woken AS (
@@ -121,10 +155,11 @@ UPDATE {s}.skiplock_jobs j
 SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
     locked_by = $3, lease_token = $4,
     lease_expires_at = (SELECT t FROM now_)
-                       + make_interval(secs => coalesce(j.timeout, $5) + $6)
+                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
 FROM c WHERE j.id = c.id
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
-          j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at
+          j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
+          coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s
 """
 
 JOB_SET_STATE_IF_RUNNING_MANY = """
@@ -211,7 +246,8 @@ JOB_HEARTBEAT_MANY = """
 -- Extend the leases of (id, token) pairs still running; the ids returned are still held.
 WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t)
 UPDATE {s}.skiplock_jobs j
-SET lease_expires_at = (SELECT t FROM now_) + make_interval(secs => coalesce(j.timeout, $3) + $4)
+SET lease_expires_at = (SELECT t FROM now_)
+                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4))
 FROM unnest($1::bigint[], $2::text[]) AS h(id, token)
 WHERE j.id = h.id AND j.lease_token = h.token AND j.state = 'running'
 RETURNING j.id

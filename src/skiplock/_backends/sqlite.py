@@ -77,6 +77,7 @@ def _insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -
             "timeout": j.timeout,
             "correlation_id": j.correlation_id,
             "now": now,
+            "lease_s": j.lease_s,
         }
         for j in jobs
     ]
@@ -215,6 +216,7 @@ class SQLiteBackend:
                 lease_token=r[9],
                 created_at=_dt(r[10]),
                 lease_expires_at=_dt(r[11]),
+                lease_s=r[12],
             )
             for r in sorted(rows, key=lambda r: (-r[5], r[0]))
         ]

@@ -58,6 +58,39 @@ CREATE TABLE skiplock_cron_slots (
 );
 """,
     ),
+    (
+        3,
+        "operations",
+        """
+ALTER TABLE skiplock_jobs ADD COLUMN lease_s REAL;
+ALTER TABLE skiplock_jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE skiplock_jobs ADD COLUMN audit TEXT NOT NULL DEFAULT '[]';
+-- While a job with a key is live, no second live job may have it.
+CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs (unique_key)
+    WHERE unique_key IS NOT NULL AND state IN ('pending', 'running');
+-- Per-queue depth and running counts for bounded and limited queues.
+CREATE INDEX skiplock_jobs_live_queue_idx ON skiplock_jobs (queue, state)
+    WHERE state IN ('pending', 'running');
+-- Per-queue settings every producer and worker reads: bound, pause, global limits.
+CREATE TABLE skiplock_queues (
+    name        TEXT PRIMARY KEY,
+    max_depth   INTEGER CHECK (max_depth >= 0),
+    max_running INTEGER CHECK (max_running >= 0),
+    rate_per_s  REAL CHECK (rate_per_s > 0),
+    tokens      REAL NOT NULL DEFAULT 0,
+    tokens_at   REAL,
+    paused      INTEGER NOT NULL DEFAULT 0,
+    updated_at  REAL
+);
+-- Task names paused by a person (until NULL) or by the breaker (until a time).
+CREATE TABLE skiplock_task_pauses (
+    task       TEXT PRIMARY KEY,
+    until      REAL,
+    reason     TEXT NOT NULL,
+    created_at REAL
+);
+""",
+    ),
 ]
 
 MIGRATIONS_TABLE = """
@@ -84,9 +117,9 @@ JOB_INSERT = """
 -- Insert one job of a batch (the batch shares one transaction).
 INSERT INTO skiplock_jobs
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at)
+     created_at, lease_s)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
-        :correlation_id, :now)
+        :correlation_id, :now, :lease_s)
 """
 
 LAST_INSERT_ID = "SELECT last_insert_rowid()"
@@ -96,7 +129,7 @@ JOB_GET_AVAILABLE = """
 UPDATE skiplock_jobs
 SET state = 'running', attempt = attempt + 1, attempted_at = :now,
     locked_by = :worker, lease_token = :token,
-    lease_expires_at = :now + coalesce(timeout, :default_lease) + :margin
+    lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
 WHERE id IN (
     SELECT id FROM skiplock_jobs
     WHERE state = 'pending' AND run_at <= :now
@@ -105,7 +138,8 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeout,
-          lease_token, created_at, lease_expires_at
+          lease_token, created_at, lease_expires_at,
+          coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
 """
 
 JOB_SET_STATE_IF_RUNNING = """
@@ -172,7 +206,7 @@ RETURNING id
 JOB_HEARTBEAT = """
 -- Extend one lease of a batch if the row is still running under its token.
 UPDATE skiplock_jobs
-SET lease_expires_at = :now + coalesce(timeout, :default_lease) + :margin
+SET lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 

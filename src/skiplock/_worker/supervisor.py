@@ -54,21 +54,22 @@ def supervise(argv: list[str], processes: int) -> int:
     children.extend(subprocess.Popen(command) for _ in range(processes))
     log.info("supervisor started %d workers: %s", processes, [c.pid for c in children])
     worst = 0
-    while True:
-        alive = 0
-        for i, child in enumerate(children):
+    while children:
+        for child in list(children):
             code = child.poll()
             if code is None:
-                alive += 1
-            elif not stopping and not ("--burst" in command and code == 0):
+                continue
+            children.remove(child)
+            if stopping:
+                # Exits by the signal we forwarded (before a handler was installed) are clean.
+                if -code not in (signal.SIGTERM, signal.SIGINT):
+                    worst = max(worst, abs(code))
+            elif "--burst" in command and code == 0:
+                pass  # a burst worker that found nothing left to do
+            else:
                 log.error("worker %d exited with %d; restarting it", child.pid, code)
                 time.sleep(RESTART_DELAY_S)
-                children[i] = subprocess.Popen(command)
-                alive += 1
-            elif stopping and -code in (signal.SIGTERM, signal.SIGINT):
-                pass  # stopped by the signal we forwarded before it could install a handler
-            else:
-                worst = max(worst, abs(code))
-        if alive == 0:
-            return worst
+                if not stopping:
+                    children.append(subprocess.Popen(command))
         time.sleep(0.2)
+    return worst

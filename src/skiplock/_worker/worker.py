@@ -38,6 +38,7 @@ from .executor import execute
 log = logging.getLogger("skiplock.worker")
 
 HEARTBEAT_INTERVAL_S = 10.0
+MIN_BEAT_S = 0.2
 MAX_BACKOFF_S = 30.0
 
 
@@ -264,26 +265,50 @@ class Worker:
                 await asyncio.sleep(delay)
 
     async def _maintenance(self, backend: Backend) -> None:
-        """Heartbeat the leases this worker holds and reclaim leases that expired elsewhere."""
+        """Heartbeat the leases this worker holds; reclaim leases that expired anywhere."""
+        loop = asyncio.get_running_loop()
+        last_reclaim = loop.time()
         while True:
-            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            await asyncio.sleep(self._beat_interval())
             try:
-                held = [(job.id, job.lease_token) for _, job in self._running.values()]
-                kept = set(
-                    await backend.job_heartbeat_many(
-                        held, self.config.default_lease, self.config.lease_margin
-                    )
-                )
-                for job_id, _ in held:
-                    if job_id not in kept and job_id in self._running:
-                        log.warning("job %d: lease lost while running", job_id)
-                reclaimed = await backend.job_reclaim_expired()
-                if reclaimed:
-                    log.warning(
-                        "reclaimed %d jobs whose lease expired: %s", len(reclaimed), reclaimed[:20]
-                    )
+                await self._heartbeat(backend)
+                if loop.time() - last_reclaim >= self.config.maintenance_interval:
+                    last_reclaim = loop.time()
+                    reclaimed = await backend.job_reclaim_expired()
+                    if reclaimed:
+                        log.warning(
+                            "reclaimed %d jobs whose lease expired: %s",
+                            len(reclaimed),
+                            reclaimed[:20],
+                        )
             except BackendError as exc:
                 log.warning("maintenance failed (%s); will retry", exc)
+
+    def _beat_interval(self) -> float:
+        """A third of the shortest lease held, so two beats can fail before it expires."""
+        leases = [job.lease_s for _, job in self._running.values() if job.lease_s]
+        shortest = min(leases, default=HEARTBEAT_INTERVAL_S * 3)
+        return max(
+            MIN_BEAT_S, min(HEARTBEAT_INTERVAL_S, self.config.maintenance_interval, shortest / 3)
+        )
+
+    async def _heartbeat(self, backend: Backend) -> None:
+        held = [(job.id, job.lease_token) for _, job in self._running.values()]
+        if not held:
+            return
+        kept = set(
+            await backend.job_heartbeat_many(
+                held, self.config.default_lease, self.config.lease_margin
+            )
+        )
+        for job_id, token in held:
+            entry = self._running.get(job_id)
+            if job_id not in kept and entry is not None and entry[1].lease_token == token:
+                log.warning(
+                    "job %d: lease lost while running (reclaimed elsewhere); cancelling it here",
+                    job_id,
+                )
+                entry[0].cancel()
 
 
 async def _wait_any(*events: asyncio.Event, timeout: float) -> None:

@@ -1,0 +1,31 @@
+"""Tasks for crash tests: they log each start and finish to SKIPLOCK_TEST_LOG."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import skiplock
+
+app = skiplock.App()  # SKIPLOCK_DATABASE_URL from the test
+
+
+def _record(line: str) -> None:
+    fd = os.open(os.environ["SKIPLOCK_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, f"{line}\n".encode())
+    finally:
+        os.close(fd)
+
+
+@app.task(name="work", visibility_timeout=2)
+async def work(n: int, seconds: float) -> None:
+    _record(f"start {n} {os.getpid()}")
+    await asyncio.sleep(seconds)
+    _record(f"done {n} {os.getpid()}")
+
+
+@app.task(name="suicide", visibility_timeout=1, max_attempts=3)
+async def suicide() -> None:
+    _record(f"suicide {skiplock.current_job().attempt} {os.getpid()}")
+    os._exit(7)
