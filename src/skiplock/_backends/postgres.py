@@ -80,6 +80,9 @@ class PostgresBackend:
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
         self.channel = f"skiplock_{self.schema}"
+        # Name our sessions in pg_stat_activity unless the URL names them itself.
+        named = "application_name=" in self._dsn
+        self._settings = {} if named else {"application_name": "skiplock"}
         self._sql: dict[str, str] = {
             name: value.replace("{s}", f'"{self.schema}"')
             for name, value in vars(sql).items()
@@ -99,7 +102,9 @@ class PostgresBackend:
         if self._pool is not None:
             return
         with _wrapped("connect"):
-            self._pool = await asyncpg.create_pool(self._dsn, min_size=1, max_size=self._pool_size)
+            self._pool = await asyncpg.create_pool(
+                self._dsn, min_size=1, max_size=self._pool_size, server_settings=self._settings
+            )
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -307,7 +312,7 @@ class PostgresBackend:
             on_wake(str(payload))
 
         with _wrapped("listen"):
-            conn = await asyncpg.connect(self._dsn)
+            conn = await asyncpg.connect(self._dsn, server_settings=self._settings)
         conn.add_termination_listener(lambda _c: lost.set())
         try:
             with _wrapped("listen"):

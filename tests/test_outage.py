@@ -1,0 +1,132 @@
+"""Database outages under a running worker: it logs, backs off, reconnects, and carries on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+import skiplock
+
+from .apps import cli_app
+from .conftest import PG_URL
+from .test_cli import APP, Cli
+
+pytestmark = pytest.mark.slow
+
+
+def pg_version() -> str:
+    return sorted(os.listdir("/etc/postgresql"))[-1]
+
+
+async def wait_for(cli: Cli, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while len(cli.lines()) < count:
+        assert time.monotonic() < deadline, cli.output()
+        await asyncio.sleep(0.2)
+
+
+async def enqueue_when_up(app: skiplock.App, start: int, n: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            await app.enqueue_many(cli_app.record.prepare(k) for k in range(start, start + n))
+            return
+        except skiplock.BackendError:
+            assert time.monotonic() < deadline
+            await app.close()
+            await asyncio.sleep(0.5)
+
+
+@pytest.fixture
+def pg_cli(pg_url: str, tmp_path: Path) -> Iterator[Cli]:
+    runner = Cli(f"{pg_url}&application_name=victim", tmp_path)
+    yield runner
+    runner.stop_all()
+
+
+@pytest.fixture
+async def pg_app(pg_cli: Cli, pg_url: str) -> AsyncIterator[skiplock.App]:
+    assert pg_cli.run("migrate", APP).returncode == 0
+    cli_app.app.url = pg_url
+    yield cli_app.app
+    await cli_app.app.close()
+
+
+async def test_postgres_restart_under_a_running_worker(pg_cli: Cli, pg_app: skiplock.App) -> None:
+    worker = pg_cli.start("--poll-interval", "30")  # new jobs must arrive through NOTIFY
+    await enqueue_when_up(pg_app, 0, 50)
+    await wait_for(pg_cli, 50, 30)
+    await pg_app.close()
+    restart = ["pg_ctlcluster", "--skip-systemctl-redirect", pg_version(), "main", "restart"]
+    try:
+        await asyncio.to_thread(subprocess.run, restart, check=True, capture_output=True)
+    finally:
+        await asyncio.to_thread(
+            subprocess.run,
+            ["pg_ctlcluster", "--skip-systemctl-redirect", pg_version(), "main", "start"],
+            capture_output=True,
+        )
+    await asyncio.sleep(3)  # let the worker notice, back off and re-LISTEN
+    await enqueue_when_up(pg_app, 50, 50)
+    await wait_for(pg_cli, 100, 60)
+    assert worker.poll() is None, "the worker must carry on"
+    out = pg_cli.output()
+    assert "LISTEN" in out  # it said it lost and re-established its subscription
+    worker.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(worker.wait, 30) == 0
+    assert (await pg_app.counts())["succeeded"] == 100
+
+
+async def test_terminated_connections_are_replaced(pg_cli: Cli, pg_app: skiplock.App) -> None:
+    worker = pg_cli.start("--poll-interval", "30")
+    await enqueue_when_up(pg_app, 0, 20)
+    await wait_for(pg_cli, 20, 30)
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        killed = await conn.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = 'victim'"
+        )
+    finally:
+        await conn.close()
+    assert killed >= 2  # the pool's connection(s) and the LISTEN connection
+    await asyncio.sleep(2)
+    await enqueue_when_up(pg_app, 20, 20)
+    await wait_for(pg_cli, 40, 60)
+    assert worker.poll() is None
+    worker.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(worker.wait, 30) == 0
+    assert (await pg_app.counts())["succeeded"] == 40
+
+
+async def test_a_locked_sqlite_file_is_waited_out(sqlite_url: str, tmp_path: Path) -> None:
+    cli = Cli(sqlite_url, tmp_path)
+    assert cli.run("migrate", APP).returncode == 0
+    cli_app.app.url = sqlite_url
+    try:
+        worker = cli.start()
+        await enqueue_when_up(cli_app.app, 0, 10)
+        await wait_for(cli, 10, 30)
+        holder = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        await asyncio.sleep(13)  # longer than the worker's busy_timeout
+        holder.execute("ROLLBACK")
+        holder.close()
+        await enqueue_when_up(cli_app.app, 10, 10)
+        await wait_for(cli, 20, 60)
+        assert worker.poll() is None
+        assert "database is locked" in cli.output()
+        worker.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(worker.wait, 30) == 0
+    finally:
+        cli.stop_all()
+        await cli_app.app.close()
