@@ -449,3 +449,37 @@ async def test_outcomes_that_fail_to_write_are_retried_not_dropped(app: skiplock
     await burst(app)
     assert failures == 2
     assert await state_of(app, handle) == JobState.SUCCEEDED
+
+
+async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.App) -> None:
+    started = asyncio.Event()
+
+    @app.task(name="long_running")
+    async def long_running() -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    @app.task(name="never")
+    async def never() -> None:
+        raise AssertionError("a cancelled pending job must never run")
+
+    running, pending = (
+        await long_running.aenqueue(),
+        await never.using(run_after=timedelta(seconds=2)).aenqueue(),
+    )
+    assert await app.cancel_job(pending.id, who="ops") is JobState.CANCELLED
+    worker = Worker(app, poll_interval=0.05)
+    run = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 10)
+    assert await app.cancel_job(running.id, who="ops") is JobState.RUNNING
+    deadline = asyncio.get_running_loop().time() + 10
+    while await state_of(app, running) is not JobState.CANCELLED:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(2.5)  # past the pending job's run_after
+    worker.request_stop()
+    await asyncio.wait_for(run, 10)
+    job = await running.fetch()
+    assert "cancelled by request" in job.errors[-1]["message"]
+    assert job.audit[-1]["who"] == "ops"
+    assert await state_of(app, pending) is JobState.CANCELLED

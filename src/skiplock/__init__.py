@@ -2,7 +2,7 @@
 
 from ._app import App
 from ._config import DEFAULT_MAX_ATTEMPTS, RetryPolicy, WorkerConfig
-from ._job import JobContext, JobRecord, JobState, current_job
+from ._job import JobContext, JobFilter, JobRecord, JobState, current_job
 from ._outcomes import Cancel, JobControl, Retry, Snooze
 from ._task import JobHandle, Task
 from ._worker.worker import Worker
@@ -29,6 +29,7 @@ __all__ = [
     "ConfigurationError",
     "JobContext",
     "JobControl",
+    "JobFilter",
     "JobHandle",
     "JobNotFound",
     "JobRecord",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
+import socket
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -13,7 +15,7 @@ from ._backends import Backend, open_backend
 from ._backends.base import Clock
 from ._config import DEFAULT_MAX_ATTEMPTS, RetryPolicy, require
 from ._cron import zone
-from ._job import JobRecord, NewJob
+from ._job import JobFilter, JobRecord, JobState, NewJob
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from ._schedule import (
     DEFAULT_MAX_CATCHUP,
@@ -33,6 +35,11 @@ DEFAULT_URL = "sqlite:///skiplock.db"
 ENQUEUE_BATCH = 5000
 """Rows per round trip in ``enqueue_many``: large enough to amortise, small enough to stay
 well under PostgreSQL's parameter and message limits."""
+
+
+def default_who() -> str:
+    """Who a person's action is recorded as when they do not say: user@host."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
 class App:
@@ -290,13 +297,35 @@ class App:
         """One job row, or JobNotFound."""
         return await (await self.backend()).job_get(job_id)
 
-    async def retry_job(self, job_id: int) -> bool:
-        """Requeue a finished (usually dead) job with its attempts reset."""
-        done = await (await self.backend()).job_retry(job_id)
+    async def retry_job(self, job_id: int, *, who: str = "") -> bool:
+        """Requeue a finished (usually dead) job with its attempts reset; recorded on the job."""
+        done = await (await self.backend()).job_retry(job_id, who or default_who())
         if done:
             job = await self.get_job(job_id)
             self._wake_queues([job.queue])
         return done
+
+    async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
+        """Cancel a job: a pending one never runs; a running one is cancelled by its worker
+        within about a second (final state ``cancelled``). Returns the state after."""
+        return await (await self.backend()).job_cancel(job_id, who or default_who())
+
+    async def list_jobs(
+        self, state: JobState | None = None, where: JobFilter | None = None
+    ) -> list[JobRecord]:
+        """Jobs in a state (any if None) matching a filter, newest first."""
+        return await (await self.backend()).job_list(state, where or JobFilter())
+
+    async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
+        """Dead jobs matching ``where`` back to pending with attempts reset; their ids."""
+        ids = await (await self.backend()).job_requeue_dead(where, who or default_who())
+        if ids:
+            self._wake_queues([where.queue] if where.queue else ["*"])
+        return ids
+
+    async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
+        """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids."""
+        return await (await self.backend()).job_discard_dead(where, who or default_who())
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""

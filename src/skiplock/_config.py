@@ -67,6 +67,12 @@ class WorkerConfig:
     """Lease of a job whose task has no timeout, in seconds."""
     maintenance_interval: float = 5.0
     """How often this worker reclaims leases that expired anywhere, in seconds."""
+    retention_finished: float = 7 * 86400.0
+    """Succeeded and cancelled rows are deleted this long after they finished (7 days)."""
+    retention_dead: float = 30 * 86400.0
+    """Dead rows are deleted this long after they died (30 days), leaving time for review."""
+    prune_interval: float = 60.0
+    """How often this worker prunes, in bounded batches."""
     scheduler: bool = True
     """Run the app's cron schedules inside this worker (it costs nothing without schedules)."""
     name: str = field(default="")
@@ -84,6 +90,9 @@ class WorkerConfig:
         )
         require(self.lease_margin >= 0, "lease_margin", self.lease_margin, "must be >= 0")
         require(self.default_lease > 0, "default_lease", self.default_lease, "must be > 0")
+        for name in ("retention_finished", "retention_dead", "prune_interval"):
+            value = getattr(self, name)
+            require(value > 0, name, value, "must be > 0 seconds")
         require(
             self.maintenance_interval > 0,
             "maintenance_interval",

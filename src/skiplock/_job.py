@@ -127,6 +127,24 @@ class JobRecord:
     lease_expires_at: datetime | None
     errors: list[dict[str, Any]] = field(default_factory=list)
     correlation_id: str | None = None
+    audit: list[dict[str, Any]] = field(default_factory=list)
+    """What people did to this job: ``{"at", "who", "what"}`` per action."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs a person means; every field narrows, None means any."""
+
+    ids: tuple[int, ...] | None = None
+    task: str | None = None
+    queue: str | None = None
+    error: str | None = None
+    """Text that must appear in one of the job's recorded errors."""
+    since: datetime | None = None
+    """Finished (or, if unfinished, created) at or after."""
+    until: datetime | None = None
+    """Finished (or, if unfinished, created) before."""
+    limit: int = 100
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,15 @@ from datetime import datetime
 from typing import Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from .._job import ClaimedJob, Completion, JobRecord, NewJob, SlotOutcome
+from .._job import (
+    ClaimedJob,
+    Completion,
+    JobFilter,
+    JobRecord,
+    JobState,
+    NewJob,
+    SlotOutcome,
+)
 from ..errors import ConfigurationError
 
 Clock = Callable[[], datetime]
@@ -85,8 +93,36 @@ class Backend(Protocol):
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]: ...
 
-    async def job_retry(self, job_id: int) -> bool:
-        """Requeue a dead or cancelled job with its attempts reset; False if it was not final."""
+    async def job_retry(self, job_id: int, who: str = "") -> bool:
+        """Requeue a finished job with its attempts reset; False if it was not final."""
+        ...
+
+    async def job_cancel(self, job_id: int, who: str) -> JobState:
+        """Cancel a pending job, or flag a running one for its worker; the state after.
+
+        A finished job is left alone and its state returned; an unknown id is JobNotFound.
+        """
+        ...
+
+    async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
+        """Of these running jobs, the ones a person asked to cancel."""
+        ...
+
+    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
+        """Jobs in ``state`` (any if None) matching ``where``, newest first."""
+        ...
+
+    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
+        """Dead jobs matching ``where`` back to pending, attempts reset; their ids."""
+        ...
+
+    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
+        """Dead jobs matching ``where`` to cancelled (kept until retention); their ids."""
+        ...
+
+    async def job_prune(self, finished_before: datetime, dead_before: datetime, batch: int) -> int:
+        """Delete one batch of succeeded/cancelled rows finished before ``finished_before`` and
+        dead rows finished before ``dead_before``; how many went."""
         ...
 
     async def job_reclaim_expired(self) -> list[int]:

@@ -17,7 +17,15 @@ from typing import Any
 
 import asyncpg
 
-from .._job import ClaimedJob, Completion, JobRecord, JobState, NewJob, SlotOutcome
+from .._job import (
+    ClaimedJob,
+    Completion,
+    JobFilter,
+    JobRecord,
+    JobState,
+    NewJob,
+    SlotOutcome,
+)
 from ..errors import BackendError, BackendUnavailable, JobNotFound
 from . import postgres_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, postgres_schema
@@ -65,6 +73,41 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         channel,
         now,
         [j.lease_s for j in jobs],
+    ]
+
+
+def _record(r: asyncpg.Record) -> JobRecord:
+    return JobRecord(
+        id=r["id"],
+        task=r["task"],
+        queue=r["queue"],
+        state=JobState(r["state"]),
+        args=json.loads(r["args"]),
+        kwargs=json.loads(r["kwargs"]),
+        priority=r["priority"],
+        attempt=r["attempt"],
+        max_attempts=r["max_attempts"],
+        run_at=r["run_at"],
+        created_at=r["created_at"],
+        attempted_at=r["attempted_at"],
+        finished_at=r["finished_at"],
+        locked_by=r["locked_by"],
+        lease_expires_at=r["lease_expires_at"],
+        errors=json.loads(r["errors"]),
+        correlation_id=r["correlation_id"],
+        audit=json.loads(r["audit"]),
+    )
+
+
+def _filter_params(where: JobFilter) -> list[Any]:
+    """A filter in the order the filtered statements take it ($2..$7)."""
+    return [
+        list(where.ids) if where.ids is not None else None,
+        where.task,
+        where.queue,
+        where.error,
+        where.since,
+        where.until,
     ]
 
 
@@ -219,25 +262,7 @@ class PostgresBackend:
             r = await self.pool.fetchrow(self._sql["JOB_GET"], job_id)
         if r is None:
             raise JobNotFound(f"no job with id {job_id}")
-        return JobRecord(
-            id=r["id"],
-            task=r["task"],
-            queue=r["queue"],
-            state=JobState(r["state"]),
-            args=json.loads(r["args"]),
-            kwargs=json.loads(r["kwargs"]),
-            priority=r["priority"],
-            attempt=r["attempt"],
-            max_attempts=r["max_attempts"],
-            run_at=r["run_at"],
-            created_at=r["created_at"],
-            attempted_at=r["attempted_at"],
-            finished_at=r["finished_at"],
-            locked_by=r["locked_by"],
-            lease_expires_at=r["lease_expires_at"],
-            errors=json.loads(r["errors"]),
-            correlation_id=r["correlation_id"],
-        )
+        return _record(r)
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         with _wrapped("job_count_by_state"):
@@ -246,10 +271,61 @@ class PostgresBackend:
         counts.update({r["state"]: r["n"] for r in rows})
         return counts
 
-    async def job_retry(self, job_id: int) -> bool:
+    async def job_retry(self, job_id: int, who: str = "") -> bool:
         with _wrapped("job_retry"):
-            rows = await self.pool.fetch(self._sql["JOB_RETRY"], job_id, self.channel, self._now())
+            rows = await self.pool.fetch(
+                self._sql["JOB_RETRY"], job_id, self.channel, self._now(), who
+            )
         return bool(rows)
+
+    async def job_cancel(self, job_id: int, who: str) -> JobState:
+        with _wrapped("job_cancel"):
+            state = await self.pool.fetchval(self._sql["JOB_CANCEL"], job_id, who, self._now())
+        if state is None:
+            return (await self.job_get(job_id)).state
+        return JobState(state)
+
+    async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        with _wrapped("job_cancel_requested"):
+            rows = await self.pool.fetch(self._sql["JOB_CANCEL_REQUESTED"], list(job_ids))
+        return [r["id"] for r in rows]
+
+    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
+        with _wrapped("job_list"):
+            rows = await self.pool.fetch(
+                self._sql["JOB_LIST"],
+                state.value if state else None,
+                *_filter_params(where),
+                where.limit,
+            )
+        return [_record(r) for r in rows]
+
+    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
+        with _wrapped("job_requeue_dead"):
+            rows = await self.pool.fetch(
+                self._sql["JOB_REQUEUE_DEAD"],
+                who,
+                *_filter_params(where),
+                self._now(),
+                self.channel,
+            )
+        return [r["id"] for r in rows]
+
+    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
+        with _wrapped("job_discard_dead"):
+            rows = await self.pool.fetch(
+                self._sql["JOB_DISCARD_DEAD"], who, *_filter_params(where), self._now()
+            )
+        return [r["id"] for r in rows]
+
+    async def job_prune(self, finished_before: datetime, dead_before: datetime, batch: int) -> int:
+        with _wrapped("job_prune"):
+            status = await self.pool.execute(
+                self._sql["JOB_PRUNE"], finished_before, dead_before, batch
+            )
+        return int(status.split()[-1])
 
     async def job_reclaim_expired(self) -> list[int]:
         with _wrapped("job_reclaim_expired"):

@@ -195,7 +195,7 @@ JOB_GET = """
 -- One job row, for inspection.
 SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, priority, attempt,
        max_attempts, run_at, created_at, attempted_at, finished_at, locked_by, lease_expires_at,
-       errors::text AS errors, correlation_id
+       errors::text AS errors, correlation_id, audit::text AS audit
 FROM {s}.skiplock_jobs WHERE id = $1
 """
 
@@ -210,7 +210,10 @@ JOB_RETRY = """
 WITH r AS (
     UPDATE {s}.skiplock_jobs
     SET state = 'pending', attempt = 0, run_at = coalesce($3::timestamptz, now()),
-        finished_at = NULL, lease_token = NULL, lease_expires_at = NULL
+        finished_at = NULL, lease_token = NULL, lease_expires_at = NULL,
+        cancel_requested = false,
+        audit = audit || jsonb_build_array(jsonb_build_object(
+            'at', coalesce($3::timestamptz, now()), 'who', $4::text, 'what', 'retry'))
     WHERE id = $1 AND state IN ('dead', 'cancelled', 'succeeded')
     RETURNING queue
 )
@@ -280,4 +283,92 @@ SELECT schedule, max(slot) AS slot FROM {s}.skiplock_cron_slots GROUP BY schedul
 CRON_SLOTS_PRUNE = """
 -- Forget slots older than the cut-off.
 DELETE FROM {s}.skiplock_cron_slots WHERE slot < $1
+"""
+
+JOB_CANCEL = """
+-- A person cancels a job: pending -> cancelled at once; running -> flagged for its worker.
+WITH now_ AS (SELECT coalesce($3::timestamptz, now()) AS t)
+UPDATE {s}.skiplock_jobs
+SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END,
+    finished_at = CASE WHEN state = 'pending' THEN (SELECT t FROM now_) ELSE finished_at END,
+    cancel_requested = true,
+    audit = audit || jsonb_build_array(jsonb_build_object(
+        'at', (SELECT t FROM now_), 'who', $2::text, 'what', 'cancel'))
+WHERE id = $1 AND state IN ('pending', 'running')
+RETURNING state
+"""
+
+JOB_CANCEL_REQUESTED = """
+-- Which of the jobs a worker holds a person asked to cancel.
+SELECT id FROM {s}.skiplock_jobs
+WHERE id = ANY($1::bigint[]) AND state = 'running' AND cancel_requested
+"""
+
+JOB_LIST = """
+-- Jobs matching a filter, newest first; every condition is optional.
+SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, priority, attempt,
+       max_attempts, run_at, created_at, attempted_at, finished_at, locked_by, lease_expires_at,
+       errors::text AS errors, correlation_id, audit::text AS audit
+FROM {s}.skiplock_jobs
+WHERE ($1::text IS NULL OR state = $1)
+  AND ($2::bigint[] IS NULL OR id = ANY($2))
+  AND ($3::text IS NULL OR task = $3)
+  AND ($4::text IS NULL OR queue = $4)
+  AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
+  AND ($6::timestamptz IS NULL OR coalesce(finished_at, created_at) >= $6)
+  AND ($7::timestamptz IS NULL OR coalesce(finished_at, created_at) < $7)
+ORDER BY id DESC
+LIMIT $8
+"""
+
+JOB_REQUEUE_DEAD = """
+-- A person requeues dead jobs matching a filter: pending now, attempts reset, action recorded.
+WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
+r AS (
+    UPDATE {s}.skiplock_jobs
+    SET state = 'pending', attempt = 0, run_at = (SELECT t FROM now_), finished_at = NULL,
+        lease_token = NULL, lease_expires_at = NULL, cancel_requested = false,
+        audit = audit || jsonb_build_array(jsonb_build_object(
+            'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'requeue'))
+    WHERE state = 'dead'
+      AND ($2::bigint[] IS NULL OR id = ANY($2))
+      AND ($3::text IS NULL OR task = $3)
+      AND ($4::text IS NULL OR queue = $4)
+      AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
+      AND ($6::timestamptz IS NULL OR finished_at >= $6)
+      AND ($7::timestamptz IS NULL OR finished_at < $7)
+    RETURNING id, queue
+), woken AS (
+    SELECT pg_notify($9, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+)
+SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0 ORDER BY id
+"""
+
+JOB_DISCARD_DEAD = """
+-- A person discards dead jobs matching a filter: they become cancelled, action recorded.
+WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t)
+UPDATE {s}.skiplock_jobs
+SET state = 'cancelled', finished_at = (SELECT t FROM now_),
+    audit = audit || jsonb_build_array(jsonb_build_object(
+        'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'discard'))
+WHERE state = 'dead'
+  AND ($2::bigint[] IS NULL OR id = ANY($2))
+  AND ($3::text IS NULL OR task = $3)
+  AND ($4::text IS NULL OR queue = $4)
+  AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
+  AND ($6::timestamptz IS NULL OR finished_at >= $6)
+  AND ($7::timestamptz IS NULL OR finished_at < $7)
+RETURNING id
+"""
+
+JOB_PRUNE = """
+-- Delete one bounded batch of finished rows past their retention; SKIP LOCKED keeps
+-- concurrent pruners off each other's rows and every lock short.
+DELETE FROM {s}.skiplock_jobs WHERE id IN (
+    SELECT id FROM {s}.skiplock_jobs
+    WHERE (state IN ('succeeded', 'cancelled') AND finished_at < $1)
+       OR (state = 'dead' AND finished_at < $2)
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
 """

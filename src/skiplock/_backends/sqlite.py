@@ -18,7 +18,15 @@ from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from .._job import ClaimedJob, Completion, JobRecord, JobState, NewJob, SlotOutcome
+from .._job import (
+    ClaimedJob,
+    Completion,
+    JobFilter,
+    JobRecord,
+    JobState,
+    NewJob,
+    SlotOutcome,
+)
 from ..errors import BackendError, BackendUnavailable, JobNotFound
 from . import sqlite_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, sqlite_path
@@ -84,6 +92,40 @@ def _insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -
     conn.executemany(sql.JOB_INSERT, rows)
     last = int(conn.execute(sql.LAST_INSERT_ID).fetchone()[0])
     return list(range(last - len(rows) + 1, last + 1))
+
+
+def _record(row: Any) -> JobRecord:
+    return JobRecord(
+        id=row[0],
+        task=row[1],
+        queue=row[2],
+        state=JobState(row[3]),
+        args=json.loads(row[4]),
+        kwargs=json.loads(row[5]),
+        priority=row[6],
+        attempt=row[7],
+        max_attempts=row[8],
+        run_at=_dt(row[9]),
+        created_at=_dt(row[10]),
+        attempted_at=_opt_dt(row[11]),
+        finished_at=_opt_dt(row[12]),
+        locked_by=row[13],
+        lease_expires_at=_opt_dt(row[14]),
+        errors=json.loads(row[15]),
+        correlation_id=row[16],
+        audit=json.loads(row[17]),
+    )
+
+
+def _filter_params(where: JobFilter) -> dict[str, Any]:
+    return {
+        "ids": json.dumps(list(where.ids)) if where.ids is not None else None,
+        "task": where.task,
+        "queue": where.queue,
+        "error": where.error,
+        "since": where.since.timestamp() if where.since else None,
+        "until": where.until.timestamp() if where.until else None,
+    }
 
 
 class SQLiteBackend:
@@ -252,25 +294,7 @@ class SQLiteBackend:
         row = await self._run("job_get", lambda c: c.execute(sql.JOB_GET, (job_id,)).fetchone())
         if row is None:
             raise JobNotFound(f"no job with id {job_id}")
-        return JobRecord(
-            id=row[0],
-            task=row[1],
-            queue=row[2],
-            state=JobState(row[3]),
-            args=json.loads(row[4]),
-            kwargs=json.loads(row[5]),
-            priority=row[6],
-            attempt=row[7],
-            max_attempts=row[8],
-            run_at=_dt(row[9]),
-            created_at=_dt(row[10]),
-            attempted_at=_opt_dt(row[11]),
-            finished_at=_opt_dt(row[12]),
-            locked_by=row[13],
-            lease_expires_at=_opt_dt(row[14]),
-            errors=json.loads(row[15]),
-            correlation_id=row[16],
-        )
+        return _record(row)
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         rows = await self._run(
@@ -281,13 +305,67 @@ class SQLiteBackend:
         counts.update({state: n for state, n in rows})
         return counts
 
-    async def job_retry(self, job_id: int) -> bool:
+    async def job_retry(self, job_id: int, who: str = "") -> bool:
         def retry(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
-                cursor = conn.execute(sql.JOB_RETRY, {"id": job_id, "now": self._now()})
-                return cursor.rowcount > 0
+                args = {"id": job_id, "now": self._now(), "who": who}
+                return conn.execute(sql.JOB_RETRY, args).rowcount > 0
 
         return await self._run("job_retry", retry)
+
+    async def job_cancel(self, job_id: int, who: str) -> JobState:
+        def cancel(conn: sqlite3.Connection) -> Any:
+            with _immediate(conn):
+                args = {"id": job_id, "now": self._now(), "who": who}
+                return conn.execute(sql.JOB_CANCEL, args).fetchone()
+
+        row = await self._run("job_cancel", cancel)
+        if row is None:
+            return (await self.job_get(job_id)).state
+        return JobState(row[0])
+
+    async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        ids = json.dumps(list(job_ids))
+        rows = await self._run(
+            "job_cancel_requested",
+            lambda c: c.execute(sql.JOB_CANCEL_REQUESTED, {"ids": ids}).fetchall(),
+        )
+        return [r[0] for r in rows]
+
+    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
+        args = {"state": state.value if state else None, "limit": where.limit}
+        args.update(_filter_params(where))
+        rows = await self._run("job_list", lambda c: c.execute(sql.JOB_LIST, args).fetchall())
+        return [_record(r) for r in rows]
+
+    async def _dead_action(self, statement: str, where: JobFilter, who: str) -> list[int]:
+        def act(conn: sqlite3.Connection) -> list[int]:
+            with _immediate(conn):
+                args = {"who": who, "now": self._now(), **_filter_params(where)}
+                return sorted(r[0] for r in conn.execute(statement, args).fetchall())
+
+        return await self._run("dead-letter action", act)
+
+    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
+        return await self._dead_action(sql.JOB_REQUEUE_DEAD, where, who)
+
+    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
+        return await self._dead_action(sql.JOB_DISCARD_DEAD, where, who)
+
+    async def job_prune(self, finished_before: datetime, dead_before: datetime, batch: int) -> int:
+        args = {
+            "finished_before": finished_before.timestamp(),
+            "dead_before": dead_before.timestamp(),
+            "batch": batch,
+        }
+
+        def prune(conn: sqlite3.Connection) -> int:
+            with _immediate(conn):
+                return conn.execute(sql.JOB_PRUNE, args).rowcount
+
+        return await self._run("job_prune", prune)
 
     async def job_reclaim_expired(self) -> list[int]:
         def reclaim(conn: sqlite3.Connection) -> list[int]:

@@ -166,7 +166,7 @@ JOB_GET = """
 -- One job row, for inspection.
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id
+       correlation_id, audit
 FROM skiplock_jobs WHERE id = ?
 """
 
@@ -179,7 +179,8 @@ JOB_RETRY = """
 -- A person requeues a finished job: pending now, attempts reset.
 UPDATE skiplock_jobs
 SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
-    lease_token = NULL, lease_expires_at = NULL
+    lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
 WHERE id = :id AND state IN ('dead', 'cancelled', 'succeeded')
 """
 
@@ -236,4 +237,75 @@ SELECT schedule, max(slot) FROM skiplock_cron_slots GROUP BY schedule
 CRON_SLOTS_PRUNE = """
 -- Forget slots older than the cut-off.
 DELETE FROM skiplock_cron_slots WHERE slot < ?
+"""
+
+JOB_CANCEL = """
+-- A person cancels a job: pending -> cancelled at once; running -> flagged for its worker.
+UPDATE skiplock_jobs
+SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END,
+    finished_at = CASE WHEN state = 'pending' THEN :now ELSE finished_at END,
+    cancel_requested = 1,
+    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'cancel'))
+WHERE id = :id AND state IN ('pending', 'running')
+RETURNING state
+"""
+
+JOB_CANCEL_REQUESTED = """
+-- Which of the jobs a worker holds a person asked to cancel.
+SELECT id FROM skiplock_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND cancel_requested
+"""
+
+_FILTER = """
+      AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
+      AND (:task IS NULL OR task = :task)
+      AND (:queue IS NULL OR queue = :queue)
+      AND (:error IS NULL OR instr(errors, :error) > 0)
+      AND (:since IS NULL OR coalesce(finished_at, created_at) >= :since)
+      AND (:until IS NULL OR coalesce(finished_at, created_at) < :until)
+"""
+
+JOB_LIST = (
+    """
+-- Jobs matching a filter, newest first; every condition is optional.
+SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
+       created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
+       correlation_id, audit
+FROM skiplock_jobs
+WHERE (:state IS NULL OR state = :state)"""
+    + _FILTER
+    + "ORDER BY id DESC LIMIT :limit"
+)
+
+JOB_REQUEUE_DEAD = (
+    """
+-- A person requeues dead jobs matching a filter: pending now, attempts reset, action recorded.
+UPDATE skiplock_jobs
+SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
+    lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'requeue'))
+WHERE state = 'dead'"""
+    + _FILTER
+    + "RETURNING id"
+)
+
+JOB_DISCARD_DEAD = (
+    """
+-- A person discards dead jobs matching a filter: they become cancelled, action recorded.
+UPDATE skiplock_jobs
+SET state = 'cancelled', finished_at = :now,
+    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'discard'))
+WHERE state = 'dead'"""
+    + _FILTER
+    + "RETURNING id"
+)
+
+JOB_PRUNE = """
+-- Delete one bounded batch of finished rows past their retention.
+DELETE FROM skiplock_jobs WHERE id IN (
+    SELECT id FROM skiplock_jobs
+    WHERE (state IN ('succeeded', 'cancelled') AND finished_at < :finished_before)
+       OR (state = 'dead' AND finished_at < :dead_before)
+    LIMIT :batch
+)
 """

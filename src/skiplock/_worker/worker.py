@@ -22,6 +22,7 @@ import random
 import socket
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._app import App
@@ -29,9 +30,10 @@ from .._backends import Backend
 from .._backends.base import ClaimParams
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
+from .._outcomes import Cancel
 from .._scheduler import Scheduler
 from ..errors import BackendError
-from .classify import Decision
+from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
 
@@ -65,6 +67,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._running: dict[int, tuple[asyncio.Task[None], ClaimedJob]] = {}
+        self._cancel_requested: set[int] = set()
         self._backend: Backend | None = None
         self._completer: Completer | None = None
         self.processed = 0
@@ -80,7 +83,7 @@ class Worker:
         self._wake.set()
 
     def _on_wake(self, queue: str) -> None:
-        if self.config.queues is None or queue in self.config.queues:
+        if self.config.queues is None or queue in self.config.queues or queue == "*":
             self._wake.set()
 
     # -- the whole worker ---------------------------------------------------------------------
@@ -110,6 +113,8 @@ class Worker:
                 services = [
                     tg.create_task(self._notifier(backend), name="skiplock-notifier"),
                     tg.create_task(self._maintenance(backend), name="skiplock-maintenance"),
+                    tg.create_task(self._canceller(backend), name="skiplock-canceller"),
+                    tg.create_task(self._pruner(backend), name="skiplock-pruner"),
                 ]
                 if self.config.scheduler and self.app.schedules:
                     self.scheduler = Scheduler(self.app, backend)
@@ -188,7 +193,13 @@ class Worker:
         try:
             decision = await execute(self.app, job, pool)
         except asyncio.CancelledError:
-            self._record(job, Decision(Disposition.RELEASE), loop.time() - started)
+            if job.id in self._cancel_requested:
+                self._cancel_requested.discard(job.id)
+                error = error_record(job.attempt, Cancel("cancelled by request while running"))
+                decision = Decision(Disposition.CANCEL, error=error)
+            else:
+                decision = Decision(Disposition.RELEASE)  # shutdown: back to pending, unspent
+            self._record(job, decision, loop.time() - started)
             raise
         finally:
             self._running.pop(job.id, None)
@@ -284,6 +295,44 @@ class Worker:
             except BackendError as exc:
                 log.warning("maintenance failed (%s); will retry", exc)
 
+    async def _canceller(self, backend: Backend) -> None:
+        """Cancel, within about a second, running jobs a person asked to cancel."""
+        while True:
+            await asyncio.sleep(CANCEL_POLL_S)
+            if not self._running:
+                continue
+            try:
+                wanted = await backend.job_cancel_requested(list(self._running))
+            except BackendError as exc:
+                log.warning("could not check for cancellations (%s)", exc)
+                continue
+            for job_id in wanted:
+                entry = self._running.get(job_id)
+                if entry is not None and job_id not in self._cancel_requested:
+                    log.info("job %d: cancel requested; cancelling it", job_id)
+                    self._cancel_requested.add(job_id)
+                    entry[0].cancel()
+
+    async def _pruner(self, backend: Backend) -> None:
+        """Delete finished rows past their retention, in bounded batches (short locks)."""
+        while True:
+            await asyncio.sleep(self.config.prune_interval)
+            now = datetime.now(UTC)
+            finished = now - timedelta(seconds=self.config.retention_finished)
+            dead = now - timedelta(seconds=self.config.retention_dead)
+            try:
+                removed = 0
+                for _ in range(PRUNE_MAX_BATCHES):
+                    batch = await backend.job_prune(finished, dead, PRUNE_BATCH)
+                    removed += batch
+                    if batch < PRUNE_BATCH:
+                        break
+                    await asyncio.sleep(0.01)  # let claims in between batches
+                if removed:
+                    log.info("pruned %d finished jobs past retention", removed)
+            except BackendError as exc:
+                log.warning("pruning failed (%s); will retry", exc)
+
     def _beat_interval(self) -> float:
         """A third of the shortest lease held, so two beats can fail before it expires."""
         leases = [job.lease_s for _, job in self._running.values() if job.lease_s]
@@ -309,6 +358,11 @@ class Worker:
                     job_id,
                 )
                 entry[0].cancel()
+
+
+CANCEL_POLL_S = 1.0
+PRUNE_BATCH = 1000
+PRUNE_MAX_BATCHES = 100
 
 
 async def _wait_any(*events: asyncio.Event, timeout: float) -> None:
