@@ -48,6 +48,10 @@ class NewJob:
     correlation_id: str | None = None
     lease_s: float | None = None
     """An explicit visibility timeout; None means the task's timeout plus the worker's margin."""
+    unique_key: str | None = None
+    """While a live (pending or running) job has this key, no second one is created."""
+    on_duplicate: str = "return"
+    """``return`` the live job holding the key, or ``raise`` DuplicateJob."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,3 +182,24 @@ def current_job() -> JobContext:
 
 def set_current_job(ctx: JobContext) -> contextvars.Token[JobContext]:
     return _current.set(ctx)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A queue's settings (stored in the database, shared by every producer and worker)."""
+
+    name: str
+    max_depth: int | None
+    max_running: int | None
+    rate_per_s: float | None
+    paused: bool
+    pending: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPause:
+    task: str
+    until: datetime | None
+    """None: until a person resumes it. A time: the breaker's cool-down end."""
+    reason: str

@@ -9,6 +9,8 @@ with the original kept as ``__cause__``::
      │    └── PayloadTooLarge       over the app's ``max_payload_bytes``
      ├── UnknownTask               a task name nobody registered
      ├── JobNotFound               no job with that id
+     ├── QueueFull                 a bounded queue is at its max_depth: "not now"
+     ├── DuplicateJob              a live job already holds that unique_key (on_duplicate="raise")
      ├── SchemaError               the database schema is missing or outdated
      └── BackendError              the database failed; ``__cause__`` holds the driver error
           └── BackendUnavailable   the database could not be reached
@@ -57,6 +59,22 @@ class JobNotFound(SkiplockError, LookupError):
     """No job has that id."""
 
     default_message = "job not found"
+
+
+class QueueFull(SkiplockError):
+    """Enqueueing would pass a bounded queue's ``max_depth``; nothing was written."""
+
+    default_message = "the queue is full"
+
+
+class DuplicateJob(SkiplockError):
+    """A live job already holds this ``unique_key``; ``job_id`` is that job."""
+
+    default_message = "a live job already has this unique key"
+
+    def __init__(self, message: str | None = None, job_id: int | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
 
 
 class SchemaError(SkiplockError):

@@ -28,14 +28,11 @@ async def test_claim_uses_the_pending_index_with_a_million_finished_rows(pg_url:
         await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')
         backend = await app.backend()
         claim = backend._sql["JOB_GET_AVAILABLE"]  # type: ignore[attr-defined]
-        async with conn.transaction():
-            plan = "\n".join(
-                r[0]
-                for r in await conn.fetch("EXPLAIN " + claim, None, 10, "w", "t", 60.0, 5.0, None)
-            )
-            await conn.execute("ROLLBACK")  # nothing: EXPLAIN without ANALYZE changes nothing
+        # EXPLAIN without ANALYZE plans the claim without running it.
+        args = (None, 10, "w", "t", 60.0, 5.0, None, False)
+        plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + claim, *args))
     finally:
         await conn.close()
         await app.close()
     assert "skiplock_jobs_pending_idx" in plan, plan
-    assert "Seq Scan" not in plan, plan
+    assert "Seq Scan on skiplock_jobs" not in plan, plan  # the tiny settings tables may

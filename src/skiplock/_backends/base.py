@@ -22,9 +22,11 @@ from .._job import (
     JobRecord,
     JobState,
     NewJob,
+    QueueInfo,
     SlotOutcome,
+    TaskPause,
 )
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, DuplicateJob
 
 Clock = Callable[[], datetime]
 """A replacement for the database's now(), for tests that pin time."""
@@ -80,8 +82,38 @@ class Backend(Protocol):
         ...
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
-        """Claim up to ``limit`` ready jobs atomically: running, attempt+1, leased."""
+        """Claim up to ``limit`` ready jobs atomically: running, attempt+1, leased.
+
+        Skips paused queues and tasks, and queues with global limits (see below).
+        """
         ...
+
+    async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
+        """Claim from one queue with a global ``max_running`` or rate, holding its settings
+        row locked so that concurrent claimers anywhere cannot exceed either."""
+        ...
+
+    async def queue_limited(self) -> list[str]:
+        """Queues that must be claimed through ``job_get_available_limited``."""
+        ...
+
+    async def queue_list(self) -> list[QueueInfo]: ...
+
+    async def queue_set_paused(self, queue: str, paused: bool) -> None: ...
+
+    async def queue_set_limits(
+        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
+    ) -> None:
+        """Set all three (None lifts one)."""
+        ...
+
+    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None: ...
+
+    async def task_resume(self, task: str) -> bool:
+        """False if the task was not paused."""
+        ...
+
+    async def task_pauses(self) -> list[TaskPause]: ...
 
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         """Apply outcomes to rows still running under their lease token; return those ids."""
@@ -196,3 +228,55 @@ def postgres_schema(url: str) -> tuple[str, str]:
     rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
     driver_url = parts._replace(query=rest, scheme="postgresql").geturl()
     return driver_url, schema
+
+
+def allowed_starts(
+    limit: int,
+    max_running: int | None,
+    running: int,
+    rate_per_s: float | None,
+    tokens: float,
+    tokens_at: datetime | None,
+    now: datetime,
+) -> tuple[int, float]:
+    """How many jobs a limited queue may start now, and the tokens left afterwards.
+
+    The rate is a token bucket holding at most one second of starts (at least one token).
+    """
+    allowed = float(limit)
+    if max_running is not None:
+        allowed = min(allowed, max(0, max_running - running))
+    left = float("inf")
+    if rate_per_s is not None:
+        capacity = max(rate_per_s, 1.0)
+        elapsed = (now - tokens_at).total_seconds() if tokens_at else float("inf")
+        left = min(capacity, tokens + rate_per_s * max(0.0, elapsed))
+        allowed = min(allowed, float(int(left)))
+    starts = int(allowed)
+    return starts, (left - starts if rate_per_s is not None else 0.0)
+
+
+def map_inserted(
+    jobs: Sequence[NewJob],
+    inserted: Sequence[tuple[int, str | None]],
+    live: dict[str, int],
+) -> list[int]:
+    """Input order ids from the rows an insert created (in id order) and the live jobs that
+    already held some unique keys; raises DuplicateJob where a job asked for that."""
+    plain = iter([job_id for job_id, key in inserted if key is None])
+    created = {key: job_id for job_id, key in inserted if key is not None}
+    ids: list[int] = []
+    for job in jobs:
+        if job.unique_key is None:
+            ids.append(next(plain))
+        elif job.unique_key in created:
+            ids.append(created.pop(job.unique_key))
+            live[job.unique_key] = ids[-1]  # a later duplicate in this batch maps to it
+        else:
+            existing = live[job.unique_key]
+            if job.on_duplicate == "raise":
+                raise DuplicateJob(
+                    f"job {existing} already holds unique_key {job.unique_key!r}", existing
+                )
+            ids.append(existing)
+    return ids

@@ -8,6 +8,7 @@ for transactional enqueue, which runs the same statement through them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -24,11 +25,20 @@ from .._job import (
     JobRecord,
     JobState,
     NewJob,
+    QueueInfo,
     SlotOutcome,
+    TaskPause,
 )
-from ..errors import BackendError, BackendUnavailable, JobNotFound
+from ..errors import BackendError, BackendUnavailable, JobNotFound, QueueFull
 from . import postgres_sql as sql
-from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, postgres_schema
+from .base import (
+    MAX_ERRORS_KEPT,
+    ClaimParams,
+    Clock,
+    allowed_starts,
+    map_inserted,
+    postgres_schema,
+)
 
 _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
@@ -73,6 +83,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         channel,
         now,
         [j.lease_s for j in jobs],
+        [j.unique_key for j in jobs],
     ]
 
 
@@ -109,6 +120,42 @@ def _filter_params(where: JobFilter) -> list[Any]:
         where.since,
         where.until,
     ]
+
+
+def _claimed(r: asyncpg.Record) -> ClaimedJob:
+    return ClaimedJob(
+        id=r["id"],
+        task=r["task"],
+        queue=r["queue"],
+        args_json=r["args"],
+        kwargs_json=r["kwargs"],
+        priority=r["priority"],
+        attempt=r["attempt"],
+        max_attempts=r["max_attempts"],
+        timeout=r["timeout"],
+        lease_token=r["lease_token"],
+        created_at=r["created_at"],
+        lease_expires_at=r["lease_expires_at"],
+        lease_s=r["lease_s"],
+    )
+
+
+def _missing_keys(jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[str]:
+    """Unique keys of the batch that the insert did not create (a live job holds them)."""
+    if any(row[0] == "full" for row in rows):
+        return []
+    created = {row[2] for row in rows if row[2] is not None}
+    return sorted({j.unique_key for j in jobs if j.unique_key and j.unique_key not in created})
+
+
+def _finish_insert(jobs: Sequence[NewJob], rows: Sequence[Any], live: Sequence[Any]) -> list[int]:
+    full = [row[2] for row in rows if row[0] == "full"]
+    if full:
+        raise QueueFull(
+            f"queue {', '.join(map(repr, full))} is at its max_depth: nothing was enqueued"
+        )
+    inserted = [(row[1], row[2]) for row in rows]
+    return map_inserted(jobs, inserted, {key: job_id for job_id, key in live})
 
 
 class PostgresBackend:
@@ -184,22 +231,33 @@ class PostgresBackend:
         if not jobs:
             return []
         params = insert_params(jobs, self.channel, self._now())
-        statement = self._sql["JOB_INSERT_MANY"]
+        insert, lookup = self._sql["JOB_INSERT_MANY"], self._sql["JOB_LIVE_BY_UNIQUE_KEY"]
         with _wrapped("job_insert_many"):
             if connection is None:
-                rows = await self.pool.fetch(statement, *params)
-            elif isinstance(connection, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
-                rows = await connection.fetch(statement, *params)
-            else:
-                return await self._insert_psycopg_async(connection, statement, params)
-        return [r["id"] for r in rows]
-
-    async def _insert_psycopg_async(
-        self, connection: Any, statement: str, params: list[Any]
-    ) -> list[int]:
+                async with self.pool.acquire() as conn:
+                    if not any(j.on_duplicate == "raise" for j in jobs):
+                        return await self._insert_asyncpg(conn, jobs, params)
+                    async with conn.transaction():  # a DuplicateJob rolls the batch back
+                        return await self._insert_asyncpg(conn, jobs, params)
+            if isinstance(connection, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
+                return await self._insert_asyncpg(connection, jobs, params)
         named = {f"p{i}": v for i, v in enumerate(params, 1)}
-        cursor = await connection.execute(_to_psycopg(statement), named)
-        return [row[0] for row in await cursor.fetchall()]
+        cursor = await connection.execute(_to_psycopg(insert), named)  # type: ignore[attr-defined]
+        rows = await cursor.fetchall()
+        keys = _missing_keys(jobs, rows)
+        live: list[Any] = []
+        if keys:
+            cursor = await connection.execute(_to_psycopg(lookup), {"p1": keys})  # type: ignore[attr-defined]
+            live = await cursor.fetchall()
+        return _finish_insert(jobs, rows, live)
+
+    async def _insert_asyncpg(
+        self, conn: Any, jobs: Sequence[NewJob], params: list[Any]
+    ) -> list[int]:
+        rows = [tuple(r) for r in await conn.fetch(self._sql["JOB_INSERT_MANY"], *params)]
+        keys = _missing_keys(jobs, rows)
+        live = await conn.fetch(self._sql["JOB_LIVE_BY_UNIQUE_KEY"], keys) if keys else []
+        return _finish_insert(jobs, rows, [tuple(r) for r in live])
 
     def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
         if not jobs:
@@ -207,39 +265,94 @@ class PostgresBackend:
         params = insert_params(jobs, self.channel, self._now())
         named = {f"p{i}": v for i, v in enumerate(params, 1)}
         execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
-        cursor = execute(_to_psycopg(self._sql["JOB_INSERT_MANY"]), named)
-        return [row[0] for row in cursor.fetchall()]
+        rows = execute(_to_psycopg(self._sql["JOB_INSERT_MANY"]), named).fetchall()
+        keys = _missing_keys(jobs, rows)
+        live = []
+        if keys:
+            live = execute(
+                _to_psycopg(self._sql["JOB_LIVE_BY_UNIQUE_KEY"]), {"p1": keys}
+            ).fetchall()
+        return _finish_insert(jobs, rows, live)
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
         with _wrapped("job_get_available"):
             rows = await self.pool.fetch(
-                self._sql["JOB_GET_AVAILABLE"],
-                list(params.queues) if params.queues else None,
-                params.limit,
-                params.worker,
-                params.lease_token,
-                params.default_lease,
-                params.lease_margin,
-                self._now(),
+                self._sql["JOB_GET_AVAILABLE"], *self._claim_args(params, None), False
             )
+        return [_claimed(r) for r in rows]
+
+    def _claim_args(self, params: ClaimParams, queue: str | None) -> list[Any]:
+        queues = [queue] if queue else (list(params.queues) if params.queues else None)
         return [
-            ClaimedJob(
-                id=r["id"],
-                task=r["task"],
-                queue=r["queue"],
-                args_json=r["args"],
-                kwargs_json=r["kwargs"],
-                priority=r["priority"],
-                attempt=r["attempt"],
-                max_attempts=r["max_attempts"],
-                timeout=r["timeout"],
-                lease_token=r["lease_token"],
-                created_at=r["created_at"],
-                lease_expires_at=r["lease_expires_at"],
-                lease_s=r["lease_s"],
-            )
-            for r in rows
+            queues,
+            params.limit,
+            params.worker,
+            params.lease_token,
+            params.default_lease,
+            params.lease_margin,
+            self._now(),
         ]
+
+    async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
+        with _wrapped("job_get_available_limited"):
+            async with self.pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(self._sql["QUEUE_LOCK"], queue, self._now())
+                if row is None or row["paused"]:
+                    return []
+                running = await conn.fetchval(self._sql["QUEUE_RUNNING"], queue)
+                starts, tokens = allowed_starts(
+                    params.limit,
+                    row["max_running"],
+                    running,
+                    row["rate_per_s"],
+                    row["tokens"],
+                    row["tokens_at"],
+                    row["now"],
+                )
+                if starts <= 0:
+                    return []
+                claim = dataclasses.replace(params, limit=starts)
+                rows = await conn.fetch(
+                    self._sql["JOB_GET_AVAILABLE"], *self._claim_args(claim, queue), True
+                )
+                if row["rate_per_s"] is not None:
+                    left = tokens + starts - len(rows)
+                    await conn.execute(self._sql["QUEUE_TOKENS_SET"], queue, left, row["now"])
+        return [_claimed(r) for r in rows]
+
+    async def queue_limited(self) -> list[str]:
+        with _wrapped("queue_limited"):
+            return [r["name"] for r in await self.pool.fetch(self._sql["QUEUE_LIMITED"])]
+
+    async def queue_list(self) -> list[QueueInfo]:
+        with _wrapped("queue_list"):
+            rows = await self.pool.fetch(self._sql["QUEUE_LIST"])
+        return [QueueInfo(*r) for r in rows]
+
+    async def queue_set_paused(self, queue: str, paused: bool) -> None:
+        with _wrapped("queue_set_paused"):
+            await self.pool.execute(self._sql["QUEUE_SET_PAUSED"], queue, paused)
+
+    async def queue_set_limits(
+        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
+    ) -> None:
+        with _wrapped("queue_set_limits"):
+            await self.pool.execute(
+                self._sql["QUEUE_SET_LIMITS"], queue, max_depth, max_running, rate_per_s
+            )
+
+    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None:
+        with _wrapped("task_pause"):
+            await self.pool.execute(self._sql["TASK_PAUSE"], task, until, reason)
+
+    async def task_resume(self, task: str) -> bool:
+        with _wrapped("task_resume"):
+            return bool(await self.pool.fetch(self._sql["TASK_RESUME"], task))
+
+    async def task_pauses(self) -> list[TaskPause]:
+        with _wrapped("task_pauses"):
+            rows = await self.pool.fetch(self._sql["TASK_PAUSES"], self._now())
+        return [TaskPause(*r) for r in rows]
 
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:

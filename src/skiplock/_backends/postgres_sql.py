@@ -118,25 +118,49 @@ SELECT to_regclass($1 || '.skiplock_migrations') IS NOT NULL
 SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM {s}.skiplock_migrations"
 
 JOB_INSERT_MANY = """
--- Insert a batch from parallel arrays, then NOTIFY once per distinct queue (delivered at commit).
-WITH ins AS (
+-- Insert a batch from parallel arrays, all or nothing against bounded queues: a queue whose
+-- live depth plus this batch would pass its max_depth comes back as a 'full' row and nothing
+-- is inserted. Live unique keys are skipped (looked up by the caller). NOTIFY once per queue,
+-- delivered at commit.
+WITH batch AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
+                         $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
+                         $14::text[])
+         WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
+                              run_after, timeout, correlation_id, lease_s, unique_key, ord)
+), full_ AS (
+    SELECT q.name FROM {s}.skiplock_queues q
+    JOIN (SELECT queue, count(*) AS n FROM batch GROUP BY queue) b ON b.queue = q.name
+    WHERE q.max_depth IS NOT NULL
+      AND b.n + (SELECT count(*) FROM {s}.skiplock_jobs j
+                 WHERE j.queue = q.name AND j.state IN ('pending', 'running')) > q.max_depth
+), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-         lease_s)
+         lease_s, unique_key)
     SELECT u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
-           u.timeout, u.correlation_id, u.lease_s
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
-                $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[])
-         WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts,
-                              run_at, run_after, timeout, correlation_id, lease_s, ord)
+           u.timeout, u.correlation_id, u.lease_s, u.unique_key
+    FROM batch u
+    WHERE NOT EXISTS (SELECT 1 FROM full_)
     ORDER BY u.ord
-    RETURNING id, queue
+    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running')
+    DO NOTHING
+    RETURNING id, queue, unique_key
 ), woken AS (
     SELECT pg_notify($11, q.queue) FROM (SELECT DISTINCT queue FROM ins) q
 )
-SELECT id FROM ins WHERE (SELECT count(*) FROM woken) >= 0 ORDER BY id
+SELECT 'full' AS kind, NULL::bigint AS id, name AS key FROM full_
+UNION ALL
+SELECT 'inserted', id, unique_key FROM ins WHERE (SELECT count(*) FROM woken) >= 0
+ORDER BY id
+"""
+
+JOB_LIVE_BY_UNIQUE_KEY = """
+-- The live jobs holding these unique keys.
+SELECT id, unique_key FROM {s}.skiplock_jobs
+WHERE unique_key = ANY($1::text[]) AND state IN ('pending', 'running')
 """
 
 JOB_GET_AVAILABLE = """
@@ -147,6 +171,12 @@ c AS MATERIALIZED (
     SELECT id FROM {s}.skiplock_jobs
     WHERE state = 'pending' AND run_at <= (SELECT t FROM now_)
       AND ($1::text[] IS NULL OR queue = ANY($1::text[]))
+      -- paused queues never; limited queues only through their own locked claim ($8)
+      AND queue NOT IN (SELECT name FROM {s}.skiplock_queues
+                        WHERE paused OR (NOT $8 AND (max_running IS NOT NULL
+                                                     OR rate_per_s IS NOT NULL)))
+      AND task NOT IN (SELECT task FROM {s}.skiplock_task_pauses
+                       WHERE until IS NULL OR until > (SELECT t FROM now_))
     ORDER BY priority DESC, run_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -371,4 +401,77 @@ DELETE FROM {s}.skiplock_jobs WHERE id IN (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
+"""
+
+QUEUE_LIMITED = """
+-- Queues whose claims must go through their row lock (global concurrency or a rate).
+SELECT name FROM {s}.skiplock_queues
+WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
+"""
+
+QUEUE_LOCK = """
+-- Serialise claimers of one limited queue; the row's limits and token bucket.
+SELECT max_running, rate_per_s, tokens, tokens_at, paused, coalesce($2::timestamptz, now()) AS now
+FROM {s}.skiplock_queues WHERE name = $1 FOR UPDATE
+"""
+
+QUEUE_RUNNING = """
+-- Jobs of one queue running anywhere.
+SELECT count(*) FROM {s}.skiplock_jobs WHERE queue = $1 AND state = 'running'
+"""
+
+QUEUE_TOKENS_SET = """
+-- Store what is left in a queue's token bucket.
+UPDATE {s}.skiplock_queues SET tokens = $2, tokens_at = $3 WHERE name = $1
+"""
+
+QUEUE_SET_PAUSED = """
+-- Pause or resume a queue (creating its settings row if needed).
+INSERT INTO {s}.skiplock_queues (name, paused) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
+"""
+
+QUEUE_SET_LIMITS = """
+-- Set a queue's bound and limits (NULL lifts one), keeping its pause flag.
+INSERT INTO {s}.skiplock_queues (name, max_depth, max_running, rate_per_s, tokens)
+VALUES ($1, $2, $3, $4, coalesce($4, 0))
+ON CONFLICT (name) DO UPDATE
+SET max_depth = excluded.max_depth, max_running = excluded.max_running,
+    rate_per_s = excluded.rate_per_s, tokens = excluded.tokens, tokens_at = NULL,
+    updated_at = now()
+"""
+
+QUEUE_LIST = """
+-- Every queue with settings or live jobs: its settings and live counts.
+WITH names AS (
+    SELECT name FROM {s}.skiplock_queues
+    UNION
+    SELECT DISTINCT queue FROM {s}.skiplock_jobs WHERE state IN ('pending', 'running')
+)
+SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, false) AS paused,
+       (SELECT count(*) FROM {s}.skiplock_jobs j
+        WHERE j.queue = n.name AND j.state = 'pending') AS pending,
+       (SELECT count(*) FROM {s}.skiplock_jobs j
+        WHERE j.queue = n.name AND j.state = 'running') AS running
+FROM names n LEFT JOIN {s}.skiplock_queues q ON q.name = n.name
+ORDER BY n.name
+"""
+
+TASK_PAUSE = """
+-- Pause a task name until a time (the breaker) or until resumed (until NULL).
+INSERT INTO {s}.skiplock_task_pauses (task, until, reason) VALUES ($1, $2, $3)
+ON CONFLICT (task) DO UPDATE SET until = excluded.until, reason = excluded.reason,
+                                 created_at = now()
+"""
+
+TASK_RESUME = """
+-- Lift a task's pause; no row back means it was not paused.
+DELETE FROM {s}.skiplock_task_pauses WHERE task = $1 RETURNING task
+"""
+
+TASK_PAUSES = """
+-- Task pauses still in force.
+SELECT task, until, reason FROM {s}.skiplock_task_pauses
+WHERE until IS NULL OR until > coalesce($1::timestamptz, now())
+ORDER BY task
 """

@@ -9,6 +9,7 @@ explicitly, because batching makes durability cheap (DESIGN.md).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sqlite3
 import time
@@ -25,11 +26,13 @@ from .._job import (
     JobRecord,
     JobState,
     NewJob,
+    QueueInfo,
     SlotOutcome,
+    TaskPause,
 )
-from ..errors import BackendError, BackendUnavailable, JobNotFound
+from ..errors import BackendError, BackendUnavailable, JobNotFound, QueueFull
 from . import sqlite_sql as sql
-from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, sqlite_path
+from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, allowed_starts, map_inserted, sqlite_path
 
 T = TypeVar("T")
 
@@ -70,28 +73,53 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 def _insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
     """Insert a batch on ``conn`` inside whatever transaction it is in; ids in input order.
 
-    AUTOINCREMENT inside one write transaction hands out consecutive ids, so the last id
-    gives all of them without a round trip per row.
+    Bounded queues are checked first (all or nothing: QueueFull before any row is written).
+    Without unique keys, AUTOINCREMENT inside one write transaction hands out consecutive ids,
+    so the last id gives all of them without a round trip per row.
     """
-    rows = [
-        {
-            "task": j.task,
-            "queue": j.queue,
-            "args": j.args_json,
-            "kwargs": j.kwargs_json,
-            "priority": j.priority,
-            "max_attempts": j.max_attempts,
-            "run_at": j.run_at.timestamp() if j.run_at else now + (j.run_after_s or 0.0),
-            "timeout": j.timeout,
-            "correlation_id": j.correlation_id,
-            "now": now,
-            "lease_s": j.lease_s,
-        }
-        for j in jobs
-    ]
+    for queue in sorted({j.queue for j in jobs}):
+        bound = conn.execute(sql.QUEUE_DEPTH_LIMIT, (queue,)).fetchone()
+        wanted = sum(1 for j in jobs if j.queue == queue)
+        if bound is not None and bound[1] + wanted > bound[0]:
+            raise QueueFull(f"queue {queue!r} is at its max_depth: nothing was enqueued")
+    rows = [_row(j, now) for j in jobs]
+    if any(j.unique_key for j in jobs):
+        return _insert_unique(conn, jobs, rows)
     conn.executemany(sql.JOB_INSERT, rows)
     last = int(conn.execute(sql.LAST_INSERT_ID).fetchone()[0])
     return list(range(last - len(rows) + 1, last + 1))
+
+
+def _row(j: NewJob, now: float) -> dict[str, Any]:
+    return {
+        "task": j.task,
+        "queue": j.queue,
+        "args": j.args_json,
+        "kwargs": j.kwargs_json,
+        "priority": j.priority,
+        "max_attempts": j.max_attempts,
+        "run_at": j.run_at.timestamp() if j.run_at else now + (j.run_after_s or 0.0),
+        "timeout": j.timeout,
+        "correlation_id": j.correlation_id,
+        "now": now,
+        "lease_s": j.lease_s,
+        "unique_key": j.unique_key,
+    }
+
+
+def _insert_unique(
+    conn: sqlite3.Connection, jobs: Sequence[NewJob], rows: list[dict[str, Any]]
+) -> list[int]:
+    inserted: list[tuple[int, str | None]] = []
+    live: dict[str, int] = {}
+    for job, row in zip(jobs, rows, strict=True):
+        created = conn.execute(sql.JOB_INSERT_UNIQUE, row).fetchone()
+        if created is not None:
+            inserted.append((created[0], job.unique_key))
+        elif job.unique_key not in live:
+            existing = conn.execute(sql.JOB_LIVE_BY_UNIQUE_KEY, (job.unique_key,)).fetchone()
+            live[str(job.unique_key)] = existing[0]
+    return map_inserted(jobs, inserted, live)
 
 
 def _record(row: Any) -> JobRecord:
@@ -126,6 +154,27 @@ def _filter_params(where: JobFilter) -> dict[str, Any]:
         "since": where.since.timestamp() if where.since else None,
         "until": where.until.timestamp() if where.until else None,
     }
+
+
+def _claimed(rows: list[Any]) -> list[ClaimedJob]:
+    return [
+        ClaimedJob(
+            id=r[0],
+            task=r[1],
+            queue=r[2],
+            args_json=r[3],
+            kwargs_json=r[4],
+            priority=r[5],
+            attempt=r[6],
+            max_attempts=r[7],
+            timeout=r[8],
+            lease_token=r[9],
+            created_at=_dt(r[10]),
+            lease_expires_at=_dt(r[11]),
+            lease_s=r[12],
+        )
+        for r in sorted(rows, key=lambda r: (-r[5], r[0]))
+    ]
 
 
 class SQLiteBackend:
@@ -227,41 +276,93 @@ class SQLiteBackend:
         with _wrapped("job_insert_many"):
             return _insert_rows(connection, jobs, self._now())
 
-    async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
-        args = {
-            "now": 0.0,
+    def _claim_args(self, params: ClaimParams, queue: str | None) -> dict[str, Any]:
+        queues = [queue] if queue else (list(params.queues) if params.queues else None)
+        return {
+            "now": self._now(),
             "worker": params.worker,
             "token": params.lease_token,
             "default_lease": params.default_lease,
             "margin": params.lease_margin,
-            "queues": json.dumps(list(params.queues)) if params.queues else None,
+            "queues": json.dumps(queues) if queues else None,
             "limit": params.limit,
+            "limited": queue is not None,
         }
 
+    async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
         def claim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
-                args["now"] = self._now()
+                args = self._claim_args(params, None)
                 return conn.execute(sql.JOB_GET_AVAILABLE, args).fetchall()
 
-        rows = await self._run("job_get_available", claim)
-        return [
-            ClaimedJob(
-                id=r[0],
-                task=r[1],
-                queue=r[2],
-                args_json=r[3],
-                kwargs_json=r[4],
-                priority=r[5],
-                attempt=r[6],
-                max_attempts=r[7],
-                timeout=r[8],
-                lease_token=r[9],
-                created_at=_dt(r[10]),
-                lease_expires_at=_dt(r[11]),
-                lease_s=r[12],
-            )
-            for r in sorted(rows, key=lambda r: (-r[5], r[0]))
-        ]
+        return _claimed(await self._run("job_get_available", claim))
+
+    async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
+        def claim(conn: sqlite3.Connection) -> list[Any]:
+            with _immediate(conn):
+                row = conn.execute(sql.QUEUE_LOCK, (queue,)).fetchone()
+                if row is None or row[4]:
+                    return []
+                max_running, rate, tokens, tokens_at, _ = row
+                now = self._now()
+                running = conn.execute(sql.QUEUE_RUNNING, (queue,)).fetchone()[0]
+                starts, left = allowed_starts(
+                    params.limit, max_running, running, rate, tokens, _opt_dt(tokens_at), _dt(now)
+                )
+                if starts <= 0:
+                    return []
+                args = self._claim_args(dataclasses.replace(params, limit=starts), queue)
+                args["now"] = now
+                rows = conn.execute(sql.JOB_GET_AVAILABLE, args).fetchall()
+                if rate is not None:
+                    conn.execute(sql.QUEUE_TOKENS_SET, (left + starts - len(rows), now, queue))
+                return rows
+
+        return _claimed(await self._run("job_get_available_limited", claim))
+
+    async def queue_limited(self) -> list[str]:
+        rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
+        return [r[0] for r in rows]
+
+    async def queue_list(self) -> list[QueueInfo]:
+        rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())
+        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6]) for r in rows]
+
+    async def _write(self, operation: str, statement: str, args: Any) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            with _immediate(conn):
+                return conn.execute(statement, args).rowcount
+
+        return await self._run(operation, write)
+
+    async def queue_set_paused(self, queue: str, paused: bool) -> None:
+        args = {"name": queue, "paused": paused, "now": self._now()}
+        await self._write("queue_set_paused", sql.QUEUE_SET_PAUSED, args)
+
+    async def queue_set_limits(
+        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
+    ) -> None:
+        args = {
+            "name": queue,
+            "max_depth": max_depth,
+            "max_running": max_running,
+            "rate": rate_per_s,
+            "now": self._now(),
+        }
+        await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)
+
+    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None:
+        args = (task, until.timestamp() if until else None, reason, self._now())
+        await self._write("task_pause", sql.TASK_PAUSE, args)
+
+    async def task_resume(self, task: str) -> bool:
+        return await self._write("task_resume", sql.TASK_RESUME, (task,)) > 0
+
+    async def task_pauses(self) -> list[TaskPause]:
+        rows = await self._run(
+            "task_pauses", lambda c: c.execute(sql.TASK_PAUSES, (self._now(),)).fetchall()
+        )
+        return [TaskPause(r[0], _opt_dt(r[1]), r[2]) for r in rows]
 
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:

@@ -117,9 +117,31 @@ JOB_INSERT = """
 -- Insert one job of a batch (the batch shares one transaction).
 INSERT INTO skiplock_jobs
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at, lease_s)
+     created_at, lease_s, unique_key)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
-        :correlation_id, :now, :lease_s)
+        :correlation_id, :now, :lease_s, :unique_key)
+"""
+
+JOB_INSERT_UNIQUE = (
+    JOB_INSERT.rstrip()
+    + """
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running')
+DO NOTHING
+RETURNING id
+"""
+)
+
+JOB_LIVE_BY_UNIQUE_KEY = """
+-- The live job holding a unique key.
+SELECT id FROM skiplock_jobs
+WHERE unique_key = ? AND state IN ('pending', 'running')
+"""
+
+QUEUE_DEPTH_LIMIT = """
+-- A bounded queue's limit and its live depth (no row: the queue is unbounded).
+SELECT q.max_depth, (SELECT count(*) FROM skiplock_jobs j
+                     WHERE j.queue = q.name AND j.state IN ('pending', 'running'))
+FROM skiplock_queues q WHERE q.name = ? AND q.max_depth IS NOT NULL
 """
 
 LAST_INSERT_ID = "SELECT last_insert_rowid()"
@@ -134,6 +156,12 @@ WHERE id IN (
     SELECT id FROM skiplock_jobs
     WHERE state = 'pending' AND run_at <= :now
       AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+      -- paused queues never; limited queues only through their own claim (:limited)
+      AND queue NOT IN (SELECT name FROM skiplock_queues
+                        WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
+                                                          OR rate_per_s IS NOT NULL)))
+      AND task NOT IN (SELECT task FROM skiplock_task_pauses
+                       WHERE until IS NULL OR until > :now)
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )
@@ -308,4 +336,73 @@ DELETE FROM skiplock_jobs WHERE id IN (
        OR (state = 'dead' AND finished_at < :dead_before)
     LIMIT :batch
 )
+"""
+
+QUEUE_LIMITED = """
+-- Queues whose claims must go through their own limit check (concurrency or a rate).
+SELECT name FROM skiplock_queues
+WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
+"""
+
+QUEUE_LOCK = """
+-- One limited queue's limits and token bucket (the write transaction serialises claimers).
+SELECT max_running, rate_per_s, tokens, tokens_at, paused FROM skiplock_queues WHERE name = ?
+"""
+
+QUEUE_RUNNING = """
+-- Jobs of one queue running anywhere.
+SELECT count(*) FROM skiplock_jobs WHERE queue = ? AND state = 'running'
+"""
+
+QUEUE_TOKENS_SET = """
+-- Store what is left in a queue's token bucket.
+UPDATE skiplock_queues SET tokens = ?, tokens_at = ? WHERE name = ?
+"""
+
+QUEUE_SET_PAUSED = """
+-- Pause or resume a queue (creating its settings row if needed).
+INSERT INTO skiplock_queues (name, paused, updated_at) VALUES (:name, :paused, :now)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
+"""
+
+QUEUE_SET_LIMITS = """
+-- Set a queue's bound and limits (NULL lifts one), keeping its pause flag.
+INSERT INTO skiplock_queues (name, max_depth, max_running, rate_per_s, tokens, updated_at)
+VALUES (:name, :max_depth, :max_running, :rate, coalesce(:rate, 0), :now)
+ON CONFLICT (name) DO UPDATE
+SET max_depth = excluded.max_depth, max_running = excluded.max_running,
+    rate_per_s = excluded.rate_per_s, tokens = excluded.tokens, tokens_at = NULL,
+    updated_at = excluded.updated_at
+"""
+
+QUEUE_LIST = """
+-- Every queue with settings or live jobs: its settings and live counts.
+WITH names AS (
+    SELECT name FROM skiplock_queues
+    UNION
+    SELECT DISTINCT queue FROM skiplock_jobs WHERE state IN ('pending', 'running')
+)
+SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
+       (SELECT count(*) FROM skiplock_jobs j WHERE j.queue = n.name AND j.state = 'pending'),
+       (SELECT count(*) FROM skiplock_jobs j WHERE j.queue = n.name AND j.state = 'running')
+FROM names n LEFT JOIN skiplock_queues q ON q.name = n.name
+ORDER BY n.name
+"""
+
+TASK_PAUSE = """
+-- Pause a task name until a time (the breaker) or until resumed (until NULL).
+INSERT INTO skiplock_task_pauses (task, until, reason, created_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (task) DO UPDATE SET until = excluded.until, reason = excluded.reason,
+                                 created_at = excluded.created_at
+"""
+
+TASK_RESUME = """
+-- Lift a task's pause.
+DELETE FROM skiplock_task_pauses WHERE task = ?
+"""
+
+TASK_PAUSES = """
+-- Task pauses still in force.
+SELECT task, until, reason FROM skiplock_task_pauses
+WHERE until IS NULL OR until > ? ORDER BY task
 """
