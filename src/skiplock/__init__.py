@@ -1,8 +1,8 @@
 """skiplock: a durable, asyncio-native job queue and scheduler in your own database."""
 
 from ._app import App
-from ._config import DEFAULT_MAX_ATTEMPTS, RetryPolicy, WorkerConfig
-from ._job import JobContext, JobFilter, JobRecord, JobState, current_job
+from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, WorkerConfig
+from ._job import JobContext, JobFilter, JobRecord, JobState, QueueInfo, TaskPause, current_job
 from ._outcomes import Cancel, JobControl, Retry, Snooze
 from ._task import JobHandle, Task
 from ._worker.worker import Worker
@@ -10,9 +10,11 @@ from .errors import (
     BackendError,
     BackendUnavailable,
     ConfigurationError,
+    DuplicateJob,
     JobNotFound,
     PayloadError,
     PayloadTooLarge,
+    QueueFull,
     SchemaError,
     SkiplockError,
     UnknownTask,
@@ -25,8 +27,10 @@ __all__ = [
     "App",
     "BackendError",
     "BackendUnavailable",
+    "Breaker",
     "Cancel",
     "ConfigurationError",
+    "DuplicateJob",
     "JobContext",
     "JobControl",
     "JobFilter",
@@ -36,12 +40,15 @@ __all__ = [
     "JobState",
     "PayloadError",
     "PayloadTooLarge",
+    "QueueFull",
+    "QueueInfo",
     "Retry",
     "RetryPolicy",
     "SchemaError",
     "SkiplockError",
     "Snooze",
     "Task",
+    "TaskPause",
     "UnknownTask",
     "Worker",
     "WorkerConfig",

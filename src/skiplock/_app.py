@@ -9,13 +9,14 @@ import socket
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ._backends import Backend, open_backend
 from ._backends.base import Clock
-from ._config import DEFAULT_MAX_ATTEMPTS, RetryPolicy, require
+from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._cron import zone
-from ._job import JobFilter, JobRecord, JobState, NewJob
+from ._job import JobFilter, JobRecord, JobState, NewJob, QueueInfo, TaskPause
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from ._schedule import (
     DEFAULT_MAX_CATCHUP,
@@ -92,6 +93,7 @@ class App:
         retry: RetryPolicy | None = None,
         permanent: tuple[type[BaseException], ...] = (),
         visibility_timeout: float | None = None,
+        breaker: Breaker | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -107,6 +109,7 @@ class App:
         retry: RetryPolicy | None = None,
         permanent: tuple[type[BaseException], ...] = (),
         visibility_timeout: float | None = None,
+        breaker: Breaker | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options."""
 
@@ -125,6 +128,7 @@ class App:
                 retry=retry or RetryPolicy(),
                 permanent=permanent,
                 visibility_timeout=visibility_timeout,
+                breaker=breaker,
             )
             self.tasks[task_name] = task
             return task
@@ -330,6 +334,64 @@ class App:
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""
         return await (await self.backend()).job_count_by_state(queue)
+
+    # -- queue and task controls (stored in the database: every producer and worker agrees) --
+
+    async def _known_queue(self, queue: str) -> str:
+        known = {t.queue for t in self.tasks.values()}
+        known |= {s.queue for s in self.schedules.values() if s.queue}
+        known |= {q.name for q in await self.queues()}
+        if queue not in known:
+            raise ConfigurationError(
+                f"unknown queue {queue!r}: no task uses it and it has no jobs or settings "
+                f"(known: {', '.join(sorted(known)) or 'none'})"
+            )
+        return queue
+
+    async def queues(self) -> list[QueueInfo]:
+        """Every queue with settings or live jobs, with its settings and live counts."""
+        return await (await self.backend()).queue_list()
+
+    async def pause_queue(self, queue: str) -> None:
+        """Workers stop claiming from ``queue`` within one poll interval; running jobs finish."""
+        await (await self.backend()).queue_set_paused(await self._known_queue(queue), True)
+
+    async def resume_queue(self, queue: str) -> None:
+        await (await self.backend()).queue_set_paused(await self._known_queue(queue), False)
+        self._wake_queues([queue])
+
+    async def set_queue_limits(
+        self,
+        queue: str,
+        *,
+        max_depth: int | None = None,
+        max_running: int | None = None,
+        rate_per_s: float | None = None,
+    ) -> None:
+        """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
+        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts."""
+        require(max_depth is None or max_depth >= 0, "max_depth", max_depth, "must be >= 0")
+        require(max_running is None or max_running >= 0, "max_running", max_running, ">= 0")
+        require(rate_per_s is None or rate_per_s > 0, "rate_per_s", rate_per_s, "must be > 0")
+        await (await self.backend()).queue_set_limits(
+            await self._known_queue(queue), max_depth, max_running, rate_per_s
+        )
+
+    async def pause_task(self, task: str, *, for_s: float | None = None, reason: str = "") -> None:
+        """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""
+        self.get_task(task)
+        until = None if for_s is None else datetime.now(UTC) + timedelta(seconds=for_s)
+        await (await self.backend()).task_pause(task, until, reason or f"paused by {default_who()}")
+
+    async def resume_task(self, task: str) -> bool:
+        """Lift a task's pause (a person's or the breaker's); False if it was not paused."""
+        self.get_task(task)
+        resumed = await (await self.backend()).task_resume(task)
+        self._wake_queues([self.tasks[task].queue])
+        return resumed
+
+    async def task_pauses(self) -> list[TaskPause]:
+        return await (await self.backend()).task_pauses()
 
     def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:
         return [JobHandle(i, j.task, j.queue, self) for i, j in zip(ids, batch, strict=True)]

@@ -46,6 +46,21 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
+class Breaker:
+    """Pause a task when it keeps failing: ``threshold`` failures within ``window`` seconds
+    (counted by each worker) pause it everywhere for ``cooldown`` seconds, then it resumes."""
+
+    threshold: int = 5
+    window: float = 60.0
+    cooldown: float = 30.0
+
+    def __post_init__(self) -> None:
+        require(self.threshold >= 1, "Breaker.threshold", self.threshold, "must be >= 1")
+        require(self.window > 0, "Breaker.window", self.window, "must be > 0 seconds")
+        require(self.cooldown > 0, "Breaker.cooldown", self.cooldown, "must be > 0 seconds")
+
+
+@dataclass(frozen=True)
 class WorkerConfig:
     """How one worker process runs; every field has a documented default."""
 

@@ -11,9 +11,9 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
-from ._config import DEFAULT_MAX_ATTEMPTS, RetryPolicy, require
+from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._job import JobRecord, NewJob
 from ._payload import encode_args
 from .errors import ConfigurationError
@@ -87,6 +87,11 @@ class Task(Generic[P, R]):
     visibility_timeout: float | None = None
     """Seconds a claim is leased for (extended by heartbeats while the worker lives); None
     means the timeout plus the worker's ``lease_margin``, or its ``default_lease``."""
+    breaker: Breaker | None = None
+    """Pause this task for a cool-down when it fails too often (None: never)."""
+    unique_key: str | None = None
+    """While a live job has this key, enqueueing another returns it (or raises)."""
+    on_duplicate: Literal["return", "raise"] = "return"
     run_after: datetime | timedelta | None = None
     connection: object | None = field(default=None, repr=False, compare=False)
     correlation_id: str | None = None
@@ -94,6 +99,12 @@ class Task(Generic[P, R]):
     def __post_init__(self) -> None:
         _validate_options(self.name, self.queue, self.priority, self.max_attempts, self.timeout)
         _validate_lease(self.visibility_timeout)
+        require(
+            self.on_duplicate in ("return", "raise"),
+            "on_duplicate",
+            self.on_duplicate,
+            "must be 'return' or 'raise'",
+        )
         run_after = self.run_after
         if isinstance(run_after, datetime) and run_after.tzinfo is None:
             raise ConfigurationError(
@@ -123,6 +134,8 @@ class Task(Generic[P, R]):
         timeout: float | None = None,
         connection: object | None = None,
         correlation_id: str | None = None,
+        unique_key: str | None = None,
+        on_duplicate: Literal["return", "raise"] | None = None,
     ) -> Task[P, R]:
         """A copy whose jobs are enqueued with these options instead."""
         changes: dict[str, Any] = {
@@ -133,6 +146,8 @@ class Task(Generic[P, R]):
             "timeout": timeout,
             "connection": connection,
             "correlation_id": correlation_id,
+            "unique_key": unique_key,
+            "on_duplicate": on_duplicate,
         }
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
@@ -152,6 +167,8 @@ class Task(Generic[P, R]):
             timeout=self.timeout,
             correlation_id=self.correlation_id,
             lease_s=self.visibility_timeout,
+            unique_key=self.unique_key,
+            on_duplicate=self.on_duplicate,
         )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:

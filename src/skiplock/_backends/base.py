@@ -231,29 +231,16 @@ def postgres_schema(url: str) -> tuple[str, str]:
 
 
 def allowed_starts(
-    limit: int,
-    max_running: int | None,
-    running: int,
-    rate_per_s: float | None,
-    tokens: float,
-    tokens_at: datetime | None,
-    now: datetime,
-) -> tuple[int, float]:
-    """How many jobs a limited queue may start now, and the tokens left afterwards.
-
-    The rate is a token bucket holding at most one second of starts (at least one token).
-    """
-    allowed = float(limit)
+    limit: int, max_running: int | None, running: int, rate_per_s: float | None, started: int
+) -> int:
+    """How many jobs a limited queue may start now: under ``max_running`` at once and under
+    ``rate_per_s`` starts in any one second (``started`` in the second before now)."""
+    allowed = limit
     if max_running is not None:
-        allowed = min(allowed, max(0, max_running - running))
-    left = float("inf")
+        allowed = min(allowed, max_running - running)
     if rate_per_s is not None:
-        capacity = max(rate_per_s, 1.0)
-        elapsed = (now - tokens_at).total_seconds() if tokens_at else float("inf")
-        left = min(capacity, tokens + rate_per_s * max(0.0, elapsed))
-        allowed = min(allowed, float(int(left)))
-    starts = int(allowed)
-    return starts, (left - starts if rate_per_s is not None else 0.0)
+        allowed = min(allowed, int(rate_per_s) - started)
+    return max(0, allowed)
 
 
 def map_inserted(

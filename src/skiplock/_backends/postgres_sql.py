@@ -70,14 +70,15 @@ CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON {s}.skiplock_jobs (unique_key)
 -- Per-queue depth and running counts for bounded and limited queues.
 CREATE INDEX skiplock_jobs_live_queue_idx ON {s}.skiplock_jobs (queue, state)
     WHERE state IN ('pending', 'running');
+-- Starts per queue in the last second, for rate limits.
+CREATE INDEX skiplock_jobs_started_idx ON {s}.skiplock_jobs (queue, attempted_at)
+    WHERE attempted_at IS NOT NULL;
 -- Per-queue settings every producer and worker reads: bound, pause, global limits.
 CREATE TABLE {s}.skiplock_queues (
     name        text PRIMARY KEY,
     max_depth   integer CHECK (max_depth >= 0),
     max_running integer CHECK (max_running >= 0),
     rate_per_s  double precision CHECK (rate_per_s > 0),
-    tokens      double precision NOT NULL DEFAULT 0,
-    tokens_at   timestamptz,
     paused      boolean NOT NULL DEFAULT false,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
@@ -411,18 +412,15 @@ WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
 
 QUEUE_LOCK = """
 -- Serialise claimers of one limited queue; the row's limits and token bucket.
-SELECT max_running, rate_per_s, tokens, tokens_at, paused, coalesce($2::timestamptz, now()) AS now
-FROM {s}.skiplock_queues WHERE name = $1 FOR UPDATE
+SELECT max_running, rate_per_s, paused FROM {s}.skiplock_queues WHERE name = $1 FOR UPDATE
 """
 
-QUEUE_RUNNING = """
--- Jobs of one queue running anywhere.
-SELECT count(*) FROM {s}.skiplock_jobs WHERE queue = $1 AND state = 'running'
-"""
-
-QUEUE_TOKENS_SET = """
--- Store what is left in a queue's token bucket.
-UPDATE {s}.skiplock_queues SET tokens = $2, tokens_at = $3 WHERE name = $1
+QUEUE_ACTIVITY = """
+-- Jobs of one queue running anywhere, and started anywhere within the last second.
+SELECT (SELECT count(*) FROM {s}.skiplock_jobs WHERE queue = $1 AND state = 'running'),
+       (SELECT count(*) FROM {s}.skiplock_jobs
+        WHERE queue = $1 AND attempted_at IS NOT NULL
+          AND attempted_at > coalesce($2::timestamptz, now()) - interval '1 second')
 """
 
 QUEUE_SET_PAUSED = """
@@ -433,12 +431,11 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
 
 QUEUE_SET_LIMITS = """
 -- Set a queue's bound and limits (NULL lifts one), keeping its pause flag.
-INSERT INTO {s}.skiplock_queues (name, max_depth, max_running, rate_per_s, tokens)
-VALUES ($1, $2, $3, $4, coalesce($4, 0))
+INSERT INTO {s}.skiplock_queues (name, max_depth, max_running, rate_per_s)
+VALUES ($1, $2, $3, $4)
 ON CONFLICT (name) DO UPDATE
 SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, tokens = excluded.tokens, tokens_at = NULL,
-    updated_at = now()
+    rate_per_s = excluded.rate_per_s, updated_at = now()
 """
 
 QUEUE_LIST = """

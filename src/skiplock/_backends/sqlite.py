@@ -301,22 +301,17 @@ class SQLiteBackend:
         def claim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
                 row = conn.execute(sql.QUEUE_LOCK, (queue,)).fetchone()
-                if row is None or row[4]:
+                if row is None or row[2]:
                     return []
-                max_running, rate, tokens, tokens_at, _ = row
                 now = self._now()
-                running = conn.execute(sql.QUEUE_RUNNING, (queue,)).fetchone()[0]
-                starts, left = allowed_starts(
-                    params.limit, max_running, running, rate, tokens, _opt_dt(tokens_at), _dt(now)
-                )
+                activity = {"queue": queue, "now": now}
+                running, started = conn.execute(sql.QUEUE_ACTIVITY, activity).fetchone()
+                starts = allowed_starts(params.limit, row[0], running, row[1], started)
                 if starts <= 0:
                     return []
                 args = self._claim_args(dataclasses.replace(params, limit=starts), queue)
                 args["now"] = now
-                rows = conn.execute(sql.JOB_GET_AVAILABLE, args).fetchall()
-                if rate is not None:
-                    conn.execute(sql.QUEUE_TOKENS_SET, (left + starts - len(rows), now, queue))
-                return rows
+                return conn.execute(sql.JOB_GET_AVAILABLE, args).fetchall()
 
         return _claimed(await self._run("job_get_available_limited", claim))
 

@@ -13,6 +13,7 @@ quietly stopped consuming is worse than one that exits loudly.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import itertools
@@ -68,6 +69,10 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._running: dict[int, tuple[asyncio.Task[None], ClaimedJob]] = {}
         self._cancel_requested: set[int] = set()
+        self._limited: list[str] = []
+        self._limited_at = float("-inf")
+        self._failures: dict[str, collections.deque[float]] = {}
+        self._background: set[asyncio.Task[None]] = set()
         self._backend: Backend | None = None
         self._completer: Completer | None = None
         self.processed = 0
@@ -144,7 +149,7 @@ class Worker:
             limit = min(free, self.config.claim_batch)
             self._wake.clear()
             try:
-                jobs = await backend.job_get_available(self._claim_params(limit))
+                jobs = await self._claim(backend, limit)
                 failures = 0
             except BackendError as exc:
                 failures += 1
@@ -162,6 +167,23 @@ class Worker:
                     return
                 continue
             await _wait(self._wake, self.config.poll_interval)
+
+    async def _claim(self, backend: Backend, limit: int) -> list[ClaimedJob]:
+        """The ordinary claim, then each limited queue's own (which knows its global limits)."""
+        jobs = await backend.job_get_available(self._claim_params(limit))
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._limited_at >= self.config.poll_interval:
+            self._limited = [q for q in await backend.queue_limited() if self._serves(q)]
+            self._limited_at = loop.time()
+        for queue in self._limited:
+            room = limit - len(jobs)
+            if room <= 0:
+                break
+            jobs += await backend.job_get_available_limited(queue, self._claim_params(room))
+        return jobs
+
+    def _serves(self, queue: str) -> bool:
+        return self.config.queues is None or queue in self.config.queues
 
     async def _burst_done(self) -> bool:
         """Burst mode ends when a claim finds nothing after every outcome was written."""
@@ -214,6 +236,8 @@ class Worker:
             )
         )
         self.processed += 1
+        if decision.disposition in (Disposition.RETRY, Disposition.DEAD):
+            self._count_failure(job.task)
         level = logging.INFO if decision.error is None else logging.WARNING
         if log.isEnabledFor(level):
             reason = f" error={decision.error['message']!r}" if decision.error else ""
@@ -229,6 +253,41 @@ class Worker:
                 decision.outcome,
                 reason,
             )
+
+    def _count_failure(self, task_name: str) -> None:
+        """Trip the task's breaker when its failures in the window reach the threshold."""
+        task = self.app.tasks.get(task_name)
+        breaker = task.breaker if task else None
+        if breaker is None:
+            return
+        now = asyncio.get_running_loop().time()
+        failures = self._failures.setdefault(task_name, collections.deque())
+        failures.append(now)
+        while failures and failures[0] < now - breaker.window:
+            failures.popleft()
+        if len(failures) >= breaker.threshold:
+            failures.clear()
+            log.error(
+                "breaker open for task %s: %d failures within %.0fs; pausing it everywhere "
+                "for %.0fs",
+                task_name,
+                breaker.threshold,
+                breaker.window,
+                breaker.cooldown,
+            )
+            trip = asyncio.get_running_loop().create_task(self._trip(task_name, breaker.cooldown))
+            self._background.add(trip)
+            trip.add_done_callback(self._background.discard)
+
+    async def _trip(self, task_name: str, cooldown: float) -> None:
+        assert self._backend is not None
+        now = self.app.clock() if self.app.clock else datetime.now(UTC)
+        until = now + timedelta(seconds=cooldown)
+        reason = f"breaker: too many failures (worker {self.name})"
+        try:
+            await self._backend.task_pause(task_name, until, reason)
+        except BackendError as exc:
+            log.warning("could not pause task %s for its breaker (%s)", task_name, exc)
 
     # -- shutdown -----------------------------------------------------------------------------
 

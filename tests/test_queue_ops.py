@@ -1,0 +1,203 @@
+"""Queue operations on SQLite and PostgreSQL: bounds, unique keys, pauses, breaker, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import skiplock
+from skiplock import Breaker, DuplicateJob, QueueFull, Worker
+
+from .helpers import FakeClock
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def burst(app: skiplock.App, **options: object) -> None:
+    worker = Worker(app, poll_interval=0.05, scheduler=False, **options)  # type: ignore[arg-type]
+    await asyncio.wait_for(worker.run(burst=True), timeout=60)
+
+
+async def test_bounded_queue_says_not_now_all_or_nothing(app: skiplock.App) -> None:
+    @app.task(name="b", queue="bounded")
+    async def b(n: int) -> None:
+        pass
+
+    await app.set_queue_limits("bounded", max_depth=3)
+    await b.aenqueue(1)
+    await b.aenqueue(2)
+    with pytest.raises(QueueFull, match="'bounded' is at its max_depth"):
+        await app.enqueue_many([b.prepare(3), b.prepare(4)])
+    assert (await app.counts("bounded"))["pending"] == 2  # nothing of the batch was written
+    await b.aenqueue(3)
+    with pytest.raises(QueueFull):
+        await b.aenqueue(4)
+    await b.using(queue="other").aenqueue(5)  # other queues are not bounded
+    await burst(app)
+    await app.enqueue_many([b.prepare(n) for n in range(3)])  # room again once drained
+    (info,) = [q for q in await app.queues() if q.name == "bounded"]
+    assert (info.max_depth, info.pending) == (3, 3)
+    await app.set_queue_limits("bounded")  # lift the bound
+    await b.aenqueue(9)
+
+
+async def test_unique_keys_while_live(app: skiplock.App) -> None:
+    @app.task(name="u")
+    async def u(n: int) -> None:
+        pass
+
+    first = await u.using(unique_key="report:42").aenqueue(1)
+    again = await u.using(unique_key="report:42").aenqueue(2)
+    assert again.id == first.id
+    with pytest.raises(DuplicateJob) as raised:
+        await u.using(unique_key="report:42", on_duplicate="raise").aenqueue(3)
+    assert raised.value.job_id == first.id
+    handles = await app.enqueue_many(
+        [u.using(unique_key="a").prepare(1), u.prepare(2), u.using(unique_key="a").prepare(3)]
+    )
+    assert handles[0].id == handles[2].id != handles[1].id
+    assert (await app.counts())["pending"] == 3
+    await burst(app)
+    fresh = await u.using(unique_key="report:42").aenqueue(4)  # finished jobs do not block
+    assert fresh.id != first.id
+
+
+async def test_sixteen_processes_racing_one_key_create_one_job(
+    app: skiplock.App, tmp_path: Path
+) -> None:
+    script = (
+        "from tests.apps import cli_app\n"
+        "h = cli_app.record.using(unique_key='the-one').enqueue(0)\n"
+        "print(h.id)\n"
+    )
+    env = {**os.environ, "SKIPLOCK_DATABASE_URL": app.url, "PYTHONPATH": str(ROOT)}
+
+    def race() -> list[str]:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(16)
+        ]
+        outs = [p.communicate(timeout=60) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+        return [o.decode().strip() for o, _ in outs]
+
+    ids = await asyncio.to_thread(race)
+    assert len(set(ids)) == 1
+    assert (await app.counts())["pending"] == 1
+
+
+async def test_pausing_a_queue_and_a_task(app: skiplock.App) -> None:
+    ran: list[str] = []
+
+    @app.task(name="p1", queue="q1")
+    async def p1() -> None:
+        ran.append("p1")
+
+    @app.task(name="p2", queue="q2")
+    async def p2() -> None:
+        ran.append("p2")
+
+    await app.pause_queue("q1")
+    await app.pause_task("p2")
+    await p1.aenqueue()
+    await p2.aenqueue()
+    await burst(app)
+    assert ran == []
+    assert [p.task for p in await app.task_pauses()] == ["p2"]
+    assert [q.paused for q in await app.queues() if q.name == "q1"] == [True]
+    await app.resume_queue("q1")
+    await burst(app)
+    assert ran == ["p1"]
+    assert await app.resume_task("p2")
+    assert not await app.resume_task("p2")
+    await burst(app)
+    assert ran == ["p1", "p2"]
+
+
+async def test_unknown_queue_or_task_is_a_clear_error(app: skiplock.App) -> None:
+    with pytest.raises(skiplock.ConfigurationError, match="unknown queue 'nope'"):
+        await app.pause_queue("nope")
+    with pytest.raises(skiplock.UnknownTask):
+        await app.pause_task("nope")
+    with pytest.raises(skiplock.JobNotFound):
+        await app.cancel_job(123456)
+
+
+async def test_the_breaker_pauses_a_failing_task_then_resumes_it(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    app = clocked_app
+    calls = 0
+
+    @app.task(
+        name="fragile",
+        breaker=Breaker(threshold=3, window=60, cooldown=30),
+        retry=skiplock.RetryPolicy(base=0, cap=0),
+    )
+    async def fragile() -> None:
+        nonlocal calls
+        calls += 1
+        raise ConnectionError("down")
+
+    await app.enqueue_many(fragile.prepare() for _ in range(6))
+    await burst(app, concurrency=1)
+    await asyncio.sleep(0.2)  # the trip is written in the background
+    pauses = await app.task_pauses()
+    assert [p.task for p in pauses] == ["fragile"] and "breaker" in pauses[0].reason
+    before = calls
+    await burst(app, concurrency=1)
+    assert calls == before  # paused everywhere
+    clock.advance(31)  # the cool-down passes: it resumes on its own
+    await burst(app, concurrency=1)
+    assert calls > before
+
+
+async def test_max_running_holds_across_workers(app: skiplock.App) -> None:
+    running = peak = 0
+
+    @app.task(name="limited", queue="lim")
+    async def limited() -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.05)
+        running -= 1
+
+    await app.set_queue_limits("lim", max_running=2)
+    await app.enqueue_many(limited.prepare() for _ in range(20))
+    await asyncio.gather(burst(app, concurrency=5), burst(app, concurrency=5))
+    assert peak <= 2
+    assert (await app.counts("lim"))["succeeded"] == 20
+
+
+async def test_rate_limit_spaces_starts(app: skiplock.App) -> None:
+    starts: list[float] = []
+
+    @app.task(name="rated", queue="rated")
+    async def rated() -> None:
+        starts.append(asyncio.get_running_loop().time())
+
+    await app.set_queue_limits("rated", rate_per_s=5)
+    await app.enqueue_many(rated.prepare() for _ in range(15))
+    worker = Worker(app, poll_interval=0.05, concurrency=20)  # burst would stop when throttled
+    run = asyncio.create_task(worker.run())
+    while len(starts) < 15:
+        assert not run.done()
+        await asyncio.sleep(0.05)
+    worker.request_stop()
+    await asyncio.wait_for(run, 10)
+    # at most 5 starts in any one second, so 15 starts span at least two seconds
+    assert starts[-1] - starts[0] >= 1.9
+    for first in starts:
+        assert len([t for t in starts if first <= t < first + 0.95]) <= 5
