@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
 import click
 
 from ._app import App
+from ._cli_admin import COMMANDS
+from ._cli_support import configure_logging, load_app, run_async
 from ._config import WorkerConfig
 from ._scheduler import Scheduler
 from ._worker.supervisor import supervise
@@ -24,44 +24,6 @@ from .errors import SkiplockError
 
 T = TypeVar("T")
 log = logging.getLogger("skiplock")
-
-
-def load_app(spec: str) -> App:
-    """Import ``module:attribute`` (or ``module`` holding ``app``) and check it is an App."""
-    module_name, _, attribute = spec.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.BadParameter(f"cannot import {module_name!r}: {exc}", param_hint="APP") from exc
-    app = getattr(module, attribute or "app", None)
-    if not isinstance(app, App):
-        raise click.BadParameter(
-            f"{spec!r} is not a skiplock.App (expected MODULE:ATTRIBUTE)", param_hint="APP"
-        )
-    return app
-
-
-def _run(app: App, work: Callable[[], Awaitable[T]]) -> T:
-    async def main() -> T:
-        try:
-            return await work()
-        finally:
-            await app.close()
-
-    try:
-        return asyncio.run(main())
-    except SkiplockError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s",
-        stream=sys.stderr,
-    )
 
 
 @click.group()
@@ -75,7 +37,7 @@ def main() -> None:
 def migrate(app_spec: str) -> None:
     """Create or upgrade skiplock's tables in APP's database."""
     app = load_app(app_spec)
-    applied = _run(app, app.migrate)
+    applied = run_async(app, app.migrate)
     click.echo(f"applied migrations {applied}" if applied else "schema already up to date")
 
 
@@ -129,7 +91,7 @@ def worker(
     # Until the event loop takes signals over, a stop request means "exit before claiming".
     signal.signal(signal.SIGTERM, _exit_before_start)
     signal.signal(signal.SIGINT, _exit_before_start)
-    _configure_logging(log_level)
+    configure_logging(log_level)
     if processes > 1:
         sys.exit(supervise(sys.argv[1:], processes))
     app = load_app(app_spec)
@@ -155,7 +117,7 @@ def run_worker(app: App, config: WorkerConfig, *, burst: bool = False) -> None:
         await the_worker.run(burst=burst)
 
     try:
-        _run(app, work)
+        run_async(app, work)
     except* SkiplockError as group:
         log.critical("worker failed: %s", group.exceptions[0])
         sys.exit(1)
@@ -172,7 +134,7 @@ def run_worker(app: App, config: WorkerConfig, *, burst: bool = False) -> None:
 def scheduler_command(app_spec: str, log_level: str) -> None:
     """Run only APP's cron scheduler (it enqueues; workers elsewhere run the jobs)."""
     signal.signal(signal.SIGTERM, _exit_before_start)
-    _configure_logging(log_level)
+    configure_logging(log_level)
     app = load_app(app_spec)
     if not app.schedules:
         raise click.ClickException(f"{app_spec} declares no schedules")
@@ -188,7 +150,7 @@ def scheduler_command(app_spec: str, log_level: str) -> None:
             await Scheduler(app, await app.backend()).run()
         log.info("scheduler stopped")
 
-    _run(app, work)
+    run_async(app, work)
 
 
 @main.group()
@@ -205,7 +167,7 @@ def cron_list(app_spec: str) -> None:
     async def last_slots() -> dict[str, datetime]:
         return await (await app.backend()).cron_last_slots()
 
-    last = _run(app, last_slots)
+    last = run_async(app, last_slots)
     now = datetime.now(UTC)
     if not app.schedules:
         click.echo("no schedules")
@@ -236,3 +198,7 @@ def _exit_before_start(sig: int, _frame: object) -> None:
 def _on_signal(the_worker: Worker, sig: int) -> None:
     log.info("received %s", signal.Signals(sig).name)
     the_worker.request_stop()
+
+
+for _command in COMMANDS:
+    main.add_command(_command)

@@ -32,3 +32,8 @@ async def sleepy(n: int, seconds: float) -> None:
     _record(f"start {n}")
     await asyncio.sleep(seconds)
     _record(f"done {n}")
+
+
+@app.task(name="fail", max_attempts=1)
+async def fail(reason: str) -> None:
+    raise ValueError(reason)
