@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest clean bench
+.PHONY: demo test lint typecheck pytest soak clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ pytest: $(STAMP)
 	$(BIN)/pytest
 
 test: lint typecheck pytest
+
+# The full-length soak (make test runs it for SKIPLOCK_SOAK_SECONDS=20).
+soak: $(STAMP)
+	SKIPLOCK_SOAK_SECONDS=60 $(BIN)/pytest -s -m soak
 
 # Benchmarks (not part of `make test`): skiplock beside pgqueuer, procrastinate and the seed-000
 # design; ~15 minutes. BENCH_ARGS="--quick" for a smoke test, "--only W2,W4" for some workloads.

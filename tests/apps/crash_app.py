@@ -29,3 +29,9 @@ async def work(n: int, seconds: float) -> None:
 async def suicide() -> None:
     _record(f"suicide {skiplock.current_job().attempt} {os.getpid()}")
     os._exit(7)
+
+
+@app.task(name="soak", visibility_timeout=5)
+async def soak(n: int) -> None:
+    _record(f"start {n} {os.getpid()}")
+    await asyncio.sleep(0.2)
