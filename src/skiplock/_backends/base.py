@@ -231,16 +231,25 @@ def postgres_schema(url: str) -> tuple[str, str]:
 
 
 def allowed_starts(
-    limit: int, max_running: int | None, running: int, rate_per_s: float | None, started: int
-) -> int:
-    """How many jobs a limited queue may start now: under ``max_running`` at once and under
-    ``rate_per_s`` starts in any one second (``started`` in the second before now)."""
+    limit: int,
+    max_running: int | None,
+    running: int,
+    rate_per_s: float | None,
+    recent_starts: Sequence[float],
+    now: float,
+) -> tuple[int, list[float]]:
+    """How many jobs a limited queue may start now, and its starts within the last second.
+
+    ``max_running`` bounds jobs running at once; ``rate_per_s`` bounds starts in any one
+    second (a sliding window over the recorded start times, so it is never exceeded).
+    """
     allowed = limit
     if max_running is not None:
         allowed = min(allowed, max_running - running)
+    recent = [t for t in recent_starts if t > now - 1.0]
     if rate_per_s is not None:
-        allowed = min(allowed, int(rate_per_s) - started)
-    return max(0, allowed)
+        allowed = min(allowed, int(rate_per_s) - len(recent))
+    return max(0, allowed), recent
 
 
 def map_inserted(

@@ -296,14 +296,17 @@ class PostgresBackend:
     async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
         with _wrapped("job_get_available_limited"):
             async with self.pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(self._sql["QUEUE_LOCK"], queue)
+                row = await conn.fetchrow(self._sql["QUEUE_LOCK"], queue, self._now())
                 if row is None or row["paused"]:
                     return []
-                running, started = tuple(
-                    await conn.fetchrow(self._sql["QUEUE_ACTIVITY"], queue, self._now()) or (0, 0)
-                )
-                starts = allowed_starts(
-                    params.limit, row["max_running"], running, row["rate_per_s"], started
+                running = await conn.fetchval(self._sql["QUEUE_RUNNING"], queue)
+                starts, recent = allowed_starts(
+                    params.limit,
+                    row["max_running"],
+                    running,
+                    row["rate_per_s"],
+                    row["recent_starts"],
+                    row["now"],
                 )
                 if starts <= 0:
                     return []
@@ -311,6 +314,9 @@ class PostgresBackend:
                 rows = await conn.fetch(
                     self._sql["JOB_GET_AVAILABLE"], *self._claim_args(claim, queue), True
                 )
+                if row["rate_per_s"] is not None and rows:
+                    recent += [row["now"]] * len(rows)
+                    await conn.execute(self._sql["QUEUE_STARTS_SET"], queue, recent)
         return [_claimed(r) for r in rows]
 
     async def queue_limited(self) -> list[str]:

@@ -70,15 +70,13 @@ CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON {s}.skiplock_jobs (unique_key)
 -- Per-queue depth and running counts for bounded and limited queues.
 CREATE INDEX skiplock_jobs_live_queue_idx ON {s}.skiplock_jobs (queue, state)
     WHERE state IN ('pending', 'running');
--- Starts per queue in the last second, for rate limits.
-CREATE INDEX skiplock_jobs_started_idx ON {s}.skiplock_jobs (queue, attempted_at)
-    WHERE attempted_at IS NOT NULL;
 -- Per-queue settings every producer and worker reads: bound, pause, global limits.
 CREATE TABLE {s}.skiplock_queues (
     name        text PRIMARY KEY,
     max_depth   integer CHECK (max_depth >= 0),
     max_running integer CHECK (max_running >= 0),
     rate_per_s  double precision CHECK (rate_per_s > 0),
+    recent_starts double precision[] NOT NULL DEFAULT '{}',
     paused      boolean NOT NULL DEFAULT false,
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
@@ -412,15 +410,19 @@ WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
 
 QUEUE_LOCK = """
 -- Serialise claimers of one limited queue; the row's limits and token bucket.
-SELECT max_running, rate_per_s, paused FROM {s}.skiplock_queues WHERE name = $1 FOR UPDATE
+SELECT max_running, rate_per_s, paused, recent_starts,
+       extract(epoch FROM coalesce($2::timestamptz, now()))::float8 AS now
+FROM {s}.skiplock_queues WHERE name = $1 FOR UPDATE
 """
 
-QUEUE_ACTIVITY = """
--- Jobs of one queue running anywhere, and started anywhere within the last second.
-SELECT (SELECT count(*) FROM {s}.skiplock_jobs WHERE queue = $1 AND state = 'running'),
-       (SELECT count(*) FROM {s}.skiplock_jobs
-        WHERE queue = $1 AND attempted_at IS NOT NULL
-          AND attempted_at > coalesce($2::timestamptz, now()) - interval '1 second')
+QUEUE_RUNNING = """
+-- Jobs of one queue running anywhere.
+SELECT count(*) FROM {s}.skiplock_jobs WHERE queue = $1 AND state = 'running'
+"""
+
+QUEUE_STARTS_SET = """
+-- Remember a rate-limited queue's starts within the last second (a sliding window).
+UPDATE {s}.skiplock_queues SET recent_starts = $2 WHERE name = $1
 """
 
 QUEUE_SET_PAUSED = """
@@ -435,7 +437,7 @@ INSERT INTO {s}.skiplock_queues (name, max_depth, max_running, rate_per_s)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (name) DO UPDATE
 SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, updated_at = now()
+    rate_per_s = excluded.rate_per_s, recent_starts = '{}', updated_at = now()
 """
 
 QUEUE_LIST = """

@@ -304,14 +304,19 @@ class SQLiteBackend:
                 if row is None or row[2]:
                     return []
                 now = self._now()
-                activity = {"queue": queue, "now": now}
-                running, started = conn.execute(sql.QUEUE_ACTIVITY, activity).fetchone()
-                starts = allowed_starts(params.limit, row[0], running, row[1], started)
+                running = conn.execute(sql.QUEUE_RUNNING, (queue,)).fetchone()[0]
+                starts, recent = allowed_starts(
+                    params.limit, row[0], running, row[1], json.loads(row[3]), now
+                )
                 if starts <= 0:
                     return []
                 args = self._claim_args(dataclasses.replace(params, limit=starts), queue)
                 args["now"] = now
-                return conn.execute(sql.JOB_GET_AVAILABLE, args).fetchall()
+                rows = conn.execute(sql.JOB_GET_AVAILABLE, args).fetchall()
+                if row[1] is not None and rows:
+                    recent += [now] * len(rows)
+                    conn.execute(sql.QUEUE_STARTS_SET, (json.dumps(recent), queue))
+                return rows
 
         return _claimed(await self._run("job_get_available_limited", claim))
 

@@ -71,15 +71,13 @@ CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs (unique_key)
 -- Per-queue depth and running counts for bounded and limited queues.
 CREATE INDEX skiplock_jobs_live_queue_idx ON skiplock_jobs (queue, state)
     WHERE state IN ('pending', 'running');
--- Starts per queue in the last second, for rate limits.
-CREATE INDEX skiplock_jobs_started_idx ON skiplock_jobs (queue, attempted_at)
-    WHERE attempted_at IS NOT NULL;
 -- Per-queue settings every producer and worker reads: bound, pause, global limits.
 CREATE TABLE skiplock_queues (
     name        TEXT PRIMARY KEY,
     max_depth   INTEGER CHECK (max_depth >= 0),
     max_running INTEGER CHECK (max_running >= 0),
     rate_per_s  REAL CHECK (rate_per_s > 0),
+    recent_starts TEXT NOT NULL DEFAULT '[]',
     paused      INTEGER NOT NULL DEFAULT 0,
     updated_at  REAL
 );
@@ -347,14 +345,17 @@ WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
 
 QUEUE_LOCK = """
 -- One limited queue's limits and token bucket (the write transaction serialises claimers).
-SELECT max_running, rate_per_s, paused FROM skiplock_queues WHERE name = ?
+SELECT max_running, rate_per_s, paused, recent_starts FROM skiplock_queues WHERE name = ?
 """
 
-QUEUE_ACTIVITY = """
--- Jobs of one queue running anywhere, and started anywhere within the last second.
-SELECT (SELECT count(*) FROM skiplock_jobs WHERE queue = :queue AND state = 'running'),
-       (SELECT count(*) FROM skiplock_jobs
-        WHERE queue = :queue AND attempted_at IS NOT NULL AND attempted_at > :now - 1.0)
+QUEUE_RUNNING = """
+-- Jobs of one queue running anywhere.
+SELECT count(*) FROM skiplock_jobs WHERE queue = ? AND state = 'running'
+"""
+
+QUEUE_STARTS_SET = """
+-- Remember a rate-limited queue's starts within the last second (a sliding window).
+UPDATE skiplock_queues SET recent_starts = ? WHERE name = ?
 """
 
 QUEUE_SET_PAUSED = """
@@ -369,7 +370,7 @@ INSERT INTO skiplock_queues (name, max_depth, max_running, rate_per_s, updated_a
 VALUES (:name, :max_depth, :max_running, :rate, :now)
 ON CONFLICT (name) DO UPDATE
 SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, updated_at = excluded.updated_at
+    rate_per_s = excluded.rate_per_s, recent_starts = '[]', updated_at = excluded.updated_at
 """
 
 QUEUE_LIST = """
