@@ -55,12 +55,14 @@ async def test_sigkill_mid_batch_loses_nothing(cli: Cli, app: skiplock.App) -> N
     )
     first.send_signal(signal.SIGKILL)
     first.wait()
-    cli.start(*FAST, "--concurrency", "20")
+    second = cli.start(*FAST, "--concurrency", "20")
     await wait_until(
         lambda: len({ln.split()[1] for ln in cli.lines() if ln.startswith("done")}) >= total,
         60,
         "every job to finish",
     )
+    second.send_signal(signal.SIGTERM)  # a clean stop writes every outcome it holds
+    assert await asyncio.to_thread(second.wait, 30) == 0
     counts = await app.counts()
     assert counts["succeeded"] == total and counts["running"] == counts["pending"] == 0
     starts = collections.Counter(ln.split()[1] for ln in cli.lines() if ln.startswith("start"))
