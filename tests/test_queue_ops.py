@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import skiplock
-from skiplock import Breaker, DuplicateJob, QueueFull, Worker
+from skiplock import Breaker, DuplicateJob, JobState, QueueFull, Worker
 
 from .helpers import FakeClock
 
@@ -65,6 +65,25 @@ async def test_unique_keys_while_live(app: skiplock.App) -> None:
     await burst(app)
     fresh = await u.using(unique_key="report:42").aenqueue(4)  # finished jobs do not block
     assert fresh.id != first.id
+
+
+async def test_unique_while_live_or_succeeded_keeps_the_key_after_success(
+    app: skiplock.App,
+) -> None:
+    @app.task(name="once")
+    async def once() -> None:
+        pass
+
+    first = await once.using(unique_key="welcome:7", unique_while="live_or_succeeded").aenqueue()
+    await burst(app)
+    assert (await first.fetch()).state is JobState.SUCCEEDED
+    again = await once.using(unique_key="welcome:7", unique_while="live_or_succeeded").aenqueue()
+    assert again.id == first.id
+    # the key is held by the succeeded row, whatever the mode of the job that asks next
+    other = await once.using(unique_key="welcome:7").aenqueue()
+    assert other.id == first.id
+    with pytest.raises(skiplock.ConfigurationError, match="unique_while"):
+        once.using(unique_while="forever")  # type: ignore[arg-type]
 
 
 async def test_sixteen_processes_racing_one_key_create_one_job(

@@ -274,12 +274,7 @@ def dead_list(app_spec: str, **filters: Any) -> None:
 @who_option
 def dead_requeue(app_spec: str, who: str, **filters: Any) -> None:
     """Requeue dead jobs (by id, or by filter) with attempts reset."""
-    app = load_app(app_spec)
-    where = _filter(**filters)
-    if where == JobFilter(limit=where.limit):
-        raise click.UsageError("name job ids or a filter (--task, --queue, --error, --since)")
-    ids = run_async(app, lambda: app.requeue_dead(where, who=who))
-    _report(ids, where, "requeued")
+    _dead_action(app_spec, who, filters, "requeued", lambda app: app.requeue_dead)
 
 
 @dead.command(name="discard")
@@ -288,12 +283,16 @@ def dead_requeue(app_spec: str, who: str, **filters: Any) -> None:
 @who_option
 def dead_discard(app_spec: str, who: str, **filters: Any) -> None:
     """Discard dead jobs (by id, or by filter): they become cancelled, kept until retention."""
+    _dead_action(app_spec, who, filters, "discarded", lambda app: app.discard_dead)
+
+
+def _dead_action(app_spec: str, who: str, filters: dict[str, Any], verb: str, action: Any) -> None:
     app = load_app(app_spec)
     where = _filter(**filters)
     if where == JobFilter(limit=where.limit):
         raise click.UsageError("name job ids or a filter (--task, --queue, --error, --since)")
-    ids = run_async(app, lambda: app.discard_dead(where, who=who))
-    _report(ids, where, "discarded")
+    ids = run_async(app, lambda: action(app)(where, who=who))
+    _report(ids, where, verb)
 
 
 def _report(ids: list[int], where: JobFilter, verb: str) -> None:

@@ -52,6 +52,8 @@ class NewJob:
     """While a live (pending or running) job has this key, no second one is created."""
     on_duplicate: str = "return"
     """``return`` the live job holding the key, or ``raise`` DuplicateJob."""
+    unique_succeeded: bool = False
+    """The key stays taken after the job succeeds (``unique_while="live_or_succeeded"``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,9 @@ class Task(Generic[P, R]):
     unique_key: str | None = None
     """While a live job has this key, enqueueing another returns it (or raises)."""
     on_duplicate: Literal["return", "raise"] = "return"
+    unique_while: Literal["live", "live_or_succeeded"] = "live"
+    """Which jobs hold a key: ``live`` (pending or running) or also ``succeeded`` ones (a job
+    that must succeed once; the key frees when retention deletes the row)."""
     run_after: datetime | timedelta | None = None
     connection: object | None = field(default=None, repr=False, compare=False)
     correlation_id: str | None = None
@@ -104,6 +107,12 @@ class Task(Generic[P, R]):
             "on_duplicate",
             self.on_duplicate,
             "must be 'return' or 'raise'",
+        )
+        require(
+            self.unique_while in ("live", "live_or_succeeded"),
+            "unique_while",
+            self.unique_while,
+            "must be 'live' or 'live_or_succeeded'",
         )
         run_after = self.run_after
         if isinstance(run_after, datetime) and run_after.tzinfo is None:
@@ -136,6 +145,7 @@ class Task(Generic[P, R]):
         correlation_id: str | None = None,
         unique_key: str | None = None,
         on_duplicate: Literal["return", "raise"] | None = None,
+        unique_while: Literal["live", "live_or_succeeded"] | None = None,
     ) -> Task[P, R]:
         """A copy whose jobs are enqueued with these options instead."""
         changes: dict[str, Any] = {
@@ -148,6 +158,7 @@ class Task(Generic[P, R]):
             "correlation_id": correlation_id,
             "unique_key": unique_key,
             "on_duplicate": on_duplicate,
+            "unique_while": unique_while,
         }
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
@@ -169,6 +180,7 @@ class Task(Generic[P, R]):
             lease_s=self.visibility_timeout,
             unique_key=self.unique_key,
             on_duplicate=self.on_duplicate,
+            unique_succeeded=self.unique_while == "live_or_succeeded",
         )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:

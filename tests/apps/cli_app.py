@@ -11,15 +11,9 @@ import os
 
 import skiplock
 
+from .recording import record as _record
+
 app = skiplock.App()  # SKIPLOCK_DATABASE_URL from the test
-
-
-def _record(line: str) -> None:
-    fd = os.open(os.environ["SKIPLOCK_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, f"{line}\n".encode())
-    finally:
-        os.close(fd)
 
 
 @app.task(name="record")

@@ -234,3 +234,14 @@ async def test_reclaim_returns_expired_leases_to_pending_or_dead(
     assert dead.state is JobState.DEAD
     assert "lease expired" in dead.errors[-1]["message"]
     assert await backend.job_reclaim_expired() == []
+
+
+async def test_concurrent_reclaimers_act_on_each_row_once(
+    backend: Backend, clock: FakeClock
+) -> None:
+    await backend.job_insert_many([new_job() for _ in range(50)])
+    await backend.job_get_available(claim(limit=50))
+    clock.advance(120)
+    passes = await asyncio.gather(*(backend.job_reclaim_expired() for _ in range(5)))
+    reclaimed = [job_id for ids in passes for job_id in ids]
+    assert len(reclaimed) == len(set(reclaimed)) == 50

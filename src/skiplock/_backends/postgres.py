@@ -84,6 +84,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         now,
         [j.lease_s for j in jobs],
         [j.unique_key for j in jobs],
+        [j.unique_succeeded for j in jobs],
     ]
 
 

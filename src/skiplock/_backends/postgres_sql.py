@@ -63,10 +63,12 @@ CREATE TABLE {s}.skiplock_cron_slots (
         """
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN lease_s double precision;
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN unique_succeeded boolean NOT NULL DEFAULT false;
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN audit jsonb NOT NULL DEFAULT '[]';
--- While a job with a key is live, no second live job may have it.
+-- While a job with a key is live (or succeeded, if it asked), no second one may have it.
 CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON {s}.skiplock_jobs (unique_key)
-    WHERE unique_key IS NOT NULL AND state IN ('pending', 'running');
+    WHERE unique_key IS NOT NULL
+    AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded));
 -- Per-queue depth and running counts for bounded and limited queues.
 CREATE INDEX skiplock_jobs_live_queue_idx ON {s}.skiplock_jobs (queue, state)
     WHERE state IN ('pending', 'running');
@@ -124,9 +126,10 @@ JOB_INSERT_MANY = """
 WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
-                         $14::text[])
+                         $14::text[], $15::bool[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
-                              run_after, timeout, correlation_id, lease_s, unique_key, ord)
+                              run_after, timeout, correlation_id, lease_s, unique_key,
+                              unique_succeeded, ord)
 ), full_ AS (
     SELECT q.name FROM {s}.skiplock_queues q
     JOIN (SELECT queue, count(*) AS n FROM batch GROUP BY queue) b ON b.queue = q.name
@@ -136,15 +139,16 @@ WITH batch AS (
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-         lease_s, unique_key)
+         lease_s, unique_key, unique_succeeded)
     SELECT u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
-           u.timeout, u.correlation_id, u.lease_s, u.unique_key
+           u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded
     FROM batch u
     WHERE NOT EXISTS (SELECT 1 FROM full_)
     ORDER BY u.ord
-    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running')
+    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL
+        AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))
     DO NOTHING
     RETURNING id, queue, unique_key
 ), woken AS (
@@ -157,9 +161,10 @@ ORDER BY id
 """
 
 JOB_LIVE_BY_UNIQUE_KEY = """
--- The live jobs holding these unique keys.
+-- The jobs holding these unique keys (live, or succeeded where the job asked for that).
 SELECT id, unique_key FROM {s}.skiplock_jobs
-WHERE unique_key = ANY($1::text[]) AND state IN ('pending', 'running')
+WHERE unique_key = ANY($1::text[])
+  AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))
 """
 
 JOB_GET_AVAILABLE = """
@@ -350,7 +355,17 @@ ORDER BY id DESC
 LIMIT $8
 """
 
-JOB_REQUEUE_DEAD = """
+_DEAD_FILTER = """
+  AND ($2::bigint[] IS NULL OR id = ANY($2))
+  AND ($3::text IS NULL OR task = $3)
+  AND ($4::text IS NULL OR queue = $4)
+  AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
+  AND ($6::timestamptz IS NULL OR finished_at >= $6)
+  AND ($7::timestamptz IS NULL OR finished_at < $7)
+"""
+
+JOB_REQUEUE_DEAD = (
+    """
 -- A person requeues dead jobs matching a filter: pending now, attempts reset, action recorded.
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 r AS (
@@ -359,36 +374,28 @@ r AS (
         lease_token = NULL, lease_expires_at = NULL, cancel_requested = false,
         audit = audit || jsonb_build_array(jsonb_build_object(
             'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'requeue'))
-    WHERE state = 'dead'
-      AND ($2::bigint[] IS NULL OR id = ANY($2))
-      AND ($3::text IS NULL OR task = $3)
-      AND ($4::text IS NULL OR queue = $4)
-      AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
-      AND ($6::timestamptz IS NULL OR finished_at >= $6)
-      AND ($7::timestamptz IS NULL OR finished_at < $7)
-    RETURNING id, queue
+    WHERE state = 'dead'"""
+    + _DEAD_FILTER
+    + """    RETURNING id, queue
 ), woken AS (
     SELECT pg_notify($9, q.queue) FROM (SELECT DISTINCT queue FROM r) q
 )
 SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0 ORDER BY id
 """
+)
 
-JOB_DISCARD_DEAD = """
+JOB_DISCARD_DEAD = (
+    """
 -- A person discards dead jobs matching a filter: they become cancelled, action recorded.
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t)
 UPDATE {s}.skiplock_jobs
 SET state = 'cancelled', finished_at = (SELECT t FROM now_),
     audit = audit || jsonb_build_array(jsonb_build_object(
         'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'discard'))
-WHERE state = 'dead'
-  AND ($2::bigint[] IS NULL OR id = ANY($2))
-  AND ($3::text IS NULL OR task = $3)
-  AND ($4::text IS NULL OR queue = $4)
-  AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
-  AND ($6::timestamptz IS NULL OR finished_at >= $6)
-  AND ($7::timestamptz IS NULL OR finished_at < $7)
-RETURNING id
-"""
+WHERE state = 'dead'"""
+    + _DEAD_FILTER
+    + "RETURNING id\n"
+)
 
 JOB_PRUNE = """
 -- Delete one bounded batch of finished rows past their retention; SKIP LOCKED keeps

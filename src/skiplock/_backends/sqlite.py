@@ -104,6 +104,7 @@ def _row(j: NewJob, now: float) -> dict[str, Any]:
         "now": now,
         "lease_s": j.lease_s,
         "unique_key": j.unique_key,
+        "unique_succeeded": j.unique_succeeded,
     }
 
 

@@ -64,10 +64,12 @@ CREATE TABLE skiplock_cron_slots (
         """
 ALTER TABLE skiplock_jobs ADD COLUMN lease_s REAL;
 ALTER TABLE skiplock_jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE skiplock_jobs ADD COLUMN unique_succeeded INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE skiplock_jobs ADD COLUMN audit TEXT NOT NULL DEFAULT '[]';
--- While a job with a key is live, no second live job may have it.
+-- While a job with a key is live (or succeeded, if it asked), no second one may have it.
 CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs (unique_key)
-    WHERE unique_key IS NOT NULL AND state IN ('pending', 'running');
+    WHERE unique_key IS NOT NULL
+    AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded));
 -- Per-queue depth and running counts for bounded and limited queues.
 CREATE INDEX skiplock_jobs_live_queue_idx ON skiplock_jobs (queue, state)
     WHERE state IN ('pending', 'running');
@@ -116,24 +118,26 @@ JOB_INSERT = """
 -- Insert one job of a batch (the batch shares one transaction).
 INSERT INTO skiplock_jobs
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at, lease_s, unique_key)
+     created_at, lease_s, unique_key, unique_succeeded)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
-        :correlation_id, :now, :lease_s, :unique_key)
+        :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded)
 """
 
 JOB_INSERT_UNIQUE = (
     JOB_INSERT.rstrip()
     + """
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running')
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL
+    AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))
 DO NOTHING
 RETURNING id
 """
 )
 
 JOB_LIVE_BY_UNIQUE_KEY = """
--- The live job holding a unique key.
+-- The job holding a unique key (live, or succeeded where the job asked for that).
 SELECT id FROM skiplock_jobs
-WHERE unique_key = ? AND state IN ('pending', 'running')
+WHERE unique_key = ?
+  AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))
 """
 
 QUEUE_DEPTH_LIMIT = """
