@@ -483,3 +483,14 @@ async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.A
     assert "cancelled by request" in job.errors[-1]["message"]
     assert job.audit[-1]["who"] == "ops"
     assert await state_of(app, pending) is JobState.CANCELLED
+
+
+async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> None:
+    app = skiplock.App("postgresql://postgres@127.0.0.1:1/test")  # nothing listens there
+    worker = Worker(app, poll_interval=0.05)
+    run = asyncio.create_task(worker.run())
+    await asyncio.sleep(1.5)
+    assert not run.done(), "it must wait for the database, not exit"
+    worker.request_stop()
+    await asyncio.wait_for(run, 30)  # and stop cleanly when asked
+    await app.close()

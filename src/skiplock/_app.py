@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
+import logging
 import os
+import random
 import socket
 import threading
 import weakref
@@ -26,11 +29,13 @@ from ._schedule import (
     build_schedule,
 )
 from ._task import JobHandle, Task
-from .errors import ConfigurationError, SchemaError, UnknownTask
+from .errors import BackendUnavailable, ConfigurationError, SchemaError, UnknownTask
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+
+log = logging.getLogger("skiplock")
 
 DEFAULT_URL = "sqlite:///skiplock.db"
 ENQUEUE_BATCH = 5000
@@ -237,8 +242,8 @@ class App:
         backend = self._backends.get(loop)
         if backend is None:
             backend = self.new_backend()
+            await backend.open()  # cached only once open, so a failed open is retried
             self._backends[loop] = backend
-            await backend.open()
         return backend
 
     async def close(self) -> None:
@@ -250,6 +255,27 @@ class App:
     async def migrate(self) -> list[int]:
         """Create or upgrade skiplock's tables; returns the migration versions applied."""
         return await (await self.backend()).migrate()
+
+    async def wait_for_database(self, stopping: asyncio.Event | None = None) -> bool:
+        """Until the database answers with a current schema: unreachable is retried with
+        capped, jittered backoff (a worker started during a database restart waits for it);
+        an outdated schema raises SchemaError at once. False if ``stopping`` was set first."""
+        failures = 0
+        while stopping is None or not stopping.is_set():
+            try:
+                await self.check_schema()
+                return True
+            except BackendUnavailable as exc:
+                failures += 1
+                delay = random.uniform(0, min(30.0, 0.5 * 2**failures))
+                log.warning("database unavailable (%s); retrying in %.1fs", exc, delay)
+                if stopping is None:
+                    await asyncio.sleep(delay)
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(delay):
+                            await stopping.wait()
+        return False
 
     async def check_schema(self) -> None:
         """Raise SchemaError, saying what to run, unless the schema is exactly current."""

@@ -140,13 +140,13 @@ def scheduler_command(app_spec: str, log_level: str) -> None:
         raise click.ClickException(f"{app_spec} declares no schedules")
 
     async def work() -> None:
-        await app.check_schema()
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
+            await app.wait_for_database()
             await Scheduler(app, await app.backend()).run()
         log.info("scheduler stopped")
 

@@ -48,6 +48,8 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.InterfaceError,
     asyncpg.exceptions.TooManyConnectionsError,
+    # A connection left mid-operation by a dropped socket ("cannot switch to state ...").
+    asyncpg.exceptions.InternalClientError,
 )
 
 

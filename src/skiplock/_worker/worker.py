@@ -95,8 +95,9 @@ class Worker:
 
     async def run(self, *, burst: bool = False) -> None:
         """Work until stopped; with ``burst``, return once nothing is ready to run."""
+        if not await self.app.wait_for_database(self._stopping):
+            return  # asked to stop before the database ever answered
         self._backend = backend = await self.app.backend()
-        await self.app.check_schema()
         loop = asyncio.get_running_loop()
 
         def wake_from_any_thread(queue: str) -> None:
