@@ -7,6 +7,7 @@ The vocabulary follows Django Tasks: ``using(...)`` returns a configured copy.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,7 +127,7 @@ class Task(Generic[P, R]):
             "must be a datetime, a timedelta or None",
         )
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.fn)
 

@@ -27,12 +27,22 @@ from .classify import Decision, JobTimeout, UnrunnableJob, classify
 _NO_TASK_RETRY = RetryPolicy()
 
 
-@functools.lru_cache(maxsize=1024)
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+@functools.lru_cache(maxsize=4096)
+def _misfit(fn: Callable[..., Any], positional: int, keywords: tuple[str, ...]) -> str | None:
+    """Why a call with this shape cannot bind to ``fn`` (None if it can).
+
+    Binding depends only on how many positional arguments and which keyword names a call has,
+    never on the values, so the answer is cached per shape: the hot path pays a dict lookup.
+    """
     try:
-        return inspect.signature(fn)
+        signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+    try:
+        signature.bind(*range(positional), **dict.fromkeys(keywords))
+    except TypeError as exc:
+        return f"arguments do not fit {signature}: {exc}"
+    return None
 
 
 def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[str, Any]]:
@@ -44,12 +54,9 @@ def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[
         args, kwargs = decode_args(job.args_json, job.kwargs_json)
     except PayloadError as exc:
         raise UnrunnableJob(str(exc)) from exc
-    signature = _signature(task.fn)
-    if signature is not None:
-        try:
-            signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise UnrunnableJob(f"arguments do not fit {job.task}{signature}: {exc}") from exc
+    misfit = _misfit(task.fn, len(args), tuple(kwargs))
+    if misfit is not None:
+        raise UnrunnableJob(f"{job.task}: {misfit}")
     return task, args, kwargs
 
 
@@ -92,6 +99,8 @@ async def _invoke(
     Sync functions run on the pool, never on the loop. Only the worker's own cancellation
     (shutdown) propagates, told apart from a handler's CancelledError by ``cancelling()``.
     """
+    if timeout is None and task.is_async:
+        return await _call_async(task, args, kwargs)  # no timer to arm: the common fast path
     timer = asyncio.timeout(timeout)
     try:
         async with timer:
@@ -116,6 +125,22 @@ async def _invoke(
         return exc
     except BaseException as exc:  # SystemExit, KeyboardInterrupt... fail the job, not the worker
         return exc
+
+
+async def _call_async(
+    task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]
+) -> BaseException | None:
+    """An async task with no timeout: what it raised, told apart from the worker's cancel."""
+    try:
+        await task.fn(*args, **kwargs)
+    except asyncio.CancelledError as exc:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
+        return exc
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt... fail the job, not the worker
+        return exc
+    return None
 
 
 async def execute(app: App, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
