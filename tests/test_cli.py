@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import signal
 import subprocess
@@ -69,6 +70,7 @@ class Cli:
                 cwd=ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # so stop_all can end a supervisor's children too
             )
         self.procs.append(proc)
         return proc
@@ -93,9 +95,9 @@ class Cli:
 
     def stop_all(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @pytest.fixture
