@@ -230,7 +230,7 @@ class ProcrastinateAdapter(Adapter):
             REC.start(seq)
             REC.end()
 
-        self.tasks = {"noop": noop, "sleep": sleep, "mark": mark}
+        self.tasks: dict[str, Any] = {"noop": noop, "sleep": sleep, "mark": mark}
         self.worker: Any = None
 
     async def open(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from .adapters import ADAPTERS, Adapter, NotSupported, fill
 from .common import REC, machine_busy_seconds, now, pg_cpu_seconds
 
-SETTLE_S = 1.0
+SETTLE_S = 0.5
 """How long a W4 worker idles (listening, polling) before the first job is sent."""
 
 
@@ -76,7 +76,8 @@ async def role_drain(spec: dict[str, Any]) -> dict[str, Any]:
     finally:
         await a.close()
     worker_cpu = cpu1 - cpu0
-    pg_cpu = (pg1 - pg0) if pg0 is not None and pg1 is not None else None
+    restarted = pg0 is None or pg1 is None or pg1 < pg0  # the server was restarted meanwhile
+    pg_cpu = None if restarted else pg1 - pg0
     return {
         "settings": a.settings(),
         "t_run0": t_run0,
@@ -86,7 +87,10 @@ async def role_drain(spec: dict[str, Any]) -> dict[str, Any]:
         "done": REC.done,
         "worker_cpu_s": worker_cpu,
         "pg_cpu_s": pg_cpu,
-        "other_cpu_s": max(0.0, (box1 - box0) - worker_cpu - (pg_cpu or 0.0)),
+        # None when the server restarted meanwhile: its CPU cannot be told from the rest
+        "other_cpu_s": None
+        if postmaster and pg_cpu is None
+        else max(0.0, (box1 - box0) - worker_cpu - (pg_cpu or 0.0)),
     }
 
 
@@ -112,7 +116,11 @@ async def _feed(a: Adapter, n: int, interval: float) -> dict[str, Any]:
 async def _serve(a: Adapter, n: int, timeout: float) -> asyncio.Task[None]:
     loop = asyncio.get_running_loop()
     REC.expected = n + 1  # the warm-up job too
-    REC.on_expected = lambda: loop.call_soon(a.stop)
+
+    def stop_soon() -> None:
+        loop.call_soon(a.stop)
+
+    REC.on_expected = stop_soon
     return asyncio.create_task(asyncio.wait_for(a.work(burst=False), timeout))
 
 

@@ -40,7 +40,7 @@ def pg_cpu_seconds(postmaster_pid: int | None) -> float | None:
             except psutil.Error:
                 continue  # exited between listing and reading: now in children_* instead
             total += c.user + c.system
-        return total
+        return float(total)
     except psutil.Error:
         return None
 
@@ -117,7 +117,7 @@ async def find_postmaster(url: str) -> int | None:
     try:
         backend = await conn.fetchval("SELECT pg_backend_pid()")
         try:
-            return psutil.Process(backend).ppid() or None
+            return int(psutil.Process(backend).ppid()) or None
         except psutil.Error:
             return None  # a server in another PID namespace or on another host
     finally:
@@ -132,7 +132,7 @@ def machine_busy_seconds() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def wait_quiet(max_wait: float, threshold: float = 0.15, window: float = 0.5) -> bool:
+def wait_quiet(max_wait: float, threshold: float = 0.15, window: float = 0.3) -> bool:
     """Wait (at most ``max_wait`` s) until the machine is idle: under ``threshold`` of all
     cores busy over ``window`` s. False if it never was (the run goes ahead, marked noisy)."""
     cores = os.cpu_count() or 1

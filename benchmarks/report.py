@@ -47,9 +47,12 @@ def cell(runs: Records, key: str, kind: str, error_key: str = "error") -> str:
     text = _num(s["median"], kind)
     if s["n"] > 1:
         text += f" ({_num(s['min'], kind)}{DASH}{_num(s['max'], kind)})"
-    failed = len(runs) - len(ok)
+    failed = sum(1 for r in runs if "error" in r)
+    missing = len(runs) - len(ok) - failed
     if failed and error_key == "error":
         text += f" [{failed} of {len(runs)} runs failed]"
+    if missing:
+        text += f" [{missing} of {len(runs)} runs without this figure]"
     return text
 
 
@@ -85,14 +88,23 @@ def w1(records: Records) -> list[str]:
     return [f"### W1 enqueue: {n:,} no-op jobs", "", *_table(head, rows)]
 
 
-def records_n(records: Records, workload: str) -> int:
-    return next((int(r["n"]) for r in records if r["workload"] == workload and "n" in r), 0)
+def records_n(records: Records, workload: str | None) -> int:
+    """The job count of a workload's runs (or of any run given, for workload None)."""
+    return next(
+        (
+            int(r["n"])
+            for r in records
+            if (workload is None or r["workload"] == workload) and "n" in r
+        ),
+        0,
+    )
 
 
 def _drain_row(system: str, backend: str, runs: Records) -> list[str]:
     return [
         system,
         backend,
+        f"{records_n(runs, None):,}",
         _settings(runs),
         cell(runs, "jobs_per_s", "rate"),
         cell(runs, "jobs_per_s_startup", "rate"),
@@ -105,6 +117,7 @@ def _drain_row(system: str, backend: str, runs: Records) -> list[str]:
 DRAIN_HEAD = [
     "system",
     "backend",
+    "jobs",
     "settings",
     "jobs/s, first start → last completion",
     "jobs/s incl. start-up",
@@ -116,12 +129,12 @@ DRAIN_HEAD = [
 
 def w2(records: Records) -> list[str]:
     rows = [_drain_row(s, b, runs) for (s, b), runs in _rows(records, "W2").items()]
-    n = records_n(records, "W2")
-    return [
-        f"### W2 drain: {n:,} queued no-op jobs, one worker process",
-        "",
-        *_table(DRAIN_HEAD, rows),
-    ]
+    title = "### W2 drain: queued no-op jobs, one worker process at its best setting"
+    note = (
+        "Every table is ANALYZEd after it is filled, except the row that says otherwise; "
+        "procrastinate drains fewer jobs to keep the suite within its time budget."
+    )
+    return [title, "", note, "", *_table(DRAIN_HEAD, rows)]
 
 
 def w3(records: Records) -> list[str]:
@@ -153,11 +166,12 @@ def w4(records: Records) -> list[str]:
 
 
 def w5(records: Records) -> list[str]:
-    head = ["worker", "jobs/s, first claim → last completion (DB)", "jobs/s, spawn → exit"]
-    head += ["worker CPU s", "PostgreSQL CPU s", "jobs per CPU-second"]
+    head = ["worker", "drained?", "jobs/s, first claim → last completion (DB)"]
+    head += ["jobs/s, spawn → exit", "worker CPU s", "PostgreSQL CPU s", "jobs per CPU-second"]
     rows = [
         [
             s,
+            _drained(runs),
             cell(runs, "jobs_per_s", "rate"),
             cell(runs, "jobs_per_s_startup", "rate"),
             cell(runs, "worker_cpu_s", "cpu"),
@@ -168,7 +182,23 @@ def w5(records: Records) -> list[str]:
     ]
     n = records_n(records, "W5")
     title = f"### W5 scale: {n:,} queued no-op jobs, `skiplock worker --processes N --burst` (CLI)"
-    return [title, "", *_table(head, rows)]
+    note = (
+        "Tables not ANALYZEd (see docs/benchmarks.md); a run still going at its time cap is "
+        "stopped with SIGTERM and its rate is taken over the jobs it completed."
+    )
+    return [title, "", note, "", *_table(head, rows)]
+
+
+def _drained(runs: Records) -> str:
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return "n/a"
+    stopped = [r["stopped"] for r in ok if r.get("stopped")]
+    if not stopped:
+        return "yes"
+    if len(stopped) == len(ok):
+        return f"no: stopped at {ok[0]['cap_s']:.0f} s with {' / '.join(stopped)} done"
+    return f"{len(ok) - len(stopped)} of {len(ok)} runs; others stopped with {' / '.join(stopped)}"
 
 
 def w6(records: Records) -> list[str]:
@@ -280,6 +310,8 @@ def markdown(
         f"{', uvloop' if meta.get('uvloop') else ''}. "
         f"{meta['runs']} run(s) per figure: median (min{DASH}max).",
         "",
+        f"Measured: {meta.get('skiplock_tree', 'skiplock')}.",
+        "",
     ]
     for system, reason in missing.items():
         lines += [f"- {system}: {reason}", ""]
@@ -290,7 +322,7 @@ def markdown(
     return "\n".join(lines)
 
 
-NOISY_SHARE = 0.10
+NOISY_SHARE = 0.25
 """A run is flagged when other processes used more than this share of the machine during it."""
 
 
@@ -300,7 +332,13 @@ def noise(records: Records, cores: int) -> list[str]:
     for r in records:
         other, span = r.get("other_cpu_s"), r.get("seconds")
         busy = other is not None and span and other / (span * cores) > NOISY_SHARE
-        if busy or r.get("machine_quiet") is False:
+        restarted = r.get("backend") == "postgres" and "pg_cpu_s" in r and r["pg_cpu_s"] is None
+        if restarted:
+            flagged.append(
+                f"{r['workload']} {r['system']}/{r['backend']} run {r['run'] + 1} "
+                "(PostgreSQL restarted during it: no server CPU figure)"
+            )
+        elif busy or r.get("machine_quiet") is False:
             what = f"{r['workload']} {r['system']}/{r['backend']} run {r['run'] + 1}"
             if busy:
                 what += f" (other processes: {other:.2f} CPU-s in {span:.2f} s)"

@@ -21,11 +21,13 @@ from .run import FULL, Bench, StepFailed, _drain_metrics, _prepare, _target
 GRID: dict[str, list[dict[str, Any]]] = {
     "skiplock": [
         {"concurrency": c, "claim_batch": cb, "poll_interval": 0.05}
-        for c in (10, 20, 50, 100, 200)
-        for cb in (20, 50, 100)
-        if cb <= max(c, 20)
+        for c, cb in [
+            *((c, cb) for c in (10, 20, 50, 100, 200) for cb in (20, 50, 100) if cb <= max(c, 20)),
+            (500, 500),
+            (1000, 1000),
+        ]
     ],
-    "pgqueuer": [{"batch_size": bs, "pool": 10} for bs in (10, 25, 50, 100, 200)],
+    "pgqueuer": [{"batch_size": bs, "pool": 10} for bs in (10, 25, 50, 100, 200, 500, 1000, 2000)],
     "procrastinate": [{"concurrency": c, "pool": 10} for c in (1, 5, 10, 20)],
     "seed-000": [{}],
 }
@@ -49,6 +51,13 @@ def main() -> None:
         stamp="sweep" + time.strftime("%H%M%S"),
     )
     b.postmaster = asyncio.run(find_postmaster(args.url))
+    try:
+        sweep(b, args)
+    finally:
+        b.cleanup()
+
+
+def sweep(b: Bench, args: argparse.Namespace) -> None:
     for system in args.systems.split(","):
         for opts in GRID[system]:
             rates, other = [], 0.0
@@ -57,9 +66,9 @@ def main() -> None:
                 try:
                     _prepare(b, system, args.backend, url, "noop", args.n)
                     r, t_spawn = b.child(b._spec("drain", system, url, opts=opts), "sweep")
-                    m = _drain_metrics(r, t_spawn, args.n)
+                    m = _drain_metrics(r, t_spawn, args.n, args.backend)
                     rates.append(m["jobs_per_s"])
-                    other = max(other, m["other_cpu_s"] / m["seconds"])
+                    other = max(other, (m["other_cpu_s"] or 0.0) / m["seconds"])
                 except StepFailed as exc:
                     print(f"{system} {opts}: failed: {exc}", flush=True)
                 finally:
