@@ -190,7 +190,9 @@ SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM no
     locked_by = $3, lease_token = $4,
     lease_expires_at = (SELECT t FROM now_)
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
-FROM c WHERE j.id = c.id
+-- id = ANY(ARRAY(...)) keeps the update on the primary key: joining the CTE instead lets the
+-- planner hash a scan of the whole table once batches grow past ~50 rows.
+WHERE j.id = ANY(ARRAY(SELECT id FROM c))
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
           coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s
@@ -221,7 +223,9 @@ SET state = CASE WHEN c.disposition IN ('succeeded', 'cancelled', 'dead') THEN c
                   THEN (j.errors - 0) || jsonb_build_array(c.error::jsonb)
                   ELSE j.errors || jsonb_build_array(c.error::jsonb) END
 FROM c
-WHERE j.id = c.id AND j.lease_token = c.token AND j.state = 'running'
+-- A token is set only by a claim and cleared by every way out of running, so matching it
+-- is the fence; id = ANY keeps the plan on the primary key however big the batch.
+WHERE j.id = ANY($1::bigint[]) AND j.id = c.id AND j.lease_token = c.token
 RETURNING j.id
 """
 
@@ -286,7 +290,7 @@ UPDATE {s}.skiplock_jobs j
 SET lease_expires_at = (SELECT t FROM now_)
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4))
 FROM unnest($1::bigint[], $2::text[]) AS h(id, token)
-WHERE j.id = h.id AND j.lease_token = h.token AND j.state = 'running'
+WHERE j.id = ANY($1::bigint[]) AND j.id = h.id AND j.lease_token = h.token
 RETURNING j.id
 """
 
