@@ -75,7 +75,7 @@ QUICK: dict[str, dict[str, Any]] = {
 # on this machine (docs/benchmarks.md, "Settings"); W3 runs everything at concurrency 20.
 SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "skiplock": {
-        "W2": {"concurrency": 100, "claim_batch": 20, "poll_interval": 0.05},
+        "W2": {"concurrency": 100, "claim_batch": 100, "poll_interval": 0.05},
         "W2-sqlite": {"concurrency": 100, "claim_batch": 100, "poll_interval": 0.05},
         "W3": {"concurrency": 20, "poll_interval": 0.05},
         "W4": {"concurrency": 10, "poll_interval": 0.05},
