@@ -8,6 +8,7 @@ handler raised by ``current_task().cancelling()``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -87,6 +88,18 @@ def _call_catching(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, An
     return None
 
 
+async def _call(
+    task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any], pool: ThreadPoolExecutor
+) -> BaseException | None:
+    """Call the function: async ones on the loop, sync ones on the pool (never the loop)."""
+    if task.is_async:
+        await task.fn(*args, **kwargs)
+        return None
+    call = functools.partial(contextvars.copy_context().run, _call_catching, task.fn, args, kwargs)
+    failure: BaseException | None = await asyncio.get_running_loop().run_in_executor(pool, call)
+    return failure
+
+
 async def _invoke(
     task: Task[Any, Any],
     args: list[Any],
@@ -96,25 +109,15 @@ async def _invoke(
 ) -> BaseException | None:
     """Run the function under its timeout and return what it raised (None on success).
 
-    Sync functions run on the pool, never on the loop. Only the worker's own cancellation
-    (shutdown) propagates, told apart from a handler's CancelledError by ``cancelling()``.
+    Only the worker's own cancellation (shutdown) propagates, told apart from a handler's
+    CancelledError by ``cancelling()``. No timer is armed when there is no timeout.
     """
-    if timeout is None and task.is_async:
-        return await _call_async(task, args, kwargs)  # no timer to arm: the common fast path
-    timer = asyncio.timeout(timeout)
+    timer = asyncio.timeout(timeout) if timeout is not None else None
     try:
-        async with timer:
-            if task.is_async:
-                await task.fn(*args, **kwargs)
-                return None
-            ctx = contextvars.copy_context()
-            call = functools.partial(ctx.run, _call_catching, task.fn, args, kwargs)
-            failure: BaseException | None = await asyncio.get_running_loop().run_in_executor(
-                pool, call
-            )
-            return failure
+        async with timer or contextlib.nullcontext():
+            return await _call(task, args, kwargs, pool)
     except TimeoutError as exc:
-        if timer.expired():
+        if timer is not None and timer.expired():
             note = "" if task.is_async else " (its thread cannot be killed and may still run)"
             return JobTimeout(f"timed out after {timeout}s{note}")
         return exc
@@ -125,22 +128,6 @@ async def _invoke(
         return exc
     except BaseException as exc:  # SystemExit, KeyboardInterrupt... fail the job, not the worker
         return exc
-
-
-async def _call_async(
-    task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]
-) -> BaseException | None:
-    """An async task with no timeout: what it raised, told apart from the worker's cancel."""
-    try:
-        await task.fn(*args, **kwargs)
-    except asyncio.CancelledError as exc:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise
-        return exc
-    except BaseException as exc:  # SystemExit, KeyboardInterrupt... fail the job, not the worker
-        return exc
-    return None
 
 
 async def execute(app: App, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
