@@ -565,8 +565,8 @@ def w5(b: Bench) -> None:
             def step(processes: int = processes) -> dict[str, Any]:
                 name, url = b.fresh_db(f"w5_p{processes}")
                 try:
-                    # Not analyzed: with statistics taken at fill time skiplock's completion
-                    # statement falls behind for good at this size (docs/benchmarks.md).
+                    # Not analyzed: a flood the statistics have not seen yet, the harder case
+                    # (docs/design.md, "enable_sort = off").
                     _prepare(b, "skiplock", "postgres", url, "noop", n, analyze=False)
                     cli = _cli(b, url, processes, concurrency, cap)
                     row = b._admin(W5_COUNT, database=name)[0]
