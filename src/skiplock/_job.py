@@ -30,9 +30,13 @@ class JobState(enum.StrEnum):
         return frozenset({cls.SUCCEEDED, cls.CANCELLED, cls.DEAD})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NewJob:
-    """One row to insert. ``args_json``/``kwargs_json`` are already strict JSON."""
+    """One row to insert. ``args_json``/``kwargs_json`` are already strict JSON.
+
+    Not frozen: bulk enqueue builds one per job, and a frozen dataclass's ``__init__`` sets
+    each of these fourteen fields through ``object.__setattr__`` (2.0 µs a job against 0.6).
+    """
 
     task: str
     queue: str

@@ -20,8 +20,8 @@ DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def _dumps(value: object) -> str:
-    return json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+# One encoder for every call: ``json.dumps`` with options builds a new one each time.
+_dumps = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _name_offender(task: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
@@ -40,6 +40,8 @@ def encode_args(
     task: str, args: Sequence[Any], kwargs: Mapping[str, Any], max_bytes: int
 ) -> tuple[str, str]:
     """Encode a call's arguments as two strict JSON texts, or raise naming the culprit."""
+    if not args and not kwargs and max_bytes >= 2:
+        return "[]", "{}"  # the no-argument call, common in bulk enqueues
     for key in kwargs:
         if not isinstance(key, str):
             raise TypeError(f"task {task!r}: keyword names must be strings, got {key!r}")
@@ -54,10 +56,13 @@ def encode_args(
     for text in (args_json, kwargs_json):
         if "\\u0000" in text and _NUL_ESCAPE.search(text):
             raise PayloadError(f"task {task!r}: arguments contain a NUL character (\\u0000)")
-        try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError as exc:
-            raise PayloadError(f"task {task!r}: arguments contain a lone surrogate") from exc
+        if text.isascii():
+            size = len(text)  # no surrogates possible, and one byte a character
+        else:
+            try:
+                size = len(text.encode("utf-8"))
+            except UnicodeEncodeError as exc:
+                raise PayloadError(f"task {task!r}: arguments contain a lone surrogate") from exc
         if size > max_bytes:
             raise PayloadTooLarge(
                 f"task {task!r}: arguments are {size} bytes, over the limit of {max_bytes}"

@@ -26,14 +26,22 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JobHandle:
-    """What an enqueue returns: the job's id, and a way to look at it later."""
+    """What an enqueue returns: the job's id, and a way to look at it later.
+
+    Not frozen: ``enqueue_many`` builds one per job, and a frozen dataclass's ``__init__``
+    costs 0.85 µs a handle against 0.13 (a tenth of the bulk-enqueue budget). Handles still
+    hash, by job id.
+    """
 
     id: int
     task: str
     queue: str
     app: App = field(repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        return hash(self.id)
 
     async def fetch(self) -> JobRecord:
         """The job row as it is now."""

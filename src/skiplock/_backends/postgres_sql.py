@@ -160,6 +160,35 @@ SELECT 'inserted', id, unique_key FROM ins WHERE (SELECT count(*) FROM woken) >=
 ORDER BY id
 """
 
+JOB_COPY_PREPARE = """
+-- Ahead of a COPY of $3 rows (a large bulk enqueue without unique keys), in its transaction:
+-- the bounded queues the batch would overfill ($1 queues, $2 rows for each), and if none,
+-- $3 ids drawn from the jobs' identity, the time to schedule from, and a NOTIFY per queue
+-- (delivered at commit, dropped if the COPY fails).
+WITH batch AS (
+    SELECT * FROM unnest($1::text[], $2::int[]) AS b(queue, n)
+), full_ AS (
+    SELECT q.name FROM {s}.skiplock_queues q JOIN batch b ON b.queue = q.name
+    WHERE q.max_depth IS NOT NULL
+      AND b.n + (SELECT count(*) FROM {s}.skiplock_jobs j
+                 WHERE j.queue = q.name AND j.state IN ('pending', 'running')) > q.max_depth
+), ids AS (
+    SELECT nextval((SELECT pg_get_serial_sequence('{s}.skiplock_jobs', 'id'))) AS id
+    FROM generate_series(1, $3)
+    WHERE NOT EXISTS (SELECT 1 FROM full_)
+)
+SELECT array(SELECT name FROM full_) AS full,
+       array(SELECT id FROM ids) AS ids,
+       coalesce($5::timestamptz, now()) AS now,
+       (SELECT count(pg_notify($4, queue)) FROM batch WHERE NOT EXISTS (SELECT 1 FROM full_))
+           AS woken
+"""
+
+COPY_COLUMNS = (
+    "id task queue args kwargs priority max_attempts run_at timeout correlation_id lease_s"
+)
+"""The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults)."""
+
 JOB_LIVE_BY_UNIQUE_KEY = """
 -- The jobs holding these unique keys (live, or succeeded where the job asked for that).
 SELECT id, unique_key FROM {s}.skiplock_jobs

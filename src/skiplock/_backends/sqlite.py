@@ -82,12 +82,37 @@ def _insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -
         wanted = sum(1 for j in jobs if j.queue == queue)
         if bound is not None and bound[1] + wanted > bound[0]:
             raise QueueFull(f"queue {queue!r} is at its max_depth: nothing was enqueued")
-    rows = [_row(j, now) for j in jobs]
     if any(j.unique_key for j in jobs):
-        return _insert_unique(conn, jobs, rows)
-    conn.executemany(sql.JOB_INSERT, rows)
+        return _insert_unique(conn, jobs, [_row(j, now) for j in jobs])
+    step = sql.JOB_INSERT_ROWS_MAX
+    for start in range(0, len(jobs), step):
+        chunk = jobs[start : start + step]
+        values = [v for j in chunk for v in _values(j, now)]
+        statement = sql.JOB_INSERT_ROWS.format(
+            n=len(chunk), rows=", ".join([sql.JOB_INSERT_ROW] * len(chunk))
+        )
+        conn.execute(statement, values)
     last = int(conn.execute(sql.LAST_INSERT_ID).fetchone()[0])
-    return list(range(last - len(rows) + 1, last + 1))
+    return list(range(last - len(jobs) + 1, last + 1))
+
+
+def _values(j: NewJob, now: float) -> tuple[Any, ...]:
+    """A job's values in JOB_INSERT_ROW's order."""
+    return (
+        j.task,
+        j.queue,
+        j.args_json,
+        j.kwargs_json,
+        j.priority,
+        j.max_attempts,
+        j.run_at.timestamp() if j.run_at else now + (j.run_after_s or 0.0),
+        j.timeout,
+        j.correlation_id,
+        now,
+        j.lease_s,
+        j.unique_key,
+        j.unique_succeeded,
+    )
 
 
 def _row(j: NewJob, now: float) -> dict[str, Any]:
