@@ -378,6 +378,23 @@ async def test_stop_releases_unfinished_jobs_to_pending(app: skiplock.App) -> No
     assert (job.state, job.attempt, job.errors) == (JobState.PENDING, 0, [])
 
 
+async def test_stop_is_seen_while_every_slot_is_busy(app: skiplock.App) -> None:
+    started = asyncio.Event()
+
+    @app.task(name="hog")
+    async def hog() -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    handles = await app.enqueue_many(hog.prepare() for _ in range(3))
+    worker = Worker(app, concurrency=1, prefetch=0, shutdown_timeout=0.2, poll_interval=0.05)
+    run = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 10)
+    worker.request_stop()  # the producer is waiting for a free slot, not for work
+    await asyncio.wait_for(run, 10)
+    assert {(await h.fetch()).state for h in handles} == {JobState.PENDING}
+
+
 async def test_stop_lets_running_jobs_finish_within_the_grace(app: skiplock.App) -> None:
     started = asyncio.Event()
 

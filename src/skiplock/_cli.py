@@ -67,6 +67,13 @@ def _queues(value: str | None) -> tuple[str, ...] | None:
     show_default=True,
     help="Seconds between sweeps that reclaim expired leases.",
 )
+@click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Jobs claimed ahead of free slots (default: adaptive, up to --concurrency while "
+    "jobs take under a second; 0: never).",
+)
 @click.option("--burst", is_flag=True, help="Exit once no job is ready to run.")
 @click.option(
     "--scheduler/--no-scheduler",
@@ -83,6 +90,7 @@ def worker(
     poll_interval: float,
     shutdown_timeout: float,
     maintenance_interval: float,
+    prefetch: int | None,
     burst: bool,
     scheduler: bool,
     log_level: str,
@@ -101,6 +109,7 @@ def worker(
         poll_interval=poll_interval,
         shutdown_timeout=shutdown_timeout,
         maintenance_interval=maintenance_interval,
+        prefetch=prefetch,
         scheduler=scheduler,
     )
     run_worker(app, config, burst=burst)

@@ -74,6 +74,11 @@ class WorkerConfig:
     """On SIGTERM, how long running jobs may finish before they are released to pending."""
     claim_batch: int = 100
     """The most rows one claim statement locks."""
+    prefetch: int | None = None
+    """Jobs claimed ahead, waiting for a slot, so a freed slot starts its next job without a
+    round trip. None (the default) adapts: up to ``concurrency`` while this worker's jobs take
+    under a second on average, none before the first finishes or while they are longer (a
+    long job is better left in the table for an idle worker). 0 never claims ahead."""
     completion_batch: int = 500
     """The most outcomes written in one round trip."""
     lease_margin: float = 30.0
@@ -100,6 +105,9 @@ class WorkerConfig:
             self.shutdown_timeout >= 0, "shutdown_timeout", self.shutdown_timeout, "must be >= 0"
         )
         require(self.claim_batch >= 1, "claim_batch", self.claim_batch, "must be >= 1")
+        require(
+            self.prefetch is None or self.prefetch >= 0, "prefetch", self.prefetch, "must be >= 0"
+        )
         require(
             self.completion_batch >= 1, "completion_batch", self.completion_batch, "must be >= 1"
         )

@@ -131,6 +131,11 @@ def _filter_params(where: JobFilter) -> list[Any]:
     ]
 
 
+def _claimed_in_order(rows: Sequence[asyncpg.Record]) -> list[ClaimedJob]:
+    """A claim's rows in the order to start them (UPDATE ... RETURNING keeps no order)."""
+    return [_claimed(r) for r in sorted(rows, key=lambda r: (-r["priority"], r["id"]))]
+
+
 def _claimed(r: asyncpg.Record) -> ClaimedJob:
     return ClaimedJob(
         id=r["id"],
@@ -354,7 +359,7 @@ class PostgresBackend:
             rows = await (pool or self.pool).fetch(
                 self._sql["JOB_GET_AVAILABLE"], *self._claim_args(params, None), False
             )
-        return [_claimed(r) for r in rows]
+        return _claimed_in_order(rows)
 
     def _claim_args(self, params: ClaimParams, queue: str | None) -> list[Any]:
         queues = [queue] if queue else (list(params.queues) if params.queues else None)
@@ -392,7 +397,7 @@ class PostgresBackend:
                 if row["rate_per_s"] is not None and rows:
                     recent += [row["now"]] * len(rows)
                     await conn.execute(self._sql["QUEUE_STARTS_SET"], queue, recent)
-        return [_claimed(r) for r in rows]
+        return _claimed_in_order(rows)
 
     async def queue_limited(self) -> list[str]:
         with _wrapped("queue_limited"):

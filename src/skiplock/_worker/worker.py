@@ -41,6 +41,8 @@ from .executor import execute
 log = logging.getLogger("skiplock.worker")
 
 HEARTBEAT_INTERVAL_S = 10.0
+PREFETCH_SHORT_JOB_S = 1.0
+"""Claim ahead (by default) only while jobs take less than this on average."""
 MIN_BEAT_S = 0.2
 MAX_BACKOFF_S = 30.0
 
@@ -68,6 +70,11 @@ class Worker:
         self._wake = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._running: dict[int, tuple[asyncio.Task[None], ClaimedJob]] = {}
+        self._ready: collections.deque[ClaimedJob] = collections.deque()
+        """Claimed ahead (``prefetch``), waiting for a slot; heartbeated like running jobs."""
+        self._mean_duration: float | None = None
+        self._tg: asyncio.TaskGroup | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._cancel_requested: set[int] = set()
         self._limited: list[str] = []
         self._limited_at = float("-inf")
@@ -86,6 +93,7 @@ class Worker:
             self._forced.set()
         self._stopping.set()
         self._wake.set()
+        self._slot_freed.set()  # a producer waiting for a slot (all busy) must see the stop
 
     def _on_wake(self, queue: str) -> None:
         if self.config.queues is None or queue in self.config.queues or queue == "*":
@@ -105,6 +113,7 @@ class Worker:
 
         unsubscribe = self.app.add_waker(wake_from_any_thread)
         pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="skiplock-job")
+        self._pool = pool
         self._completer = completer = Completer(backend, self.config.completion_batch)
         log.info(
             "worker %s started: queues=%s concurrency=%d backend=%s",
@@ -115,6 +124,7 @@ class Worker:
         )
         try:
             async with asyncio.TaskGroup() as tg:
+                self._tg = tg
                 tg.create_task(completer.run(), name="skiplock-completer")
                 services = [
                     tg.create_task(self._notifier(backend), name="skiplock-notifier"),
@@ -125,7 +135,7 @@ class Worker:
                 if self.config.scheduler and self.app.schedules:
                     self.scheduler = Scheduler(self.app, backend)
                     services.append(tg.create_task(self.scheduler.run(), name="skiplock-scheduler"))
-                await self._produce(backend, tg, pool, burst)
+                await self._produce(backend, burst)
                 await self._drain()
                 for service in services:
                     service.cancel()
@@ -137,17 +147,17 @@ class Worker:
 
     # -- producer -----------------------------------------------------------------------------
 
-    async def _produce(
-        self, backend: Backend, tg: asyncio.TaskGroup, pool: ThreadPoolExecutor, burst: bool
-    ) -> None:
+    async def _produce(self, backend: Backend, burst: bool) -> None:
         failures = 0
         while not self._stopping.is_set():
+            self._start_ready()
             free = self.config.concurrency - len(self._running)
-            if free <= 0:
+            room = free + self._prefetch_depth() - len(self._ready)
+            if room <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
-            limit = min(free, self.config.claim_batch)
+            limit = min(room, self.config.claim_batch)
             self._wake.clear()
             try:
                 jobs = await self._claim(backend, limit)
@@ -158,12 +168,11 @@ class Worker:
                 log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
                 await _wait(self._stopping, delay)
                 continue
-            for job in jobs:
-                task = tg.create_task(self._run_job(job, pool), name=f"skiplock-job-{job.id}")
-                self._running[job.id] = (task, job)
+            self._ready.extend(jobs)
+            self._start_ready()
             if len(jobs) == limit:
                 continue
-            if burst and not jobs:
+            if burst:  # the queue ran short: done once nothing is left anywhere
                 if await self._burst_done():
                     return
                 continue
@@ -183,13 +192,34 @@ class Worker:
             jobs += await backend.job_get_available_limited(queue, self._claim_params(room))
         return jobs
 
+    def _start_ready(self) -> None:
+        """Start claimed jobs while there are free slots (not once stopping)."""
+        assert self._tg is not None and self._pool is not None
+        while self._ready and len(self._running) < self.config.concurrency:
+            if self._stopping.is_set():
+                return
+            job = self._ready.popleft()
+            task = self._tg.create_task(
+                self._run_job(job, self._pool), name=f"skiplock-job-{job.id}"
+            )
+            self._running[job.id] = (task, job)
+
+    def _prefetch_depth(self) -> int:
+        """How many jobs to hold claimed beyond the free slots (WorkerConfig.prefetch)."""
+        if self.config.prefetch is not None:
+            return self.config.prefetch
+        mean = self._mean_duration
+        if mean is None or mean > PREFETCH_SHORT_JOB_S:
+            return 0
+        return self.config.concurrency
+
     def _serves(self, queue: str) -> bool:
         return self.config.queues is None or queue in self.config.queues
 
     async def _burst_done(self) -> bool:
         """Burst mode ends when a claim finds nothing after every outcome was written."""
         assert self._completer is not None
-        if self._running:
+        if self._running or self._ready:
             self._slot_freed.clear()
             await self._slot_freed.wait()
             return False
@@ -226,8 +256,12 @@ class Worker:
             raise
         finally:
             self._running.pop(job.id, None)
+            self._start_ready()  # the next claimed job takes the slot at once
             self._slot_freed.set()
-        self._record(job, decision, loop.time() - started)
+        duration = loop.time() - started
+        mean = self._mean_duration
+        self._mean_duration = duration if mean is None else mean + 0.1 * (duration - mean)
+        self._record(job, decision, duration)
 
     def _record(self, job: ClaimedJob, decision: Decision, duration: float) -> None:
         assert self._completer is not None
@@ -294,6 +328,7 @@ class Worker:
 
     async def _drain(self) -> None:
         """Let running jobs finish within the grace period, then release the rest."""
+        self._release_ready()
         if self._running:
             log.info(
                 "stopping: waiting up to %.0fs for %d running jobs",
@@ -314,6 +349,15 @@ class Worker:
             for task in leftover:
                 task.cancel()
             await asyncio.gather(*leftover, return_exceptions=True)
+
+    def _release_ready(self) -> None:
+        """Jobs claimed ahead never started: back to pending, their attempt given back."""
+        assert self._completer is not None
+        if self._ready:
+            log.info("releasing %d jobs claimed ahead back to pending", len(self._ready))
+        while self._ready:
+            job = self._ready.popleft()
+            self._completer.put(Completion(job.id, job.lease_token, Disposition.RELEASE, 0.0))
 
     # -- background services ------------------------------------------------------------------
 
@@ -395,14 +439,18 @@ class Worker:
 
     def _beat_interval(self) -> float:
         """A third of the shortest lease held, so two beats can fail before it expires."""
-        leases = [job.lease_s for _, job in self._running.values() if job.lease_s]
+        leases = [job.lease_s for job in self._held() if job.lease_s]
         shortest = min(leases, default=HEARTBEAT_INTERVAL_S * 3)
         return max(
             MIN_BEAT_S, min(HEARTBEAT_INTERVAL_S, self.config.maintenance_interval, shortest / 3)
         )
 
+    def _held(self) -> list[ClaimedJob]:
+        """Every job this worker holds a lease on: running, or claimed ahead."""
+        return [job for _, job in self._running.values()] + list(self._ready)
+
     async def _heartbeat(self, backend: Backend) -> None:
-        held = [(job.id, job.lease_token) for _, job in self._running.values()]
+        held = [(job.id, job.lease_token) for job in self._held()]
         if not held:
             return
         kept = set(
@@ -410,6 +458,11 @@ class Worker:
                 held, self.config.default_lease, self.config.lease_margin
             )
         )
+        lost = {(job_id, token) for job_id, token in held if job_id not in kept}
+        if lost:
+            self._ready = collections.deque(
+                job for job in self._ready if (job.id, job.lease_token) not in lost
+            )
         for job_id, token in held:
             entry = self._running.get(job_id)
             if job_id not in kept and entry is not None and entry[1].lease_token == token:

@@ -1,0 +1,70 @@
+"""Claiming ahead (WorkerConfig.prefetch): what a worker holds, and what it gives back.
+
+What a worker holds is read from its own books (running plus claimed ahead): the table's
+``running`` count also includes outcomes still on their way to the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import skiplock
+from skiplock import JobState, Worker
+
+
+async def held_in_db(app: skiplock.App) -> int:
+    """Rows leased to workers (running jobs, jobs claimed ahead, outcomes not yet written)."""
+    backend = await app.backend()
+    return (await backend.job_count_by_state(None)).get("running", 0)
+
+
+async def run_observing(app: skiplock.App, jobs: int, seconds: float, **options: object) -> int:
+    """Drain ``jobs`` jobs that each sleep ``seconds``; the most the worker held at a start."""
+    peak = 0
+    worker = Worker(app, poll_interval=0.05, **options)  # type: ignore[arg-type]
+
+    @app.task(name="observed")
+    async def observed() -> None:
+        nonlocal peak
+        peak = max(peak, len(worker._running) + len(worker._ready))
+        await asyncio.sleep(seconds)
+
+    await app.enqueue_many(observed.prepare() for _ in range(jobs))
+    await asyncio.wait_for(worker.run(burst=True), timeout=60)
+    assert worker.processed == jobs
+    return peak
+
+
+async def test_short_jobs_are_claimed_ahead_up_to_the_concurrency(app: skiplock.App) -> None:
+    peak = await run_observing(app, jobs=40, seconds=0.02, concurrency=2)
+    assert 2 < peak <= 4
+
+
+async def test_prefetch_zero_never_claims_ahead(app: skiplock.App) -> None:
+    assert await run_observing(app, jobs=20, seconds=0.02, concurrency=2, prefetch=0) <= 2
+
+
+async def test_long_jobs_are_not_claimed_ahead_by_default(app: skiplock.App) -> None:
+    # Over a second each on average: a waiting job is better left for an idle worker.
+    assert await run_observing(app, jobs=2, seconds=1.05, concurrency=1) == 1
+
+
+async def test_stop_releases_jobs_claimed_ahead_with_their_attempt(app: skiplock.App) -> None:
+    gate = asyncio.Event()
+
+    @app.task(name="gated")
+    async def gated() -> None:
+        await gate.wait()
+
+    handles = await app.enqueue_many(gated.prepare() for _ in range(6))
+    worker = Worker(app, concurrency=1, prefetch=3, poll_interval=0.05, shutdown_timeout=0.2)
+    run = asyncio.create_task(worker.run())
+    for _ in range(200):
+        if await held_in_db(app) == 4:  # one running, three waiting for the slot
+            break
+        await asyncio.sleep(0.02)
+    assert await held_in_db(app) == 4
+    worker.request_stop()
+    await asyncio.wait_for(run, 10)
+    jobs = [await h.fetch() for h in handles]
+    assert [(j.state, j.attempt, j.errors) for j in jobs] == [(JobState.PENDING, 0, [])] * 6
