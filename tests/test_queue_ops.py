@@ -67,6 +67,25 @@ async def test_unique_keys_while_live(app: skiplock.App) -> None:
     assert fresh.id != first.id
 
 
+async def test_a_dead_job_whose_key_is_held_again_is_not_requeued(app: skiplock.App) -> None:
+    @app.task(name="fails_once", max_attempts=1)
+    async def fails_once(n: int) -> None:
+        if n == 1:
+            raise ValueError("first one dies")
+
+    dead = await fails_once.using(unique_key="k").aenqueue(1)
+    await burst(app)
+    assert (await dead.fetch()).state is JobState.DEAD
+    live = await fails_once.using(unique_key="k").aenqueue(2)  # the dead one holds no key
+    with pytest.raises(DuplicateJob, match=f"job {dead.id} was not retried"):
+        await app.retry_job(dead.id)
+    assert await app.requeue_dead(skiplock.JobFilter(ids=(dead.id,))) == []
+    assert (await dead.fetch()).state is JobState.DEAD
+    assert (await live.fetch()).state is JobState.PENDING
+    await burst(app)
+    assert await app.retry_job(dead.id)  # the key is free once the live one finished
+
+
 async def test_unique_while_live_or_succeeded_keeps_the_key_after_success(
     app: skiplock.App,
 ) -> None:

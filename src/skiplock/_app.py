@@ -29,7 +29,13 @@ from ._schedule import (
     build_schedule,
 )
 from ._task import JobHandle, Task
-from .errors import BackendUnavailable, ConfigurationError, SchemaError, UnknownTask
+from .errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    DuplicateJob,
+    SchemaError,
+    UnknownTask,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -328,8 +334,15 @@ class App:
         return await (await self.backend()).job_get(job_id)
 
     async def retry_job(self, job_id: int, *, who: str = "") -> bool:
-        """Requeue a finished (usually dead) job with its attempts reset; recorded on the job."""
-        done = await (await self.backend()).job_retry(job_id, who or default_who())
+        """Requeue a finished (usually dead) job with its attempts reset; recorded on the job.
+
+        DuplicateJob if a live job now holds the job's unique key (it stays as it was)."""
+        try:
+            done = await (await self.backend()).job_retry(job_id, who or default_who())
+        except DuplicateJob as exc:
+            raise DuplicateJob(
+                f"job {job_id} was not retried: a live job holds its unique key"
+            ) from exc
         if done:
             job = await self.get_job(job_id)
             self._wake_queues([job.queue])
@@ -347,7 +360,9 @@ class App:
         return await (await self.backend()).job_list(state, where or JobFilter())
 
     async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        """Dead jobs matching ``where`` back to pending with attempts reset; their ids."""
+        """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
+
+        A dead job whose unique key a live job now holds stays dead (not in the ids)."""
         ids = await (await self.backend()).job_requeue_dead(where, who or default_who())
         if ids:
             self._wake_queues([where.queue] if where.queue else ["*"])

@@ -299,7 +299,8 @@ def _report(ids: list[int], where: JobFilter, verb: str) -> None:
     missing = sorted(set(where.ids or ()) - set(ids))
     click.echo(f"{verb} {len(ids)} jobs: {ids}")
     if missing:
-        raise click.ClickException(f"not dead (or unknown): {missing}")
+        held = ", or a live job holds their unique key" if verb == "requeued" else ""
+        raise click.ClickException(f"not {verb}: not dead{held}, or unknown: {missing}")
 
 
 COMMANDS = [queue, task, job, dead]

@@ -30,7 +30,7 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
-from ..errors import BackendError, BackendUnavailable, JobNotFound, QueueFull
+from ..errors import BackendError, BackendUnavailable, DuplicateJob, JobNotFound, QueueFull
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
@@ -66,6 +66,10 @@ def _wrapped(operation: str) -> Iterator[None]:
         yield
     except _CONNECTION_ERRORS as exc:
         raise BackendUnavailable(f"{operation}: PostgreSQL unavailable: {exc}") from exc
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name == "skiplock_jobs_unique_idx":  # a retry meets a live holder
+            raise DuplicateJob(f"{operation}: a live job already holds the unique key") from exc
+        raise BackendError(f"{operation}: {exc}") from exc
     except asyncpg.PostgresError as exc:
         raise BackendError(f"{operation}: {exc}") from exc
 

@@ -397,6 +397,15 @@ _DEAD_FILTER = """
   AND ($7::timestamptz IS NULL OR finished_at < $7)
 """
 
+_KEY_FREE = """
+  -- a dead job whose unique key a live job now holds stays dead (requeueing it would break
+  -- the key's promise); the caller reports it
+  AND (unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM {s}.skiplock_jobs o
+      WHERE o.unique_key = skiplock_jobs.unique_key
+        AND (o.state IN ('pending', 'running') OR (o.state = 'succeeded' AND o.unique_succeeded))))
+"""
+
 JOB_REQUEUE_DEAD = (
     """
 -- A person requeues dead jobs matching a filter: pending now, attempts reset, action recorded.
@@ -409,6 +418,7 @@ r AS (
             'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'requeue'))
     WHERE state = 'dead'"""
     + _DEAD_FILTER
+    + _KEY_FREE
     + """    RETURNING id, queue
 ), woken AS (
     SELECT pg_notify($9, q.queue) FROM (SELECT DISTINCT queue FROM r) q

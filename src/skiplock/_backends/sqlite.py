@@ -30,7 +30,7 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
-from ..errors import BackendError, BackendUnavailable, JobNotFound, QueueFull
+from ..errors import BackendError, BackendUnavailable, DuplicateJob, JobNotFound, QueueFull
 from . import sqlite_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, allowed_starts, map_inserted, sqlite_path
 
@@ -54,6 +54,10 @@ def _wrapped(operation: str) -> Iterator[None]:
         yield
     except sqlite3.OperationalError as exc:
         raise BackendUnavailable(f"{operation}: SQLite: {exc}") from exc
+    except sqlite3.IntegrityError as exc:
+        if "skiplock_jobs.unique_key" in str(exc):  # a retry meets a live holder
+            raise DuplicateJob(f"{operation}: a live job already holds the unique key") from exc
+        raise BackendError(f"{operation}: SQLite: {exc}") from exc
     except sqlite3.Error as exc:
         raise BackendError(f"{operation}: SQLite: {exc}") from exc
 

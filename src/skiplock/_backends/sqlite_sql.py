@@ -333,7 +333,15 @@ SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'requeue'))
 WHERE state = 'dead'"""
     + _FILTER
-    + "RETURNING id"
+    + """
+      -- a dead job whose unique key a live job now holds stays dead (requeueing it would
+      -- break the key's promise); the caller reports it
+      AND (unique_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM skiplock_jobs o
+          WHERE o.unique_key = skiplock_jobs.unique_key
+            AND (o.state IN ('pending', 'running')
+                 OR (o.state = 'succeeded' AND o.unique_succeeded))))
+RETURNING id"""
 )
 
 JOB_DISCARD_DEAD = (
