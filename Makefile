@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest soak clean bench
+.PHONY: demo test lint typecheck pytest soak clean bench profile
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+# Where the time goes (pyinstrument over W1 bulk and W2), for docs/benchmarks.md.
+profile: $(BENCH_STAMP)
+	$(BIN)/python -m benchmarks.profile $(PROFILE_ARGS)
 
 clean:
 	rm -rf $(VENV) skiplock.db skiplock.db-wal skiplock.db-shm

@@ -162,6 +162,17 @@ async def test_a_second_signal_skips_the_drain(cli: Cli, app: skiplock.App) -> N
     assert (await handle.fetch()).state is JobState.PENDING
 
 
+@pytest.mark.parametrize(("loop", "expected"), [("uvloop", "uvloop.Loop"), ("asyncio", "asyncio")])
+async def test_loop_option_picks_the_event_loop(
+    cli: Cli, app: skiplock.App, loop: str, expected: str
+) -> None:
+    await app.enqueue_many(cli_app.record.prepare(n) for n in range(20))
+    proc = cli.start("--loop", loop, "--burst")
+    assert await asyncio.to_thread(proc.wait, 30) == 0, cli.output()
+    assert f"event loop: {expected}" in cli.output()
+    assert (await app.counts())["succeeded"] == 20
+
+
 async def test_two_worker_processes_run_every_job_exactly_once(cli: Cli, app: skiplock.App) -> None:
     total = 5000
     procs = [cli.start("--concurrency", "20") for _ in range(2)]

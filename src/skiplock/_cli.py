@@ -15,7 +15,7 @@ import click
 
 from ._app import App
 from ._cli_admin import COMMANDS
-from ._cli_support import configure_logging, load_app, run_async
+from ._cli_support import LOOPS, configure_logging, load_app, run_async
 from ._config import WorkerConfig
 from ._scheduler import Scheduler
 from ._worker.supervisor import supervise
@@ -74,6 +74,14 @@ def _queues(value: str | None) -> tuple[str, ...] | None:
     help="Jobs claimed ahead of free slots (default: adaptive, up to --concurrency while "
     "jobs take under a second; 0: never).",
 )
+@click.option(
+    "--loop",
+    "loop_name",
+    type=click.Choice(LOOPS),
+    default="auto",
+    show_default=True,
+    help="Event loop: uvloop where installed (the skiplock[uvloop] extra), or asyncio's.",
+)
 @click.option("--burst", is_flag=True, help="Exit once no job is ready to run.")
 @click.option(
     "--scheduler/--no-scheduler",
@@ -91,6 +99,7 @@ def worker(
     shutdown_timeout: float,
     maintenance_interval: float,
     prefetch: int | None,
+    loop_name: str,
     burst: bool,
     scheduler: bool,
     log_level: str,
@@ -112,21 +121,24 @@ def worker(
         prefetch=prefetch,
         scheduler=scheduler,
     )
-    run_worker(app, config, burst=burst)
+    run_worker(app, config, burst=burst, loop=loop_name)
 
 
-def run_worker(app: App, config: WorkerConfig, *, burst: bool = False) -> None:
+def run_worker(
+    app: App, config: WorkerConfig, *, burst: bool = False, loop: str = "asyncio"
+) -> None:
     """Run one worker in this process until SIGTERM/SIGINT (a second signal skips the drain)."""
     the_worker = Worker(app, config)
 
     async def work() -> None:
-        loop = asyncio.get_running_loop()
+        running = asyncio.get_running_loop()
+        log.info("event loop: %s.%s", type(running).__module__, type(running).__name__)
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, _on_signal, the_worker, sig)
+            running.add_signal_handler(sig, _on_signal, the_worker, sig)
         await the_worker.run(burst=burst)
 
     try:
-        run_async(app, work)
+        run_async(app, work, loop=loop)
     except* SkiplockError as group:
         log.critical("worker failed: %s", group.exceptions[0])
         sys.exit(1)

@@ -35,7 +35,26 @@ def load_app(spec: str) -> App:
     return app
 
 
-def run_async(app: App, work: Callable[[], Awaitable[T]]) -> T:
+LOOPS = ("auto", "asyncio", "uvloop")
+
+
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop to run on: ``uvloop`` (the ``skiplock[uvloop]`` extra), ``asyncio``'s
+    own, or ``auto``: uvloop where it is installed."""
+    if name == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if name == "uvloop":
+            raise click.ClickException(
+                "--loop uvloop: uvloop is not installed (pip install 'skiplock[uvloop]')"
+            ) from None
+        return None
+    return uvloop.new_event_loop
+
+
+def run_async(app: App, work: Callable[[], Awaitable[T]], *, loop: str = "asyncio") -> T:
     async def main() -> T:
         try:
             return await work()
@@ -43,7 +62,8 @@ def run_async(app: App, work: Callable[[], Awaitable[T]]) -> T:
             await app.close()
 
     try:
-        return asyncio.run(main())
+        with asyncio.Runner(loop_factory=loop_factory(loop)) as runner:
+            return runner.run(main())
     except SkiplockError as exc:
         raise click.ClickException(str(exc)) from exc
 
