@@ -173,6 +173,20 @@ async def test_loop_option_picks_the_event_loop(
     assert (await app.counts())["succeeded"] == 20
 
 
+async def test_an_idle_worker_wakes_for_another_processes_enqueue(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """PostgreSQL by NOTIFY, SQLite by watching the file: either way, not the 30 s poll."""
+    cli.start("--poll-interval", "30")
+    await asyncio.to_thread(cli.wait_for_output, 0, "started")
+    await asyncio.sleep(0.5)  # past the worker's first (empty) claim
+    started = time.monotonic()
+    await cli_app.record.aenqueue(7)
+    while not any(line.startswith("7 ") for line in cli.lines()):
+        assert time.monotonic() - started < 10, cli.output()
+        await asyncio.sleep(0.05)
+
+
 async def test_two_worker_processes_run_every_job_exactly_once(cli: Cli, app: skiplock.App) -> None:
     total = 5000
     procs = [cli.start("--concurrency", "20") for _ in range(2)]

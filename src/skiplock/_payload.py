@@ -72,6 +72,8 @@ def encode_args(
 
 def decode_args(args_json: str, kwargs_json: str) -> tuple[list[Any], dict[str, Any]]:
     """Decode a stored payload, refusing anything that is not ``[...]`` and ``{...}``."""
+    if args_json == "[]" and kwargs_json == "{}":
+        return [], {}  # the no-argument job: two json.loads were 8% of a drain's profile
     try:
         args, kwargs = json.loads(args_json), json.loads(kwargs_json)
     except (TypeError, ValueError) as exc:

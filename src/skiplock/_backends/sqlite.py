@@ -9,8 +9,10 @@ explicitly, because batching makes durability cheap (DESIGN.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -35,8 +37,13 @@ from . import sqlite_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, allowed_starts, map_inserted, sqlite_path
 
 T = TypeVar("T")
+log = logging.getLogger("skiplock.worker")
 
 BUSY_TIMEOUT_MS = 10_000
+WATCH_MIN_S = 0.005
+WATCH_MAX_S = 0.1
+"""How often a listening worker checks the file for commits: every 5 ms after a change,
+backing off to every 100 ms while nothing changes (``listen``)."""
 
 
 def _dt(value: float) -> datetime:
@@ -210,7 +217,7 @@ def _claimed(rows: list[Any]) -> list[ClaimedJob]:
 class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
-    supports_push = False
+    supports_push = True
 
     def __init__(self, url: str, *, clock: Clock | None = None) -> None:
         self.url = url
@@ -567,5 +574,43 @@ class SQLiteBackend:
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
-        """SQLite cannot push across processes: workers poll (and wake in-process)."""
-        yield asyncio.Event()
+        """Wake on any commit to the file by another connection, this process's or another's.
+
+        SQLite has no NOTIFY. ``PRAGMA data_version`` changes when another connection has
+        committed, and reading it costs microseconds, so the worker reads it on a timer and
+        wakes (every queue: the file does not say which) instead of waiting out its poll
+        interval. The timer is what costs: ~0.2 ms of CPU a tick on the benchmark VM, so it
+        runs every 5 ms after a change and backs off to every 100 ms while nothing changes.
+        The yielded event is set if the watcher's connection fails.
+        """
+        lost = asyncio.Event()
+        with _wrapped("listen"):
+            conn = sqlite3.connect(self.path)
+            version = conn.execute(sql.DATA_VERSION).fetchone()[0]
+
+        async def watch() -> None:
+            nonlocal version
+            interval = WATCH_MIN_S
+            while True:
+                await asyncio.sleep(interval)
+                interval = min(WATCH_MAX_S, interval * 1.5)
+                try:
+                    now = conn.execute(sql.DATA_VERSION).fetchone()[0]
+                except sqlite3.OperationalError:
+                    continue  # busy for a moment (a checkpoint): the next tick reads it
+                except sqlite3.Error as exc:
+                    log.warning("SQLite change watcher failed (%s)", exc)
+                    lost.set()
+                    return
+                if now != version:
+                    version, interval = now, WATCH_MIN_S
+                    on_wake("*")
+
+        watcher = asyncio.create_task(watch(), name="skiplock-sqlite-watch")
+        try:
+            yield lost
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            conn.close()

@@ -432,3 +432,6 @@ TASK_PAUSES = """
 SELECT task, until, reason FROM skiplock_task_pauses
 WHERE until IS NULL OR until > ? ORDER BY task
 """
+
+DATA_VERSION = "PRAGMA data_version"
+"""Changes whenever another connection has committed to the file (the change watcher)."""
