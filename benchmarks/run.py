@@ -75,11 +75,11 @@ QUICK: dict[str, dict[str, Any]] = {
 # on this machine (docs/benchmarks.md, "Settings"); W3 runs everything at concurrency 20.
 SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "skiplock": {
-        "W2": {"concurrency": 100, "claim_batch": 100, "poll_interval": 0.05},
-        "W2-sqlite": {"concurrency": 100, "claim_batch": 100, "poll_interval": 0.05},
+        "W2": {"concurrency": 500, "claim_batch": 500, "poll_interval": 0.05},
+        "W2-sqlite": {"concurrency": 500, "claim_batch": 500, "poll_interval": 0.05},
         "W3": {"concurrency": 20, "poll_interval": 0.05},
         "W4": {"concurrency": 10, "poll_interval": 0.05},
-        "W5": {"concurrency": 100, "poll_interval": 0.05},
+        "W5": {"concurrency": 500, "claim_batch": 500, "poll_interval": 0.05},
     },
     "pgqueuer": {
         "W2": {"batch_size": 1000, "pool": 10},
@@ -511,11 +511,14 @@ def w4(b: Bench) -> None:
             b.attempt("W4", label, backend, run, step)
 
 
-def _cli(b: Bench, url: str, processes: int, concurrency: int, cap: float) -> dict[str, Any]:
+def _cli(
+    b: Bench, url: str, processes: int, concurrency: int, claim_batch: int, cap: float
+) -> dict[str, Any]:
     """Run the skiplock CLI in burst mode for at most ``cap`` s (then SIGTERM, which the
     supervisor forwards): wall s spawn->exit, whether it drained, worker, PG and other CPU s."""
     exe = Path(sys.executable).parent / "skiplock"
     cmd = [str(exe), "worker", "benchmarks.skiplock_app:app", "--concurrency", str(concurrency)]
+    cmd += ["--claim-batch", str(claim_batch)]
     cmd += ["--processes", str(processes), "--burst", "--log-level", "warning"]
     cmd += ["--poll-interval", "0.05"]
     env = b.env(SKIPLOCK_DATABASE_URL=url)
@@ -559,6 +562,7 @@ def w5(b: Bench) -> None:
     cfg = b.sizes["W5"]
     n, cap = cfg["n"], cfg["cap_s"]
     concurrency = SETTINGS["skiplock"]["W5"]["concurrency"]
+    claim_batch = SETTINGS["skiplock"]["W5"]["claim_batch"]
     for run in range(b.runs):
         for processes in cfg["processes"]:
 
@@ -568,7 +572,7 @@ def w5(b: Bench) -> None:
                     # Not analyzed: a flood the statistics have not seen yet, the harder case
                     # (docs/design.md, "enable_sort = off").
                     _prepare(b, "skiplock", "postgres", url, "noop", n, analyze=False)
-                    cli = _cli(b, url, processes, concurrency, cap)
+                    cli = _cli(b, url, processes, concurrency, claim_batch, cap)
                     row = b._admin(W5_COUNT, database=name)[0]
                 finally:
                     b.drop_db(name)
@@ -582,7 +586,8 @@ def w5(b: Bench) -> None:
                     "done": done,
                     "drained": drained,
                     "processes": processes,
-                    "settings": f"--processes {processes} --concurrency {concurrency}",
+                    "settings": f"--processes {processes} --concurrency {concurrency} "
+                    f"--claim-batch {claim_batch}",
                     "jobs_per_s": done / float(row["span"]),
                     "jobs_per_s_startup": n / cli["wall"] if drained else None,
                     "seconds": cli["wall"],

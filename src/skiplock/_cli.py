@@ -68,6 +68,13 @@ def _queues(value: str | None) -> tuple[str, ...] | None:
     help="Seconds between sweeps that reclaim expired leases.",
 )
 @click.option(
+    "--claim-batch",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="The most jobs one claim statement takes.",
+)
+@click.option(
     "--prefetch",
     type=click.IntRange(min=0),
     default=None,
@@ -98,6 +105,7 @@ def worker(
     poll_interval: float,
     shutdown_timeout: float,
     maintenance_interval: float,
+    claim_batch: int,
     prefetch: int | None,
     loop_name: str,
     burst: bool,
@@ -118,6 +126,7 @@ def worker(
         poll_interval=poll_interval,
         shutdown_timeout=shutdown_timeout,
         maintenance_interval=maintenance_interval,
+        claim_batch=claim_batch,
         prefetch=prefetch,
         scheduler=scheduler,
     )

@@ -12,8 +12,8 @@ import collections
 import dataclasses
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,15 +22,10 @@ import asyncpg
 from .._job import (
     ClaimedJob,
     Completion,
-    JobFilter,
-    JobRecord,
-    JobState,
     NewJob,
-    QueueInfo,
     SlotOutcome,
-    TaskPause,
 )
-from ..errors import BackendError, BackendUnavailable, DuplicateJob, JobNotFound, QueueFull
+from ..errors import BackendError, QueueFull
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
@@ -40,38 +35,12 @@ from .base import (
     map_inserted,
     postgres_schema,
 )
-
-_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    asyncpg.exceptions.ConnectionDoesNotExistError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.exceptions.ConnectionFailureError,
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.InterfaceError,
-    asyncpg.exceptions.TooManyConnectionsError,
-    # A connection left mid-operation by a dropped socket ("cannot switch to state ...").
-    asyncpg.exceptions.InternalClientError,
-)
-
+from .postgres_control import PostgresControl
+from .postgres_errors import wrapped as _wrapped
 
 COPY_MIN_ROWS = 200
 """Bulk enqueues this large (and without unique keys) go by COPY; smaller ones by one INSERT,
 which is a single round trip where COPY takes four."""
-
-
-@contextmanager
-def _wrapped(operation: str) -> Iterator[None]:
-    """Re-raise driver errors as skiplock errors, keeping the driver's as ``__cause__``."""
-    try:
-        yield
-    except _CONNECTION_ERRORS as exc:
-        raise BackendUnavailable(f"{operation}: PostgreSQL unavailable: {exc}") from exc
-    except asyncpg.UniqueViolationError as exc:
-        if exc.constraint_name == "skiplock_jobs_unique_idx":  # a retry meets a live holder
-            raise DuplicateJob(f"{operation}: a live job already holds the unique key") from exc
-        raise BackendError(f"{operation}: {exc}") from exc
-    except asyncpg.PostgresError as exc:
-        raise BackendError(f"{operation}: {exc}") from exc
 
 
 def _to_psycopg(statement: str) -> str:
@@ -97,41 +66,6 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         [j.lease_s for j in jobs],
         [j.unique_key for j in jobs],
         [j.unique_succeeded for j in jobs],
-    ]
-
-
-def _record(r: asyncpg.Record) -> JobRecord:
-    return JobRecord(
-        id=r["id"],
-        task=r["task"],
-        queue=r["queue"],
-        state=JobState(r["state"]),
-        args=json.loads(r["args"]),
-        kwargs=json.loads(r["kwargs"]),
-        priority=r["priority"],
-        attempt=r["attempt"],
-        max_attempts=r["max_attempts"],
-        run_at=r["run_at"],
-        created_at=r["created_at"],
-        attempted_at=r["attempted_at"],
-        finished_at=r["finished_at"],
-        locked_by=r["locked_by"],
-        lease_expires_at=r["lease_expires_at"],
-        errors=json.loads(r["errors"]),
-        correlation_id=r["correlation_id"],
-        audit=json.loads(r["audit"]),
-    )
-
-
-def _filter_params(where: JobFilter) -> list[Any]:
-    """A filter in the order the filtered statements take it ($2..$7)."""
-    return [
-        list(where.ids) if where.ids is not None else None,
-        where.task,
-        where.queue,
-        where.error,
-        where.since,
-        where.until,
     ]
 
 
@@ -176,7 +110,7 @@ def _finish_insert(jobs: Sequence[NewJob], rows: Sequence[Any], live: Sequence[A
     return map_inserted(jobs, inserted, {key: job_id for job_id, key in live})
 
 
-class PostgresBackend:
+class PostgresBackend(PostgresControl):
     """The Backend protocol on PostgreSQL."""
 
     supports_push = True
@@ -407,36 +341,6 @@ class PostgresBackend:
         with _wrapped("queue_limited"):
             return [r["name"] for r in await self.pool.fetch(self._sql["QUEUE_LIMITED"])]
 
-    async def queue_list(self) -> list[QueueInfo]:
-        with _wrapped("queue_list"):
-            rows = await self.pool.fetch(self._sql["QUEUE_LIST"])
-        return [QueueInfo(*r) for r in rows]
-
-    async def queue_set_paused(self, queue: str, paused: bool) -> None:
-        with _wrapped("queue_set_paused"):
-            await self.pool.execute(self._sql["QUEUE_SET_PAUSED"], queue, paused)
-
-    async def queue_set_limits(
-        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
-    ) -> None:
-        with _wrapped("queue_set_limits"):
-            await self.pool.execute(
-                self._sql["QUEUE_SET_LIMITS"], queue, max_depth, max_running, rate_per_s
-            )
-
-    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None:
-        with _wrapped("task_pause"):
-            await self.pool.execute(self._sql["TASK_PAUSE"], task, until, reason)
-
-    async def task_resume(self, task: str) -> bool:
-        with _wrapped("task_resume"):
-            return bool(await self.pool.fetch(self._sql["TASK_RESUME"], task))
-
-    async def task_pauses(self) -> list[TaskPause]:
-        with _wrapped("task_pauses"):
-            rows = await self.pool.fetch(self._sql["TASK_PAUSES"], self._now())
-        return [TaskPause(*r) for r in rows]
-
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
             return []
@@ -453,67 +357,11 @@ class PostgresBackend:
             )
         return [r["id"] for r in rows]
 
-    async def job_get(self, job_id: int) -> JobRecord:
-        with _wrapped("job_get"):
-            r = await self.pool.fetchrow(self._sql["JOB_GET"], job_id)
-        if r is None:
-            raise JobNotFound(f"no job with id {job_id}")
-        return _record(r)
-
-    async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
-        with _wrapped("job_count_by_state"):
-            rows = await self.pool.fetch(self._sql["JOB_COUNT_BY_STATE"], queue)
-        counts = {state.value: 0 for state in JobState}
-        counts.update({r["state"]: r["n"] for r in rows})
-        return counts
-
-    async def job_retry(self, job_id: int, who: str = "") -> bool:
-        with _wrapped("job_retry"):
-            rows = await self.pool.fetch(
-                self._sql["JOB_RETRY"], job_id, self.channel, self._now(), who
-            )
-        return bool(rows)
-
-    async def job_cancel(self, job_id: int, who: str) -> JobState:
-        with _wrapped("job_cancel"):
-            state = await self.pool.fetchval(self._sql["JOB_CANCEL"], job_id, who, self._now())
-        if state is None:
-            return (await self.job_get(job_id)).state
-        return JobState(state)
-
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
             return []
         with _wrapped("job_cancel_requested"):
             rows = await self.pool.fetch(self._sql["JOB_CANCEL_REQUESTED"], list(job_ids))
-        return [r["id"] for r in rows]
-
-    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
-        with _wrapped("job_list"):
-            rows = await self.pool.fetch(
-                self._sql["JOB_LIST"],
-                state.value if state else None,
-                *_filter_params(where),
-                where.limit,
-            )
-        return [_record(r) for r in rows]
-
-    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
-        with _wrapped("job_requeue_dead"):
-            rows = await self.pool.fetch(
-                self._sql["JOB_REQUEUE_DEAD"],
-                who,
-                *_filter_params(where),
-                self._now(),
-                self.channel,
-            )
-        return [r["id"] for r in rows]
-
-    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
-        with _wrapped("job_discard_dead"):
-            rows = await self.pool.fetch(
-                self._sql["JOB_DISCARD_DEAD"], who, *_filter_params(where), self._now()
-            )
         return [r["id"] for r in rows]
 
     async def job_prune(self, finished_before: datetime, dead_before: datetime, batch: int) -> int:
@@ -564,16 +412,6 @@ class PostgresBackend:
                     self._sql["CRON_SLOT_SET_OUTCOME"], schedule, slot, job_id, bool(live)
                 )
         return (SlotOutcome.SKIPPED, None) if live else (SlotOutcome.ENQUEUED, job_id)
-
-    async def cron_last_slots(self) -> dict[str, datetime]:
-        with _wrapped("cron_last_slots"):
-            rows = await self.pool.fetch(self._sql["CRON_LAST_SLOTS"])
-        return {r["schedule"]: r["slot"] for r in rows}
-
-    async def cron_slots_prune(self, before: datetime) -> int:
-        with _wrapped("cron_slots_prune"):
-            status = await self.pool.execute(self._sql["CRON_SLOTS_PRUNE"], before)
-        return int(status.split()[-1])
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

@@ -15,26 +15,25 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, contextmanager
-from datetime import UTC, datetime
+from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 
 from .._job import (
     ClaimedJob,
     Completion,
-    JobFilter,
-    JobRecord,
-    JobState,
     NewJob,
-    QueueInfo,
     SlotOutcome,
-    TaskPause,
 )
-from ..errors import BackendError, BackendUnavailable, DuplicateJob, JobNotFound, QueueFull
+from ..errors import BackendError, QueueFull
 from . import sqlite_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, allowed_starts, map_inserted, sqlite_path
+from .sqlite_control import SQLiteControl
+from .sqlite_support import dt as _dt
+from .sqlite_support import immediate as _immediate
+from .sqlite_support import wrapped as _wrapped
 
 T = TypeVar("T")
 log = logging.getLogger("skiplock.worker")
@@ -44,41 +43,6 @@ WATCH_MIN_S = 0.005
 WATCH_MAX_S = 0.1
 """How often a listening worker checks the file for commits: every 5 ms after a change,
 backing off to every 100 ms while nothing changes (``listen``)."""
-
-
-def _dt(value: float) -> datetime:
-    return datetime.fromtimestamp(value, UTC)
-
-
-def _opt_dt(value: float | None) -> datetime | None:
-    return None if value is None else _dt(value)
-
-
-@contextmanager
-def _wrapped(operation: str) -> Iterator[None]:
-    """Re-raise sqlite3 errors as skiplock errors, keeping the original as ``__cause__``."""
-    try:
-        yield
-    except sqlite3.OperationalError as exc:
-        raise BackendUnavailable(f"{operation}: SQLite: {exc}") from exc
-    except sqlite3.IntegrityError as exc:
-        if "skiplock_jobs.unique_key" in str(exc):  # a retry meets a live holder
-            raise DuplicateJob(f"{operation}: a live job already holds the unique key") from exc
-        raise BackendError(f"{operation}: SQLite: {exc}") from exc
-    except sqlite3.Error as exc:
-        raise BackendError(f"{operation}: SQLite: {exc}") from exc
-
-
-@contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction that holds the file's write lock from its first statement."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def _insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
@@ -159,40 +123,6 @@ def _insert_unique(
     return map_inserted(jobs, inserted, live)
 
 
-def _record(row: Any) -> JobRecord:
-    return JobRecord(
-        id=row[0],
-        task=row[1],
-        queue=row[2],
-        state=JobState(row[3]),
-        args=json.loads(row[4]),
-        kwargs=json.loads(row[5]),
-        priority=row[6],
-        attempt=row[7],
-        max_attempts=row[8],
-        run_at=_dt(row[9]),
-        created_at=_dt(row[10]),
-        attempted_at=_opt_dt(row[11]),
-        finished_at=_opt_dt(row[12]),
-        locked_by=row[13],
-        lease_expires_at=_opt_dt(row[14]),
-        errors=json.loads(row[15]),
-        correlation_id=row[16],
-        audit=json.loads(row[17]),
-    )
-
-
-def _filter_params(where: JobFilter) -> dict[str, Any]:
-    return {
-        "ids": json.dumps(list(where.ids)) if where.ids is not None else None,
-        "task": where.task,
-        "queue": where.queue,
-        "error": where.error,
-        "since": where.since.timestamp() if where.since else None,
-        "until": where.until.timestamp() if where.until else None,
-    }
-
-
 def _claimed(rows: list[Any]) -> list[ClaimedJob]:
     return [
         ClaimedJob(
@@ -214,7 +144,7 @@ def _claimed(rows: list[Any]) -> list[ClaimedJob]:
     ]
 
 
-class SQLiteBackend:
+class SQLiteBackend(SQLiteControl):
     """The Backend protocol on one SQLite file."""
 
     supports_push = True
@@ -361,46 +291,6 @@ class SQLiteBackend:
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
         return [r[0] for r in rows]
 
-    async def queue_list(self) -> list[QueueInfo]:
-        rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())
-        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6]) for r in rows]
-
-    async def _write(self, operation: str, statement: str, args: Any) -> int:
-        def write(conn: sqlite3.Connection) -> int:
-            with _immediate(conn):
-                return conn.execute(statement, args).rowcount
-
-        return await self._run(operation, write)
-
-    async def queue_set_paused(self, queue: str, paused: bool) -> None:
-        args = {"name": queue, "paused": paused, "now": self._now()}
-        await self._write("queue_set_paused", sql.QUEUE_SET_PAUSED, args)
-
-    async def queue_set_limits(
-        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
-    ) -> None:
-        args = {
-            "name": queue,
-            "max_depth": max_depth,
-            "max_running": max_running,
-            "rate": rate_per_s,
-            "now": self._now(),
-        }
-        await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)
-
-    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None:
-        args = (task, until.timestamp() if until else None, reason, self._now())
-        await self._write("task_pause", sql.TASK_PAUSE, args)
-
-    async def task_resume(self, task: str) -> bool:
-        return await self._write("task_resume", sql.TASK_RESUME, (task,)) > 0
-
-    async def task_pauses(self) -> list[TaskPause]:
-        rows = await self._run(
-            "task_pauses", lambda c: c.execute(sql.TASK_PAUSES, (self._now(),)).fetchall()
-        )
-        return [TaskPause(r[0], _opt_dt(r[1]), r[2]) for r in rows]
-
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
             return []
@@ -428,40 +318,6 @@ class SQLiteBackend:
 
         return await self._run("job_set_state_if_running_many", complete)
 
-    async def job_get(self, job_id: int) -> JobRecord:
-        row = await self._run("job_get", lambda c: c.execute(sql.JOB_GET, (job_id,)).fetchone())
-        if row is None:
-            raise JobNotFound(f"no job with id {job_id}")
-        return _record(row)
-
-    async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
-        rows = await self._run(
-            "job_count_by_state",
-            lambda c: c.execute(sql.JOB_COUNT_BY_STATE, {"queue": queue}).fetchall(),
-        )
-        counts = {state.value: 0 for state in JobState}
-        counts.update({state: n for state, n in rows})
-        return counts
-
-    async def job_retry(self, job_id: int, who: str = "") -> bool:
-        def retry(conn: sqlite3.Connection) -> bool:
-            with _immediate(conn):
-                args = {"id": job_id, "now": self._now(), "who": who}
-                return conn.execute(sql.JOB_RETRY, args).rowcount > 0
-
-        return await self._run("job_retry", retry)
-
-    async def job_cancel(self, job_id: int, who: str) -> JobState:
-        def cancel(conn: sqlite3.Connection) -> Any:
-            with _immediate(conn):
-                args = {"id": job_id, "now": self._now(), "who": who}
-                return conn.execute(sql.JOB_CANCEL, args).fetchone()
-
-        row = await self._run("job_cancel", cancel)
-        if row is None:
-            return (await self.job_get(job_id)).state
-        return JobState(row[0])
-
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
             return []
@@ -471,26 +327,6 @@ class SQLiteBackend:
             lambda c: c.execute(sql.JOB_CANCEL_REQUESTED, {"ids": ids}).fetchall(),
         )
         return [r[0] for r in rows]
-
-    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
-        args = {"state": state.value if state else None, "limit": where.limit}
-        args.update(_filter_params(where))
-        rows = await self._run("job_list", lambda c: c.execute(sql.JOB_LIST, args).fetchall())
-        return [_record(r) for r in rows]
-
-    async def _dead_action(self, statement: str, where: JobFilter, who: str) -> list[int]:
-        def act(conn: sqlite3.Connection) -> list[int]:
-            with _immediate(conn):
-                args = {"who": who, "now": self._now(), **_filter_params(where)}
-                return sorted(r[0] for r in conn.execute(statement, args).fetchall())
-
-        return await self._run("dead-letter action", act)
-
-    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
-        return await self._dead_action(sql.JOB_REQUEUE_DEAD, where, who)
-
-    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
-        return await self._dead_action(sql.JOB_DISCARD_DEAD, where, who)
 
     async def job_prune(self, finished_before: datetime, dead_before: datetime, batch: int) -> int:
         args = {
@@ -558,19 +394,6 @@ class SQLiteBackend:
                 return SlotOutcome.ENQUEUED, job_id
 
         return await self._run("cron_slot_claim", claim)
-
-    async def cron_last_slots(self) -> dict[str, datetime]:
-        rows = await self._run(
-            "cron_last_slots", lambda c: c.execute(sql.CRON_LAST_SLOTS).fetchall()
-        )
-        return {schedule: _dt(at) for schedule, at in rows}
-
-    async def cron_slots_prune(self, before: datetime) -> int:
-        def prune(conn: sqlite3.Connection) -> int:
-            with _immediate(conn):
-                return conn.execute(sql.CRON_SLOTS_PRUNE, (before.timestamp(),)).rowcount
-
-        return await self._run("cron_slots_prune", prune)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

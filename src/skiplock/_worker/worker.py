@@ -23,7 +23,6 @@ import random
 import socket
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._app import App
@@ -34,9 +33,11 @@ from .._job import ClaimedJob, Completion, Disposition
 from .._outcomes import Cancel
 from .._scheduler import Scheduler
 from ..errors import BackendError
+from .breaker import Breakers
 from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
+from .services import MAX_BACKOFF_S, listen_forever, prune_forever
 
 log = logging.getLogger("skiplock.worker")
 
@@ -44,7 +45,6 @@ HEARTBEAT_INTERVAL_S = 10.0
 PREFETCH_SHORT_JOB_S = 1.0
 """Claim ahead (by default) only while jobs take less than this on average."""
 MIN_BEAT_S = 0.2
-MAX_BACKOFF_S = 30.0
 
 
 async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
@@ -78,8 +78,7 @@ class Worker:
         self._cancel_requested: set[int] = set()
         self._limited: list[str] = []
         self._limited_at = float("-inf")
-        self._failures: dict[str, collections.deque[float]] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._breakers = Breakers(app, self.name)
         self._backend: Backend | None = None
         self._completer: Completer | None = None
         self.processed = 0
@@ -127,10 +126,12 @@ class Worker:
                 self._tg = tg
                 tg.create_task(completer.run(), name="skiplock-completer")
                 services = [
-                    tg.create_task(self._notifier(backend), name="skiplock-notifier"),
+                    tg.create_task(
+                        listen_forever(backend, self._on_wake, self._wake), name="skiplock-notifier"
+                    ),
                     tg.create_task(self._maintenance(backend), name="skiplock-maintenance"),
                     tg.create_task(self._canceller(backend), name="skiplock-canceller"),
-                    tg.create_task(self._pruner(backend), name="skiplock-pruner"),
+                    tg.create_task(prune_forever(backend, self.config), name="skiplock-pruner"),
                 ]
                 if self.config.scheduler and self.app.schedules:
                     self.scheduler = Scheduler(self.app, backend)
@@ -272,7 +273,8 @@ class Worker:
         )
         self.processed += 1
         if decision.disposition in (Disposition.RETRY, Disposition.DEAD):
-            self._count_failure(job.task)
+            assert self._backend is not None
+            self._breakers.count_failure(self._backend, job.task)
         level = logging.INFO if decision.error is None else logging.WARNING
         if log.isEnabledFor(level):
             reason = f" error={decision.error['message']!r}" if decision.error else ""
@@ -288,41 +290,6 @@ class Worker:
                 decision.outcome,
                 reason,
             )
-
-    def _count_failure(self, task_name: str) -> None:
-        """Trip the task's breaker when its failures in the window reach the threshold."""
-        task = self.app.tasks.get(task_name)
-        breaker = task.breaker if task else None
-        if breaker is None:
-            return
-        now = asyncio.get_running_loop().time()
-        failures = self._failures.setdefault(task_name, collections.deque())
-        failures.append(now)
-        while failures and failures[0] < now - breaker.window:
-            failures.popleft()
-        if len(failures) >= breaker.threshold:
-            failures.clear()
-            log.error(
-                "breaker open for task %s: %d failures within %.0fs; pausing it everywhere "
-                "for %.0fs",
-                task_name,
-                breaker.threshold,
-                breaker.window,
-                breaker.cooldown,
-            )
-            trip = asyncio.get_running_loop().create_task(self._trip(task_name, breaker.cooldown))
-            self._background.add(trip)
-            trip.add_done_callback(self._background.discard)
-
-    async def _trip(self, task_name: str, cooldown: float) -> None:
-        assert self._backend is not None
-        now = self.app.clock() if self.app.clock else datetime.now(UTC)
-        until = now + timedelta(seconds=cooldown)
-        reason = f"breaker: too many failures (worker {self.name})"
-        try:
-            await self._backend.task_pause(task_name, until, reason)
-        except BackendError as exc:
-            log.warning("could not pause task %s for its breaker (%s)", task_name, exc)
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -360,24 +327,6 @@ class Worker:
             self._completer.put(Completion(job.id, job.lease_token, Disposition.RELEASE, 0.0))
 
     # -- background services ------------------------------------------------------------------
-
-    async def _notifier(self, backend: Backend) -> None:
-        """Keep a LISTEN subscription alive (re-LISTEN after every loss), waking the producer."""
-        if not backend.supports_push:
-            return
-        failures = 0
-        while True:
-            try:
-                async with backend.listen(self._on_wake) as lost:
-                    failures = 0
-                    self._wake.set()  # catch up on anything enqueued while we were not listening
-                    await lost.wait()
-                    log.warning("lost the LISTEN connection; reconnecting")
-            except BackendError as exc:
-                failures += 1
-                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
-                log.warning("LISTEN failed (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
 
     async def _maintenance(self, backend: Backend) -> None:
         """Heartbeat the leases this worker holds; reclaim leases that expired anywhere."""
@@ -417,26 +366,6 @@ class Worker:
                     self._cancel_requested.add(job_id)
                     entry[0].cancel()
 
-    async def _pruner(self, backend: Backend) -> None:
-        """Delete finished rows past their retention, in bounded batches (short locks)."""
-        while True:
-            await asyncio.sleep(self.config.prune_interval)
-            now = datetime.now(UTC)
-            finished = now - timedelta(seconds=self.config.retention_finished)
-            dead = now - timedelta(seconds=self.config.retention_dead)
-            try:
-                removed = 0
-                for _ in range(PRUNE_MAX_BATCHES):
-                    batch = await backend.job_prune(finished, dead, PRUNE_BATCH)
-                    removed += batch
-                    if batch < PRUNE_BATCH:
-                        break
-                    await asyncio.sleep(0.01)  # let claims in between batches
-                if removed:
-                    log.info("pruned %d finished jobs past retention", removed)
-            except BackendError as exc:
-                log.warning("pruning failed (%s); will retry", exc)
-
     def _beat_interval(self) -> float:
         """A third of the shortest lease held, so two beats can fail before it expires."""
         leases = [job.lease_s for job in self._held() if job.lease_s]
@@ -474,8 +403,6 @@ class Worker:
 
 
 CANCEL_POLL_S = 1.0
-PRUNE_BATCH = 1000
-PRUNE_MAX_BATCHES = 100
 
 
 async def _wait_any(*events: asyncio.Event, timeout: float) -> None:

@@ -1,0 +1,160 @@
+"""PostgreSQL operations a person drives (queue and task controls, job inspection and the
+dead-letter actions, cron bookkeeping): off the hot path, kept apart from the worker's loop
+of claims, completions and heartbeats in ``postgres.py``."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from .._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
+from ..errors import JobNotFound
+from .postgres_errors import wrapped as _wrapped
+
+
+def _record(r: asyncpg.Record) -> JobRecord:
+    return JobRecord(
+        id=r["id"],
+        task=r["task"],
+        queue=r["queue"],
+        state=JobState(r["state"]),
+        args=json.loads(r["args"]),
+        kwargs=json.loads(r["kwargs"]),
+        priority=r["priority"],
+        attempt=r["attempt"],
+        max_attempts=r["max_attempts"],
+        run_at=r["run_at"],
+        created_at=r["created_at"],
+        attempted_at=r["attempted_at"],
+        finished_at=r["finished_at"],
+        locked_by=r["locked_by"],
+        lease_expires_at=r["lease_expires_at"],
+        errors=json.loads(r["errors"]),
+        correlation_id=r["correlation_id"],
+        audit=json.loads(r["audit"]),
+    )
+
+
+def _filter_params(where: JobFilter) -> list[Any]:
+    """A filter in the order the filtered statements take it ($2..$7)."""
+    return [
+        list(where.ids) if where.ids is not None else None,
+        where.task,
+        where.queue,
+        where.error,
+        where.since,
+        where.until,
+    ]
+
+
+class PostgresControl:
+    """Mixed into PostgresBackend, which provides the pool, the statements and the clock."""
+
+    channel: str
+    _sql: dict[str, str]
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        raise NotImplementedError
+
+    def _now(self) -> datetime | None:
+        raise NotImplementedError
+
+    async def queue_list(self) -> list[QueueInfo]:
+        with _wrapped("queue_list"):
+            rows = await self.pool.fetch(self._sql["QUEUE_LIST"])
+        return [QueueInfo(*r) for r in rows]
+
+    async def queue_set_paused(self, queue: str, paused: bool) -> None:
+        with _wrapped("queue_set_paused"):
+            await self.pool.execute(self._sql["QUEUE_SET_PAUSED"], queue, paused)
+
+    async def queue_set_limits(
+        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
+    ) -> None:
+        with _wrapped("queue_set_limits"):
+            await self.pool.execute(
+                self._sql["QUEUE_SET_LIMITS"], queue, max_depth, max_running, rate_per_s
+            )
+
+    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None:
+        with _wrapped("task_pause"):
+            await self.pool.execute(self._sql["TASK_PAUSE"], task, until, reason)
+
+    async def task_resume(self, task: str) -> bool:
+        with _wrapped("task_resume"):
+            return bool(await self.pool.fetch(self._sql["TASK_RESUME"], task))
+
+    async def task_pauses(self) -> list[TaskPause]:
+        with _wrapped("task_pauses"):
+            rows = await self.pool.fetch(self._sql["TASK_PAUSES"], self._now())
+        return [TaskPause(*r) for r in rows]
+
+    async def job_get(self, job_id: int) -> JobRecord:
+        with _wrapped("job_get"):
+            r = await self.pool.fetchrow(self._sql["JOB_GET"], job_id)
+        if r is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        return _record(r)
+
+    async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
+        with _wrapped("job_count_by_state"):
+            rows = await self.pool.fetch(self._sql["JOB_COUNT_BY_STATE"], queue)
+        counts = {state.value: 0 for state in JobState}
+        counts.update({r["state"]: r["n"] for r in rows})
+        return counts
+
+    async def job_retry(self, job_id: int, who: str = "") -> bool:
+        with _wrapped("job_retry"):
+            rows = await self.pool.fetch(
+                self._sql["JOB_RETRY"], job_id, self.channel, self._now(), who
+            )
+        return bool(rows)
+
+    async def job_cancel(self, job_id: int, who: str) -> JobState:
+        with _wrapped("job_cancel"):
+            state = await self.pool.fetchval(self._sql["JOB_CANCEL"], job_id, who, self._now())
+        if state is None:
+            return (await self.job_get(job_id)).state
+        return JobState(state)
+
+    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
+        with _wrapped("job_list"):
+            rows = await self.pool.fetch(
+                self._sql["JOB_LIST"],
+                state.value if state else None,
+                *_filter_params(where),
+                where.limit,
+            )
+        return [_record(r) for r in rows]
+
+    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
+        with _wrapped("job_requeue_dead"):
+            rows = await self.pool.fetch(
+                self._sql["JOB_REQUEUE_DEAD"],
+                who,
+                *_filter_params(where),
+                self._now(),
+                self.channel,
+            )
+        return [r["id"] for r in rows]
+
+    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
+        with _wrapped("job_discard_dead"):
+            rows = await self.pool.fetch(
+                self._sql["JOB_DISCARD_DEAD"], who, *_filter_params(where), self._now()
+            )
+        return [r["id"] for r in rows]
+
+    async def cron_last_slots(self) -> dict[str, datetime]:
+        with _wrapped("cron_last_slots"):
+            rows = await self.pool.fetch(self._sql["CRON_LAST_SLOTS"])
+        return {r["schedule"]: r["slot"] for r in rows}
+
+    async def cron_slots_prune(self, before: datetime) -> int:
+        with _wrapped("cron_slots_prune"):
+            status = await self.pool.execute(self._sql["CRON_SLOTS_PRUNE"], before)
+        return int(status.split()[-1])

@@ -1,0 +1,171 @@
+"""SQLite operations a person drives (queue and task controls, job inspection and the
+dead-letter actions, cron bookkeeping): off the hot path, kept apart from the worker's loop
+of claims, completions and heartbeats in ``sqlite.py``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from .._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
+from ..errors import JobNotFound
+from . import sqlite_sql as sql
+from .sqlite_support import dt as _dt
+from .sqlite_support import immediate as _immediate
+from .sqlite_support import opt_dt as _opt_dt
+
+T = TypeVar("T")
+
+
+def _record(row: Any) -> JobRecord:
+    return JobRecord(
+        id=row[0],
+        task=row[1],
+        queue=row[2],
+        state=JobState(row[3]),
+        args=json.loads(row[4]),
+        kwargs=json.loads(row[5]),
+        priority=row[6],
+        attempt=row[7],
+        max_attempts=row[8],
+        run_at=_dt(row[9]),
+        created_at=_dt(row[10]),
+        attempted_at=_opt_dt(row[11]),
+        finished_at=_opt_dt(row[12]),
+        locked_by=row[13],
+        lease_expires_at=_opt_dt(row[14]),
+        errors=json.loads(row[15]),
+        correlation_id=row[16],
+        audit=json.loads(row[17]),
+    )
+
+
+def _filter_params(where: JobFilter) -> dict[str, Any]:
+    return {
+        "ids": json.dumps(list(where.ids)) if where.ids is not None else None,
+        "task": where.task,
+        "queue": where.queue,
+        "error": where.error,
+        "since": where.since.timestamp() if where.since else None,
+        "until": where.until.timestamp() if where.until else None,
+    }
+
+
+class SQLiteControl:
+    """Mixed into SQLiteBackend, which provides the connection's thread and the clock."""
+
+    async def _run(self, operation: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        raise NotImplementedError
+
+    def _now(self) -> float:
+        raise NotImplementedError
+
+    async def queue_list(self) -> list[QueueInfo]:
+        rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())
+        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6]) for r in rows]
+
+    async def _write(self, operation: str, statement: str, args: Any) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            with _immediate(conn):
+                return conn.execute(statement, args).rowcount
+
+        return await self._run(operation, write)
+
+    async def queue_set_paused(self, queue: str, paused: bool) -> None:
+        args = {"name": queue, "paused": paused, "now": self._now()}
+        await self._write("queue_set_paused", sql.QUEUE_SET_PAUSED, args)
+
+    async def queue_set_limits(
+        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
+    ) -> None:
+        args = {
+            "name": queue,
+            "max_depth": max_depth,
+            "max_running": max_running,
+            "rate": rate_per_s,
+            "now": self._now(),
+        }
+        await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)
+
+    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None:
+        args = (task, until.timestamp() if until else None, reason, self._now())
+        await self._write("task_pause", sql.TASK_PAUSE, args)
+
+    async def task_resume(self, task: str) -> bool:
+        return await self._write("task_resume", sql.TASK_RESUME, (task,)) > 0
+
+    async def task_pauses(self) -> list[TaskPause]:
+        rows = await self._run(
+            "task_pauses", lambda c: c.execute(sql.TASK_PAUSES, (self._now(),)).fetchall()
+        )
+        return [TaskPause(r[0], _opt_dt(r[1]), r[2]) for r in rows]
+
+    async def job_get(self, job_id: int) -> JobRecord:
+        row = await self._run("job_get", lambda c: c.execute(sql.JOB_GET, (job_id,)).fetchone())
+        if row is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        return _record(row)
+
+    async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
+        rows = await self._run(
+            "job_count_by_state",
+            lambda c: c.execute(sql.JOB_COUNT_BY_STATE, {"queue": queue}).fetchall(),
+        )
+        counts = {state.value: 0 for state in JobState}
+        counts.update({state: n for state, n in rows})
+        return counts
+
+    async def job_retry(self, job_id: int, who: str = "") -> bool:
+        def retry(conn: sqlite3.Connection) -> bool:
+            with _immediate(conn):
+                args = {"id": job_id, "now": self._now(), "who": who}
+                return conn.execute(sql.JOB_RETRY, args).rowcount > 0
+
+        return await self._run("job_retry", retry)
+
+    async def job_cancel(self, job_id: int, who: str) -> JobState:
+        def cancel(conn: sqlite3.Connection) -> Any:
+            with _immediate(conn):
+                args = {"id": job_id, "now": self._now(), "who": who}
+                return conn.execute(sql.JOB_CANCEL, args).fetchone()
+
+        row = await self._run("job_cancel", cancel)
+        if row is None:
+            return (await self.job_get(job_id)).state
+        return JobState(row[0])
+
+    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
+        args = {"state": state.value if state else None, "limit": where.limit}
+        args.update(_filter_params(where))
+        rows = await self._run("job_list", lambda c: c.execute(sql.JOB_LIST, args).fetchall())
+        return [_record(r) for r in rows]
+
+    async def _dead_action(self, statement: str, where: JobFilter, who: str) -> list[int]:
+        def act(conn: sqlite3.Connection) -> list[int]:
+            with _immediate(conn):
+                args = {"who": who, "now": self._now(), **_filter_params(where)}
+                return sorted(r[0] for r in conn.execute(statement, args).fetchall())
+
+        return await self._run("dead-letter action", act)
+
+    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
+        return await self._dead_action(sql.JOB_REQUEUE_DEAD, where, who)
+
+    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
+        return await self._dead_action(sql.JOB_DISCARD_DEAD, where, who)
+
+    async def cron_last_slots(self) -> dict[str, datetime]:
+        rows = await self._run(
+            "cron_last_slots", lambda c: c.execute(sql.CRON_LAST_SLOTS).fetchall()
+        )
+        return {schedule: _dt(at) for schedule, at in rows}
+
+    async def cron_slots_prune(self, before: datetime) -> int:
+        def prune(conn: sqlite3.Connection) -> int:
+            with _immediate(conn):
+                return conn.execute(sql.CRON_SLOTS_PRUNE, (before.timestamp(),)).rowcount
+
+        return await self._run("cron_slots_prune", prune)
