@@ -157,6 +157,11 @@ class Backend(Protocol):
         dead rows finished before ``dead_before``; how many went."""
         ...
 
+    async def warm_up(self) -> None:
+        """Open the sessions a worker uses and prepare its hot statements, touching no row,
+        so the first jobs do not pay for connecting and planning."""
+        ...
+
     async def job_reclaim_expired(self) -> list[int]:
         """Return running rows whose lease expired to pending (dead if attempts are spent)."""
         ...

@@ -291,6 +291,9 @@ class SQLiteBackend(SQLiteControl):
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
         return [r[0] for r in rows]
 
+    async def warm_up(self) -> None:
+        pass  # one connection, opened with the backend; statements compile in microseconds
+
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
             return []

@@ -73,6 +73,8 @@ class Worker:
         self._ready: collections.deque[ClaimedJob] = collections.deque()
         """Claimed ahead (``prefetch``), waiting for a slot; heartbeated like running jobs."""
         self._mean_duration: float | None = None
+        self._requeued = False
+        """An outcome since the last claim put a job back to pending (burst mode looks again)."""
         self._tg: asyncio.TaskGroup | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._cancel_requested: set[int] = set()
@@ -105,6 +107,10 @@ class Worker:
         if not await self.app.wait_for_database(self._stopping):
             return  # asked to stop before the database ever answered
         self._backend = backend = await self.app.backend()
+        try:
+            await backend.warm_up()
+        except BackendError as exc:  # only a head start: the loop below copes with outages
+            log.warning("warm-up failed (%s); going on", exc)
         loop = asyncio.get_running_loop()
 
         def wake_from_any_thread(queue: str) -> None:
@@ -126,13 +132,13 @@ class Worker:
                 self._tg = tg
                 tg.create_task(completer.run(), name="skiplock-completer")
                 services = [
-                    tg.create_task(
-                        listen_forever(backend, self._on_wake, self._wake), name="skiplock-notifier"
-                    ),
                     tg.create_task(self._maintenance(backend), name="skiplock-maintenance"),
                     tg.create_task(self._canceller(backend), name="skiplock-canceller"),
                     tg.create_task(prune_forever(backend, self.config), name="skiplock-pruner"),
                 ]
+                if not burst:  # a burst never idles, so it has nothing to be woken from
+                    notifier = listen_forever(backend, self._on_wake, self._wake)
+                    services.append(tg.create_task(notifier, name="skiplock-notifier"))
                 if self.config.scheduler and self.app.schedules:
                     self.scheduler = Scheduler(self.app, backend)
                     services.append(tg.create_task(self.scheduler.run(), name="skiplock-scheduler"))
@@ -160,6 +166,7 @@ class Worker:
                 continue
             limit = min(room, self.config.claim_batch)
             self._wake.clear()
+            self._requeued = False
             try:
                 jobs = await self._claim(backend, limit)
                 failures = 0
@@ -218,7 +225,8 @@ class Worker:
         return self.config.queues is None or queue in self.config.queues
 
     async def _burst_done(self) -> bool:
-        """Burst mode ends when a claim finds nothing after every outcome was written."""
+        """Burst mode ends once a claim came up short, nothing is running, every outcome is
+        written, and none of those outcomes put a job back to pending since that claim."""
         assert self._completer is not None
         if self._running or self._ready:
             self._slot_freed.clear()
@@ -226,8 +234,7 @@ class Worker:
             return False
         if not self._completer.idle:
             await self._completer.wait_idle()
-            return False  # what was just written (a retry due now) may be claimable
-        return True
+        return not self._requeued  # a retry just written may be due now: claim once more
 
     def _claim_params(self, limit: int) -> ClaimParams:
         return ClaimParams(
@@ -272,6 +279,8 @@ class Worker:
             )
         )
         self.processed += 1
+        if decision.disposition in (Disposition.RETRY, Disposition.SNOOZE, Disposition.RELEASE):
+            self._requeued = True
         if decision.disposition in (Disposition.RETRY, Disposition.DEAD):
             assert self._backend is not None
             self._breakers.count_failure(self._backend, job.task)
