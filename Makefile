@@ -32,7 +32,7 @@ soak: $(STAMP)
 	SKIPLOCK_SOAK_SECONDS=60 $(BIN)/pytest -s -m soak
 
 # Benchmarks (not part of `make test`): skiplock beside pgqueuer, procrastinate and the seed-000
-# design; ~15 minutes. BENCH_ARGS="--quick" for a smoke test, "--only W2,W4" for some workloads.
+# design; ~7 minutes here. BENCH_ARGS="--quick" for a smoke test, "--only W2,W4" for some workloads.
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
