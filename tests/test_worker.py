@@ -511,3 +511,19 @@ async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> Non
     worker.request_stop()
     await asyncio.wait_for(run, 30)  # and stop cleanly when asked
     await app.close()
+
+
+async def test_a_burst_runs_a_retry_that_is_due_at_once(app: skiplock.App) -> None:
+    """The burst's last claim came up short before the retry was written: it looks again."""
+    attempts: list[int] = []
+
+    @app.task(name="again")
+    async def again() -> None:
+        attempts.append(skiplock.current_job().attempt)
+        if len(attempts) < 3:
+            raise Retry(in_s=0)
+
+    handle = await again.aenqueue()
+    await burst(app)
+    job = await handle.fetch()
+    assert (job.state, attempts) == (JobState.SUCCEEDED, [1, 2, 3])

@@ -245,3 +245,11 @@ async def test_concurrent_reclaimers_act_on_each_row_once(
     passes = await asyncio.gather(*(backend.job_reclaim_expired() for _ in range(5)))
     reclaimed = [job_id for ids in passes for job_id in ids]
     assert len(reclaimed) == len(set(reclaimed)) == 50
+
+
+async def test_warm_up_touches_no_row(backend: Backend) -> None:
+    ids = await backend.job_insert_many([new_job() for _ in range(3)])
+    await backend.warm_up()
+    await backend.warm_up()  # idempotent: a worker restarting on the same backend
+    assert [(await backend.job_get(i)).state for i in ids] == [JobState.PENDING] * 3
+    assert len(await backend.job_get_available(claim(limit=10))) == 3

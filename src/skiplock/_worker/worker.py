@@ -73,8 +73,10 @@ class Worker:
         self._ready: collections.deque[ClaimedJob] = collections.deque()
         """Claimed ahead (``prefetch``), waiting for a slot; heartbeated like running jobs."""
         self._mean_duration: float | None = None
-        self._requeued = False
-        """An outcome since the last claim put a job back to pending (burst mode looks again)."""
+        self._requeues = 0
+        """Outcomes recorded that put a job back to pending (retry, snooze, release)."""
+        self._requeues_claimed = 0
+        """How many of those were written before a claim began, so that claim could see them."""
         self._tg: asyncio.TaskGroup | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._cancel_requested: set[int] = set()
@@ -166,7 +168,9 @@ class Worker:
                 continue
             limit = min(room, self.config.claim_batch)
             self._wake.clear()
-            self._requeued = False
+            assert self._completer is not None
+            if self._completer.idle:  # every outcome so far is in the table: this claim sees it
+                self._requeues_claimed = self._requeues
             try:
                 jobs = await self._claim(backend, limit)
                 failures = 0
@@ -234,7 +238,8 @@ class Worker:
             return False
         if not self._completer.idle:
             await self._completer.wait_idle()
-        return not self._requeued  # a retry just written may be due now: claim once more
+        # a retry written after the last claim began may be due now: claim once more
+        return self._requeues_claimed == self._requeues
 
     def _claim_params(self, limit: int) -> ClaimParams:
         return ClaimParams(
@@ -280,7 +285,7 @@ class Worker:
         )
         self.processed += 1
         if decision.disposition in (Disposition.RETRY, Disposition.SNOOZE, Disposition.RELEASE):
-            self._requeued = True
+            self._requeues += 1
         if decision.disposition in (Disposition.RETRY, Disposition.DEAD):
             assert self._backend is not None
             self._breakers.count_failure(self._backend, job.task)
