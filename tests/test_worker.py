@@ -468,6 +468,36 @@ async def test_outcomes_that_fail_to_write_are_retried_not_dropped(app: skiplock
     assert await state_of(app, handle) == JobState.SUCCEEDED
 
 
+async def test_an_outcome_waiting_to_be_written_keeps_its_lease(app: skiplock.App) -> None:
+    """While its outcome cannot be written (the database is away), a finished job's lease is
+    still heartbeated, so no sweep hands the job to another run when the database is back."""
+    runs = 0
+
+    @app.task(name="short_lease", visibility_timeout=1)
+    async def short_lease() -> None:
+        nonlocal runs
+        runs += 1
+
+    handle = await short_lease.aenqueue()
+    backend = await app.backend()
+    real = backend.job_set_state_if_running_many
+    loop = asyncio.get_running_loop()
+    refuse_until: float | None = None
+
+    async def away(completions: object) -> list[int]:
+        nonlocal refuse_until
+        if refuse_until is None:
+            refuse_until = loop.time() + 3  # three leases long
+        if loop.time() < refuse_until:
+            raise skiplock.BackendUnavailable("database away")
+        return await real(completions)  # type: ignore[arg-type]
+
+    backend.job_set_state_if_running_many = away  # type: ignore[method-assign]
+    await burst(app, maintenance_interval=0.2)
+    job = await handle.fetch()
+    assert (runs, job.state, job.attempt) == (1, JobState.SUCCEEDED, 1)
+
+
 async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.App) -> None:
     started = asyncio.Event()
 

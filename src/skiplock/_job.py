@@ -104,6 +104,8 @@ class Completion:
     delay_s: float = 0.0
     error: dict[str, Any] | None = None
     """``{"attempt", "at", "message", "traceback"}``; appended to the job's bounded error list."""
+    lease_s: float | None = None
+    """The job's lease length: until the outcome is written the worker still heartbeats it."""
 
 
 class SlotOutcome(enum.StrEnum):

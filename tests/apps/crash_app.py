@@ -27,5 +27,6 @@ async def suicide() -> None:
 
 @app.task(name="soak", visibility_timeout=5)
 async def soak(n: int) -> None:
-    _record(f"start {n} {os.getpid()}")
+    _record(f"start {n} {os.getpid()} {skiplock.current_job().id}")
     await asyncio.sleep(0.2)
+    _record(f"done {n} {os.getpid()}")

@@ -1,8 +1,11 @@
 """The completer: writes outcomes in batches, one round trip for many jobs.
 
 Outcomes accumulate while a write is in flight, so the batch grows with the load and an idle
-worker still writes each outcome at once. A failed write is retried with capped backoff; an
-outcome is never dropped. Rows the database no longer holds under our lease are logged as lost.
+worker still writes each outcome at once. A failed write is retried with backoff capped at a
+few seconds (an outcome is the most valuable write a worker makes); an outcome is never dropped.
+Until it is written its job's lease is still the worker's, so ``unwritten`` tells the heartbeat
+which leases to keep renewing. Rows the database no longer holds under our lease are logged as
+lost.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from ..errors import BackendError
 
 log = logging.getLogger("skiplock.worker")
 
-MAX_BACKOFF_S = 30.0
+MAX_BACKOFF_S = 5.0
 
 
 class Completer:
@@ -25,6 +28,7 @@ class Completer:
         self._backend = backend
         self._max_batch = max_batch
         self._pending: list[Completion] = []
+        self._writing: list[Completion] = []
         self._arrived = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -39,6 +43,10 @@ class Completer:
         """Finish writing what is pending, then let ``run`` return."""
         self._closing = True
         self._arrived.set()
+
+    def unwritten(self) -> list[Completion]:
+        """Outcomes put but not yet in the table (being written, or waiting)."""
+        return self._writing + self._pending
 
     @property
     def idle(self) -> bool:
@@ -55,7 +63,11 @@ class Completer:
             while self._pending:
                 batch = self._pending[: self._max_batch]
                 del self._pending[: self._max_batch]
-                await self._write(batch)
+                self._writing = batch
+                try:
+                    await self._write(batch)
+                finally:
+                    self._writing = []
             self._idle.set()
             if self._closing:
                 return

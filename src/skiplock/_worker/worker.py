@@ -280,7 +280,12 @@ class Worker:
         assert self._completer is not None
         self._completer.put(
             Completion(
-                job.id, job.lease_token, decision.disposition, decision.delay_s, decision.error
+                job.id,
+                job.lease_token,
+                decision.disposition,
+                decision.delay_s,
+                decision.error,
+                job.lease_s,
             )
         )
         self.processed += 1
@@ -338,7 +343,9 @@ class Worker:
             log.info("releasing %d jobs claimed ahead back to pending", len(self._ready))
         while self._ready:
             job = self._ready.popleft()
-            self._completer.put(Completion(job.id, job.lease_token, Disposition.RELEASE, 0.0))
+            self._completer.put(
+                Completion(job.id, job.lease_token, Disposition.RELEASE, lease_s=job.lease_s)
+            )
 
     # -- background services ------------------------------------------------------------------
 
@@ -382,18 +389,23 @@ class Worker:
 
     def _beat_interval(self) -> float:
         """A third of the shortest lease held, so two beats can fail before it expires."""
-        leases = [job.lease_s for job in self._held() if job.lease_s]
+        leases = [lease for _, _, lease in self._leases() if lease]
         shortest = min(leases, default=HEARTBEAT_INTERVAL_S * 3)
         return max(
             MIN_BEAT_S, min(HEARTBEAT_INTERVAL_S, self.config.maintenance_interval, shortest / 3)
         )
 
-    def _held(self) -> list[ClaimedJob]:
-        """Every job this worker holds a lease on: running, or claimed ahead."""
-        return [job for _, job in self._running.values()] + list(self._ready)
+    def _leases(self) -> list[tuple[int, str, float | None]]:
+        """Every lease this worker holds, as (job id, token, length): jobs running, claimed
+        ahead, or finished with the outcome not yet written (say the database is away)."""
+        assert self._completer is not None
+        jobs = [job for _, job in self._running.values()] + list(self._ready)
+        return [(job.id, job.lease_token, job.lease_s) for job in jobs] + [
+            (c.job_id, c.lease_token, c.lease_s) for c in self._completer.unwritten()
+        ]
 
     async def _heartbeat(self, backend: Backend) -> None:
-        held = [(job.id, job.lease_token) for job in self._held()]
+        held = [(job_id, token) for job_id, token, _ in self._leases()]
         if not held:
             return
         kept = set(
