@@ -429,13 +429,20 @@ def _drain_metrics(r: dict[str, Any], t_spawn: float, n: int, backend: str) -> d
 
 
 def _drain_step(
-    b: Bench, workload: str, system: str, backend: str, kind: str, n: int, analyze: bool = True
+    b: Bench,
+    workload: str,
+    system: str,
+    backend: str,
+    kind: str,
+    n: int,
+    analyze: bool = True,
+    **extra: Any,
 ) -> Any:
     def step() -> dict[str, Any]:
         url, cleanup = _target(b, backend, f"{workload}_{system}")
         try:
             _prepare(b, system, backend, url, kind, n, analyze)
-            opts = _settings(system, workload, backend)
+            opts = {**_settings(system, workload, backend), **extra}
             spec = b._spec("drain", system, url, opts=opts)
             r, t_spawn = b.child(spec, f"{workload.lower()}-{system}")
         finally:
@@ -456,6 +463,12 @@ def w2(b: Bench) -> None:
         if "skiplock" in b.systems:
             step = _drain_step(b, "W2", "skiplock", "postgres", "noop", cfg["n"], analyze=False)
             b.attempt("W2", "skiplock (table not analyzed)", "postgres", run, step)
+            # A worker limited to named queues claims through another statement and index.
+            for backend in ("postgres", "sqlite"):
+                step = _drain_step(
+                    b, "W2", "skiplock", backend, "noop", cfg["n"], False, queues=["default"]
+                )
+                b.attempt("W2", "skiplock --queues default (not analyzed)", backend, run, step)
 
 
 def w3(b: Bench) -> None:

@@ -117,6 +117,23 @@ async def test_claim_respects_limit_queues_and_run_at(backend: Backend, clock: F
     assert len(await backend.job_get_available(claim())) == 1
 
 
+async def test_a_claim_over_several_queues_takes_the_best_jobs_of_all(backend: Backend) -> None:
+    """Priority, then age, across the listed queues; others untouched; a queue named twice
+    counts once."""
+    a_low, a_high = await backend.job_insert_many(
+        [new_job("a_low", queue="a", priority=1), new_job("a_high", queue="a", priority=9)]
+    )
+    b_mid, b_top = await backend.job_insert_many(
+        [new_job("b_mid", queue="b", priority=5), new_job("b_top", queue="b", priority=7)]
+    )
+    await backend.job_insert_many([new_job("c_best", queue="c", priority=99)])
+    taken = await backend.job_get_available(claim(limit=3, queues=("a", "b", "a")))
+    assert [j.id for j in taken] == [a_high, b_top, b_mid]
+    taken = await backend.job_get_available(claim(limit=3, queues=("b", "a")))
+    assert [j.id for j in taken] == [a_low]
+    assert [j.task for j in await backend.job_get_available(claim())] == ["c_best"]
+
+
 async def test_concurrent_claims_never_share_a_job(backend: Backend) -> None:
     await backend.job_insert_many([new_job() for _ in range(200)])
     batches = await asyncio.gather(

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import asyncpg
+import pytest
 
 import skiplock
+from skiplock._backends import sqlite_sql
 from skiplock._backends.base import ClaimParams
+from skiplock._backends.postgres import insert_params
 
 from ..conftest import PG_URL
 
@@ -75,3 +80,126 @@ async def test_all_queues_claim_keeps_the_index_order_when_statistics_lag_a_floo
     assert "Index Scan using skiplock_jobs_pending_idx" in plan, plan
     assert "Sort" not in plan, plan
     assert len(jobs) == 100 and all(j.task == "flood" for j in jobs)
+
+
+async def test_queue_claims_and_depth_counts_use_the_queue_index_when_statistics_lag_a_flood(
+    pg_url: str,
+) -> None:
+    """The same stale statistics, for workers limited to some queues and for a bounded queue's
+    depth count: each walks the per-queue pending index (the flooded queue in order, stopping
+    at the LIMIT) and none reads the whole table or sorts a whole queue."""
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    schema = pg_url.rsplit("schema=", 1)[1]
+    conn = await asyncpg.connect(PG_URL)
+    backend = await app.backend()
+    plans = {}
+    try:
+        await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')  # empty
+        await conn.execute(
+            f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts, priority)
+                SELECT 'default', 'flood', 3, n % 3 FROM generate_series(1, 5000) n
+                UNION ALL SELECT 'rare', 'rare', 3, 0 FROM generate_series(1, 20)"""
+        )
+        claim = backend._sql["JOB_GET_AVAILABLE_IN_QUEUES"]  # type: ignore[attr-defined]
+        for queues in (["default"], ["rare"], ["rare", "default"]):
+            args = (queues, 100, "w", "t", 60.0, 5.0, None, False)
+            plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + claim, *args))
+            plans[",".join(queues)] = plan
+        await app.set_queue_limits("default", max_depth=1_000_000)
+        insert = backend._sql["JOB_INSERT_MANY"]  # type: ignore[attr-defined]
+
+        @app.task(name="flood")
+        def flood() -> None:
+            pass
+
+        args = tuple(insert_params([flood.prepare()], "skiplock", None))
+        plans["depth"] = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + insert, *args))
+        jobs = await backend.job_get_available(
+            ClaimParams(("default",), 100, "w", "t", default_lease=60.0, lease_margin=5.0)
+        )
+    finally:
+        await conn.close()
+        await app.close()
+    for name, plan in plans.items():
+        assert "skiplock_jobs_queue_pending_idx" in plan, (name, plan)
+        assert "Seq Scan on skiplock_jobs" not in plan, (name, plan)
+        assert "Sort Key: skiplock_jobs." not in plan, (name, plan)  # a whole queue sorted
+    assert len(jobs) == 100 and {j.priority for j in jobs} == {2}
+
+
+async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(pg_url: str) -> None:
+    """Migration 4 on a populated table: the worker refuses the old schema, ``migrate``
+    swaps the index, and the jobs queued before it are claimed through it."""
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    schema = pg_url.rsplit("schema=", 1)[1]
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(
+            f"""DROP INDEX "{schema}".skiplock_jobs_queue_pending_idx;
+                CREATE INDEX skiplock_jobs_live_queue_idx ON "{schema}".skiplock_jobs
+                    (queue, state) WHERE state IN ('pending', 'running');
+                DELETE FROM "{schema}".skiplock_migrations WHERE version = 4;
+                INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts)
+                    SELECT 'a', 'queued-before', 3 FROM generate_series(1, 30);"""
+        )
+        with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
+            await app.check_schema()
+        assert await app.migrate() == [4]
+        await app.check_schema()
+        indexes = await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", schema
+        )
+        backend = await app.backend()
+        jobs = await backend.job_get_available(
+            ClaimParams(("a",), 50, "w", "t", default_lease=60.0, lease_margin=5.0)
+        )
+    finally:
+        await conn.close()
+        await app.close()
+    names = [r["indexname"] for r in indexes]
+    assert "skiplock_jobs_queue_pending_idx" in names
+    assert "skiplock_jobs_live_queue_idx" not in names
+    assert len(jobs) == 30
+
+
+async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> None:
+    """SQLite (no LATERAL): one branch per named queue, each a search of the per-queue index
+    in claim order; only the merged few are sorted. Upgrading a version 3 file swaps the index
+    under the jobs already in it."""
+    app = skiplock.App(sqlite_url)
+    await app.migrate()
+    path = sqlite_url.removeprefix("sqlite:///")
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.executescript(
+            """DROP INDEX skiplock_jobs_queue_pending_idx;
+               CREATE INDEX skiplock_jobs_live_queue_idx ON skiplock_jobs (queue, state)
+                   WHERE state IN ('pending', 'running');
+               DELETE FROM skiplock_migrations WHERE version = 4;"""
+        )
+        conn.executemany(
+            "INSERT INTO skiplock_jobs (queue, task, max_attempts, run_at, created_at) "
+            "VALUES (?, 'queued-before', 3, 0, 0)",
+            [("a",)] * 30 + [("b",)] * 5,
+        )
+        conn.close()
+        assert await app.migrate() == [4]
+        conn = sqlite3.connect(path)  # a session that knows the new schema
+        claim = sqlite_sql.job_get_available_in_queues(2)
+        args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}
+        args |= {"limit": 10, "limited": False, "q0": "a", "q1": "b"}
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + claim, args)]
+        backend = await app.backend()
+        jobs = await backend.job_get_available(
+            ClaimParams(("b", "a"), 50, "w", "t", default_lease=60.0, lease_margin=5.0)
+        )
+    finally:
+        conn.close()
+        await app.close()
+    searches = [p for p in plan if "INDEX skiplock_jobs_queue_pending_idx (queue=?)" in p]
+    assert len(searches) == 2, "\n".join(plan)
+    assert sum("TEMP B-TREE" in p for p in plan) == 1, "\n".join(plan)  # the merge only
+    assert not any(p.startswith("SCAN skiplock_jobs") for p in plan), "\n".join(plan)
+    assert len(jobs) == 35

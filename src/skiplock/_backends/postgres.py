@@ -292,15 +292,26 @@ class PostgresBackend(PostgresControl):
         return _finish_insert(jobs, rows, live)
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
-        pool = self._claim_pool if params.queues is None else None
+        # All queues: one ordered walk of the pending index, on the sessions that price sorts
+        # out (see _connect). Some queues: a walk of each queue's slice of the per-queue index,
+        # which keeps its order with any statistics, on an ordinary session.
         with _wrapped("job_get_available"):
-            rows = await (pool or self.pool).fetch(
-                self._sql["JOB_GET_AVAILABLE"], *self._claim_args(params, None), False
-            )
+            if params.queues is None:
+                rows = await (self._claim_pool or self.pool).fetch(
+                    self._sql["JOB_GET_AVAILABLE"], *self._claim_args(params, None), False
+                )
+            else:
+                rows = await self.pool.fetch(
+                    self._sql["JOB_GET_AVAILABLE_IN_QUEUES"],
+                    *self._claim_args(params, None),
+                    False,
+                )
         return _claimed_in_order(rows)
 
     def _claim_args(self, params: ClaimParams, queue: str | None) -> list[Any]:
-        queues = [queue] if queue else (list(params.queues) if params.queues else None)
+        queues = [queue] if queue else params.queues
+        if queues is not None:
+            queues = list(dict.fromkeys(queues))  # a queue named twice would count twice
         return [
             queues,
             params.limit,
@@ -330,7 +341,7 @@ class PostgresBackend(PostgresControl):
                     return []
                 claim = dataclasses.replace(params, limit=starts)
                 rows = await conn.fetch(
-                    self._sql["JOB_GET_AVAILABLE"], *self._claim_args(claim, queue), True
+                    self._sql["JOB_GET_AVAILABLE_IN_QUEUES"], *self._claim_args(claim, queue), True
                 )
                 if row["rate_per_s"] is not None and rows:
                     recent += [row["now"]] * len(rows)
@@ -367,6 +378,11 @@ class PostgresBackend(PostgresControl):
                     )
                     await conn.fetch(self._sql["JOB_HEARTBEAT_MANY"], [], [], 1.0, 0.0, self._now())
                     await conn.fetch(self._sql["QUEUE_LIMITED"])
+                    await conn.fetch(
+                        self._sql["JOB_GET_AVAILABLE_IN_QUEUES"],
+                        *self._claim_args(dataclasses.replace(nothing, queues=()), None),
+                        False,
+                    )
 
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:

@@ -91,6 +91,18 @@ CREATE TABLE {s}.skiplock_task_pauses (
 );
 """,
     ),
+    (
+        4,
+        "queue claim index",
+        """
+-- A queue-restricted claim walks each of its queues' pending jobs in claim order and stops at
+-- its LIMIT, whatever the statistics say; per-queue depth counts read it too. It replaces the
+-- (queue, state) index, whose running entries the lease index already covers.
+CREATE INDEX skiplock_jobs_queue_pending_idx
+    ON {s}.skiplock_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
+DROP INDEX {s}.skiplock_jobs_live_queue_idx;
+""",
+    ),
 ]
 
 MIGRATIONS_TABLE = """
@@ -135,7 +147,9 @@ WITH batch AS (
     JOIN (SELECT queue, count(*) AS n FROM batch GROUP BY queue) b ON b.queue = q.name
     WHERE q.max_depth IS NOT NULL
       AND b.n + (SELECT count(*) FROM {s}.skiplock_jobs j
-                 WHERE j.queue = q.name AND j.state IN ('pending', 'running')) > q.max_depth
+                 WHERE j.queue = q.name AND j.state = 'pending')
+              + (SELECT count(*) FROM {s}.skiplock_jobs j
+                 WHERE j.queue = q.name AND j.state = 'running') > q.max_depth
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
@@ -171,7 +185,9 @@ WITH batch AS (
     SELECT q.name FROM {s}.skiplock_queues q JOIN batch b ON b.queue = q.name
     WHERE q.max_depth IS NOT NULL
       AND b.n + (SELECT count(*) FROM {s}.skiplock_jobs j
-                 WHERE j.queue = q.name AND j.state IN ('pending', 'running')) > q.max_depth
+                 WHERE j.queue = q.name AND j.state = 'pending')
+              + (SELECT count(*) FROM {s}.skiplock_jobs j
+                 WHERE j.queue = q.name AND j.state = 'running') > q.max_depth
 ), ids AS (
     SELECT nextval((SELECT pg_get_serial_sequence('{s}.skiplock_jobs', 'id'))) AS id
     FROM generate_series(1, $3)
@@ -221,6 +237,40 @@ SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM no
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
 -- id = ANY(ARRAY(...)) keeps the update on the primary key: joining the CTE instead lets the
 -- planner hash a scan of the whole table once batches grow past ~50 rows.
+WHERE j.id = ANY(ARRAY(SELECT id FROM c))
+RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
+          j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
+          coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s
+"""
+
+JOB_GET_AVAILABLE_IN_QUEUES = """
+-- JOB_GET_AVAILABLE for the queues in $1 only: each queue's first $2 ready jobs in claim order
+-- (an ordered walk of the per-queue pending index that stops at $2, so a flood of one queue
+-- costs its claims nothing even when the statistics predate it), merged, first $2 taken.
+WITH now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
+c AS MATERIALIZED (
+    SELECT p.id FROM unnest($1::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM {s}.skiplock_jobs
+        WHERE queue = q.name AND state = 'pending' AND run_at <= (SELECT t FROM now_)
+          AND task NOT IN (SELECT task FROM {s}.skiplock_task_pauses
+                           WHERE until IS NULL OR until > (SELECT t FROM now_))
+        ORDER BY priority DESC, run_at, id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ) AS p
+    -- paused queues never; limited queues only through their own locked claim ($8)
+    WHERE q.name NOT IN (SELECT name FROM {s}.skiplock_queues
+                         WHERE paused OR (NOT $8 AND (max_running IS NOT NULL
+                                                      OR rate_per_s IS NOT NULL)))
+    ORDER BY p.priority DESC, p.run_at, p.id
+    LIMIT $2
+)
+UPDATE {s}.skiplock_jobs j
+SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
+    locked_by = $3, lease_token = $4,
+    lease_expires_at = (SELECT t FROM now_)
+                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
 WHERE j.id = ANY(ARRAY(SELECT id FROM c))
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,

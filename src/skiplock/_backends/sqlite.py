@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import sqlite3
@@ -43,6 +44,12 @@ WATCH_MIN_S = 0.005
 WATCH_MAX_S = 0.1
 """How often a listening worker checks the file for commits: every 5 ms after a change,
 backing off to every 100 ms while nothing changes (``listen``)."""
+
+
+NOTHING = "SELECT 1 WHERE 0"
+"""The claim of an empty list of queues."""
+
+_in_queues = functools.lru_cache(maxsize=16)(sql.job_get_available_in_queues)
 
 
 def _insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
@@ -243,24 +250,31 @@ class SQLiteBackend(SQLiteControl):
         with _wrapped("job_insert_many"):
             return _insert_rows(connection, jobs, self._now())
 
-    def _claim_args(self, params: ClaimParams, queue: str | None) -> dict[str, Any]:
-        queues = [queue] if queue else (list(params.queues) if params.queues else None)
-        return {
+    def _claim(self, params: ClaimParams, queue: str | None) -> tuple[str, dict[str, Any]]:
+        """The claim statement and its arguments: all queues, or the named ones."""
+        args = {
             "now": self._now(),
             "worker": params.worker,
             "token": params.lease_token,
             "default_lease": params.default_lease,
             "margin": params.lease_margin,
-            "queues": json.dumps(queues) if queues else None,
             "limit": params.limit,
             "limited": queue is not None,
         }
+        queues = [queue] if queue else params.queues
+        if queues is None:
+            return sql.JOB_GET_AVAILABLE, args
+        queues = list(dict.fromkeys(queues))  # a queue named twice would count twice
+        if not queues:
+            return NOTHING, {}
+        args.update((f"q{i}", name) for i, name in enumerate(queues))
+        return _in_queues(len(queues)), args
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
         def claim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
-                args = self._claim_args(params, None)
-                return conn.execute(sql.JOB_GET_AVAILABLE, args).fetchall()
+                statement, args = self._claim(params, None)
+                return conn.execute(statement, args).fetchall()
 
         return _claimed(await self._run("job_get_available", claim))
 
@@ -277,9 +291,9 @@ class SQLiteBackend(SQLiteControl):
                 )
                 if starts <= 0:
                     return []
-                args = self._claim_args(dataclasses.replace(params, limit=starts), queue)
+                statement, args = self._claim(dataclasses.replace(params, limit=starts), queue)
                 args["now"] = now
-                rows = conn.execute(sql.JOB_GET_AVAILABLE, args).fetchall()
+                rows = conn.execute(statement, args).fetchall()
                 if row[1] is not None and rows:
                     recent += [now] * len(rows)
                     conn.execute(sql.QUEUE_STARTS_SET, (json.dumps(recent), queue))

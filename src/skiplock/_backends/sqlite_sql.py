@@ -92,6 +92,18 @@ CREATE TABLE skiplock_task_pauses (
 );
 """,
     ),
+    (
+        4,
+        "queue claim index",
+        """
+-- A queue-restricted claim walks each of its queues' pending jobs in claim order and stops at
+-- its LIMIT, and per-queue depth counts read it too. It replaces the (queue, state) index,
+-- whose running entries the lease index already covers (no semicolons: migrate splits on them).
+CREATE INDEX skiplock_jobs_queue_pending_idx
+    ON skiplock_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
+DROP INDEX skiplock_jobs_live_queue_idx;
+""",
+    ),
 ]
 
 MIGRATIONS_TABLE = """
@@ -159,14 +171,17 @@ WHERE unique_key = ?
 QUEUE_DEPTH_LIMIT = """
 -- A bounded queue's limit and its live depth (no row: the queue is unbounded).
 SELECT q.max_depth, (SELECT count(*) FROM skiplock_jobs j
-                     WHERE j.queue = q.name AND j.state IN ('pending', 'running'))
+                     WHERE j.queue = q.name AND j.state = 'pending')
+                    + (SELECT count(*) FROM skiplock_jobs j
+                       WHERE j.queue = q.name AND j.state = 'running')
 FROM skiplock_queues q WHERE q.name = ? AND q.max_depth IS NOT NULL
 """
 
 LAST_INSERT_ID = "SELECT last_insert_rowid()"
 
 JOB_GET_AVAILABLE = """
--- Claim up to :limit ready jobs: running, attempt + 1, leased to :worker under :token.
+-- Claim up to :limit ready jobs of any queue: running, attempt + 1, leased to :worker under
+-- :token.
 UPDATE skiplock_jobs
 SET state = 'running', attempt = attempt + 1, attempted_at = :now,
     locked_by = :worker, lease_token = :token,
@@ -174,7 +189,6 @@ SET state = 'running', attempt = attempt + 1, attempted_at = :now,
 WHERE id IN (
     SELECT id FROM skiplock_jobs
     WHERE state = 'pending' AND run_at <= :now
-      AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
       -- paused queues never; limited queues only through their own claim (:limited)
       AND queue NOT IN (SELECT name FROM skiplock_queues
                         WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
@@ -188,6 +202,42 @@ RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeou
           lease_token, created_at, lease_expires_at,
           coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
 """
+
+
+def job_get_available_in_queues(count: int) -> str:
+    """JOB_GET_AVAILABLE for ``count`` named queues (:q0, :q1, ...): each queue's first :limit
+    ready jobs (an ordered walk of the per-queue pending index that stops at :limit, so a
+    flood in another queue costs nothing), merged, first :limit taken. SQLite has no LATERAL,
+    hence one branch per queue."""
+    branch = """SELECT * FROM (
+        SELECT id, priority, run_at FROM skiplock_jobs
+        WHERE queue = :q{i} AND state = 'pending' AND run_at <= :now
+          AND :q{i} NOT IN (SELECT name FROM skiplock_queues
+                            WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
+                                                              OR rate_per_s IS NOT NULL)))
+          AND task NOT IN (SELECT task FROM skiplock_task_pauses
+                           WHERE until IS NULL OR until > :now)
+        ORDER BY priority DESC, run_at, id
+        LIMIT :limit)"""
+    branches = "\n    UNION ALL\n    ".join(branch.format(i=i) for i in range(count))
+    return f"""
+-- Claim up to :limit ready jobs of the named queues (see job_get_available_in_queues).
+UPDATE skiplock_jobs
+SET state = 'running', attempt = attempt + 1, attempted_at = :now,
+    locked_by = :worker, lease_token = :token,
+    lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
+WHERE id IN (
+    SELECT id FROM (
+    {branches}
+    )
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+)
+RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeout,
+          lease_token, created_at, lease_expires_at,
+          coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
+"""
+
 
 JOB_SET_STATE_IF_RUNNING = """
 -- Apply one outcome of a batch, only while the row is still running under its lease token;
