@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import logging
 import os
 import random
-import socket
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, TypeVar, overload
 
+from ._app_control import AppControl
 from ._backends import Backend, open_backend
 from ._backends.base import Clock
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._cron import zone
-from ._job import JobFilter, JobRecord, JobState, NewJob, QueueInfo, TaskPause
+from ._job import NewJob
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from ._schedule import (
     DEFAULT_MAX_CATCHUP,
@@ -32,7 +30,6 @@ from ._task import JobHandle, Task
 from .errors import (
     BackendUnavailable,
     ConfigurationError,
-    DuplicateJob,
     SchemaError,
     UnknownTask,
 )
@@ -49,12 +46,7 @@ ENQUEUE_BATCH = 5000
 well under PostgreSQL's parameter and message limits."""
 
 
-def default_who() -> str:
-    """Who a person's action is recorded as when they do not say: user@host."""
-    return f"{getpass.getuser()}@{socket.gethostname()}"
-
-
-class App:
+class App(AppControl):
     """Tasks, configuration and database access for one skiplock deployment.
 
     ``App()`` reads ``SKIPLOCK_DATABASE_URL`` and falls back to ``sqlite:///skiplock.db``.
@@ -328,111 +320,6 @@ class App:
         ids = self.new_backend().job_insert_many_sync(batch, connection)
         self._wake_local(batch)
         return self._handles(batch, ids)
-
-    async def get_job(self, job_id: int) -> JobRecord:
-        """One job row, or JobNotFound."""
-        return await (await self.backend()).job_get(job_id)
-
-    async def retry_job(self, job_id: int, *, who: str = "") -> bool:
-        """Requeue a finished (usually dead) job with its attempts reset; recorded on the job.
-
-        DuplicateJob if a live job now holds the job's unique key (it stays as it was)."""
-        try:
-            done = await (await self.backend()).job_retry(job_id, who or default_who())
-        except DuplicateJob as exc:
-            raise DuplicateJob(
-                f"job {job_id} was not retried: a live job holds its unique key"
-            ) from exc
-        if done:
-            job = await self.get_job(job_id)
-            self._wake_queues([job.queue])
-        return done
-
-    async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
-        """Cancel a job: a pending one never runs; a running one is cancelled by its worker
-        within about a second (final state ``cancelled``). Returns the state after."""
-        return await (await self.backend()).job_cancel(job_id, who or default_who())
-
-    async def list_jobs(
-        self, state: JobState | None = None, where: JobFilter | None = None
-    ) -> list[JobRecord]:
-        """Jobs in a state (any if None) matching a filter, newest first."""
-        return await (await self.backend()).job_list(state, where or JobFilter())
-
-    async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
-
-        A dead job whose unique key a live job now holds stays dead (not in the ids)."""
-        ids = await (await self.backend()).job_requeue_dead(where, who or default_who())
-        if ids:
-            self._wake_queues([where.queue] if where.queue else ["*"])
-        return ids
-
-    async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids."""
-        return await (await self.backend()).job_discard_dead(where, who or default_who())
-
-    async def counts(self, queue: str | None = None) -> dict[str, int]:
-        """How many jobs are in each state."""
-        return await (await self.backend()).job_count_by_state(queue)
-
-    # -- queue and task controls (stored in the database: every producer and worker agrees) --
-
-    async def _known_queue(self, queue: str) -> str:
-        known = {t.queue for t in self.tasks.values()}
-        known |= {s.queue for s in self.schedules.values() if s.queue}
-        known |= {q.name for q in await self.queues()}
-        if queue not in known:
-            raise ConfigurationError(
-                f"unknown queue {queue!r}: no task uses it and it has no jobs or settings "
-                f"(known: {', '.join(sorted(known)) or 'none'})"
-            )
-        return queue
-
-    async def queues(self) -> list[QueueInfo]:
-        """Every queue with settings or live jobs, with its settings and live counts."""
-        return await (await self.backend()).queue_list()
-
-    async def pause_queue(self, queue: str) -> None:
-        """Workers stop claiming from ``queue`` within one poll interval; running jobs finish."""
-        await (await self.backend()).queue_set_paused(await self._known_queue(queue), True)
-
-    async def resume_queue(self, queue: str) -> None:
-        await (await self.backend()).queue_set_paused(await self._known_queue(queue), False)
-        self._wake_queues([queue])
-
-    async def set_queue_limits(
-        self,
-        queue: str,
-        *,
-        max_depth: int | None = None,
-        max_running: int | None = None,
-        rate_per_s: float | None = None,
-    ) -> None:
-        """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
-        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts."""
-        require(max_depth is None or max_depth >= 0, "max_depth", max_depth, "must be >= 0")
-        require(max_running is None or max_running >= 0, "max_running", max_running, ">= 0")
-        require(rate_per_s is None or rate_per_s > 0, "rate_per_s", rate_per_s, "must be > 0")
-        await (await self.backend()).queue_set_limits(
-            await self._known_queue(queue), max_depth, max_running, rate_per_s
-        )
-
-    async def pause_task(self, task: str, *, for_s: float | None = None, reason: str = "") -> None:
-        """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""
-        self.get_task(task)
-        until = None if for_s is None else datetime.now(UTC) + timedelta(seconds=for_s)
-        await (await self.backend()).task_pause(task, until, reason or f"paused by {default_who()}")
-
-    async def resume_task(self, task: str) -> bool:
-        """Lift a task's pause (a person's or the breaker's); False if it was not paused."""
-        self.get_task(task)
-        resumed = await (await self.backend()).task_resume(task)
-        self._wake_queues([self.tasks[task].queue])
-        return resumed
-
-    async def task_pauses(self) -> list[TaskPause]:
-        return await (await self.backend()).task_pauses()
 
     def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:
         return [JobHandle(i, j.task, j.queue, self) for i, j in zip(ids, batch, strict=True)]

@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from ._app import App, default_who
+from ._app import App
+from ._app_control import default_who
 from ._cli_support import load_app, run_async
 from ._job import JobFilter, JobRecord, JobState
 

@@ -1,0 +1,147 @@
+"""The operations a person drives through ``App``: inspecting jobs, retrying and cancelling
+them, the dead-letter actions, and the queue and task controls stored in the database (so
+every producer and worker agrees). Kept apart from declaring tasks and enqueueing them in
+``_app.py``."""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ._backends import Backend
+from ._config import require
+from ._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
+from ._schedule import Schedule
+from ._task import Task
+from .errors import ConfigurationError, DuplicateJob
+
+
+def default_who() -> str:
+    """Who a person's action is recorded as when they do not say: user@host."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+class AppControl:
+    """Mixed into App, which provides the tasks, the schedules, the backend and the wake-ups."""
+
+    tasks: dict[str, Task[Any, Any]]
+    schedules: dict[str, Schedule]
+
+    async def backend(self) -> Backend:
+        raise NotImplementedError
+
+    def get_task(self, name: str) -> Task[Any, Any]:
+        raise NotImplementedError
+
+    def _wake_queues(self, queues: Iterable[str]) -> None:
+        raise NotImplementedError
+
+    # -- jobs and dead letters ----------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> JobRecord:
+        """One job row, or JobNotFound."""
+        return await (await self.backend()).job_get(job_id)
+
+    async def retry_job(self, job_id: int, *, who: str = "") -> bool:
+        """Requeue a finished (usually dead) job with its attempts reset; recorded on the job.
+
+        DuplicateJob if a live job now holds the job's unique key (it stays as it was)."""
+        try:
+            done = await (await self.backend()).job_retry(job_id, who or default_who())
+        except DuplicateJob as exc:
+            raise DuplicateJob(
+                f"job {job_id} was not retried: a live job holds its unique key"
+            ) from exc
+        if done:
+            job = await self.get_job(job_id)
+            self._wake_queues([job.queue])
+        return done
+
+    async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
+        """Cancel a job: a pending one never runs; a running one is cancelled by its worker
+        within about a second (final state ``cancelled``). Returns the state after."""
+        return await (await self.backend()).job_cancel(job_id, who or default_who())
+
+    async def list_jobs(
+        self, state: JobState | None = None, where: JobFilter | None = None
+    ) -> list[JobRecord]:
+        """Jobs in a state (any if None) matching a filter, newest first."""
+        return await (await self.backend()).job_list(state, where or JobFilter())
+
+    async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
+        """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
+
+        A dead job whose unique key a live job now holds stays dead (not in the ids)."""
+        ids = await (await self.backend()).job_requeue_dead(where, who or default_who())
+        if ids:
+            self._wake_queues([where.queue] if where.queue else ["*"])
+        return ids
+
+    async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
+        """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids."""
+        return await (await self.backend()).job_discard_dead(where, who or default_who())
+
+    async def counts(self, queue: str | None = None) -> dict[str, int]:
+        """How many jobs are in each state."""
+        return await (await self.backend()).job_count_by_state(queue)
+
+    # -- queue and task controls ------------------------------------------------------------
+
+    async def _known_queue(self, queue: str) -> str:
+        known = {t.queue for t in self.tasks.values()}
+        known |= {s.queue for s in self.schedules.values() if s.queue}
+        known |= {q.name for q in await self.queues()}
+        if queue not in known:
+            raise ConfigurationError(
+                f"unknown queue {queue!r}: no task uses it and it has no jobs or settings "
+                f"(known: {', '.join(sorted(known)) or 'none'})"
+            )
+        return queue
+
+    async def queues(self) -> list[QueueInfo]:
+        """Every queue with settings or live jobs, with its settings and live counts."""
+        return await (await self.backend()).queue_list()
+
+    async def pause_queue(self, queue: str) -> None:
+        """Workers stop claiming from ``queue`` within one poll interval; running jobs finish."""
+        await (await self.backend()).queue_set_paused(await self._known_queue(queue), True)
+
+    async def resume_queue(self, queue: str) -> None:
+        await (await self.backend()).queue_set_paused(await self._known_queue(queue), False)
+        self._wake_queues([queue])
+
+    async def set_queue_limits(
+        self,
+        queue: str,
+        *,
+        max_depth: int | None = None,
+        max_running: int | None = None,
+        rate_per_s: float | None = None,
+    ) -> None:
+        """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
+        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts."""
+        require(max_depth is None or max_depth >= 0, "max_depth", max_depth, "must be >= 0")
+        require(max_running is None or max_running >= 0, "max_running", max_running, ">= 0")
+        require(rate_per_s is None or rate_per_s > 0, "rate_per_s", rate_per_s, "must be > 0")
+        await (await self.backend()).queue_set_limits(
+            await self._known_queue(queue), max_depth, max_running, rate_per_s
+        )
+
+    async def pause_task(self, task: str, *, for_s: float | None = None, reason: str = "") -> None:
+        """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""
+        self.get_task(task)
+        until = None if for_s is None else datetime.now(UTC) + timedelta(seconds=for_s)
+        await (await self.backend()).task_pause(task, until, reason or f"paused by {default_who()}")
+
+    async def resume_task(self, task: str) -> bool:
+        """Lift a task's pause (a person's or the breaker's); False if it was not paused."""
+        self.get_task(task)
+        resumed = await (await self.backend()).task_resume(task)
+        self._wake_queues([self.tasks[task].queue])
+        return resumed
+
+    async def task_pauses(self) -> list[TaskPause]:
+        return await (await self.backend()).task_pauses()
