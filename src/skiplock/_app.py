@@ -41,9 +41,6 @@ T = TypeVar("T")
 log = logging.getLogger("skiplock")
 
 DEFAULT_URL = "sqlite:///skiplock.db"
-ENQUEUE_BATCH = 5000
-"""Rows per round trip in ``enqueue_many``: large enough to amortise, small enough to stay
-well under PostgreSQL's parameter and message limits."""
 
 
 class App(AppControl):
@@ -294,17 +291,14 @@ class App(AppControl):
     async def enqueue_many(
         self, jobs: Iterable[NewJob], *, connection: object | None = None
     ) -> list[JobHandle]:
-        """Insert many prepared jobs (``task.prepare(...)``), one round trip per batch.
+        """Insert many prepared jobs (``task.prepare(...)``): all of them or none (QueueFull,
+        DuplicateJob and database errors leave nothing behind), however many there are.
 
         With ``connection``, every row joins the caller's transaction (asyncpg, psycopg async
         or sqlite3 connection) and workers are woken when it commits.
         """
         batch = list(jobs)
-        backend = await self.backend()
-        ids: list[int] = []
-        for start in range(0, len(batch), ENQUEUE_BATCH):
-            chunk = batch[start : start + ENQUEUE_BATCH]
-            ids += await backend.job_insert_many(chunk, connection)
+        ids = await (await self.backend()).job_insert_many(batch, connection)
         self._wake_local(batch)
         return self._handles(batch, ids)
 

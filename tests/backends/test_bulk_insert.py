@@ -97,6 +97,38 @@ async def test_large_batch_into_a_full_queue_inserts_nothing(
     assert len(ids) == N - 1
 
 
+@pytest.mark.parametrize("unique", [False, True], ids=["plain", "unique-keys"])
+async def test_enqueue_many_is_one_transaction_however_large(
+    clocked_app: skiplock.App, unique: bool
+) -> None:
+    """12,000 jobs (enqueue_many once sent 5,000 a transaction) into a queue bounded at 10,000:
+    nothing is enqueued, so the caller can simply try again. Without a connection, in one
+    transaction; with an autocommit asyncpg connection, in one too."""
+
+    @clocked_app.task(name="big", queue="bounded")
+    def big(n: int) -> None:
+        pass
+
+    await clocked_app.set_queue_limits("bounded", max_depth=10_000)
+    key = "k{}" if unique else None
+    jobs = [big.prepare(n) for n in range(12_000)]
+    if key:
+        jobs = [big.using(unique_key=key.format(n)).prepare(n) for n in range(12_000)]
+    with pytest.raises(skiplock.QueueFull):
+        await clocked_app.enqueue_many(jobs)
+    assert sum((await clocked_app.counts()).values()) == 0
+    if clocked_app.url.startswith("postgresql"):
+        conn = await asyncpg.connect(PG_URL)
+        try:
+            with pytest.raises(skiplock.QueueFull):
+                await clocked_app.enqueue_many(jobs, connection=conn)
+        finally:
+            await conn.close()
+        assert sum((await clocked_app.counts()).values()) == 0
+    handles = await clocked_app.enqueue_many(jobs[:10_000])
+    assert len({h.id for h in handles}) == 10_000
+
+
 async def test_large_batch_wakes_a_listener(pg_url: str) -> None:
     app = skiplock.App(pg_url)
     await app.migrate()
