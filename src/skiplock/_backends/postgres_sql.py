@@ -189,7 +189,8 @@ WITH batch AS (
               + (SELECT count(*) FROM {s}.skiplock_jobs j
                  WHERE j.queue = q.name AND j.state = 'running') > q.max_depth
 ), ids AS (
-    SELECT nextval((SELECT pg_get_serial_sequence('{s}.skiplock_jobs', 'id'))) AS id
+    -- regclass resolved once: nextval(text) would look the name up again for every row
+    SELECT nextval((SELECT pg_get_serial_sequence('{s}.skiplock_jobs', 'id')::regclass)) AS id
     FROM generate_series(1, $3)
     WHERE NOT EXISTS (SELECT 1 FROM full_)
 )
