@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -15,37 +17,57 @@ from skiplock._backends.postgres import insert_params
 from ..conftest import PG_URL
 
 
-async def test_claim_uses_the_pending_index_with_a_million_finished_rows(pg_url: str) -> None:
+def claim_of(queues: tuple[str, ...] | None, limit: int) -> ClaimParams:
+    return ClaimParams(queues, limit, "w", "t", default_lease=60.0, lease_margin=5.0)
+
+
+class Migrated:
+    """A migrated PostgreSQL schema, its app, and another session to read plans on."""
+
+    def __init__(self, app: skiplock.App, schema: str, conn: asyncpg.Connection) -> None:
+        self.app, self.schema, self.conn = app, schema, conn
+        self.table = f'"{schema}".skiplock_jobs'
+
+    async def sql(self, name: str) -> str:
+        statements: dict[str, str] = (await self.app.backend())._sql  # type: ignore[attr-defined]
+        return statements[name]
+
+    async def explain(self, statement: str, *args: Any, conn: Any = None) -> str:
+        rows = await (conn or self.conn).fetch("EXPLAIN " + statement, *args)
+        return "\n".join(r[0] for r in rows)
+
+
+@pytest.fixture
+async def pg(pg_url: str) -> AsyncIterator[Migrated]:
     app = skiplock.App(pg_url)
     await app.migrate()
-    schema = pg_url.rsplit("schema=", 1)[1]
     conn = await asyncpg.connect(PG_URL)
     try:
-        await conn.execute(
-            f"""INSERT INTO "{schema}".skiplock_jobs
-                    (queue, task, state, max_attempts, attempt, finished_at)
-                SELECT 'default', 'old', 'succeeded', 3, 1, now()
-                FROM generate_series(1, 1000000)"""
-        )
-        await conn.execute(
-            f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts)
-                SELECT 'default', 'new', 3 FROM generate_series(1, 100)"""
-        )
-        await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')
-        backend = await app.backend()
-        claim = backend._sql["JOB_GET_AVAILABLE"]  # type: ignore[attr-defined]
-        # EXPLAIN without ANALYZE plans the claim without running it.
-        args = (None, 10, "w", "t", 60.0, 5.0, None, False)
-        plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + claim, *args))
+        yield Migrated(app, pg_url.rsplit("schema=", 1)[1], conn)
     finally:
         await conn.close()
         await app.close()
+
+
+async def test_claim_uses_the_pending_index_with_a_million_finished_rows(pg: Migrated) -> None:
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, state, max_attempts, attempt, finished_at)
+            SELECT 'default', 'old', 'succeeded', 3, 1, now() FROM generate_series(1, 1000000)"""
+    )
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, max_attempts)
+            SELECT 'default', 'new', 3 FROM generate_series(1, 100)"""
+    )
+    await pg.conn.execute(f"ANALYZE {pg.table}")
+    # EXPLAIN without ANALYZE plans the claim without running it.
+    args = (None, 10, "w", "t", 60.0, 5.0, None, False)
+    plan = await pg.explain(await pg.sql("JOB_GET_AVAILABLE"), *args)
     assert "skiplock_jobs_pending_idx" in plan, plan
     assert "Seq Scan on skiplock_jobs" not in plan, plan  # the tiny settings tables may
 
 
 async def test_all_queues_claim_keeps_the_index_order_when_statistics_lag_a_flood(
-    pg_url: str,
+    pg: Migrated,
 ) -> None:
     """Statistics taken while the table was empty; then a flood. The claim must not sort it.
 
@@ -54,28 +76,18 @@ async def test_all_queues_claim_keeps_the_index_order_when_statistics_lag_a_floo
     sessions that price sorting out, so it walks the pending index in order and stops at its
     LIMIT whatever the statistics say.
     """
-    app = skiplock.App(pg_url)
-    await app.migrate()
-    schema = pg_url.rsplit("schema=", 1)[1]
-    conn = await asyncpg.connect(PG_URL)
-    backend = await app.backend()
-    try:
-        await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')  # empty
-        await conn.execute(
-            f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts)
-                SELECT 'default', 'flood', 3 FROM generate_series(1, 5000)"""
-        )
-        claim = backend._sql["JOB_GET_AVAILABLE"]  # type: ignore[attr-defined]
-        args = (None, 100, "w", "t", 60.0, 5.0, None, False)
-        ordinary = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + claim, *args))
-        async with backend._claim_pool.acquire() as claimer:  # type: ignore[attr-defined]
-            plan = "\n".join(r[0] for r in await claimer.fetch("EXPLAIN " + claim, *args))
-        jobs = await backend.job_get_available(
-            ClaimParams(None, 100, "w", "t", default_lease=60.0, lease_margin=5.0)
-        )
-    finally:
-        await conn.close()
-        await app.close()
+    backend = await pg.app.backend()
+    await pg.conn.execute(f"ANALYZE {pg.table}")  # empty
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, max_attempts)
+            SELECT 'default', 'flood', 3 FROM generate_series(1, 5000)"""
+    )
+    claim = await pg.sql("JOB_GET_AVAILABLE")
+    args = (None, 100, "w", "t", 60.0, 5.0, None, False)
+    ordinary = await pg.explain(claim, *args)
+    async with backend._claim_pool.acquire() as claimer:  # type: ignore[attr-defined]
+        plan = await pg.explain(claim, *args, conn=claimer)
+    jobs = await backend.job_get_available(claim_of(None, 100))
     assert "Sort" in ordinary, f"the stale-statistics plan this test guards against:\n{ordinary}"
     assert "Index Scan using skiplock_jobs_pending_idx" in plan, plan
     assert "Sort" not in plan, plan
@@ -83,44 +95,31 @@ async def test_all_queues_claim_keeps_the_index_order_when_statistics_lag_a_floo
 
 
 async def test_queue_claims_and_depth_counts_use_the_queue_index_when_statistics_lag_a_flood(
-    pg_url: str,
+    pg: Migrated,
 ) -> None:
     """The same stale statistics, for workers limited to some queues and for a bounded queue's
     depth count: each walks the per-queue pending index (the flooded queue in order, stopping
     at the LIMIT) and none reads the whole table or sorts a whole queue."""
-    app = skiplock.App(pg_url)
-    await app.migrate()
-    schema = pg_url.rsplit("schema=", 1)[1]
-    conn = await asyncpg.connect(PG_URL)
-    backend = await app.backend()
+    await pg.conn.execute(f"ANALYZE {pg.table}")  # empty
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, max_attempts, priority)
+            SELECT 'default', 'flood', 3, n % 3 FROM generate_series(1, 5000) n
+            UNION ALL SELECT 'rare', 'rare', 3, 0 FROM generate_series(1, 20)"""
+    )
     plans = {}
-    try:
-        await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')  # empty
-        await conn.execute(
-            f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts, priority)
-                SELECT 'default', 'flood', 3, n % 3 FROM generate_series(1, 5000) n
-                UNION ALL SELECT 'rare', 'rare', 3, 0 FROM generate_series(1, 20)"""
-        )
-        claim = backend._sql["JOB_GET_AVAILABLE_IN_QUEUES"]  # type: ignore[attr-defined]
-        for queues in (["default"], ["rare"], ["rare", "default"]):
-            args = (queues, 100, "w", "t", 60.0, 5.0, None, False)
-            plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + claim, *args))
-            plans[",".join(queues)] = plan
-        await app.set_queue_limits("default", max_depth=1_000_000)
-        insert = backend._sql["JOB_INSERT_MANY"]  # type: ignore[attr-defined]
+    claim = await pg.sql("JOB_GET_AVAILABLE_IN_QUEUES")
+    for queues in (["default"], ["rare"], ["rare", "default"]):
+        args = (queues, 100, "w", "t", 60.0, 5.0, None, False)
+        plans[",".join(queues)] = await pg.explain(claim, *args)
+    await pg.app.set_queue_limits("default", max_depth=1_000_000)
 
-        @app.task(name="flood")
-        def flood() -> None:
-            pass
+    @pg.app.task(name="flood")
+    def flood() -> None:
+        pass
 
-        args = tuple(insert_params([flood.prepare()], "skiplock", None))
-        plans["depth"] = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + insert, *args))
-        jobs = await backend.job_get_available(
-            ClaimParams(("default",), 100, "w", "t", default_lease=60.0, lease_margin=5.0)
-        )
-    finally:
-        await conn.close()
-        await app.close()
+    args = tuple(insert_params([flood.prepare()], "skiplock", None))
+    plans["depth"] = await pg.explain(await pg.sql("JOB_INSERT_MANY"), *args)
+    jobs = await (await pg.app.backend()).job_get_available(claim_of(("default",), 100))
     for name, plan in plans.items():
         assert "skiplock_jobs_queue_pending_idx" in plan, (name, plan)
         assert "Seq Scan on skiplock_jobs" not in plan, (name, plan)
@@ -128,36 +127,27 @@ async def test_queue_claims_and_depth_counts_use_the_queue_index_when_statistics
     assert len(jobs) == 100 and {j.priority for j in jobs} == {2}
 
 
-async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(pg_url: str) -> None:
+async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(
+    pg: Migrated,
+) -> None:
     """Migration 4 on a populated table: the worker refuses the old schema, ``migrate``
     swaps the index, and the jobs queued before it are claimed through it."""
-    app = skiplock.App(pg_url)
-    await app.migrate()
-    schema = pg_url.rsplit("schema=", 1)[1]
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        await conn.execute(
-            f"""DROP INDEX "{schema}".skiplock_jobs_queue_pending_idx;
-                CREATE INDEX skiplock_jobs_live_queue_idx ON "{schema}".skiplock_jobs
-                    (queue, state) WHERE state IN ('pending', 'running');
-                DELETE FROM "{schema}".skiplock_migrations WHERE version = 4;
-                INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts)
-                    SELECT 'a', 'queued-before', 3 FROM generate_series(1, 30);"""
-        )
-        with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
-            await app.check_schema()
-        assert await app.migrate() == [4]
-        await app.check_schema()
-        indexes = await conn.fetch(
-            "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", schema
-        )
-        backend = await app.backend()
-        jobs = await backend.job_get_available(
-            ClaimParams(("a",), 50, "w", "t", default_lease=60.0, lease_margin=5.0)
-        )
-    finally:
-        await conn.close()
-        await app.close()
+    await pg.conn.execute(
+        f"""DROP INDEX "{pg.schema}".skiplock_jobs_queue_pending_idx;
+            CREATE INDEX skiplock_jobs_live_queue_idx ON {pg.table} (queue, state)
+                WHERE state IN ('pending', 'running');
+            DELETE FROM "{pg.schema}".skiplock_migrations WHERE version = 4;
+            INSERT INTO {pg.table} (queue, task, max_attempts)
+                SELECT 'a', 'queued-before', 3 FROM generate_series(1, 30);"""
+    )
+    with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
+        await pg.app.check_schema()
+    assert await pg.app.migrate() == [4]
+    await pg.app.check_schema()
+    indexes = await pg.conn.fetch(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", pg.schema
+    )
+    jobs = await (await pg.app.backend()).job_get_available(claim_of(("a",), 50))
     names = [r["indexname"] for r in indexes]
     assert "skiplock_jobs_queue_pending_idx" in names
     assert "skiplock_jobs_live_queue_idx" not in names
@@ -191,10 +181,7 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
         args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}
         args |= {"limit": 10, "limited": False, "q0": "a", "q1": "b"}
         plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + claim, args)]
-        backend = await app.backend()
-        jobs = await backend.job_get_available(
-            ClaimParams(("b", "a"), 50, "w", "t", default_lease=60.0, lease_margin=5.0)
-        )
+        jobs = await (await app.backend()).job_get_available(claim_of(("b", "a"), 50))
     finally:
         conn.close()
         await app.close()
