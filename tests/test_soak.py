@@ -59,7 +59,7 @@ class Accounting:
     leases_lost: int  # (process, job) pairs a worker logged as lost
     unexplained: list[tuple[str, list[tuple[int, str]]]]  # repeats with no kill or lost lease
     repeated_by: collections.Counter[int]  # per process: its runs that were run again
-    cut_short: collections.Counter[int]  # per process: its runs that never finished
+    cut_short: collections.Counter[int]  # per process: runs that never finished, lease kept
 
 
 def account(cli: Cli, killed: set[int]) -> Accounting:
@@ -85,8 +85,9 @@ def account(cli: Cli, killed: set[int]) -> Accounting:
             repeated_by[pid] += 1
             if pid not in killed and (pid, job_id) not in lease_lost:
                 unexplained.append((n, starts))
-        for pid, _ in starts:
-            if (n, pid) not in done:
+        for pid, job_id in starts:
+            # a run its worker cancelled on losing the lease is not one the kill cut short
+            if (n, pid) not in done and (pid, job_id) not in lease_lost:
                 cut_short[pid] += 1
     return Accounting(len(runs), len(lease_lost), unexplained, repeated_by, cut_short)
 
