@@ -130,7 +130,24 @@ SELECT to_regclass($1 || '.skiplock_migrations') IS NOT NULL
 
 SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM {s}.skiplock_migrations"
 
-JOB_INSERT_MANY = """
+
+def _full_queues(batch: str) -> str:
+    """A query naming the bounded queues that ``batch`` (rows of queue, n) would overfill.
+
+    Live depth is counted as pending plus running, each on its own partial index (the
+    per-queue pending index, the lease index); a single ``state IN (...)`` count has no index
+    to read and scans the table.
+    """
+    return f"""    SELECT q.name FROM {{s}}.skiplock_queues q JOIN {batch} b ON b.queue = q.name
+    WHERE q.max_depth IS NOT NULL
+      AND b.n + (SELECT count(*) FROM {{s}}.skiplock_jobs j
+                 WHERE j.queue = q.name AND j.state = 'pending')
+              + (SELECT count(*) FROM {{s}}.skiplock_jobs j
+                 WHERE j.queue = q.name AND j.state = 'running') > q.max_depth"""
+
+
+JOB_INSERT_MANY = (
+    """
 -- Insert a batch from parallel arrays, all or nothing against bounded queues: a queue whose
 -- live depth plus this batch would pass its max_depth comes back as a 'full' row and nothing
 -- is inserted. Live unique keys are skipped (looked up by the caller). NOTIFY once per queue,
@@ -143,13 +160,9 @@ WITH batch AS (
                               run_after, timeout, correlation_id, lease_s, unique_key,
                               unique_succeeded, ord)
 ), full_ AS (
-    SELECT q.name FROM {s}.skiplock_queues q
-    JOIN (SELECT queue, count(*) AS n FROM batch GROUP BY queue) b ON b.queue = q.name
-    WHERE q.max_depth IS NOT NULL
-      AND b.n + (SELECT count(*) FROM {s}.skiplock_jobs j
-                 WHERE j.queue = q.name AND j.state = 'pending')
-              + (SELECT count(*) FROM {s}.skiplock_jobs j
-                 WHERE j.queue = q.name AND j.state = 'running') > q.max_depth
+"""
+    + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
+    + """
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
@@ -173,8 +186,10 @@ UNION ALL
 SELECT 'inserted', id, unique_key FROM ins WHERE (SELECT count(*) FROM woken) >= 0
 ORDER BY id
 """
+)
 
-JOB_COPY_PREPARE = """
+JOB_COPY_PREPARE = (
+    """
 -- Ahead of a COPY of $3 rows (a large bulk enqueue without unique keys), in its transaction:
 -- the bounded queues the batch would overfill ($1 queues, $2 rows for each), and if none,
 -- $3 ids drawn from the jobs' identity, the time to schedule from, and a NOTIFY per queue
@@ -182,12 +197,9 @@ JOB_COPY_PREPARE = """
 WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::int[]) AS b(queue, n)
 ), full_ AS (
-    SELECT q.name FROM {s}.skiplock_queues q JOIN batch b ON b.queue = q.name
-    WHERE q.max_depth IS NOT NULL
-      AND b.n + (SELECT count(*) FROM {s}.skiplock_jobs j
-                 WHERE j.queue = q.name AND j.state = 'pending')
-              + (SELECT count(*) FROM {s}.skiplock_jobs j
-                 WHERE j.queue = q.name AND j.state = 'running') > q.max_depth
+"""
+    + _full_queues("batch")
+    + """
 ), ids AS (
     -- regclass resolved once: nextval(text) would look the name up again for every row
     SELECT nextval((SELECT pg_get_serial_sequence('{s}.skiplock_jobs', 'id')::regclass)) AS id
@@ -200,6 +212,7 @@ SELECT array(SELECT name FROM full_) AS full,
        (SELECT count(pg_notify($4, queue)) FROM batch WHERE NOT EXISTS (SELECT 1 FROM full_))
            AS woken
 """
+)
 
 COPY_COLUMNS = (
     "id task queue args kwargs priority max_attempts run_at timeout correlation_id lease_s"
