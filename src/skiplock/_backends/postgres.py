@@ -129,7 +129,7 @@ class PostgresBackend(PostgresControl):
         self._sql: dict[str, str] = {
             name: value.replace("{s}", f'"{self.schema}"')
             for name, value in vars(sql).items()
-            if name.isupper() and isinstance(value, str)
+            if name.isupper() and not name.startswith("_") and isinstance(value, str)
         }
 
     def _now(self) -> datetime | None:

@@ -226,7 +226,23 @@ WHERE unique_key = ANY($1::text[])
   AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))
 """
 
-JOB_GET_AVAILABLE = """
+_CLAIM_UPDATE = """UPDATE {s}.skiplock_jobs j
+SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
+    locked_by = $3, lease_token = $4,
+    lease_expires_at = (SELECT t FROM now_)
+                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
+-- id = ANY(ARRAY(...)) keeps the update on the primary key: joining the CTE instead lets the
+-- planner hash a scan of the whole table once batches grow past ~50 rows.
+WHERE j.id = ANY(ARRAY(SELECT id FROM c))
+RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
+          j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
+          coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s
+"""
+"""What both claims do with the ids their CTE ``c`` picked at the time in ``now_``: running,
+attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6."""
+
+JOB_GET_AVAILABLE = (
+    """
 -- Atomically claim up to $2 ready jobs: running, attempt + 1, leased to $3 under token $4.
 -- MATERIALIZED fences the subquery so the planner cannot re-run it and lock extra rows.
 WITH now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
@@ -244,20 +260,12 @@ c AS MATERIALIZED (
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 )
-UPDATE {s}.skiplock_jobs j
-SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
-    locked_by = $3, lease_token = $4,
-    lease_expires_at = (SELECT t FROM now_)
-                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
--- id = ANY(ARRAY(...)) keeps the update on the primary key: joining the CTE instead lets the
--- planner hash a scan of the whole table once batches grow past ~50 rows.
-WHERE j.id = ANY(ARRAY(SELECT id FROM c))
-RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
-          j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
-          coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s
 """
+    + _CLAIM_UPDATE
+)
 
-JOB_GET_AVAILABLE_IN_QUEUES = """
+JOB_GET_AVAILABLE_IN_QUEUES = (
+    """
 -- JOB_GET_AVAILABLE for the queues in $1 only: each queue's first $2 ready jobs in claim order
 -- (an ordered walk of the per-queue pending index that stops at $2, so a flood of one queue
 -- costs its claims nothing even when the statistics predate it), merged, first $2 taken.
@@ -280,16 +288,9 @@ c AS MATERIALIZED (
     ORDER BY p.priority DESC, p.run_at, p.id
     LIMIT $2
 )
-UPDATE {s}.skiplock_jobs j
-SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
-    locked_by = $3, lease_token = $4,
-    lease_expires_at = (SELECT t FROM now_)
-                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
-WHERE j.id = ANY(ARRAY(SELECT id FROM c))
-RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
-          j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
-          coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s
 """
+    + _CLAIM_UPDATE
+)
 
 JOB_SET_STATE_IF_RUNNING_MANY = """
 -- Apply a batch of outcomes, each only where the row is still running under its lease token:

@@ -179,14 +179,26 @@ FROM skiplock_queues q WHERE q.name = ? AND q.max_depth IS NOT NULL
 
 LAST_INSERT_ID = "SELECT last_insert_rowid()"
 
-JOB_GET_AVAILABLE = """
--- Claim up to :limit ready jobs of any queue: running, attempt + 1, leased to :worker under
--- :token.
-UPDATE skiplock_jobs
+_CLAIM_SET = """UPDATE skiplock_jobs
 SET state = 'running', attempt = attempt + 1, attempted_at = :now,
     locked_by = :worker, lease_token = :token,
     lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
-WHERE id IN (
+"""
+_CLAIM_RETURNING = """
+RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeout,
+          lease_token, created_at, lease_expires_at,
+          coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
+"""
+"""Both claims' update of the rows they picked: running, attempt + 1, leased to :worker under
+:token for the job's lease, or its timeout (else :default_lease) + :margin."""
+
+JOB_GET_AVAILABLE = (
+    """
+-- Claim up to :limit ready jobs of any queue: running, attempt + 1, leased to :worker under
+-- :token.
+"""
+    + _CLAIM_SET
+    + """WHERE id IN (
     SELECT id FROM skiplock_jobs
     WHERE state = 'pending' AND run_at <= :now
       -- paused queues never; limited queues only through their own claim (:limited)
@@ -198,10 +210,9 @@ WHERE id IN (
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )
-RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeout,
-          lease_token, created_at, lease_expires_at,
-          coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
 """
+    + _CLAIM_RETURNING
+)
 
 
 def job_get_available_in_queues(count: int) -> str:
@@ -220,23 +231,21 @@ def job_get_available_in_queues(count: int) -> str:
         ORDER BY priority DESC, run_at, id
         LIMIT :limit)"""
     branches = "\n    UNION ALL\n    ".join(branch.format(i=i) for i in range(count))
-    return f"""
+    return (
+        """
 -- Claim up to :limit ready jobs of the named queues (see job_get_available_in_queues).
-UPDATE skiplock_jobs
-SET state = 'running', attempt = attempt + 1, attempted_at = :now,
-    locked_by = :worker, lease_token = :token,
-    lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
-WHERE id IN (
+"""
+        + _CLAIM_SET
+        + f"""WHERE id IN (
     SELECT id FROM (
     {branches}
     )
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )
-RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeout,
-          lease_token, created_at, lease_expires_at,
-          coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
 """
+        + _CLAIM_RETURNING
+    )
 
 
 JOB_SET_STATE_IF_RUNNING = """
