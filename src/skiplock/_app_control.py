@@ -6,6 +6,7 @@ every producer and worker agrees). Kept apart from declaring tasks and enqueuein
 from __future__ import annotations
 
 import getpass
+import math
 import socket
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -125,7 +126,9 @@ class AppControl:
         every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts."""
         require(max_depth is None or max_depth >= 0, "max_depth", max_depth, "must be >= 0")
         require(max_running is None or max_running >= 0, "max_running", max_running, ">= 0")
-        require(rate_per_s is None or rate_per_s > 0, "rate_per_s", rate_per_s, "must be > 0")
+        require(
+            rate_per_s is None or 0 < rate_per_s < math.inf, "rate_per_s", rate_per_s, "finite, > 0"
+        )
         await (await self.backend()).queue_set_limits(
             await self._known_queue(queue), max_depth, max_running, rate_per_s
         )

@@ -26,7 +26,7 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
-from ..errors import ConfigurationError, DuplicateJob
+from ..errors import ConfigurationError
 
 Clock = Callable[[], datetime]
 """A replacement for the database's now(), for tests that pin time."""
@@ -233,51 +233,3 @@ def postgres_schema(url: str) -> tuple[str, str]:
     rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
     driver_url = parts._replace(query=rest, scheme="postgresql").geturl()
     return driver_url, schema
-
-
-def allowed_starts(
-    limit: int,
-    max_running: int | None,
-    running: int,
-    rate_per_s: float | None,
-    recent_starts: Sequence[float],
-    now: float,
-) -> tuple[int, list[float]]:
-    """How many jobs a limited queue may start now, and its starts within the last second.
-
-    ``max_running`` bounds jobs running at once; ``rate_per_s`` bounds starts in any one
-    second (a sliding window over the recorded start times, so it is never exceeded).
-    """
-    allowed = limit
-    if max_running is not None:
-        allowed = min(allowed, max_running - running)
-    recent = [t for t in recent_starts if t > now - 1.0]
-    if rate_per_s is not None:
-        allowed = min(allowed, int(rate_per_s) - len(recent))
-    return max(0, allowed), recent
-
-
-def map_inserted(
-    jobs: Sequence[NewJob],
-    inserted: Sequence[tuple[int, str | None]],
-    live: dict[str, int],
-) -> list[int]:
-    """Input order ids from the rows an insert created (in id order) and the live jobs that
-    already held some unique keys; raises DuplicateJob where a job asked for that."""
-    plain = iter([job_id for job_id, key in inserted if key is None])
-    created = {key: job_id for job_id, key in inserted if key is not None}
-    ids: list[int] = []
-    for job in jobs:
-        if job.unique_key is None:
-            ids.append(next(plain))
-        elif job.unique_key in created:
-            ids.append(created.pop(job.unique_key))
-            live[job.unique_key] = ids[-1]  # a later duplicate in this batch maps to it
-        else:
-            existing = live[job.unique_key]
-            if job.on_duplicate == "raise":
-                raise DuplicateJob(
-                    f"job {existing} already holds unique_key {job.unique_key!r}", existing
-                )
-            ids.append(existing)
-    return ids

@@ -31,10 +31,9 @@ from .base import (
     MAX_ERRORS_KEPT,
     ClaimParams,
     Clock,
-    allowed_starts,
-    map_inserted,
     postgres_schema,
 )
+from .common import allowed_starts, map_inserted
 from .postgres_control import PostgresControl
 from .postgres_errors import wrapped as _wrapped
 

@@ -524,7 +524,7 @@ WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
 """
 
 QUEUE_LOCK = """
--- Serialise claimers of one limited queue; the row's limits and token bucket.
+-- Serialise claimers of one limited queue; the row's limits and recent starts.
 SELECT max_running, rate_per_s, paused, recent_starts,
        extract(epoch FROM coalesce($2::timestamptz, now()))::float8 AS now
 FROM {s}.skiplock_queues WHERE name = $1 FOR UPDATE
@@ -536,7 +536,7 @@ SELECT count(*) FROM {s}.skiplock_jobs WHERE queue = $1 AND state = 'running'
 """
 
 QUEUE_STARTS_SET = """
--- Remember a rate-limited queue's starts within the last second (a sliding window).
+-- Remember a rate-limited queue's starts within its rate's window (a sliding window).
 UPDATE {s}.skiplock_queues SET recent_starts = $2 WHERE name = $1
 """
 

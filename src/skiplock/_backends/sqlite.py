@@ -30,7 +30,8 @@ from .._job import (
 )
 from ..errors import BackendError, QueueFull
 from . import sqlite_sql as sql
-from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, allowed_starts, map_inserted, sqlite_path
+from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, sqlite_path
+from .common import allowed_starts, map_inserted
 from .sqlite_control import SQLiteControl
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate

@@ -431,7 +431,7 @@ WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
 """
 
 QUEUE_LOCK = """
--- One limited queue's limits and token bucket (the write transaction serialises claimers).
+-- One limited queue's limits and recent starts (the write transaction serialises claimers).
 SELECT max_running, rate_per_s, paused, recent_starts FROM skiplock_queues WHERE name = ?
 """
 
@@ -441,7 +441,7 @@ SELECT count(*) FROM skiplock_jobs WHERE queue = ? AND state = 'running'
 """
 
 QUEUE_STARTS_SET = """
--- Remember a rate-limited queue's starts within the last second (a sliding window).
+-- Remember a rate-limited queue's starts within its rate's window (a sliding window).
 UPDATE skiplock_queues SET recent_starts = ? WHERE name = ?
 """
 
