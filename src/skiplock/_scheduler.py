@@ -24,7 +24,7 @@ from ._app import App
 from ._backends import Backend
 from ._job import SlotOutcome
 from ._schedule import MAX_LOOKBACK, Schedule
-from .errors import BackendError
+from .errors import BackendUnavailable
 
 log = logging.getLogger("skiplock.scheduler")
 
@@ -124,7 +124,7 @@ class Scheduler:
                     await self.prune(now)
                     self._last_prune = time.monotonic()
                 failures = 0
-            except BackendError as exc:
+            except BackendUnavailable as exc:
                 failures += 1
                 delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
                 log.warning("scheduler could not claim slots (%s); retrying in %.1fs", exc, delay)

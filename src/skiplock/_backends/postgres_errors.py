@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import asyncpg
 
-from ..errors import BackendError, BackendUnavailable, DuplicateJob
+from ..errors import BackendError, BackendUnavailable, DuplicateJob, SchemaError
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
@@ -19,7 +19,14 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.TooManyConnectionsError,
     # A connection left mid-operation by a dropped socket ("cannot switch to state ...").
     asyncpg.exceptions.InternalClientError,
+    # The server shutting down or cancelling (class 57), out of resources (53), or a
+    # transaction rolled back to break a deadlock or a serialisation conflict (40): the same
+    # statement run again can succeed.
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.TransactionRollbackError,
 )
+"""What an outage looks like; any other PostgreSQL error is a fault no retry will cure."""
 
 
 @contextmanager
@@ -33,5 +40,7 @@ def wrapped(operation: str) -> Iterator[None]:
         if exc.constraint_name == "skiplock_jobs_unique_idx":  # a retry meets a live holder
             raise DuplicateJob(f"{operation}: a live job already holds the unique key") from exc
         raise BackendError(f"{operation}: {exc}") from exc
+    except asyncpg.UndefinedTableError as exc:
+        raise SchemaError(f"{operation}: {exc}: run `skiplock migrate` first") from exc
     except asyncpg.PostgresError as exc:
         raise BackendError(f"{operation}: {exc}") from exc

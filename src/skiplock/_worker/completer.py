@@ -16,7 +16,7 @@ import random
 
 from .._backends import Backend
 from .._job import Completion
-from ..errors import BackendError
+from ..errors import BackendUnavailable
 
 log = logging.getLogger("skiplock.worker")
 
@@ -78,7 +78,7 @@ class Completer:
             try:
                 applied = set(await self._backend.job_set_state_if_running_many(batch))
                 break
-            except BackendError as exc:
+            except BackendUnavailable as exc:
                 failures += 1
                 delay = random.uniform(0, min(MAX_BACKOFF_S, 0.1 * 2**failures))
                 log.warning(

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from .._backends import Backend
 from .._config import WorkerConfig
-from ..errors import BackendError
+from ..errors import BackendUnavailable
 
 log = logging.getLogger("skiplock.worker")
 
@@ -41,7 +41,7 @@ async def listen_forever(
                 wake.set()
                 await lost.wait()
                 log.warning("lost the LISTEN connection; reconnecting")
-        except BackendError as exc:
+        except BackendUnavailable as exc:
             failures += 1
             delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
             log.warning("LISTEN failed (%s); retrying in %.1fs", exc, delay)
@@ -65,5 +65,5 @@ async def prune_forever(backend: Backend, config: WorkerConfig) -> None:
                 await asyncio.sleep(0.01)  # let claims in between batches
             if removed:
                 log.info("pruned %d finished jobs past retention", removed)
-        except BackendError as exc:
+        except BackendUnavailable as exc:
             log.warning("pruning failed (%s); will retry", exc)

@@ -32,7 +32,7 @@ from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
 from .._outcomes import Cancel
 from .._scheduler import Scheduler
-from ..errors import BackendError
+from ..errors import BackendError, BackendUnavailable
 from .breaker import Breakers
 from .classify import Decision, error_record
 from .completer import Completer
@@ -174,7 +174,7 @@ class Worker:
             try:
                 jobs = await self._claim(backend, limit)
                 failures = 0
-            except BackendError as exc:
+            except BackendUnavailable as exc:
                 failures += 1
                 delay = random.uniform(0, min(MAX_BACKOFF_S, 0.2 * 2**failures))
                 log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
@@ -366,7 +366,7 @@ class Worker:
                             len(reclaimed),
                             reclaimed[:20],
                         )
-            except BackendError as exc:
+            except BackendUnavailable as exc:
                 log.warning("maintenance failed (%s); will retry", exc)
 
     async def _canceller(self, backend: Backend) -> None:
@@ -377,7 +377,7 @@ class Worker:
                 continue
             try:
                 wanted = await backend.job_cancel_requested(list(self._running))
-            except BackendError as exc:
+            except BackendUnavailable as exc:
                 log.warning("could not check for cancellations (%s)", exc)
                 continue
             for job_id in wanted:
