@@ -39,6 +39,14 @@ def register(app: skiplock.App, ran: list[int]) -> skiplock.Task[[int], object]:
     return receipt
 
 
+def woken(app: skiplock.App) -> list[str]:
+    """The in-process wake-ups the app sends: none may fire before the caller commits (a
+    worker woken then finds nothing and sleeps; the commit's NOTIFY or data_version wakes it)."""
+    wakes: list[str] = []
+    app.add_waker(wakes.append)
+    return wakes
+
+
 def schema_of(app: skiplock.App) -> str:
     return app.url.rsplit("schema=", 1)[1]
 
@@ -46,13 +54,15 @@ def schema_of(app: skiplock.App) -> str:
 async def test_asyncpg_commit_and_rollback(pg_app: skiplock.App) -> None:
     ran: list[int] = []
     receipt = register(pg_app, ran)
+    wakes = woken(pg_app)
     conn = await asyncpg.connect(PG_URL)
     try:
         async with conn.transaction():
             handle = await receipt.using(connection=conn).aenqueue(1)
-            # not visible to others before commit
+            # not visible to others before commit, and no worker woken to look for it
             with pytest.raises(skiplock.JobNotFound):
                 await pg_app.get_job(handle.id)
+            assert wakes == []
         with pytest.raises(RuntimeError):
             async with conn.transaction():
                 await receipt.using(connection=conn).aenqueue(2)
@@ -71,6 +81,7 @@ async def test_asyncpg_commit_wakes_a_listening_worker(pg_app: skiplock.App) -> 
     async def wake() -> None:
         done.set()
 
+    wakes = woken(pg_app)
     worker = Worker(pg_app, poll_interval=60)  # only NOTIFY can make this prompt
     run = asyncio.create_task(worker.run())
     await asyncio.sleep(0.5)
@@ -78,6 +89,7 @@ async def test_asyncpg_commit_wakes_a_listening_worker(pg_app: skiplock.App) -> 
     try:
         async with conn.transaction():
             await wake.using(connection=conn).aenqueue()
+            assert wakes == []  # an in-process wake-up now would find nothing
     finally:
         await conn.close()
     await asyncio.wait_for(done.wait(), 10)
@@ -88,11 +100,13 @@ async def test_asyncpg_commit_wakes_a_listening_worker(pg_app: skiplock.App) -> 
 async def test_psycopg_async_commit_and_rollback(pg_app: skiplock.App) -> None:
     ran: list[int] = []
     receipt = register(pg_app, ran)
+    wakes = woken(pg_app)
     conn = await psycopg.AsyncConnection.connect(PG_URL)
     try:
         async with conn.transaction():
             await conn.execute(f'CREATE TABLE "{schema_of(pg_app)}".orders (id int)')
             await receipt.using(connection=conn).aenqueue(1)
+            assert wakes == []
         with pytest.raises(RuntimeError):
             async with conn.transaction():
                 await receipt.using(connection=conn).aenqueue(2)
@@ -106,12 +120,14 @@ async def test_psycopg_async_commit_and_rollback(pg_app: skiplock.App) -> None:
 async def test_psycopg_sync_commit_and_rollback(pg_app: skiplock.App) -> None:
     ran: list[int] = []
     receipt = register(pg_app, ran)
+    wakes = woken(pg_app)
 
     def business() -> list[int]:
         ids = []
         with psycopg.connect(PG_URL) as conn:
             with conn.transaction():
                 ids.append(receipt.using(connection=conn).enqueue(1).id)
+                assert wakes == []
             try:
                 with conn.transaction():
                     ids.append(receipt.using(connection=conn).enqueue(2).id)
@@ -133,6 +149,7 @@ async def test_sqlite3_commit_and_rollback(sqlite_url: str) -> None:
     await app.migrate()
     ran: list[int] = []
     receipt = register(app, ran)
+    wakes = woken(app)
     path = sqlite_url.removeprefix("sqlite:///")
     try:
         conn = sqlite3.connect(path)
@@ -140,6 +157,7 @@ async def test_sqlite3_commit_and_rollback(sqlite_url: str) -> None:
         with conn:
             conn.execute("INSERT INTO orders VALUES (1)")
             receipt.using(connection=conn).enqueue(1)
+            assert wakes == []
         try:
             with conn:
                 conn.execute("INSERT INTO orders VALUES (2)")
@@ -151,6 +169,31 @@ async def test_sqlite3_commit_and_rollback(sqlite_url: str) -> None:
         await burst(app)
         assert ran == [1]
     finally:
+        await app.close()
+
+
+async def test_sqlite3_commit_wakes_a_listening_worker(sqlite_url: str) -> None:
+    app = skiplock.App(sqlite_url)
+    await app.migrate()
+    done = asyncio.Event()
+
+    @app.task(name="wake")
+    async def wake() -> None:
+        done.set()
+
+    wakes = woken(app)
+    worker = Worker(app, poll_interval=60)  # only the data_version watch can make this prompt
+    run = asyncio.create_task(worker.run())
+    conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    try:
+        with conn:
+            wake.using(connection=conn).enqueue()
+            assert wakes == []
+        await asyncio.wait_for(done.wait(), 10)
+    finally:
+        conn.close()
+        worker.request_stop()
+        await asyncio.wait_for(run, 10)
         await app.close()
 
 

@@ -295,11 +295,14 @@ class App(AppControl):
         DuplicateJob and database errors leave nothing behind), however many there are.
 
         With ``connection``, every row joins the caller's transaction (asyncpg, psycopg async
-        or sqlite3 connection) and workers are woken when it commits.
+        or sqlite3 connection) and workers are woken when it commits: by its NOTIFY or the
+        file's data_version, never in-process (that would fire before the commit, when a woken
+        worker finds nothing and goes back to sleep).
         """
         batch = list(jobs)
         ids = await (await self.backend()).job_insert_many(batch, connection)
-        self._wake_local(batch)
+        if connection is None:
+            self._wake_local(batch)
         return self._handles(batch, ids)
 
     def enqueue_many_sync(
@@ -312,8 +315,7 @@ class App(AppControl):
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
             raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
         ids = self.new_backend().job_insert_many_sync(batch, connection)
-        self._wake_local(batch)
-        return self._handles(batch, ids)
+        return self._handles(batch, ids)  # woken at commit, not here (see enqueue_many)
 
     def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:
         return [JobHandle(i, j.task, j.queue, self) for i, j in zip(ids, batch, strict=True)]
@@ -321,7 +323,8 @@ class App(AppControl):
     # -- in-process wake-ups ------------------------------------------------------------------
 
     def add_waker(self, waker: Callable[[str], None]) -> Callable[[], None]:
-        """Call ``waker(queue)`` after this process enqueues; returns the unsubscribe."""
+        """Call ``waker(queue)`` after this process commits an enqueue of its own (not one on
+        a caller's connection: see enqueue_many); returns the unsubscribe."""
         self._wakers.add(waker)
         return lambda: self._wakers.discard(waker)
 
