@@ -9,10 +9,10 @@ import getpass
 import math
 import socket
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ._backends import Backend
+from ._backends.base import TaskPauseParams
 from ._config import require
 from ._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
 from ._schedule import Schedule
@@ -136,8 +136,9 @@ class AppControl:
     async def pause_task(self, task: str, *, for_s: float | None = None, reason: str = "") -> None:
         """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""
         self.get_task(task)
-        until = None if for_s is None else datetime.now(UTC) + timedelta(seconds=for_s)
-        await (await self.backend()).task_pause(task, until, reason or f"paused by {default_who()}")
+        require(for_s is None or 0 < for_s < math.inf, "for_s", for_s, "finite, > 0 seconds")
+        who = reason or f"paused by {default_who()}"
+        await (await self.backend()).task_pause(TaskPauseParams(task, who, for_s))
 
     async def resume_task(self, task: str) -> bool:
         """Lift a task's pause (a person's or the breaker's); False if it was not paused."""

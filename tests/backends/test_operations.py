@@ -8,6 +8,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
+from skiplock._backends.base import JobPruneParams
 from skiplock._job import Completion, Disposition, JobFilter, JobState
 from skiplock.errors import JobNotFound
 
@@ -87,10 +88,9 @@ async def test_prune_deletes_past_retention_in_batches(backend: Backend, clock: 
     )
     dead = await bury(backend, "x", "boom")
     clock.advance(3600)
-    finished_before, dead_before = clock.now - timedelta(minutes=30), clock.now - timedelta(days=1)
-    assert await backend.job_prune(finished_before, dead_before, 2) == 2
-    assert await backend.job_prune(finished_before, dead_before, 10) == 3
-    assert await backend.job_prune(finished_before, dead_before, 10) == 0
+    assert await backend.job_prune(JobPruneParams(1800, 86400, 2)) == 2
+    assert await backend.job_prune(JobPruneParams(1800, 86400, 10)) == 3
+    assert await backend.job_prune(JobPruneParams(1800, 86400, 10)) == 0
     assert (await backend.job_get(dead)).state is JobState.DEAD  # dead rows keep longer
     with pytest.raises(JobNotFound):
         await backend.job_get(ids[0])

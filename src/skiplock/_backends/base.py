@@ -49,6 +49,27 @@ class ClaimParams:
     lease_margin: float
 
 
+@dataclass(frozen=True, slots=True)
+class TaskPauseParams:
+    """Pause a task name everywhere: for ``for_s`` seconds of the database's clock (the
+    breaker), or until a person resumes it (None)."""
+
+    task: str
+    reason: str
+    for_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobPruneParams:
+    """Delete one batch of finished rows older, by the database's clock, than their retention:
+    succeeded and cancelled rows ``finished_age_s`` after they finished, dead ones
+    ``dead_age_s`` after they died."""
+
+    finished_age_s: float
+    dead_age_s: float
+    batch: int
+
+
 class Backend(Protocol):
     """Named operations on the job table. Every method is one round trip where it can be."""
 
@@ -107,7 +128,7 @@ class Backend(Protocol):
         """Set all three (None lifts one)."""
         ...
 
-    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None: ...
+    async def task_pause(self, params: TaskPauseParams) -> None: ...
 
     async def task_resume(self, task: str) -> bool:
         """False if the task was not paused."""
@@ -152,9 +173,8 @@ class Backend(Protocol):
         """Dead jobs matching ``where`` to cancelled (kept until retention); their ids."""
         ...
 
-    async def job_prune(self, finished_before: datetime, dead_before: datetime, batch: int) -> int:
-        """Delete one batch of succeeded/cancelled rows finished before ``finished_before`` and
-        dead rows finished before ``dead_before``; how many went."""
+    async def job_prune(self, params: JobPruneParams) -> int:
+        """Delete one batch of rows past their retention; how many went."""
         ...
 
     async def warm_up(self) -> None:

@@ -31,6 +31,7 @@ from .base import (
     MAX_ERRORS_KEPT,
     ClaimParams,
     Clock,
+    JobPruneParams,
     postgres_schema,
 )
 from .common import allowed_starts, map_inserted
@@ -406,10 +407,14 @@ class PostgresBackend(PostgresControl):
             rows = await self.pool.fetch(self._sql["JOB_CANCEL_REQUESTED"], list(job_ids))
         return [r["id"] for r in rows]
 
-    async def job_prune(self, finished_before: datetime, dead_before: datetime, batch: int) -> int:
+    async def job_prune(self, params: JobPruneParams) -> int:
         with _wrapped("job_prune"):
             status = await self.pool.execute(
-                self._sql["JOB_PRUNE"], finished_before, dead_before, batch
+                self._sql["JOB_PRUNE"],
+                params.finished_age_s,
+                params.dead_age_s,
+                params.batch,
+                self._now(),
             )
         return int(status.split()[-1])
 

@@ -12,6 +12,7 @@ import asyncpg
 
 from .._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
 from ..errors import JobNotFound
+from .base import TaskPauseParams
 from .postgres_errors import wrapped as _wrapped
 
 
@@ -80,9 +81,11 @@ class PostgresControl:
                 self._sql["QUEUE_SET_LIMITS"], queue, max_depth, max_running, rate_per_s
             )
 
-    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None:
+    async def task_pause(self, params: TaskPauseParams) -> None:
         with _wrapped("task_pause"):
-            await self.pool.execute(self._sql["TASK_PAUSE"], task, until, reason)
+            await self.pool.execute(
+                self._sql["TASK_PAUSE"], params.task, params.for_s, params.reason, self._now()
+            )
 
     async def task_resume(self, task: str) -> bool:
         with _wrapped("task_resume"):

@@ -506,12 +506,15 @@ WHERE state = 'dead'"""
 )
 
 JOB_PRUNE = """
--- Delete one bounded batch of finished rows past their retention; SKIP LOCKED keeps
+-- Delete one bounded batch of finished rows past their retention ($1, $2 seconds of the
+-- database clock); SKIP LOCKED keeps
 -- concurrent pruners off each other's rows and every lock short.
 DELETE FROM {s}.skiplock_jobs WHERE id IN (
     SELECT id FROM {s}.skiplock_jobs
-    WHERE (state IN ('succeeded', 'cancelled') AND finished_at < $1)
-       OR (state = 'dead' AND finished_at < $2)
+    WHERE (state IN ('succeeded', 'cancelled')
+           AND finished_at < coalesce($4::timestamptz, now()) - $1::float8 * interval '1 second')
+       OR (state = 'dead'
+           AND finished_at < coalesce($4::timestamptz, now()) - $2::float8 * interval '1 second')
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
@@ -572,8 +575,10 @@ ORDER BY n.name
 """
 
 TASK_PAUSE = """
--- Pause a task name until a time (the breaker) or until resumed (until NULL).
-INSERT INTO {s}.skiplock_task_pauses (task, until, reason) VALUES ($1, $2, $3)
+-- Pause a task name for $2 seconds of the database clock (the breaker) or until resumed
+-- ($2 NULL: until NULL).
+INSERT INTO {s}.skiplock_task_pauses (task, until, reason)
+VALUES ($1, coalesce($4::timestamptz, now()) + $2::float8 * interval '1 second', $3)
 ON CONFLICT (task) DO UPDATE SET until = excluded.until, reason = excluded.reason,
                                  created_at = now()
 """

@@ -30,7 +30,7 @@ from .._job import (
 )
 from ..errors import BackendError, QueueFull
 from . import sqlite_sql as sql
-from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, sqlite_path
+from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, JobPruneParams, sqlite_path
 from .common import allowed_starts, map_inserted
 from .sqlite_control import SQLiteControl
 from .sqlite_support import dt as _dt
@@ -346,15 +346,15 @@ class SQLiteBackend(SQLiteControl):
         )
         return [r[0] for r in rows]
 
-    async def job_prune(self, finished_before: datetime, dead_before: datetime, batch: int) -> int:
-        args = {
-            "finished_before": finished_before.timestamp(),
-            "dead_before": dead_before.timestamp(),
-            "batch": batch,
-        }
-
+    async def job_prune(self, params: JobPruneParams) -> int:
         def prune(conn: sqlite3.Connection) -> int:
             with _immediate(conn):
+                now = self._now()
+                args = {
+                    "finished_before": now - params.finished_age_s,
+                    "dead_before": now - params.dead_age_s,
+                    "batch": params.batch,
+                }
                 return conn.execute(sql.JOB_PRUNE, args).rowcount
 
         return await self._run("job_prune", prune)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from .._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
 from ..errors import JobNotFound
 from . import sqlite_sql as sql
+from .base import TaskPauseParams
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -90,9 +91,10 @@ class SQLiteControl:
         }
         await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)
 
-    async def task_pause(self, task: str, until: datetime | None, reason: str) -> None:
-        args = (task, until.timestamp() if until else None, reason, self._now())
-        await self._write("task_pause", sql.TASK_PAUSE, args)
+    async def task_pause(self, params: TaskPauseParams) -> None:
+        now = self._now()
+        until = None if params.for_s is None else now + params.for_s
+        await self._write("task_pause", sql.TASK_PAUSE, (params.task, until, params.reason, now))
 
     async def task_resume(self, task: str) -> bool:
         return await self._write("task_resume", sql.TASK_RESUME, (task,)) > 0

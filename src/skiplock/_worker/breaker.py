@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from datetime import UTC, datetime, timedelta
 
 from .._app import App
 from .._backends import Backend
+from .._backends.base import TaskPauseParams
 from ..errors import BackendError
 
 log = logging.getLogger("skiplock.worker")
@@ -55,10 +55,8 @@ class Breakers:
         trip.add_done_callback(self._tripping.discard)
 
     async def _trip(self, backend: Backend, task_name: str, cooldown: float) -> None:
-        now = self.app.clock() if self.app.clock else datetime.now(UTC)
-        until = now + timedelta(seconds=cooldown)
         reason = f"breaker: too many failures (worker {self.worker_name})"
         try:
-            await backend.task_pause(task_name, until, reason)
+            await backend.task_pause(TaskPauseParams(task_name, reason, cooldown))
         except BackendError as exc:
             log.warning("could not pause task %s for its breaker (%s)", task_name, exc)

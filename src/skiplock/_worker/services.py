@@ -10,9 +10,9 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 
 from .._backends import Backend
+from .._backends.base import JobPruneParams
 from .._config import WorkerConfig
 from ..errors import BackendUnavailable
 
@@ -52,13 +52,11 @@ async def prune_forever(backend: Backend, config: WorkerConfig) -> None:
     """Delete finished rows past their retention, in bounded batches (short locks)."""
     while True:
         await asyncio.sleep(config.prune_interval)
-        now = datetime.now(UTC)
-        finished = now - timedelta(seconds=config.retention_finished)
-        dead = now - timedelta(seconds=config.retention_dead)
+        params = JobPruneParams(config.retention_finished, config.retention_dead, PRUNE_BATCH)
         try:
             removed = 0
             for _ in range(PRUNE_MAX_BATCHES):
-                batch = await backend.job_prune(finished, dead, PRUNE_BATCH)
+                batch = await backend.job_prune(params)
                 removed += batch
                 if batch < PRUNE_BATCH:
                     break

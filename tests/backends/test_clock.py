@@ -1,0 +1,80 @@
+"""The database clock decides every instant, never the worker's.
+
+The injected clock stands in for the database's now(); pinning it a day behind this
+machine's clock is a worker whose wall clock is a day ahead of the database. A pause's end
+and a pruning cut-off must follow the database, or skewed workers disagree about them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import skiplock
+from skiplock._config import WorkerConfig
+from skiplock._job import Completion, Disposition, JobState
+from skiplock._worker.services import prune_forever
+from skiplock.errors import JobNotFound
+
+from ..helpers import FakeClock
+from .test_conformance import claim, new_job
+
+DAY = 86400.0
+
+
+async def test_a_timed_task_pause_ends_by_the_database_clock(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    @clocked_app.task(name="t")
+    async def t() -> None: ...
+
+    clock.advance(-DAY)
+    await clocked_app.pause_task("t", for_s=60)
+    (pause,) = await clocked_app.task_pauses()
+    assert pause.until is not None
+    assert abs((pause.until - clock.now).total_seconds() - 60) < 1
+    clock.advance(61)
+    assert await clocked_app.task_pauses() == []
+
+
+async def finish_one(clocked_app: skiplock.App) -> int:
+    backend = await clocked_app.backend()
+    (job_id,) = await backend.job_insert_many([new_job()])
+    (c,) = await backend.job_get_available(claim(limit=1, token=f"t{job_id}"))
+    await backend.job_set_state_if_running_many(
+        [Completion(c.id, c.lease_token, Disposition.SUCCEED)]
+    )
+    return job_id
+
+
+async def test_pruning_measures_retention_by_the_database_clock(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    clock.advance(-DAY)
+    old = await finish_one(clocked_app)
+    clock.advance(7200)
+    recent = await finish_one(clocked_app)
+    backend = await clocked_app.backend()
+    config = WorkerConfig(retention_finished=3600, prune_interval=0.01)
+    pruner = asyncio.create_task(prune_forever(backend, config))
+    try:
+        async with asyncio.timeout(10):
+            while True:  # until the pruner's first pass has removed the old row
+                try:
+                    await backend.job_get(old)
+                except JobNotFound:
+                    break
+                await asyncio.sleep(0.01)
+    finally:
+        pruner.cancel()
+    assert (await backend.job_get(recent)).state is JobState.SUCCEEDED
+
+
+async def test_a_pause_for_no_time_is_refused(clocked_app: skiplock.App) -> None:
+    @clocked_app.task(name="t")
+    async def t() -> None: ...
+
+    for bad in (0.0, -5.0, float("inf")):
+        with pytest.raises(skiplock.ConfigurationError, match="for_s"):
+            await clocked_app.pause_task("t", for_s=bad)
