@@ -141,6 +141,9 @@ class JobRecord:
     correlation_id: str | None = None
     audit: list[dict[str, Any]] = field(default_factory=list)
     """What people did to this job: ``{"at", "who", "what"}`` per action."""
+    problems: list[str] = field(default_factory=list)
+    """What could not be read as written (``"args: not JSON: ..."``, a run_at beyond year
+    9999), shown as far as it could be: an odd row is listed with a note, never an error."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,11 +5,23 @@ A backend module binds these to its driver; nothing here speaks SQL or touches a
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Protocol, TypeVar
 
-from .._job import NewJob
+from .._job import JobRecord, JobState, NewJob
 from ..errors import DuplicateJob
+
+T = TypeVar("T")
+
+
+class Row(Protocol):
+    """A result row read by column name (asyncpg's Record, a dict of SQLite's)."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
 
 
 def rate_window(rate_per_s: float) -> tuple[int, float]:
@@ -72,3 +84,97 @@ def map_inserted(
                 )
             ids.append(existing)
     return ids
+
+
+# -- job rows, read by column name --------------------------------------------------------------
+
+RECORD_COLUMNS = (
+    "id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at, created_at,"
+    " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit"
+)
+"""The columns of an inspection read. Each dialect selects them under these names, times as
+Unix seconds (PostgreSQL: exact numeric) and JSON as text, so one reader maps both."""
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+FAR_PAST = datetime.min.replace(tzinfo=UTC)
+
+
+def from_seconds(seconds: float | Decimal) -> datetime:
+    """Unix seconds as a UTC time; PostgreSQL's exact numeric seconds keep every microsecond."""
+    if isinstance(seconds, Decimal):
+        if not seconds.is_finite():
+            raise OverflowError(f"{seconds} seconds")
+        return EPOCH + timedelta(microseconds=int(seconds * 1_000_000))
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def job_record(row: Row) -> JobRecord:
+    """A job row for people. Reads never fail on an odd row (another producer's run_at beyond
+    year 9999, text that is not UTF-8 or not JSON): what cannot be read is shown as near as it
+    can be and noted in ``problems``."""
+    read = _Reader(row)
+    return JobRecord(
+        id=row["id"],
+        task=read.text("task"),
+        queue=read.text("queue"),
+        state=JobState(read.text("state")),
+        args=read.json("args", []),
+        kwargs=read.json("kwargs", {}),
+        priority=row["priority"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        run_at=read.time("run_at") or FAR_PAST,
+        created_at=read.time("created_at") or FAR_PAST,
+        attempted_at=read.time("attempted_at"),
+        finished_at=read.time("finished_at"),
+        locked_by=read.text_or_none("locked_by"),
+        lease_expires_at=read.time("lease_expires_at"),
+        errors=read.json("errors", []),
+        correlation_id=read.text_or_none("correlation_id"),
+        audit=read.json("audit", []),
+        problems=read.problems,
+    )
+
+
+class _Reader:
+    """Reads one row's columns, noting each that is not what skiplock writes."""
+
+    def __init__(self, row: Row) -> None:
+        self.row = row
+        self.problems: list[str] = []
+
+    def text_or_none(self, name: str) -> str | None:
+        return None if self.row[name] is None else self.text(name)
+
+    def text(self, name: str) -> str:
+        value = self.row[name]
+        if not isinstance(value, bytes):
+            return str(value)
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            self.problems.append(f"{name}: not valid UTF-8")
+            return value.decode(errors="replace")
+
+    def json(self, name: str, empty: T) -> T:
+        text = self.text(name)
+        try:
+            value = json.loads(text)
+        except ValueError:
+            self.problems.append(f"{name}: not JSON: {text[:200]!r}")
+            return empty
+        if type(value) is not type(empty):
+            self.problems.append(f"{name}: not a JSON {type(empty).__name__}: {text[:200]!r}")
+            return empty
+        return value
+
+    def time(self, name: str) -> datetime | None:
+        seconds = self.row[name]
+        if seconds is None:
+            return None
+        try:
+            return from_seconds(seconds)
+        except (OverflowError, ValueError, OSError):
+            self.problems.append(f"{name}: {seconds} s is beyond the datetime range")
+            return FAR_PAST if seconds < 0 else FAR_FUTURE

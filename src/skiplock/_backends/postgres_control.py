@@ -4,7 +4,6 @@ of claims, completions and heartbeats in ``postgres.py``."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -13,30 +12,8 @@ import asyncpg
 from .._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
 from ..errors import JobNotFound
 from .base import TaskPauseParams
+from .common import job_record
 from .postgres_errors import wrapped as _wrapped
-
-
-def _record(r: asyncpg.Record) -> JobRecord:
-    return JobRecord(
-        id=r["id"],
-        task=r["task"],
-        queue=r["queue"],
-        state=JobState(r["state"]),
-        args=json.loads(r["args"]),
-        kwargs=json.loads(r["kwargs"]),
-        priority=r["priority"],
-        attempt=r["attempt"],
-        max_attempts=r["max_attempts"],
-        run_at=r["run_at"],
-        created_at=r["created_at"],
-        attempted_at=r["attempted_at"],
-        finished_at=r["finished_at"],
-        locked_by=r["locked_by"],
-        lease_expires_at=r["lease_expires_at"],
-        errors=json.loads(r["errors"]),
-        correlation_id=r["correlation_id"],
-        audit=json.loads(r["audit"]),
-    )
 
 
 def _filter_params(where: JobFilter) -> list[Any]:
@@ -101,7 +78,7 @@ class PostgresControl:
             r = await self.pool.fetchrow(self._sql["JOB_GET"], job_id)
         if r is None:
             raise JobNotFound(f"no job with id {job_id}")
-        return _record(r)
+        return job_record(r)
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         with _wrapped("job_count_by_state"):
@@ -132,7 +109,7 @@ class PostgresControl:
                 *_filter_params(where),
                 where.limit,
             )
-        return [_record(r) for r in rows]
+        return [job_record(r) for r in rows]
 
     async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
         with _wrapped("job_requeue_dead"):

@@ -323,13 +323,25 @@ WHERE j.id = ANY($1::bigint[]) AND j.id = c.id AND j.lease_token = c.token
 RETURNING j.id
 """
 
-JOB_GET = """
+_RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs, priority,
+       attempt, max_attempts, extract(epoch FROM run_at) AS run_at,
+       extract(epoch FROM created_at) AS created_at,
+       extract(epoch FROM attempted_at) AS attempted_at,
+       extract(epoch FROM finished_at) AS finished_at, locked_by,
+       extract(epoch FROM lease_expires_at) AS lease_expires_at, errors::text AS errors,
+       correlation_id, audit::text AS audit"""
+"""An inspection read's columns (common.RECORD_COLUMNS): times as exact epoch seconds, which
+any timestamptz has, even one beyond the driver's datetime range ('infinity', year 20000)."""
+
+JOB_GET = (
+    """
 -- One job row, for inspection.
-SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, priority, attempt,
-       max_attempts, run_at, created_at, attempted_at, finished_at, locked_by, lease_expires_at,
-       errors::text AS errors, correlation_id, audit::text AS audit
+SELECT """
+    + _RECORD
+    + """
 FROM {s}.skiplock_jobs WHERE id = $1
 """
+)
 
 JOB_COUNT_BY_STATE = """
 -- Jobs per state, optionally for one queue.
@@ -436,11 +448,12 @@ SELECT id FROM {s}.skiplock_jobs
 WHERE id = ANY($1::bigint[]) AND state = 'running' AND cancel_requested
 """
 
-JOB_LIST = """
+JOB_LIST = (
+    """
 -- Jobs matching a filter, newest first; every condition is optional.
-SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, priority, attempt,
-       max_attempts, run_at, created_at, attempted_at, finished_at, locked_by, lease_expires_at,
-       errors::text AS errors, correlation_id, audit::text AS audit
+SELECT """
+    + _RECORD
+    + """
 FROM {s}.skiplock_jobs
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -452,6 +465,7 @@ WHERE ($1::text IS NULL OR state = $1)
 ORDER BY id DESC
 LIMIT $8
 """
+)
 
 _DEAD_FILTER = """
   AND ($2::bigint[] IS NULL OR id = ANY($2))

@@ -14,6 +14,7 @@ from .._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
 from ..errors import JobNotFound
 from . import sqlite_sql as sql
 from .base import TaskPauseParams
+from .common import job_record
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -21,27 +22,17 @@ from .sqlite_support import opt_dt as _opt_dt
 T = TypeVar("T")
 
 
-def _record(row: Any) -> JobRecord:
-    return JobRecord(
-        id=row[0],
-        task=row[1],
-        queue=row[2],
-        state=JobState(row[3]),
-        args=json.loads(row[4]),
-        kwargs=json.loads(row[5]),
-        priority=row[6],
-        attempt=row[7],
-        max_attempts=row[8],
-        run_at=_dt(row[9]),
-        created_at=_dt(row[10]),
-        attempted_at=_opt_dt(row[11]),
-        finished_at=_opt_dt(row[12]),
-        locked_by=row[13],
-        lease_expires_at=_opt_dt(row[14]),
-        errors=json.loads(row[15]),
-        correlation_id=row[16],
-        audit=json.loads(row[17]),
-    )
+def _records(conn: sqlite3.Connection, statement: str, args: Any) -> list[JobRecord]:
+    """Inspection rows, by column name. Text is read as bytes and decoded by the reader, so a
+    value that is not UTF-8 (written by another producer) is shown with a note, not an error;
+    only this read pays for it (the connection's thread runs one operation at a time)."""
+    conn.text_factory = bytes
+    try:
+        cursor = conn.execute(statement, args)
+        names = [d[0] for d in cursor.description]
+        return [job_record(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+    finally:
+        conn.text_factory = str
 
 
 def _filter_params(where: JobFilter) -> dict[str, Any]:
@@ -106,10 +97,10 @@ class SQLiteControl:
         return [TaskPause(r[0], _opt_dt(r[1]), r[2]) for r in rows]
 
     async def job_get(self, job_id: int) -> JobRecord:
-        row = await self._run("job_get", lambda c: c.execute(sql.JOB_GET, (job_id,)).fetchone())
-        if row is None:
+        rows = await self._run("job_get", lambda c: _records(c, sql.JOB_GET, (job_id,)))
+        if not rows:
             raise JobNotFound(f"no job with id {job_id}")
-        return _record(row)
+        return rows[0]
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         rows = await self._run(
@@ -142,8 +133,7 @@ class SQLiteControl:
     async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
         args = {"state": state.value if state else None, "limit": where.limit}
         args.update(_filter_params(where))
-        rows = await self._run("job_list", lambda c: c.execute(sql.JOB_LIST, args).fetchall())
-        return [_record(r) for r in rows]
+        return await self._run("job_list", lambda c: _records(c, sql.JOB_LIST, args))
 
     async def _dead_action(self, statement: str, where: JobFilter, who: str) -> list[int]:
         def act(conn: sqlite3.Connection) -> list[int]:
