@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 import skiplock
-from skiplock._backends import Backend
+from skiplock._backends import Backend, open_backend
 from skiplock._backends.base import MAX_ERRORS_KEPT, ClaimParams
 from skiplock._job import Completion, Disposition, JobState, NewJob
 from skiplock.errors import JobNotFound
@@ -134,13 +134,31 @@ async def test_a_claim_over_several_queues_takes_the_best_jobs_of_all(backend: B
     assert [j.task for j in await backend.job_get_available(claim())] == ["c_best"]
 
 
-async def test_concurrent_claims_never_share_a_job(backend: Backend) -> None:
-    await backend.job_insert_many([new_job() for _ in range(200)])
-    batches = await asyncio.gather(
-        *(backend.job_get_available(claim(limit=7, token=f"t{i}")) for i in range(40))
-    )
-    ids = [c.id for batch in batches for c in batch]
-    assert len(ids) == len(set(ids)) == 200
+async def test_concurrent_claims_never_share_a_job(
+    backend: Backend, db_url: str, clock: FakeClock
+) -> None:
+    """Four backends, each with its own connections (SQLite: its own connection on its own
+    thread), claim at once until the table is empty: their transactions really interleave,
+    so a claim that did not lock what it picked would hand some job out twice."""
+    await backend.job_insert_many([new_job() for _ in range(400)])
+    claimers = [open_backend(db_url, clock=clock) for _ in range(4)]
+    for other in claimers:
+        await other.open()
+
+    async def drain(other: Backend, n: int) -> list[int]:
+        ids: list[int] = []
+        while batch := await other.job_get_available(claim(limit=3, token=f"t{n}")):
+            ids += [c.id for c in batch]
+        return ids
+
+    try:
+        taken = await asyncio.gather(*(drain(other, n) for n, other in enumerate(claimers)))
+    finally:
+        for other in claimers:
+            await other.close()
+    ids = [job_id for batch in taken for job_id in batch]
+    assert len(ids) == len(set(ids)) == 400
+    assert sum(map(bool, taken)) >= 2, "claimers ran side by side"
 
 
 async def test_completions_apply_only_under_the_current_lease(backend: Backend) -> None:

@@ -32,6 +32,12 @@ class Migrated:
         statements: dict[str, str] = (await self.app.backend())._sql  # type: ignore[attr-defined]
         return statements[name]
 
+    async def claim_args(self, queues: list[str] | None, limit: int) -> list[Any]:
+        """A claim's arguments as the backend binds them (no hand-counted $n positions)."""
+        backend: Any = await self.app.backend()
+        params = claim_of(None if queues is None else tuple(queues), limit)
+        return [*backend._claim_args(params, None), False]
+
     async def explain(self, statement: str, *args: Any, conn: Any = None) -> str:
         rows = await (conn or self.conn).fetch("EXPLAIN " + statement, *args)
         return "\n".join(r[0] for r in rows)
@@ -60,7 +66,7 @@ async def test_claim_uses_the_pending_index_with_a_million_finished_rows(pg: Mig
     )
     await pg.conn.execute(f"ANALYZE {pg.table}")
     # EXPLAIN without ANALYZE plans the claim without running it.
-    args = (None, 10, "w", "t", 60.0, 5.0, None, False)
+    args = await pg.claim_args(None, 10)
     plan = await pg.explain(await pg.sql("JOB_GET_AVAILABLE"), *args)
     assert "skiplock_jobs_pending_idx" in plan, plan
     assert "Seq Scan on skiplock_jobs" not in plan, plan  # the tiny settings tables may
@@ -83,7 +89,7 @@ async def test_all_queues_claim_keeps_the_index_order_when_statistics_lag_a_floo
             SELECT 'default', 'flood', 3 FROM generate_series(1, 5000)"""
     )
     claim = await pg.sql("JOB_GET_AVAILABLE")
-    args = (None, 100, "w", "t", 60.0, 5.0, None, False)
+    args = await pg.claim_args(None, 100)
     ordinary = await pg.explain(claim, *args)
     async with backend._claim_pool.acquire() as claimer:  # type: ignore[attr-defined]
         plan = await pg.explain(claim, *args, conn=claimer)
@@ -109,7 +115,7 @@ async def test_queue_claims_and_depth_counts_use_the_queue_index_when_statistics
     plans = {}
     claim = await pg.sql("JOB_GET_AVAILABLE_IN_QUEUES")
     for queues in (["default"], ["rare"], ["rare", "default"]):
-        args = (queues, 100, "w", "t", 60.0, 5.0, None, False)
+        args = await pg.claim_args(queues, 100)
         plans[",".join(queues)] = await pg.explain(claim, *args)
     await pg.app.set_queue_limits("default", max_depth=1_000_000)
 
