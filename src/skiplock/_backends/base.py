@@ -13,7 +13,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
-from urllib.parse import parse_qs, urlsplit
 
 from .._job import (
     ClaimedJob,
@@ -26,7 +25,6 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
-from ..errors import ConfigurationError
 
 Clock = Callable[[], datetime]
 """A replacement for the database's now(), for tests that pin time."""
@@ -212,44 +210,3 @@ class Backend(Protocol):
     def listen(self, on_wake: Callable[[str], None]) -> AbstractAsyncContextManager[asyncio.Event]:
         """While entered, call ``on_wake(queue)`` when another process enqueues."""
         ...
-
-
-def open_backend(url: str, *, clock: Clock | None = None) -> Backend:
-    """Build (not yet open) the backend a URL names."""
-    scheme = urlsplit(url).scheme
-    if scheme == "sqlite":
-        from .sqlite import SQLiteBackend
-
-        return SQLiteBackend(url, clock=clock)
-    if scheme in ("postgresql", "postgres"):
-        from .postgres import PostgresBackend
-
-        return PostgresBackend(url, clock=clock)
-    raise ConfigurationError(
-        f"url={url!r}: unsupported scheme {scheme!r}; use sqlite:///PATH or postgresql://..."
-    )
-
-
-def sqlite_path(url: str) -> str:
-    """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db``."""
-    parts = urlsplit(url)
-    if parts.netloc:
-        raise ConfigurationError(f"url={url!r}: a SQLite URL has no host; use sqlite:///PATH")
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
-    if not path or path == ":memory:":
-        raise ConfigurationError(
-            f"url={url!r}: give a file path; an in-memory database cannot be shared by workers"
-        )
-    return path
-
-
-def postgres_schema(url: str) -> tuple[str, str]:
-    """Split skiplock's own ``?schema=NAME`` off a PostgreSQL URL: (driver url, schema)."""
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    schema = query.pop("schema", ["public"])[-1]
-    if not schema.replace("_", "").isalnum():
-        raise ConfigurationError(f"url={url!r}: schema {schema!r} must be letters, digits and _")
-    rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
-    driver_url = parts._replace(query=rest, scheme="postgresql").geturl()
-    return driver_url, schema

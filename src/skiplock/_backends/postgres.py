@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
@@ -25,14 +26,13 @@ from .._job import (
     NewJob,
     SlotOutcome,
 )
-from ..errors import BackendError, QueueFull
+from ..errors import BackendError, ConfigurationError, QueueFull
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
     ClaimParams,
     Clock,
     JobPruneParams,
-    postgres_schema,
 )
 from .common import allowed_starts, map_inserted
 from .postgres_control import PostgresControl
@@ -108,6 +108,18 @@ def _finish_insert(jobs: Sequence[NewJob], rows: Sequence[Any], live: Sequence[A
         )
     inserted = [(row[1], row[2]) for row in rows]
     return map_inserted(jobs, inserted, {key: job_id for job_id, key in live})
+
+
+def postgres_schema(url: str) -> tuple[str, str]:
+    """Split skiplock's own ``?schema=NAME`` off a PostgreSQL URL: (driver url, schema)."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    schema = query.pop("schema", ["public"])[-1]
+    if not schema.replace("_", "").isalnum():
+        raise ConfigurationError(f"url={url!r}: schema {schema!r} must be letters, digits and _")
+    rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
+    driver_url = parts._replace(query=rest, scheme="postgresql").geturl()
+    return driver_url, schema
 
 
 class PostgresBackend(PostgresControl):

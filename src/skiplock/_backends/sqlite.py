@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from .._job import (
     ClaimedJob,
@@ -28,9 +29,9 @@ from .._job import (
     NewJob,
     SlotOutcome,
 )
-from ..errors import BackendError, QueueFull
+from ..errors import BackendError, ConfigurationError, QueueFull
 from . import sqlite_sql as sql
-from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, JobPruneParams, sqlite_path
+from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, JobPruneParams
 from .common import allowed_starts, map_inserted
 from .sqlite_control import SQLiteControl
 from .sqlite_support import dt as _dt
@@ -150,6 +151,19 @@ def _claimed(rows: list[Any]) -> list[ClaimedJob]:
         )
         for r in sorted(rows, key=lambda r: (-r[5], r[0]))
     ]
+
+
+def sqlite_path(url: str) -> str:
+    """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db``."""
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise ConfigurationError(f"url={url!r}: a SQLite URL has no host; use sqlite:///PATH")
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not path or path == ":memory:":
+        raise ConfigurationError(
+            f"url={url!r}: give a file path; an in-memory database cannot be shared by workers"
+        )
+    return path
 
 
 class SQLiteBackend(SQLiteControl):

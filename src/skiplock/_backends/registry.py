@@ -1,0 +1,33 @@
+"""Which backend a database URL names: one line per URL scheme.
+
+Implementations are imported only when a URL names them, so an SQLite app never imports
+asyncpg, and ``base.py`` (the protocol) imports no implementation. Adding a backend is one
+module, one line here and one entry in the conformance suite's ``db_url`` fixture.
+"""
+
+from __future__ import annotations
+
+import importlib
+from urllib.parse import urlsplit
+
+from ..errors import ConfigurationError
+from .base import Backend, Clock
+
+BACKENDS: dict[str, str] = {
+    "sqlite": "skiplock._backends.sqlite:SQLiteBackend",
+    "postgresql": "skiplock._backends.postgres:PostgresBackend",
+    "postgres": "skiplock._backends.postgres:PostgresBackend",
+}
+"""URL scheme -> ``module:class`` of the backend that serves it."""
+
+
+def open_backend(url: str, *, clock: Clock | None = None) -> Backend:
+    """Build (not yet open) the backend a URL names; the backend parses the rest of it."""
+    scheme = urlsplit(url).scheme
+    if scheme not in BACKENDS:
+        raise ConfigurationError(
+            f"url={url!r}: unsupported scheme {scheme!r}; use sqlite:///PATH or postgresql://..."
+        )
+    module, name = BACKENDS[scheme].split(":")
+    backend: Backend = getattr(importlib.import_module(module), name)(url, clock=clock)
+    return backend
