@@ -26,6 +26,7 @@ from .._job import (
     NewJob,
     SlotOutcome,
 )
+from .._transitions import transition
 from ..errors import BackendError, ConfigurationError, QueueFull
 from . import postgres_sql as sql
 from .base import (
@@ -66,6 +67,23 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         [j.lease_s for j in jobs],
         [j.unique_key for j in jobs],
         [j.unique_succeeded for j in jobs],
+    ]
+
+
+def completion_params(completions: Sequence[Completion], now: datetime | None) -> list[Any]:
+    """A batch of outcomes as parallel arrays, each row's columns as its transition says, in
+    JOB_SET_STATE_IF_RUNNING_MANY's order (``now`` None: the database's now())."""
+    changes = [transition(c.disposition, c.delay_s) for c in completions]
+    return [
+        [c.job_id for c in completions],
+        [c.lease_token for c in completions],
+        [t.state.value for t in changes],
+        [t.attempt_delta for t in changes],
+        [t.run_after_s for t in changes],
+        [t.finished for t in changes],
+        [json.dumps(c.error) if c.error is not None else None for c in completions],
+        now,
+        MAX_ERRORS_KEPT,
     ]
 
 
@@ -380,13 +398,7 @@ class PostgresBackend(PostgresControl):
                 for conn in (first, second):
                     await conn.fetch(
                         self._sql["JOB_SET_STATE_IF_RUNNING_MANY"],
-                        [],
-                        [],
-                        [],
-                        [],
-                        [],
-                        self._now(),
-                        MAX_ERRORS_KEPT,
+                        *completion_params([], self._now()),
                     )
                     await conn.fetch(self._sql["JOB_HEARTBEAT_MANY"], [], [], 1.0, 0.0, self._now())
                     await conn.fetch(self._sql["QUEUE_LIMITED"])
@@ -402,13 +414,7 @@ class PostgresBackend(PostgresControl):
         with _wrapped("job_set_state_if_running_many"):
             rows = await self.pool.fetch(
                 self._sql["JOB_SET_STATE_IF_RUNNING_MANY"],
-                [c.job_id for c in completions],
-                [c.lease_token for c in completions],
-                [c.disposition.value for c in completions],
-                [c.delay_s for c in completions],
-                [json.dumps(c.error) if c.error is not None else None for c in completions],
-                self._now(),
-                MAX_ERRORS_KEPT,
+                *completion_params(completions, self._now()),
             )
         return [r["id"] for r in rows]
 

@@ -293,27 +293,24 @@ c AS MATERIALIZED (
 )
 
 JOB_SET_STATE_IF_RUNNING_MANY = """
--- Apply a batch of outcomes, each only where the row is still running under its lease token:
--- a worker whose lease was lost changes nothing. Errors are appended, keeping the last $7.
-WITH now_ AS (SELECT coalesce($6::timestamptz, now()) AS t),
+-- Write a batch of outcomes (decided in Python: _transitions.py), each only where the row is
+-- still running under its lease token: a worker whose lease was lost changes nothing. Errors
+-- are appended, keeping the last $9.
+WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[], $5::text[])
-        AS c(id, token, disposition, delay, error)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[],
+                         $6::bool[], $7::text[])
+        AS c(id, token, state, attempt_delta, run_after, finished, error)
 )
 UPDATE {s}.skiplock_jobs j
-SET state = CASE WHEN c.disposition IN ('succeeded', 'cancelled', 'dead') THEN c.disposition
-                 ELSE 'pending' END,
-    attempt = CASE WHEN c.disposition IN ('snooze', 'release') THEN j.attempt - 1
-                   ELSE j.attempt END,
-    run_at = CASE WHEN c.disposition IN ('retry', 'snooze', 'release')
-                  THEN (SELECT t FROM now_) + make_interval(secs => c.delay)
-                  ELSE j.run_at END,
-    finished_at = CASE WHEN c.disposition IN ('succeeded', 'cancelled', 'dead')
-                       THEN (SELECT t FROM now_) END,
+SET state = c.state,
+    attempt = j.attempt + c.attempt_delta,
+    run_at = coalesce((SELECT t FROM now_) + make_interval(secs => c.run_after), j.run_at),
+    finished_at = CASE WHEN c.finished THEN (SELECT t FROM now_) END,
     lease_token = NULL,
     lease_expires_at = NULL,
     errors = CASE WHEN c.error IS NULL THEN j.errors
-                  WHEN jsonb_array_length(j.errors) >= $7
+                  WHEN jsonb_array_length(j.errors) >= $9
                   THEN (j.errors - 0) || jsonb_build_array(c.error::jsonb)
                   ELSE j.errors || jsonb_build_array(c.error::jsonb) END
 FROM c

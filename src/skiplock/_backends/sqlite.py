@@ -29,6 +29,7 @@ from .._job import (
     NewJob,
     SlotOutcome,
 )
+from .._transitions import transition
 from ..errors import BackendError, ConfigurationError, QueueFull
 from . import sqlite_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, JobPruneParams
@@ -130,6 +131,21 @@ def _insert_unique(
             existing = conn.execute(sql.JOB_LIVE_BY_UNIQUE_KEY, (job.unique_key,)).fetchone()
             live[str(job.unique_key)] = existing[0]
     return map_inserted(jobs, inserted, live)
+
+
+def _completion_args(c: Completion, now: float) -> dict[str, Any]:
+    """One outcome's columns, as its transition says (the SQL only writes them)."""
+    change = transition(c.disposition, c.delay_s)
+    return {
+        "id": c.job_id,
+        "token": c.lease_token,
+        "state": change.state.value,
+        "attempt_delta": change.attempt_delta,
+        "run_at": None if change.run_after_s is None else now + change.run_after_s,
+        "finished_at": now if change.finished else None,
+        "error": json.dumps(c.error) if c.error is not None else None,
+        "max_errors": MAX_ERRORS_KEPT,
+    }
 
 
 def _claimed(rows: list[Any]) -> list[ClaimedJob]:
@@ -332,19 +348,8 @@ class SQLiteBackend(SQLiteControl):
             with _immediate(conn):
                 now = self._now()
                 for c in completions:
-                    cursor = conn.execute(
-                        sql.JOB_SET_STATE_IF_RUNNING,
-                        {
-                            "id": c.job_id,
-                            "token": c.lease_token,
-                            "disposition": c.disposition.value,
-                            "delay": c.delay_s,
-                            "error": json.dumps(c.error) if c.error is not None else None,
-                            "max_errors": MAX_ERRORS_KEPT,
-                            "now": now,
-                        },
-                    )
-                    if cursor.rowcount:
+                    args = _completion_args(c, now)
+                    if conn.execute(sql.JOB_SET_STATE_IF_RUNNING_MANY, args).rowcount:
                         applied.append(c.job_id)
             return applied
 

@@ -248,17 +248,14 @@ def job_get_available_in_queues(count: int) -> str:
     )
 
 
-JOB_SET_STATE_IF_RUNNING = """
--- Apply one outcome of a batch, only while the row is still running under its lease token;
--- errors are appended, keeping the last :max_errors.
+JOB_SET_STATE_IF_RUNNING_MANY = """
+-- Write one outcome of a batch (decided in Python: _transitions.py), only while the row is
+-- still running under its lease token; errors are appended, keeping the last :max_errors.
 UPDATE skiplock_jobs
-SET state = CASE WHEN :disposition IN ('succeeded', 'cancelled', 'dead') THEN :disposition
-                 ELSE 'pending' END,
-    attempt = CASE WHEN :disposition IN ('snooze', 'release') THEN attempt - 1
-                   ELSE attempt END,
-    run_at = CASE WHEN :disposition IN ('retry', 'snooze', 'release') THEN :now + :delay
-                  ELSE run_at END,
-    finished_at = CASE WHEN :disposition IN ('succeeded', 'cancelled', 'dead') THEN :now END,
+SET state = :state,
+    attempt = attempt + :attempt_delta,
+    run_at = coalesce(:run_at, run_at),
+    finished_at = :finished_at,
     lease_token = NULL,
     lease_expires_at = NULL,
     errors = CASE WHEN :error IS NULL THEN errors
