@@ -29,8 +29,8 @@ class Migrated:
         self.table = f'"{schema}".skiplock_jobs'
 
     async def sql(self, name: str) -> str:
-        statements: dict[str, str] = (await self.app.backend())._sql  # type: ignore[attr-defined]
-        return statements[name]
+        statements = (await self.app.backend())._sql  # type: ignore[attr-defined]
+        return str(getattr(statements, name))
 
     async def claim_args(self, queues: list[str] | None, limit: int) -> list[Any]:
         """A claim's arguments as the backend binds them (no hand-counted $n positions)."""

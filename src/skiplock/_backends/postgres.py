@@ -156,11 +156,7 @@ class PostgresBackend(PostgresControl):
         # Name our sessions in pg_stat_activity unless the URL names them itself.
         named = "application_name=" in self._dsn
         self._settings = {} if named else {"application_name": "skiplock"}
-        self._sql: dict[str, str] = {
-            name: value.replace("{s}", f'"{self.schema}"')
-            for name, value in vars(sql).items()
-            if name.isupper() and not name.startswith("_") and isinstance(value, str)
-        }
+        self._sql = sql.Statements.for_schema(self.schema)
 
     def _now(self) -> datetime | None:
         return self._clock() if self._clock else None
@@ -204,13 +200,13 @@ class PostgresBackend(PostgresControl):
         with _wrapped("migrate"):
             async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                await conn.execute(self._sql["MIGRATIONS_LOCK"], self.schema)
-                await conn.execute(self._sql["MIGRATIONS_TABLE"])
-                done = {r["version"] for r in await conn.fetch(self._sql["MIGRATION_VERSIONS"])}
+                await conn.execute(self._sql.MIGRATIONS_LOCK, self.schema)
+                await conn.execute(self._sql.MIGRATIONS_TABLE)
+                done = {r["version"] for r in await conn.fetch(self._sql.MIGRATION_VERSIONS)}
                 for version, name, body in sql.MIGRATIONS:
                     if version not in done:
                         await conn.execute(body.replace("{s}", f'"{self.schema}"'))
-                        await conn.execute(self._sql["MIGRATION_RECORD"], version, name)
+                        await conn.execute(self._sql.MIGRATION_RECORD, version, name)
                         applied.append(version)
         return applied
 
@@ -218,9 +214,9 @@ class PostgresBackend(PostgresControl):
         latest = sql.MIGRATIONS[-1][0]
         with _wrapped("schema_version"):
             quoted = f'"{self.schema}"'
-            if not await self.pool.fetchval(self._sql["MIGRATIONS_TABLE_EXISTS"], quoted):
+            if not await self.pool.fetchval(self._sql.MIGRATIONS_TABLE_EXISTS, quoted):
                 return 0, latest
-            current = await self.pool.fetchval(self._sql["SCHEMA_VERSION"])
+            current = await self.pool.fetchval(self._sql.SCHEMA_VERSION)
         return int(current), latest
 
     async def job_insert_many(
@@ -228,7 +224,7 @@ class PostgresBackend(PostgresControl):
     ) -> list[int]:
         if not jobs:
             return []
-        insert, lookup = self._sql["JOB_INSERT_MANY"], self._sql["JOB_LIVE_BY_UNIQUE_KEY"]
+        insert, lookup = self._sql.JOB_INSERT_MANY, self._sql.JOB_LIVE_BY_UNIQUE_KEY
         with _wrapped("job_insert_many"):
             if connection is None:
                 async with self.pool.acquire() as conn:
@@ -253,9 +249,9 @@ class PostgresBackend(PostgresControl):
         if len(jobs) >= COPY_MIN_ROWS and not any(j.unique_key for j in jobs):
             return await self._copy_asyncpg(conn, jobs)
         params = insert_params(jobs, self.channel, self._now())
-        rows = [tuple(r) for r in await conn.fetch(self._sql["JOB_INSERT_MANY"], *params)]
+        rows = [tuple(r) for r in await conn.fetch(self._sql.JOB_INSERT_MANY, *params)]
         keys = _missing_keys(jobs, rows)
-        live = await conn.fetch(self._sql["JOB_LIVE_BY_UNIQUE_KEY"], keys) if keys else []
+        live = await conn.fetch(self._sql.JOB_LIVE_BY_UNIQUE_KEY, keys) if keys else []
         return _finish_insert(jobs, rows, [tuple(r) for r in live])
 
     async def _copy_asyncpg(self, conn: Any, jobs: Sequence[NewJob]) -> list[int]:
@@ -268,7 +264,7 @@ class PostgresBackend(PostgresControl):
         per_queue = collections.Counter(j.queue for j in jobs)
         async with conn.transaction():
             row = await conn.fetchrow(
-                self._sql["JOB_COPY_PREPARE"],
+                self._sql.JOB_COPY_PREPARE,
                 list(per_queue),
                 list(per_queue.values()),
                 len(jobs),
@@ -312,13 +308,11 @@ class PostgresBackend(PostgresControl):
         params = insert_params(jobs, self.channel, self._now())
         named = {f"p{i}": v for i, v in enumerate(params, 1)}
         execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
-        rows = execute(_to_psycopg(self._sql["JOB_INSERT_MANY"]), named).fetchall()
+        rows = execute(_to_psycopg(self._sql.JOB_INSERT_MANY), named).fetchall()
         keys = _missing_keys(jobs, rows)
         live = []
         if keys:
-            live = execute(
-                _to_psycopg(self._sql["JOB_LIVE_BY_UNIQUE_KEY"]), {"p1": keys}
-            ).fetchall()
+            live = execute(_to_psycopg(self._sql.JOB_LIVE_BY_UNIQUE_KEY), {"p1": keys}).fetchall()
         return _finish_insert(jobs, rows, live)
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
@@ -328,11 +322,11 @@ class PostgresBackend(PostgresControl):
         with _wrapped("job_get_available"):
             if params.queues is None:
                 rows = await (self._claim_pool or self.pool).fetch(
-                    self._sql["JOB_GET_AVAILABLE"], *self._claim_args(params, None), False
+                    self._sql.JOB_GET_AVAILABLE, *self._claim_args(params, None), False
                 )
             else:
                 rows = await self.pool.fetch(
-                    self._sql["JOB_GET_AVAILABLE_IN_QUEUES"],
+                    self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
                     *self._claim_args(params, None),
                     False,
                 )
@@ -355,10 +349,10 @@ class PostgresBackend(PostgresControl):
     async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
         with _wrapped("job_get_available_limited"):
             async with self.pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(self._sql["QUEUE_LOCK"], queue, self._now())
+                row = await conn.fetchrow(self._sql.QUEUE_LOCK, queue, self._now())
                 if row is None or row["paused"]:
                     return []
-                running = await conn.fetchval(self._sql["QUEUE_RUNNING"], queue)
+                running = await conn.fetchval(self._sql.QUEUE_RUNNING, queue)
                 starts, recent = allowed_starts(
                     params.limit,
                     row["max_running"],
@@ -371,16 +365,16 @@ class PostgresBackend(PostgresControl):
                     return []
                 claim = dataclasses.replace(params, limit=starts)
                 rows = await conn.fetch(
-                    self._sql["JOB_GET_AVAILABLE_IN_QUEUES"], *self._claim_args(claim, queue), True
+                    self._sql.JOB_GET_AVAILABLE_IN_QUEUES, *self._claim_args(claim, queue), True
                 )
                 if row["rate_per_s"] is not None and rows:
                     recent += [row["now"]] * len(rows)
-                    await conn.execute(self._sql["QUEUE_STARTS_SET"], queue, recent)
+                    await conn.execute(self._sql.QUEUE_STARTS_SET, queue, recent)
         return _claimed_in_order(rows)
 
     async def queue_limited(self) -> list[str]:
         with _wrapped("queue_limited"):
-            return [r["name"] for r in await self.pool.fetch(self._sql["QUEUE_LIMITED"])]
+            return [r["name"] for r in await self.pool.fetch(self._sql.QUEUE_LIMITED)]
 
     async def warm_up(self) -> None:
         # Measured at a worker's start: the first claim paid ~10 ms to open the claim session
@@ -392,18 +386,18 @@ class PostgresBackend(PostgresControl):
         with _wrapped("warm_up"):
             claim_pool = self._claim_pool or self.pool
             await claim_pool.fetch(
-                self._sql["JOB_GET_AVAILABLE"], *self._claim_args(nothing, None), False
+                self._sql.JOB_GET_AVAILABLE, *self._claim_args(nothing, None), False
             )
             async with self.pool.acquire() as first, self.pool.acquire() as second:
                 for conn in (first, second):
                     await conn.fetch(
-                        self._sql["JOB_SET_STATE_IF_RUNNING_MANY"],
+                        self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
                         *completion_params([], self._now()),
                     )
-                    await conn.fetch(self._sql["JOB_HEARTBEAT_MANY"], [], [], 1.0, 0.0, self._now())
-                    await conn.fetch(self._sql["QUEUE_LIMITED"])
+                    await conn.fetch(self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now())
+                    await conn.fetch(self._sql.QUEUE_LIMITED)
                     await conn.fetch(
-                        self._sql["JOB_GET_AVAILABLE_IN_QUEUES"],
+                        self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
                         *self._claim_args(dataclasses.replace(nothing, queues=()), None),
                         False,
                     )
@@ -413,7 +407,7 @@ class PostgresBackend(PostgresControl):
             return []
         with _wrapped("job_set_state_if_running_many"):
             rows = await self.pool.fetch(
-                self._sql["JOB_SET_STATE_IF_RUNNING_MANY"],
+                self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
                 *completion_params(completions, self._now()),
             )
         return [r["id"] for r in rows]
@@ -422,13 +416,13 @@ class PostgresBackend(PostgresControl):
         if not job_ids:
             return []
         with _wrapped("job_cancel_requested"):
-            rows = await self.pool.fetch(self._sql["JOB_CANCEL_REQUESTED"], list(job_ids))
+            rows = await self.pool.fetch(self._sql.JOB_CANCEL_REQUESTED, list(job_ids))
         return [r["id"] for r in rows]
 
     async def job_prune(self, params: JobPruneParams) -> int:
         with _wrapped("job_prune"):
             status = await self.pool.execute(
-                self._sql["JOB_PRUNE"],
+                self._sql.JOB_PRUNE,
                 params.finished_age_s,
                 params.dead_age_s,
                 params.batch,
@@ -439,7 +433,7 @@ class PostgresBackend(PostgresControl):
     async def job_reclaim_expired(self) -> list[int]:
         with _wrapped("job_reclaim_expired"):
             rows = await self.pool.fetch(
-                self._sql["JOB_RECLAIM_EXPIRED"], self._now(), MAX_ERRORS_KEPT
+                self._sql.JOB_RECLAIM_EXPIRED, self._now(), MAX_ERRORS_KEPT
             )
         return [r["id"] for r in rows]
 
@@ -450,7 +444,7 @@ class PostgresBackend(PostgresControl):
             return []
         with _wrapped("job_heartbeat_many"):
             rows = await self.pool.fetch(
-                self._sql["JOB_HEARTBEAT_MANY"],
+                self._sql.JOB_HEARTBEAT_MANY,
                 [job_id for job_id, _ in held],
                 [token for _, token in held],
                 default_lease,
@@ -464,17 +458,17 @@ class PostgresBackend(PostgresControl):
     ) -> tuple[SlotOutcome, int | None]:
         with _wrapped("cron_slot_claim"):
             async with self.pool.acquire() as conn, conn.transaction():
-                if not await conn.fetch(self._sql["CRON_SLOT_INSERT"], schedule, slot):
+                if not await conn.fetch(self._sql.CRON_SLOT_INSERT, schedule, slot):
                     return SlotOutcome.TAKEN, None
                 live = not overlap and await conn.fetchval(
-                    self._sql["CRON_PREVIOUS_RUN_LIVE"], schedule
+                    self._sql.CRON_PREVIOUS_RUN_LIVE, schedule
                 )
                 job_id = None
                 if not live:
                     params = insert_params([job], self.channel, self._now())
-                    job_id = (await conn.fetch(self._sql["JOB_INSERT_MANY"], *params))[0]["id"]
+                    job_id = (await conn.fetch(self._sql.JOB_INSERT_MANY, *params))[0]["id"]
                 await conn.execute(
-                    self._sql["CRON_SLOT_SET_OUTCOME"], schedule, slot, job_id, bool(live)
+                    self._sql.CRON_SLOT_SET_OUTCOME, schedule, slot, job_id, bool(live)
                 )
         return (SlotOutcome.SKIPPED, None) if live else (SlotOutcome.ENQUEUED, job_id)
 

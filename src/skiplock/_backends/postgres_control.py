@@ -14,6 +14,7 @@ from ..errors import JobNotFound
 from .base import TaskPauseParams
 from .common import job_record
 from .postgres_errors import wrapped as _wrapped
+from .postgres_sql import Statements
 
 
 def _filter_params(where: JobFilter) -> list[Any]:
@@ -32,7 +33,7 @@ class PostgresControl:
     """Mixed into PostgresBackend, which provides the pool, the statements and the clock."""
 
     channel: str
-    _sql: dict[str, str]
+    _sql: Statements
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -43,46 +44,46 @@ class PostgresControl:
 
     async def queue_list(self) -> list[QueueInfo]:
         with _wrapped("queue_list"):
-            rows = await self.pool.fetch(self._sql["QUEUE_LIST"])
+            rows = await self.pool.fetch(self._sql.QUEUE_LIST)
         return [QueueInfo(*r) for r in rows]
 
     async def queue_set_paused(self, queue: str, paused: bool) -> None:
         with _wrapped("queue_set_paused"):
-            await self.pool.execute(self._sql["QUEUE_SET_PAUSED"], queue, paused)
+            await self.pool.execute(self._sql.QUEUE_SET_PAUSED, queue, paused)
 
     async def queue_set_limits(
         self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
     ) -> None:
         with _wrapped("queue_set_limits"):
             await self.pool.execute(
-                self._sql["QUEUE_SET_LIMITS"], queue, max_depth, max_running, rate_per_s
+                self._sql.QUEUE_SET_LIMITS, queue, max_depth, max_running, rate_per_s
             )
 
     async def task_pause(self, params: TaskPauseParams) -> None:
         with _wrapped("task_pause"):
             await self.pool.execute(
-                self._sql["TASK_PAUSE"], params.task, params.for_s, params.reason, self._now()
+                self._sql.TASK_PAUSE, params.task, params.for_s, params.reason, self._now()
             )
 
     async def task_resume(self, task: str) -> bool:
         with _wrapped("task_resume"):
-            return bool(await self.pool.fetch(self._sql["TASK_RESUME"], task))
+            return bool(await self.pool.fetch(self._sql.TASK_RESUME, task))
 
     async def task_pauses(self) -> list[TaskPause]:
         with _wrapped("task_pauses"):
-            rows = await self.pool.fetch(self._sql["TASK_PAUSES"], self._now())
+            rows = await self.pool.fetch(self._sql.TASK_PAUSES, self._now())
         return [TaskPause(*r) for r in rows]
 
     async def job_get(self, job_id: int) -> JobRecord:
         with _wrapped("job_get"):
-            r = await self.pool.fetchrow(self._sql["JOB_GET"], job_id)
+            r = await self.pool.fetchrow(self._sql.JOB_GET, job_id)
         if r is None:
             raise JobNotFound(f"no job with id {job_id}")
         return job_record(r)
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         with _wrapped("job_count_by_state"):
-            rows = await self.pool.fetch(self._sql["JOB_COUNT_BY_STATE"], queue)
+            rows = await self.pool.fetch(self._sql.JOB_COUNT_BY_STATE, queue)
         counts = {state.value: 0 for state in JobState}
         counts.update({r["state"]: r["n"] for r in rows})
         return counts
@@ -90,13 +91,13 @@ class PostgresControl:
     async def job_retry(self, job_id: int, who: str = "") -> bool:
         with _wrapped("job_retry"):
             rows = await self.pool.fetch(
-                self._sql["JOB_RETRY"], job_id, self.channel, self._now(), who
+                self._sql.JOB_RETRY, job_id, self.channel, self._now(), who
             )
         return bool(rows)
 
     async def job_cancel(self, job_id: int, who: str) -> JobState:
         with _wrapped("job_cancel"):
-            state = await self.pool.fetchval(self._sql["JOB_CANCEL"], job_id, who, self._now())
+            state = await self.pool.fetchval(self._sql.JOB_CANCEL, job_id, who, self._now())
         if state is None:
             return (await self.job_get(job_id)).state
         return JobState(state)
@@ -104,7 +105,7 @@ class PostgresControl:
     async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
         with _wrapped("job_list"):
             rows = await self.pool.fetch(
-                self._sql["JOB_LIST"],
+                self._sql.JOB_LIST,
                 state.value if state else None,
                 *_filter_params(where),
                 where.limit,
@@ -114,7 +115,7 @@ class PostgresControl:
     async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
         with _wrapped("job_requeue_dead"):
             rows = await self.pool.fetch(
-                self._sql["JOB_REQUEUE_DEAD"],
+                self._sql.JOB_REQUEUE_DEAD,
                 who,
                 *_filter_params(where),
                 self._now(),
@@ -125,16 +126,16 @@ class PostgresControl:
     async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
         with _wrapped("job_discard_dead"):
             rows = await self.pool.fetch(
-                self._sql["JOB_DISCARD_DEAD"], who, *_filter_params(where), self._now()
+                self._sql.JOB_DISCARD_DEAD, who, *_filter_params(where), self._now()
             )
         return [r["id"] for r in rows]
 
     async def cron_last_slots(self) -> dict[str, datetime]:
         with _wrapped("cron_last_slots"):
-            rows = await self.pool.fetch(self._sql["CRON_LAST_SLOTS"])
+            rows = await self.pool.fetch(self._sql.CRON_LAST_SLOTS)
         return {r["schedule"]: r["slot"] for r in rows}
 
     async def cron_slots_prune(self, before: datetime) -> int:
         with _wrapped("cron_slots_prune"):
-            status = await self.pool.execute(self._sql["CRON_SLOTS_PRUNE"], before)
+            status = await self.pool.execute(self._sql.CRON_SLOTS_PRUNE, before)
         return int(status.split()[-1])

@@ -5,6 +5,10 @@ its contract. ``$now`` parameters are NULL in production, so the database clock 
 pass a pinned time.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,
@@ -605,3 +609,53 @@ SELECT task, until, reason FROM {s}.skiplock_task_pauses
 WHERE until IS NULL OR until > coalesce($1::timestamptz, now())
 ORDER BY task
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """Every statement above for one schema, read as attributes (a misspelt name is a mypy
+    error, where a string key was a KeyError at run time); tests check none is left out."""
+
+    MIGRATIONS_TABLE: str
+    MIGRATIONS_LOCK: str
+    MIGRATION_VERSIONS: str
+    MIGRATION_RECORD: str
+    MIGRATIONS_TABLE_EXISTS: str
+    SCHEMA_VERSION: str
+    JOB_INSERT_MANY: str
+    JOB_COPY_PREPARE: str
+    JOB_LIVE_BY_UNIQUE_KEY: str
+    JOB_GET_AVAILABLE: str
+    JOB_GET_AVAILABLE_IN_QUEUES: str
+    JOB_SET_STATE_IF_RUNNING_MANY: str
+    JOB_GET: str
+    JOB_COUNT_BY_STATE: str
+    JOB_RETRY: str
+    JOB_RECLAIM_EXPIRED: str
+    JOB_HEARTBEAT_MANY: str
+    CRON_SLOT_INSERT: str
+    CRON_PREVIOUS_RUN_LIVE: str
+    CRON_SLOT_SET_OUTCOME: str
+    CRON_LAST_SLOTS: str
+    CRON_SLOTS_PRUNE: str
+    JOB_CANCEL: str
+    JOB_CANCEL_REQUESTED: str
+    JOB_LIST: str
+    JOB_REQUEUE_DEAD: str
+    JOB_DISCARD_DEAD: str
+    JOB_PRUNE: str
+    QUEUE_LIMITED: str
+    QUEUE_LOCK: str
+    QUEUE_RUNNING: str
+    QUEUE_STARTS_SET: str
+    QUEUE_SET_PAUSED: str
+    QUEUE_SET_LIMITS: str
+    QUEUE_LIST: str
+    TASK_PAUSE: str
+    TASK_RESUME: str
+    TASK_PAUSES: str
+
+    @classmethod
+    def for_schema(cls, schema: str) -> Statements:
+        quoted = f'"{schema}"'
+        return cls(**{f.name: globals()[f.name].replace("{s}", quoted) for f in fields(cls)})

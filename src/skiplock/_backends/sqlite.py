@@ -404,7 +404,7 @@ class SQLiteBackend(SQLiteControl):
                         "default_lease": default_lease,
                         "margin": lease_margin,
                     }
-                    if conn.execute(sql.JOB_HEARTBEAT, args).rowcount:
+                    if conn.execute(sql.JOB_HEARTBEAT_MANY, args).rowcount:
                         still.append(job_id)
             return still
 

@@ -307,7 +307,7 @@ WHERE id IN (SELECT id FROM skiplock_jobs
 RETURNING id
 """
 
-JOB_HEARTBEAT = """
+JOB_HEARTBEAT_MANY = """
 -- Extend one lease of a batch if the row is still running under its token.
 UPDATE skiplock_jobs
 SET lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)

@@ -1,0 +1,46 @@
+"""The two SQL modules name the same operations alike, and PostgreSQL's table leaves none out."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from types import ModuleType
+
+from skiplock._backends import postgres_sql, sqlite_sql
+
+DIALECT_ONLY = {
+    # PostgreSQL inserts by unnest or COPY, and serialises migrations with an advisory lock;
+    # its queue claim is one LATERAL statement where SQLite builds a branch per queue.
+    "COPY_COLUMNS",
+    "JOB_COPY_PREPARE",
+    "JOB_INSERT_MANY",
+    "MIGRATIONS_LOCK",
+    "JOB_GET_AVAILABLE_IN_QUEUES",
+    # SQLite inserts by multi-row VALUES (ids from the last rowid), checks bounds before it,
+    # and watches its file's data_version for commits.
+    "DATA_VERSION",
+    "JOB_INSERT",
+    "JOB_INSERT_ROW",
+    "JOB_INSERT_ROWS",
+    "JOB_INSERT_UNIQUE",
+    "LAST_INSERT_ID",
+    "QUEUE_DEPTH_LIMIT",
+}
+
+
+def statements(module: ModuleType) -> set[str]:
+    return {
+        name
+        for name, value in vars(module).items()
+        if name.isupper() and not name.startswith("_") and isinstance(value, str)
+    }
+
+
+def test_both_dialects_name_their_statements_alike() -> None:
+    assert statements(postgres_sql) - DIALECT_ONLY == statements(sqlite_sql) - DIALECT_ONLY
+
+
+def test_postgres_statements_table_has_every_statement() -> None:
+    table = {f.name for f in fields(postgres_sql.Statements)}
+    assert table == statements(postgres_sql) - {"COPY_COLUMNS"}
+    filled = postgres_sql.Statements.for_schema("x")
+    assert all("{s}" not in getattr(filled, name) for name in table)
