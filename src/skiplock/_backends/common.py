@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
-from .._job import JobRecord, JobState, NewJob
+from .._job import ClaimedJob, JobRecord, JobState, NewJob
 from ..errors import DuplicateJob
 
 T = TypeVar("T")
@@ -84,6 +84,34 @@ def map_inserted(
                 )
             ids.append(existing)
     return ids
+
+
+# -- claimed rows ----------------------------------------------------------------------------
+
+
+def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> list[ClaimedJob]:
+    """A claim's rows, read by column name, in the order to start them: priority first, then
+    id (UPDATE ... RETURNING keeps no order). ``to_time`` reads the dialect's times."""
+    jobs = [
+        ClaimedJob(
+            id=r["id"],
+            task=r["task"],
+            queue=r["queue"],
+            args_json=r["args"],
+            kwargs_json=r["kwargs"],
+            priority=r["priority"],
+            attempt=r["attempt"],
+            max_attempts=r["max_attempts"],
+            timeout=r["timeout"],
+            lease_token=r["lease_token"],
+            created_at=to_time(r["created_at"]),
+            lease_expires_at=to_time(r["lease_expires_at"]),
+            lease_s=r["lease_s"],
+        )
+        for r in rows
+    ]
+    jobs.sort(key=lambda j: (-j.priority, j.id))
+    return jobs
 
 
 # -- job rows, read by column name --------------------------------------------------------------

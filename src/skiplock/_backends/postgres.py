@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -28,6 +29,7 @@ from .._job import (
 )
 from .._transitions import transition
 from ..errors import BackendError, ConfigurationError, QueueFull
+from . import flows
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
@@ -35,7 +37,7 @@ from .base import (
     Clock,
     JobPruneParams,
 )
-from .common import allowed_starts, map_inserted
+from .common import claimed_jobs, map_inserted
 from .postgres_control import PostgresControl
 from .postgres_errors import wrapped as _wrapped
 
@@ -88,26 +90,11 @@ def completion_params(completions: Sequence[Completion], now: datetime | None) -
 
 
 def _claimed_in_order(rows: Sequence[asyncpg.Record]) -> list[ClaimedJob]:
-    """A claim's rows in the order to start them (UPDATE ... RETURNING keeps no order)."""
-    return [_claimed(r) for r in sorted(rows, key=lambda r: (-r["priority"], r["id"]))]
+    return claimed_jobs(rows, _same)
 
 
-def _claimed(r: asyncpg.Record) -> ClaimedJob:
-    return ClaimedJob(
-        id=r["id"],
-        task=r["task"],
-        queue=r["queue"],
-        args_json=r["args"],
-        kwargs_json=r["kwargs"],
-        priority=r["priority"],
-        attempt=r["attempt"],
-        max_attempts=r["max_attempts"],
-        timeout=r["timeout"],
-        lease_token=r["lease_token"],
-        created_at=r["created_at"],
-        lease_expires_at=r["lease_expires_at"],
-        lease_s=r["lease_s"],
-    )
+def _same(value: datetime) -> datetime:
+    return value
 
 
 def _missing_keys(jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[str]:
@@ -138,6 +125,62 @@ def postgres_schema(url: str) -> tuple[str, str]:
     rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
     driver_url = parts._replace(query=rest, scheme="postgresql").geturl()
     return driver_url, schema
+
+
+class _Answers:
+    """A flow's steps (flows.py) answered on one connection, inside its open transaction.
+    The transaction's now() is one instant, so a claim's and a lock's clocks agree."""
+
+    def __init__(self, backend: PostgresBackend, conn: Any) -> None:
+        self.backend, self.conn, self.sql = backend, conn, backend._sql
+
+    async def __call__(self, step: object) -> Any:
+        return await self.answer(step)
+
+    @functools.singledispatchmethod
+    async def answer(self, step: object) -> Any:
+        raise TypeError(f"no PostgreSQL answer to {step!r}")
+
+    @answer.register
+    async def _(self, step: flows.LockQueue) -> flows.QueueLimits | None:
+        row = await self.conn.fetchrow(self.sql.QUEUE_LOCK, step.queue, self.backend._now())
+        if row is None:
+            return None
+        return flows.QueueLimits(
+            row["max_running"], row["rate_per_s"], row["paused"], row["recent_starts"], row["now"]
+        )
+
+    @answer.register
+    async def _(self, step: flows.CountRunning) -> int:
+        return int(await self.conn.fetchval(self.sql.QUEUE_RUNNING, step.queue))
+
+    @answer.register
+    async def _(self, step: flows.ClaimFromQueue) -> list[Any]:
+        args = self.backend._claim_args(step.params, step.queue)
+        rows: list[Any] = await self.conn.fetch(self.sql.JOB_GET_AVAILABLE_IN_QUEUES, *args, True)
+        return rows
+
+    @answer.register
+    async def _(self, step: flows.SetStarts) -> None:
+        await self.conn.execute(self.sql.QUEUE_STARTS_SET, step.queue, step.starts)
+
+    @answer.register
+    async def _(self, step: flows.InsertSlot) -> bool:
+        return bool(await self.conn.fetch(self.sql.CRON_SLOT_INSERT, step.schedule, step.slot))
+
+    @answer.register
+    async def _(self, step: flows.PreviousRunLive) -> bool:
+        return bool(await self.conn.fetchval(self.sql.CRON_PREVIOUS_RUN_LIVE, step.schedule))
+
+    @answer.register
+    async def _(self, step: flows.InsertJob) -> int:
+        params = insert_params([step.job], self.backend.channel, self.backend._now())
+        return int((await self.conn.fetch(self.sql.JOB_INSERT_MANY, *params))[0]["id"])
+
+    @answer.register
+    async def _(self, step: flows.SetSlotOutcome) -> None:
+        args = (step.schedule, step.slot, step.job_id, step.skipped)
+        await self.conn.execute(self.sql.CRON_SLOT_SET_OUTCOME, *args)
 
 
 class PostgresBackend(PostgresControl):
@@ -349,27 +392,8 @@ class PostgresBackend(PostgresControl):
     async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
         with _wrapped("job_get_available_limited"):
             async with self.pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow(self._sql.QUEUE_LOCK, queue, self._now())
-                if row is None or row["paused"]:
-                    return []
-                running = await conn.fetchval(self._sql.QUEUE_RUNNING, queue)
-                starts, recent = allowed_starts(
-                    params.limit,
-                    row["max_running"],
-                    running,
-                    row["rate_per_s"],
-                    row["recent_starts"],
-                    row["now"],
-                )
-                if starts <= 0:
-                    return []
-                claim = dataclasses.replace(params, limit=starts)
-                rows = await conn.fetch(
-                    self._sql.JOB_GET_AVAILABLE_IN_QUEUES, *self._claim_args(claim, queue), True
-                )
-                if row["rate_per_s"] is not None and rows:
-                    recent += [row["now"]] * len(rows)
-                    await conn.execute(self._sql.QUEUE_STARTS_SET, queue, recent)
+                flow = flows.limited_claim(queue, params)
+                rows = await flows.drive_async(flow, _Answers(self, conn))
         return _claimed_in_order(rows)
 
     async def queue_limited(self) -> list[str]:
@@ -458,19 +482,8 @@ class PostgresBackend(PostgresControl):
     ) -> tuple[SlotOutcome, int | None]:
         with _wrapped("cron_slot_claim"):
             async with self.pool.acquire() as conn, conn.transaction():
-                if not await conn.fetch(self._sql.CRON_SLOT_INSERT, schedule, slot):
-                    return SlotOutcome.TAKEN, None
-                live = not overlap and await conn.fetchval(
-                    self._sql.CRON_PREVIOUS_RUN_LIVE, schedule
-                )
-                job_id = None
-                if not live:
-                    params = insert_params([job], self.channel, self._now())
-                    job_id = (await conn.fetch(self._sql.JOB_INSERT_MANY, *params))[0]["id"]
-                await conn.execute(
-                    self._sql.CRON_SLOT_SET_OUTCOME, schedule, slot, job_id, bool(live)
-                )
-        return (SlotOutcome.SKIPPED, None) if live else (SlotOutcome.ENQUEUED, job_id)
+                flow = flows.cron_slot(schedule, slot, job, overlap)
+                return await flows.drive_async(flow, _Answers(self, conn))
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

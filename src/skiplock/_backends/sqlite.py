@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import json
 import logging
@@ -31,9 +30,10 @@ from .._job import (
 )
 from .._transitions import transition
 from ..errors import BackendError, ConfigurationError, QueueFull
+from . import flows
 from . import sqlite_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, JobPruneParams
-from .common import allowed_starts, map_inserted
+from .common import claimed_jobs, map_inserted
 from .sqlite_control import SQLiteControl
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
@@ -149,24 +149,7 @@ def _completion_args(c: Completion, now: float) -> dict[str, Any]:
 
 
 def _claimed(rows: list[Any]) -> list[ClaimedJob]:
-    return [
-        ClaimedJob(
-            id=r[0],
-            task=r[1],
-            queue=r[2],
-            args_json=r[3],
-            kwargs_json=r[4],
-            priority=r[5],
-            attempt=r[6],
-            max_attempts=r[7],
-            timeout=r[8],
-            lease_token=r[9],
-            created_at=_dt(r[10]),
-            lease_expires_at=_dt(r[11]),
-            lease_s=r[12],
-        )
-        for r in sorted(rows, key=lambda r: (-r[5], r[0]))
-    ]
+    return claimed_jobs(rows, _dt)
 
 
 def sqlite_path(url: str) -> str:
@@ -180,6 +163,63 @@ def sqlite_path(url: str) -> str:
             f"url={url!r}: give a file path; an in-memory database cannot be shared by workers"
         )
     return path
+
+
+class _Answers:
+    """A flow's steps (flows.py) answered on one connection, inside the caller's transaction."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        now: Callable[[], float],
+        claim: Callable[[ClaimParams, str | None], tuple[str, dict[str, Any]]],
+    ) -> None:
+        self.conn, self.now, self.claim = conn, now, claim
+
+    def __call__(self, step: object) -> Any:
+        return self.answer(step)
+
+    @functools.singledispatchmethod
+    def answer(self, step: object) -> Any:
+        raise TypeError(f"no SQLite answer to {step!r}")
+
+    @answer.register
+    def _(self, step: flows.LockQueue) -> flows.QueueLimits | None:
+        row = self.conn.execute(sql.QUEUE_LOCK, (step.queue,)).fetchone()
+        if row is None:
+            return None
+        return flows.QueueLimits(row[0], row[1], bool(row[2]), json.loads(row[3]), self.now())
+
+    @answer.register
+    def _(self, step: flows.CountRunning) -> int:
+        return int(self.conn.execute(sql.QUEUE_RUNNING, (step.queue,)).fetchone()[0])
+
+    @answer.register
+    def _(self, step: flows.ClaimFromQueue) -> list[Any]:
+        statement, args = self.claim(step.params, step.queue)
+        return self.conn.execute(statement, {**args, "now": step.now}).fetchall()
+
+    @answer.register
+    def _(self, step: flows.SetStarts) -> None:
+        self.conn.execute(sql.QUEUE_STARTS_SET, (json.dumps(step.starts), step.queue))
+
+    @answer.register
+    def _(self, step: flows.InsertSlot) -> bool:
+        args = (step.schedule, step.slot.timestamp(), self.now())
+        return self.conn.execute(sql.CRON_SLOT_INSERT, args).rowcount > 0
+
+    @answer.register
+    def _(self, step: flows.PreviousRunLive) -> bool:
+        return bool(self.conn.execute(sql.CRON_PREVIOUS_RUN_LIVE, (step.schedule,)).fetchone()[0])
+
+    @answer.register
+    def _(self, step: flows.InsertJob) -> int:
+        return _insert_rows(self.conn, [step.job], self.now())[0]
+
+    @answer.register
+    def _(self, step: flows.SetSlotOutcome) -> None:
+        args = (step.job_id, int(step.skipped), step.schedule, step.slot.timestamp())
+        self.conn.execute(sql.CRON_SLOT_SET_OUTCOME, args)
 
 
 class SQLiteBackend(SQLiteControl):
@@ -219,6 +259,7 @@ class SQLiteBackend(SQLiteControl):
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
+                conn.row_factory = sqlite3.Row  # rows read by column name, or by position
                 return conn
 
         loop = asyncio.get_running_loop()
@@ -312,25 +353,12 @@ class SQLiteBackend(SQLiteControl):
     async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
         def claim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
-                row = conn.execute(sql.QUEUE_LOCK, (queue,)).fetchone()
-                if row is None or row[2]:
-                    return []
-                now = self._now()
-                running = conn.execute(sql.QUEUE_RUNNING, (queue,)).fetchone()[0]
-                starts, recent = allowed_starts(
-                    params.limit, row[0], running, row[1], json.loads(row[3]), now
-                )
-                if starts <= 0:
-                    return []
-                statement, args = self._claim(dataclasses.replace(params, limit=starts), queue)
-                args["now"] = now
-                rows = conn.execute(statement, args).fetchall()
-                if row[1] is not None and rows:
-                    recent += [now] * len(rows)
-                    conn.execute(sql.QUEUE_STARTS_SET, (json.dumps(recent), queue))
-                return rows
+                return flows.drive(flows.limited_claim(queue, params), self._answerer(conn))
 
         return _claimed(await self._run("job_get_available_limited", claim))
+
+    def _answerer(self, conn: sqlite3.Connection) -> _Answers:
+        return _Answers(conn, self._now, self._claim)
 
     async def queue_limited(self) -> list[str]:
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
@@ -413,22 +441,10 @@ class SQLiteBackend(SQLiteControl):
     async def cron_slot_claim(
         self, schedule: str, slot: datetime, job: NewJob, overlap: bool
     ) -> tuple[SlotOutcome, int | None]:
-        at = slot.timestamp()
-
         def claim(conn: sqlite3.Connection) -> tuple[SlotOutcome, int | None]:
             with _immediate(conn):
-                now = self._now()
-                if not conn.execute(sql.CRON_SLOT_INSERT, (schedule, at, now)).rowcount:
-                    return SlotOutcome.TAKEN, None
-                if (
-                    not overlap
-                    and conn.execute(sql.CRON_PREVIOUS_RUN_LIVE, (schedule,)).fetchone()[0]
-                ):
-                    conn.execute(sql.CRON_SLOT_SET_OUTCOME, (None, 1, schedule, at))
-                    return SlotOutcome.SKIPPED, None
-                (job_id,) = _insert_rows(conn, [job], now)
-                conn.execute(sql.CRON_SLOT_SET_OUTCOME, (job_id, 0, schedule, at))
-                return SlotOutcome.ENQUEUED, job_id
+                flow = flows.cron_slot(schedule, slot, job, overlap)
+                return flows.drive(flow, self._answerer(conn))
 
         return await self._run("cron_slot_claim", claim)
 

@@ -187,7 +187,7 @@ SET state = 'running', attempt = attempt + 1, attempted_at = :now,
 _CLAIM_RETURNING = """
 RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeout,
           lease_token, created_at, lease_expires_at,
-          coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
+          coalesce(lease_s, coalesce(timeout, :default_lease) + :margin) AS lease_s
 """
 """Both claims' update of the rows they picked: running, attempt + 1, leased to :worker under
 :token for the job's lease, or its timeout (else :default_lease) + :margin."""

@@ -1,0 +1,159 @@
+"""The multi-statement operations both dialects run, written once as step generators.
+
+A flow is the algorithm of one transaction: it yields a step (a small request such as
+``LockQueue``), receives the step's answer, and returns the operation's result. It does no
+I/O, so the same flow runs on SQLite's thread (``drive``) and on an asyncpg connection
+(``drive_async``); each dialect only answers steps with its own statements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from .._job import NewJob, SlotOutcome
+from .base import ClaimParams
+from .common import allowed_starts
+
+R = TypeVar("R")
+Flow = Generator[Any, Any, R]
+"""Yields steps, is sent each step's answer, returns the operation's result."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """A limited queue's settings row, locked for the rest of the transaction."""
+
+    max_running: int | None
+    rate_per_s: float | None
+    paused: bool
+    recent_starts: Sequence[float]
+    now: float
+    """The database clock's now, in Unix seconds, read under the lock."""
+
+
+@dataclass(frozen=True, slots=True)
+class LockQueue:
+    """-> QueueLimits, or None when the queue has no settings row."""
+
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class CountRunning:
+    """-> how many of the queue's jobs run anywhere."""
+
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimFromQueue:
+    """-> the rows claimed (the ordinary claim, restricted to ``queue``, at ``now``)."""
+
+    queue: str
+    params: ClaimParams
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class SetStarts:
+    """-> None; the queue's start times within its rate's window."""
+
+    queue: str
+    starts: list[float]
+
+
+def limited_claim(queue: str, params: ClaimParams) -> Flow[list[Any]]:
+    """Claim from a queue with a global ``max_running`` or rate, under its settings row's
+    lock, so that concurrent claimers anywhere cannot exceed either."""
+    limits: QueueLimits | None = yield LockQueue(queue)
+    if limits is None or limits.paused:
+        return []
+    running: int = yield CountRunning(queue)
+    starts, recent = allowed_starts(
+        params.limit,
+        limits.max_running,
+        running,
+        limits.rate_per_s,
+        limits.recent_starts,
+        limits.now,
+    )
+    if starts <= 0:
+        return []
+    claim = dataclasses.replace(params, limit=starts)
+    rows: list[Any] = yield ClaimFromQueue(queue, claim, limits.now)
+    if limits.rate_per_s is not None and rows:
+        yield SetStarts(queue, recent + [limits.now] * len(rows))
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class InsertSlot:
+    """-> whether this transaction took (schedule, slot): False if another had it."""
+
+    schedule: str
+    slot: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousRunLive:
+    """-> whether a job this schedule enqueued is still pending or running."""
+
+    schedule: str
+
+
+@dataclass(frozen=True, slots=True)
+class InsertJob:
+    """-> the new job's id."""
+
+    job: NewJob
+
+
+@dataclass(frozen=True, slots=True)
+class SetSlotOutcome:
+    """-> None; what the claimed slot did."""
+
+    schedule: str
+    slot: datetime
+    job_id: int | None
+    skipped: bool
+
+
+def cron_slot(
+    schedule: str, slot: datetime, job: NewJob, overlap: bool
+) -> Flow[tuple[SlotOutcome, int | None]]:
+    """Claim (schedule, slot) under its unique key and enqueue ``job`` in one transaction;
+    a failed enqueue rolls the claim back, so the slot can be tried again."""
+    if not (yield InsertSlot(schedule, slot)):
+        return SlotOutcome.TAKEN, None
+    if not overlap and (yield PreviousRunLive(schedule)):
+        yield SetSlotOutcome(schedule, slot, None, True)
+        return SlotOutcome.SKIPPED, None
+    job_id: int = yield InsertJob(job)
+    yield SetSlotOutcome(schedule, slot, job_id, False)
+    return SlotOutcome.ENQUEUED, job_id
+
+
+def drive(flow: Flow[R], answer: Callable[[Any], Any]) -> R:
+    """Run a flow with a synchronous answerer (SQLite's thread)."""
+    try:
+        step = next(flow)
+        while True:
+            step = flow.send(answer(step))
+    except StopIteration as done:
+        result: R = done.value
+        return result
+
+
+async def drive_async(flow: Flow[R], answer: Callable[[Any], Awaitable[Any]]) -> R:
+    """Run a flow with an asynchronous answerer (an asyncpg connection)."""
+    try:
+        step = next(flow)
+        while True:
+            step = flow.send(await answer(step))
+    except StopIteration as done:
+        result: R = done.value
+        return result
