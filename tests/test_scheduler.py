@@ -9,6 +9,8 @@ import pytest
 
 import skiplock
 from skiplock import ConfigurationError, Worker
+from skiplock._backends import Backend
+from skiplock._backends.base import CronSlotClaimParams
 from skiplock._job import NewJob, SlotOutcome
 from skiplock._scheduler import Scheduler
 
@@ -19,6 +21,12 @@ def job() -> NewJob:
     return NewJob("t", "default", "[]", "{}", 0, 3)
 
 
+async def claim_slot(
+    backend: Backend, schedule: str, slot: datetime, job: NewJob, overlap: bool
+) -> tuple[SlotOutcome, int | None]:
+    return await backend.cron_slot_claim(CronSlotClaimParams(schedule, slot, job, overlap))
+
+
 async def scheduler(app: skiplock.App) -> Scheduler:
     return Scheduler(app, await app.backend())
 
@@ -27,9 +35,9 @@ async def test_slot_claim_is_once_per_slot_and_enqueues_in_the_same_transaction(
     app: skiplock.App,
 ) -> None:
     backend = await app.backend()
-    first = await backend.cron_slot_claim("s", T0, job(), True)
-    again = await backend.cron_slot_claim("s", T0, job(), True)
-    other = await backend.cron_slot_claim("s", T0 + timedelta(minutes=5), job(), True)
+    first = await claim_slot(backend, "s", T0, job(), True)
+    again = await claim_slot(backend, "s", T0, job(), True)
+    other = await claim_slot(backend, "s", T0 + timedelta(minutes=5), job(), True)
     assert first[0] is SlotOutcome.ENQUEUED and first[1] is not None
     assert again == (SlotOutcome.TAKEN, None)
     assert other[0] is SlotOutcome.ENQUEUED
@@ -41,27 +49,27 @@ async def test_a_failed_enqueue_gives_the_slot_back(app: skiplock.App) -> None:
     backend = await app.backend()
     broken = NewJob("t", "default", "[]", "{}", 0, 0)  # max_attempts 0 violates a CHECK
     with pytest.raises(skiplock.BackendError):
-        await backend.cron_slot_claim("s", T0, broken, True)
+        await claim_slot(backend, "s", T0, broken, True)
     assert await backend.cron_last_slots() == {}
-    assert (await backend.cron_slot_claim("s", T0, job(), True))[0] is SlotOutcome.ENQUEUED
+    assert (await claim_slot(backend, "s", T0, job(), True))[0] is SlotOutcome.ENQUEUED
 
 
 async def test_overlap_false_skips_while_the_previous_run_is_live(app: skiplock.App) -> None:
     backend = await app.backend()
-    assert (await backend.cron_slot_claim("s", T0, job(), False))[0] is SlotOutcome.ENQUEUED
-    skipped = await backend.cron_slot_claim("s", T0 + timedelta(minutes=1), job(), False)
+    assert (await claim_slot(backend, "s", T0, job(), False))[0] is SlotOutcome.ENQUEUED
+    skipped = await claim_slot(backend, "s", T0 + timedelta(minutes=1), job(), False)
     assert skipped == (SlotOutcome.SKIPPED, None)
     # once the previous run is finished, the next slot enqueues again
     await Worker(app, poll_interval=0.05, scheduler=False).run(burst=True)
-    assert (await backend.cron_slot_claim("s", T0 + timedelta(minutes=2), job(), False))[
+    assert (await claim_slot(backend, "s", T0 + timedelta(minutes=2), job(), False))[
         0
     ] is SlotOutcome.ENQUEUED
 
 
 async def test_prune_forgets_old_slots(app: skiplock.App) -> None:
     backend = await app.backend()
-    await backend.cron_slot_claim("s", T0, job(), True)
-    await backend.cron_slot_claim("s", T0 + timedelta(days=8), job(), True)
+    await claim_slot(backend, "s", T0, job(), True)
+    await claim_slot(backend, "s", T0 + timedelta(days=8), job(), True)
     assert await backend.cron_slots_prune(T0 + timedelta(days=1)) == 1
     assert await backend.cron_last_slots() == {"s": T0 + timedelta(days=8)}
 

@@ -12,7 +12,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._backends import Backend
-from ._backends.base import TaskPauseParams
+from ._backends.base import (
+    DeadActionParams,
+    JobActionParams,
+    JobListParams,
+    QueueSetLimitsParams,
+    QueueSetPausedParams,
+    TaskPauseParams,
+)
 from ._config import require
 from ._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
 from ._schedule import Schedule
@@ -51,7 +58,9 @@ class AppControl:
 
         DuplicateJob if a live job now holds the job's unique key (it stays as it was)."""
         try:
-            done = await (await self.backend()).job_retry(job_id, who or default_who())
+            done = await (await self.backend()).job_retry(
+                JobActionParams(job_id, who or default_who())
+            )
         except DuplicateJob as exc:
             raise DuplicateJob(
                 f"job {job_id} was not retried: a live job holds its unique key"
@@ -64,26 +73,30 @@ class AppControl:
     async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
         """Cancel a job: a pending one never runs; a running one is cancelled by its worker
         within about a second (final state ``cancelled``). Returns the state after."""
-        return await (await self.backend()).job_cancel(job_id, who or default_who())
+        return await (await self.backend()).job_cancel(
+            JobActionParams(job_id, who or default_who())
+        )
 
     async def list_jobs(
         self, state: JobState | None = None, where: JobFilter | None = None
     ) -> list[JobRecord]:
         """Jobs in a state (any if None) matching a filter, newest first."""
-        return await (await self.backend()).job_list(state, where or JobFilter())
+        return await (await self.backend()).job_list(JobListParams(where or JobFilter(), state))
 
     async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
         """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
 
         A dead job whose unique key a live job now holds stays dead (not in the ids)."""
-        ids = await (await self.backend()).job_requeue_dead(where, who or default_who())
+        params = DeadActionParams(where, who or default_who())
+        ids = await (await self.backend()).job_requeue_dead(params)
         if ids:
             self._wake_queues([where.queue] if where.queue else ["*"])
         return ids
 
     async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
         """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids."""
-        return await (await self.backend()).job_discard_dead(where, who or default_who())
+        params = DeadActionParams(where, who or default_who())
+        return await (await self.backend()).job_discard_dead(params)
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""
@@ -108,10 +121,12 @@ class AppControl:
 
     async def pause_queue(self, queue: str) -> None:
         """Workers stop claiming from ``queue`` within one poll interval; running jobs finish."""
-        await (await self.backend()).queue_set_paused(await self._known_queue(queue), True)
+        params = QueueSetPausedParams(await self._known_queue(queue), True)
+        await (await self.backend()).queue_set_paused(params)
 
     async def resume_queue(self, queue: str) -> None:
-        await (await self.backend()).queue_set_paused(await self._known_queue(queue), False)
+        params = QueueSetPausedParams(await self._known_queue(queue), False)
+        await (await self.backend()).queue_set_paused(params)
         self._wake_queues([queue])
 
     async def set_queue_limits(
@@ -129,9 +144,10 @@ class AppControl:
         require(
             rate_per_s is None or 0 < rate_per_s < math.inf, "rate_per_s", rate_per_s, "finite, > 0"
         )
-        await (await self.backend()).queue_set_limits(
+        limits = QueueSetLimitsParams(
             await self._known_queue(queue), max_depth, max_running, rate_per_s
         )
+        await (await self.backend()).queue_set_limits(limits)
 
     async def pause_task(self, task: str, *, for_s: float | None = None, reason: str = "") -> None:
         """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""

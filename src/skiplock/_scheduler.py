@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from ._app import App
 from ._backends import Backend
+from ._backends.base import CronSlotClaimParams
 from ._job import SlotOutcome
 from ._schedule import MAX_LOOKBACK, Schedule
 from .errors import BackendUnavailable
@@ -63,7 +64,7 @@ class Scheduler:
         for schedule in self.schedules:
             for slot in self._to_claim(schedule, now):
                 outcome, job_id = await self.backend.cron_slot_claim(
-                    schedule.id, slot, schedule.job_for(slot), schedule.overlap
+                    CronSlotClaimParams(schedule.id, slot, schedule.job_for(slot), schedule.overlap)
                 )
                 self._after[schedule.id] = slot
                 results.append((schedule.id, slot, outcome))

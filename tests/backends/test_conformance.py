@@ -9,7 +9,12 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend, open_backend
-from skiplock._backends.base import MAX_ERRORS_KEPT, ClaimParams
+from skiplock._backends.base import (
+    MAX_ERRORS_KEPT,
+    ClaimParams,
+    JobActionParams,
+    JobHeartbeatManyParams,
+)
 from skiplock._job import Completion, Disposition, JobState, NewJob
 from skiplock.errors import JobNotFound
 
@@ -238,11 +243,13 @@ async def test_count_by_state(backend: Backend) -> None:
 async def test_retry_requeues_a_dead_job_with_attempts_reset(backend: Backend) -> None:
     (job_id,) = await backend.job_insert_many([new_job()])
     (c,) = await backend.job_get_available(claim())
-    assert not await backend.job_retry(job_id)  # running: not for a person to requeue
+    assert not await backend.job_retry(
+        JobActionParams(job_id)
+    )  # running: not for a person to requeue
     await backend.job_set_state_if_running_many(
         [Completion(job_id, c.lease_token, Disposition.DEAD)]
     )
-    assert await backend.job_retry(job_id)
+    assert await backend.job_retry(JobActionParams(job_id))
     record = await backend.job_get(job_id)
     assert (record.state, record.attempt, record.finished_at) == (JobState.PENDING, 0, None)
 
@@ -252,7 +259,9 @@ async def test_heartbeat_extends_only_held_leases(backend: Backend, clock: FakeC
     claimed = await backend.job_get_available(claim())
     clock.advance(50)
     held = [(claimed[0].id, claimed[0].lease_token), (claimed[1].id, "stale")]
-    assert await backend.job_heartbeat_many(held, 60.0, 5.0) == [claimed[0].id]
+    assert await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0)) == [
+        claimed[0].id
+    ]
     record = await backend.job_get(claimed[0].id)
     assert record.lease_expires_at == clock.now + timedelta(seconds=65)
     assert sorted(ids) == sorted(c.id for c in claimed)

@@ -15,6 +15,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
+from skiplock._backends.base import JobListParams
 from skiplock._job import JobFilter, JobRecord
 
 from ..conftest import PG_URL
@@ -46,7 +47,7 @@ async def write_raw(app: skiplock.App, sqlite_sql: str, pg_sql: str, job_id: int
 
 async def shown(backend: Backend, job_id: int) -> JobRecord:
     record = await backend.job_get(job_id)
-    (listed,) = [r for r in await backend.job_list(None, JobFilter()) if r.id == job_id]
+    (listed,) = [r for r in await backend.job_list(JobListParams(JobFilter())) if r.id == job_id]
     assert listed == record
     return record
 

@@ -8,8 +8,13 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
-from skiplock._backends.base import JobPruneParams
-from skiplock._job import Completion, Disposition, JobFilter, JobState
+from skiplock._backends.base import (
+    DeadActionParams,
+    JobActionParams,
+    JobListParams,
+    JobPruneParams,
+)
+from skiplock._job import Completion, Disposition, JobFilter, JobRecord, JobState
 from skiplock.errors import JobNotFound
 
 from ..helpers import FakeClock
@@ -19,6 +24,22 @@ from .test_conformance import claim, new_job
 @pytest.fixture
 async def backend(clocked_app: skiplock.App) -> Backend:
     return await clocked_app.backend()
+
+
+async def cancel(backend: Backend, job_id: int, who: str) -> JobState:
+    return await backend.job_cancel(JobActionParams(job_id, who))
+
+
+async def listed(backend: Backend, state: JobState | None, where: JobFilter) -> list[JobRecord]:
+    return await backend.job_list(JobListParams(where, state))
+
+
+async def requeue(backend: Backend, where: JobFilter, who: str) -> list[int]:
+    return await backend.job_requeue_dead(DeadActionParams(where, who))
+
+
+async def discard(backend: Backend, where: JobFilter, who: str) -> list[int]:
+    return await backend.job_discard_dead(DeadActionParams(where, who))
 
 
 async def bury(backend: Backend, task: str, error: str, queue: str = "default") -> int:
@@ -36,16 +57,16 @@ async def test_cancel_pending_running_and_finished(backend: Backend) -> None:
     pending, running = await backend.job_insert_many([new_job(), new_job(priority=5)])
     (c,) = await backend.job_get_available(claim(limit=1))
     assert c.id == running
-    assert await backend.job_cancel(pending, "ops@host") is JobState.CANCELLED
+    assert await cancel(backend, pending, "ops@host") is JobState.CANCELLED
     assert await backend.job_get_available(claim()) == []  # a cancelled job never runs
-    assert await backend.job_cancel(running, "ops@host") is JobState.RUNNING
+    assert await cancel(backend, running, "ops@host") is JobState.RUNNING
     assert await backend.job_cancel_requested([running, pending]) == [running]
     record = await backend.job_get(pending)
     assert record.audit[-1]["who"] == "ops@host" and record.audit[-1]["what"] == "cancel"
-    assert await backend.job_cancel(pending, "again") is JobState.CANCELLED  # left alone
+    assert await cancel(backend, pending, "again") is JobState.CANCELLED  # left alone
     assert len((await backend.job_get(pending)).audit) == 1
     with pytest.raises(JobNotFound):
-        await backend.job_cancel(999_999, "ops")
+        await cancel(backend, 999_999, "ops")
 
 
 async def test_list_filters(backend: Backend, clock: FakeClock) -> None:
@@ -53,31 +74,31 @@ async def test_list_filters(backend: Backend, clock: FakeClock) -> None:
     b = await bury(backend, "mail", "bad address", queue="q2")
     c = await bury(backend, "sms", "SMTP timeout")
     await backend.job_insert_many([new_job("mail")])
-    dead = await backend.job_list(JobState.DEAD, JobFilter())
+    dead = await listed(backend, JobState.DEAD, JobFilter())
     assert [r.id for r in dead] == [c, b, a]
-    assert [r.id for r in await backend.job_list(JobState.DEAD, JobFilter(task="mail"))] == [b, a]
-    assert [r.id for r in await backend.job_list(None, JobFilter(queue="q2"))] == [b]
-    by_error = await backend.job_list(JobState.DEAD, JobFilter(error="SMTP"))
+    assert [r.id for r in await listed(backend, JobState.DEAD, JobFilter(task="mail"))] == [b, a]
+    assert [r.id for r in await listed(backend, None, JobFilter(queue="q2"))] == [b]
+    by_error = await listed(backend, JobState.DEAD, JobFilter(error="SMTP"))
     assert [r.id for r in by_error] == [c, a]
-    assert [r.id for r in await backend.job_list(JobState.DEAD, JobFilter(ids=(a, c)))] == [c, a]
-    assert await backend.job_list(JobState.DEAD, JobFilter(since=clock.now + timedelta(1))) == []
-    assert len(await backend.job_list(JobState.DEAD, JobFilter(until=clock.now + timedelta(1))))
-    assert len(await backend.job_list(None, JobFilter(limit=2))) == 2
+    assert [r.id for r in await listed(backend, JobState.DEAD, JobFilter(ids=(a, c)))] == [c, a]
+    assert await listed(backend, JobState.DEAD, JobFilter(since=clock.now + timedelta(1))) == []
+    assert len(await listed(backend, JobState.DEAD, JobFilter(until=clock.now + timedelta(1))))
+    assert len(await listed(backend, None, JobFilter(limit=2))) == 2
 
 
 async def test_requeue_and_discard_dead_by_filter(backend: Backend) -> None:
     a = await bury(backend, "mail", "SMTP timeout")
     b = await bury(backend, "mail", "bad address")
     c = await bury(backend, "sms", "SMTP timeout")
-    assert await backend.job_requeue_dead(JobFilter(error="SMTP", task="mail"), "ops") == [a]
+    assert await requeue(backend, JobFilter(error="SMTP", task="mail"), "ops") == [a]
     requeued = await backend.job_get(a)
     assert (requeued.state, requeued.attempt) == (JobState.PENDING, 0)
     assert requeued.audit[-1]["what"] == "requeue" and requeued.audit[-1]["who"] == "ops"
-    assert await backend.job_discard_dead(JobFilter(ids=(b,)), "ops") == [b]
+    assert await discard(backend, JobFilter(ids=(b,)), "ops") == [b]
     assert (await backend.job_get(b)).state is JobState.CANCELLED
     assert (await backend.job_get(b)).audit[-1]["what"] == "discard"
-    assert await backend.job_requeue_dead(JobFilter(ids=(b,)), "ops") == []  # not dead now
-    assert await backend.job_requeue_dead(JobFilter(), "ops") == [c]
+    assert await requeue(backend, JobFilter(ids=(b,)), "ops") == []  # not dead now
+    assert await requeue(backend, JobFilter(), "ops") == [c]
 
 
 async def test_prune_deletes_past_retention_in_batches(backend: Backend, clock: FakeClock) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
+from skiplock._backends.base import QueueSetLimitsParams
 
 from ..helpers import FakeClock
 from .test_conformance import claim, new_job
@@ -22,11 +23,11 @@ async def backend(clocked_app: skiplock.App) -> Backend:
 
 
 async def claimed(backend: Backend) -> int:
-    return len(await backend.job_get_available_limited("rated", claim(limit=10)))
+    return len(await backend.job_get_available_limited(claim(limit=10, queues=("rated",))))
 
 
 async def rated(backend: Backend, rate: float, jobs: int = 10) -> None:
-    await backend.queue_set_limits("rated", None, None, rate)
+    await backend.queue_set_limits(QueueSetLimitsParams("rated", rate_per_s=rate))
     await backend.job_insert_many([new_job(queue="rated") for _ in range(jobs)])
 
 

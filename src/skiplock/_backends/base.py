@@ -48,6 +48,66 @@ class ClaimParams:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueSetPausedParams:
+    queue: str
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSetLimitsParams:
+    """A queue's bound and global limits; None lifts one."""
+
+    queue: str
+    max_depth: int | None = None
+    max_running: int | None = None
+    rate_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobActionParams:
+    """One job a person acts on (retry, cancel), and who, for its audit trail."""
+
+    job_id: int
+    who: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobListParams:
+    """Jobs in ``state`` (any if None) matching ``where``."""
+
+    where: JobFilter
+    state: JobState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadActionParams:
+    """The dead jobs a person means, and who, for their audit trails."""
+
+    where: JobFilter
+    who: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobHeartbeatManyParams:
+    """Leases to extend: (id, token) pairs, each by its job's lease, else the defaults."""
+
+    held: Sequence[tuple[int, str]]
+    default_lease: float
+    lease_margin: float
+
+
+@dataclass(frozen=True, slots=True)
+class CronSlotClaimParams:
+    """One slot of one schedule, and the job it enqueues (unless ``overlap`` is False and
+    the schedule's previous run is still live)."""
+
+    schedule: str
+    slot: datetime
+    job: NewJob
+    overlap: bool
+
+
+@dataclass(frozen=True, slots=True)
 class TaskPauseParams:
     """Pause a task name everywhere: for ``for_s`` seconds of the database's clock (the
     breaker), or until a person resumes it (None)."""
@@ -107,9 +167,10 @@ class Backend(Protocol):
         """
         ...
 
-    async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
-        """Claim from one queue with a global ``max_running`` or rate, holding its settings
-        row locked so that concurrent claimers anywhere cannot exceed either."""
+    async def job_get_available_limited(self, params: ClaimParams) -> list[ClaimedJob]:
+        """Claim from one queue (``params.queues``, exactly one) with a global
+        ``max_running`` or rate, holding its settings row locked so that concurrent claimers
+        anywhere cannot exceed either."""
         ...
 
     async def queue_limited(self) -> list[str]:
@@ -118,11 +179,9 @@ class Backend(Protocol):
 
     async def queue_list(self) -> list[QueueInfo]: ...
 
-    async def queue_set_paused(self, queue: str, paused: bool) -> None: ...
+    async def queue_set_paused(self, params: QueueSetPausedParams) -> None: ...
 
-    async def queue_set_limits(
-        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
-    ) -> None:
+    async def queue_set_limits(self, params: QueueSetLimitsParams) -> None:
         """Set all three (None lifts one)."""
         ...
 
@@ -144,11 +203,11 @@ class Backend(Protocol):
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]: ...
 
-    async def job_retry(self, job_id: int, who: str = "") -> bool:
+    async def job_retry(self, params: JobActionParams) -> bool:
         """Requeue a finished job with its attempts reset; False if it was not final."""
         ...
 
-    async def job_cancel(self, job_id: int, who: str) -> JobState:
+    async def job_cancel(self, params: JobActionParams) -> JobState:
         """Cancel a pending job, or flag a running one for its worker; the state after.
 
         A finished job is left alone and its state returned; an unknown id is JobNotFound.
@@ -159,15 +218,15 @@ class Backend(Protocol):
         """Of these running jobs, the ones a person asked to cancel."""
         ...
 
-    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
+    async def job_list(self, params: JobListParams) -> list[JobRecord]:
         """Jobs in ``state`` (any if None) matching ``where``, newest first."""
         ...
 
-    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
+    async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
         """Dead jobs matching ``where`` back to pending, attempts reset; their ids."""
         ...
 
-    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
+    async def job_discard_dead(self, params: DeadActionParams) -> list[int]:
         """Dead jobs matching ``where`` to cancelled (kept until retention); their ids."""
         ...
 
@@ -184,15 +243,11 @@ class Backend(Protocol):
         """Return running rows whose lease expired to pending (dead if attempts are spent)."""
         ...
 
-    async def job_heartbeat_many(
-        self, held: Sequence[tuple[int, str]], default_lease: float, lease_margin: float
-    ) -> list[int]:
+    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[int]:
         """Extend the leases of (id, token) pairs still running; return the ids still held."""
         ...
 
-    async def cron_slot_claim(
-        self, schedule: str, slot: datetime, job: NewJob, overlap: bool
-    ) -> tuple[SlotOutcome, int | None]:
+    async def cron_slot_claim(self, params: CronSlotClaimParams) -> tuple[SlotOutcome, int | None]:
         """Claim (schedule, slot) under its unique key and enqueue ``job`` in one transaction.
 
         A failed enqueue rolls the claim back, so the slot can be tried again.

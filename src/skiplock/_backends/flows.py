@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._job import NewJob, SlotOutcome
-from .base import ClaimParams
+from .base import ClaimParams, CronSlotClaimParams
 from .common import allowed_starts
 
 R = TypeVar("R")
@@ -66,9 +66,13 @@ class SetStarts:
     starts: list[float]
 
 
-def limited_claim(queue: str, params: ClaimParams) -> Flow[list[Any]]:
-    """Claim from a queue with a global ``max_running`` or rate, under its settings row's
-    lock, so that concurrent claimers anywhere cannot exceed either."""
+def limited_claim(params: ClaimParams) -> Flow[list[Any]]:
+    """Claim from a queue (``params.queues``: exactly one) with a global ``max_running`` or
+    rate, under its settings row's lock, so that concurrent claimers anywhere cannot exceed
+    either."""
+    if params.queues is None or len(params.queues) != 1:
+        raise ValueError(f"queues={params.queues!r}: a limited claim names exactly one queue")
+    (queue,) = params.queues
     limits: QueueLimits | None = yield LockQueue(queue)
     if limits is None or limits.paused:
         return []
@@ -122,11 +126,10 @@ class SetSlotOutcome:
     skipped: bool
 
 
-def cron_slot(
-    schedule: str, slot: datetime, job: NewJob, overlap: bool
-) -> Flow[tuple[SlotOutcome, int | None]]:
-    """Claim (schedule, slot) under its unique key and enqueue ``job`` in one transaction;
+def cron_slot(params: CronSlotClaimParams) -> Flow[tuple[SlotOutcome, int | None]]:
+    """Claim (schedule, slot) under its unique key and enqueue the job in one transaction;
     a failed enqueue rolls the claim back, so the slot can be tried again."""
+    schedule, slot, job, overlap = params.schedule, params.slot, params.job, params.overlap
     if not (yield InsertSlot(schedule, slot)):
         return SlotOutcome.TAKEN, None
     if not overlap and (yield PreviousRunLive(schedule)):

@@ -35,6 +35,8 @@ from .base import (
     MAX_ERRORS_KEPT,
     ClaimParams,
     Clock,
+    CronSlotClaimParams,
+    JobHeartbeatManyParams,
     JobPruneParams,
 )
 from .common import claimed_jobs, map_inserted
@@ -389,10 +391,10 @@ class PostgresBackend(PostgresControl):
             self._now(),
         ]
 
-    async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
+    async def job_get_available_limited(self, params: ClaimParams) -> list[ClaimedJob]:
         with _wrapped("job_get_available_limited"):
             async with self.pool.acquire() as conn, conn.transaction():
-                flow = flows.limited_claim(queue, params)
+                flow = flows.limited_claim(params)
                 rows = await flows.drive_async(flow, _Answers(self, conn))
         return _claimed_in_order(rows)
 
@@ -461,29 +463,24 @@ class PostgresBackend(PostgresControl):
             )
         return [r["id"] for r in rows]
 
-    async def job_heartbeat_many(
-        self, held: Sequence[tuple[int, str]], default_lease: float, lease_margin: float
-    ) -> list[int]:
-        if not held:
+    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[int]:
+        if not params.held:
             return []
         with _wrapped("job_heartbeat_many"):
             rows = await self.pool.fetch(
                 self._sql.JOB_HEARTBEAT_MANY,
-                [job_id for job_id, _ in held],
-                [token for _, token in held],
-                default_lease,
-                lease_margin,
+                [job_id for job_id, _ in params.held],
+                [token for _, token in params.held],
+                params.default_lease,
+                params.lease_margin,
                 self._now(),
             )
         return [r["id"] for r in rows]
 
-    async def cron_slot_claim(
-        self, schedule: str, slot: datetime, job: NewJob, overlap: bool
-    ) -> tuple[SlotOutcome, int | None]:
+    async def cron_slot_claim(self, params: CronSlotClaimParams) -> tuple[SlotOutcome, int | None]:
         with _wrapped("cron_slot_claim"):
             async with self.pool.acquire() as conn, conn.transaction():
-                flow = flows.cron_slot(schedule, slot, job, overlap)
-                return await flows.drive_async(flow, _Answers(self, conn))
+                return await flows.drive_async(flows.cron_slot(params), _Answers(self, conn))
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

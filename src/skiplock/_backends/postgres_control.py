@@ -11,7 +11,14 @@ import asyncpg
 
 from .._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
 from ..errors import JobNotFound
-from .base import TaskPauseParams
+from .base import (
+    DeadActionParams,
+    JobActionParams,
+    JobListParams,
+    QueueSetLimitsParams,
+    QueueSetPausedParams,
+    TaskPauseParams,
+)
 from .common import job_record
 from .postgres_errors import wrapped as _wrapped
 from .postgres_sql import Statements
@@ -47,16 +54,15 @@ class PostgresControl:
             rows = await self.pool.fetch(self._sql.QUEUE_LIST)
         return [QueueInfo(*r) for r in rows]
 
-    async def queue_set_paused(self, queue: str, paused: bool) -> None:
+    async def queue_set_paused(self, params: QueueSetPausedParams) -> None:
         with _wrapped("queue_set_paused"):
-            await self.pool.execute(self._sql.QUEUE_SET_PAUSED, queue, paused)
+            await self.pool.execute(self._sql.QUEUE_SET_PAUSED, params.queue, params.paused)
 
-    async def queue_set_limits(
-        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
-    ) -> None:
+    async def queue_set_limits(self, params: QueueSetLimitsParams) -> None:
+        p = params
         with _wrapped("queue_set_limits"):
             await self.pool.execute(
-                self._sql.QUEUE_SET_LIMITS, queue, max_depth, max_running, rate_per_s
+                self._sql.QUEUE_SET_LIMITS, p.queue, p.max_depth, p.max_running, p.rate_per_s
             )
 
     async def task_pause(self, params: TaskPauseParams) -> None:
@@ -88,45 +94,48 @@ class PostgresControl:
         counts.update({r["state"]: r["n"] for r in rows})
         return counts
 
-    async def job_retry(self, job_id: int, who: str = "") -> bool:
+    async def job_retry(self, params: JobActionParams) -> bool:
         with _wrapped("job_retry"):
             rows = await self.pool.fetch(
-                self._sql.JOB_RETRY, job_id, self.channel, self._now(), who
+                self._sql.JOB_RETRY, params.job_id, self.channel, self._now(), params.who
             )
         return bool(rows)
 
-    async def job_cancel(self, job_id: int, who: str) -> JobState:
+    async def job_cancel(self, params: JobActionParams) -> JobState:
         with _wrapped("job_cancel"):
-            state = await self.pool.fetchval(self._sql.JOB_CANCEL, job_id, who, self._now())
+            state = await self.pool.fetchval(
+                self._sql.JOB_CANCEL, params.job_id, params.who, self._now()
+            )
         if state is None:
-            return (await self.job_get(job_id)).state
+            return (await self.job_get(params.job_id)).state
         return JobState(state)
 
-    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
+    async def job_list(self, params: JobListParams) -> list[JobRecord]:
         with _wrapped("job_list"):
             rows = await self.pool.fetch(
                 self._sql.JOB_LIST,
-                state.value if state else None,
-                *_filter_params(where),
-                where.limit,
+                params.state.value if params.state else None,
+                *_filter_params(params.where),
+                params.where.limit,
             )
         return [job_record(r) for r in rows]
 
-    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
+    async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
         with _wrapped("job_requeue_dead"):
             rows = await self.pool.fetch(
                 self._sql.JOB_REQUEUE_DEAD,
-                who,
-                *_filter_params(where),
+                params.who,
+                *_filter_params(params.where),
                 self._now(),
                 self.channel,
             )
         return [r["id"] for r in rows]
 
-    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
+    async def job_discard_dead(self, params: DeadActionParams) -> list[int]:
+        where = _filter_params(params.where)
         with _wrapped("job_discard_dead"):
             rows = await self.pool.fetch(
-                self._sql.JOB_DISCARD_DEAD, who, *_filter_params(where), self._now()
+                self._sql.JOB_DISCARD_DEAD, params.who, *where, self._now()
             )
         return [r["id"] for r in rows]
 

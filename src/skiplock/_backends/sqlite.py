@@ -18,7 +18,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -32,7 +31,14 @@ from .._transitions import transition
 from ..errors import BackendError, ConfigurationError, QueueFull
 from . import flows
 from . import sqlite_sql as sql
-from .base import MAX_ERRORS_KEPT, ClaimParams, Clock, JobPruneParams
+from .base import (
+    MAX_ERRORS_KEPT,
+    ClaimParams,
+    Clock,
+    CronSlotClaimParams,
+    JobHeartbeatManyParams,
+    JobPruneParams,
+)
 from .common import claimed_jobs, map_inserted
 from .sqlite_control import SQLiteControl
 from .sqlite_support import dt as _dt
@@ -350,10 +356,10 @@ class SQLiteBackend(SQLiteControl):
 
         return _claimed(await self._run("job_get_available", claim))
 
-    async def job_get_available_limited(self, queue: str, params: ClaimParams) -> list[ClaimedJob]:
+    async def job_get_available_limited(self, params: ClaimParams) -> list[ClaimedJob]:
         def claim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
-                return flows.drive(flows.limited_claim(queue, params), self._answerer(conn))
+                return flows.drive(flows.limited_claim(params), self._answerer(conn))
 
         return _claimed(await self._run("job_get_available_limited", claim))
 
@@ -414,23 +420,21 @@ class SQLiteBackend(SQLiteControl):
 
         return await self._run("job_reclaim_expired", reclaim)
 
-    async def job_heartbeat_many(
-        self, held: Sequence[tuple[int, str]], default_lease: float, lease_margin: float
-    ) -> list[int]:
-        if not held:
+    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[int]:
+        if not params.held:
             return []
 
         def beat(conn: sqlite3.Connection) -> list[int]:
             still: list[int] = []
             with _immediate(conn):
                 now = self._now()
-                for job_id, token in held:
+                for job_id, token in params.held:
                     args = {
                         "id": job_id,
                         "token": token,
                         "now": now,
-                        "default_lease": default_lease,
-                        "margin": lease_margin,
+                        "default_lease": params.default_lease,
+                        "margin": params.lease_margin,
                     }
                     if conn.execute(sql.JOB_HEARTBEAT_MANY, args).rowcount:
                         still.append(job_id)
@@ -438,13 +442,10 @@ class SQLiteBackend(SQLiteControl):
 
         return await self._run("job_heartbeat_many", beat)
 
-    async def cron_slot_claim(
-        self, schedule: str, slot: datetime, job: NewJob, overlap: bool
-    ) -> tuple[SlotOutcome, int | None]:
+    async def cron_slot_claim(self, params: CronSlotClaimParams) -> tuple[SlotOutcome, int | None]:
         def claim(conn: sqlite3.Connection) -> tuple[SlotOutcome, int | None]:
             with _immediate(conn):
-                flow = flows.cron_slot(schedule, slot, job, overlap)
-                return flows.drive(flow, self._answerer(conn))
+                return flows.drive(flows.cron_slot(params), self._answerer(conn))
 
         return await self._run("cron_slot_claim", claim)
 

@@ -13,7 +13,14 @@ from typing import Any, TypeVar
 from .._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
 from ..errors import JobNotFound
 from . import sqlite_sql as sql
-from .base import TaskPauseParams
+from .base import (
+    DeadActionParams,
+    JobActionParams,
+    JobListParams,
+    QueueSetLimitsParams,
+    QueueSetPausedParams,
+    TaskPauseParams,
+)
 from .common import job_record
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
@@ -66,18 +73,16 @@ class SQLiteControl:
 
         return await self._run(operation, write)
 
-    async def queue_set_paused(self, queue: str, paused: bool) -> None:
-        args = {"name": queue, "paused": paused, "now": self._now()}
+    async def queue_set_paused(self, params: QueueSetPausedParams) -> None:
+        args = {"name": params.queue, "paused": params.paused, "now": self._now()}
         await self._write("queue_set_paused", sql.QUEUE_SET_PAUSED, args)
 
-    async def queue_set_limits(
-        self, queue: str, max_depth: int | None, max_running: int | None, rate_per_s: float | None
-    ) -> None:
+    async def queue_set_limits(self, params: QueueSetLimitsParams) -> None:
         args = {
-            "name": queue,
-            "max_depth": max_depth,
-            "max_running": max_running,
-            "rate": rate_per_s,
+            "name": params.queue,
+            "max_depth": params.max_depth,
+            "max_running": params.max_running,
+            "rate": params.rate_per_s,
             "now": self._now(),
         }
         await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)
@@ -111,43 +116,43 @@ class SQLiteControl:
         counts.update({state: n for state, n in rows})
         return counts
 
-    async def job_retry(self, job_id: int, who: str = "") -> bool:
+    async def job_retry(self, params: JobActionParams) -> bool:
         def retry(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
-                args = {"id": job_id, "now": self._now(), "who": who}
+                args = {"id": params.job_id, "now": self._now(), "who": params.who}
                 return conn.execute(sql.JOB_RETRY, args).rowcount > 0
 
         return await self._run("job_retry", retry)
 
-    async def job_cancel(self, job_id: int, who: str) -> JobState:
+    async def job_cancel(self, params: JobActionParams) -> JobState:
         def cancel(conn: sqlite3.Connection) -> Any:
             with _immediate(conn):
-                args = {"id": job_id, "now": self._now(), "who": who}
+                args = {"id": params.job_id, "now": self._now(), "who": params.who}
                 return conn.execute(sql.JOB_CANCEL, args).fetchone()
 
         row = await self._run("job_cancel", cancel)
         if row is None:
-            return (await self.job_get(job_id)).state
+            return (await self.job_get(params.job_id)).state
         return JobState(row[0])
 
-    async def job_list(self, state: JobState | None, where: JobFilter) -> list[JobRecord]:
-        args = {"state": state.value if state else None, "limit": where.limit}
-        args.update(_filter_params(where))
+    async def job_list(self, params: JobListParams) -> list[JobRecord]:
+        state = params.state.value if params.state else None
+        args = {"state": state, "limit": params.where.limit, **_filter_params(params.where)}
         return await self._run("job_list", lambda c: _records(c, sql.JOB_LIST, args))
 
-    async def _dead_action(self, statement: str, where: JobFilter, who: str) -> list[int]:
+    async def _dead_action(self, statement: str, params: DeadActionParams) -> list[int]:
         def act(conn: sqlite3.Connection) -> list[int]:
             with _immediate(conn):
-                args = {"who": who, "now": self._now(), **_filter_params(where)}
+                args = {"who": params.who, "now": self._now(), **_filter_params(params.where)}
                 return sorted(r[0] for r in conn.execute(statement, args).fetchall())
 
         return await self._run("dead-letter action", act)
 
-    async def job_requeue_dead(self, where: JobFilter, who: str) -> list[int]:
-        return await self._dead_action(sql.JOB_REQUEUE_DEAD, where, who)
+    async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
+        return await self._dead_action(sql.JOB_REQUEUE_DEAD, params)
 
-    async def job_discard_dead(self, where: JobFilter, who: str) -> list[int]:
-        return await self._dead_action(sql.JOB_DISCARD_DEAD, where, who)
+    async def job_discard_dead(self, params: DeadActionParams) -> list[int]:
+        return await self._dead_action(sql.JOB_DISCARD_DEAD, params)
 
     async def cron_last_slots(self) -> dict[str, datetime]:
         rows = await self._run(

@@ -27,7 +27,7 @@ from typing import Any
 
 from .._app import App
 from .._backends import Backend
-from .._backends.base import ClaimParams
+from .._backends.base import ClaimParams, JobHeartbeatManyParams
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
 from .._outcomes import Cancel
@@ -201,7 +201,8 @@ class Worker:
             room = limit - len(jobs)
             if room <= 0:
                 break
-            jobs += await backend.job_get_available_limited(queue, self._claim_params(room))
+            params = dataclasses.replace(self._claim_params(room), queues=(queue,))
+            jobs += await backend.job_get_available_limited(params)
         return jobs
 
     def _start_ready(self) -> None:
@@ -410,7 +411,7 @@ class Worker:
             return
         kept = set(
             await backend.job_heartbeat_many(
-                held, self.config.default_lease, self.config.lease_margin
+                JobHeartbeatManyParams(held, self.config.default_lease, self.config.lease_margin)
             )
         )
         lost = {(job_id, token) for job_id, token in held if job_id not in kept}
