@@ -25,6 +25,11 @@ class JobState(enum.StrEnum):
     """Attempts spent, a permanent error, or a job no worker can run; a person may requeue it."""
 
     @classmethod
+    def live(cls) -> frozenset[JobState]:
+        """The states a unique key is held in and a queue's depth counts."""
+        return frozenset({cls.PENDING, cls.RUNNING})
+
+    @classmethod
     def final(cls) -> frozenset[JobState]:
         """The states a job never leaves on its own."""
         return frozenset({cls.SUCCEEDED, cls.CANCELLED, cls.DEAD})

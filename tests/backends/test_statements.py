@@ -6,6 +6,7 @@ from dataclasses import fields
 from types import ModuleType
 
 from skiplock._backends import postgres_sql, sqlite_sql
+from skiplock._job import JobState
 
 DIALECT_ONLY = {
     # PostgreSQL inserts by unnest or COPY, and serialises migrations with an advisory lock;
@@ -44,3 +45,14 @@ def test_postgres_statements_table_has_every_statement() -> None:
     assert table == statements(postgres_sql) - {"COPY_COLUMNS"}
     filled = postgres_sql.Statements.for_schema("x")
     assert all("{s}" not in getattr(filled, name) for name in table)
+
+
+def test_each_dialect_names_the_live_and_final_states_once_as_jobstate_does() -> None:
+    for module in (postgres_sql, sqlite_sql):
+        assert sql_list(JobState.live()) == module._LIVE
+        assert sql_list(JobState.final()) == module._FINAL
+
+
+def sql_list(states: frozenset[JobState]) -> str:
+    order = list(JobState)
+    return "(" + ", ".join(f"'{s.value}'" for s in sorted(states, key=order.index)) + ")"

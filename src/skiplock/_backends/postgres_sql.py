@@ -109,6 +109,12 @@ DROP INDEX {s}.skiplock_jobs_live_queue_idx;
     ),
 ]
 
+_LIVE = "('pending', 'running')"
+"""The live states (JobState.live()), for every statement that names them after the
+migrations (a migration's text is history and keeps its own)."""
+_FINAL = "('succeeded', 'cancelled', 'dead')"
+"""The final states (JobState.final())."""
+
 MIGRATIONS_TABLE = """
 -- Record of applied migrations; created before anything else.
 CREATE TABLE IF NOT EXISTS {s}.skiplock_migrations (
@@ -179,7 +185,9 @@ WITH batch AS (
     WHERE NOT EXISTS (SELECT 1 FROM full_)
     ORDER BY u.ord
     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL
-        AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))
+        AND (state IN """
+    + _LIVE
+    + """ OR (state = 'succeeded' AND unique_succeeded))
     DO NOTHING
     RETURNING id, queue, unique_key
 ), woken AS (
@@ -223,12 +231,16 @@ COPY_COLUMNS = (
 )
 """The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults)."""
 
-JOB_LIVE_BY_UNIQUE_KEY = """
+JOB_LIVE_BY_UNIQUE_KEY = (
+    """
 -- The jobs holding these unique keys (live, or succeeded where the job asked for that).
 SELECT id, unique_key FROM {s}.skiplock_jobs
 WHERE unique_key = ANY($1::text[])
-  AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))
+  AND (state IN """
+    + _LIVE
+    + """ OR (state = 'succeeded' AND unique_succeeded))
 """
+)
 
 _CLAIM_UPDATE = """UPDATE {s}.skiplock_jobs j
 SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
@@ -350,7 +362,8 @@ SELECT state, count(*) AS n FROM {s}.skiplock_jobs
 WHERE $1::text IS NULL OR queue = $1 GROUP BY state
 """
 
-JOB_RETRY = """
+JOB_RETRY = (
+    """
 -- A person requeues a finished job: pending now, attempts reset, then wake the workers.
 WITH r AS (
     UPDATE {s}.skiplock_jobs
@@ -359,11 +372,14 @@ WITH r AS (
         cancel_requested = false,
         audit = audit || jsonb_build_array(jsonb_build_object(
             'at', coalesce($3::timestamptz, now()), 'who', $4::text, 'what', 'retry'))
-    WHERE id = $1 AND state IN ('dead', 'cancelled', 'succeeded')
+    WHERE id = $1 AND state IN """
+    + _FINAL
+    + """
     RETURNING queue
 )
 SELECT pg_notify($2, queue) FROM r
 """
+)
 
 JOB_RECLAIM_EXPIRED = """
 -- Return rows whose lease expired to pending (or dead when attempts are spent), noting why.
@@ -407,13 +423,17 @@ INSERT INTO {s}.skiplock_cron_slots (schedule, slot) VALUES ($1, $2)
 ON CONFLICT DO NOTHING RETURNING 1
 """
 
-CRON_PREVIOUS_RUN_LIVE = """
+CRON_PREVIOUS_RUN_LIVE = (
+    """
 -- Whether a job this schedule enqueued is still pending or running (for overlap=False).
 SELECT EXISTS (
     SELECT 1 FROM {s}.skiplock_cron_slots c JOIN {s}.skiplock_jobs j ON j.id = c.job_id
-    WHERE c.schedule = $1 AND j.state IN ('pending', 'running')
+    WHERE c.schedule = $1 AND j.state IN """
+    + _LIVE
+    + """
 )
 """
+)
 
 CRON_SLOT_SET_OUTCOME = """
 -- Record what the claimed slot did: the job it enqueued, or that it was skipped.
@@ -430,7 +450,8 @@ CRON_SLOTS_PRUNE = """
 DELETE FROM {s}.skiplock_cron_slots WHERE slot < $1
 """
 
-JOB_CANCEL = """
+JOB_CANCEL = (
+    """
 -- A person cancels a job: pending -> cancelled at once; running -> flagged for its worker.
 WITH now_ AS (SELECT coalesce($3::timestamptz, now()) AS t)
 UPDATE {s}.skiplock_jobs
@@ -439,9 +460,12 @@ SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END,
     cancel_requested = true,
     audit = audit || jsonb_build_array(jsonb_build_object(
         'at', (SELECT t FROM now_), 'who', $2::text, 'what', 'cancel'))
-WHERE id = $1 AND state IN ('pending', 'running')
+WHERE id = $1 AND state IN """
+    + _LIVE
+    + """
 RETURNING state
 """
+)
 
 JOB_CANCEL_REQUESTED = """
 -- Which of the jobs a worker holds a person asked to cancel.
@@ -477,14 +501,18 @@ _DEAD_FILTER = """
   AND ($7::timestamptz IS NULL OR finished_at < $7)
 """
 
-_KEY_FREE = """
+_KEY_FREE = (
+    """
   -- a dead job whose unique key a live job now holds stays dead (requeueing it would break
   -- the key's promise); the caller reports it
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM {s}.skiplock_jobs o
       WHERE o.unique_key = skiplock_jobs.unique_key
-        AND (o.state IN ('pending', 'running') OR (o.state = 'succeeded' AND o.unique_succeeded))))
+        AND (o.state IN """
+    + _LIVE
+    + """ OR (o.state = 'succeeded' AND o.unique_succeeded))))
 """
+)
 
 JOB_REQUEUE_DEAD = (
     """
@@ -573,12 +601,15 @@ SET max_depth = excluded.max_depth, max_running = excluded.max_running,
     rate_per_s = excluded.rate_per_s, recent_starts = '{}', updated_at = now()
 """
 
-QUEUE_LIST = """
+QUEUE_LIST = (
+    """
 -- Every queue with settings or live jobs: its settings and live counts.
 WITH names AS (
     SELECT name FROM {s}.skiplock_queues
     UNION
-    SELECT DISTINCT queue FROM {s}.skiplock_jobs WHERE state IN ('pending', 'running')
+    SELECT DISTINCT queue FROM {s}.skiplock_jobs WHERE state IN """
+    + _LIVE
+    + """
 )
 SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, false) AS paused,
        (SELECT count(*) FROM {s}.skiplock_jobs j
@@ -588,6 +619,7 @@ SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, fals
 FROM names n LEFT JOIN {s}.skiplock_queues q ON q.name = n.name
 ORDER BY n.name
 """
+)
 
 TASK_PAUSE = """
 -- Pause a task name for $2 seconds of the database clock (the breaker) or until resumed

@@ -106,6 +106,12 @@ DROP INDEX skiplock_jobs_live_queue_idx;
     ),
 ]
 
+_LIVE = "('pending', 'running')"
+"""The live states (JobState.live()), for every statement that names them after the
+migrations (a migration's text is history and keeps its own)."""
+_FINAL = "('succeeded', 'cancelled', 'dead')"
+"""The final states (JobState.final())."""
+
 MIGRATIONS_TABLE = """
 -- Record of applied migrations; created before anything else.
 CREATE TABLE IF NOT EXISTS skiplock_migrations (
@@ -155,18 +161,24 @@ JOB_INSERT_UNIQUE = (
     JOB_INSERT.rstrip()
     + """
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL
-    AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))
+    AND (state IN """
+    + _LIVE
+    + """ OR (state = 'succeeded' AND unique_succeeded))
 DO NOTHING
 RETURNING id
 """
 )
 
-JOB_LIVE_BY_UNIQUE_KEY = """
+JOB_LIVE_BY_UNIQUE_KEY = (
+    """
 -- The job holding a unique key (live, or succeeded where the job asked for that).
 SELECT id FROM skiplock_jobs
 WHERE unique_key = ?
-  AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))
+  AND (state IN """
+    + _LIVE
+    + """ OR (state = 'succeeded' AND unique_succeeded))
 """
+)
 
 QUEUE_DEPTH_LIMIT = """
 -- A bounded queue's limit and its live depth (no row: the queue is unbounded).
@@ -278,14 +290,18 @@ JOB_COUNT_BY_STATE = """
 SELECT state, count(*) FROM skiplock_jobs WHERE :queue IS NULL OR queue = :queue GROUP BY state
 """
 
-JOB_RETRY = """
+JOB_RETRY = (
+    """
 -- A person requeues a finished job: pending now, attempts reset.
 UPDATE skiplock_jobs
 SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
-WHERE id = :id AND state IN ('dead', 'cancelled', 'succeeded')
+WHERE id = :id AND state IN """
+    + _FINAL
+    + """
 """
+)
 
 JOB_RECLAIM_EXPIRED = """
 -- Return rows whose lease expired to pending (or dead when attempts are spent), noting why.
@@ -319,13 +335,17 @@ CRON_SLOT_INSERT = """
 INSERT OR IGNORE INTO skiplock_cron_slots (schedule, slot, created_at) VALUES (?, ?, ?)
 """
 
-CRON_PREVIOUS_RUN_LIVE = """
+CRON_PREVIOUS_RUN_LIVE = (
+    """
 -- Whether a job this schedule enqueued is still pending or running (for overlap=False).
 SELECT EXISTS (
     SELECT 1 FROM skiplock_cron_slots c JOIN skiplock_jobs j ON j.id = c.job_id
-    WHERE c.schedule = ? AND j.state IN ('pending', 'running')
+    WHERE c.schedule = ? AND j.state IN """
+    + _LIVE
+    + """
 )
 """
+)
 
 CRON_SLOT_SET_OUTCOME = """
 -- Record what the claimed slot did: the job it enqueued, or that it was skipped.
@@ -342,16 +362,20 @@ CRON_SLOTS_PRUNE = """
 DELETE FROM skiplock_cron_slots WHERE slot < ?
 """
 
-JOB_CANCEL = """
+JOB_CANCEL = (
+    """
 -- A person cancels a job: pending -> cancelled at once; running -> flagged for its worker.
 UPDATE skiplock_jobs
 SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END,
     finished_at = CASE WHEN state = 'pending' THEN :now ELSE finished_at END,
     cancel_requested = 1,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'cancel'))
-WHERE id = :id AND state IN ('pending', 'running')
+WHERE id = :id AND state IN """
+    + _LIVE
+    + """
 RETURNING state
 """
+)
 
 JOB_CANCEL_REQUESTED = """
 -- Which of the jobs a worker holds a person asked to cancel.
@@ -395,7 +419,9 @@ WHERE state = 'dead'"""
       AND (unique_key IS NULL OR NOT EXISTS (
           SELECT 1 FROM skiplock_jobs o
           WHERE o.unique_key = skiplock_jobs.unique_key
-            AND (o.state IN ('pending', 'running')
+            AND (o.state IN """
+    + _LIVE
+    + """
                  OR (o.state = 'succeeded' AND o.unique_succeeded))))
 RETURNING id"""
 )
@@ -457,12 +483,15 @@ SET max_depth = excluded.max_depth, max_running = excluded.max_running,
     rate_per_s = excluded.rate_per_s, recent_starts = '[]', updated_at = excluded.updated_at
 """
 
-QUEUE_LIST = """
+QUEUE_LIST = (
+    """
 -- Every queue with settings or live jobs: its settings and live counts.
 WITH names AS (
     SELECT name FROM skiplock_queues
     UNION
-    SELECT DISTINCT queue FROM skiplock_jobs WHERE state IN ('pending', 'running')
+    SELECT DISTINCT queue FROM skiplock_jobs WHERE state IN """
+    + _LIVE
+    + """
 )
 SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
        (SELECT count(*) FROM skiplock_jobs j WHERE j.queue = n.name AND j.state = 'pending'),
@@ -470,6 +499,7 @@ SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
 FROM names n LEFT JOIN skiplock_queues q ON q.name = n.name
 ORDER BY n.name
 """
+)
 
 TASK_PAUSE = """
 -- Pause a task name until a time (the breaker) or until resumed (until NULL).
