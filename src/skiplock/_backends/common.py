@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
-from .._job import ClaimedJob, JobRecord, JobState, NewJob
+from .._job import ClaimedJob, JobFilter, JobRecord, JobState, NewJob
 from ..errors import DuplicateJob
 
 T = TypeVar("T")
@@ -84,6 +84,22 @@ def map_inserted(
                 )
             ids.append(existing)
     return ids
+
+
+# -- filters -----------------------------------------------------------------------------------
+
+
+def filter_values(where: JobFilter) -> dict[str, Any]:
+    """A person's filter as the filtered statements take it, by name and in their order (ids,
+    task, queue, error, since, until); None means any. Dialects only convert types."""
+    return {
+        "ids": list(where.ids) if where.ids is not None else None,
+        "task": where.task,
+        "queue": where.queue,
+        "error": where.error,
+        "since": where.since,
+        "until": where.until,
+    }
 
 
 # -- claimed rows ----------------------------------------------------------------------------

@@ -19,21 +19,14 @@ from .base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from .common import job_record
+from .common import filter_values, job_record
 from .postgres_errors import wrapped as _wrapped
 from .postgres_sql import Statements
 
 
 def _filter_params(where: JobFilter) -> list[Any]:
     """A filter in the order the filtered statements take it ($2..$7)."""
-    return [
-        list(where.ids) if where.ids is not None else None,
-        where.task,
-        where.queue,
-        where.error,
-        where.since,
-        where.until,
-    ]
+    return list(filter_values(where).values())
 
 
 class PostgresControl:

@@ -21,7 +21,7 @@ from .base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from .common import job_record
+from .common import filter_values, job_record
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -43,14 +43,14 @@ def _records(conn: sqlite3.Connection, statement: str, args: Any) -> list[JobRec
 
 
 def _filter_params(where: JobFilter) -> dict[str, Any]:
-    return {
-        "ids": json.dumps(list(where.ids)) if where.ids is not None else None,
-        "task": where.task,
-        "queue": where.queue,
-        "error": where.error,
-        "since": where.since.timestamp() if where.since else None,
-        "until": where.until.timestamp() if where.until else None,
-    }
+    """A filter as the filtered statements take it: ids as a JSON array, times as seconds."""
+    values = filter_values(where)
+    if values["ids"] is not None:
+        values["ids"] = json.dumps(values["ids"])
+    for name in ("since", "until"):
+        if values[name] is not None:
+            values[name] = values[name].timestamp()
+    return values
 
 
 class SQLiteControl:
