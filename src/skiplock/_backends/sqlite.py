@@ -69,7 +69,7 @@ def _insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -
     so the last id gives all of them without a round trip per row.
     """
     for queue in sorted({j.queue for j in jobs}):
-        bound = conn.execute(sql.QUEUE_DEPTH_LIMIT, (queue,)).fetchone()
+        bound = conn.execute(sql.QUEUE_DEPTH_LIMIT, {"queue": queue}).fetchone()
         wanted = sum(1 for j in jobs if j.queue == queue)
         if bound is not None and bound[1] + wanted > bound[0]:
             raise QueueFull(f"queue {queue!r} is at its max_depth: nothing was enqueued")
@@ -134,7 +134,9 @@ def _insert_unique(
         if created is not None:
             inserted.append((created[0], job.unique_key))
         elif job.unique_key not in live:
-            existing = conn.execute(sql.JOB_LIVE_BY_UNIQUE_KEY, (job.unique_key,)).fetchone()
+            existing = conn.execute(
+                sql.JOB_LIVE_BY_UNIQUE_KEY, {"unique_key": job.unique_key}
+            ).fetchone()
             live[str(job.unique_key)] = existing[0]
     return map_inserted(jobs, inserted, live)
 
@@ -191,14 +193,14 @@ class _Answers:
 
     @answer.register
     def _(self, step: flows.LockQueue) -> flows.QueueLimits | None:
-        row = self.conn.execute(sql.QUEUE_LOCK, (step.queue,)).fetchone()
+        row = self.conn.execute(sql.QUEUE_LOCK, {"queue": step.queue}).fetchone()
         if row is None:
             return None
         return flows.QueueLimits(row[0], row[1], bool(row[2]), json.loads(row[3]), self.now())
 
     @answer.register
     def _(self, step: flows.CountRunning) -> int:
-        return int(self.conn.execute(sql.QUEUE_RUNNING, (step.queue,)).fetchone()[0])
+        return int(self.conn.execute(sql.QUEUE_RUNNING, {"queue": step.queue}).fetchone()[0])
 
     @answer.register
     def _(self, step: flows.ClaimFromQueue) -> list[Any]:
@@ -207,16 +209,20 @@ class _Answers:
 
     @answer.register
     def _(self, step: flows.SetStarts) -> None:
-        self.conn.execute(sql.QUEUE_STARTS_SET, (json.dumps(step.starts), step.queue))
+        self.conn.execute(
+            sql.QUEUE_STARTS_SET, {"starts": json.dumps(step.starts), "queue": step.queue}
+        )
 
     @answer.register
     def _(self, step: flows.InsertSlot) -> bool:
-        args = (step.schedule, step.slot.timestamp(), self.now())
+        args = {"schedule": step.schedule, "slot": step.slot.timestamp(), "now": self.now()}
         return self.conn.execute(sql.CRON_SLOT_INSERT, args).rowcount > 0
 
     @answer.register
     def _(self, step: flows.PreviousRunLive) -> bool:
-        return bool(self.conn.execute(sql.CRON_PREVIOUS_RUN_LIVE, (step.schedule,)).fetchone()[0])
+        return bool(
+            self.conn.execute(sql.CRON_PREVIOUS_RUN_LIVE, {"schedule": step.schedule}).fetchone()[0]
+        )
 
     @answer.register
     def _(self, step: flows.InsertJob) -> int:
@@ -224,7 +230,12 @@ class _Answers:
 
     @answer.register
     def _(self, step: flows.SetSlotOutcome) -> None:
-        args = (step.job_id, int(step.skipped), step.schedule, step.slot.timestamp())
+        args = {
+            "job_id": step.job_id,
+            "skipped": int(step.skipped),
+            "schedule": step.schedule,
+            "slot": step.slot.timestamp(),
+        }
         self.conn.execute(sql.CRON_SLOT_SET_OUTCOME, args)
 
 
@@ -291,7 +302,10 @@ class SQLiteBackend(SQLiteControl):
                         for statement in body.split(";"):
                             if statement.strip():
                                 conn.execute(statement)
-                        conn.execute(sql.MIGRATION_RECORD, (version, name, self._now()))
+                        conn.execute(
+                            sql.MIGRATION_RECORD,
+                            {"version": version, "name": name, "now": self._now()},
+                        )
                         applied.append(version)
             return applied
 

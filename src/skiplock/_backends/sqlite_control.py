@@ -90,19 +90,20 @@ class SQLiteControl:
     async def task_pause(self, params: TaskPauseParams) -> None:
         now = self._now()
         until = None if params.for_s is None else now + params.for_s
-        await self._write("task_pause", sql.TASK_PAUSE, (params.task, until, params.reason, now))
+        args = {"task": params.task, "until": until, "reason": params.reason, "now": now}
+        await self._write("task_pause", sql.TASK_PAUSE, args)
 
     async def task_resume(self, task: str) -> bool:
-        return await self._write("task_resume", sql.TASK_RESUME, (task,)) > 0
+        return await self._write("task_resume", sql.TASK_RESUME, {"task": task}) > 0
 
     async def task_pauses(self) -> list[TaskPause]:
         rows = await self._run(
-            "task_pauses", lambda c: c.execute(sql.TASK_PAUSES, (self._now(),)).fetchall()
+            "task_pauses", lambda c: c.execute(sql.TASK_PAUSES, {"now": self._now()}).fetchall()
         )
         return [TaskPause(r[0], _opt_dt(r[1]), r[2]) for r in rows]
 
     async def job_get(self, job_id: int) -> JobRecord:
-        rows = await self._run("job_get", lambda c: _records(c, sql.JOB_GET, (job_id,)))
+        rows = await self._run("job_get", lambda c: _records(c, sql.JOB_GET, {"id": job_id}))
         if not rows:
             raise JobNotFound(f"no job with id {job_id}")
         return rows[0]
@@ -163,6 +164,6 @@ class SQLiteControl:
     async def cron_slots_prune(self, before: datetime) -> int:
         def prune(conn: sqlite3.Connection) -> int:
             with _immediate(conn):
-                return conn.execute(sql.CRON_SLOTS_PRUNE, (before.timestamp(),)).rowcount
+                return conn.execute(sql.CRON_SLOTS_PRUNE, {"before": before.timestamp()}).rowcount
 
         return await self._run("cron_slots_prune", prune)

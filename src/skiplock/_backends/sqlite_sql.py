@@ -123,7 +123,9 @@ CREATE TABLE IF NOT EXISTS skiplock_migrations (
 
 MIGRATION_VERSIONS = "SELECT version FROM skiplock_migrations ORDER BY version"
 
-MIGRATION_RECORD = "INSERT INTO skiplock_migrations (version, name, applied_at) VALUES (?, ?, ?)"
+MIGRATION_RECORD = (
+    "INSERT INTO skiplock_migrations (version, name, applied_at) VALUES (:version, :name, :now)"
+)
 
 MIGRATIONS_TABLE_EXISTS = """
 -- Whether skiplock was ever migrated here (SQLite cannot name a missing table in a CASE).
@@ -173,7 +175,7 @@ JOB_LIVE_BY_UNIQUE_KEY = (
     """
 -- The job holding a unique key (live, or succeeded where the job asked for that).
 SELECT id FROM skiplock_jobs
-WHERE unique_key = ?
+WHERE unique_key = :unique_key
   AND (state IN """
     + _LIVE
     + """ OR (state = 'succeeded' AND unique_succeeded))
@@ -186,7 +188,7 @@ SELECT q.max_depth, (SELECT count(*) FROM skiplock_jobs j
                      WHERE j.queue = q.name AND j.state = 'pending')
                     + (SELECT count(*) FROM skiplock_jobs j
                        WHERE j.queue = q.name AND j.state = 'running')
-FROM skiplock_queues q WHERE q.name = ? AND q.max_depth IS NOT NULL
+FROM skiplock_queues q WHERE q.name = :queue AND q.max_depth IS NOT NULL
 """
 
 LAST_INSERT_ID = "SELECT last_insert_rowid()"
@@ -282,7 +284,7 @@ JOB_GET = """
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
        correlation_id, audit
-FROM skiplock_jobs WHERE id = ?
+FROM skiplock_jobs WHERE id = :id
 """
 
 JOB_COUNT_BY_STATE = """
@@ -332,7 +334,8 @@ WHERE id = :id AND lease_token = :token AND state = 'running'
 
 CRON_SLOT_INSERT = """
 -- Claim one slot of one schedule; no change means another scheduler already has it.
-INSERT OR IGNORE INTO skiplock_cron_slots (schedule, slot, created_at) VALUES (?, ?, ?)
+INSERT OR IGNORE INTO skiplock_cron_slots (schedule, slot, created_at)
+VALUES (:schedule, :slot, :now)
 """
 
 CRON_PREVIOUS_RUN_LIVE = (
@@ -340,7 +343,7 @@ CRON_PREVIOUS_RUN_LIVE = (
 -- Whether a job this schedule enqueued is still pending or running (for overlap=False).
 SELECT EXISTS (
     SELECT 1 FROM skiplock_cron_slots c JOIN skiplock_jobs j ON j.id = c.job_id
-    WHERE c.schedule = ? AND j.state IN """
+    WHERE c.schedule = :schedule AND j.state IN """
     + _LIVE
     + """
 )
@@ -349,7 +352,8 @@ SELECT EXISTS (
 
 CRON_SLOT_SET_OUTCOME = """
 -- Record what the claimed slot did: the job it enqueued, or that it was skipped.
-UPDATE skiplock_cron_slots SET job_id = ?, skipped = ? WHERE schedule = ? AND slot = ?
+UPDATE skiplock_cron_slots SET job_id = :job_id, skipped = :skipped
+WHERE schedule = :schedule AND slot = :slot
 """
 
 CRON_LAST_SLOTS = """
@@ -359,7 +363,7 @@ SELECT schedule, max(slot) FROM skiplock_cron_slots GROUP BY schedule
 
 CRON_SLOTS_PRUNE = """
 -- Forget slots older than the cut-off.
-DELETE FROM skiplock_cron_slots WHERE slot < ?
+DELETE FROM skiplock_cron_slots WHERE slot < :before
 """
 
 JOB_CANCEL = (
@@ -455,17 +459,17 @@ WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
 
 QUEUE_LOCK = """
 -- One limited queue's limits and recent starts (the write transaction serialises claimers).
-SELECT max_running, rate_per_s, paused, recent_starts FROM skiplock_queues WHERE name = ?
+SELECT max_running, rate_per_s, paused, recent_starts FROM skiplock_queues WHERE name = :queue
 """
 
 QUEUE_RUNNING = """
 -- Jobs of one queue running anywhere.
-SELECT count(*) FROM skiplock_jobs WHERE queue = ? AND state = 'running'
+SELECT count(*) FROM skiplock_jobs WHERE queue = :queue AND state = 'running'
 """
 
 QUEUE_STARTS_SET = """
 -- Remember a rate-limited queue's starts within its rate's window (a sliding window).
-UPDATE skiplock_queues SET recent_starts = ? WHERE name = ?
+UPDATE skiplock_queues SET recent_starts = :starts WHERE name = :queue
 """
 
 QUEUE_SET_PAUSED = """
@@ -503,20 +507,21 @@ ORDER BY n.name
 
 TASK_PAUSE = """
 -- Pause a task name until a time (the breaker) or until resumed (until NULL).
-INSERT INTO skiplock_task_pauses (task, until, reason, created_at) VALUES (?, ?, ?, ?)
+INSERT INTO skiplock_task_pauses (task, until, reason, created_at)
+VALUES (:task, :until, :reason, :now)
 ON CONFLICT (task) DO UPDATE SET until = excluded.until, reason = excluded.reason,
                                  created_at = excluded.created_at
 """
 
 TASK_RESUME = """
 -- Lift a task's pause.
-DELETE FROM skiplock_task_pauses WHERE task = ?
+DELETE FROM skiplock_task_pauses WHERE task = :task
 """
 
 TASK_PAUSES = """
 -- Task pauses still in force.
 SELECT task, until, reason FROM skiplock_task_pauses
-WHERE until IS NULL OR until > ? ORDER BY task
+WHERE until IS NULL OR until > :now ORDER BY task
 """
 
 DATA_VERSION = "PRAGMA data_version"
