@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import sqlite3
@@ -18,31 +17,41 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from .._job import (
     ClaimedJob,
     Completion,
+    JobRecord,
+    JobState,
     NewJob,
+    QueueInfo,
     SlotOutcome,
+    TaskPause,
 )
-from .._transitions import transition
-from ..errors import BackendError, ConfigurationError, QueueFull
+from ..errors import BackendError, ConfigurationError, JobNotFound
 from . import flows
+from . import sqlite_ops as ops
 from . import sqlite_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
+    DeadActionParams,
+    JobActionParams,
     JobHeartbeatManyParams,
+    JobListParams,
     JobPruneParams,
+    QueueSetLimitsParams,
+    QueueSetPausedParams,
+    TaskPauseParams,
 )
-from .common import claimed_jobs, map_inserted
-from .sqlite_control import SQLiteControl
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
+from .sqlite_support import opt_dt as _opt_dt
 from .sqlite_support import wrapped as _wrapped
 
 T = TypeVar("T")
@@ -53,111 +62,6 @@ WATCH_MIN_S = 0.005
 WATCH_MAX_S = 0.1
 """How often a listening worker checks the file for commits: every 5 ms after a change,
 backing off to every 100 ms while nothing changes (``listen``)."""
-
-
-NOTHING = "SELECT 1 WHERE 0"
-"""The claim of an empty list of queues."""
-
-_in_queues = functools.lru_cache(maxsize=16)(sql.job_get_available_in_queues)
-
-
-def _insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
-    """Insert a batch on ``conn`` inside whatever transaction it is in; ids in input order.
-
-    Bounded queues are checked first (all or nothing: QueueFull before any row is written).
-    Without unique keys, AUTOINCREMENT inside one write transaction hands out consecutive ids,
-    so the last id gives all of them without a round trip per row.
-    """
-    for queue in sorted({j.queue for j in jobs}):
-        bound = conn.execute(sql.QUEUE_DEPTH_LIMIT, {"queue": queue}).fetchone()
-        wanted = sum(1 for j in jobs if j.queue == queue)
-        if bound is not None and bound[1] + wanted > bound[0]:
-            raise QueueFull(f"queue {queue!r} is at its max_depth: nothing was enqueued")
-    if any(j.unique_key for j in jobs):
-        return _insert_unique(conn, jobs, [_row(j, now) for j in jobs])
-    step = sql.JOB_INSERT_ROWS_MAX
-    for start in range(0, len(jobs), step):
-        chunk = jobs[start : start + step]
-        values = [v for j in chunk for v in _values(j, now)]
-        statement = sql.JOB_INSERT_ROWS.format(
-            n=len(chunk), rows=", ".join([sql.JOB_INSERT_ROW] * len(chunk))
-        )
-        conn.execute(statement, values)
-    last = int(conn.execute(sql.LAST_INSERT_ID).fetchone()[0])
-    return list(range(last - len(jobs) + 1, last + 1))
-
-
-def _values(j: NewJob, now: float) -> tuple[Any, ...]:
-    """A job's values in JOB_INSERT_ROW's order."""
-    return (
-        j.task,
-        j.queue,
-        j.args_json,
-        j.kwargs_json,
-        j.priority,
-        j.max_attempts,
-        j.run_at.timestamp() if j.run_at else now + (j.run_after_s or 0.0),
-        j.timeout,
-        j.correlation_id,
-        now,
-        j.lease_s,
-        j.unique_key,
-        j.unique_succeeded,
-    )
-
-
-def _row(j: NewJob, now: float) -> dict[str, Any]:
-    return {
-        "task": j.task,
-        "queue": j.queue,
-        "args": j.args_json,
-        "kwargs": j.kwargs_json,
-        "priority": j.priority,
-        "max_attempts": j.max_attempts,
-        "run_at": j.run_at.timestamp() if j.run_at else now + (j.run_after_s or 0.0),
-        "timeout": j.timeout,
-        "correlation_id": j.correlation_id,
-        "now": now,
-        "lease_s": j.lease_s,
-        "unique_key": j.unique_key,
-        "unique_succeeded": j.unique_succeeded,
-    }
-
-
-def _insert_unique(
-    conn: sqlite3.Connection, jobs: Sequence[NewJob], rows: list[dict[str, Any]]
-) -> list[int]:
-    inserted: list[tuple[int, str | None]] = []
-    live: dict[str, int] = {}
-    for job, row in zip(jobs, rows, strict=True):
-        created = conn.execute(sql.JOB_INSERT_UNIQUE, row).fetchone()
-        if created is not None:
-            inserted.append((created[0], job.unique_key))
-        elif job.unique_key not in live:
-            existing = conn.execute(
-                sql.JOB_LIVE_BY_UNIQUE_KEY, {"unique_key": job.unique_key}
-            ).fetchone()
-            live[str(job.unique_key)] = existing[0]
-    return map_inserted(jobs, inserted, live)
-
-
-def _completion_args(c: Completion, now: float) -> dict[str, Any]:
-    """One outcome's columns, as its transition says (the SQL only writes them)."""
-    change = transition(c.disposition, c.delay_s)
-    return {
-        "id": c.job_id,
-        "token": c.lease_token,
-        "state": change.state.value,
-        "attempt_delta": change.attempt_delta,
-        "run_at": None if change.run_after_s is None else now + change.run_after_s,
-        "finished_at": now if change.finished else None,
-        "error": json.dumps(c.error) if c.error is not None else None,
-        "max_errors": MAX_ERRORS_KEPT,
-    }
-
-
-def _claimed(rows: list[Any]) -> list[ClaimedJob]:
-    return claimed_jobs(rows, _dt)
 
 
 def sqlite_path(url: str) -> str:
@@ -173,73 +77,7 @@ def sqlite_path(url: str) -> str:
     return path
 
 
-class _Answers:
-    """A flow's steps (flows.py) answered on one connection, inside the caller's transaction."""
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        now: Callable[[], float],
-        claim: Callable[[ClaimParams, str | None], tuple[str, dict[str, Any]]],
-    ) -> None:
-        self.conn, self.now, self.claim = conn, now, claim
-
-    def __call__(self, step: object) -> Any:
-        return self.answer(step)
-
-    @functools.singledispatchmethod
-    def answer(self, step: object) -> Any:
-        raise TypeError(f"no SQLite answer to {step!r}")
-
-    @answer.register
-    def _(self, step: flows.LockQueue) -> flows.QueueLimits | None:
-        row = self.conn.execute(sql.QUEUE_LOCK, {"queue": step.queue}).fetchone()
-        if row is None:
-            return None
-        return flows.QueueLimits(row[0], row[1], bool(row[2]), json.loads(row[3]), self.now())
-
-    @answer.register
-    def _(self, step: flows.CountRunning) -> int:
-        return int(self.conn.execute(sql.QUEUE_RUNNING, {"queue": step.queue}).fetchone()[0])
-
-    @answer.register
-    def _(self, step: flows.ClaimFromQueue) -> list[Any]:
-        statement, args = self.claim(step.params, step.queue)
-        return self.conn.execute(statement, {**args, "now": step.now}).fetchall()
-
-    @answer.register
-    def _(self, step: flows.SetStarts) -> None:
-        self.conn.execute(
-            sql.QUEUE_STARTS_SET, {"starts": json.dumps(step.starts), "queue": step.queue}
-        )
-
-    @answer.register
-    def _(self, step: flows.InsertSlot) -> bool:
-        args = {"schedule": step.schedule, "slot": step.slot.timestamp(), "now": self.now()}
-        return self.conn.execute(sql.CRON_SLOT_INSERT, args).rowcount > 0
-
-    @answer.register
-    def _(self, step: flows.PreviousRunLive) -> bool:
-        return bool(
-            self.conn.execute(sql.CRON_PREVIOUS_RUN_LIVE, {"schedule": step.schedule}).fetchone()[0]
-        )
-
-    @answer.register
-    def _(self, step: flows.InsertJob) -> int:
-        return _insert_rows(self.conn, [step.job], self.now())[0]
-
-    @answer.register
-    def _(self, step: flows.SetSlotOutcome) -> None:
-        args = {
-            "job_id": step.job_id,
-            "skipped": int(step.skipped),
-            "schedule": step.schedule,
-            "slot": step.slot.timestamp(),
-        }
-        self.conn.execute(sql.CRON_SLOT_SET_OUTCOME, args)
-
-
-class SQLiteBackend(SQLiteControl):
+class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
     supports_push = True
@@ -330,7 +168,7 @@ class SQLiteBackend(SQLiteControl):
 
         def insert(conn: sqlite3.Connection) -> list[int]:
             with _immediate(conn):
-                return _insert_rows(conn, jobs, self._now())
+                return ops.insert_rows(conn, jobs, self._now())
 
         return await self._run("job_insert_many", insert)
 
@@ -340,7 +178,7 @@ class SQLiteBackend(SQLiteControl):
                 f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
             )
         with _wrapped("job_insert_many"):
-            return _insert_rows(connection, jobs, self._now())
+            return ops.insert_rows(connection, jobs, self._now())
 
     def _claim(self, params: ClaimParams, queue: str | None) -> tuple[str, dict[str, Any]]:
         """The claim statement and its arguments: all queues, or the named ones."""
@@ -358,9 +196,9 @@ class SQLiteBackend(SQLiteControl):
             return sql.JOB_GET_AVAILABLE, args
         queues = list(dict.fromkeys(queues))  # a queue named twice would count twice
         if not queues:
-            return NOTHING, {}
+            return ops.NOTHING, {}
         args.update((f"q{i}", name) for i, name in enumerate(queues))
-        return _in_queues(len(queues)), args
+        return ops.in_queues(len(queues)), args
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
         def claim(conn: sqlite3.Connection) -> list[Any]:
@@ -368,17 +206,17 @@ class SQLiteBackend(SQLiteControl):
                 statement, args = self._claim(params, None)
                 return conn.execute(statement, args).fetchall()
 
-        return _claimed(await self._run("job_get_available", claim))
+        return ops.claimed(await self._run("job_get_available", claim))
 
     async def job_get_available_limited(self, params: ClaimParams) -> list[ClaimedJob]:
         def claim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
                 return flows.drive(flows.limited_claim(params), self._answerer(conn))
 
-        return _claimed(await self._run("job_get_available_limited", claim))
+        return ops.claimed(await self._run("job_get_available_limited", claim))
 
-    def _answerer(self, conn: sqlite3.Connection) -> _Answers:
-        return _Answers(conn, self._now, self._claim)
+    def _answerer(self, conn: sqlite3.Connection) -> ops.Answers:
+        return ops.Answers(conn, self._now, self._claim)
 
     async def queue_limited(self) -> list[str]:
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
@@ -396,7 +234,7 @@ class SQLiteBackend(SQLiteControl):
             with _immediate(conn):
                 now = self._now()
                 for c in completions:
-                    args = _completion_args(c, now)
+                    args = ops.completion_args(c, now)
                     if conn.execute(sql.JOB_SET_STATE_IF_RUNNING_MANY, args).rowcount:
                         applied.append(c.job_id)
             return applied
@@ -505,3 +343,111 @@ class SQLiteBackend(SQLiteControl):
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             conn.close()
+
+    # -- operations a person drives -------------------------------------------------------
+
+    async def queue_list(self) -> list[QueueInfo]:
+        rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())
+        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6]) for r in rows]
+
+    async def _write(self, operation: str, statement: str, args: Any) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            with _immediate(conn):
+                return conn.execute(statement, args).rowcount
+
+        return await self._run(operation, write)
+
+    async def queue_set_paused(self, params: QueueSetPausedParams) -> None:
+        args = {"name": params.queue, "paused": params.paused, "now": self._now()}
+        await self._write("queue_set_paused", sql.QUEUE_SET_PAUSED, args)
+
+    async def queue_set_limits(self, params: QueueSetLimitsParams) -> None:
+        args = {
+            "name": params.queue,
+            "max_depth": params.max_depth,
+            "max_running": params.max_running,
+            "rate": params.rate_per_s,
+            "now": self._now(),
+        }
+        await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)
+
+    async def task_pause(self, params: TaskPauseParams) -> None:
+        now = self._now()
+        until = None if params.for_s is None else now + params.for_s
+        args = {"task": params.task, "until": until, "reason": params.reason, "now": now}
+        await self._write("task_pause", sql.TASK_PAUSE, args)
+
+    async def task_resume(self, task: str) -> bool:
+        return await self._write("task_resume", sql.TASK_RESUME, {"task": task}) > 0
+
+    async def task_pauses(self) -> list[TaskPause]:
+        rows = await self._run(
+            "task_pauses", lambda c: c.execute(sql.TASK_PAUSES, {"now": self._now()}).fetchall()
+        )
+        return [TaskPause(r[0], _opt_dt(r[1]), r[2]) for r in rows]
+
+    async def job_get(self, job_id: int) -> JobRecord:
+        rows = await self._run("job_get", lambda c: ops.records(c, sql.JOB_GET, {"id": job_id}))
+        if not rows:
+            raise JobNotFound(f"no job with id {job_id}")
+        return rows[0]
+
+    async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
+        rows = await self._run(
+            "job_count_by_state",
+            lambda c: c.execute(sql.JOB_COUNT_BY_STATE, {"queue": queue}).fetchall(),
+        )
+        counts = {state.value: 0 for state in JobState}
+        counts.update({state: n for state, n in rows})
+        return counts
+
+    async def job_retry(self, params: JobActionParams) -> bool:
+        def retry(conn: sqlite3.Connection) -> bool:
+            with _immediate(conn):
+                args = {"id": params.job_id, "now": self._now(), "who": params.who}
+                return conn.execute(sql.JOB_RETRY, args).rowcount > 0
+
+        return await self._run("job_retry", retry)
+
+    async def job_cancel(self, params: JobActionParams) -> JobState:
+        def cancel(conn: sqlite3.Connection) -> Any:
+            with _immediate(conn):
+                args = {"id": params.job_id, "now": self._now(), "who": params.who}
+                return conn.execute(sql.JOB_CANCEL, args).fetchone()
+
+        row = await self._run("job_cancel", cancel)
+        if row is None:
+            return (await self.job_get(params.job_id)).state
+        return JobState(row[0])
+
+    async def job_list(self, params: JobListParams) -> list[JobRecord]:
+        state = params.state.value if params.state else None
+        args = {"state": state, "limit": params.where.limit, **ops.filter_params(params.where)}
+        return await self._run("job_list", lambda c: ops.records(c, sql.JOB_LIST, args))
+
+    async def _dead_action(self, statement: str, params: DeadActionParams) -> list[int]:
+        def act(conn: sqlite3.Connection) -> list[int]:
+            with _immediate(conn):
+                args = {"who": params.who, "now": self._now(), **ops.filter_params(params.where)}
+                return sorted(r[0] for r in conn.execute(statement, args).fetchall())
+
+        return await self._run("dead-letter action", act)
+
+    async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
+        return await self._dead_action(sql.JOB_REQUEUE_DEAD, params)
+
+    async def job_discard_dead(self, params: DeadActionParams) -> list[int]:
+        return await self._dead_action(sql.JOB_DISCARD_DEAD, params)
+
+    async def cron_last_slots(self) -> dict[str, datetime]:
+        rows = await self._run(
+            "cron_last_slots", lambda c: c.execute(sql.CRON_LAST_SLOTS).fetchall()
+        )
+        return {schedule: _dt(at) for schedule, at in rows}
+
+    async def cron_slots_prune(self, before: datetime) -> int:
+        def prune(conn: sqlite3.Connection) -> int:
+            with _immediate(conn):
+                return conn.execute(sql.CRON_SLOTS_PRUNE, {"before": before.timestamp()}).rowcount
+
+        return await self._run("cron_slots_prune", prune)

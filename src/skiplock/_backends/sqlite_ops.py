@@ -1,0 +1,217 @@
+"""What runs on the SQLite backend's thread inside a transaction it holds: inserts, the
+completion's columns, the shared flows' answers, and inspection reads.
+
+``sqlite.py`` owns the connection, the thread and the operations; these are the pieces each
+operation composes, kept apart so that module stays the list of operations.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._job import ClaimedJob, Completion, JobFilter, JobRecord, NewJob
+from .._transitions import transition
+from ..errors import QueueFull
+from . import flows
+from . import sqlite_sql as sql
+from .base import MAX_ERRORS_KEPT, ClaimParams
+from .common import claimed_jobs, filter_values, job_record, map_inserted
+from .sqlite_support import dt as _dt
+
+NOTHING = "SELECT 1 WHERE 0"
+"""The claim of an empty list of queues."""
+
+in_queues = functools.lru_cache(maxsize=16)(sql.job_get_available_in_queues)
+
+
+def insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
+    """Insert a batch on ``conn`` inside whatever transaction it is in; ids in input order.
+
+    Bounded queues are checked first (all or nothing: QueueFull before any row is written).
+    Without unique keys, AUTOINCREMENT inside one write transaction hands out consecutive ids,
+    so the last id gives all of them without a round trip per row.
+    """
+    for queue in sorted({j.queue for j in jobs}):
+        bound = conn.execute(sql.QUEUE_DEPTH_LIMIT, {"queue": queue}).fetchone()
+        wanted = sum(1 for j in jobs if j.queue == queue)
+        if bound is not None and bound[1] + wanted > bound[0]:
+            raise QueueFull(f"queue {queue!r} is at its max_depth: nothing was enqueued")
+    if any(j.unique_key for j in jobs):
+        return _insert_unique(conn, jobs, [_row(j, now) for j in jobs])
+    step = sql.JOB_INSERT_ROWS_MAX
+    for start in range(0, len(jobs), step):
+        chunk = jobs[start : start + step]
+        values = [v for j in chunk for v in _values(j, now)]
+        statement = sql.JOB_INSERT_ROWS.format(
+            n=len(chunk), rows=", ".join([sql.JOB_INSERT_ROW] * len(chunk))
+        )
+        conn.execute(statement, values)
+    last = int(conn.execute(sql.LAST_INSERT_ID).fetchone()[0])
+    return list(range(last - len(jobs) + 1, last + 1))
+
+
+def _values(j: NewJob, now: float) -> tuple[Any, ...]:
+    """A job's values in JOB_INSERT_ROW's order."""
+    return (
+        j.task,
+        j.queue,
+        j.args_json,
+        j.kwargs_json,
+        j.priority,
+        j.max_attempts,
+        j.run_at.timestamp() if j.run_at else now + (j.run_after_s or 0.0),
+        j.timeout,
+        j.correlation_id,
+        now,
+        j.lease_s,
+        j.unique_key,
+        j.unique_succeeded,
+    )
+
+
+def _row(j: NewJob, now: float) -> dict[str, Any]:
+    return {
+        "task": j.task,
+        "queue": j.queue,
+        "args": j.args_json,
+        "kwargs": j.kwargs_json,
+        "priority": j.priority,
+        "max_attempts": j.max_attempts,
+        "run_at": j.run_at.timestamp() if j.run_at else now + (j.run_after_s or 0.0),
+        "timeout": j.timeout,
+        "correlation_id": j.correlation_id,
+        "now": now,
+        "lease_s": j.lease_s,
+        "unique_key": j.unique_key,
+        "unique_succeeded": j.unique_succeeded,
+    }
+
+
+def _insert_unique(
+    conn: sqlite3.Connection, jobs: Sequence[NewJob], rows: list[dict[str, Any]]
+) -> list[int]:
+    inserted: list[tuple[int, str | None]] = []
+    live: dict[str, int] = {}
+    for job, row in zip(jobs, rows, strict=True):
+        created = conn.execute(sql.JOB_INSERT_UNIQUE, row).fetchone()
+        if created is not None:
+            inserted.append((created[0], job.unique_key))
+        elif job.unique_key not in live:
+            existing = conn.execute(
+                sql.JOB_LIVE_BY_UNIQUE_KEY, {"unique_key": job.unique_key}
+            ).fetchone()
+            live[str(job.unique_key)] = existing[0]
+    return map_inserted(jobs, inserted, live)
+
+
+def completion_args(c: Completion, now: float) -> dict[str, Any]:
+    """One outcome's columns, as its transition says (the SQL only writes them)."""
+    change = transition(c.disposition, c.delay_s)
+    return {
+        "id": c.job_id,
+        "token": c.lease_token,
+        "state": change.state.value,
+        "attempt_delta": change.attempt_delta,
+        "run_at": None if change.run_after_s is None else now + change.run_after_s,
+        "finished_at": now if change.finished else None,
+        "error": json.dumps(c.error) if c.error is not None else None,
+        "max_errors": MAX_ERRORS_KEPT,
+    }
+
+
+def claimed(rows: list[Any]) -> list[ClaimedJob]:
+    return claimed_jobs(rows, _dt)
+
+
+class Answers:
+    """A flow's steps (flows.py) answered on one connection, inside the caller's transaction."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        now: Callable[[], float],
+        claim: Callable[[ClaimParams, str | None], tuple[str, dict[str, Any]]],
+    ) -> None:
+        self.conn, self.now, self.claim = conn, now, claim
+
+    def __call__(self, step: object) -> Any:
+        return self.answer(step)
+
+    @functools.singledispatchmethod
+    def answer(self, step: object) -> Any:
+        raise TypeError(f"no SQLite answer to {step!r}")
+
+    @answer.register
+    def _(self, step: flows.LockQueue) -> flows.QueueLimits | None:
+        row = self.conn.execute(sql.QUEUE_LOCK, {"queue": step.queue}).fetchone()
+        if row is None:
+            return None
+        return flows.QueueLimits(row[0], row[1], bool(row[2]), json.loads(row[3]), self.now())
+
+    @answer.register
+    def _(self, step: flows.CountRunning) -> int:
+        return int(self.conn.execute(sql.QUEUE_RUNNING, {"queue": step.queue}).fetchone()[0])
+
+    @answer.register
+    def _(self, step: flows.ClaimFromQueue) -> list[Any]:
+        statement, args = self.claim(step.params, step.queue)
+        return self.conn.execute(statement, {**args, "now": step.now}).fetchall()
+
+    @answer.register
+    def _(self, step: flows.SetStarts) -> None:
+        self.conn.execute(
+            sql.QUEUE_STARTS_SET, {"starts": json.dumps(step.starts), "queue": step.queue}
+        )
+
+    @answer.register
+    def _(self, step: flows.InsertSlot) -> bool:
+        args = {"schedule": step.schedule, "slot": step.slot.timestamp(), "now": self.now()}
+        return self.conn.execute(sql.CRON_SLOT_INSERT, args).rowcount > 0
+
+    @answer.register
+    def _(self, step: flows.PreviousRunLive) -> bool:
+        return bool(
+            self.conn.execute(sql.CRON_PREVIOUS_RUN_LIVE, {"schedule": step.schedule}).fetchone()[0]
+        )
+
+    @answer.register
+    def _(self, step: flows.InsertJob) -> int:
+        return insert_rows(self.conn, [step.job], self.now())[0]
+
+    @answer.register
+    def _(self, step: flows.SetSlotOutcome) -> None:
+        args = {
+            "job_id": step.job_id,
+            "skipped": int(step.skipped),
+            "schedule": step.schedule,
+            "slot": step.slot.timestamp(),
+        }
+        self.conn.execute(sql.CRON_SLOT_SET_OUTCOME, args)
+
+
+def records(conn: sqlite3.Connection, statement: str, args: Any) -> list[JobRecord]:
+    """Inspection rows, by column name. Text is read as bytes and decoded by the reader, so a
+    value that is not UTF-8 (written by another producer) is shown with a note, not an error;
+    only this read pays for it (the connection's thread runs one operation at a time)."""
+    conn.text_factory = bytes
+    try:
+        cursor = conn.execute(statement, args)
+        names = [d[0] for d in cursor.description]
+        return [job_record(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+    finally:
+        conn.text_factory = str
+
+
+def filter_params(where: JobFilter) -> dict[str, Any]:
+    """A filter as the filtered statements take it: ids as a JSON array, times as seconds."""
+    values = filter_values(where)
+    if values["ids"] is not None:
+        values["ids"] = json.dumps(values["ids"])
+    for name in ("since", "until"):
+        if values[name] is not None:
+            values[name] = values[name].timestamp()
+    return values
