@@ -15,8 +15,10 @@ import asyncpg
 import psycopg
 
 import skiplock
-from skiplock._backends.postgres import _to_psycopg
+from skiplock._backends.postgres_ops import completion_params
+from skiplock._backends.postgres_ops import to_psycopg as _to_psycopg
 from skiplock._backends.postgres_sql import JOB_GET_AVAILABLE, JOB_SET_STATE_IF_RUNNING_MANY
+from skiplock._job import Completion, Disposition
 
 URL = sys.argv[1] if len(sys.argv) > 1 else "postgresql://postgres@127.0.0.1:5432/test"
 N, BATCH, SCHEMA = 20_000, 100, "skiplock_driver_bench"
@@ -38,12 +40,11 @@ async def fill() -> None:
 
 
 def claim_args(token: str) -> list[object]:
-    return [None, BATCH, "bench", token, 300.0, 30.0, None]
+    return [None, BATCH, "bench", token, 300.0, 30.0, None, False]
 
 
 def complete_args(ids: list[int], token: str) -> list[object]:
-    n = len(ids)
-    return [ids, [token] * n, ["succeeded"] * n, [0.0] * n, [None] * n, None, 10]
+    return completion_params([Completion(i, token, Disposition.SUCCEED) for i in ids], None)
 
 
 async def with_asyncpg() -> float:

@@ -12,7 +12,7 @@ import pytest
 import skiplock
 from skiplock._backends import sqlite_sql
 from skiplock._backends.base import ClaimParams
-from skiplock._backends.postgres import insert_params
+from skiplock._backends.postgres_ops import insert_params
 
 from ..conftest import PG_URL
 

@@ -10,9 +10,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import functools
-import json
-import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -24,97 +21,37 @@ import asyncpg
 from .._job import (
     ClaimedJob,
     Completion,
+    JobRecord,
+    JobState,
     NewJob,
+    QueueInfo,
     SlotOutcome,
+    TaskPause,
 )
-from .._transitions import transition
-from ..errors import BackendError, ConfigurationError, QueueFull
+from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows
+from . import postgres_ops as ops
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
+    DeadActionParams,
+    JobActionParams,
     JobHeartbeatManyParams,
+    JobListParams,
     JobPruneParams,
+    QueueSetLimitsParams,
+    QueueSetPausedParams,
+    TaskPauseParams,
 )
-from .common import claimed_jobs, map_inserted
-from .postgres_control import PostgresControl
+from .common import job_record
 from .postgres_errors import wrapped as _wrapped
 
 COPY_MIN_ROWS = 200
 """Bulk enqueues this large (and without unique keys) go by COPY; smaller ones by one INSERT,
 which is a single round trip where COPY takes four."""
-
-
-def _to_psycopg(statement: str) -> str:
-    """``$1`` placeholders to psycopg's ``%(p1)s`` (a parameter may appear more than once)."""
-    return re.sub(r"\$(\d+)", r"%(p\1)s", statement.replace("%", "%%"))
-
-
-def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) -> list[Any]:
-    """The batch as parallel arrays, in JOB_INSERT_MANY's parameter order."""
-    return [
-        [j.task for j in jobs],
-        [j.queue for j in jobs],
-        [j.args_json for j in jobs],
-        [j.kwargs_json for j in jobs],
-        [j.priority for j in jobs],
-        [j.max_attempts for j in jobs],
-        [j.run_at.timestamp() if j.run_at else None for j in jobs],
-        [j.run_after_s for j in jobs],
-        [j.timeout for j in jobs],
-        [j.correlation_id for j in jobs],
-        channel,
-        now,
-        [j.lease_s for j in jobs],
-        [j.unique_key for j in jobs],
-        [j.unique_succeeded for j in jobs],
-    ]
-
-
-def completion_params(completions: Sequence[Completion], now: datetime | None) -> list[Any]:
-    """A batch of outcomes as parallel arrays, each row's columns as its transition says, in
-    JOB_SET_STATE_IF_RUNNING_MANY's order (``now`` None: the database's now())."""
-    changes = [transition(c.disposition, c.delay_s) for c in completions]
-    return [
-        [c.job_id for c in completions],
-        [c.lease_token for c in completions],
-        [t.state.value for t in changes],
-        [t.attempt_delta for t in changes],
-        [t.run_after_s for t in changes],
-        [t.finished for t in changes],
-        [json.dumps(c.error) if c.error is not None else None for c in completions],
-        now,
-        MAX_ERRORS_KEPT,
-    ]
-
-
-def _claimed_in_order(rows: Sequence[asyncpg.Record]) -> list[ClaimedJob]:
-    return claimed_jobs(rows, _same)
-
-
-def _same(value: datetime) -> datetime:
-    return value
-
-
-def _missing_keys(jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[str]:
-    """Unique keys of the batch that the insert did not create (a live job holds them)."""
-    if any(row[0] == "full" for row in rows):
-        return []
-    created = {row[2] for row in rows if row[2] is not None}
-    return sorted({j.unique_key for j in jobs if j.unique_key and j.unique_key not in created})
-
-
-def _finish_insert(jobs: Sequence[NewJob], rows: Sequence[Any], live: Sequence[Any]) -> list[int]:
-    full = [row[2] for row in rows if row[0] == "full"]
-    if full:
-        raise QueueFull(
-            f"queue {', '.join(map(repr, full))} is at its max_depth: nothing was enqueued"
-        )
-    inserted = [(row[1], row[2]) for row in rows]
-    return map_inserted(jobs, inserted, {key: job_id for job_id, key in live})
 
 
 def postgres_schema(url: str) -> tuple[str, str]:
@@ -129,63 +66,7 @@ def postgres_schema(url: str) -> tuple[str, str]:
     return driver_url, schema
 
 
-class _Answers:
-    """A flow's steps (flows.py) answered on one connection, inside its open transaction.
-    The transaction's now() is one instant, so a claim's and a lock's clocks agree."""
-
-    def __init__(self, backend: PostgresBackend, conn: Any) -> None:
-        self.backend, self.conn, self.sql = backend, conn, backend._sql
-
-    async def __call__(self, step: object) -> Any:
-        return await self.answer(step)
-
-    @functools.singledispatchmethod
-    async def answer(self, step: object) -> Any:
-        raise TypeError(f"no PostgreSQL answer to {step!r}")
-
-    @answer.register
-    async def _(self, step: flows.LockQueue) -> flows.QueueLimits | None:
-        row = await self.conn.fetchrow(self.sql.QUEUE_LOCK, step.queue, self.backend._now())
-        if row is None:
-            return None
-        return flows.QueueLimits(
-            row["max_running"], row["rate_per_s"], row["paused"], row["recent_starts"], row["now"]
-        )
-
-    @answer.register
-    async def _(self, step: flows.CountRunning) -> int:
-        return int(await self.conn.fetchval(self.sql.QUEUE_RUNNING, step.queue))
-
-    @answer.register
-    async def _(self, step: flows.ClaimFromQueue) -> list[Any]:
-        args = self.backend._claim_args(step.params, step.queue)
-        rows: list[Any] = await self.conn.fetch(self.sql.JOB_GET_AVAILABLE_IN_QUEUES, *args, True)
-        return rows
-
-    @answer.register
-    async def _(self, step: flows.SetStarts) -> None:
-        await self.conn.execute(self.sql.QUEUE_STARTS_SET, step.queue, step.starts)
-
-    @answer.register
-    async def _(self, step: flows.InsertSlot) -> bool:
-        return bool(await self.conn.fetch(self.sql.CRON_SLOT_INSERT, step.schedule, step.slot))
-
-    @answer.register
-    async def _(self, step: flows.PreviousRunLive) -> bool:
-        return bool(await self.conn.fetchval(self.sql.CRON_PREVIOUS_RUN_LIVE, step.schedule))
-
-    @answer.register
-    async def _(self, step: flows.InsertJob) -> int:
-        params = insert_params([step.job], self.backend.channel, self.backend._now())
-        return int((await self.conn.fetch(self.sql.JOB_INSERT_MANY, *params))[0]["id"])
-
-    @answer.register
-    async def _(self, step: flows.SetSlotOutcome) -> None:
-        args = (step.schedule, step.slot, step.job_id, step.skipped)
-        await self.conn.execute(self.sql.CRON_SLOT_SET_OUTCOME, *args)
-
-
-class PostgresBackend(PostgresControl):
+class PostgresBackend:
     """The Backend protocol on PostgreSQL."""
 
     supports_push = True
@@ -279,25 +160,25 @@ class PostgresBackend(PostgresControl):
                         return await self._insert_asyncpg(conn, jobs)
             if isinstance(connection, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
                 return await self._insert_asyncpg(connection, jobs)
-        params = insert_params(jobs, self.channel, self._now())
+        params = ops.insert_params(jobs, self.channel, self._now())
         named = {f"p{i}": v for i, v in enumerate(params, 1)}
-        cursor = await connection.execute(_to_psycopg(insert), named)  # type: ignore[attr-defined]
+        cursor = await connection.execute(ops.to_psycopg(insert), named)  # type: ignore[attr-defined]
         rows = await cursor.fetchall()
-        keys = _missing_keys(jobs, rows)
+        keys = ops.missing_keys(jobs, rows)
         live: list[Any] = []
         if keys:
-            cursor = await connection.execute(_to_psycopg(lookup), {"p1": keys})  # type: ignore[attr-defined]
+            cursor = await connection.execute(ops.to_psycopg(lookup), {"p1": keys})  # type: ignore[attr-defined]
             live = await cursor.fetchall()
-        return _finish_insert(jobs, rows, live)
+        return ops.finish_insert(jobs, rows, live)
 
     async def _insert_asyncpg(self, conn: Any, jobs: Sequence[NewJob]) -> list[int]:
         if len(jobs) >= COPY_MIN_ROWS and not any(j.unique_key for j in jobs):
             return await self._copy_asyncpg(conn, jobs)
-        params = insert_params(jobs, self.channel, self._now())
+        params = ops.insert_params(jobs, self.channel, self._now())
         rows = [tuple(r) for r in await conn.fetch(self._sql.JOB_INSERT_MANY, *params)]
-        keys = _missing_keys(jobs, rows)
+        keys = ops.missing_keys(jobs, rows)
         live = await conn.fetch(self._sql.JOB_LIVE_BY_UNIQUE_KEY, keys) if keys else []
-        return _finish_insert(jobs, rows, [tuple(r) for r in live])
+        return ops.finish_insert(jobs, rows, [tuple(r) for r in live])
 
     async def _copy_asyncpg(self, conn: Any, jobs: Sequence[NewJob]) -> list[int]:
         """A large batch by COPY: ids drawn first, since COPY returns none.
@@ -350,15 +231,16 @@ class PostgresBackend(PostgresControl):
     def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
         if not jobs:
             return []
-        params = insert_params(jobs, self.channel, self._now())
+        params = ops.insert_params(jobs, self.channel, self._now())
         named = {f"p{i}": v for i, v in enumerate(params, 1)}
         execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
-        rows = execute(_to_psycopg(self._sql.JOB_INSERT_MANY), named).fetchall()
-        keys = _missing_keys(jobs, rows)
+        rows = execute(ops.to_psycopg(self._sql.JOB_INSERT_MANY), named).fetchall()
+        keys = ops.missing_keys(jobs, rows)
         live = []
         if keys:
-            live = execute(_to_psycopg(self._sql.JOB_LIVE_BY_UNIQUE_KEY), {"p1": keys}).fetchall()
-        return _finish_insert(jobs, rows, live)
+            lookup = ops.to_psycopg(self._sql.JOB_LIVE_BY_UNIQUE_KEY)
+            live = execute(lookup, {"p1": keys}).fetchall()
+        return ops.finish_insert(jobs, rows, live)
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
         # All queues: one ordered walk of the pending index, on the sessions that price sorts
@@ -375,7 +257,7 @@ class PostgresBackend(PostgresControl):
                     *self._claim_args(params, None),
                     False,
                 )
-        return _claimed_in_order(rows)
+        return ops.claimed_in_order(rows)
 
     def _claim_args(self, params: ClaimParams, queue: str | None) -> list[Any]:
         queues = [queue] if queue else params.queues
@@ -395,12 +277,15 @@ class PostgresBackend(PostgresControl):
         with _wrapped("job_get_available_limited"):
             async with self.pool.acquire() as conn, conn.transaction():
                 flow = flows.limited_claim(params)
-                rows = await flows.drive_async(flow, _Answers(self, conn))
-        return _claimed_in_order(rows)
+                rows = await flows.drive_async(flow, self._answers(conn))
+        return ops.claimed_in_order(rows)
 
     async def queue_limited(self) -> list[str]:
         with _wrapped("queue_limited"):
             return [r["name"] for r in await self.pool.fetch(self._sql.QUEUE_LIMITED)]
+
+    def _answers(self, conn: Any) -> ops.Answers:
+        return ops.Answers(conn, self._sql, self._claim_args, self._now(), self.channel)
 
     async def warm_up(self) -> None:
         # Measured at a worker's start: the first claim paid ~10 ms to open the claim session
@@ -418,7 +303,7 @@ class PostgresBackend(PostgresControl):
                 for conn in (first, second):
                     await conn.fetch(
                         self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
-                        *completion_params([], self._now()),
+                        *ops.completion_params([], self._now()),
                     )
                     await conn.fetch(self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now())
                     await conn.fetch(self._sql.QUEUE_LIMITED)
@@ -434,7 +319,7 @@ class PostgresBackend(PostgresControl):
         with _wrapped("job_set_state_if_running_many"):
             rows = await self.pool.fetch(
                 self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
-                *completion_params(completions, self._now()),
+                *ops.completion_params(completions, self._now()),
             )
         return [r["id"] for r in rows]
 
@@ -480,7 +365,7 @@ class PostgresBackend(PostgresControl):
     async def cron_slot_claim(self, params: CronSlotClaimParams) -> tuple[SlotOutcome, int | None]:
         with _wrapped("cron_slot_claim"):
             async with self.pool.acquire() as conn, conn.transaction():
-                return await flows.drive_async(flows.cron_slot(params), _Answers(self, conn))
+                return await flows.drive_async(flows.cron_slot(params), self._answers(conn))
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
@@ -503,3 +388,105 @@ class PostgresBackend(PostgresControl):
                     await asyncio.wait_for(conn.close(), timeout=5)
                 except (TimeoutError, Exception):
                     conn.terminate()
+
+    # -- operations a person drives -------------------------------------------------------
+
+    async def queue_list(self) -> list[QueueInfo]:
+        with _wrapped("queue_list"):
+            rows = await self.pool.fetch(self._sql.QUEUE_LIST)
+        return [QueueInfo(*r) for r in rows]
+
+    async def queue_set_paused(self, params: QueueSetPausedParams) -> None:
+        with _wrapped("queue_set_paused"):
+            await self.pool.execute(self._sql.QUEUE_SET_PAUSED, params.queue, params.paused)
+
+    async def queue_set_limits(self, params: QueueSetLimitsParams) -> None:
+        p = params
+        with _wrapped("queue_set_limits"):
+            await self.pool.execute(
+                self._sql.QUEUE_SET_LIMITS, p.queue, p.max_depth, p.max_running, p.rate_per_s
+            )
+
+    async def task_pause(self, params: TaskPauseParams) -> None:
+        with _wrapped("task_pause"):
+            await self.pool.execute(
+                self._sql.TASK_PAUSE, params.task, params.for_s, params.reason, self._now()
+            )
+
+    async def task_resume(self, task: str) -> bool:
+        with _wrapped("task_resume"):
+            return bool(await self.pool.fetch(self._sql.TASK_RESUME, task))
+
+    async def task_pauses(self) -> list[TaskPause]:
+        with _wrapped("task_pauses"):
+            rows = await self.pool.fetch(self._sql.TASK_PAUSES, self._now())
+        return [TaskPause(*r) for r in rows]
+
+    async def job_get(self, job_id: int) -> JobRecord:
+        with _wrapped("job_get"):
+            r = await self.pool.fetchrow(self._sql.JOB_GET, job_id)
+        if r is None:
+            raise JobNotFound(f"no job with id {job_id}")
+        return job_record(r)
+
+    async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
+        with _wrapped("job_count_by_state"):
+            rows = await self.pool.fetch(self._sql.JOB_COUNT_BY_STATE, queue)
+        counts = {state.value: 0 for state in JobState}
+        counts.update({r["state"]: r["n"] for r in rows})
+        return counts
+
+    async def job_retry(self, params: JobActionParams) -> bool:
+        with _wrapped("job_retry"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_RETRY, params.job_id, self.channel, self._now(), params.who
+            )
+        return bool(rows)
+
+    async def job_cancel(self, params: JobActionParams) -> JobState:
+        with _wrapped("job_cancel"):
+            state = await self.pool.fetchval(
+                self._sql.JOB_CANCEL, params.job_id, params.who, self._now()
+            )
+        if state is None:
+            return (await self.job_get(params.job_id)).state
+        return JobState(state)
+
+    async def job_list(self, params: JobListParams) -> list[JobRecord]:
+        with _wrapped("job_list"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_LIST,
+                params.state.value if params.state else None,
+                *ops.filter_params(params.where),
+                params.where.limit,
+            )
+        return [job_record(r) for r in rows]
+
+    async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
+        with _wrapped("job_requeue_dead"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_REQUEUE_DEAD,
+                params.who,
+                *ops.filter_params(params.where),
+                self._now(),
+                self.channel,
+            )
+        return [r["id"] for r in rows]
+
+    async def job_discard_dead(self, params: DeadActionParams) -> list[int]:
+        where = ops.filter_params(params.where)
+        with _wrapped("job_discard_dead"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_DISCARD_DEAD, params.who, *where, self._now()
+            )
+        return [r["id"] for r in rows]
+
+    async def cron_last_slots(self) -> dict[str, datetime]:
+        with _wrapped("cron_last_slots"):
+            rows = await self.pool.fetch(self._sql.CRON_LAST_SLOTS)
+        return {r["schedule"]: r["slot"] for r in rows}
+
+    async def cron_slots_prune(self, before: datetime) -> int:
+        with _wrapped("cron_slots_prune"):
+            status = await self.pool.execute(self._sql.CRON_SLOTS_PRUNE, before)
+        return int(status.split()[-1])

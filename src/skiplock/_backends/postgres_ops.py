@@ -1,0 +1,163 @@
+"""The pieces PostgreSQL operations compose: statement arguments as parallel arrays, insert
+results mapped back to input order, the shared flows' answers, filters.
+
+``postgres.py`` owns the pools and the operations; these are plain functions and one class,
+kept apart so that module stays the list of operations.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from .._job import ClaimedJob, Completion, JobFilter, NewJob
+from .._transitions import transition
+from ..errors import QueueFull
+from . import flows
+from .base import MAX_ERRORS_KEPT, ClaimParams
+from .common import claimed_jobs, filter_values, map_inserted
+from .postgres_sql import Statements
+
+
+def to_psycopg(statement: str) -> str:
+    """``$1`` placeholders to psycopg's ``%(p1)s`` (a parameter may appear more than once)."""
+    return re.sub(r"\$(\d+)", r"%(p\1)s", statement.replace("%", "%%"))
+
+
+def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) -> list[Any]:
+    """The batch as parallel arrays, in JOB_INSERT_MANY's parameter order."""
+    return [
+        [j.task for j in jobs],
+        [j.queue for j in jobs],
+        [j.args_json for j in jobs],
+        [j.kwargs_json for j in jobs],
+        [j.priority for j in jobs],
+        [j.max_attempts for j in jobs],
+        [j.run_at.timestamp() if j.run_at else None for j in jobs],
+        [j.run_after_s for j in jobs],
+        [j.timeout for j in jobs],
+        [j.correlation_id for j in jobs],
+        channel,
+        now,
+        [j.lease_s for j in jobs],
+        [j.unique_key for j in jobs],
+        [j.unique_succeeded for j in jobs],
+    ]
+
+
+def completion_params(completions: Sequence[Completion], now: datetime | None) -> list[Any]:
+    """A batch of outcomes as parallel arrays, each row's columns as its transition says, in
+    JOB_SET_STATE_IF_RUNNING_MANY's order (``now`` None: the database's now())."""
+    changes = [transition(c.disposition, c.delay_s) for c in completions]
+    return [
+        [c.job_id for c in completions],
+        [c.lease_token for c in completions],
+        [t.state.value for t in changes],
+        [t.attempt_delta for t in changes],
+        [t.run_after_s for t in changes],
+        [t.finished for t in changes],
+        [json.dumps(c.error) if c.error is not None else None for c in completions],
+        now,
+        MAX_ERRORS_KEPT,
+    ]
+
+
+def claimed_in_order(rows: Sequence[asyncpg.Record]) -> list[ClaimedJob]:
+    return claimed_jobs(rows, _same)
+
+
+def _same(value: datetime) -> datetime:
+    return value
+
+
+def missing_keys(jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[str]:
+    """Unique keys of the batch that the insert did not create (a live job holds them)."""
+    if any(row[0] == "full" for row in rows):
+        return []
+    created = {row[2] for row in rows if row[2] is not None}
+    return sorted({j.unique_key for j in jobs if j.unique_key and j.unique_key not in created})
+
+
+def finish_insert(jobs: Sequence[NewJob], rows: Sequence[Any], live: Sequence[Any]) -> list[int]:
+    full = [row[2] for row in rows if row[0] == "full"]
+    if full:
+        raise QueueFull(
+            f"queue {', '.join(map(repr, full))} is at its max_depth: nothing was enqueued"
+        )
+    inserted = [(row[1], row[2]) for row in rows]
+    return map_inserted(jobs, inserted, {key: job_id for job_id, key in live})
+
+
+class Answers:
+    """A flow's steps (flows.py) answered on one connection, inside its open transaction.
+    The transaction's now() is one instant, so a claim's and a lock's clocks agree."""
+
+    def __init__(
+        self,
+        conn: Any,
+        statements: Statements,
+        claim_args: Callable[[ClaimParams, str | None], list[Any]],
+        now: datetime | None,
+        channel: str,
+    ) -> None:
+        self.conn, self.sql, self.claim_args = conn, statements, claim_args
+        self.now, self.channel = now, channel
+
+    async def __call__(self, step: object) -> Any:
+        return await self.answer(step)
+
+    @functools.singledispatchmethod
+    async def answer(self, step: object) -> Any:
+        raise TypeError(f"no PostgreSQL answer to {step!r}")
+
+    @answer.register
+    async def _(self, step: flows.LockQueue) -> flows.QueueLimits | None:
+        row = await self.conn.fetchrow(self.sql.QUEUE_LOCK, step.queue, self.now)
+        if row is None:
+            return None
+        return flows.QueueLimits(
+            row["max_running"], row["rate_per_s"], row["paused"], row["recent_starts"], row["now"]
+        )
+
+    @answer.register
+    async def _(self, step: flows.CountRunning) -> int:
+        return int(await self.conn.fetchval(self.sql.QUEUE_RUNNING, step.queue))
+
+    @answer.register
+    async def _(self, step: flows.ClaimFromQueue) -> list[Any]:
+        args = self.claim_args(step.params, step.queue)
+        rows: list[Any] = await self.conn.fetch(self.sql.JOB_GET_AVAILABLE_IN_QUEUES, *args, True)
+        return rows
+
+    @answer.register
+    async def _(self, step: flows.SetStarts) -> None:
+        await self.conn.execute(self.sql.QUEUE_STARTS_SET, step.queue, step.starts)
+
+    @answer.register
+    async def _(self, step: flows.InsertSlot) -> bool:
+        return bool(await self.conn.fetch(self.sql.CRON_SLOT_INSERT, step.schedule, step.slot))
+
+    @answer.register
+    async def _(self, step: flows.PreviousRunLive) -> bool:
+        return bool(await self.conn.fetchval(self.sql.CRON_PREVIOUS_RUN_LIVE, step.schedule))
+
+    @answer.register
+    async def _(self, step: flows.InsertJob) -> int:
+        params = insert_params([step.job], self.channel, self.now)
+        return int((await self.conn.fetch(self.sql.JOB_INSERT_MANY, *params))[0]["id"])
+
+    @answer.register
+    async def _(self, step: flows.SetSlotOutcome) -> None:
+        args = (step.schedule, step.slot, step.job_id, step.skipped)
+        await self.conn.execute(self.sql.CRON_SLOT_SET_OUTCOME, *args)
+
+
+def filter_params(where: JobFilter) -> list[Any]:
+    """A filter in the order the filtered statements take it ($2..$7)."""
+    return list(filter_values(where).values())
