@@ -11,6 +11,7 @@ from ..errors import BackendError, BackendUnavailable, DuplicateJob, SchemaError
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
+    asyncpg.exceptions.PostgresConnectionError,  # SQLSTATE class 08, whatever the subclass
     asyncpg.exceptions.ConnectionDoesNotExistError,
     asyncpg.exceptions.CannotConnectNowError,
     asyncpg.exceptions.ConnectionFailureError,
