@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 async def burst(app: skiplock.App, **options: object) -> None:
-    worker = Worker(app, poll_interval=0.05, scheduler=False, **options)  # type: ignore[arg-type]
+    worker = Worker(app, poll_interval_s=0.05, scheduler=False, **options)  # type: ignore[arg-type]
     await asyncio.wait_for(worker.run(burst=True), timeout=60)
 
 
@@ -215,7 +215,7 @@ async def test_max_running_holds_across_workers(app: skiplock.App) -> None:
     await app.set_queue_limits("lim", max_running=2)
     await app.enqueue_many(limited.prepare() for _ in range(20))
     # not burst mode: a worker held back by the limit would think the queue was empty
-    workers = [Worker(app, poll_interval=0.05, concurrency=5) for _ in range(2)]
+    workers = [Worker(app, poll_interval_s=0.05, concurrency=5) for _ in range(2)]
     runs = [asyncio.create_task(w.run()) for w in workers]
     while (await app.counts("lim"))["succeeded"] < 20:
         assert not any(r.done() for r in runs)
@@ -235,7 +235,7 @@ async def test_rate_limit_spaces_starts(app: skiplock.App) -> None:
 
     await app.set_queue_limits("rated", rate_per_s=5)
     await app.enqueue_many(rated.prepare() for _ in range(15))
-    worker = Worker(app, poll_interval=0.05, concurrency=20)  # burst would stop when throttled
+    worker = Worker(app, poll_interval_s=0.05, concurrency=20)  # burst would stop when throttled
     run = asyncio.create_task(worker.run())
     while len(starts) < 15:
         assert not run.done()

@@ -52,7 +52,7 @@ async def test_overlap_false_skips_while_the_previous_run_is_live(app: skiplock.
     skipped = await backend.cron_slot_claim("s", T0 + timedelta(minutes=1), job(), False)
     assert skipped == (SlotOutcome.SKIPPED, None)
     # once the previous run is finished, the next slot enqueues again
-    await Worker(app, poll_interval=0.05, scheduler=False).run(burst=True)
+    await Worker(app, poll_interval_s=0.05, scheduler=False).run(burst=True)
     assert (await backend.cron_slot_claim("s", T0 + timedelta(minutes=2), job(), False))[
         0
     ] is SlotOutcome.ENQUEUED
@@ -150,7 +150,7 @@ async def test_the_task_receives_the_slot_when_it_asks(app: skiplock.App) -> Non
     s = await scheduler(app)
     await s.tick(T0)
     await s.tick(T0 + timedelta(minutes=5))
-    await Worker(app, poll_interval=0.05, scheduler=False).run(burst=True)
+    await Worker(app, poll_interval_s=0.05, scheduler=False).run(burst=True)
     slot = T0 + timedelta(minutes=5)
     assert ("x", int(slot.timestamp()), slot.isoformat()) in seen
     assert "plain" in seen
@@ -203,7 +203,7 @@ async def test_worker_runs_the_scheduler_and_a_periodic_task_fires(app: skiplock
     async def every_second() -> None:
         fired.set()
 
-    worker = Worker(app, poll_interval=0.05)
+    worker = Worker(app, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(fired.wait(), 10)
     worker.request_stop()
@@ -224,5 +224,5 @@ async def test_a_dying_scheduler_stops_the_worker(app: skiplock.App) -> None:
 
     backend.cron_last_slots = broken  # type: ignore[method-assign]
     with pytest.raises(ExceptionGroup) as caught:
-        await asyncio.wait_for(Worker(app, poll_interval=0.05).run(), 10)
+        await asyncio.wait_for(Worker(app, poll_interval_s=0.05).run(), 10)
     assert caught.group_contains(RuntimeError, match="scheduler bug")

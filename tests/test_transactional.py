@@ -20,7 +20,7 @@ from .conftest import PG_URL
 
 
 async def burst(app: skiplock.App) -> None:
-    await asyncio.wait_for(Worker(app, poll_interval=0.05).run(burst=True), timeout=60)
+    await asyncio.wait_for(Worker(app, poll_interval_s=0.05).run(burst=True), timeout=60)
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ async def test_asyncpg_commit_wakes_a_listening_worker(pg_app: skiplock.App) -> 
     async def wake() -> None:
         done.set()
 
-    worker = Worker(pg_app, poll_interval=60)  # only NOTIFY can make this prompt
+    worker = Worker(pg_app, poll_interval_s=60)  # only NOTIFY can make this prompt
     run = asyncio.create_task(worker.run())
     await asyncio.sleep(0.5)
     conn = await asyncpg.connect(PG_URL)

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from datetime import timedelta
 
 import pytest
 
 import skiplock
-from skiplock import Cancel, JobState, Retry, RetryPolicy, Snooze, Worker
+from skiplock import Cancel, JobState, Retry, RetryPolicy, Snooze, Worker, WorkerConfig
+from skiplock._config import WorkerOptions
 
 from .helpers import FakeClock
 
 
 async def burst(app: skiplock.App, **options: object) -> Worker:
-    worker = Worker(app, poll_interval=0.05, **options)  # type: ignore[arg-type]
+    worker = Worker(app, poll_interval_s=0.05, **options)  # type: ignore[arg-type]
     await asyncio.wait_for(worker.run(burst=True), timeout=60)
     return worker
 
@@ -369,7 +371,7 @@ async def test_stop_releases_unfinished_jobs_to_pending(app: skiplock.App) -> No
         await asyncio.sleep(30)
 
     h = await long.aenqueue()
-    worker = Worker(app, shutdown_timeout=0.2, poll_interval=0.05)
+    worker = Worker(app, shutdown_timeout_s=0.2, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     worker.request_stop()
@@ -387,7 +389,7 @@ async def test_stop_is_seen_while_every_slot_is_busy(app: skiplock.App) -> None:
         await asyncio.sleep(30)
 
     handles = await app.enqueue_many(hog.prepare() for _ in range(3))
-    worker = Worker(app, concurrency=1, prefetch=0, shutdown_timeout=0.2, poll_interval=0.05)
+    worker = Worker(app, concurrency=1, prefetch=0, shutdown_timeout_s=0.2, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     worker.request_stop()  # the producer is waiting for a free slot, not for work
@@ -404,7 +406,7 @@ async def test_stop_lets_running_jobs_finish_within_the_grace(app: skiplock.App)
         await asyncio.sleep(0.3)
 
     h = await short.aenqueue()
-    worker = Worker(app, shutdown_timeout=10, poll_interval=0.05)
+    worker = Worker(app, shutdown_timeout_s=10, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     worker.request_stop()
@@ -419,7 +421,7 @@ async def test_an_enqueue_wakes_an_idle_worker_in_the_same_process(app: skiplock
     async def wake() -> None:
         done.set()
 
-    worker = Worker(app, poll_interval=60)  # only a wake-up can make this prompt
+    worker = Worker(app, poll_interval_s=60)  # only a wake-up can make this prompt
     run = asyncio.create_task(worker.run())
     await asyncio.sleep(0.3)
     await wake.aenqueue()
@@ -441,7 +443,7 @@ async def test_a_dying_service_stops_the_worker_loudly(app: skiplock.App) -> Non
 
     backend.job_set_state_if_running_many = broken  # type: ignore[method-assign]
     with pytest.raises(ExceptionGroup) as caught:
-        await asyncio.wait_for(Worker(app, poll_interval=0.05).run(), 30)
+        await asyncio.wait_for(Worker(app, poll_interval_s=0.05).run(), 30)
     assert caught.group_contains(RuntimeError, match="completer bug")
 
 
@@ -493,7 +495,7 @@ async def test_an_outcome_waiting_to_be_written_keeps_its_lease(app: skiplock.Ap
         return await real(completions)  # type: ignore[arg-type]
 
     backend.job_set_state_if_running_many = away  # type: ignore[method-assign]
-    await burst(app, maintenance_interval=0.2)
+    await burst(app, maintenance_interval_s=0.2)
     job = await handle.fetch()
     assert (runs, job.state, job.attempt) == (1, JobState.SUCCEEDED, 1)
 
@@ -515,7 +517,7 @@ async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.A
         await never.using(run_after=timedelta(seconds=2)).aenqueue(),
     )
     assert await app.cancel_job(pending.id, who="ops") is JobState.CANCELLED
-    worker = Worker(app, poll_interval=0.05)
+    worker = Worker(app, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     assert await app.cancel_job(running.id, who="ops") is JobState.RUNNING
@@ -534,7 +536,7 @@ async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.A
 
 async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> None:
     app = skiplock.App("postgresql://postgres@127.0.0.1:1/test")  # nothing listens there
-    worker = Worker(app, poll_interval=0.05)
+    worker = Worker(app, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.sleep(1.5)
     assert not run.done(), "it must wait for the database, not exit"
@@ -557,3 +559,82 @@ async def test_a_burst_runs_a_retry_that_is_due_at_once(app: skiplock.App) -> No
     await burst(app)
     job = await handle.fetch()
     assert (job.state, attempts) == (JobState.SUCCEEDED, [1, 2, 3])
+
+
+# -- the service model (issue 10 §2) and configuration (§4) -----------------------------------
+
+
+async def test_a_running_worker_reports_each_service_ready_then_stopped(
+    app: skiplock.App,
+) -> None:
+    worker = Worker(app, poll_interval_s=0.05)
+    assert worker.status()["ready"] is False
+    run = asyncio.create_task(worker.run())
+    await asyncio.wait_for(worker.ready.wait(), 30)
+    status = worker.status()
+    expected = {"completer", "executor", "lease-keeper", "rescuer", "canceller", "pruner"}
+    assert expected | {"notifier", "producer"} == set(status["services"])
+    assert set(status["services"].values()) == {"ready"}
+    worker.request_stop()
+    worker.request_stop()  # a second request only shortens the drain; it must not break stop
+    await asyncio.wait_for(run, 30)
+    status = worker.status()
+    assert status["ready"] is False and set(status["services"].values()) == {"stopped"}
+
+
+async def test_a_stopped_worker_leaves_no_task_behind(app: skiplock.App) -> None:
+    """Every background task, the breaker's trips included, is owned by the worker's group."""
+
+    @app.task(name="bad", max_attempts=1, breaker=skiplock.Breaker(threshold=1))
+    async def bad() -> None:
+        raise ValueError("always")
+
+    await bad.aenqueue()
+    backend = await app.backend()
+    real = backend.task_pause
+
+    async def slow_pause(*args: object) -> None:
+        await asyncio.sleep(0.5)  # the trip is still writing when the worker is asked to stop
+        await real(*args)  # type: ignore[arg-type]
+
+    backend.task_pause = slow_pause  # type: ignore[method-assign]
+    before = asyncio.all_tasks()
+    worker = Worker(app, poll_interval_s=0.05)
+    flushed, tripped = worker.signals.flushed.arm(), worker.signals.breaker_tripped.arm()
+    run = asyncio.create_task(worker.run())
+    await flushed.wait()
+    worker.request_stop()
+    await asyncio.wait_for(run, 30)
+    assert tripped.drain() == ["bad"], "the trip finished inside the worker's lifetime"
+    assert asyncio.all_tasks() - before == set()
+
+
+async def test_an_unarmed_signal_records_nothing() -> None:
+    worker = Worker(skiplock.App("sqlite:///unused.db"))
+    worker.signals.claimed.fire([1])
+    assert worker.signals.claimed.drain() == []
+    armed = worker.signals.claimed.arm()
+    armed.fire([2])
+    assert armed.drain() == [[2]]
+    with pytest.raises(TimeoutError, match="claimed"):
+        await armed.wait(timeout=0.01)
+
+
+def test_worker_options_are_the_config_fields() -> None:
+    fields = {f.name for f in dataclasses.fields(WorkerConfig)}
+    assert set(WorkerOptions.__annotations__) == fields
+
+
+def test_every_worker_duration_is_in_seconds_and_says_so() -> None:
+    floats = {f.name for f in dataclasses.fields(WorkerConfig) if f.type == "float"}
+    assert floats and all(name.endswith("_s") for name in floats)
+
+
+def test_worker_keywords_override_the_config() -> None:
+    app = skiplock.App("sqlite:///unused.db")
+    worker = Worker(app, WorkerConfig(concurrency=3, name="w"), poll_interval_s=0.5)
+    assert (worker.config.concurrency, worker.config.poll_interval_s) == (3, 0.5)
+    with pytest.raises(TypeError):
+        Worker(app, poll_interval=0.5)  # type: ignore[call-arg]
+    with pytest.raises(skiplock.ConfigurationError, match=r"poll_interval_s=0"):
+        Worker(app, poll_interval_s=0)
