@@ -59,12 +59,12 @@ async def test_stop_releases_jobs_claimed_ahead_with_their_attempt(app: skiplock
 
     handles = await app.enqueue_many(gated.prepare() for _ in range(6))
     worker = Worker(app, concurrency=1, prefetch=3, poll_interval_s=0.05, shutdown_timeout_s=0.2)
+    claimed = worker.signals.claimed.arm()
     run = asyncio.create_task(worker.run())
-    for _ in range(200):
-        if await held_in_db(app) == 4:  # one running, three waiting for the slot
-            break
-        await asyncio.sleep(0.02)
-    assert await held_in_db(app) == 4
+    held = 0
+    while held < 4:  # one running, three waiting for the slot
+        held += len(await claimed.wait())
+    assert held == await held_in_db(app) == 4
     worker.request_stop()
     await asyncio.wait_for(run, 10)
     jobs = [await h.fetch() for h in handles]

@@ -421,10 +421,14 @@ async def test_an_enqueue_wakes_an_idle_worker_in_the_same_process(app: skiplock
     async def wake() -> None:
         done.set()
 
-    worker = Worker(app, poll_interval_s=60)  # only a wake-up can make this prompt
+    backend = await app.backend()
+    backend.supports_push = False  # no NOTIFY, no data_version watch: only the in-process waker
+    worker = Worker(app, poll_interval_s=60)  # and no poll within the wait below
+    claimed, woke = worker.signals.claimed.arm(), worker.signals.woke.arm()
     run = asyncio.create_task(worker.run())
-    await asyncio.sleep(0.3)
+    assert await claimed.wait() == []  # idle: its first claim found nothing
     await wake.aenqueue()
+    assert await woke.wait(timeout=10) == "default"
     await asyncio.wait_for(done.wait(), 10)
     worker.request_stop()
     await asyncio.wait_for(run, 10)
@@ -472,10 +476,15 @@ async def test_outcomes_that_fail_to_write_are_retried_not_dropped(app: skiplock
 
 async def test_an_outcome_waiting_to_be_written_keeps_its_lease(app: skiplock.App) -> None:
     """While its outcome cannot be written (the database is away), a finished job's lease is
-    still heartbeated, so no sweep hands the job to another run when the database is back."""
-    runs = 0
+    still heartbeated, so no sweep hands the job to another run when the database is back.
 
-    @app.task(name="short_lease", visibility_timeout=1)
+    The lease is 3 s and heartbeats come every 0.5 s, so a loaded machine may stall the loop
+    for 2 s without the lease lapsing; the writes are refused until two sweeps have run after
+    the lease would have expired unrenewed."""
+    runs = 0
+    lease_s = 3.0
+
+    @app.task(name="short_lease", visibility_timeout=lease_s)
     async def short_lease() -> None:
         nonlocal runs
         runs += 1
@@ -483,19 +492,28 @@ async def test_an_outcome_waiting_to_be_written_keeps_its_lease(app: skiplock.Ap
     handle = await short_lease.aenqueue()
     backend = await app.backend()
     real = backend.job_set_state_if_running_many
-    loop = asyncio.get_running_loop()
-    refuse_until: float | None = None
+    worker = Worker(app, poll_interval_s=0.05, maintenance_interval_s=0.5)
+    claimed, sweeps = worker.signals.claimed.arm(), worker.signals.reclaimed.arm()
+    back = asyncio.Event()
 
     async def away(completions: object) -> list[int]:
-        nonlocal refuse_until
-        if refuse_until is None:
-            refuse_until = loop.time() + 3  # three leases long
-        if loop.time() < refuse_until:
+        if not back.is_set():
             raise skiplock.BackendUnavailable("database away")
         return await real(completions)  # type: ignore[arg-type]
 
+    async def come_back_after_two_sweeps_past_the_lease() -> None:
+        await claimed.wait()
+        lapsed = asyncio.get_running_loop().time() + lease_s
+        past = 0
+        while past < 2:
+            await sweeps.wait()
+            past += asyncio.get_running_loop().time() > lapsed
+        back.set()
+
     backend.job_set_state_if_running_many = away  # type: ignore[method-assign]
-    await burst(app, maintenance_interval_s=0.2)
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(come_back_after_two_sweeps_past_the_lease())
+        await asyncio.wait_for(worker.run(burst=True), timeout=60)
     job = await handle.fetch()
     assert (runs, job.state, job.attempt) == (1, JobState.SUCCEEDED, 1)
 
@@ -638,3 +656,30 @@ def test_worker_keywords_override_the_config() -> None:
         Worker(app, poll_interval=0.5)  # type: ignore[call-arg]
     with pytest.raises(skiplock.ConfigurationError, match=r"poll_interval_s=0"):
         Worker(app, poll_interval_s=0)
+
+
+async def test_a_job_claimed_by_an_idle_worker_is_heartbeated_within_its_lease(
+    app: skiplock.App,
+) -> None:
+    """Issue 9 item 5: an idle worker's lease keeper sleeps on a long interval (5 s, the
+    maintenance interval, with nothing held); a job claimed then with a 1.5 s lease must be
+    renewed within that lease, not after it lapsed and another worker took the job."""
+    release = asyncio.Event()
+
+    @app.task(name="short_lease", visibility_timeout=1.5)
+    async def short_lease() -> None:
+        await release.wait()
+
+    worker = Worker(app, poll_interval_s=0.05)
+    claimed, beats = worker.signals.claimed.arm(), worker.signals.heartbeat.arm()
+    run = asyncio.create_task(worker.run())
+    assert await claimed.wait() == []  # idle: the keeper is asleep on its long interval
+    handle = await short_lease.aenqueue()
+    while not await claimed.wait():
+        pass
+    assert await beats.wait(timeout=1.5) == 1  # renewed before the lease lapsed
+    release.set()
+    worker.request_stop()
+    await asyncio.wait_for(run, 30)
+    job = await handle.fetch()
+    assert (job.state, job.attempt) == (JobState.SUCCEEDED, 1)

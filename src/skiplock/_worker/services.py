@@ -49,6 +49,7 @@ class Notifier(Service):
             try:
                 async with self.backend.listen(self.on_wake) as lost:
                     failures = 0
+                    log.info("subscribed to wake-ups; catching up")
                     self.on_wake("*")
                     self.mark_ready()
                     await lost.wait()
