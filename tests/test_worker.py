@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -591,6 +592,7 @@ async def test_a_running_worker_reports_each_service_ready_then_stopped(
     await asyncio.wait_for(worker.ready.wait(), 30)
     status = worker.status()
     expected = {"completer", "executor", "lease-keeper", "rescuer", "canceller", "pruner"}
+    expected |= {"watchdog"}
     assert expected | {"notifier", "producer"} == set(status["services"])
     assert set(status["services"].values()) == {"ready"}
     worker.request_stop()
@@ -683,3 +685,20 @@ async def test_a_job_claimed_by_an_idle_worker_is_heartbeated_within_its_lease(
     await asyncio.wait_for(run, 30)
     job = await handle.fetch()
     assert (job.state, job.attempt) == (JobState.SUCCEEDED, 1)
+
+
+async def test_a_task_blocking_the_loop_is_named_with_the_lease_it_endangers(
+    app: skiplock.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 9 item 13: while a handler blocks the event loop, a thread names its task."""
+
+    @app.task(name="blocker", visibility_timeout=1.5)
+    async def blocker() -> None:
+        time.sleep(1.5)  # noqa: ASYNC251 - blocking code in an async handler: what it reports
+
+    handle = await blocker.aenqueue()
+    await burst(app)
+    warnings = [r.getMessage() for r in caplog.records if "event loop blocked" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # once per stall
+    assert f"skiplock-job-{handle.id}" in warnings[0]
+    assert f"shortest lease held (job {handle.id}, 1.5s)" in warnings[0]

@@ -80,6 +80,14 @@ class LeaseKeeper(Service):
             (c.job_id, c.lease_token, c.lease_s) for c in self.completer.unwritten()
         ]
 
+    def shortest(self) -> tuple[int, float] | None:
+        """The shortest lease held now, as (job id, seconds); None when none is held."""
+        leases = [(lease, job_id) for job_id, _, lease in self.held() if lease]
+        if not leases:
+            return None
+        lease, job_id = min(leases)
+        return job_id, lease
+
     async def beat(self) -> None:
         held = [(job_id, token) for job_id, token, _ in self.held()]
         if not held:

@@ -5,6 +5,7 @@
        └── wake-ups: notifier (LISTEN/NOTIFY), in-process enqueues, the poll backstop
     lease keeper: heartbeats every lease held    rescuer: reclaims leases that expired anywhere
     canceller: cancels jobs a person asked to    pruner: deletes rows past their retention
+    watchdog: names a task that blocks the event loop, and the lease it endangers
     scheduler: enqueues cron slots (when the app has schedules)
 
 Every service has one lifecycle (``service.Service``: start, ready, stop) and lives in the
@@ -35,6 +36,7 @@ from .runner import Runner
 from .service import Service
 from .services import Canceller, Notifier, Pruner, Rescuer
 from .signals import WorkerSignals
+from .watchdog import Watchdog
 
 log = logging.getLogger("skiplock.worker")
 
@@ -155,6 +157,7 @@ class Worker:
         )
         services: list[Service] = [completer, runner, leases, Rescuer(backend, config, signals)]
         services += [Canceller(backend, runner), Pruner(backend, config)]
+        services.append(Watchdog(leases.shortest))
         if not burst and backend.supports_push:  # a burst never idles: nothing to wake it
             services.append(Notifier(backend, producer.on_wake))
         if config.scheduler and self.app.schedules:
