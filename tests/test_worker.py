@@ -702,3 +702,50 @@ async def test_a_task_blocking_the_loop_is_named_with_the_lease_it_endangers(
     assert len(warnings) == 1, warnings  # once per stall
     assert f"skiplock-job-{handle.id}" in warnings[0]
     assert f"shortest lease held (job {handle.id}, 1.5s)" in warnings[0]
+
+
+async def _stop_with_outcomes_unwritable(
+    app: skiplock.App, *, shutdown_timeout_s: float, stops: int
+) -> skiplock.JobHandle:
+    """A job finishes, its outcome cannot be written (the database is away for writes),
+    then the worker is asked to stop ``stops`` times: it must return regardless."""
+
+    @app.task(name="finished", visibility_timeout=5)
+    async def finished() -> None:
+        pass
+
+    handle = await finished.aenqueue()
+    backend = await app.backend()
+    refused = asyncio.Event()
+
+    async def away(completions: object) -> list[int]:
+        refused.set()
+        raise skiplock.BackendUnavailable("database away")
+
+    backend.job_set_state_if_running_many = away  # type: ignore[method-assign]
+    worker = Worker(app, poll_interval_s=0.05, shutdown_timeout_s=shutdown_timeout_s)
+    run = asyncio.create_task(worker.run())
+    await asyncio.wait_for(refused.wait(), 30)
+    for _ in range(stops):
+        worker.request_stop()
+    await asyncio.wait_for(run, 10)  # before the fix: retried forever, never returned
+    return handle
+
+
+async def test_a_stop_ends_within_the_grace_even_when_outcomes_cannot_be_written(
+    clocked_app: skiplock.App, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 9 item 9: the unwritten outcome's job stays leased, and is reclaimed later."""
+    handle = await _stop_with_outcomes_unwritable(clocked_app, shutdown_timeout_s=0.5, stops=1)
+    assert any("outcomes unwritten" in r.getMessage() for r in caplog.records)
+    assert (await handle.fetch()).state is JobState.RUNNING  # still leased, not lost
+    clock.advance(6)  # past its 5 s lease
+    assert await (await clocked_app.backend()).job_reclaim_expired() == [handle.id]
+    assert (await handle.fetch()).state is JobState.PENDING
+
+
+async def test_a_second_stop_abandons_unwritable_outcomes_at_once(app: skiplock.App) -> None:
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await _stop_with_outcomes_unwritable(app, shutdown_timeout_s=60, stops=2)
+    assert loop.time() - began < 10  # not the 60 s grace

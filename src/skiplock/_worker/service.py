@@ -57,6 +57,12 @@ class Service:
         if self._task is not None:
             self._task.cancel()
 
+    def cancel(self) -> None:
+        """End the service now, whatever ``stop`` would have let it finish."""
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+
     async def join(self) -> None:
         """Until the service's task ended (however it ended)."""
         if self._task is not None:

@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import os
 import socket
+import time
 import uuid
 from typing import Any, Unpack
 
@@ -39,6 +40,10 @@ from .signals import WorkerSignals
 from .watchdog import Watchdog
 
 log = logging.getLogger("skiplock.worker")
+
+FINAL_WRITE_S = 1.0
+"""At least this long for the last outcomes once stopping, even when the grace period is
+spent: a healthy database writes them in milliseconds."""
 
 
 class Worker:
@@ -62,6 +67,8 @@ class Worker:
         """Set once every service reported ready; cleared when the worker stops."""
         self.scheduler: Scheduler | None = None
         self._stopping = asyncio.Event()
+        self._forced = asyncio.Event()
+        self._stop_deadline: float | None = None
         self._services: list[Service] = []
         self._producer: Producer | None = None
         self._runner: Runner | None = None
@@ -87,8 +94,12 @@ class Worker:
 
     def request_stop(self) -> None:
         """First call: stop claiming and drain. Second call: skip the drain wait."""
-        if self._stopping.is_set() and self._runner is not None:
-            self._runner.force()
+        if self._stopping.is_set():
+            self._forced.set()
+            if self._runner is not None:
+                self._runner.force()
+        else:
+            self._stop_deadline = time.monotonic() + self.config.shutdown_timeout_s
         self._stopping.set()
         if self._producer is not None:
             self._producer.stop()
@@ -133,13 +144,42 @@ class Worker:
                 producer.stop()
                 runner.hold()
             await producer.join()
-            for service in (runner, completer):  # drain, then write every outcome
-                service.stop()
-                await service.join()
+            runner.stop()  # drain: running jobs get the grace period, then are released
+            await runner.join()
+            await self._flush(completer)
         finally:
             unsubscribe()
             for service in self._services:
                 service.stop()
+
+    async def _flush(self, completer: Completer) -> None:
+        """Write every outcome left. Once a stop was asked for, only until the grace period
+        ends (at least FINAL_WRITE_S), or at once on a second stop: with the database away,
+        the worker must still exit; what it could not write stays leased, and returns to
+        pending when those leases expire."""
+        completer.stop()
+        if self._stop_deadline is None:  # a burst that ran out of work: write it all
+            await completer.join()
+            return
+        remaining = self._stop_deadline - time.monotonic()
+        waits = [asyncio.ensure_future(w) for w in (self._forced.wait(), completer.join())]
+        try:
+            await asyncio.wait(
+                waits, timeout=max(remaining, FINAL_WRITE_S), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for w in waits:
+                w.cancel()
+        unwritten = completer.unwritten()
+        if unwritten:
+            log.warning(
+                "stopping with %d outcomes unwritten (the database is unavailable); their "
+                "jobs stay leased to this worker and return to pending when the leases "
+                "expire: %s",
+                len(unwritten),
+                [c.job_id for c in unwritten[:20]],
+            )
+            completer.cancel()
 
     def _build(
         self, tg: asyncio.TaskGroup, backend: Backend, burst: bool
