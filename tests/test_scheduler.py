@@ -204,7 +204,10 @@ async def test_worker_runs_the_scheduler_and_a_periodic_task_fires(app: skiplock
         fired.set()
 
     worker = Worker(app, poll_interval_s=0.05)
+    enqueued = worker.signals.slot_enqueued.arm()
     run = asyncio.create_task(worker.run())
+    schedule_id, slot = await enqueued.wait(timeout=10)
+    assert schedule_id == next(iter(app.schedules)) and slot.microsecond == 0
     await asyncio.wait_for(fired.wait(), 10)
     worker.request_stop()
     await asyncio.wait_for(run, 10)
