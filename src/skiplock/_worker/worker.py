@@ -22,6 +22,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Coroutine
 from typing import Any, Unpack
 
 from .._app import App
@@ -154,32 +155,31 @@ class Worker:
 
     async def _flush(self, completer: Completer) -> None:
         """Write every outcome left. Once a stop was asked for, only until the grace period
-        ends (at least FINAL_WRITE_S), or at once on a second stop: with the database away,
-        the worker must still exit; what it could not write stays leased, and returns to
-        pending when those leases expire."""
+        ends (at least FINAL_WRITE_S), and after a second stop for FINAL_WRITE_S more: with
+        the database away the worker must still exit; what it could not write stays leased,
+        and returns to pending when those leases expire."""
         completer.stop()
         if self._stop_deadline is None:  # a burst that ran out of work: write it all
             await completer.join()
             return
-        remaining = self._stop_deadline - time.monotonic()
-        waits = [asyncio.ensure_future(w) for w in (self._forced.wait(), completer.join())]
-        try:
-            await asyncio.wait(
-                waits, timeout=max(remaining, FINAL_WRITE_S), return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for w in waits:
-                w.cancel()
+        if not self._forced.is_set():
+            remaining = self._stop_deadline - time.monotonic()
+            await _first(self._forced.wait(), completer.join(), timeout=remaining)
+        if self._forced.is_set():  # the releases of the cancelled jobs, if the database is up
+            await _first(completer.join(), timeout=0)
+        self._abandon(completer)
+
+    def _abandon(self, completer: Completer) -> None:
         unwritten = completer.unwritten()
-        if unwritten:
-            log.warning(
-                "stopping with %d outcomes unwritten (the database is unavailable); their "
-                "jobs stay leased to this worker and return to pending when the leases "
-                "expire: %s",
-                len(unwritten),
-                [c.job_id for c in unwritten[:20]],
-            )
-            completer.cancel()
+        if not unwritten:
+            return
+        log.warning(
+            "stopping with %d outcomes unwritten (the database is unavailable); their jobs "
+            "stay leased to this worker and return to pending when the leases expire: %s",
+            len(unwritten),
+            [c.job_id for c in unwritten[:20]],
+        )
+        completer.cancel()
 
     def _build(
         self, tg: asyncio.TaskGroup, backend: Backend, burst: bool
@@ -214,3 +214,16 @@ class Worker:
             self.config.concurrency,
             backend.url.split("@")[-1],
         )
+
+
+async def _first(*waits: Coroutine[Any, Any, object], timeout: float) -> None:
+    """Until the first of ``waits`` ends, for at least FINAL_WRITE_S and at most ``timeout``
+    (whichever is longer); the others are cancelled."""
+    futures = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(
+            futures, timeout=max(timeout, FINAL_WRITE_S), return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        for future in futures:
+            future.cancel()
