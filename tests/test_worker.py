@@ -519,7 +519,10 @@ async def test_an_outcome_waiting_to_be_written_keeps_its_lease(app: skiplock.Ap
     assert (runs, job.state, job.attempt) == (1, JobState.SUCCEEDED, 1)
 
 
-async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.App) -> None:
+async def test_cancelling_a_running_job_cancels_it_cooperatively(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    app = clocked_app
     started = asyncio.Event()
 
     @app.task(name="long_running")
@@ -537,14 +540,16 @@ async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.A
     )
     assert await app.cancel_job(pending.id, who="ops") is JobState.CANCELLED
     worker = Worker(app, poll_interval_s=0.05)
+    flushed, claimed = worker.signals.flushed.arm(), worker.signals.claimed.arm()
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     assert await app.cancel_job(running.id, who="ops") is JobState.RUNNING
-    deadline = asyncio.get_running_loop().time() + 10
-    while await state_of(app, running) is not JobState.CANCELLED:
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.1)
-    await asyncio.sleep(2.5)  # past the pending job's run_after
+    while running.id not in await flushed.wait():
+        pass
+    assert await state_of(app, running) is JobState.CANCELLED
+    clock.advance(3)  # past the pending job's run_after: the next claim must not take it
+    claimed.drain()
+    assert await claimed.wait() == await claimed.wait() == []  # the first may predate advance
     worker.request_stop()
     await asyncio.wait_for(run, 10)
     job = await running.fetch()
