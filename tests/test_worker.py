@@ -754,3 +754,32 @@ async def test_a_second_stop_abandons_unwritable_outcomes_at_once(app: skiplock.
     began = loop.time()
     await _stop_with_outcomes_unwritable(app, shutdown_timeout_s=60, stops=2)
     assert loop.time() - began < 10  # not the 60 s grace
+
+
+async def test_a_lease_lost_while_running_cancels_the_local_attempt(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    app = clocked_app
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @app.task(name="held", visibility_timeout=1)
+    async def held() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    handle = await held.aenqueue()
+    worker = Worker(app, poll_interval_s=0.05, maintenance_interval_s=60, shutdown_timeout_s=0)
+    lost = worker.signals.lease_lost.arm()
+    run = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 10)
+    clock.advance(5)  # the lease lapses, and another worker's sweep takes the job
+    assert await (await app.backend()).job_reclaim_expired() == [handle.id]
+    # this worker's own next claim, or its next heartbeat, finds the old lease gone
+    assert await lost.wait(timeout=10) == handle.id
+    await asyncio.wait_for(cancelled.wait(), 10)
+    worker.request_stop()
+    await asyncio.wait_for(run, 10)

@@ -101,7 +101,16 @@ class Runner(Service):
         return self.config.concurrency - len(self.running)
 
     def take(self, jobs: Iterable[ClaimedJob]) -> None:
-        """Jobs just claimed: start them while slots are free, hold the rest."""
+        """Jobs just claimed: start them while slots are free, hold the rest.
+
+        A job this worker already holds under another token lapsed and was swept while we
+        held it: this claim proves the old lease lost (the heartbeat, which answers by id,
+        would see the new lease and miss it), so the old attempt is cancelled here."""
+        jobs = list(jobs)
+        held = {job.id: job.lease_token for job in self.held()}
+        stale = {(j.id, held[j.id]) for j in jobs if held.get(j.id, j.lease_token) != j.lease_token}
+        if stale:
+            self.leases_lost(stale)
         self.ready.extend(jobs)
         self.start_ready()
 
@@ -150,7 +159,9 @@ class Runner(Service):
             self._record(job, self._cancelled(job), loop.time() - started)
             raise
         finally:
-            self.running.pop(job.id, None)
+            entry = self.running.get(job.id)
+            if entry is not None and entry[1] is job:  # not a later claim of the same job
+                del self.running[job.id]
             self.start_ready()  # the next claimed job takes the slot at once
             self.slot_freed.set()
         duration = loop.time() - started
