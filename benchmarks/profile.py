@@ -77,7 +77,7 @@ async def profile(backend: str, jobs: int, pg_url: str) -> None:
                 took = time.perf_counter() - started
             _save(profiler, f"W1-bulk-{backend}", f"{jobs:,} jobs in {took:.3f} s (profiled)")
             await _analyze(app, pg_url)
-            worker = skiplock.Worker(app, concurrency=100, claim_batch=100, poll_interval=0.05)
+            worker = skiplock.Worker(app, concurrency=100, claim_batch=100, poll_interval_s=0.05)
             profiler = Profiler(interval=0.0005, async_mode="enabled")
             with profiler:
                 started = time.perf_counter()

@@ -76,11 +76,11 @@ QUICK: dict[str, dict[str, Any]] = {
 # on this machine (docs/benchmarks.md, "Settings"); W3 runs everything at concurrency 20.
 SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "skiplock": {
-        "W2": {"concurrency": 500, "claim_batch": 500, "poll_interval": 0.05},
-        "W2-sqlite": {"concurrency": 500, "claim_batch": 500, "poll_interval": 0.05},
-        "W3": {"concurrency": 20, "poll_interval": 0.05},
-        "W4": {"concurrency": 10, "poll_interval": 0.05},
-        "W5": {"concurrency": 500, "claim_batch": 500, "poll_interval": 0.05},
+        "W2": {"concurrency": 500, "claim_batch": 500, "poll_interval_s": 0.05},
+        "W2-sqlite": {"concurrency": 500, "claim_batch": 500, "poll_interval_s": 0.05},
+        "W3": {"concurrency": 20, "poll_interval_s": 0.05},
+        "W4": {"concurrency": 10, "poll_interval_s": 0.05},
+        "W5": {"concurrency": 500, "claim_batch": 500, "poll_interval_s": 0.05},
     },
     "pgqueuer": {
         "W2": {"batch_size": 1000, "pool": 10},

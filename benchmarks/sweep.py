@@ -20,7 +20,7 @@ from .run import FULL, Bench, StepFailed, _drain_metrics, _prepare, _target
 
 GRID: dict[str, list[dict[str, Any]]] = {
     "skiplock": [
-        {"concurrency": c, "claim_batch": cb, "poll_interval": 0.05}
+        {"concurrency": c, "claim_batch": cb, "poll_interval_s": 0.05}
         for c, cb in [
             *((c, cb) for c in (10, 20, 50, 100, 200) for cb in (20, 50, 100) if cb <= max(c, 20)),
             (500, 500),

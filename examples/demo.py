@@ -80,7 +80,7 @@ async def main() -> int:
     for path in (DB, Path(f"{DB}-wal"), Path(f"{DB}-shm")):
         path.unlink(missing_ok=True)
     await app.migrate()
-    worker = skiplock.Worker(app, concurrency=20, poll_interval=0.2, shutdown_timeout=5)
+    worker = skiplock.Worker(app, concurrency=20, poll_interval_s=0.2, shutdown_timeout_s=5)
     started = time.monotonic()
     running = asyncio.create_task(worker.run())
 

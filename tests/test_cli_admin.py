@@ -66,7 +66,7 @@ async def test_job_and_dead_letter_commands(cli: Cli, app: skiplock.App) -> None
     doomed = [await cli_app.fail.aenqueue(f"kaput {n}") for n in range(3)]
     other = await cli_app.fail.aenqueue("different")
     await cli_app.record.using(run_after=__import__("datetime").timedelta(hours=1)).aenqueue(2)
-    await Worker(app, poll_interval=0.05).run(burst=True)
+    await Worker(app, poll_interval_s=0.05).run(burst=True)
     assert "kaput 0" in ok(await run(cli, "job", "show", APP, str(doomed[0].id)))
     listing = ok(await run(cli, "dead", "list", APP, "--error", "kaput"))
     assert "3 dead jobs" in listing

@@ -111,10 +111,10 @@ async def test_a_revived_worker_cannot_overwrite_the_result(cli: Cli, app: skipl
         assert rescued.attempt == 2
     finally:
         frozen.send_signal(signal.SIGCONT)
-    await asyncio.sleep(2.0)  # the revived worker finishes its stale attempt or is told it lost
+    # the revived worker is told it lost the lease (by its heartbeat or its outcome's fence)
+    await wait_until(lambda: "lease lost" in cli.output(0), 30, "the revived worker's lease lost")
     job = await handle.fetch()
     assert (job.state, job.attempt, job.finished_at) == (JobState.SUCCEEDED, 2, rescued.finished_at)
-    assert "lease lost" in cli.output(0)
     for proc in (frozen, rescuer):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0

@@ -34,6 +34,20 @@ async def wait_for(cli: Cli, count: int, timeout: float) -> None:
         await asyncio.sleep(0.2)
 
 
+async def wait_for_text(cli: Cli, text: str, count: int, timeout: float) -> None:
+    """Until the worker's output says ``text`` at least ``count`` times (its own report of an
+    event, not a guess at how long the event takes)."""
+    deadline = time.monotonic() + timeout
+    while cli.output().count(text) < count:
+        assert time.monotonic() < deadline, cli.output()
+        await asyncio.sleep(0.2)
+
+
+SUBSCRIBED = "subscribed to wake-ups"
+NO_POLL = ("--poll-interval", "3600")
+"""Far longer than any wait below: a job that arrives came through NOTIFY, not the poll."""
+
+
 async def enqueue_when_up(app: skiplock.App, start: int, n: int) -> None:
     deadline = time.monotonic() + 60
     while True:
@@ -62,7 +76,8 @@ async def pg_app(pg_cli: Cli, pg_url: str) -> AsyncIterator[skiplock.App]:
 
 
 async def test_postgres_restart_under_a_running_worker(pg_cli: Cli, pg_app: skiplock.App) -> None:
-    worker = pg_cli.start("--poll-interval", "30")  # new jobs must arrive through NOTIFY
+    worker = pg_cli.start(*NO_POLL)  # new jobs must arrive through NOTIFY
+    await wait_for_text(pg_cli, SUBSCRIBED, 1, 30)
     await enqueue_when_up(pg_app, 0, 50)
     await wait_for(pg_cli, 50, 30)
     await pg_app.close()
@@ -75,7 +90,7 @@ async def test_postgres_restart_under_a_running_worker(pg_cli: Cli, pg_app: skip
             ["pg_ctlcluster", "--skip-systemctl-redirect", pg_version(), "main", "start"],
             capture_output=True,
         )
-    await asyncio.sleep(3)  # let the worker notice, back off and re-LISTEN
+    await wait_for_text(pg_cli, SUBSCRIBED, 2, 60)  # it noticed, backed off and re-LISTENed
     await enqueue_when_up(pg_app, 50, 50)
     await wait_for(pg_cli, 100, 60)
     assert worker.poll() is None, "the worker must carry on"
@@ -87,7 +102,8 @@ async def test_postgres_restart_under_a_running_worker(pg_cli: Cli, pg_app: skip
 
 
 async def test_terminated_connections_are_replaced(pg_cli: Cli, pg_app: skiplock.App) -> None:
-    worker = pg_cli.start("--poll-interval", "30")
+    worker = pg_cli.start(*NO_POLL)
+    await wait_for_text(pg_cli, SUBSCRIBED, 1, 30)
     await enqueue_when_up(pg_app, 0, 20)
     await wait_for(pg_cli, 20, 30)
     conn = await asyncpg.connect(PG_URL)
@@ -99,7 +115,7 @@ async def test_terminated_connections_are_replaced(pg_cli: Cli, pg_app: skiplock
     finally:
         await conn.close()
     assert killed >= 2  # the pool's connection(s) and the LISTEN connection
-    await asyncio.sleep(2)
+    await wait_for_text(pg_cli, SUBSCRIBED, 2, 60)  # re-LISTENed on a new connection
     await enqueue_when_up(pg_app, 20, 20)
     await wait_for(pg_cli, 40, 60)
     assert worker.poll() is None

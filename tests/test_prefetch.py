@@ -21,12 +21,13 @@ async def held_in_db(app: skiplock.App) -> int:
 async def run_observing(app: skiplock.App, jobs: int, seconds: float, **options: object) -> int:
     """Drain ``jobs`` jobs that each sleep ``seconds``; the most the worker held at a start."""
     peak = 0
-    worker = Worker(app, poll_interval=0.05, **options)  # type: ignore[arg-type]
+    worker = Worker(app, poll_interval_s=0.05, **options)  # type: ignore[arg-type]
 
     @app.task(name="observed")
     async def observed() -> None:
         nonlocal peak
-        peak = max(peak, len(worker._running) + len(worker._ready))
+        status = worker.status()
+        peak = max(peak, status["running"] + status["claimed_ahead"])
         await asyncio.sleep(seconds)
 
     await app.enqueue_many(observed.prepare() for _ in range(jobs))
@@ -57,13 +58,13 @@ async def test_stop_releases_jobs_claimed_ahead_with_their_attempt(app: skiplock
         await gate.wait()
 
     handles = await app.enqueue_many(gated.prepare() for _ in range(6))
-    worker = Worker(app, concurrency=1, prefetch=3, poll_interval=0.05, shutdown_timeout=0.2)
+    worker = Worker(app, concurrency=1, prefetch=3, poll_interval_s=0.05, shutdown_timeout_s=0.2)
+    claimed = worker.signals.claimed.arm()
     run = asyncio.create_task(worker.run())
-    for _ in range(200):
-        if await held_in_db(app) == 4:  # one running, three waiting for the slot
-            break
-        await asyncio.sleep(0.02)
-    assert await held_in_db(app) == 4
+    held = 0
+    while held < 4:  # one running, three waiting for the slot
+        held += len(await claimed.wait())
+    assert held == await held_in_db(app) == 4
     worker.request_stop()
     await asyncio.wait_for(run, 10)
     jobs = [await h.fetch() for h in handles]

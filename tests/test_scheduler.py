@@ -60,7 +60,7 @@ async def test_overlap_false_skips_while_the_previous_run_is_live(app: skiplock.
     skipped = await claim_slot(backend, "s", T0 + timedelta(minutes=1), job(), False)
     assert skipped == (SlotOutcome.SKIPPED, None)
     # once the previous run is finished, the next slot enqueues again
-    await Worker(app, poll_interval=0.05, scheduler=False).run(burst=True)
+    await Worker(app, poll_interval_s=0.05, scheduler=False).run(burst=True)
     assert (await claim_slot(backend, "s", T0 + timedelta(minutes=2), job(), False))[
         0
     ] is SlotOutcome.ENQUEUED
@@ -158,7 +158,7 @@ async def test_the_task_receives_the_slot_when_it_asks(app: skiplock.App) -> Non
     s = await scheduler(app)
     await s.tick(T0)
     await s.tick(T0 + timedelta(minutes=5))
-    await Worker(app, poll_interval=0.05, scheduler=False).run(burst=True)
+    await Worker(app, poll_interval_s=0.05, scheduler=False).run(burst=True)
     slot = T0 + timedelta(minutes=5)
     assert ("x", int(slot.timestamp()), slot.isoformat()) in seen
     assert "plain" in seen
@@ -211,8 +211,11 @@ async def test_worker_runs_the_scheduler_and_a_periodic_task_fires(app: skiplock
     async def every_second() -> None:
         fired.set()
 
-    worker = Worker(app, poll_interval=0.05)
+    worker = Worker(app, poll_interval_s=0.05)
+    enqueued = worker.signals.slot_enqueued.arm()
     run = asyncio.create_task(worker.run())
+    schedule_id, slot = await enqueued.wait(timeout=10)
+    assert schedule_id == next(iter(app.schedules)) and slot.microsecond == 0
     await asyncio.wait_for(fired.wait(), 10)
     worker.request_stop()
     await asyncio.wait_for(run, 10)
@@ -232,5 +235,5 @@ async def test_a_dying_scheduler_stops_the_worker(app: skiplock.App) -> None:
 
     backend.cron_last_slots = broken  # type: ignore[method-assign]
     with pytest.raises(ExceptionGroup) as caught:
-        await asyncio.wait_for(Worker(app, poll_interval=0.05).run(), 10)
+        await asyncio.wait_for(Worker(app, poll_interval_s=0.05).run(), 10)
     assert caught.group_contains(RuntimeError, match="scheduler bug")

@@ -34,7 +34,14 @@ JOBS = 20_000
 WORKERS = 4
 CONCURRENCY = 20
 DURATION = float(os.environ.get("SKIPLOCK_SOAK_SECONDS", "20"))
-pytestmark = [pytest.mark.slow, pytest.mark.soak]
+DRAIN_S = 240.0
+"""How long, after the killing stops, every job may take to succeed."""
+STOP_S = 60.0
+"""How long each worker may take to exit on SIGTERM."""
+BUDGET_S = DURATION + 60.0 + DRAIN_S + WORKERS * STOP_S
+"""The test's own timeout: its deadlines must fire (with their message) before pytest's
+does (the default 120 s would cut a 240 s drain short and say nothing of why)."""
+pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(BUDGET_S)]
 
 
 def start(cli: Cli) -> subprocess.Popen[bytes]:
@@ -116,7 +123,7 @@ async def test_soak_kills_and_a_database_restart_lose_nothing(pg_url: str, tmp_p
             if not restarts and time.monotonic() - began > DURATION / 2:
                 await restart_postgres()
                 restarts += 1
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + DRAIN_S
         while True:
             try:
                 counts = await app.counts()
@@ -130,7 +137,7 @@ async def test_soak_kills_and_a_database_restart_lose_nothing(pg_url: str, tmp_p
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
         for proc in procs:
-            assert await asyncio.to_thread(proc.wait, 60) == 0
+            assert await asyncio.to_thread(proc.wait, STOP_S) == 0
         counts = await app.counts()
     finally:
         cli.stop_all()

@@ -20,7 +20,7 @@ from .conftest import PG_URL
 
 
 async def burst(app: skiplock.App) -> None:
-    await asyncio.wait_for(Worker(app, poll_interval=0.05).run(burst=True), timeout=60)
+    await asyncio.wait_for(Worker(app, poll_interval_s=0.05).run(burst=True), timeout=60)
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ async def test_asyncpg_commit_wakes_a_listening_worker(pg_app: skiplock.App) -> 
         done.set()
 
     wakes = woken(pg_app)
-    worker = Worker(pg_app, poll_interval=60)  # only NOTIFY can make this prompt
+    worker = Worker(pg_app, poll_interval_s=60)  # only NOTIFY can make this prompt
     run = asyncio.create_task(worker.run())
     await asyncio.sleep(0.5)
     conn = await asyncpg.connect(PG_URL)
@@ -182,7 +182,7 @@ async def test_sqlite3_commit_wakes_a_listening_worker(sqlite_url: str) -> None:
         done.set()
 
     wakes = woken(app)
-    worker = Worker(app, poll_interval=60)  # only the data_version watch can make this prompt
+    worker = Worker(app, poll_interval_s=60)  # only the data_version watch can make this prompt
     run = asyncio.create_task(worker.run())
     conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
     try:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
+import time
 from datetime import timedelta
 
 import pytest
 
 import skiplock
-from skiplock import Cancel, JobState, Retry, RetryPolicy, Snooze, Worker
+from skiplock import Cancel, JobState, Retry, RetryPolicy, Snooze, Worker, WorkerConfig
+from skiplock._config import WorkerOptions
 
 from .helpers import FakeClock
 
 
 async def burst(app: skiplock.App, **options: object) -> Worker:
-    worker = Worker(app, poll_interval=0.05, **options)  # type: ignore[arg-type]
+    worker = Worker(app, poll_interval_s=0.05, **options)  # type: ignore[arg-type]
     await asyncio.wait_for(worker.run(burst=True), timeout=60)
     return worker
 
@@ -369,7 +372,7 @@ async def test_stop_releases_unfinished_jobs_to_pending(app: skiplock.App) -> No
         await asyncio.sleep(30)
 
     h = await long.aenqueue()
-    worker = Worker(app, shutdown_timeout=0.2, poll_interval=0.05)
+    worker = Worker(app, shutdown_timeout_s=0.2, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     worker.request_stop()
@@ -387,7 +390,7 @@ async def test_stop_is_seen_while_every_slot_is_busy(app: skiplock.App) -> None:
         await asyncio.sleep(30)
 
     handles = await app.enqueue_many(hog.prepare() for _ in range(3))
-    worker = Worker(app, concurrency=1, prefetch=0, shutdown_timeout=0.2, poll_interval=0.05)
+    worker = Worker(app, concurrency=1, prefetch=0, shutdown_timeout_s=0.2, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     worker.request_stop()  # the producer is waiting for a free slot, not for work
@@ -404,7 +407,7 @@ async def test_stop_lets_running_jobs_finish_within_the_grace(app: skiplock.App)
         await asyncio.sleep(0.3)
 
     h = await short.aenqueue()
-    worker = Worker(app, shutdown_timeout=10, poll_interval=0.05)
+    worker = Worker(app, shutdown_timeout_s=10, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     worker.request_stop()
@@ -419,10 +422,14 @@ async def test_an_enqueue_wakes_an_idle_worker_in_the_same_process(app: skiplock
     async def wake() -> None:
         done.set()
 
-    worker = Worker(app, poll_interval=60)  # only a wake-up can make this prompt
+    backend = await app.backend()
+    backend.supports_push = False  # no NOTIFY, no data_version watch: only the in-process waker
+    worker = Worker(app, poll_interval_s=60)  # and no poll within the wait below
+    claimed, woke = worker.signals.claimed.arm(), worker.signals.woke.arm()
     run = asyncio.create_task(worker.run())
-    await asyncio.sleep(0.3)
+    assert await claimed.wait() == []  # idle: its first claim found nothing
     await wake.aenqueue()
+    assert await woke.wait(timeout=10) == "default"
     await asyncio.wait_for(done.wait(), 10)
     worker.request_stop()
     await asyncio.wait_for(run, 10)
@@ -441,7 +448,7 @@ async def test_a_dying_service_stops_the_worker_loudly(app: skiplock.App) -> Non
 
     backend.job_set_state_if_running_many = broken  # type: ignore[method-assign]
     with pytest.raises(ExceptionGroup) as caught:
-        await asyncio.wait_for(Worker(app, poll_interval=0.05).run(), 30)
+        await asyncio.wait_for(Worker(app, poll_interval_s=0.05).run(), 30)
     assert caught.group_contains(RuntimeError, match="completer bug")
 
 
@@ -470,10 +477,15 @@ async def test_outcomes_that_fail_to_write_are_retried_not_dropped(app: skiplock
 
 async def test_an_outcome_waiting_to_be_written_keeps_its_lease(app: skiplock.App) -> None:
     """While its outcome cannot be written (the database is away), a finished job's lease is
-    still heartbeated, so no sweep hands the job to another run when the database is back."""
-    runs = 0
+    still heartbeated, so no sweep hands the job to another run when the database is back.
 
-    @app.task(name="short_lease", visibility_timeout=1)
+    The lease is 3 s and heartbeats come every 0.5 s, so a loaded machine may stall the loop
+    for 2 s without the lease lapsing; the writes are refused until two sweeps have run after
+    the lease would have expired unrenewed."""
+    runs = 0
+    lease_s = 3.0
+
+    @app.task(name="short_lease", visibility_timeout=lease_s)
     async def short_lease() -> None:
         nonlocal runs
         runs += 1
@@ -481,24 +493,36 @@ async def test_an_outcome_waiting_to_be_written_keeps_its_lease(app: skiplock.Ap
     handle = await short_lease.aenqueue()
     backend = await app.backend()
     real = backend.job_set_state_if_running_many
-    loop = asyncio.get_running_loop()
-    refuse_until: float | None = None
+    worker = Worker(app, poll_interval_s=0.05, maintenance_interval_s=0.5)
+    claimed, sweeps = worker.signals.claimed.arm(), worker.signals.reclaimed.arm()
+    back = asyncio.Event()
 
     async def away(completions: object) -> list[int]:
-        nonlocal refuse_until
-        if refuse_until is None:
-            refuse_until = loop.time() + 3  # three leases long
-        if loop.time() < refuse_until:
+        if not back.is_set():
             raise skiplock.BackendUnavailable("database away")
         return await real(completions)  # type: ignore[arg-type]
 
+    async def come_back_after_two_sweeps_past_the_lease() -> None:
+        await claimed.wait()
+        lapsed = asyncio.get_running_loop().time() + lease_s
+        past = 0
+        while past < 2:
+            await sweeps.wait()
+            past += asyncio.get_running_loop().time() > lapsed
+        back.set()
+
     backend.job_set_state_if_running_many = away  # type: ignore[method-assign]
-    await burst(app, maintenance_interval=0.2)
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(come_back_after_two_sweeps_past_the_lease())
+        await asyncio.wait_for(worker.run(burst=True), timeout=60)
     job = await handle.fetch()
     assert (runs, job.state, job.attempt) == (1, JobState.SUCCEEDED, 1)
 
 
-async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.App) -> None:
+async def test_cancelling_a_running_job_cancels_it_cooperatively(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    app = clocked_app
     started = asyncio.Event()
 
     @app.task(name="long_running")
@@ -515,15 +539,17 @@ async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.A
         await never.using(run_after=timedelta(seconds=2)).aenqueue(),
     )
     assert await app.cancel_job(pending.id, who="ops") is JobState.CANCELLED
-    worker = Worker(app, poll_interval=0.05)
+    worker = Worker(app, poll_interval_s=0.05)
+    flushed, claimed = worker.signals.flushed.arm(), worker.signals.claimed.arm()
     run = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
     assert await app.cancel_job(running.id, who="ops") is JobState.RUNNING
-    deadline = asyncio.get_running_loop().time() + 10
-    while await state_of(app, running) is not JobState.CANCELLED:
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.1)
-    await asyncio.sleep(2.5)  # past the pending job's run_after
+    while running.id not in await flushed.wait():
+        pass
+    assert await state_of(app, running) is JobState.CANCELLED
+    clock.advance(3)  # past the pending job's run_after: the next claim must not take it
+    claimed.drain()
+    assert await claimed.wait() == await claimed.wait() == []  # the first may predate advance
     worker.request_stop()
     await asyncio.wait_for(run, 10)
     job = await running.fetch()
@@ -534,7 +560,7 @@ async def test_cancelling_a_running_job_cancels_it_cooperatively(app: skiplock.A
 
 async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> None:
     app = skiplock.App("postgresql://postgres@127.0.0.1:1/test")  # nothing listens there
-    worker = Worker(app, poll_interval=0.05)
+    worker = Worker(app, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
     await asyncio.sleep(1.5)
     assert not run.done(), "it must wait for the database, not exit"
@@ -557,3 +583,203 @@ async def test_a_burst_runs_a_retry_that_is_due_at_once(app: skiplock.App) -> No
     await burst(app)
     job = await handle.fetch()
     assert (job.state, attempts) == (JobState.SUCCEEDED, [1, 2, 3])
+
+
+# -- the service model (issue 10 §2) and configuration (§4) -----------------------------------
+
+
+async def test_a_running_worker_reports_each_service_ready_then_stopped(
+    app: skiplock.App,
+) -> None:
+    worker = Worker(app, poll_interval_s=0.05)
+    assert worker.status()["ready"] is False
+    run = asyncio.create_task(worker.run())
+    await asyncio.wait_for(worker.ready.wait(), 30)
+    status = worker.status()
+    expected = {"completer", "executor", "lease-keeper", "rescuer", "canceller", "pruner"}
+    expected |= {"watchdog"}
+    assert expected | {"notifier", "producer"} == set(status["services"])
+    assert set(status["services"].values()) == {"ready"}
+    worker.request_stop()
+    worker.request_stop()  # a second request only shortens the drain; it must not break stop
+    await asyncio.wait_for(run, 30)
+    status = worker.status()
+    assert status["ready"] is False and set(status["services"].values()) == {"stopped"}
+
+
+async def test_a_stopped_worker_leaves_no_task_behind(app: skiplock.App) -> None:
+    """Every background task, the breaker's trips included, is owned by the worker's group."""
+
+    @app.task(name="bad", max_attempts=1, breaker=skiplock.Breaker(threshold=1))
+    async def bad() -> None:
+        raise ValueError("always")
+
+    await bad.aenqueue()
+    backend = await app.backend()
+    real = backend.task_pause
+
+    async def slow_pause(*args: object) -> None:
+        await asyncio.sleep(0.5)  # the trip is still writing when the worker is asked to stop
+        await real(*args)  # type: ignore[arg-type]
+
+    backend.task_pause = slow_pause  # type: ignore[method-assign]
+    before = asyncio.all_tasks()
+    worker = Worker(app, poll_interval_s=0.05)
+    flushed, tripped = worker.signals.flushed.arm(), worker.signals.breaker_tripped.arm()
+    run = asyncio.create_task(worker.run())
+    await flushed.wait()
+    worker.request_stop()
+    await asyncio.wait_for(run, 30)
+    assert tripped.drain() == ["bad"], "the trip finished inside the worker's lifetime"
+    assert asyncio.all_tasks() - before == set()
+
+
+async def test_an_unarmed_signal_records_nothing() -> None:
+    worker = Worker(skiplock.App("sqlite:///unused.db"))
+    worker.signals.claimed.fire([1])
+    assert worker.signals.claimed.drain() == []
+    armed = worker.signals.claimed.arm()
+    armed.fire([2])
+    assert armed.drain() == [[2]]
+    with pytest.raises(TimeoutError, match="claimed"):
+        await armed.wait(timeout=0.01)
+
+
+def test_worker_options_are_the_config_fields() -> None:
+    fields = {f.name for f in dataclasses.fields(WorkerConfig)}
+    assert set(WorkerOptions.__annotations__) == fields
+
+
+def test_every_worker_duration_is_in_seconds_and_says_so() -> None:
+    floats = {f.name for f in dataclasses.fields(WorkerConfig) if f.type == "float"}
+    assert floats and all(name.endswith("_s") for name in floats)
+
+
+def test_worker_keywords_override_the_config() -> None:
+    app = skiplock.App("sqlite:///unused.db")
+    worker = Worker(app, WorkerConfig(concurrency=3, name="w"), poll_interval_s=0.5)
+    assert (worker.config.concurrency, worker.config.poll_interval_s) == (3, 0.5)
+    with pytest.raises(TypeError):
+        Worker(app, poll_interval=0.5)  # type: ignore[call-arg]
+    with pytest.raises(skiplock.ConfigurationError, match=r"poll_interval_s=0"):
+        Worker(app, poll_interval_s=0)
+
+
+async def test_a_job_claimed_by_an_idle_worker_is_heartbeated_within_its_lease(
+    app: skiplock.App,
+) -> None:
+    """Issue 9 item 5: an idle worker's lease keeper sleeps on a long interval (5 s, the
+    maintenance interval, with nothing held); a job claimed then with a 1.5 s lease must be
+    renewed within that lease, not after it lapsed and another worker took the job."""
+    release = asyncio.Event()
+
+    @app.task(name="short_lease", visibility_timeout=1.5)
+    async def short_lease() -> None:
+        await release.wait()
+
+    worker = Worker(app, poll_interval_s=0.05)
+    claimed, beats = worker.signals.claimed.arm(), worker.signals.heartbeat.arm()
+    run = asyncio.create_task(worker.run())
+    assert await claimed.wait() == []  # idle: the keeper is asleep on its long interval
+    handle = await short_lease.aenqueue()
+    while not await claimed.wait():
+        pass
+    assert await beats.wait(timeout=1.5) == 1  # renewed before the lease lapsed
+    release.set()
+    worker.request_stop()
+    await asyncio.wait_for(run, 30)
+    job = await handle.fetch()
+    assert (job.state, job.attempt) == (JobState.SUCCEEDED, 1)
+
+
+async def test_a_task_blocking_the_loop_is_named_with_the_lease_it_endangers(
+    app: skiplock.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 9 item 13: while a handler blocks the event loop, a thread names its task."""
+
+    @app.task(name="blocker", visibility_timeout=1.5)
+    async def blocker() -> None:
+        time.sleep(1.5)  # noqa: ASYNC251 - blocking code in an async handler: what it reports
+
+    handle = await blocker.aenqueue()
+    await burst(app)
+    warnings = [r.getMessage() for r in caplog.records if "event loop blocked" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # once per stall
+    assert f"skiplock-job-{handle.id}" in warnings[0]
+    assert f"shortest lease held (job {handle.id}, 1.5s)" in warnings[0]
+
+
+async def _stop_with_outcomes_unwritable(
+    app: skiplock.App, *, shutdown_timeout_s: float, stops: int
+) -> skiplock.JobHandle:
+    """A job finishes, its outcome cannot be written (the database is away for writes),
+    then the worker is asked to stop ``stops`` times: it must return regardless."""
+
+    @app.task(name="finished", visibility_timeout=5)
+    async def finished() -> None:
+        pass
+
+    handle = await finished.aenqueue()
+    backend = await app.backend()
+    refused = asyncio.Event()
+
+    async def away(completions: object) -> list[int]:
+        refused.set()
+        raise skiplock.BackendUnavailable("database away")
+
+    backend.job_set_state_if_running_many = away  # type: ignore[method-assign]
+    worker = Worker(app, poll_interval_s=0.05, shutdown_timeout_s=shutdown_timeout_s)
+    run = asyncio.create_task(worker.run())
+    await asyncio.wait_for(refused.wait(), 30)
+    for _ in range(stops):
+        worker.request_stop()
+    await asyncio.wait_for(run, 10)  # before the fix: retried forever, never returned
+    return handle
+
+
+async def test_a_stop_ends_within_the_grace_even_when_outcomes_cannot_be_written(
+    clocked_app: skiplock.App, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 9 item 9: the unwritten outcome's job stays leased, and is reclaimed later."""
+    handle = await _stop_with_outcomes_unwritable(clocked_app, shutdown_timeout_s=0.5, stops=1)
+    assert any("outcomes unwritten" in r.getMessage() for r in caplog.records)
+    assert (await handle.fetch()).state is JobState.RUNNING  # still leased, not lost
+    clock.advance(6)  # past its 5 s lease
+    assert await (await clocked_app.backend()).job_reclaim_expired() == [handle.id]
+    assert (await handle.fetch()).state is JobState.PENDING
+
+
+async def test_a_second_stop_abandons_unwritable_outcomes_at_once(app: skiplock.App) -> None:
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await _stop_with_outcomes_unwritable(app, shutdown_timeout_s=60, stops=2)
+    assert loop.time() - began < 10  # not the 60 s grace
+
+
+async def test_a_lease_lost_while_running_cancels_the_local_attempt(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    app = clocked_app
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @app.task(name="held", visibility_timeout=1)
+    async def held() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    handle = await held.aenqueue()
+    worker = Worker(app, poll_interval_s=0.05, maintenance_interval_s=60, shutdown_timeout_s=0)
+    lost = worker.signals.lease_lost.arm()
+    run = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 10)
+    clock.advance(5)  # the lease lapses, and another worker's sweep takes the job
+    assert await (await app.backend()).job_reclaim_expired() == [handle.id]
+    # this worker's own next claim, or its next heartbeat, finds the old lease gone
+    assert await lost.wait(timeout=10) == handle.id
+    await asyncio.wait_for(cancelled.wait(), 10)
+    worker.request_stop()
+    await asyncio.wait_for(run, 10)

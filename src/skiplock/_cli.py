@@ -123,9 +123,9 @@ def worker(
     config = WorkerConfig(
         queues=_queues(queues),
         concurrency=concurrency,
-        poll_interval=poll_interval,
-        shutdown_timeout=shutdown_timeout,
-        maintenance_interval=maintenance_interval,
+        poll_interval_s=poll_interval,
+        shutdown_timeout_s=shutdown_timeout,
+        maintenance_interval_s=maintenance_interval,
         claim_batch=claim_batch,
         prefetch=prefetch,
         scheduler=scheduler,

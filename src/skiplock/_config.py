@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from .errors import ConfigurationError
 
@@ -68,9 +69,9 @@ class WorkerConfig:
     """Queues to claim from; None means every queue."""
     concurrency: int = 10
     """Jobs running at once in this process (async and sync alike)."""
-    poll_interval: float = 1.0
+    poll_interval_s: float = 1.0
     """The poll backstop: the longest an idle worker waits before asking again."""
-    shutdown_timeout: float = 30.0
+    shutdown_timeout_s: float = 30.0
     """On SIGTERM, how long running jobs may finish before they are released to pending."""
     claim_batch: int = 100
     """The most rows one claim statement locks."""
@@ -81,17 +82,18 @@ class WorkerConfig:
     long job is better left in the table for an idle worker). 0 never claims ahead."""
     completion_batch: int = 500
     """The most outcomes written in one round trip."""
-    lease_margin: float = 30.0
-    """Added to a job's timeout to form its lease, in seconds."""
-    default_lease: float = 300.0
+    lease_margin_s: float = 30.0
+    """Added to a job's timeout to form its lease, in seconds. (One thing, two names: a
+    task's lease is ``visibility_timeout`` in the API and ``lease_s`` in the jobs table.)"""
+    default_lease_s: float = 300.0
     """Lease of a job whose task has no timeout, in seconds."""
-    maintenance_interval: float = 5.0
+    maintenance_interval_s: float = 5.0
     """How often this worker reclaims leases that expired anywhere, in seconds."""
-    retention_finished: float = 7 * 86400.0
+    retention_finished_s: float = 7 * 86400.0
     """Succeeded and cancelled rows are deleted this long after they finished (7 days)."""
-    retention_dead: float = 30 * 86400.0
+    retention_dead_s: float = 30 * 86400.0
     """Dead rows are deleted this long after they died (30 days), leaving time for review."""
-    prune_interval: float = 60.0
+    prune_interval_s: float = 60.0
     """How often this worker prunes, in bounded batches."""
     scheduler: bool = True
     """Run the app's cron schedules inside this worker (it costs nothing without schedules)."""
@@ -100,10 +102,6 @@ class WorkerConfig:
 
     def __post_init__(self) -> None:
         require(self.concurrency >= 1, "concurrency", self.concurrency, "must be >= 1")
-        require(self.poll_interval > 0, "poll_interval", self.poll_interval, "must be > 0")
-        require(
-            self.shutdown_timeout >= 0, "shutdown_timeout", self.shutdown_timeout, "must be >= 0"
-        )
         require(self.claim_batch >= 1, "claim_batch", self.claim_batch, "must be >= 1")
         require(
             self.prefetch is None or self.prefetch >= 0, "prefetch", self.prefetch, "must be >= 0"
@@ -111,18 +109,45 @@ class WorkerConfig:
         require(
             self.completion_batch >= 1, "completion_batch", self.completion_batch, "must be >= 1"
         )
-        require(self.lease_margin >= 0, "lease_margin", self.lease_margin, "must be >= 0")
-        require(self.default_lease > 0, "default_lease", self.default_lease, "must be > 0")
-        for name in ("retention_finished", "retention_dead", "prune_interval"):
+        for name in _POSITIVE_DURATIONS:
             value = getattr(self, name)
             require(value > 0, name, value, "must be > 0 seconds")
-        require(
-            self.maintenance_interval > 0,
-            "maintenance_interval",
-            self.maintenance_interval,
-            "must be > 0",
-        )
+        for name in ("shutdown_timeout_s", "lease_margin_s"):
+            value = getattr(self, name)
+            require(value >= 0, name, value, "must be >= 0 seconds")
         if self.queues is not None:
             require(len(self.queues) > 0, "queues", self.queues, "must name at least one queue")
             for queue in self.queues:
                 require(bool(queue), "queues", self.queues, "queue names must be non-empty")
+
+
+_POSITIVE_DURATIONS = (
+    "poll_interval_s",
+    "default_lease_s",
+    "maintenance_interval_s",
+    "retention_finished_s",
+    "retention_dead_s",
+    "prune_interval_s",
+)
+
+
+class WorkerOptions(TypedDict, total=False):
+    """``WorkerConfig``'s fields as keyword arguments: ``Worker(app, concurrency=20)`` is
+    type-checked like ``Worker(app, WorkerConfig(concurrency=20))``. A test keeps the two in
+    step; the defaults live on ``WorkerConfig`` alone."""
+
+    queues: tuple[str, ...] | None
+    concurrency: int
+    poll_interval_s: float
+    shutdown_timeout_s: float
+    claim_batch: int
+    prefetch: int | None
+    completion_batch: int
+    lease_margin_s: float
+    default_lease_s: float
+    maintenance_interval_s: float
+    retention_finished_s: float
+    retention_dead_s: float
+    prune_interval_s: float
+    scheduler: bool
+    name: str

@@ -8,6 +8,9 @@ transaction: the database picks one winner, with no leader election and no lock 
 Slots that came due while this scheduler was running are all enqueued (at most
 ``max_catchup`` per schedule if it stalled). Slots that passed before it started, and that no
 other scheduler claimed, are "missed" and follow the schedule's ``missed`` policy.
+
+Inside a worker it is one of the worker's services (``_worker.service.Service``), ready once
+its first round of claims is done; ``skiplock scheduler`` runs it alone through ``run``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from ._backends import Backend
 from ._backends.base import CronSlotClaimParams
 from ._job import SlotOutcome
 from ._schedule import MAX_LOOKBACK, Schedule
+from ._worker.service import Service
+from ._worker.signals import WorkerSignals
 from .errors import BackendUnavailable
 
 log = logging.getLogger("skiplock.scheduler")
@@ -36,10 +41,18 @@ PRUNE_EVERY_S = 3600.0
 MAX_BACKOFF_S = 30.0
 
 
-class Scheduler:
+class Scheduler(Service):
+    name = "scheduler"
+
     def __init__(
-        self, app: App, backend: Backend, clock: Callable[[], datetime] | None = None
+        self,
+        app: App,
+        backend: Backend,
+        clock: Callable[[], datetime] | None = None,
+        signals: WorkerSignals | None = None,
     ) -> None:
+        super().__init__()
+        self.signals = signals or WorkerSignals()
         self.app = app
         self.backend = backend
         self._clock = clock or app.clock or (lambda: datetime.now(UTC))
@@ -83,6 +96,7 @@ class Scheduler:
         self, schedule: Schedule, slot: datetime, outcome: SlotOutcome, job_id: int | None
     ) -> None:
         if outcome is SlotOutcome.ENQUEUED:
+            self.signals.slot_enqueued.fire((schedule.id, slot))
             late = time.time() - slot.timestamp()
             self.lateness.append(late)
             log.info(
@@ -111,9 +125,13 @@ class Scheduler:
         if removed:
             log.info("pruned %d old cron slot rows", removed)
 
+    async def serve(self) -> None:
+        await self.run()
+
     async def run(self) -> None:
         """Until cancelled. Database errors back off and retry; anything else propagates."""
         if not self.schedules:
+            self.mark_ready()
             return
         log.info("scheduler started with %d schedules", len(self.schedules))
         failures = 0
@@ -126,10 +144,12 @@ class Scheduler:
                     self._last_prune = time.monotonic()
                 failures = 0
             except BackendUnavailable as exc:
+                self.mark_ready()  # the retries below are its work while the database is away
                 failures += 1
                 delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
                 log.warning("scheduler could not claim slots (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
                 continue
+            self.mark_ready()
             wake = self.next_wake(now)
             await asyncio.sleep(max(0.0, (wake - self._clock()).total_seconds()))

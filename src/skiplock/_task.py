@@ -95,7 +95,7 @@ class Task(Generic[P, R]):
     """Exception types that will not improve with a retry: the job goes straight to dead."""
     visibility_timeout: float | None = None
     """Seconds a claim is leased for (extended by heartbeats while the worker lives); None
-    means the timeout plus the worker's ``lease_margin``, or its ``default_lease``."""
+    means the timeout plus the worker's ``lease_margin_s``, or its ``default_lease_s``."""
     breaker: Breaker | None = None
     """Pause this task for a cool-down when it fails too often (None: never)."""
     unique_key: str | None = None

@@ -81,7 +81,7 @@ async def test_a_worker_stops_on_an_error_that_retrying_cannot_fix(broken_sqlite
 
     try:
         with pytest.raises(BaseException) as caught:
-            await asyncio.wait_for(Worker(app, poll_interval=0.05).run(), timeout=30)
+            await asyncio.wait_for(Worker(app, poll_interval_s=0.05).run(), timeout=30)
         errors = getattr(caught.value, "exceptions", [caught.value])
         assert any("no such column" in str(e) for e in errors), errors
     finally:

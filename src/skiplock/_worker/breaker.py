@@ -2,7 +2,8 @@
 
 Each worker counts its own failures (a task's failures spread over many workers trip later;
 docs/design.md). Tripping writes a task pause with an expiry, which every worker's claim
-honours, so one worker's verdict stops the task fleet-wide until the cooldown ends.
+honours, so one worker's verdict stops the task fleet-wide until the cooldown ends. The write
+runs as a task of the worker's TaskGroup (``spawn``), never an unowned one.
 """
 
 from __future__ import annotations
@@ -10,11 +11,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from .._app import App
 from .._backends import Backend
 from .._backends.base import TaskPauseParams
 from ..errors import BackendError
+from .signals import WorkerSignals
+
+Spawn = Callable[[Coroutine[Any, Any, None]], object]
 
 log = logging.getLogger("skiplock.worker")
 
@@ -22,13 +28,22 @@ log = logging.getLogger("skiplock.worker")
 class Breakers:
     """Failure windows per task, and the pauses they trip."""
 
-    def __init__(self, app: App, worker_name: str) -> None:
+    def __init__(
+        self,
+        app: App,
+        worker_name: str,
+        backend: Backend,
+        spawn: Spawn,
+        signals: WorkerSignals,
+    ) -> None:
         self.app = app
         self.worker_name = worker_name
+        self._backend = backend
+        self._spawn = spawn
+        self._signals = signals
         self._failures: dict[str, collections.deque[float]] = {}
-        self._tripping: set[asyncio.Task[None]] = set()
 
-    def count_failure(self, backend: Backend, task_name: str) -> None:
+    def count_failure(self, task_name: str) -> None:
         """Note a failure; pause the task when its window holds ``threshold`` of them."""
         task = self.app.tasks.get(task_name)
         breaker = task.breaker if task else None
@@ -50,13 +65,12 @@ class Breakers:
             breaker.window,
             breaker.cooldown,
         )
-        trip = loop.create_task(self._trip(backend, task_name, breaker.cooldown))
-        self._tripping.add(trip)
-        trip.add_done_callback(self._tripping.discard)
+        self._spawn(self._trip(self._backend, task_name, breaker.cooldown))
 
     async def _trip(self, backend: Backend, task_name: str, cooldown: float) -> None:
         reason = f"breaker: too many failures (worker {self.worker_name})"
         try:
             await backend.task_pause(TaskPauseParams(task_name, reason, cooldown))
+            self._signals.breaker_tripped.fire(task_name)
         except BackendError as exc:
             log.warning("could not pause task %s for its breaker (%s)", task_name, exc)

@@ -5,7 +5,7 @@ worker still writes each outcome at once. A failed write is retried with backoff
 few seconds (an outcome is the most valuable write a worker makes); an outcome is never dropped.
 Until it is written its job's lease is still the worker's, so ``unwritten`` tells the heartbeat
 which leases to keep renewing. Rows the database no longer holds under our lease are logged as
-lost.
+lost. It is a ``Service``: ``stop`` is graceful (write what is pending, then end).
 """
 
 from __future__ import annotations
@@ -17,14 +17,22 @@ import random
 from .._backends import Backend
 from .._job import Completion
 from ..errors import BackendUnavailable
+from .service import Service
+from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")
 
 MAX_BACKOFF_S = 5.0
 
 
-class Completer:
-    def __init__(self, backend: Backend, max_batch: int) -> None:
+class Completer(Service):
+    name = "completer"
+
+    def __init__(
+        self, backend: Backend, max_batch: int, signals: WorkerSignals | None = None
+    ) -> None:
+        super().__init__()
+        self._signals = signals or WorkerSignals()
         self._backend = backend
         self._max_batch = max_batch
         self._pending: list[Completion] = []
@@ -43,6 +51,14 @@ class Completer:
         """Finish writing what is pending, then let ``run`` return."""
         self._closing = True
         self._arrived.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.close()
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        await self.run()
 
     def unwritten(self) -> list[Completion]:
         """Outcomes put but not yet in the table (being written, or waiting)."""
@@ -68,6 +84,7 @@ class Completer:
                     await self._write(batch)
                 finally:
                     self._writing = []
+                self._signals.flushed.fire([c.job_id for c in batch])
             self._idle.set()
             if self._closing:
                 return

@@ -1,7 +1,8 @@
-"""A worker's background services that need nothing of its jobs: wake-ups and pruning.
+"""A worker's small background services: wake-ups, reclaim, cancellation checks, pruning.
 
-Each runs forever in the worker's TaskGroup and survives database outages by retrying with
-capped, jittered backoff; the TaskGroup cancels them when the worker stops.
+Each is a ``Service`` run in the worker's TaskGroup; each survives database outages by
+logging and retrying (with capped, jittered backoff where it reconnects), and the worker
+stops them when it stops.
 """
 
 from __future__ import annotations
@@ -15,53 +16,136 @@ from .._backends import Backend
 from .._backends.base import JobPruneParams
 from .._config import WorkerConfig
 from ..errors import BackendUnavailable
+from .runner import Runner
+from .service import Service
+from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")
 
 MAX_BACKOFF_S = 30.0
 PRUNE_BATCH = 1000
 PRUNE_MAX_BATCHES = 100
+CANCEL_POLL_S = 1.0
 
 
-async def listen_forever(
-    backend: Backend, on_wake: Callable[[str], None], wake: asyncio.Event
-) -> None:
-    """Keep a push subscription alive (re-subscribe after every loss), calling ``on_wake``.
+class Notifier(Service):
+    """Keeps a push subscription alive (re-subscribing after every loss), calling ``on_wake``.
 
-    ``wake`` is set on every (re)subscription: anything enqueued while we were not listening
-    is caught up on at once.
+    ``on_wake("*")`` follows every (re)subscription: anything enqueued while we were not
+    listening is caught up on at once. Ready after the first attempt, answered or not: the
+    poll backstop covers the time it is away.
     """
-    if not backend.supports_push:
-        return
-    failures = 0
-    while True:
-        try:
-            async with backend.listen(on_wake) as lost:
-                failures = 0
-                wake.set()
-                await lost.wait()
-                log.warning("lost the LISTEN connection; reconnecting")
-        except BackendUnavailable as exc:
-            failures += 1
-            delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
-            log.warning("LISTEN failed (%s); retrying in %.1fs", exc, delay)
-            await asyncio.sleep(delay)
+
+    name = "notifier"
+
+    def __init__(self, backend: Backend, on_wake: Callable[[str], None]) -> None:
+        super().__init__()
+        self.backend = backend
+        self.on_wake = on_wake
+
+    async def serve(self) -> None:
+        failures = 0
+        while True:
+            try:
+                async with self.backend.listen(self.on_wake) as lost:
+                    failures = 0
+                    log.info("subscribed to wake-ups; catching up")
+                    self.on_wake("*")
+                    self.mark_ready()
+                    await lost.wait()
+                    log.warning("lost the LISTEN connection; reconnecting")
+            except BackendUnavailable as exc:
+                self.mark_ready()
+                failures += 1
+                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
+                log.warning("LISTEN failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
 
 
-async def prune_forever(backend: Backend, config: WorkerConfig) -> None:
-    """Delete finished rows past their retention, in bounded batches (short locks)."""
-    while True:
-        await asyncio.sleep(config.prune_interval)
-        params = JobPruneParams(config.retention_finished, config.retention_dead, PRUNE_BATCH)
-        try:
-            removed = 0
-            for _ in range(PRUNE_MAX_BATCHES):
-                batch = await backend.job_prune(params)
-                removed += batch
-                if batch < PRUNE_BATCH:
-                    break
-                await asyncio.sleep(0.01)  # let claims in between batches
+class Rescuer(Service):
+    """Every ``maintenance_interval_s``, returns rows whose lease expired (anywhere) to pending."""
+
+    name = "rescuer"
+
+    def __init__(self, backend: Backend, config: WorkerConfig, signals: WorkerSignals) -> None:
+        super().__init__()
+        self.backend = backend
+        self.interval_s = config.maintenance_interval_s
+        self.signals = signals
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                reclaimed = await self.backend.job_reclaim_expired()
+            except BackendUnavailable as exc:
+                log.warning("reclaim failed (%s); will retry", exc)
+                continue
+            if reclaimed:
+                log.warning(
+                    "reclaimed %d jobs whose lease expired: %s", len(reclaimed), reclaimed[:20]
+                )
+            self.signals.reclaimed.fire(list(reclaimed))
+
+
+class Canceller(Service):
+    """Cancels, within about a second, running jobs a person asked to cancel."""
+
+    name = "canceller"
+
+    def __init__(self, backend: Backend, runner: Runner, poll_s: float = CANCEL_POLL_S) -> None:
+        super().__init__()
+        self.backend = backend
+        self.runner = runner
+        self.poll_s = poll_s
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        while True:
+            await asyncio.sleep(self.poll_s)
+            if not self.runner.running:
+                continue
+            try:
+                wanted = await self.backend.job_cancel_requested(list(self.runner.running))
+            except BackendUnavailable as exc:
+                log.warning("could not check for cancellations (%s)", exc)
+                continue
+            for job_id in wanted:
+                self.runner.cancel_requested(job_id)
+
+
+class Pruner(Service):
+    """Deletes finished rows past their retention, in bounded batches (short locks)."""
+
+    name = "pruner"
+
+    def __init__(self, backend: Backend, config: WorkerConfig) -> None:
+        super().__init__()
+        self.backend = backend
+        self.config = config
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        while True:
+            await asyncio.sleep(self.config.prune_interval_s)
+            try:
+                removed = await self.prune_once()
+            except BackendUnavailable as exc:
+                log.warning("pruning failed (%s); will retry", exc)
+                continue
             if removed:
                 log.info("pruned %d finished jobs past retention", removed)
-        except BackendUnavailable as exc:
-            log.warning("pruning failed (%s); will retry", exc)
+
+    async def prune_once(self) -> int:
+        params = JobPruneParams(
+            self.config.retention_finished_s, self.config.retention_dead_s, PRUNE_BATCH
+        )
+        removed = 0
+        for _ in range(PRUNE_MAX_BATCHES):
+            batch = await self.backend.job_prune(params)
+            removed += batch
+            if batch < PRUNE_BATCH:
+                break
+            await asyncio.sleep(0.01)  # let claims in between batches
+        return removed

@@ -1,0 +1,110 @@
+"""The lease keeper: renews, in one batched statement, every lease this worker holds.
+
+Held means running, claimed ahead, or finished with the outcome not yet written (say the
+database is away: the lease must outlive the outage or another worker runs the job again).
+It beats at a third of the shortest lease held, so two beats can fail before one expires,
+and every claim re-arms it: a job claimed with a short lease while the keeper slept on a
+long interval is renewed in time, not after it lapsed (issue 9, item 5). A lease the beat
+finds gone belongs to another worker now: the runner cancels that job here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from .._backends import Backend
+from .._backends.base import JobHeartbeatManyParams
+from .._config import WorkerConfig
+from ..errors import BackendUnavailable
+from .completer import Completer
+from .runner import Runner
+from .service import Service
+from .signals import WorkerSignals
+
+log = logging.getLogger("skiplock.worker")
+
+HEARTBEAT_INTERVAL_S = 10.0
+MIN_BEAT_S = 0.2
+
+
+class LeaseKeeper(Service):
+    name = "lease-keeper"
+
+    def __init__(
+        self,
+        backend: Backend,
+        config: WorkerConfig,
+        runner: Runner,
+        completer: Completer,
+        signals: WorkerSignals,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.config = config
+        self.runner = runner
+        self.completer = completer
+        self.signals = signals
+        self._rearm = asyncio.Event()
+
+    def rearm(self) -> None:
+        """New leases were taken: bring the next beat forward if they need it sooner."""
+        self._rearm.set()
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        loop = asyncio.get_running_loop()
+        due = loop.time() + self.interval_s()
+        while True:
+            self._rearm.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, due - loop.time())):
+                    await self._rearm.wait()
+            if self._rearm.is_set():  # only re-armed: keep the earlier of the two deadlines
+                due = min(due, loop.time() + self.interval_s())
+                continue
+            await self.beat()
+            due = loop.time() + self.interval_s()
+
+    def interval_s(self) -> float:
+        """A third of the shortest lease held, within [MIN_BEAT_S, HEARTBEAT_INTERVAL_S]."""
+        leases = [lease for _, _, lease in self.held() if lease]
+        shortest = min(leases, default=HEARTBEAT_INTERVAL_S * 3)
+        ceiling = min(HEARTBEAT_INTERVAL_S, self.config.maintenance_interval_s)
+        return max(MIN_BEAT_S, min(ceiling, shortest / 3))
+
+    def held(self) -> list[tuple[int, str, float | None]]:
+        """Every lease this worker holds, as (job id, token, length)."""
+        jobs = self.runner.held()
+        return [(job.id, job.lease_token, job.lease_s) for job in jobs] + [
+            (c.job_id, c.lease_token, c.lease_s) for c in self.completer.unwritten()
+        ]
+
+    def shortest(self) -> tuple[int, float] | None:
+        """The shortest lease held now, as (job id, seconds); None when none is held."""
+        leases = [(lease, job_id) for job_id, _, lease in self.held() if lease]
+        if not leases:
+            return None
+        lease, job_id = min(leases)
+        return job_id, lease
+
+    async def beat(self) -> None:
+        held = [(job_id, token) for job_id, token, _ in self.held()]
+        if not held:
+            return
+        try:
+            kept = set(
+                await self.backend.job_heartbeat_many(
+                    JobHeartbeatManyParams(
+                        held, self.config.default_lease_s, self.config.lease_margin_s
+                    )
+                )
+            )
+        except BackendUnavailable as exc:
+            log.warning("heartbeat failed (%s); will retry", exc)
+            return
+        self.signals.heartbeat.fire(len(kept))
+        lost = {(job_id, token) for job_id, token in held if job_id not in kept}
+        if lost:
+            self.runner.leases_lost(lost)

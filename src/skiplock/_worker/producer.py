@@ -1,0 +1,176 @@
+"""The producer: claims batches while the runner has room, and sleeps until woken.
+
+It claims up to the free slots plus the prefetch depth, hands the jobs to the runner and
+re-arms the lease keeper. When a claim comes back short it waits for a wake-up (notifier,
+in-process enqueue) or the poll backstop. In burst mode it ends once nothing is left to run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import logging
+import random
+
+from .._backends import Backend
+from .._backends.base import ClaimParams
+from .._config import WorkerConfig
+from .._job import ClaimedJob
+from ..errors import BackendUnavailable
+from .completer import Completer
+from .leases import LeaseKeeper
+from .runner import Runner
+from .service import Service
+from .signals import WorkerSignals
+
+log = logging.getLogger("skiplock.worker")
+
+MAX_BACKOFF_S = 30.0
+PREFETCH_SHORT_JOB_S = 1.0
+"""Claim ahead (by default) only while jobs take less than this on average."""
+
+
+async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait for ``event`` at most ``timeout`` seconds; True if it was set."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    return event.is_set()
+
+
+class Producer(Service):
+    name = "producer"
+
+    def __init__(
+        self,
+        backend: Backend,
+        config: WorkerConfig,
+        parts: tuple[Runner, Completer, LeaseKeeper],
+        signals: WorkerSignals,
+        *,
+        token_prefix: str,
+        burst: bool,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.config = config
+        self.runner, self.completer, self.leases = parts
+        self.signals = signals
+        self.burst = burst
+        self.wake = asyncio.Event()
+        self._token_prefix = token_prefix
+        self._claims = itertools.count(1)
+        self._requeues_claimed = 0
+        """How many requeues were written before a claim began, so that claim could see them."""
+        self._limited: list[str] = []
+        self._limited_at = float("-inf")
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.wake.set()
+
+    def on_wake(self, queue: str) -> None:
+        if self.config.queues is None or queue in self.config.queues or queue == "*":
+            self.wake.set()
+            self.signals.woke.fire(queue)
+
+    async def serve(self) -> None:
+        failures = 0
+        while not self._stopped:
+            room = self._room()
+            if room <= 0:
+                await self._wait_for_slot()
+                continue
+            limit = min(room, self.config.claim_batch)
+            try:
+                jobs = await self._claim(limit)
+                failures = 0
+            except BackendUnavailable as exc:
+                failures += 1
+                await self._back_off(exc, failures)
+                continue
+            finally:
+                self.mark_ready()
+            if len(jobs) < limit and not await self._idle():
+                return
+
+    def _room(self) -> int:
+        self.runner.start_ready()
+        return self.runner.free + self._prefetch_depth() - len(self.runner.ready)
+
+    async def _wait_for_slot(self) -> None:
+        self.runner.slot_freed.clear()
+        await self.runner.slot_freed.wait()
+
+    async def _back_off(self, exc: BackendUnavailable, failures: int) -> None:
+        delay = random.uniform(0, min(MAX_BACKOFF_S, 0.2 * 2**failures))
+        log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
+        await _wait(self.wake, delay)
+
+    async def _idle(self) -> bool:
+        """After a short claim: False when a burst is done, else True once it is time to
+        claim again (woken, or the poll backstop)."""
+        if self.burst:
+            return not await self._burst_done()
+        await _wait(self.wake, self.config.poll_interval_s)
+        return True
+
+    async def _claim(self, limit: int) -> list[ClaimedJob]:
+        self.wake.clear()
+        if self.completer.idle:  # every outcome so far is in the table: this claim sees it
+            self._requeues_claimed = self.runner.requeues
+        jobs = await self._claim_all(limit)
+        self.runner.take(jobs)
+        self.leases.rearm()
+        self.signals.claimed.fire([job.id for job in jobs])
+        return jobs
+
+    async def _claim_all(self, limit: int) -> list[ClaimedJob]:
+        """The ordinary claim, then each limited queue's own (which knows its global limits)."""
+        jobs = await self.backend.job_get_available(self._claim_params(limit))
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._limited_at >= self.config.poll_interval_s:
+            self._limited = [q for q in await self.backend.queue_limited() if self._serves(q)]
+            self._limited_at = loop.time()
+        for queue in self._limited:
+            room = limit - len(jobs)
+            if room <= 0:
+                break
+            params = dataclasses.replace(self._claim_params(room), queues=(queue,))
+            jobs += await self.backend.job_get_available_limited(params)
+        return jobs
+
+    def _prefetch_depth(self) -> int:
+        """How many jobs to hold claimed beyond the free slots (WorkerConfig.prefetch)."""
+        if self.config.prefetch is not None:
+            return self.config.prefetch
+        mean = self.runner.mean_duration
+        if mean is None or mean > PREFETCH_SHORT_JOB_S:
+            return 0
+        return self.config.concurrency
+
+    def _serves(self, queue: str) -> bool:
+        return self.config.queues is None or queue in self.config.queues
+
+    async def _burst_done(self) -> bool:
+        """Burst mode ends once a claim came up short, nothing is running, every outcome is
+        written, and none of those outcomes put a job back to pending since that claim."""
+        if self.runner.running or self.runner.ready:
+            await self._wait_for_slot()
+            return False
+        if not self.completer.idle:
+            await self.completer.wait_idle()
+        # a retry written after the last claim began may be due now: claim once more
+        return self._requeues_claimed == self.runner.requeues
+
+    def _claim_params(self, limit: int) -> ClaimParams:
+        return ClaimParams(
+            queues=self.config.queues,
+            limit=limit,
+            worker=self.config.name,
+            lease_token=f"{self._token_prefix}:{next(self._claims)}",
+            default_lease=self.config.default_lease_s,
+            lease_margin=self.config.lease_margin_s,
+        )
