@@ -38,7 +38,7 @@ class Breakers:
         now = loop.time()
         failures = self._failures.setdefault(task_name, collections.deque())
         failures.append(now)
-        while failures and failures[0] < now - breaker.window:
+        while failures and failures[0] < now - breaker.window_s:
             failures.popleft()
         if len(failures) < breaker.threshold:
             return
@@ -47,10 +47,10 @@ class Breakers:
             "breaker open for task %s: %d failures within %.0fs; pausing it everywhere for %.0fs",
             task_name,
             breaker.threshold,
-            breaker.window,
-            breaker.cooldown,
+            breaker.window_s,
+            breaker.cooldown_s,
         )
-        trip = loop.create_task(self._trip(backend, task_name, breaker.cooldown))
+        trip = loop.create_task(self._trip(backend, task_name, breaker.cooldown_s))
         self._tripping.add(trip)
         trip.add_done_callback(self._tripping.discard)
 

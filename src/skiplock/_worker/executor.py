@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import contextvars
 import functools
-import inspect
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -21,29 +20,10 @@ from .._app import App
 from .._config import RetryPolicy
 from .._job import ClaimedJob, JobContext, set_current_job
 from .._payload import decode_args
-from .._task import Task
-from ..errors import PayloadError
+from .._task import Task, argument_misfit
 from .classify import Decision, JobTimeout, UnrunnableJob, classify
 
 _NO_TASK_RETRY = RetryPolicy()
-
-
-@functools.lru_cache(maxsize=4096)
-def _misfit(fn: Callable[..., Any], positional: int, keywords: tuple[str, ...]) -> str | None:
-    """Why a call with this shape cannot bind to ``fn`` (None if it can).
-
-    Binding depends only on how many positional arguments and which keyword names a call has,
-    never on the values, so the answer is cached per shape: the hot path pays a dict lookup.
-    """
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    try:
-        signature.bind(*range(positional), **dict.fromkeys(keywords))
-    except TypeError as exc:
-        return f"arguments do not fit {signature}: {exc}"
-    return None
 
 
 def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[str, Any]]:
@@ -53,9 +33,9 @@ def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[
         raise UnrunnableJob(f"unknown task {job.task!r}: no task is registered under this name")
     try:
         args, kwargs = decode_args(job.args_json, job.kwargs_json)
-    except PayloadError as exc:
-        raise UnrunnableJob(str(exc)) from exc
-    misfit = _misfit(task.fn, len(args), tuple(kwargs))
+    except Exception as exc:  # any decoding failure dead-letters the row; the worker goes on
+        raise UnrunnableJob(str(exc) or type(exc).__name__) from exc
+    misfit = argument_misfit(task.fn, len(args), tuple(kwargs))
     if misfit is not None:
         raise UnrunnableJob(f"{job.task}: {misfit}")
     return task, args, kwargs
