@@ -37,6 +37,7 @@ from .breaker import Breakers
 from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
+from .pool import JobPool
 from .services import MAX_BACKOFF_S, listen_forever, prune_forever
 
 log = logging.getLogger("skiplock.worker")
@@ -119,7 +120,7 @@ class Worker:
             loop.call_soon_threadsafe(self._on_wake, queue)
 
         unsubscribe = self.app.add_waker(wake_from_any_thread)
-        pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="skiplock-job")
+        pool = JobPool(self.config.concurrency, thread_name_prefix="skiplock-job")
         self._pool = pool
         self._completer = completer = Completer(backend, self.config.completion_batch)
         log.info(
