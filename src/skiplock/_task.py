@@ -173,10 +173,10 @@ class Task(Generic[P, R]):
         A call that cannot bind to the function's signature is a TypeError here, before
         anything is written (checked once per call shape, then cached).
         """
+        args_json, kwargs_json = encode_args(self.name, args, kwargs, self.app.max_payload_bytes)
         misfit = argument_misfit(self.fn, len(args), tuple(kwargs))
         if misfit is not None:
             raise TypeError(f"task {self.name!r}: {misfit}")
-        args_json, kwargs_json = encode_args(self.name, args, kwargs, self.app.max_payload_bytes)
         run_after = self.run_after
         return NewJob(
             task=self.name,
