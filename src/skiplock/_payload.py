@@ -91,6 +91,8 @@ def _may_hide_a_bad_shape(args_json: str, kwargs_json: str) -> bool:
     past MAX_DEPTH. Two C-speed scans spare the common flat call any Python-level walk."""
     if "{" in args_json or kwargs_json.find("{", 1) != -1:
         return True
+    if len(args_json) + len(kwargs_json) <= MAX_DEPTH:
+        return False  # too short to hold MAX_DEPTH brackets
     return args_json.count("[") + kwargs_json.count("[") > MAX_DEPTH
 
 
