@@ -107,6 +107,16 @@ async def test_queue_limits_are_bounded(app: skiplock.App, option: str, value: o
         await app.set_queue_limits("default", **{option: value})  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("value", [INF, NAN, 0, -1.0, MAX_SECONDS * 2])
+async def test_pause_for_is_bounded(app: skiplock.App, value: float) -> None:
+    @app.task(name="t")
+    async def t() -> None:
+        pass
+
+    with pytest.raises(ConfigurationError, match=r"^for_s="):
+        await app.pause_task("t", for_s=value)
+
+
 async def test_a_call_that_does_not_fit_the_signature_is_refused_before_writing(
     app: skiplock.App,
 ) -> None:

@@ -74,16 +74,19 @@ async def test_stuck_threads_do_not_kill_sync_jobs_that_never_ran(
 
 
 def test_the_pool_stops_growing_at_its_bound(
-    monkeypatch: pytest.MonkeyPatch, release: threading.Event
+    monkeypatch: pytest.MonkeyPatch, release: threading.Event, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr("skiplock._worker.pool.MAX_STUCK_THREADS", 2)
     pool = JobPool(1)
     try:
         futures = [pool.submit(release.wait, 30)]
-        for _ in range(3):
-            pool.note_stuck(futures[-1])
-            futures.append(pool.submit(release.wait, 30))
+        with caplog.at_level(logging.WARNING, logger="skiplock.worker"):
+            for _ in range(3):
+                pool.note_stuck(futures[-1])
+                futures.append(pool.submit(release.wait, 30))
         assert pool.stuck == 3
+        assert caplog.text.count("fresh pool") == 2 and "wait for a free thread" in caplog.text
+        assert not futures[-1].running()  # past the bound: it waits behind the stuck thread
         release.set()
         for future in futures:
             future.result(timeout=10)
