@@ -8,11 +8,13 @@ import logging
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 import skiplock
 from skiplock import JobState
+from skiplock._job import JobContext, set_current_job
 from skiplock._worker.executor import _invoke
 from skiplock._worker.pool import JobPool
 from skiplock._worker.worker import Worker
@@ -44,6 +46,35 @@ async def test_a_job_queued_behind_a_busy_thread_is_timed_from_its_start(
         busy.result()
     finally:
         pool.shutdown(wait=False)
+
+
+async def test_a_queued_sync_job_sees_its_deadline_counted_from_its_start(
+    app: skiplock.App, release: threading.Event
+) -> None:
+    seen: list[tuple[datetime, datetime | None]] = []
+
+    @app.task(name="reads_deadline", timeout=5)
+    def reads_deadline() -> None:
+        seen.append((datetime.now(UTC), skiplock.current_job().deadline))
+
+    pool = ThreadPoolExecutor(1)
+    busy = pool.submit(release.wait, 5)
+    try:
+        now = datetime.now(UTC)
+        set_current_job(JobContext(1, "reads_deadline", "default", 1, 1, now, now + _5S, now))
+        waiting = asyncio.create_task(_invoke(reads_deadline, [], {}, 5, pool))
+        await asyncio.sleep(0.5)  # queued behind the busy thread
+        release.set()
+        assert await asyncio.wait_for(waiting, 10) is None
+        busy.result()
+    finally:
+        pool.shutdown(wait=False)
+    ((started, deadline),) = seen
+    assert deadline is not None and deadline >= started + _5S - timedelta(milliseconds=50)
+    assert started - now >= timedelta(seconds=0.4)
+
+
+_5S = timedelta(seconds=5)
 
 
 async def test_stuck_threads_do_not_kill_sync_jobs_that_never_ran(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
+import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -17,7 +19,7 @@ from typing import Any
 
 from .._app import App
 from .._config import RetryPolicy
-from .._job import ClaimedJob, JobContext, set_current_job
+from .._job import ClaimedJob, JobContext, current_job, set_current_job
 from .._payload import decode_args
 from .._task import Task, argument_misfit
 from .classify import Decision, JobTimeout, UnrunnableJob, classify
@@ -72,15 +74,23 @@ def _start_then_call(
     loop: asyncio.AbstractEventLoop,
     started: asyncio.Future[None],
     context: contextvars.Context,
-    fn: Callable[..., Any],
-    args: list[Any],
-    kwargs: dict[str, Any],
+    timeout: float | None,
+    call: Callable[[], BaseException | None],
 ) -> BaseException | None:
-    """On the job's thread: say the code starts now (its timeout counts from here), run it."""
+    """On the job's thread: say the code starts now (its timeout counts from here), move
+    ``current_job().deadline`` to match, and run it."""
     with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting any more
         loop.call_soon_threadsafe(_set_started, started)
-    failure: BaseException | None = context.run(_call_catching, fn, args, kwargs)
+    if timeout is not None:
+        context.run(_deadline_from_now, timeout)
+    failure: BaseException | None = context.run(call)
     return failure
+
+
+def _deadline_from_now(timeout: float) -> None:
+    with contextlib.suppress(LookupError):  # no job context: nothing to move
+        deadline = datetime.now(UTC) + timedelta(seconds=timeout)
+        set_current_job(dataclasses.replace(current_job(), deadline=deadline))
 
 
 def _set_started(started: asyncio.Future[None]) -> None:
@@ -103,7 +113,8 @@ async def _call_sync(
     loop = asyncio.get_running_loop()
     started: asyncio.Future[None] = loop.create_future()
     context = contextvars.copy_context()
-    work = pool.submit(_start_then_call, loop, started, context, fn, args, kwargs)
+    call = functools.partial(_call_catching, fn, args, kwargs)
+    work = pool.submit(_start_then_call, loop, started, context, timeout, call)
     done = asyncio.wrap_future(work, loop=loop)
     try:
         await asyncio.wait((started, done), return_when=asyncio.FIRST_COMPLETED)
