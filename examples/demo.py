@@ -37,7 +37,7 @@ def thumbnail(image_id: int) -> str:
     return digest.hex()
 
 
-@app.task(name="demo.flaky_partner", retry=skiplock.RetryPolicy(base=0.5, cap=2))
+@app.task(name="demo.flaky_partner", retry=skiplock.RetryPolicy(base_s=0.5, cap_s=2))
 async def flaky_partner() -> None:
     """Fails twice, then succeeds: retried with backoff, idempotent by job id."""
     job = skiplock.current_job()
@@ -45,7 +45,7 @@ async def flaky_partner() -> None:
         raise ConnectionError(f"partner API unavailable (attempt {job.attempt})")
 
 
-@app.task(name="demo.poison", max_attempts=3, retry=skiplock.RetryPolicy(base=0.2, cap=1))
+@app.task(name="demo.poison", max_attempts=3, retry=skiplock.RetryPolicy(base_s=0.2, cap_s=1))
 async def poison() -> None:
     """Always fails: ends `dead`, with every attempt's error kept for a person to read."""
     raise ValueError("this payload can never be processed")

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from skiplock import PayloadError, PayloadTooLarge
-from skiplock._payload import decode_args, encode_args
+from skiplock._payload import MAX_DEPTH, decode_args, encode_args
 
 
 def test_round_trip() -> None:
@@ -63,3 +63,50 @@ def test_non_string_keyword_names_are_refused() -> None:
 def test_decode_refuses_corrupt_payloads(args: str, kwargs: str, why: str) -> None:
     with pytest.raises(PayloadError, match=why):
         decode_args(args, kwargs)
+
+
+def _nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH, 1_000, 10_000])
+def test_deep_nesting_is_a_payload_error_naming_the_limit(depth: int) -> None:
+    with pytest.raises(PayloadError, match=f"deeper than {MAX_DEPTH}"):
+        encode_args("t", [_nested(depth)], {}, 10**7)
+    with pytest.raises(PayloadError, match=f"deeper than {MAX_DEPTH}"):
+        encode_args("t", [], {"k": {"a": _nested(depth)}}, 10**7)
+
+
+def test_nesting_up_to_the_limit_is_accepted() -> None:
+    args, kwargs = encode_args("t", [_nested(MAX_DEPTH - 1)], {}, 10**7)
+    assert decode_args(args, kwargs)[0] == [_nested(MAX_DEPTH - 1)]
+
+
+@pytest.mark.parametrize(
+    "value", [{1: "a", "1": "b"}, {"k": {2: "x"}}, [{None: 1}], {"a": [{1.5: 0}]}, {True: 1}]
+)
+def test_non_string_object_keys_are_refused(value: object) -> None:
+    with pytest.raises(PayloadError, match="is not a string"):
+        encode_args("t", [value], {}, 1000)
+    with pytest.raises(PayloadError, match="is not a string"):
+        encode_args("t", [], {"k": value}, 1000)
+
+
+def test_tuples_arrive_as_lists() -> None:
+    args, kwargs = encode_args("t", [(1, (2, 3))], {"k": ("a",)}, 1000)
+    assert decode_args(args, kwargs) == ([[1, [2, 3]]], {"k": ["a"]})
+
+
+@pytest.mark.parametrize(
+    "args_json",
+    ["[" * 10_000 + "]" * 10_000, "[1e999999]", b"\xff\xfe[]", '["\\ud800"]x', None],
+    ids=["deep", "huge-exponent", "binary", "trailing", "null"],
+)
+def test_any_decoding_failure_is_a_payload_error(args_json: object) -> None:
+    try:
+        decode_args(args_json, "{}")  # type: ignore[arg-type]
+    except PayloadError as exc:
+        assert "corrupt payload" in str(exc)

@@ -180,8 +180,8 @@ async def test_the_breaker_pauses_a_failing_task_then_resumes_it(
 
     @app.task(
         name="fragile",
-        breaker=Breaker(threshold=3, window=60, cooldown=30),
-        retry=skiplock.RetryPolicy(base=0, cap=0),
+        breaker=Breaker(threshold=3, window_s=60, cooldown_s=30),
+        retry=skiplock.RetryPolicy(base_s=0, cap_s=0),
     )
     async def fragile() -> None:
         nonlocal calls

@@ -97,7 +97,7 @@ async def test_retries_back_off_on_the_injected_clock_then_die(
     app = clocked_app
     calls = 0
 
-    @app.task(name="flaky", max_attempts=3, retry=RetryPolicy(base=10, jitter=False))
+    @app.task(name="flaky", max_attempts=3, retry=RetryPolicy(base_s=10, jitter=False))
     async def flaky() -> None:
         nonlocal calls
         calls += 1
@@ -129,7 +129,7 @@ async def test_flaky_job_succeeds_on_third_attempt(
 ) -> None:
     app = clocked_app
 
-    @app.task(name="twice", retry=RetryPolicy(base=1, jitter=False))
+    @app.task(name="twice", retry=RetryPolicy(base_s=1, jitter=False))
     async def twice() -> None:
         if skiplock.current_job().attempt < 3:
             raise RuntimeError("not yet")
@@ -240,7 +240,9 @@ async def test_arguments_that_do_not_fit_go_to_dead(app: skiplock.App) -> None:
         pass
 
     h = await one.using().aenqueue(1)
-    bad = await app.enqueue_many([one.prepare()])  # type: ignore[call-arg]
+    # Enqueue refuses such a call; a row another producer (or older code) wrote still can.
+    bad_row = dataclasses.replace(one.prepare(1), args_json="[]")
+    bad = await app.enqueue_many([bad_row])
     await burst(app)
     assert await state_of(app, h) == JobState.SUCCEEDED
     job = await bad[0].fetch()

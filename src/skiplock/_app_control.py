@@ -6,7 +6,6 @@ every producer and worker agrees). Kept apart from declaring tasks and enqueuein
 from __future__ import annotations
 
 import getpass
-import math
 import socket
 from collections.abc import Iterable
 from typing import Any
@@ -20,8 +19,8 @@ from ._backends.base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from ._config import require
 from ._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
+from ._limits import check_int, check_rate, check_seconds
 from ._schedule import Schedule
 from ._task import Task
 from .errors import ConfigurationError, DuplicateJob
@@ -139,11 +138,12 @@ class AppControl:
     ) -> None:
         """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
         every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts."""
-        require(max_depth is None or max_depth >= 0, "max_depth", max_depth, "must be >= 0")
-        require(max_running is None or max_running >= 0, "max_running", max_running, ">= 0")
-        require(
-            rate_per_s is None or 0 < rate_per_s < math.inf, "rate_per_s", rate_per_s, "finite, > 0"
-        )
+        if max_depth is not None:
+            check_int("max_depth", max_depth, 0)
+        if max_running is not None:
+            check_int("max_running", max_running, 0)
+        if rate_per_s is not None:
+            check_rate("rate_per_s", rate_per_s)
         limits = QueueSetLimitsParams(
             await self._known_queue(queue), max_depth, max_running, rate_per_s
         )
@@ -152,7 +152,8 @@ class AppControl:
     async def pause_task(self, task: str, *, for_s: float | None = None, reason: str = "") -> None:
         """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""
         self.get_task(task)
-        require(for_s is None or 0 < for_s < math.inf, "for_s", for_s, "finite, > 0 seconds")
+        if for_s is not None:
+            check_seconds("for_s", for_s, open_=True)
         who = reason or f"paused by {default_who()}"
         await (await self.backend()).task_pause(TaskPauseParams(task, who, for_s))
 

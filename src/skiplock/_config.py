@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from ._limits import check_int, check_seconds
 from .errors import ConfigurationError
 
 DEFAULT_MAX_ATTEMPTS = 5
@@ -21,44 +22,49 @@ def require(condition: bool, field_name: str, value: object, rule: str) -> None:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter: ``uniform(0, min(cap, base * 2**(attempt-1)))``.
+    """Exponential backoff with full jitter: ``uniform(0, min(cap_s, base_s * 2**(attempt-1)))``.
 
     Full jitter spreads a burst of jobs that failed together (a dependency went down) over the
     whole window instead of retrying them in lockstep.
     """
 
-    base: float = 1.0
-    """Seconds of the first retry window."""
-    cap: float = 600.0
-    """The longest a retry is ever delayed, in seconds."""
+    base_s: float = 1.0
+    """Seconds of the first retry window (0 to 10 years)."""
+    cap_s: float = 600.0
+    """The longest a retry is ever delayed, in seconds (``base_s`` to 10 years)."""
     jitter: bool = True
     """Full jitter when true; the plain exponential delay when false (deterministic)."""
 
     def __post_init__(self) -> None:
-        require(self.base >= 0, "RetryPolicy.base", self.base, "must be >= 0 seconds")
-        require(self.cap >= self.base, "RetryPolicy.cap", self.cap, "must be >= base")
+        check_seconds("RetryPolicy.base_s", self.base_s)
+        check_seconds("RetryPolicy.cap_s", self.cap_s, minimum=self.base_s)
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
-        """Seconds to wait before the attempt after ``attempt`` (1-based)."""
-        ceiling = min(self.cap, self.base * 2.0 ** max(attempt - 1, 0))
+        """Seconds to wait before the attempt after ``attempt`` (1-based); never overflows."""
+        # 2**64 times the largest base is still a finite float; 2.0**1024 would raise.
+        exponent = min(max(attempt - 1, 0), _MAX_EXPONENT)
+        ceiling = min(self.cap_s, self.base_s * 2.0**exponent)
         if not self.jitter:
             return ceiling
         return (rng or random).uniform(0.0, ceiling)
 
 
+_MAX_EXPONENT = 64
+
+
 @dataclass(frozen=True)
 class Breaker:
-    """Pause a task when it keeps failing: ``threshold`` failures within ``window`` seconds
-    (counted by each worker) pause it everywhere for ``cooldown`` seconds, then it resumes."""
+    """Pause a task when it keeps failing: ``threshold`` failures within ``window_s`` seconds
+    (counted by each worker) pause it everywhere for ``cooldown_s`` seconds, then it resumes."""
 
     threshold: int = 5
-    window: float = 60.0
-    cooldown: float = 30.0
+    window_s: float = 60.0
+    cooldown_s: float = 30.0
 
     def __post_init__(self) -> None:
-        require(self.threshold >= 1, "Breaker.threshold", self.threshold, "must be >= 1")
-        require(self.window > 0, "Breaker.window", self.window, "must be > 0 seconds")
-        require(self.cooldown > 0, "Breaker.cooldown", self.cooldown, "must be > 0 seconds")
+        check_int("Breaker.threshold", self.threshold, 1)
+        check_seconds("Breaker.window_s", self.window_s, open_=True)
+        check_seconds("Breaker.cooldown_s", self.cooldown_s, open_=True)
 
 
 @dataclass(frozen=True)

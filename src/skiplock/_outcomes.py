@@ -6,6 +6,8 @@ before it treats anything as a failure.
 
 from __future__ import annotations
 
+from ._limits import check_seconds
+
 
 class JobControl(Exception):
     """Base of the outcomes a task may raise to steer its own job."""
@@ -14,14 +16,16 @@ class JobControl(Exception):
 class Retry(JobControl):
     """Fail this attempt and run again after ``in_s`` seconds (spends an attempt).
 
+    ``in_s`` is finite, 0 to 10 years; anything else is a ConfigurationError (a ValueError)
+    raised where the task raises, so the job fails with that reason instead of poisoning the
+    worker's outcome batch.
+
     When the attempts are spent the job is dead, as with any other failure.
     """
 
     def __init__(self, in_s: float = 0.0, reason: str = "retry requested") -> None:
-        if in_s < 0:
-            raise ValueError(f"Retry(in_s={in_s!r}): in_s must be >= 0")
+        self.in_s = check_seconds("Retry.in_s", in_s)
         super().__init__(reason)
-        self.in_s = float(in_s)
         self.reason = reason
 
 
@@ -29,10 +33,8 @@ class Snooze(JobControl):
     """Put the job back to run after ``in_s`` seconds without spending an attempt."""
 
     def __init__(self, in_s: float) -> None:
-        if in_s < 0:
-            raise ValueError(f"Snooze(in_s={in_s!r}): in_s must be >= 0")
+        self.in_s = check_seconds("Snooze.in_s", in_s)
         super().__init__(f"snoozed for {in_s}s")
-        self.in_s = float(in_s)
 
 
 class Cancel(JobControl):

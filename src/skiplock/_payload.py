@@ -2,7 +2,10 @@
 
 Arguments are JSON, never pickle, so a job row can never execute code when it is read. The
 rules are PostgreSQL ``jsonb``'s, applied to SQLite too, so a job that enqueues on one backend
-enqueues on the other: no NaN or infinity, no ``\\u0000``, no lone surrogates.
+enqueues on the other: no NaN or infinity, no ``\\u0000``, no lone surrogates. Beyond jsonb,
+object keys must be strings (``{1: "a", "1": "b"}`` would silently arrive as ``{"1": "b"}``)
+and nesting is at most ``MAX_DEPTH`` deep (deeper blows the decoder's recursion, in a worker).
+Tuples are accepted and arrive as lists, as JSON has only one sequence type.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from typing import Any
 from .errors import PayloadError, PayloadTooLarge
 
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+
+MAX_DEPTH = 100
+"""The deepest nesting of lists and objects in arguments (the call's own list counts as 1).
+Real arguments stay far below it; the stdlib decoder fails near 1,000, in the worker."""
 
 # A \u0000 escape that is not itself an escaped backslash followed by "u0000".
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -53,21 +60,68 @@ def encode_args(
     except ValueError as exc:
         where = _name_offender(task, args, kwargs)
         raise PayloadError(f"task {task!r}: {where} is not strict JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise PayloadError(f"task {task!r}: arguments nest deeper than {MAX_DEPTH}") from exc
     for text in (args_json, kwargs_json):
-        if "\\u0000" in text and _NUL_ESCAPE.search(text):
-            raise PayloadError(f"task {task!r}: arguments contain a NUL character (\\u0000)")
-        if text.isascii():
-            size = len(text)  # no surrogates possible, and one byte a character
-        else:
-            try:
-                size = len(text.encode("utf-8"))
-            except UnicodeEncodeError as exc:
-                raise PayloadError(f"task {task!r}: arguments contain a lone surrogate") from exc
-        if size > max_bytes:
-            raise PayloadTooLarge(
-                f"task {task!r}: arguments are {size} bytes, over the limit of {max_bytes}"
-            )
+        _check_text(task, text, max_bytes)
+    if _may_hide_a_bad_shape(args_json, kwargs_json):
+        _check_shape(task, args, kwargs)
     return args_json, kwargs_json
+
+
+def _check_text(task: str, text: str, max_bytes: int) -> None:
+    """What jsonb refuses (NUL, lone surrogates) and the size limit, on the encoded text."""
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
+        raise PayloadError(f"task {task!r}: arguments contain a NUL character (\\u0000)")
+    if text.isascii():
+        size = len(text)  # no surrogates possible, and one byte a character
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise PayloadError(f"task {task!r}: arguments contain a lone surrogate") from exc
+    if size > max_bytes:
+        raise PayloadTooLarge(
+            f"task {task!r}: arguments are {size} bytes, over the limit of {max_bytes}"
+        )
+
+
+def _may_hide_a_bad_shape(args_json: str, kwargs_json: str) -> bool:
+    """Whether the arguments need a walk: an object below the top, or enough brackets to nest
+    past MAX_DEPTH. Two C-speed scans spare the common flat call any Python-level walk."""
+    if "{" in args_json or kwargs_json.find("{", 1) != -1:
+        return True
+    if len(args_json) + len(kwargs_json) <= MAX_DEPTH:
+        return False  # too short to hold MAX_DEPTH brackets
+    return args_json.count("[") + kwargs_json.count("[") > MAX_DEPTH
+
+
+def _check_shape(task: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """Refuse non-string object keys and nesting deeper than MAX_DEPTH, without recursion.
+
+    Level by level, pushing only containers: a nested payload costs about what encoding it did.
+    """
+    level: list[Any] = [args, kwargs]
+    for _depth in range(MAX_DEPTH):
+        below: list[Any] = []
+        for value in level:
+            if isinstance(value, dict):
+                for key in value:
+                    if not isinstance(key, str):
+                        raise PayloadError(
+                            f"task {task!r}: object key {key!r} is not a string "
+                            "(JSON would turn it into one, silently)"
+                        )
+                below += [v for v in value.values() if isinstance(v, _CONTAINERS)]
+            else:
+                below += [v for v in value if isinstance(v, _CONTAINERS)]
+        if not below:
+            return
+        level = below
+    raise PayloadError(f"task {task!r}: arguments nest deeper than {MAX_DEPTH}")
+
+
+_CONTAINERS = (dict, list, tuple)
 
 
 def decode_args(args_json: str, kwargs_json: str) -> tuple[list[Any], dict[str, Any]]:
@@ -76,8 +130,10 @@ def decode_args(args_json: str, kwargs_json: str) -> tuple[list[Any], dict[str, 
         return [], {}  # the no-argument job: two json.loads were 8% of a drain's profile
     try:
         args, kwargs = json.loads(args_json), json.loads(kwargs_json)
-    except (TypeError, ValueError) as exc:
-        raise PayloadError(f"corrupt payload: {exc}") from exc
+    except RecursionError as exc:
+        raise PayloadError("corrupt payload: nested too deep to decode") from exc
+    except Exception as exc:  # any row another producer wrote: a reason, never a crash
+        raise PayloadError(f"corrupt payload: {type(exc).__name__}: {exc}") from exc
     if not isinstance(args, list):
         raise PayloadError(f"corrupt payload: args is a {type(args).__name__}, not a list")
     if not isinstance(kwargs, dict):

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._job import JobRecord, NewJob
+from ._limits import MAX_ATTEMPTS, MAX_INT, check_int, check_run_after, check_seconds, check_text
 from ._payload import encode_args
-from .errors import ConfigurationError
 
 if TYPE_CHECKING:
     from ._app import App
@@ -48,33 +48,41 @@ class JobHandle:
         return await self.app.get_job(self.id)
 
 
-def _validate_options(
-    name: str, queue: str, priority: int, max_attempts: int, timeout: float | None
-) -> None:
-    require(bool(name), "name", name, "must be a non-empty string")
-    require(isinstance(queue, str) and bool(queue), "queue", queue, "must be a non-empty string")
-    require(
-        isinstance(priority, int) and not isinstance(priority, bool),
-        "priority",
-        priority,
-        "must be an int (higher runs first)",
-    )
-    require(
-        isinstance(max_attempts, int) and max_attempts >= 1,
-        "max_attempts",
-        max_attempts,
-        "must be an int >= 1",
-    )
-    require(timeout is None or timeout > 0, "timeout", timeout, "must be > 0 seconds or None")
+@functools.lru_cache(maxsize=4096)
+def argument_misfit(
+    fn: Callable[..., Any], positional: int, keywords: tuple[str, ...]
+) -> str | None:
+    """Why a call with this shape cannot bind to ``fn`` (None if it can).
+
+    Binding depends only on how many positional arguments and which keyword names a call has,
+    never on the values, so the answer is cached per shape: enqueue and the worker's hot path
+    pay a dict lookup. Enqueue asks so a wrong arity is a TypeError before anything is
+    written; the worker asks again for rows other producers (or older code) wrote.
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*range(positional), **dict.fromkeys(keywords))
+    except TypeError as exc:
+        return f"arguments do not fit {signature}: {exc}"
+    return None
 
 
-def _validate_lease(visibility_timeout: float | None) -> None:
-    require(
-        visibility_timeout is None or visibility_timeout >= 0.5,
-        "visibility_timeout",
-        visibility_timeout,
-        "must be >= 0.5 seconds or None",
-    )
+def _validate_options(task: Task[Any, Any]) -> None:
+    """Every option against its bound in ``_limits`` (README's "Bounds" table)."""
+    check_text("name", task.name)
+    check_text("queue", task.queue)
+    check_int("priority", task.priority, -MAX_INT - 1)
+    check_int("max_attempts", task.max_attempts, 1, MAX_ATTEMPTS)
+    if task.timeout is not None:
+        check_seconds("timeout", task.timeout, open_=True)
+    if task.visibility_timeout is not None:
+        check_seconds("visibility_timeout", task.visibility_timeout, minimum=0.5)
+    check_text("unique_key", task.unique_key, optional=True)
+    check_text("correlation_id", task.correlation_id, optional=True)
+    check_run_after(task.run_after)
 
 
 @dataclass(frozen=True)
@@ -107,10 +115,17 @@ class Task(Generic[P, R]):
     run_after: datetime | timedelta | None = None
     connection: object | None = field(default=None, repr=False, compare=False)
     correlation_id: str | None = None
+    _fitting_shapes: set[object] = field(default_factory=set, init=False, repr=False, compare=False)
+    """Call shapes known to bind: prepare's check is one set lookup after the first. A field,
+    not a cached_property: a key added to ``__dict__`` after ``__init__`` turns off CPython's
+    inline attribute values and cost prepare() 0.27 µs (40 %) on every attribute it reads."""
+
+    is_async: bool = field(init=False, repr=False, compare=False)
+    """Whether ``fn`` is a coroutine function (run on the loop, not the thread pool)."""
 
     def __post_init__(self) -> None:
-        _validate_options(self.name, self.queue, self.priority, self.max_attempts, self.timeout)
-        _validate_lease(self.visibility_timeout)
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
+        _validate_options(self)
         require(
             self.on_duplicate in ("return", "raise"),
             "on_duplicate",
@@ -123,21 +138,12 @@ class Task(Generic[P, R]):
             self.unique_while,
             "must be 'live' or 'live_or_succeeded'",
         )
-        run_after = self.run_after
-        if isinstance(run_after, datetime) and run_after.tzinfo is None:
-            raise ConfigurationError(
-                f"run_after={run_after!r}: give a timezone-aware datetime (e.g. UTC)"
-            )
-        require(
-            run_after is None or isinstance(run_after, datetime | timedelta),
-            "run_after",
-            run_after,
-            "must be a datetime, a timedelta or None",
-        )
 
-    @functools.cached_property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
+    def _check_fit(self, positional: int, keywords: tuple[str, ...], shape: object) -> None:
+        misfit = argument_misfit(self.fn, positional, keywords)
+        if misfit is not None:
+            raise TypeError(f"task {self.name!r}: {misfit}")
+        self._fitting_shapes.add(shape)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -172,8 +178,15 @@ class Task(Generic[P, R]):
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
-        """The job row a call would insert, validated; feed these to ``app.enqueue_many``."""
+        """The job row a call would insert, validated; feed these to ``app.enqueue_many``.
+
+        A call that cannot bind to the function's signature is a TypeError here, before
+        anything is written (checked once per call shape, then cached).
+        """
         args_json, kwargs_json = encode_args(self.name, args, kwargs, self.app.max_payload_bytes)
+        shape = (len(args), tuple(kwargs)) if kwargs else len(args)
+        if shape not in self._fitting_shapes:
+            self._check_fit(len(args), tuple(kwargs), shape)
         run_after = self.run_after
         return NewJob(
             task=self.name,

@@ -53,7 +53,7 @@ class Breakers:
         now = loop.time()
         failures = self._failures.setdefault(task_name, collections.deque())
         failures.append(now)
-        while failures and failures[0] < now - breaker.window:
+        while failures and failures[0] < now - breaker.window_s:
             failures.popleft()
         if len(failures) < breaker.threshold:
             return
@@ -62,10 +62,10 @@ class Breakers:
             "breaker open for task %s: %d failures within %.0fs; pausing it everywhere for %.0fs",
             task_name,
             breaker.threshold,
-            breaker.window,
-            breaker.cooldown,
+            breaker.window_s,
+            breaker.cooldown_s,
         )
-        self._spawn(self._trip(self._backend, task_name, breaker.cooldown))
+        self._spawn(self._trip(self._backend, task_name, breaker.cooldown_s))
 
     async def _trip(self, backend: Backend, task_name: str, cooldown: float) -> None:
         reason = f"breaker: too many failures (worker {self.worker_name})"

@@ -35,15 +35,43 @@ class Decision:
         return self.disposition.value
 
 
+def _safe_text(exc: BaseException) -> str:
+    """``str(exc)``, which a hostile exception may make raise: the record must still be built."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<str() of this exception raised>"
+
+
+def _bounded_traceback(exc: BaseException, message: str) -> str:
+    """The innermost frames that fit, then the head of the message.
+
+    A huge message must not push the stack out of the record: the frames are cut from the
+    outside in (the innermost are where it failed), the message from its tail.
+    """
+    try:
+        formatted = traceback.TracebackException.from_exception(exc)
+        tail = len(list(formatted.format_exception_only()))
+        frames = "".join(list(formatted.format())[:-tail])
+    except Exception:
+        frames = ""
+    room = MAX_TRACEBACK_CHARS - len(message) - 1
+    if len(frames) > room:
+        cut = frames[len(frames) - room + 2 :]
+        frames = "…\n" + cut[cut.find("\n") + 1 :]
+    return f"{frames}{message}\n"
+
+
 def error_record(attempt: int, exc: BaseException) -> dict[str, Any]:
     """What a job keeps of a failed attempt: bounded message and traceback, never the args."""
-    text = "".join(traceback.format_exception(exc))
-    message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = _safe_text(exc)
+    message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    message = message[:MAX_MESSAGE_CHARS]
     return {
         "attempt": attempt,
         "at": datetime.now(UTC).isoformat(),
-        "message": message[:MAX_MESSAGE_CHARS],
-        "traceback": text[-MAX_TRACEBACK_CHARS:],
+        "message": message,
+        "traceback": _bounded_traceback(exc, message),
     }
 
 

@@ -3,6 +3,9 @@
 Outcomes accumulate while a write is in flight, so the batch grows with the load and an idle
 worker still writes each outcome at once. A failed write is retried with backoff capped at a
 few seconds (an outcome is the most valuable write a worker makes); an outcome is never dropped.
+A write that fails for any other reason (``BAD_ROW_ERRORS``) is split: the batch is written
+row by row, so one outcome the database refuses is recorded ``dead`` with the reason and never
+holds back the others (issue 9: one ``Retry(in_s=inf)`` left a whole batch ``running``).
 Until it is written its job's lease is still the worker's, so ``unwritten`` tells the heartbeat
 which leases to keep renewing. Rows the database no longer holds under our lease are logged as
 lost. It is a ``Service``: ``stop`` is graceful (write what is pending, then end).
@@ -13,16 +16,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from .._backends import Backend
-from .._job import Completion
-from ..errors import BackendUnavailable
+from .._job import Completion, Disposition
+from .._limits import MAX_SECONDS
+from ..errors import BackendError, BackendUnavailable
+from .classify import MAX_MESSAGE_CHARS
 from .service import Service
 from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")
 
 MAX_BACKOFF_S = 5.0
+
+ALONE_TRIES = 3
+
+BAD_ROW_ERRORS: tuple[type[Exception], ...] = (BackendError, TypeError, ValueError, OverflowError)
+"""What one bad outcome makes a write raise (a database refusal that is not an outage, a value
+the driver cannot encode). Anything else is a bug and stops the worker loudly."""
 
 
 class Completer(Service):
@@ -90,18 +103,18 @@ class Completer(Service):
                 return
 
     async def _write(self, batch: list[Completion]) -> None:
-        failures = 0
-        while True:
-            try:
-                applied = set(await self._backend.job_set_state_if_running_many(batch))
-                break
-            except BackendUnavailable as exc:
-                failures += 1
-                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.1 * 2**failures))
-                log.warning(
-                    "could not record %d outcomes (%s); retrying in %.1fs", len(batch), exc, delay
-                )
-                await asyncio.sleep(delay)
+        batch = [c if 0.0 <= c.delay_s <= MAX_SECONDS else _out_of_bounds(c) for c in batch]
+        try:
+            applied = await self._write_through_outages(batch)
+        except BAD_ROW_ERRORS as exc:
+            log.warning(
+                "could not record a batch of %d outcomes (%s); writing them one by one",
+                len(batch),
+                exc,
+            )
+            applied = set()
+            for c in batch:
+                applied |= await self._write_alone(c)
         for c in batch:
             if c.job_id not in applied:
                 log.warning(
@@ -110,3 +123,62 @@ class Completer(Service):
                     c.job_id,
                     c.disposition.value,
                 )
+
+    async def _write_through_outages(self, batch: list[Completion]) -> set[int]:
+        """Write, retrying an outage with capped backoff until the database answers."""
+        failures = 0
+        while True:
+            try:
+                return set(await self._backend.job_set_state_if_running_many(batch))
+            except BackendUnavailable as exc:
+                failures += 1
+                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.1 * 2**failures))
+                log.warning(
+                    "could not record %d outcomes (%s); retrying in %.1fs", len(batch), exc, delay
+                )
+                await asyncio.sleep(delay)
+
+    async def _write_alone(self, completion: Completion) -> set[int]:
+        """One outcome on its own; if it still fails (a few tries, in case the batch's error
+        was passing), the job is recorded dead with the reason instead."""
+        for attempt in range(ALONE_TRIES):
+            try:
+                return await self._write_through_outages([completion])
+            except BAD_ROW_ERRORS as exc:
+                error = exc
+                await asyncio.sleep(0.05 * attempt)
+        log.error(
+            "job %d: its outcome (%s) cannot be recorded (%s); recording it as dead",
+            completion.job_id,
+            completion.disposition.value,
+            error,
+        )
+        try:
+            return await self._write_through_outages([_buried(completion, error)])
+        except BAD_ROW_ERRORS as exc:
+            log.error(
+                "job %d: not even its dead-letter can be recorded (%s); it stays leased and "
+                "will be reclaimed when the lease expires",
+                completion.job_id,
+                exc,
+            )
+            return {completion.job_id}  # not lost to another worker: no second warning
+
+
+def _buried(completion: Completion, exc: BaseException) -> Completion:
+    """The same job, dead, with why its own outcome could not be written."""
+    reason = f"outcome {completion.disposition.value} could not be recorded: {exc}"
+    attempt = completion.error.get("attempt", 0) if isinstance(completion.error, dict) else 0
+    error = {
+        "attempt": attempt if isinstance(attempt, int) else 0,
+        "at": datetime.now(UTC).isoformat(),
+        "message": reason[:MAX_MESSAGE_CHARS],
+        "traceback": "",
+    }
+    return replace(completion, disposition=Disposition.DEAD, delay_s=0.0, error=error)
+
+
+def _out_of_bounds(completion: Completion) -> Completion:
+    """A delay that would overflow a timestamp (built without ``Retry``'s checks)."""
+    why = ValueError(f"delay_s={completion.delay_s!r} is not within 0..{MAX_SECONDS:g} s")
+    return _buried(completion, why)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
-import inspect
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -19,31 +19,13 @@ from typing import Any
 
 from .._app import App
 from .._config import RetryPolicy
-from .._job import ClaimedJob, JobContext, set_current_job
+from .._job import ClaimedJob, JobContext, current_job, set_current_job
 from .._payload import decode_args
-from .._task import Task
-from ..errors import PayloadError
+from .._task import Task, argument_misfit
 from .classify import Decision, JobTimeout, UnrunnableJob, classify
+from .pool import JobPool
 
 _NO_TASK_RETRY = RetryPolicy()
-
-
-@functools.lru_cache(maxsize=4096)
-def _misfit(fn: Callable[..., Any], positional: int, keywords: tuple[str, ...]) -> str | None:
-    """Why a call with this shape cannot bind to ``fn`` (None if it can).
-
-    Binding depends only on how many positional arguments and which keyword names a call has,
-    never on the values, so the answer is cached per shape: the hot path pays a dict lookup.
-    """
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    try:
-        signature.bind(*range(positional), **dict.fromkeys(keywords))
-    except TypeError as exc:
-        return f"arguments do not fit {signature}: {exc}"
-    return None
 
 
 def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[str, Any]]:
@@ -53,9 +35,9 @@ def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[
         raise UnrunnableJob(f"unknown task {job.task!r}: no task is registered under this name")
     try:
         args, kwargs = decode_args(job.args_json, job.kwargs_json)
-    except PayloadError as exc:
-        raise UnrunnableJob(str(exc)) from exc
-    misfit = _misfit(task.fn, len(args), tuple(kwargs))
+    except Exception as exc:  # any decoding failure dead-letters the row; the worker goes on
+        raise UnrunnableJob(str(exc) or type(exc).__name__) from exc
+    misfit = argument_misfit(task.fn, len(args), tuple(kwargs))
     if misfit is not None:
         raise UnrunnableJob(f"{job.task}: {misfit}")
     return task, args, kwargs
@@ -88,16 +70,68 @@ def _call_catching(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, An
     return None
 
 
-async def _call(
-    task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any], pool: ThreadPoolExecutor
+def _start_then_call(
+    loop: asyncio.AbstractEventLoop,
+    started: asyncio.Future[None],
+    context: contextvars.Context,
+    timeout: float | None,
+    call: Callable[[], BaseException | None],
 ) -> BaseException | None:
-    """Call the function: async ones on the loop, sync ones on the pool (never the loop)."""
-    if task.is_async:
-        await task.fn(*args, **kwargs)
-        return None
-    call = functools.partial(contextvars.copy_context().run, _call_catching, task.fn, args, kwargs)
-    failure: BaseException | None = await asyncio.get_running_loop().run_in_executor(pool, call)
+    """On the job's thread: say the code starts now (its timeout counts from here), move
+    ``current_job().deadline`` to match, and run it."""
+    with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting any more
+        loop.call_soon_threadsafe(_set_started, started)
+    if timeout is not None:
+        context.run(_deadline_from_now, timeout)
+    failure: BaseException | None = context.run(call)
     return failure
+
+
+def _deadline_from_now(timeout: float) -> None:
+    with contextlib.suppress(LookupError):  # no job context: nothing to move
+        deadline = datetime.now(UTC) + timedelta(seconds=timeout)
+        set_current_job(dataclasses.replace(current_job(), deadline=deadline))
+
+
+def _set_started(started: asyncio.Future[None]) -> None:
+    if not started.done():
+        started.set_result(None)
+
+
+async def _call_sync(
+    fn: Callable[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    timeout: float | None,
+    pool: ThreadPoolExecutor,
+) -> BaseException | None:
+    """Run a sync function on the pool, timed from when its thread picks it up.
+
+    A job queued behind threads that timed-out jobs keep is not timed out while it waits
+    (issue 9: such jobs were recorded dead without ever running); the pool grows past them.
+    """
+    loop = asyncio.get_running_loop()
+    started: asyncio.Future[None] = loop.create_future()
+    context = contextvars.copy_context()
+    call = functools.partial(_call_catching, fn, args, kwargs)
+    work = pool.submit(_start_then_call, loop, started, context, timeout, call)
+    done = asyncio.wrap_future(work, loop=loop)
+    try:
+        await asyncio.wait((started, done), return_when=asyncio.FIRST_COMPLETED)
+        timer = asyncio.timeout(timeout) if timeout is not None else None  # from the start
+        try:
+            async with timer or contextlib.nullcontext():
+                failure: BaseException | None = await done
+            return failure
+        except TimeoutError:
+            if timer is None or not timer.expired():
+                raise
+            return JobTimeout(f"timed out after {timeout}s (its thread cannot be killed)")
+    finally:
+        started.cancel()
+        done.cancel()  # a queued job never starts; a running one cannot be stopped
+        if work.running() and isinstance(pool, JobPool):
+            pool.note_stuck(work)
 
 
 async def _invoke(
@@ -109,17 +143,21 @@ async def _invoke(
 ) -> BaseException | None:
     """Run the function under its timeout and return what it raised (None on success).
 
-    Only the worker's own cancellation (shutdown) propagates, told apart from a handler's
+    Async functions run on the loop, sync ones on the pool (never the loop). Only the
+    worker's own cancellation (shutdown) propagates, told apart from a handler's
     CancelledError by ``cancelling()``. No timer is armed when there is no timeout.
     """
-    timer = asyncio.timeout(timeout) if timeout is not None else None
+    timer = None
     try:
+        if not task.is_async:
+            return await _call_sync(task.fn, args, kwargs, timeout, pool)
+        timer = asyncio.timeout(timeout) if timeout is not None else None
         async with timer or contextlib.nullcontext():
-            return await _call(task, args, kwargs, pool)
+            await task.fn(*args, **kwargs)
+        return None
     except TimeoutError as exc:
         if timer is not None and timer.expired():
-            note = "" if task.is_async else " (its thread cannot be killed and may still run)"
-            return JobTimeout(f"timed out after {timeout}s{note}")
+            return JobTimeout(f"timed out after {timeout}s")
         return exc
     except asyncio.CancelledError as exc:
         current = asyncio.current_task()

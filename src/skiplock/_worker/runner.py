@@ -23,6 +23,7 @@ from .breaker import Breakers
 from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
+from .pool import JobPool
 from .service import Service
 from .signals import WorkerSignals
 
@@ -72,7 +73,7 @@ class Runner(Service):
         await super().start(tg)
 
     async def serve(self) -> None:
-        pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="skiplock-job")
+        pool = JobPool(self.config.concurrency, thread_name_prefix="skiplock-job")
         self._pool = pool
         try:
             self.mark_ready()

@@ -1,0 +1,106 @@
+"""The bounds of every value a user passes: one table, checked at the edge.
+
+Every number that reaches a timestamp or an interval (timeouts, leases, retries, snoozes,
+``run_after``, rate limits) and every integer that reaches an ``integer`` column (priority,
+max_attempts, queue limits) is checked here before a backend sees it, so both backends accept
+exactly the same values, and a bad one is a ``ConfigurationError`` naming the option instead
+of a raw driver error, an ``OverflowError`` in a worker, or a row that stalls a queue.
+README.md's "Bounds" table lists these limits; change both together.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+from .errors import ConfigurationError
+
+MAX_SECONDS = 10 * 365 * 86400.0
+"""The longest duration anything accepts: 10 years. Far past any sensible delay, and far
+inside what both backends can add to ``now()`` (PostgreSQL intervals, Python datetimes)."""
+
+MAX_INT = 2**31 - 1
+"""PostgreSQL ``integer``, the column type of priority, attempts and queue limits."""
+
+MAX_ATTEMPTS = 1_000_000
+"""A job may be tried at most this often (attempts are counted in an ``integer`` column)."""
+
+MAX_TEXT_CHARS = 1000
+"""Queue names, unique keys and correlation ids: short labels, not documents."""
+
+EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_RUN_AT = datetime(9000, 1, 1, tzinfo=UTC)
+"""``run_after`` datetimes outside these are refused: ``datetime.max`` breaks every read."""
+
+
+def _fail(option: str, value: object, rule: str) -> ConfigurationError:
+    return ConfigurationError(f"{option}={value!r}: {rule}")
+
+
+def check_seconds(
+    option: str, value: object, *, minimum: float = 0.0, open_: bool = False
+) -> float:
+    """A finite number of seconds in ``[minimum, MAX_SECONDS]`` (``(minimum, …]`` if open_)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(option, value, "must be a number of seconds")
+    low = f"> {minimum:g}" if open_ else f">= {minimum:g}"
+    if not math.isfinite(value) or value > MAX_SECONDS:
+        raise _fail(option, value, f"must be finite, {low} and <= {MAX_SECONDS:g} s (10 years)")
+    if value < minimum or (open_ and value == minimum):
+        raise _fail(option, value, f"must be {low} seconds")
+    return float(value)
+
+
+def check_int(option: str, value: object, minimum: int, maximum: int = MAX_INT) -> int:
+    """An int (not a bool) within ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(option, value, "must be an int")
+    if not minimum <= value <= maximum:
+        raise _fail(option, value, f"must be between {minimum} and {maximum}")
+    return value
+
+
+def check_text(option: str, value: object, *, optional: bool = False) -> None:
+    """A non-empty string without NUL (PostgreSQL ``text`` refuses it), at most MAX_TEXT_CHARS."""
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value:
+        raise _fail(option, value, "must be a non-empty string")
+    if "\x00" in value:
+        raise _fail(option, value, "must not contain a NUL character")
+    if len(value) > MAX_TEXT_CHARS:
+        raise _fail(option, value[:40] + "...", f"must be at most {MAX_TEXT_CHARS} characters")
+
+
+def check_run_after(value: object) -> None:
+    """None, a delay within MAX_SECONDS, or an aware datetime before LATEST_RUN_AT."""
+    if value is None:
+        return
+    if isinstance(value, timedelta):  # a delay in the past means "now", as a past datetime does
+        check_seconds("run_after", value.total_seconds(), minimum=-MAX_SECONDS)
+        return
+    if not isinstance(value, datetime):
+        raise _fail("run_after", value, "must be a datetime, a timedelta or None")
+    if value.tzinfo is None:
+        raise _fail("run_after", value, "give a timezone-aware datetime (e.g. UTC)")
+    try:
+        inside = value.utcoffset() is not None and EARLIEST_RUN_AT <= value < LATEST_RUN_AT
+    except OverflowError:  # datetime.max/min in a zone: converting to UTC overflows
+        inside = False
+    if not inside:
+        raise _fail(
+            "run_after", value, f"must be between {EARLIEST_RUN_AT.year} and {LATEST_RUN_AT.year}"
+        )
+
+
+MAX_RATE_PER_S = 1_000_000.0
+"""The highest ``rate_per_s`` a queue limit takes (starts a second, across every worker)."""
+
+
+def check_rate(option: str, value: object) -> float:
+    """A finite rate in ``(0, MAX_RATE_PER_S]``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(option, value, "must be a number per second")
+    if not (math.isfinite(value) and 0 < value <= MAX_RATE_PER_S):
+        raise _fail(option, value, f"must be finite, > 0 and <= {MAX_RATE_PER_S:g}")
+    return float(value)
