@@ -192,7 +192,7 @@ async def test_a_retry_with_an_infinite_delay_fails_the_job_not_the_batch(
 
     bad = await forever.aenqueue()
     good = [await fine.aenqueue() for _ in range(3)]
-    await asyncio.wait_for(Worker(app, poll_interval=0.05).run(burst=True), 60)
+    await asyncio.wait_for(Worker(app, poll_interval_s=0.05).run(burst=True), 60)
     record = await bad.fetch()
     assert record.state is JobState.DEAD and "Retry.in_s=inf" in record.errors[-1]["message"]
     for handle in good:

@@ -16,7 +16,7 @@ DEEP = "[" * 10_000 + "]" * 10_000
 
 
 async def burst(app: skiplock.App) -> None:
-    await asyncio.wait_for(Worker(app, poll_interval=0.05, scheduler=False).run(burst=True), 60)
+    await asyncio.wait_for(Worker(app, poll_interval_s=0.05, scheduler=False).run(burst=True), 60)
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ class Harness:
         return self.loop.run_until_complete(coro)
 
     async def burst(self) -> None:
-        worker = Worker(self.app, poll_interval=0.05, scheduler=False, shutdown_timeout=5)
+        worker = Worker(self.app, poll_interval_s=0.05, scheduler=False, shutdown_timeout_s=5)
         await asyncio.wait_for(worker.run(burst=True), 60)
 
     def close(self) -> None:

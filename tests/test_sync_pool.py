@@ -92,7 +92,7 @@ async def test_stuck_threads_do_not_kill_sync_jobs_that_never_ran(
 
     stuck_jobs = [await stuck.aenqueue() for _ in range(2)]
     quick_jobs = [await quick.aenqueue(n) for n in range(4)]
-    worker = Worker(app, concurrency=2, poll_interval=0.05, scheduler=False)
+    worker = Worker(app, concurrency=2, poll_interval_s=0.05, scheduler=False)
     with caplog.at_level(logging.WARNING, logger="skiplock.worker"):
         await asyncio.wait_for(worker.run(burst=True), 60)
     for handle in stuck_jobs:
