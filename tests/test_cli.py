@@ -126,8 +126,9 @@ async def test_bad_app_and_unmigrated_database_are_clear_errors(cli: Cli) -> Non
     bad = cli.run("worker", "tests.apps.nothing_here:app")
     assert bad.returncode == 2 and "cannot import" in bad.stderr
     unmigrated = cli.run("worker", APP, "--burst")
-    assert unmigrated.returncode == 1
+    assert unmigrated.returncode == 2, unmigrated.stderr
     assert "run `skiplock migrate" in unmigrated.stderr
+    assert "Traceback" not in unmigrated.stderr and "CRITICAL" not in unmigrated.stderr
 
 
 async def test_sigterm_lets_running_jobs_finish_then_exits_0(cli: Cli, app: skiplock.App) -> None:
@@ -214,15 +215,20 @@ async def test_two_worker_processes_run_every_job_exactly_once(cli: Cli, app: sk
 async def test_processes_option_supervises_and_forwards_sigterm(
     cli: Cli, app: skiplock.App
 ) -> None:
-    await app.enqueue_many(cli_app.record.prepare(n) for n in range(200))
-    proc = cli.start("--processes", "2")
-    deadline = time.monotonic() + 30
-    while len(cli.lines()) < 200:
-        assert time.monotonic() < deadline, cli.output()
-        await asyncio.sleep(0.1)
+    """Two jobs running at once under ``--concurrency 1 --prefetch 0`` prove two processes."""
+    handles = [await cli_app.sleepy.aenqueue(n, 60.0) for n in (1, 2)]
+    proc = cli.start(
+        "--processes", "2", "--concurrency", "1", "--prefetch", "0", "--shutdown-timeout", "0.5"
+    )
+    await asyncio.to_thread(cli.wait_for_line, "start 1", 30)
+    await asyncio.to_thread(cli.wait_for_line, "start 2", 30)
+    running = [await h.fetch() for h in handles]
+    assert all(j.state is JobState.RUNNING for j in running)
+    assert len({j.locked_by for j in running}) == 2, "one process per job"
     proc.send_signal(signal.SIGTERM)
-    assert await asyncio.to_thread(proc.wait, 30) == 0, cli.output()
-    assert (await app.counts())["succeeded"] == 200
+    assert await asyncio.to_thread(proc.wait, 60) == 0, cli.output()
+    assert "done 1" not in cli.lines()  # released, not finished: the signal reached both
+    assert {(await h.fetch()).state for h in handles} == {JobState.PENDING}
 
 
 async def test_cron_list_shows_each_schedule(cli: Cli) -> None:
