@@ -6,6 +6,7 @@ import asyncio
 import collections
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -229,6 +230,38 @@ async def test_processes_option_supervises_and_forwards_sigterm(
     assert await asyncio.to_thread(proc.wait, 60) == 0, cli.output()
     assert "done 1" not in cli.lines()  # released, not finished: the signal reached both
     assert {(await h.fetch()).state for h in handles} == {JobState.PENDING}
+
+
+async def test_processes_stop_when_a_child_fails_at_start_up(cli: Cli) -> None:
+    """An unmigrated database: restarting cannot help, so no restart loop, one clear error."""
+    proc = cli.start("--processes", "2")
+    code = await asyncio.to_thread(proc.wait, 30)
+    out = cli.output()
+    assert code == 2, out
+    assert "failed at start-up" in out and "not restarting" in out
+    assert out.count("run `skiplock migrate") <= 2, out  # each child tried once at most
+    assert "Traceback" not in out
+
+
+async def test_restarts_of_a_child_that_keeps_dying_back_off(cli: Cli, app: skiplock.App) -> None:
+    proc = cli.start("--processes", "2")
+    await asyncio.to_thread(cli.wait_for_output, 0, "supervisor started 2 workers")
+    victim = int(re.search(r"supervisor started 2 workers: \[(\d+)", cli.output())[1])  # type: ignore[index]
+    started = time.monotonic()
+    for n, delay in enumerate((1, 2), start=1):
+        await asyncio.to_thread(cli.wait_for_output, 0, f"worker {victim} ready")
+        os.kill(victim, signal.SIGKILL)
+        await asyncio.to_thread(
+            cli.wait_for_output, 0, f"worker {victim} exited with -9; restarting it in {delay}s"
+        )
+        while len(restarted := re.findall(r"restarted a worker as (\d+)", cli.output())) < n:
+            assert time.monotonic() - started < 30, cli.output()
+            await asyncio.sleep(0.05)
+        victim = int(restarted[-1])
+    assert time.monotonic() - started >= 1 + 2  # the two restarts waited 1 s, then 2 s
+    await asyncio.to_thread(cli.wait_for_output, 0, f"worker {victim} ready")
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 30) == 0, cli.output()
 
 
 async def test_cron_list_shows_each_schedule(cli: Cli) -> None:

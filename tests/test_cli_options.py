@@ -12,6 +12,7 @@ import pytest
 from skiplock import WorkerConfig
 from skiplock._cli import main
 from skiplock._cli.options import field_docs, flag
+from skiplock._worker.supervisor import Backoff
 
 from .test_cli import APP, Cli
 
@@ -75,3 +76,12 @@ def test_an_unknown_queue_is_warned_about(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "no task of this app uses queue 'nosuchqueue'" in result.stderr
     assert "queue 'default'" not in result.stderr
+
+
+def test_restart_delays_double_up_to_the_cap_and_reset() -> None:
+    backoff = Backoff(first_s=1.0, cap_s=60.0)
+    assert [backoff.next_delay() for _ in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
+    for _ in range(2000):  # no overflow however long a child keeps dying
+        assert backoff.next_delay() == 60
+    backoff.reset()
+    assert backoff.next_delay() == 1

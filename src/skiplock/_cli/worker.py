@@ -14,7 +14,7 @@ import click
 
 from .._app import App
 from .._config import WorkerConfig
-from .._worker.supervisor import supervise
+from .._worker.supervisor import report_ready, supervise
 from .._worker.worker import Worker
 from .options import build_config, worker_config_options
 from .support import (
@@ -51,7 +51,7 @@ def migrate(app_spec: str, url: str | None) -> None:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Worker processes under one supervisor.",
+    help="Worker processes under one supervisor (it stops if one fails at start-up).",
 )
 @click.option(
     "--loop",
@@ -112,6 +112,7 @@ def run_worker(
             running.add_signal_handler(sig, _on_signal, the_worker, stopping, sig)
         if not await app.wait_for_database(stopping):
             return  # asked to stop before the database ever answered
+        report_ready()
         await the_worker.run(burst=burst)
 
     try:
