@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
@@ -14,6 +15,7 @@ import skiplock
 from skiplock._url import mask_url
 
 from .conftest import PG_URL
+from .test_cli import Cli
 
 
 def newer_schema(url: str, version: int = 99) -> None:
@@ -82,3 +84,14 @@ async def test_schema_errors_and_repr_mask_the_password(pg_url: str) -> None:
         await app.check_schema()  # never migrated
     assert "hunter2" not in str(caught.value) and "postgres:***@" in str(caught.value)
     await app.close()
+
+
+def test_a_bad_url_is_reported_without_its_password(tmp_path: Path) -> None:
+    bad = "postgresql://ops:hunter2@db/app?schema=no-dashes"
+    with pytest.raises(skiplock.ConfigurationError) as caught:
+        skiplock.App(bad)
+    assert "hunter2" not in str(caught.value) and "ops:***@db" in str(caught.value)
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # not shown
+    result = Cli(f"sqlite:///{tmp_path / 'jobs.db'}", tmp_path).run("queue", "list", "--url", bad)
+    assert result.returncode == 2 and "schema 'no-dashes'" in result.stderr, result.stderr
+    assert "hunter2" not in result.stderr + result.stdout

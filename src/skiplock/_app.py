@@ -27,7 +27,7 @@ from ._schedule import (
     build_schedule,
 )
 from ._task import JobHandle, Task
-from ._url import mask_url
+from ._url import mask_in, mask_url
 from .errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -66,13 +66,21 @@ class App(AppControl):
         """The default zone of schedules that name none."""
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
-        open_backend(self.url)  # validate the URL now, not at first use
+        self._check_url()
         self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Backend] = (
             weakref.WeakKeyDictionary()
         )
         self._wakers: set[Callable[[str], None]] = set()
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
+
+    def _check_url(self) -> None:
+        """Validate the URL now, not at first use; the error shows it with the password
+        masked, and without the unmasked original chained to it."""
+        try:
+            open_backend(self.url)
+        except ConfigurationError as exc:
+            raise ConfigurationError(mask_in(str(exc), self.url)) from None
 
     def __repr__(self) -> str:
         return f"App({mask_url(self.url)!r}, tasks={len(self.tasks)})"
