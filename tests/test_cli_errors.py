@@ -112,3 +112,13 @@ def test_passwords_never_reach_the_screen(pg_url: str, tmp_path: Path) -> None:
     result = Cli(with_password, tmp_path).run("worker", APP, "--burst")
     error = one_line_error(result)
     assert "postgres:***@" in error and "hunter2" not in result.stderr + result.stdout
+
+
+def test_the_worker_start_line_masks_a_password_in_the_query(pg_url: str, tmp_path: Path) -> None:
+    with_password = f"{pg_url}&password=hunter2"
+    cli = Cli(with_password, tmp_path)
+    assert cli.run("migrate", APP).returncode == 0
+    result = cli.run("worker", APP, "--burst")
+    assert result.returncode == 0, result.stderr
+    assert "started" in result.stderr and "password=***" in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout

@@ -32,6 +32,7 @@ from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
 from .._outcomes import Cancel
 from .._scheduler import Scheduler
+from .._url import mask_url
 from ..errors import BackendError
 from .breaker import Breakers
 from .classify import Decision, error_record
@@ -127,7 +128,7 @@ class Worker:
             self.name,
             ",".join(self.config.queues) if self.config.queues else "*",
             self.config.concurrency,
-            backend.url.split("@")[-1],
+            mask_url(backend.url),
         )
         try:
             async with asyncio.TaskGroup() as tg:
