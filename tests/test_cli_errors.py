@@ -122,3 +122,23 @@ def test_the_worker_start_line_masks_a_password_in_the_query(pg_url: str, tmp_pa
     assert result.returncode == 0, result.stderr
     assert "started" in result.stderr and "password=***" in result.stderr
     assert "hunter2" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["task", "pause", APP, "record", "--for", "inf"], "--for"),
+        (["job", "list", APP, "--limit", "99999999999999999999"], "--limit"),
+        (["dead", "list", APP, "--limit", "99999999999999999999"], "--limit"),
+        (["queue", "limit", APP, "default", "--max-depth", "99999999999999999999"], "--max-depth"),
+        (["queue", "limit", APP, "default", "--max-running", "-1"], "--max-running"),
+        (["queue", "limit", APP, "default", "--rate", "inf"], "--rate"),
+    ],
+)
+def test_out_of_range_numbers_are_refused_at_the_edge(
+    cli: Cli, command: list[str], option: str
+) -> None:
+    assert cli.run("migrate", APP).returncode == 0
+    result = cli.run(*command)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert option in result.stderr

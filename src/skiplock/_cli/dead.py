@@ -10,7 +10,7 @@ import click
 from .._app import App
 from .._job import JobFilter, JobState
 from .job import echo_job, who_option
-from .support import CliError, app_command, app_for, run_async
+from .support import LIMIT, CliError, app_command, app_for, run_async
 
 
 def filter_options(fn: Any) -> Any:
@@ -22,7 +22,7 @@ def filter_options(fn: Any) -> Any:
             click.option("--error", help="Only jobs whose errors contain this text."),
             click.option("--since", type=click.DateTime(), help="Died at or after (UTC)."),
             click.option("--until", type=click.DateTime(), help="Died before (UTC)."),
-            click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True),
+            click.option("--limit", type=LIMIT, default=100, show_default=True),
         ]
     ):
         fn = option(fn)

@@ -12,7 +12,7 @@ import click
 
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
-from .support import CliError, app_command, app_for, run_async
+from .support import LIMIT, CliError, app_command, app_for, run_async
 
 JOB_ID = click.IntRange(min=1, max=2**63 - 1)
 """Ids are 64-bit on both databases: a larger number is a typo, said so before any query."""
@@ -64,7 +64,7 @@ def job() -> None:
 @click.option("--state", type=click.Choice([s.value for s in JobState]), help="Only this state.")
 @click.option("--queue", "queue_name", help="Only this queue.")
 @click.option("--task", "task_name", help="Only this task.")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--limit", type=LIMIT, default=100, show_default=True)
 def job_list(
     app_spec: str,
     url: str | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .._job import QueueInfo
-from .support import CliError, app_command, app_for, run_async
+from .support import CANNOT_RUN, MAX_COUNT, CliError, app_command, app_for, bounded, run_async
 
 
 @click.group()
@@ -49,12 +49,15 @@ def queue_resume(app_spec: str, url: str | None, name: str) -> None:
 
 
 def _limit(option: str, value: str | None, kind: type[int] | type[float]) -> int | float | None:
+    """A bound or limit: a number within range, or 'none' (lifted)."""
     if value is None or value.lower() == "none":
         return None
     try:
-        return kind(value)
+        number = kind(value)
     except ValueError as exc:
-        raise CliError(f"{option} {value!r}: not a number or 'none'", 2) from exc
+        raise CliError(f"{option} {value!r}: not a number or 'none'", CANNOT_RUN) from exc
+    low = 0 if kind is int else 1e-6  # a rate of 0 would stop the queue: that is a pause
+    return kind(bounded(option, number, low, MAX_COUNT))
 
 
 @app_command(queue, "limit")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -40,6 +41,43 @@ class CliError(click.ClickException):
     def __init__(self, message: str, exit_code: int = REFUSED) -> None:
         super().__init__(message)
         self.exit_code = exit_code  # type: ignore[misc]  # click declares a ClassVar
+
+
+# -- numbers at the edge -------------------------------------------------------------------
+
+MAX_COUNT = 2**31 - 1
+"""Limits and counts are PostgreSQL integers; SQLite takes more, but both must agree, and a
+larger number is a typo: refused here rather than as a driver's OverflowError."""
+MAX_SECONDS = 10 * 365 * 86400.0
+"""Ten years: the longest duration a person can mean (past it, datetimes overflow)."""
+LIMIT = click.IntRange(min=1, max=MAX_COUNT)
+
+
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.2
+    """A finite number of seconds within bounds (click's FloatRange lets nan through)."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float = MAX_SECONDS) -> None:
+        self.low, self.high = low, high
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not (math.isfinite(number) and self.low <= number <= self.high):
+            self.fail(f"{value!r}: must be from {self.low:g} to {self.high:g} seconds", param, ctx)
+        return number
+
+
+def bounded(option: str, number: float, low: float, high: float) -> float:
+    """``number`` if finite and within [low, high], else a one-line error naming ``option``."""
+    if not (math.isfinite(number) and low <= number <= high):
+        raise CliError(f"{option} {number!r}: must be from {low:g} to {high:g}", CANNOT_RUN)
+    return number
 
 
 # -- finding the app ------------------------------------------------------------------------

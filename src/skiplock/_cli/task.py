@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .support import load_app, run_async
+from .support import Seconds, load_app, run_async
 
 
 @click.group()
@@ -15,9 +15,7 @@ def task() -> None:
 @task.command(name="pause")
 @click.argument("app_spec", metavar="APP")
 @click.argument("name")
-@click.option(
-    "--for", "for_s", type=click.FloatRange(min=0.1), help="Seconds (default: until resumed)."
-)
+@click.option("--for", "for_s", type=Seconds(0.1), help="Seconds (default: until resumed).")
 def task_pause(app_spec: str, name: str, for_s: float | None) -> None:
     """Stop every worker claiming jobs of task NAME."""
     app = load_app(app_spec)
