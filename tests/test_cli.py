@@ -6,6 +6,7 @@ import asyncio
 import collections
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -126,8 +127,9 @@ async def test_bad_app_and_unmigrated_database_are_clear_errors(cli: Cli) -> Non
     bad = cli.run("worker", "tests.apps.nothing_here:app")
     assert bad.returncode == 2 and "cannot import" in bad.stderr
     unmigrated = cli.run("worker", APP, "--burst")
-    assert unmigrated.returncode == 1
+    assert unmigrated.returncode == 2, unmigrated.stderr
     assert "run `skiplock migrate" in unmigrated.stderr
+    assert "Traceback" not in unmigrated.stderr and "CRITICAL" not in unmigrated.stderr
 
 
 async def test_sigterm_lets_running_jobs_finish_then_exits_0(cli: Cli, app: skiplock.App) -> None:
@@ -214,15 +216,52 @@ async def test_two_worker_processes_run_every_job_exactly_once(cli: Cli, app: sk
 async def test_processes_option_supervises_and_forwards_sigterm(
     cli: Cli, app: skiplock.App
 ) -> None:
-    await app.enqueue_many(cli_app.record.prepare(n) for n in range(200))
+    """Two jobs running at once under ``--concurrency 1 --prefetch 0`` prove two processes."""
+    handles = [await cli_app.sleepy.aenqueue(n, 60.0) for n in (1, 2)]
+    proc = cli.start(
+        "--processes", "2", "--concurrency", "1", "--prefetch", "0", "--shutdown-timeout", "0.5"
+    )
+    await asyncio.to_thread(cli.wait_for_line, "start 1", 30)
+    await asyncio.to_thread(cli.wait_for_line, "start 2", 30)
+    running = [await h.fetch() for h in handles]
+    assert all(j.state is JobState.RUNNING for j in running)
+    assert len({j.locked_by for j in running}) == 2, "one process per job"
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 60) == 0, cli.output()
+    assert "done 1" not in cli.lines()  # released, not finished: the signal reached both
+    assert {(await h.fetch()).state for h in handles} == {JobState.PENDING}
+
+
+async def test_processes_stop_when_a_child_fails_at_start_up(cli: Cli) -> None:
+    """An unmigrated database: restarting cannot help, so no restart loop, one clear error."""
     proc = cli.start("--processes", "2")
-    deadline = time.monotonic() + 30
-    while len(cli.lines()) < 200:
-        assert time.monotonic() < deadline, cli.output()
-        await asyncio.sleep(0.1)
+    code = await asyncio.to_thread(proc.wait, 30)
+    out = cli.output()
+    assert code == 2, out
+    assert "failed at start-up" in out and "not restarting" in out
+    assert out.count("run `skiplock migrate") <= 2, out  # each child tried once at most
+    assert "Traceback" not in out
+
+
+async def test_restarts_of_a_child_that_keeps_dying_back_off(cli: Cli, app: skiplock.App) -> None:
+    proc = cli.start("--processes", "2")
+    await asyncio.to_thread(cli.wait_for_output, 0, "supervisor started 2 workers")
+    victim = int(re.search(r"supervisor started 2 workers: \[(\d+)", cli.output())[1])  # type: ignore[index]
+    started = time.monotonic()
+    for n, delay in enumerate((1, 2), start=1):
+        await asyncio.to_thread(cli.wait_for_output, 0, f"worker {victim} ready")
+        os.kill(victim, signal.SIGKILL)
+        await asyncio.to_thread(
+            cli.wait_for_output, 0, f"worker {victim} exited with -9; restarting it in {delay}s"
+        )
+        while len(restarted := re.findall(r"restarted a worker as (\d+)", cli.output())) < n:
+            assert time.monotonic() - started < 30, cli.output()
+            await asyncio.sleep(0.05)
+        victim = int(restarted[-1])
+    assert time.monotonic() - started >= 1 + 2  # the two restarts waited 1 s, then 2 s
+    await asyncio.to_thread(cli.wait_for_output, 0, f"worker {victim} ready")
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(proc.wait, 30) == 0, cli.output()
-    assert (await app.counts())["succeeded"] == 200
 
 
 async def test_cron_list_shows_each_schedule(cli: Cli) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -62,11 +63,11 @@ async def test_task_commands(cli: Cli, app: skiplock.App) -> None:
 
 
 async def test_job_and_dead_letter_commands(cli: Cli, app: skiplock.App) -> None:
-    pending = await cli_app.record.aenqueue(1)
     doomed = [await cli_app.fail.aenqueue(f"kaput {n}") for n in range(3)]
     other = await cli_app.fail.aenqueue("different")
-    await cli_app.record.using(run_after=__import__("datetime").timedelta(hours=1)).aenqueue(2)
     await Worker(app, poll_interval_s=0.05).run(burst=True)
+    # Enqueued after the burst, an hour ahead: still pending when the CLI is asked to retry it.
+    pending = await cli_app.record.using(run_after=timedelta(hours=1)).aenqueue(2)
     assert "kaput 0" in ok(await run(cli, "job", "show", APP, str(doomed[0].id)))
     listing = ok(await run(cli, "dead", "list", APP, "--error", "kaput"))
     assert "3 dead jobs" in listing
@@ -85,7 +86,47 @@ async def test_job_and_dead_letter_commands(cli: Cli, app: skiplock.App) -> None
     retried = ok(await run(cli, "job", "retry", APP, str(doomed[1].id)))
     assert "requeued" in retried
     assert (await doomed[1].fetch()).state is JobState.PENDING
+    assert (await pending.fetch()).state is JobState.PENDING
     not_final = await run(cli, "job", "retry", APP, str(pending.id))
     assert not_final.returncode == 1
+    assert f"job {pending.id} is pending, not finished" in not_final.stderr  # type: ignore[attr-defined]
+    assert (await pending.fetch()).audit == []  # refused: nothing was done to it
     missing = await run(cli, "job", "show", APP, "999999")
     assert missing.returncode == 1 and "no job with id 999999" in missing.stderr  # type: ignore[attr-defined]
+
+
+async def test_dead_requeue_says_which_jobs_a_unique_key_kept_dead(
+    cli: Cli, app: skiplock.App
+) -> None:
+    keyed = await cli_app.fail.using(unique_key="invoice-7").aenqueue("kaput")
+    free = await cli_app.fail.aenqueue("kaput too")
+    await Worker(app, poll_interval_s=0.05).run(burst=True)
+    holder = cli_app.fail.using(unique_key="invoice-7", run_after=timedelta(hours=1))
+    await holder.aenqueue("the live one")
+    result = await run(cli, "dead", "requeue", APP, "--task", "fail")
+    assert result.returncode == 1, result.stderr  # type: ignore[attr-defined]
+    assert f"requeued 1 jobs: [{free.id}]" in result.stdout  # type: ignore[attr-defined]
+    assert (
+        f"skipped 1 jobs, a live job holds their unique key: [{keyed.id}]" in result.stderr  # type: ignore[attr-defined]
+    )
+    assert (await keyed.fetch()).state is JobState.DEAD
+
+
+async def test_operations_take_a_url_instead_of_the_app(cli: Cli, app: skiplock.App) -> None:
+    assert "no queues" in ok(await run(cli, "queue", "list", "--url", cli.url))
+    idle = ok(await run(cli, "queue", "list", APP))  # the app's tasks name "default"
+    assert "default" in idle and "pending=0" in idle
+    dead = await cli_app.fail.aenqueue("kaput")
+    await cli_app.record.using(queue="other").aenqueue(1)
+    await Worker(app, poll_interval_s=0.05, queues=("default",)).run(burst=True)
+    listing = ok(await run(cli, "queue", "list", "--url", cli.url))
+    assert "other" in listing and "pending=1" in listing
+    ok(await run(cli, "queue", "pause", "--url", cli.url, "other"))
+    assert "paused=yes" in ok(await run(cli, "queue", "list", "--url", cli.url))
+    shown = ok(await run(cli, "job", "show", "--url", cli.url, str(dead.id)))
+    assert "kaput" in shown and '"attempted_at"' in shown
+    jobs = ok(await run(cli, "job", "list", "--url", cli.url, "--state", "dead", "--task", "fail"))
+    assert f"{dead.id:>8} dead" in jobs and "1 jobs" in jobs
+    by_queue = ok(await run(cli, "job", "list", APP, "--queue", "other"))
+    assert "record queue=other" in by_queue and "1 jobs" in by_queue
+    assert "0 jobs" in ok(await run(cli, "job", "list", APP, "--queue", "default", "--task", "x"))

@@ -27,6 +27,7 @@ from ._schedule import (
     build_schedule,
 )
 from ._task import JobHandle, Task
+from ._url import mask_in, mask_url
 from .errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -65,7 +66,7 @@ class App(AppControl):
         """The default zone of schedules that name none."""
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
-        open_backend(self.url)  # validate the URL now, not at first use
+        self._check_url()
         self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Backend] = (
             weakref.WeakKeyDictionary()
         )
@@ -73,8 +74,16 @@ class App(AppControl):
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
 
+    def _check_url(self) -> None:
+        """Validate the URL now, not at first use; the error shows it with the password
+        masked, and without the unmasked original chained to it."""
+        try:
+            open_backend(self.url)
+        except ConfigurationError as exc:
+            raise ConfigurationError(mask_in(str(exc), self.url)) from None
+
     def __repr__(self) -> str:
-        return f"App({self.url!r}, tasks={len(self.tasks)})"
+        return f"App({mask_url(self.url)!r}, tasks={len(self.tasks)})"
 
     # -- declaring tasks ----------------------------------------------------------------------
 
@@ -238,8 +247,23 @@ class App(AppControl):
         if backend is None:
             backend = self.new_backend()
             await backend.open()  # cached only once open, so a failed open is retried
+            try:
+                await self._refuse_newer_schema(backend)
+            except SchemaError:
+                await backend.close()
+                raise
             self._backends[loop] = backend
         return backend
+
+    async def _refuse_newer_schema(self, backend: Backend) -> None:
+        """Refuse a schema a newer skiplock wrote, once per opened backend (one query): this
+        skiplock's statements could silently write rows the newer one misreads."""
+        current, latest = await backend.schema_version()
+        if current > latest:
+            raise SchemaError(
+                f"the database at {mask_url(self.url)} has skiplock schema version {current}, "
+                f"newer than this skiplock's {latest}: upgrade skiplock"
+            )
 
     async def close(self) -> None:
         """Close this loop's backend (a worker or script calls this on the way out)."""
@@ -248,7 +272,10 @@ class App(AppControl):
             await backend.close()
 
     async def migrate(self) -> list[int]:
-        """Create or upgrade skiplock's tables; returns the migration versions applied."""
+        """Create or upgrade skiplock's tables; returns the migration versions applied.
+
+        SchemaError, naming both versions, if a newer skiplock already migrated the database
+        (``backend()`` refuses it before anything is written)."""
         return await (await self.backend()).migrate()
 
     async def wait_for_database(self, stopping: asyncio.Event | None = None) -> bool:
@@ -277,7 +304,7 @@ class App(AppControl):
         current, latest = await (await self.backend()).schema_version()
         if current < latest:
             raise SchemaError(
-                f"the database at {self.url} has skiplock schema version {current}, "
+                f"the database at {mask_url(self.url)} has skiplock schema version {current}, "
                 f"this skiplock needs {latest}: run `skiplock migrate APP` first"
             )
         if current > latest:

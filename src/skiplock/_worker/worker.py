@@ -29,6 +29,7 @@ from .._app import App
 from .._backends import Backend
 from .._config import WorkerConfig, WorkerOptions
 from .._scheduler import Scheduler
+from .._url import mask_url
 from ..errors import BackendError
 from .breaker import Breakers
 from .completer import Completer
@@ -212,7 +213,7 @@ class Worker:
             self.name,
             ",".join(self.config.queues) if self.config.queues else "*",
             self.config.concurrency,
-            backend.url.split("@")[-1],
+            mask_url(backend.url),
         )
 
 

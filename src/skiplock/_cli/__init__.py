@@ -1,0 +1,29 @@
+"""The ``skiplock`` command: a shell over the Python API (click), one module per group.
+
+``worker`` (with ``migrate``) runs jobs, ``cron`` (with ``scheduler``) shows and runs cron
+schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs.
+Every command reports failures the same way (``support.CliError``: one line, exit 1 or 2).
+"""
+
+from __future__ import annotations
+
+import click
+
+from .cron import cron, scheduler_command
+from .dead import dead
+from .job import job
+from .queue import queue
+from .task import task
+from .worker import migrate, run_worker, worker
+
+__all__ = ["main", "run_worker"]
+
+
+@click.group()
+@click.version_option(package_name="skiplock")
+def main() -> None:
+    """skiplock: durable background jobs in your own PostgreSQL or SQLite database."""
+
+
+for _command in (migrate, worker, scheduler_command, cron, queue, task, job, dead):
+    main.add_command(_command)

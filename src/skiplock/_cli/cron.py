@@ -1,0 +1,89 @@
+"""``skiplock scheduler`` and ``skiplock cron list``: the app's cron schedules."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from datetime import UTC, datetime
+
+import click
+
+from .._schedule import Schedule
+from .._scheduler import Scheduler
+from .support import (
+    CANNOT_RUN,
+    CliError,
+    configure_logging,
+    exit_before_start,
+    load_app,
+    log_level_option,
+    run_async,
+)
+
+log = logging.getLogger("skiplock")
+
+
+@click.command(name="scheduler")
+@click.argument("app_spec", metavar="APP")
+@log_level_option
+def scheduler_command(app_spec: str, log_level: str) -> None:
+    """Run only APP's cron scheduler (it enqueues; workers elsewhere run the jobs)."""
+    signal.signal(signal.SIGTERM, exit_before_start)
+    configure_logging(log_level)
+    app = load_app(app_spec)
+    if not app.schedules:
+        raise CliError(f"{app_spec} declares no schedules")
+
+    async def work() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await app.wait_for_database()
+            await Scheduler(app, await app.backend()).run()
+        log.info("scheduler stopped")
+
+    run_async(app, work, exit_code=CANNOT_RUN)
+
+
+@click.group()
+def cron() -> None:
+    """Inspect cron schedules."""
+
+
+@cron.command(name="list")
+@click.argument("app_spec", metavar="APP")
+def cron_list(app_spec: str) -> None:
+    """Each schedule: expression, zone, missed policy, next three fires, last slot enqueued."""
+    app = load_app(app_spec)
+
+    async def last_slots() -> dict[str, datetime]:
+        return await (await app.backend()).cron_last_slots()
+
+    last = run_async(app, last_slots)
+    if not app.schedules:
+        click.echo("no schedules")
+    for schedule in app.schedules.values():
+        _echo_schedule(schedule, last.get(schedule.id))
+
+
+def _echo_schedule(schedule: Schedule, previous: datetime | None) -> None:
+    click.echo(f"{schedule.id}")
+    click.echo(f"  task     {schedule.task.name}")
+    click.echo(f"  cron     {schedule.cron.text}   zone {schedule.tz.key}")
+    click.echo(
+        f"  missed   {schedule.missed} (max_delay {schedule.max_delay:g}s)"
+        f"   overlap {'yes' if schedule.overlap else 'no'}"
+    )
+    for fire in schedule.next_fires(datetime.now(UTC), 3):
+        local = fire.astimezone(schedule.tz)
+        click.echo(f"  next     {local:%Y-%m-%d %H:%M:%S %Z}   {fire:%Y-%m-%d %H:%M:%S} UTC")
+    click.echo(
+        f"  last     {previous.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        if previous
+        else "  last     never"
+    )

@@ -1,0 +1,117 @@
+"""``skiplock dead ...``: review dead jobs, requeue (attempts reset) or discard them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from .._app import App
+from .._job import JobFilter, JobState
+from .job import echo_job, who_option
+from .support import LIMIT, CliError, app_command, app_for, run_async
+
+
+def filter_options(fn: Any) -> Any:
+    for option in reversed(
+        [
+            click.argument("ids", nargs=-1, type=click.IntRange(min=1, max=2**63 - 1)),
+            click.option("--task", "task_name", help="Only this task."),
+            click.option("--queue", "queue_name", help="Only this queue."),
+            click.option("--error", help="Only jobs whose errors contain this text."),
+            click.option("--since", type=click.DateTime(), help="Died at or after (UTC)."),
+            click.option("--until", type=click.DateTime(), help="Died before (UTC)."),
+            click.option("--limit", type=LIMIT, default=100, show_default=True),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+def _filter(
+    ids: tuple[int, ...],
+    task_name: str | None,
+    queue_name: str | None,
+    error: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+) -> JobFilter:
+    return JobFilter(
+        ids=ids or None,
+        task=task_name,
+        queue=queue_name,
+        error=error,
+        since=since.replace(tzinfo=UTC) if since else None,
+        until=until.replace(tzinfo=UTC) if until else None,
+        limit=limit,
+    )
+
+
+@click.group()
+def dead() -> None:
+    """Review dead jobs: list, requeue (attempts reset) or discard them."""
+
+
+@app_command(dead, "list")
+@filter_options
+def dead_list(app_spec: str, url: str | None, **filters: Any) -> None:
+    """Dead jobs matching the filter, newest first."""
+    app = app_for(app_spec, url)
+    jobs = run_async(app, lambda: app.list_jobs(JobState.DEAD, _filter(**filters)))
+    for j in jobs:
+        echo_job(j, full=False)
+    click.echo(f"{len(jobs)} dead jobs")
+
+
+@app_command(dead, "requeue")
+@filter_options
+@who_option
+def dead_requeue(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
+    """Requeue dead jobs (by id, or by filter) with attempts reset.
+
+    A dead job whose unique key a live job holds stays dead, and is reported as skipped."""
+    app, where = _target(app_spec, url, filters)
+    ids, held = run_async(app, lambda: _requeue(app, where, who))
+    click.echo(f"requeued {len(ids)} jobs: {ids}")
+    problems = []
+    if held:
+        problems.append(f"skipped {len(held)} jobs, a live job holds their unique key: {held}")
+    missing = sorted(set(where.ids or ()) - set(ids) - set(held))
+    if missing:
+        problems.append(f"not requeued: not dead, or unknown: {missing}")
+    if problems:
+        raise CliError("; ".join(problems))
+
+
+async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], list[int]]:
+    """The ids requeued, and the dead jobs the filter matched that stayed dead (their unique
+    key is held: the one reason ``requeue_dead`` leaves a matching dead job alone)."""
+    matched = {j.id for j in await app.list_jobs(JobState.DEAD, where)}
+    ids = await app.requeue_dead(where, who=who)
+    rest = tuple(sorted(matched - set(ids)))
+    if not rest:
+        return ids, []
+    still = await app.list_jobs(JobState.DEAD, JobFilter(ids=rest, limit=len(rest)))
+    return ids, sorted(j.id for j in still)
+
+
+@app_command(dead, "discard")
+@filter_options
+@who_option
+def dead_discard(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
+    """Discard dead jobs (by id, or by filter): they become cancelled, kept until retention."""
+    app, where = _target(app_spec, url, filters)
+    ids = run_async(app, lambda: app.discard_dead(where, who=who))
+    click.echo(f"discarded {len(ids)} jobs: {ids}")
+    missing = sorted(set(where.ids or ()) - set(ids))
+    if missing:
+        raise CliError(f"not discarded: not dead, or unknown: {missing}")
+
+
+def _target(app_spec: str, url: str | None, filters: dict[str, Any]) -> tuple[App, JobFilter]:
+    where = _filter(**filters)
+    if where == JobFilter(limit=where.limit):
+        raise click.UsageError("name job ids or a filter (--task, --queue, --error, --since)")
+    return app_for(app_spec, url), where

@@ -1,0 +1,122 @@
+"""``skiplock job ...``: list, show, cancel or retry jobs.
+
+Every action that changes a job is recorded on it (who, when, what); ``--who`` defaults to
+user@host. Unknown ids, queues and tasks are clear errors, never silent no-ops.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .._app_control import default_who
+from .._job import JobFilter, JobRecord, JobState
+from .support import LIMIT, CliError, app_command, app_for, run_async
+
+JOB_ID = click.IntRange(min=1, max=2**63 - 1)
+"""Ids are 64-bit on both databases: a larger number is a typo, said so before any query."""
+
+who_option = click.option(
+    "--who",
+    default=default_who,
+    show_default="user@host",
+    help="Recorded on the job as the person who acted.",
+)
+
+
+def echo_job(job: JobRecord, *, full: bool) -> None:
+    """One line per job; with ``full``, everything stored on it as JSON below the line."""
+    finished = f" finished={job.finished_at:%Y-%m-%d %H:%M:%S}" if job.finished_at else ""
+    last = f"  last error: {job.errors[-1]['message']}" if job.errors and not full else ""
+    click.echo(
+        f"{job.id:>8} {job.state.value:<9} {job.task} queue={job.queue} "
+        f"attempt={job.attempt}/{job.max_attempts}{finished}{last}"
+    )
+    if full:
+        details = {
+            "args": job.args,
+            "kwargs": job.kwargs,
+            "priority": job.priority,
+            "run_at": job.run_at,
+            "created_at": job.created_at,
+            "attempted_at": job.attempted_at,
+            "finished_at": job.finished_at,
+            "correlation_id": job.correlation_id,
+            "locked_by": job.locked_by,
+            "errors": job.errors,
+            "audit": job.audit,
+        }
+        click.echo(json.dumps(details, indent=2, default=_iso))
+
+
+def _iso(value: object) -> str:
+    isoformat = getattr(value, "isoformat", None)
+    return str(isoformat()) if callable(isoformat) else str(value)
+
+
+@click.group()
+def job() -> None:
+    """List, show, cancel or retry jobs."""
+
+
+@app_command(job, "list")
+@click.option("--state", type=click.Choice([s.value for s in JobState]), help="Only this state.")
+@click.option("--queue", "queue_name", help="Only this queue.")
+@click.option("--task", "task_name", help="Only this task.")
+@click.option("--limit", type=LIMIT, default=100, show_default=True)
+def job_list(
+    app_spec: str,
+    url: str | None,
+    state: str | None,
+    queue_name: str | None,
+    task_name: str | None,
+    limit: int,
+) -> None:
+    """Jobs matching the filters, newest first."""
+    app = app_for(app_spec, url)
+    where = JobFilter(queue=queue_name, task=task_name, limit=limit)
+    jobs = run_async(app, lambda: app.list_jobs(JobState(state) if state else None, where))
+    for j in jobs:
+        echo_job(j, full=False)
+    click.echo(f"{len(jobs)} jobs")
+
+
+@app_command(job, "show")
+@click.argument("job_id", type=JOB_ID)
+def job_show(app_spec: str, url: str | None, job_id: int) -> None:
+    """Everything about one job: state, arguments, errors, and what people did to it."""
+    app = app_for(app_spec, url)
+    echo_job(run_async(app, lambda: app.get_job(job_id)), full=True)
+
+
+@app_command(job, "cancel")
+@click.argument("job_id", type=JOB_ID)
+@who_option
+def job_cancel(app_spec: str, url: str | None, job_id: int, who: str) -> None:
+    """Cancel a job: pending never runs; running is cancelled by its worker within ~1 s."""
+    app = app_for(app_spec, url)
+    state = run_async(app, lambda: app.cancel_job(job_id, who=who))
+    if state is JobState.RUNNING:
+        click.echo(f"job {job_id} is running: its worker will cancel it within about a second")
+    elif state is JobState.CANCELLED:
+        click.echo(f"job {job_id} cancelled")
+    else:
+        raise CliError(f"job {job_id} already finished ({state.value})")
+
+
+@app_command(job, "retry")
+@click.argument("job_id", type=JOB_ID)
+@who_option
+def job_retry(app_spec: str, url: str | None, job_id: int, who: str) -> None:
+    """Requeue a finished job with its attempts reset."""
+    app = app_for(app_spec, url)
+
+    async def retry() -> JobState | None:
+        before = await app.get_job(job_id)  # JobNotFound for an unknown id
+        return None if await app.retry_job(job_id, who=who) else before.state
+
+    refused = run_async(app, retry)
+    if refused is not None:
+        raise CliError(f"job {job_id} is {refused.value}, not finished: nothing to retry")
+    click.echo(f"job {job_id} requeued")

@@ -1,0 +1,90 @@
+"""``skiplock queue ...``: pause, resume, bound and limit queues (stored in the database)."""
+
+from __future__ import annotations
+
+import click
+
+from .._job import QueueInfo
+from .support import CANNOT_RUN, MAX_COUNT, CliError, app_command, app_for, bounded, run_async
+
+
+@click.group()
+def queue() -> None:
+    """Pause, resume, bound and limit queues (stored in the database for every worker)."""
+
+
+@app_command(queue, "list")
+def queue_list(app_spec: str, url: str | None) -> None:
+    """Each queue with its settings and live counts, idle ones (used by APP's tasks) too."""
+    app = app_for(app_spec, url)
+    listed = {q.name: q for q in run_async(app, app.queues)}
+    for name in {t.queue for t in app.tasks.values()} - listed.keys():
+        listed[name] = QueueInfo(name, None, None, None, False, 0, 0)
+    if not listed:
+        click.echo("no queues")
+    for q in sorted(listed.values(), key=lambda info: info.name):
+        click.echo(
+            f"{q.name:<20} pending={q.pending:<6} running={q.running:<5} "
+            f"paused={'yes' if q.paused else 'no'} max_depth={q.max_depth} "
+            f"max_running={q.max_running} rate_per_s={q.rate_per_s}"
+        )
+
+
+@app_command(queue, "pause")
+@click.argument("name")
+def queue_pause(app_spec: str, url: str | None, name: str) -> None:
+    """Stop every worker claiming from NAME (running jobs finish)."""
+    app = app_for(app_spec, url)
+    run_async(app, lambda: app.pause_queue(name))
+    click.echo(f"queue {name} paused")
+
+
+@app_command(queue, "resume")
+@click.argument("name")
+def queue_resume(app_spec: str, url: str | None, name: str) -> None:
+    """Let workers claim from NAME again."""
+    app = app_for(app_spec, url)
+    run_async(app, lambda: app.resume_queue(name))
+    click.echo(f"queue {name} resumed")
+
+
+def _limit(option: str, value: str | None, kind: type[int] | type[float]) -> int | float | None:
+    """A bound or limit: a number within range, or 'none' (lifted)."""
+    if value is None or value.lower() == "none":
+        return None
+    try:
+        number = kind(value)
+    except ValueError as exc:
+        raise CliError(f"{option} {value!r}: not a number or 'none'", CANNOT_RUN) from exc
+    low = 0 if kind is int else 1e-6  # a rate of 0 would stop the queue: that is a pause
+    return kind(bounded(option, number, low, MAX_COUNT))
+
+
+@app_command(queue, "limit")
+@click.argument("name")
+@click.option("--max-depth", help="Enqueue raises QueueFull past this many live jobs ('none').")
+@click.option("--max-running", help="At most this many running at once, everywhere ('none').")
+@click.option("--rate", help="At most this many starts per second, everywhere ('none').")
+def queue_limit(
+    app_spec: str,
+    url: str | None,
+    name: str,
+    max_depth: str | None,
+    max_running: str | None,
+    rate: str | None,
+) -> None:
+    """Set NAME's bound and limits; options left out are lifted."""
+    app = app_for(app_spec, url)
+    depth = _limit("--max-depth", max_depth, int)
+    running = _limit("--max-running", max_running, int)
+    rate_per_s = _limit("--rate", rate, float)
+    run_async(
+        app,
+        lambda: app.set_queue_limits(
+            name,
+            max_depth=None if depth is None else int(depth),
+            max_running=None if running is None else int(running),
+            rate_per_s=rate_per_s,
+        ),
+    )
+    click.echo(f"queue {name}: max_depth={depth} max_running={running} rate_per_s={rate_per_s}")
