@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -101,3 +102,16 @@ def test_using_validates_and_does_not_change_the_original() -> None:
 def test_worker_config_names_the_bad_field() -> None:
     with pytest.raises(skiplock.ConfigurationError, match=r"concurrency=0"):
         skiplock.WorkerConfig(concurrency=0)
+
+
+async def test_first_callers_racing_share_one_backend(db_url: str) -> None:
+    """Twenty coroutines asking for the backend at once open one pool, not twenty (of which
+    only the last was kept and the others leaked their connections)."""
+    app = skiplock.App(db_url)
+    await app.migrate()
+    await app.close()
+    try:
+        backends = await asyncio.gather(*(app.backend() for _ in range(20)))
+        assert len({id(b) for b in backends}) == 1
+    finally:
+        await app.close()

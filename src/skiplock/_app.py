@@ -70,6 +70,9 @@ class App(AppControl):
         self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Backend] = (
             weakref.WeakKeyDictionary()
         )
+        self._opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self._wakers: set[Callable[[str], None]] = set()
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
@@ -244,15 +247,22 @@ class App(AppControl):
         """The open backend for the running event loop (one per loop: pools are per loop)."""
         loop = asyncio.get_running_loop()
         backend = self._backends.get(loop)
-        if backend is None:
-            backend = self.new_backend()
-            await backend.open()  # cached only once open, so a failed open is retried
-            try:
-                await self._refuse_newer_schema(backend)
-            except SchemaError:
-                await backend.close()
-                raise
-            self._backends[loop] = backend
+        if backend is not None:
+            return backend
+        # Callers racing to open it (a producer's first gather, say) must share one backend,
+        # not each open a pool of which only the last is kept and the rest leak.
+        opening = self._opening.setdefault(loop, asyncio.Lock())
+        async with opening:
+            backend = self._backends.get(loop)
+            if backend is None:
+                backend = self.new_backend()
+                await backend.open()  # cached only once open, so a failed open is retried
+                try:
+                    await self._refuse_newer_schema(backend)
+                except SchemaError:
+                    await backend.close()
+                    raise
+                self._backends[loop] = backend
         return backend
 
     async def _refuse_newer_schema(self, backend: Backend) -> None:
