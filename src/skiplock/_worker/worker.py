@@ -146,6 +146,7 @@ class Worker:
                 await service.start(tg)
             self.ready.set()
             self.signals.ready.fire("worker")
+            log.info("worker %s ready: every service started, first claim made", self.name)
             if self._stopping.is_set():  # asked to stop while starting
                 producer.stop()
                 runner.hold()
