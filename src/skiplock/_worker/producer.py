@@ -3,6 +3,8 @@
 It claims up to the free slots plus the prefetch depth, hands the jobs to the runner and
 re-arms the lease keeper. When a claim comes back short it waits for a wake-up (notifier,
 in-process enqueue) or the poll backstop. In burst mode it ends once nothing is left to run.
+While the database is away it retries at least once a second (and at once when another
+service reaches it), so claims resume within about a second of the database answering.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ class Producer(Service):
         try:
             jobs = await self._claim(limit)
         except BackendUnavailable as exc:
-            self.mark_ready()
+            self.mark_ready()  # now, not after the wait: retrying is its work while it is away
             self._failures += 1
             self.outage.failed(self.name, exc)
             delay = retry_delay(
