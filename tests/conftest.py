@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
+import shutil
+import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -21,6 +25,51 @@ import skiplock
 from .helpers import FakeClock
 
 PG_URL = os.environ.get("SKIPLOCK_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+PG_RESTART_ENV = "SKIPLOCK_TEST_PG_RESTART"
+
+
+def cluster_on_port(lsclusters: str, port: int) -> tuple[str, str] | None:
+    """(version, cluster) of the row of ``pg_lsclusters --no-header`` serving ``port``."""
+    for row in lsclusters.splitlines():
+        fields = row.split()
+        if len(fields) >= 3 and fields[2] == str(port):
+            return fields[0], fields[1]
+    return None
+
+
+def pg_control_commands(
+    env: dict[str, str] | None = None, which: Callable[[str], str | None] = shutil.which
+) -> tuple[list[str], list[str] | None]:
+    """How to restart the test server, and how to start it should the restart leave it down:
+    ``$SKIPLOCK_TEST_PG_RESTART`` (a shell command), else Debian's ``pg_ctlcluster`` for the
+    cluster ``pg_lsclusters`` lists on the test port, else ``pg_ctl -D $PGDATA``."""
+    env = dict(os.environ) if env is None else env
+    if env.get(PG_RESTART_ENV):
+        return shlex.split(env[PG_RESTART_ENV]), None
+    if which("pg_lsclusters") and which("pg_ctlcluster"):
+        listed = subprocess.run(
+            ["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=True
+        ).stdout
+        found = cluster_on_port(listed, urlsplit(PG_URL).port or 5432)
+        if found is not None:
+            command = ["pg_ctlcluster", "--skip-systemctl-redirect", *found]
+            return [*command, "restart"], [*command, "start"]
+    if env.get("PGDATA"):
+        command = ["pg_ctl", "-D", env["PGDATA"], "-w"]
+        return [*command, "restart"], [*command, "start"]
+    pytest.fail(f"cannot restart PostgreSQL: set {PG_RESTART_ENV} (a shell command) or PGDATA")
+
+
+async def restart_postgres() -> None:
+    """Restart the test server (test_outage, test_soak); start it if the restart left it down."""
+    restart, start = pg_control_commands()
+    try:
+        await asyncio.to_thread(subprocess.run, restart, check=True, capture_output=True)
+    finally:
+        if start is not None:
+            await asyncio.to_thread(subprocess.run, start, capture_output=True)
 
 
 async def _pg_admin(statement: str) -> None:

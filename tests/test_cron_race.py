@@ -28,19 +28,33 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = "tests.apps.cron_app:app"
 DURATION = float(os.environ.get("SKIPLOCK_RACE_SECONDS", "60"))
 KILL_EVERY = 3.0
+READY = "scheduler started with"
+"""Logged once the process's signal handlers are in place and it is claiming slots."""
 pytestmark = pytest.mark.slow
 
 
-def start(url: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SKIPLOCK_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "skiplock", "scheduler", APP, "--log-level", "warning"],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+class Scheduler:
+    """One ``skiplock scheduler`` process, with its own log."""
+
+    def __init__(self, url: str, log: Path) -> None:
+        env = {**os.environ, "SKIPLOCK_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
+        self.log = log
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "skiplock", "scheduler", APP, "--log-level", "info"],
+                env=env,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def ready(self, timeout: float = 60) -> None:
+        """Until it logged READY (a SIGTERM before that could find no handler installed)."""
+        deadline = time.monotonic() + timeout
+        while READY not in self.log.read_text():
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, self.log.read_text()
+            await asyncio.sleep(0.05)
 
 
 async def slot_rows(url: str) -> list[tuple[int, float]]:
@@ -72,29 +86,36 @@ async def test_five_schedulers_with_kills_enqueue_every_slot_exactly_once(
         check=True,
         capture_output=True,
     )
-    log = tmp_path / "schedulers.log"
-    procs = [start(db_url, log) for _ in range(5)]
+    started = 0
+
+    def start() -> Scheduler:
+        nonlocal started
+        started += 1
+        return Scheduler(db_url, tmp_path / f"scheduler-{started}.log")
+
+    schedulers = [start() for _ in range(5)]
     kills = 0
     rng = random.Random(1)
     began = time.monotonic()
     try:
         while time.monotonic() - began < DURATION:
             await asyncio.sleep(KILL_EVERY)
-            victim = rng.randrange(len(procs))
-            procs[victim].send_signal(signal.SIGKILL)
-            await asyncio.to_thread(procs[victim].wait)
+            victim = rng.randrange(len(schedulers))
+            schedulers[victim].proc.send_signal(signal.SIGKILL)
+            await asyncio.to_thread(schedulers[victim].proc.wait)
             kills += 1
-            procs[victim] = start(db_url, log)
-        await asyncio.sleep(2)  # let the newest process install its signal handlers
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            assert await asyncio.to_thread(proc.wait, 20) == 0, log.read_text()
+            schedulers[victim] = start()
+        for scheduler in schedulers:
+            await scheduler.ready()
+            scheduler.proc.send_signal(signal.SIGTERM)
+        for scheduler in schedulers:
+            code = await asyncio.to_thread(scheduler.proc.wait, 20)
+            assert code == 0, scheduler.log.read_text()
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        for scheduler in schedulers:
+            if scheduler.proc.poll() is None:
+                scheduler.proc.kill()
+                scheduler.proc.wait()
     rows = await slot_rows(db_url)
     per_slot = collections.Counter(ts for ts, _ in rows)
     duplicates = sum(n - 1 for n in per_slot.values())

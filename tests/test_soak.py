@@ -26,8 +26,8 @@ import pytest
 import skiplock
 
 from .apps import crash_app
+from .conftest import restart_postgres
 from .test_cli import Cli
-from .test_outage import pg_version
 
 APP = "tests.apps.crash_app:app"
 JOBS = 20_000
@@ -48,16 +48,6 @@ def start(cli: Cli) -> subprocess.Popen[bytes]:
     return cli.start(
         "--concurrency", str(CONCURRENCY), "--maintenance-interval", "0.5", "--log-level", "warning"
     )
-
-
-async def restart_postgres() -> None:
-    command = ["pg_ctlcluster", "--skip-systemctl-redirect", pg_version(), "main"]
-    try:
-        await asyncio.to_thread(
-            subprocess.run, [*command, "restart"], check=True, capture_output=True
-        )
-    finally:
-        await asyncio.to_thread(subprocess.run, [*command, "start"], capture_output=True)
 
 
 @dataclasses.dataclass

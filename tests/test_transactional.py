@@ -84,7 +84,7 @@ async def test_asyncpg_commit_wakes_a_listening_worker(pg_app: skiplock.App) -> 
     wakes = woken(pg_app)
     worker = Worker(pg_app, poll_interval_s=60)  # only NOTIFY can make this prompt
     run = asyncio.create_task(worker.run())
-    await asyncio.sleep(0.5)
+    await asyncio.wait_for(worker.ready.wait(), 30)  # listening, first claim made
     conn = await asyncpg.connect(PG_URL)
     try:
         async with conn.transaction():

@@ -560,11 +560,16 @@ async def test_cancelling_a_running_job_cancels_it_cooperatively(
     assert await state_of(app, pending) is JobState.CANCELLED
 
 
-async def test_a_worker_started_while_the_database_is_down_waits_for_it() -> None:
+async def test_a_worker_started_while_the_database_is_down_waits_for_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     app = skiplock.App("postgresql://postgres@127.0.0.1:1/test")  # nothing listens there
     worker = Worker(app, poll_interval_s=0.05)
     run = asyncio.create_task(worker.run())
-    await asyncio.sleep(1.5)
+    async with asyncio.timeout(30):  # until it failed, waited and failed again
+        while caplog.text.count("database unavailable") < 2:
+            assert not run.done(), "it must wait for the database, not exit"
+            await asyncio.sleep(0.05)
     assert not run.done(), "it must wait for the database, not exit"
     worker.request_stop()
     await asyncio.wait_for(run, 30)  # and stop cleanly when asked

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from ._limits import check_int, check_seconds
+from ._limits import MAX_BATCH, MAX_CONCURRENCY, check_int, check_seconds, check_text
 from .errors import ConfigurationError
 
 DEFAULT_MAX_ATTEMPTS = 5
@@ -107,24 +107,19 @@ class WorkerConfig:
     """How this worker signs its claims (locked_by); defaults to host:pid."""
 
     def __post_init__(self) -> None:
-        require(self.concurrency >= 1, "concurrency", self.concurrency, "must be >= 1")
-        require(self.claim_batch >= 1, "claim_batch", self.claim_batch, "must be >= 1")
-        require(
-            self.prefetch is None or self.prefetch >= 0, "prefetch", self.prefetch, "must be >= 0"
-        )
-        require(
-            self.completion_batch >= 1, "completion_batch", self.completion_batch, "must be >= 1"
-        )
-        for name in _POSITIVE_DURATIONS:
-            value = getattr(self, name)
-            require(value > 0, name, value, "must be > 0 seconds")
+        check_int("concurrency", self.concurrency, 1, MAX_CONCURRENCY)
+        check_int("claim_batch", self.claim_batch, 1, MAX_BATCH)
+        check_int("completion_batch", self.completion_batch, 1, MAX_BATCH)
+        if self.prefetch is not None:
+            check_int("prefetch", self.prefetch, 0, MAX_CONCURRENCY)
+        for name in _POSITIVE_DURATIONS:  # zero would spin a loop or expire every row at once
+            check_seconds(name, getattr(self, name), open_=True)
         for name in ("shutdown_timeout_s", "lease_margin_s"):
-            value = getattr(self, name)
-            require(value >= 0, name, value, "must be >= 0 seconds")
+            check_seconds(name, getattr(self, name))
         if self.queues is not None:
             require(len(self.queues) > 0, "queues", self.queues, "must name at least one queue")
             for queue in self.queues:
-                require(bool(queue), "queues", self.queues, "queue names must be non-empty")
+                check_text("queues", queue)
 
 
 _POSITIVE_DURATIONS = (

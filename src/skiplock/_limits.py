@@ -25,6 +25,13 @@ MAX_INT = 2**31 - 1
 MAX_ATTEMPTS = 1_000_000
 """A job may be tried at most this often (attempts are counted in an ``integer`` column)."""
 
+MAX_CONCURRENCY = 10_000
+"""Jobs one worker process runs (or claims ahead) at once: each is an asyncio task, a lease
+the keeper renews in one statement, and maybe a pool thread."""
+
+MAX_BATCH = 10_000
+"""Rows one claim locks or one completion round trip writes: a statement, not a bulk load."""
+
 MAX_TEXT_CHARS = 1000
 """Queue names, unique keys and correlation ids: short labels, not documents."""
 

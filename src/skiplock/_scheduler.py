@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import random
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -28,6 +27,7 @@ from ._backends import Backend
 from ._backends.base import CronSlotClaimParams
 from ._job import SlotOutcome
 from ._schedule import MAX_LOOKBACK, Schedule
+from ._worker.outage import Outage, retry_delay
 from ._worker.service import Service
 from ._worker.signals import WorkerSignals
 from .errors import BackendUnavailable
@@ -38,7 +38,6 @@ MAX_SLEEP_S = 60.0
 """The longest single sleep: a wall-clock jump is noticed within a minute."""
 SLOT_RETENTION = MAX_LOOKBACK
 PRUNE_EVERY_S = 3600.0
-MAX_BACKOFF_S = 30.0
 
 
 class Scheduler(Service):
@@ -50,9 +49,12 @@ class Scheduler(Service):
         backend: Backend,
         clock: Callable[[], datetime] | None = None,
         signals: WorkerSignals | None = None,
+        outage: Outage | None = None,
     ) -> None:
         super().__init__()
         self.signals = signals or WorkerSignals()
+        self.outage = outage or Outage(logger=log)
+        """Shared with the worker's other services inside a worker; its own when alone."""
         self.app = app
         self.backend = backend
         self._clock = clock or app.clock or (lambda: datetime.now(UTC))
@@ -143,12 +145,12 @@ class Scheduler(Service):
                     await self.prune(now)
                     self._last_prune = time.monotonic()
                 failures = 0
+                self.outage.answered()
             except BackendUnavailable as exc:
                 self.mark_ready()  # the retries below are its work while the database is away
                 failures += 1
-                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
-                log.warning("scheduler could not claim slots (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
+                self.outage.failed(self.name, exc)
+                await asyncio.sleep(retry_delay(failures, first_s=0.5))
                 continue
             self.mark_ready()
             wake = self.next_wake(now)

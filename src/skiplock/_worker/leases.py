@@ -19,6 +19,7 @@ from .._backends.base import JobHeartbeatManyParams
 from .._config import WorkerConfig
 from ..errors import BackendUnavailable
 from .completer import Completer
+from .outage import Outage
 from .runner import Runner
 from .service import Service
 from .signals import WorkerSignals
@@ -39,6 +40,7 @@ class LeaseKeeper(Service):
         runner: Runner,
         completer: Completer,
         signals: WorkerSignals,
+        outage: Outage | None = None,
     ) -> None:
         super().__init__()
         self.backend = backend
@@ -46,6 +48,7 @@ class LeaseKeeper(Service):
         self.runner = runner
         self.completer = completer
         self.signals = signals
+        self.outage = outage or Outage()
         self._rearm = asyncio.Event()
 
     def rearm(self) -> None:
@@ -102,8 +105,9 @@ class LeaseKeeper(Service):
                 )
             )
         except BackendUnavailable as exc:
-            log.warning("heartbeat failed (%s); will retry", exc)
+            self.outage.failed(self.name, exc)
             return
+        self.outage.answered()
         self.signals.heartbeat.fire(len(kept))
         lost = {(job_id, token) for job_id, token in held if job_id not in kept}
         if lost:

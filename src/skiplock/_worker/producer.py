@@ -3,6 +3,8 @@
 It claims up to the free slots plus the prefetch depth, hands the jobs to the runner and
 re-arms the lease keeper. When a claim comes back short it waits for a wake-up (notifier,
 in-process enqueue) or the poll backstop. In burst mode it ends once nothing is left to run.
+While the database is away it retries at least once a second (and at once when another
+service reaches it), so claims resume within about a second of the database answering.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-import logging
-import random
 
 from .._backends import Backend
 from .._backends.base import ClaimParams
@@ -21,13 +21,15 @@ from .._job import ClaimedJob
 from ..errors import BackendUnavailable
 from .completer import Completer
 from .leases import LeaseKeeper
+from .outage import Outage, retry_delay
 from .runner import Runner
 from .service import Service
 from .signals import WorkerSignals
 
-log = logging.getLogger("skiplock.worker")
-
-MAX_BACKOFF_S = 30.0
+CLAIM_RETRY_FIRST_S = 0.1
+CLAIM_RETRY_CAP_S = 1.0
+"""The longest the producer waits between claims while the database is away: claims resume
+within about a second of it answering (an outage costs at most one claim a second)."""
 PREFETCH_SHORT_JOB_S = 1.0
 """Claim ahead (by default) only while jobs take less than this on average."""
 
@@ -52,6 +54,7 @@ class Producer(Service):
         *,
         token_prefix: str,
         burst: bool,
+        outage: Outage | None = None,
     ) -> None:
         super().__init__()
         self.backend = backend
@@ -59,9 +62,11 @@ class Producer(Service):
         self.runner, self.completer, self.leases = parts
         self.signals = signals
         self.burst = burst
+        self.outage = outage or Outage()
         self.wake = asyncio.Event()
         self._token_prefix = token_prefix
         self._claims = itertools.count(1)
+        self._failures = 0
         self._requeues_claimed = 0
         """How many requeues were written before a claim began, so that claim could see them."""
         self._limited: list[str] = []
@@ -77,24 +82,35 @@ class Producer(Service):
             self.signals.woke.fire(queue)
 
     async def serve(self) -> None:
-        failures = 0
         while not self._stopped:
             room = self._room()
             if room <= 0:
                 await self._wait_for_slot()
                 continue
             limit = min(room, self.config.claim_batch)
-            try:
-                jobs = await self._claim(limit)
-                failures = 0
-            except BackendUnavailable as exc:
-                failures += 1
-                await self._back_off(exc, failures)
-                continue
-            finally:
-                self.mark_ready()
-            if len(jobs) < limit and not await self._idle():
+            jobs = await self._try_claim(limit)
+            if jobs is not None and len(jobs) < limit and not await self._idle():
                 return
+
+    async def _try_claim(self, limit: int) -> list[ClaimedJob] | None:
+        """One claim; None when the database is away (reported to the shared outage, then
+        a retry delay waited out, cut short by any wake-up, recovery included)."""
+        try:
+            jobs = await self._claim(limit)
+        except BackendUnavailable as exc:
+            self.mark_ready()  # now, not after the wait: retrying is its work while it is away
+            self._failures += 1
+            self.outage.failed(self.name, exc)
+            delay = retry_delay(
+                self._failures, first_s=CLAIM_RETRY_FIRST_S, cap_s=CLAIM_RETRY_CAP_S
+            )
+            await _wait(self.wake, delay)
+            return None
+        finally:
+            self.mark_ready()
+        self._failures = 0
+        self.outage.answered()
+        return jobs
 
     def _room(self) -> int:
         self.runner.start_ready()
@@ -103,11 +119,6 @@ class Producer(Service):
     async def _wait_for_slot(self) -> None:
         self.runner.slot_freed.clear()
         await self.runner.slot_freed.wait()
-
-    async def _back_off(self, exc: BackendUnavailable, failures: int) -> None:
-        delay = random.uniform(0, min(MAX_BACKOFF_S, 0.2 * 2**failures))
-        log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
-        await _wait(self.wake, delay)
 
     async def _idle(self) -> bool:
         """After a short claim: False when a burst is done, else True once it is time to

@@ -1,28 +1,28 @@
 """A worker's small background services: wake-ups, reclaim, cancellation checks, pruning.
 
 Each is a ``Service`` run in the worker's TaskGroup; each survives database outages by
-logging and retrying (with capped, jittered backoff where it reconnects), and the worker
-stops them when it stops.
+reporting them to the worker's shared ``Outage`` (one log line per change, not per attempt)
+and retrying (with capped, jittered backoff where it reconnects), and the worker stops them
+when it stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable
 
 from .._backends import Backend
 from .._backends.base import JobPruneParams
 from .._config import WorkerConfig
 from ..errors import BackendUnavailable
+from .outage import Outage, retry_delay
 from .runner import Runner
 from .service import Service
 from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")
 
-MAX_BACKOFF_S = 30.0
 PRUNE_BATCH = 1000
 PRUNE_MAX_BATCHES = 100
 CANCEL_POLL_S = 1.0
@@ -38,10 +38,13 @@ class Notifier(Service):
 
     name = "notifier"
 
-    def __init__(self, backend: Backend, on_wake: Callable[[str], None]) -> None:
+    def __init__(
+        self, backend: Backend, on_wake: Callable[[str], None], outage: Outage | None = None
+    ) -> None:
         super().__init__()
         self.backend = backend
         self.on_wake = on_wake
+        self.outage = outage or Outage()
 
     async def serve(self) -> None:
         failures = 0
@@ -49,17 +52,17 @@ class Notifier(Service):
             try:
                 async with self.backend.listen(self.on_wake) as lost:
                     failures = 0
+                    self.outage.answered()
                     log.info("subscribed to wake-ups; catching up")
                     self.on_wake("*")
                     self.mark_ready()
                     await lost.wait()
-                    log.warning("lost the LISTEN connection; reconnecting")
+                    log.info("lost the LISTEN connection; reconnecting")
             except BackendUnavailable as exc:
                 self.mark_ready()
                 failures += 1
-                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.5 * 2**failures))
-                log.warning("LISTEN failed (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
+                self.outage.failed(self.name, exc)
+                await asyncio.sleep(retry_delay(failures, first_s=0.5))
 
 
 class Rescuer(Service):
@@ -67,11 +70,18 @@ class Rescuer(Service):
 
     name = "rescuer"
 
-    def __init__(self, backend: Backend, config: WorkerConfig, signals: WorkerSignals) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        config: WorkerConfig,
+        signals: WorkerSignals,
+        outage: Outage | None = None,
+    ) -> None:
         super().__init__()
         self.backend = backend
         self.interval_s = config.maintenance_interval_s
         self.signals = signals
+        self.outage = outage or Outage()
 
     async def serve(self) -> None:
         self.mark_ready()
@@ -80,8 +90,9 @@ class Rescuer(Service):
             try:
                 reclaimed = await self.backend.job_reclaim_expired()
             except BackendUnavailable as exc:
-                log.warning("reclaim failed (%s); will retry", exc)
+                self.outage.failed(self.name, exc)
                 continue
+            self.outage.answered()
             if reclaimed:
                 log.warning(
                     "reclaimed %d jobs whose lease expired: %s", len(reclaimed), reclaimed[:20]
@@ -94,11 +105,18 @@ class Canceller(Service):
 
     name = "canceller"
 
-    def __init__(self, backend: Backend, runner: Runner, poll_s: float = CANCEL_POLL_S) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        runner: Runner,
+        poll_s: float = CANCEL_POLL_S,
+        outage: Outage | None = None,
+    ) -> None:
         super().__init__()
         self.backend = backend
         self.runner = runner
         self.poll_s = poll_s
+        self.outage = outage or Outage()
 
     async def serve(self) -> None:
         self.mark_ready()
@@ -109,8 +127,9 @@ class Canceller(Service):
             try:
                 wanted = await self.backend.job_cancel_requested(list(self.runner.running))
             except BackendUnavailable as exc:
-                log.warning("could not check for cancellations (%s)", exc)
+                self.outage.failed(self.name, exc)
                 continue
+            self.outage.answered()
             for job_id in wanted:
                 self.runner.cancel_requested(job_id)
 
@@ -120,10 +139,13 @@ class Pruner(Service):
 
     name = "pruner"
 
-    def __init__(self, backend: Backend, config: WorkerConfig) -> None:
+    def __init__(
+        self, backend: Backend, config: WorkerConfig, outage: Outage | None = None
+    ) -> None:
         super().__init__()
         self.backend = backend
         self.config = config
+        self.outage = outage or Outage()
 
     async def serve(self) -> None:
         self.mark_ready()
@@ -132,8 +154,9 @@ class Pruner(Service):
             try:
                 removed = await self.prune_once()
             except BackendUnavailable as exc:
-                log.warning("pruning failed (%s); will retry", exc)
+                self.outage.failed(self.name, exc)
                 continue
+            self.outage.answered()
             if removed:
                 log.info("pruned %d finished jobs past retention", removed)
 

@@ -34,6 +34,7 @@ from ..errors import BackendError
 from .breaker import Breakers
 from .completer import Completer
 from .leases import LeaseKeeper
+from .outage import Outage
 from .producer import Producer
 from .runner import Runner
 from .service import Service
@@ -74,6 +75,8 @@ class Worker:
         self._services: list[Service] = []
         self._producer: Producer | None = None
         self._runner: Runner | None = None
+        self.outage = Outage()
+        """The database's health as every service sees it: one log line per change."""
 
     @property
     def processed(self) -> int:
@@ -86,6 +89,7 @@ class Worker:
         return {
             "name": self.name,
             "ready": self.ready.is_set(),
+            "database_unavailable": self.outage.down,
             "services": {s.name: s.state.value for s in self._services},
             "running": len(runner.running) if runner else 0,
             "claimed_ahead": len(runner.ready) if runner else 0,
@@ -142,6 +146,7 @@ class Worker:
                 await service.start(tg)
             self.ready.set()
             self.signals.ready.fire("worker")
+            log.info("worker %s ready: every service started, first claim made", self.name)
             if self._stopping.is_set():  # asked to stop while starting
                 producer.stop()
                 runner.hold()
@@ -186,23 +191,25 @@ class Worker:
         self, tg: asyncio.TaskGroup, backend: Backend, burst: bool
     ) -> tuple[Producer, Runner, Completer]:
         """Every service of this worker, in start order (the producer last)."""
-        config, signals = self.config, self.signals
+        config, signals, outage = self.config, self.signals, self.outage
         completer = Completer(backend, config.completion_batch, signals)
         breakers = Breakers(self.app, self.name, backend, tg.create_task, signals)
         self._runner = runner = Runner(self.app, config, completer, breakers, signals)
-        leases = LeaseKeeper(backend, config, runner, completer, signals)
+        leases = LeaseKeeper(backend, config, runner, completer, signals, outage)
         token = f"{self.name}:{uuid.uuid4().hex[:12]}"
         parts = (runner, completer, leases)
         self._producer = producer = Producer(
-            backend, config, parts, signals, token_prefix=token, burst=burst
+            backend, config, parts, signals, token_prefix=token, burst=burst, outage=outage
         )
-        services: list[Service] = [completer, runner, leases, Rescuer(backend, config, signals)]
-        services += [Canceller(backend, runner), Pruner(backend, config)]
+        outage.on_back = producer.wake.set  # claims resume as soon as any service gets through
+        services: list[Service] = [completer, runner, leases]
+        services.append(Rescuer(backend, config, signals, outage))
+        services += [Canceller(backend, runner, outage=outage), Pruner(backend, config, outage)]
         services.append(Watchdog(leases.shortest))
         if not burst and backend.supports_push:  # a burst never idles: nothing to wake it
-            services.append(Notifier(backend, producer.on_wake))
+            services.append(Notifier(backend, producer.on_wake, outage))
         if config.scheduler and self.app.schedules:
-            self.scheduler = Scheduler(self.app, backend, signals=signals)
+            self.scheduler = Scheduler(self.app, backend, signals=signals, outage=outage)
             services.append(self.scheduler)
         self._services = [*services, producer]
         return producer, runner, completer
