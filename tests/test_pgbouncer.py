@@ -170,3 +170,29 @@ async def test_poll_only_latency(app: skiplock.App, cli: Cli, pooled_url: str) -
     print(report)
     # a poll every poll_s (with jitter) bounds the wait; the margin covers a loaded machine
     assert max(latencies) < poll_s * 2 + 1.0, report
+
+
+async def test_sqlalchemy_sessions_through_the_pooler(app: skiplock.App, bouncer: str) -> None:
+    """The settings README gives for SQLAlchemy's asyncpg dialect behind the pooler."""
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    @app.task(name="noop")
+    async def noop(n: int) -> None:
+        pass
+
+    engine = create_async_engine(
+        bouncer.replace("postgresql:", "postgresql+asyncpg:", 1),
+        connect_args={"statement_cache_size": 0, "prepared_statement_cache_size": 0},
+    )
+
+    async def business(n: int) -> None:
+        async with AsyncSession(engine) as session:
+            await noop.using(connection=session).aenqueue(n)
+            await session.commit()
+
+    try:
+        for _ in range(3):  # sessions reuse pooled server connections across rounds
+            await asyncio.gather(*(business(n) for n in range(20)))
+    finally:
+        await engine.dispose()
+    assert (await app.counts())["pending"] == 60
