@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
+from . import _sqlalchemy
 from ._app_control import AppControl
 from ._backends import Backend, open_backend
 from ._backends.base import Clock
@@ -332,12 +333,17 @@ class App(AppControl):
         DuplicateJob and database errors leave nothing behind), however many there are.
 
         With ``connection``, every row joins the caller's transaction (asyncpg, psycopg async
-        or sqlite3 connection) and workers are woken when it commits: by its NOTIFY or the
-        file's data_version, never in-process (that would fire before the commit, when a woken
-        worker finds nothing and goes back to sleep).
+        or sqlite3 connection, or a SQLAlchemy session or connection on one of them) and
+        workers are woken when it commits: by its NOTIFY or the file's data_version, never
+        in-process (that would fire before the commit, when a woken worker finds nothing and
+        goes back to sleep).
         """
         batch = list(jobs)
-        ids = await (await self.backend()).job_insert_many(batch, connection)
+        backend = await self.backend()
+        if _sqlalchemy.is_sqlalchemy(connection):
+            ids = await _sqlalchemy.insert_many(backend, batch, connection)
+        else:
+            ids = await backend.job_insert_many(batch, connection)
         if connection is None:
             self._wake_local(batch)
         return self._handles(batch, ids)
@@ -345,10 +351,13 @@ class App(AppControl):
     def enqueue_many_sync(
         self, jobs: Iterable[NewJob], *, connection: object | None = None
     ) -> list[JobHandle]:
-        """``enqueue_many`` without an event loop; ``connection`` may be sqlite3 or psycopg."""
+        """``enqueue_many`` without an event loop; ``connection`` may be sqlite3 or psycopg, or a
+        SQLAlchemy Session or Connection on one of them."""
         batch = list(jobs)
         if connection is None:
             return self._run_sync(self.enqueue_many(batch))
+        if _sqlalchemy.is_sqlalchemy(connection):
+            connection = _sqlalchemy.driver_connection_sync(connection)
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
             raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
         ids = self.new_backend().job_insert_many_sync(batch, connection)

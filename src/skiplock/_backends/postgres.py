@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
@@ -48,6 +47,10 @@ from .base import (
 )
 from .common import job_record
 from .postgres_errors import wrapped as _wrapped
+from .postgres_url import parse_postgres_url
+
+SORT_OFF_IN_TRANSACTION = "SET LOCAL enable_sort = off"
+"""The claim sessions' ``enable_sort = off`` (see ``open``) for one transaction, behind a pooler."""
 
 COPY_MIN_ROWS = 200
 """Bulk enqueues this large (and without unique keys) go by COPY; smaller ones by one INSERT,
@@ -55,15 +58,9 @@ which is a single round trip where COPY takes four."""
 
 
 def postgres_schema(url: str) -> tuple[str, str]:
-    """Split skiplock's own ``?schema=NAME`` off a PostgreSQL URL: (driver url, schema)."""
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    schema = query.pop("schema", ["public"])[-1]
-    if not schema.replace("_", "").isalnum():
-        raise ConfigurationError(f"url={url!r}: schema {schema!r} must be letters, digits and _")
-    rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
-    driver_url = parts._replace(query=rest, scheme="postgresql").geturl()
-    return driver_url, schema
+    """Split skiplock's own options off a PostgreSQL URL: (driver url, schema)."""
+    parsed = parse_postgres_url(url)
+    return parsed.dsn, parsed.schema
 
 
 class PostgresBackend:
@@ -73,7 +70,11 @@ class PostgresBackend:
 
     def __init__(self, url: str, *, clock: Clock | None = None, pool_size: int = 10) -> None:
         self.url = url
-        self._dsn, self.schema = postgres_schema(url)
+        parsed = parse_postgres_url(url)
+        self._dsn, self.schema, self.pooled = parsed.dsn, parsed.schema, parsed.pooled
+        self._listen_dsn = parsed.listen_dsn
+        # Behind a transaction pooler with no direct connection to LISTEN on: poll-only.
+        self.supports_push = self._listen_dsn is not None
         self._clock = clock
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
@@ -98,8 +99,16 @@ class PostgresBackend:
             return
         with _wrapped("connect"):
             self._pool = await asyncpg.create_pool(
-                self._dsn, min_size=1, max_size=self._pool_size, server_settings=self._settings
+                self._dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                server_settings=self._settings,
+                # Behind a transaction pooler a statement prepared by name on one server
+                # session is missing on the next; unnamed statements live inside one exchange.
+                statement_cache_size=0 if self.pooled else 100,
             )
+            if self.pooled:
+                return  # no session settings there: the claim sets enable_sort per transaction
             # The all-queues claim's sessions (opened on first claim). A queue table's
             # statistics lag behind a flood: planned from stats that still say "few pending",
             # the claim reads and sorts the whole backlog (43 ms a claim at 100,000 pending,
@@ -248,9 +257,7 @@ class PostgresBackend:
         # which keeps its order with any statistics, on an ordinary session.
         with _wrapped("job_get_available"):
             if params.queues is None:
-                rows = await (self._claim_pool or self.pool).fetch(
-                    self._sql.JOB_GET_AVAILABLE, *self._claim_args(params, None), False
-                )
+                rows = await self._claim_all(params)
             else:
                 rows = await self.pool.fetch(
                     self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
@@ -258,6 +265,18 @@ class PostgresBackend:
                     False,
                 )
         return ops.claimed_in_order(rows)
+
+    async def _claim_all(self, params: ClaimParams) -> list[Any]:
+        args = (*self._claim_args(params, None), False)
+        if not self.pooled:
+            return await (self._claim_pool or self.pool).fetch(self._sql.JOB_GET_AVAILABLE, *args)
+        # Behind a transaction pooler a session setting would leak to whoever gets the server
+        # session next, so the claim prices sorts out in its own transaction: BEGIN and SET
+        # LOCAL and COMMIT cost three round trips more (docs/benchmarks.md, "Behind PgBouncer").
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(SORT_OFF_IN_TRANSACTION)
+            rows: list[Any] = await conn.fetch(self._sql.JOB_GET_AVAILABLE, *args)
+            return rows
 
     def _claim_args(self, params: ClaimParams, queue: str | None) -> list[Any]:
         queues = [queue] if queue else params.queues
@@ -295,10 +314,7 @@ class PostgresBackend:
         # side queries run at once).
         nothing = ClaimParams(None, 0, "warm-up", "warm-up", 1.0, 0.0)
         with _wrapped("warm_up"):
-            claim_pool = self._claim_pool or self.pool
-            await claim_pool.fetch(
-                self._sql.JOB_GET_AVAILABLE, *self._claim_args(nothing, None), False
-            )
+            await self._claim_all(nothing)
             async with self.pool.acquire() as first, self.pool.acquire() as second:
                 for conn in (first, second):
                     await conn.fetch(
@@ -375,8 +391,13 @@ class PostgresBackend:
         def notified(_conn: Any, _pid: int, _channel: str, payload: object) -> None:
             on_wake(str(payload))
 
+        if self._listen_dsn is None:
+            raise ConfigurationError(
+                "url: LISTEN needs a direct connection behind pooler=transaction: add "
+                "listen_url=postgresql://... (or run poll-only)"
+            )
         with _wrapped("listen"):
-            conn = await asyncpg.connect(self._dsn, server_settings=self._settings)
+            conn = await asyncpg.connect(self._listen_dsn, server_settings=self._settings)
         conn.add_termination_listener(lambda _c: lost.set())
         try:
             with _wrapped("listen"):

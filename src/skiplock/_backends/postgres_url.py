@@ -1,0 +1,67 @@
+"""skiplock's own options in a PostgreSQL URL, split off before the URL reaches asyncpg.
+
+asyncpg passes unknown query parameters to the server as settings, so every option below is
+removed from the URL it connects with; the rest (``sslmode``, ``sslrootcert``, ``options``,
+``application_name``...) goes through untouched, which is how TLS and server settings for a
+managed service are chosen.
+
+- ``schema=NAME``: the schema holding skiplock's tables (default ``public``).
+- ``pooler=transaction``: the URL reaches PostgreSQL through a transaction-pooling pooler
+  (PgBouncer ``pool_mode = transaction``), where consecutive transactions of one client may
+  run on different server sessions. skiplock then keeps no session state: no prepared
+  statements cached by name, no session settings (the claim's ``enable_sort = off`` becomes
+  ``SET LOCAL`` in the claim's transaction), and no LISTEN through the pooler.
+- ``listen_url=postgresql://...``: a direct connection (bypassing the pooler) for LISTEN. With
+  ``pooler=transaction`` and no ``listen_url``, workers run poll-only: a job is picked up within
+  ``poll_interval_s`` instead of at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
+
+from ..errors import ConfigurationError
+
+POOLERS = ("transaction",)
+"""The values ``pooler=`` accepts. Session pooling needs nothing: it is a direct connection."""
+
+
+@dataclass(frozen=True)
+class PostgresUrl:
+    """A skiplock PostgreSQL URL taken apart: what asyncpg gets, and skiplock's options."""
+
+    dsn: str
+    """The URL asyncpg connects with: skiplock's options removed, the rest kept."""
+    schema: str
+    pooled: bool
+    """True behind a transaction pooler (``pooler=transaction``)."""
+    listen_dsn: str | None
+    """Where LISTEN connects: ``listen_url``; else ``dsn`` when direct; None means poll-only."""
+
+
+def parse_postgres_url(url: str) -> PostgresUrl:
+    """Split skiplock's options off ``url``, checking each (errors name the option)."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    schema = _last(query, "schema") or "public"
+    if not schema.replace("_", "").isalnum():
+        raise ConfigurationError(f"url={url!r}: schema {schema!r} must be letters, digits and _")
+    pooler = _last(query, "pooler")
+    if pooler is not None and pooler not in POOLERS:
+        raise ConfigurationError(
+            f"url: pooler={pooler!r} is not supported; use pooler=transaction (PgBouncer's "
+            "transaction pooling) or leave it out for a direct or session-pooled connection"
+        )
+    listen_url = _last(query, "listen_url")
+    if listen_url is not None and urlsplit(listen_url).scheme not in ("postgresql", "postgres"):
+        raise ConfigurationError("url: listen_url must be a postgresql:// URL")
+    rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
+    dsn = parts._replace(query=rest, scheme="postgresql").geturl()
+    listen = listen_url.replace("postgres://", "postgresql://", 1) if listen_url else None
+    return PostgresUrl(dsn, schema, pooler is not None, listen or (None if pooler else dsn))
+
+
+def _last(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.pop(name, None)
+    return values[-1] if values else None

@@ -1,0 +1,198 @@
+"""skiplock behind a real PgBouncer in transaction pooling mode (``?pooler=transaction``).
+
+Workers (real CLI processes) and producers go through the pooler; LISTEN goes to the server
+directly (``listen_url``), or nowhere (poll-only). Every job must run exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import statistics
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+import skiplock
+from skiplock import Worker
+from skiplock._backends.postgres import PostgresBackend
+from skiplock._url import mask_url
+from skiplock.errors import ConfigurationError
+
+from .apps import pooler_app
+from .pgbouncer import pgbouncer
+from .test_cli import Cli
+
+APP = "tests.apps.pooler_app:app"
+
+
+@pytest.fixture(scope="module")
+def bouncer() -> Iterator[str]:
+    with pgbouncer() as url:
+        yield url
+
+
+@pytest.fixture
+def pooled_url(bouncer: str, pg_url: str) -> str:
+    """The test's schema through the pooler, LISTEN on the server directly."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    direct = pg_url.split("?", 1)[0]
+    return f"{bouncer}?schema={schema}&pooler=transaction&listen_url={direct}"
+
+
+def poll_only(url: str) -> str:
+    return url.split("&listen_url=", 1)[0]
+
+
+@pytest.fixture
+async def app(pooled_url: str) -> AsyncIterator[skiplock.App]:
+    the_app = skiplock.App(pooled_url)
+    await the_app.migrate()  # through the pooler too
+    yield the_app
+    await the_app.close()
+
+
+def test_url_options_are_split_off_and_checked() -> None:
+    base = "postgresql://u@h:6432/db?schema=s&sslmode=require"
+    direct = PostgresBackend(base)
+    assert not direct.pooled and direct.supports_push
+    pooled = PostgresBackend(f"{base}&pooler=transaction")
+    assert pooled.pooled and not pooled.supports_push  # poll-only: no direct connection
+    listening = PostgresBackend(f"{base}&pooler=transaction&listen_url=postgresql://u@h:5432/db")
+    assert listening.supports_push
+    assert "pooler" not in listening._dsn and "listen_url" not in listening._dsn
+    assert "sslmode=require" in listening._dsn
+    with pytest.raises(ConfigurationError, match="pooler='session'"):
+        PostgresBackend(f"{base}&pooler=session")
+    with pytest.raises(ConfigurationError, match="listen_url"):
+        PostgresBackend(f"{base}&pooler=transaction&listen_url=mysql://h/db")
+    both = "postgresql://u:one@h/db?pooler=transaction&listen_url=postgresql://u:two@h2/db"
+    assert "one" not in mask_url(both) and "two" not in mask_url(both)
+
+
+async def test_enqueue_and_drain_in_process_through_the_pooler(app: skiplock.App) -> None:
+    ran: collections.Counter[int] = collections.Counter()
+
+    @app.task(name="count")
+    async def count(n: int) -> None:
+        ran[n] += 1
+
+    await app.enqueue_many(count.prepare(n) for n in range(300))  # COPY through the pooler
+    await asyncio.gather(*(count.aenqueue(n) for n in range(300, 340)))
+    first = await count.using(unique_key="once").aenqueue(340)
+    assert (await count.using(unique_key="once").aenqueue(341)).id == first.id  # deduplicated
+    with pytest.raises(skiplock.DuplicateJob):
+        await count.using(unique_key="once", on_duplicate="raise").aenqueue(342)
+    workers = [Worker(app, concurrency=20, poll_interval_s=0.05) for _ in range(3)]
+    await asyncio.wait_for(asyncio.gather(*(w.run(burst=True) for w in workers)), 60)
+    assert sorted(ran) == list(range(341)) and set(ran.values()) == {1}
+    assert (await app.counts())["succeeded"] == 341
+
+
+@pytest.fixture
+def cli(pooled_url: str, tmp_path: Path) -> Iterator[Cli]:
+    runner = Cli(pooled_url, tmp_path, APP)
+    yield runner
+    runner.stop_all()
+
+
+def executions(cli: Cli) -> dict[int, list[float]]:
+    runs: dict[int, list[float]] = collections.defaultdict(list)
+    for line in cli.lines():
+        n, _job, at = line.split()
+        runs[int(n)].append(float(at))
+    return runs
+
+
+async def wait_for_runs(cli: Cli, total: int, timeout: float) -> dict[int, list[float]]:
+    deadline = time.monotonic() + timeout
+    while len(runs := executions(cli)) < total:
+        assert time.monotonic() < deadline, f"only {len(runs)} of {total} jobs ran"
+        await asyncio.sleep(0.1)
+    return runs
+
+
+@pytest.mark.slow
+async def test_cli_workers_and_producers_drain_exactly_once(
+    app: skiplock.App, cli: Cli, bouncer: str, pooled_url: str
+) -> None:
+    pooler_app.app.url = pooled_url
+    workers = [cli.start("--poll-interval", "30", "--concurrency", "20") for _ in range(2)]
+
+    async def producer(start: int) -> None:
+        for n in range(start, start + 100, 10):
+            await pooler_app.app.enqueue_many(pooler_app.stamp.prepare(i) for i in range(n, n + 9))
+            conn = await asyncpg.connect(bouncer, statement_cache_size=0)
+            try:  # the caller's own transaction on a pooled connection
+                async with conn.transaction():
+                    await pooler_app.stamp.using(connection=conn).aenqueue(n + 9)
+            finally:
+                await conn.close()
+
+    try:
+        await pooler_app.app.backend()  # opened once: concurrent first calls would race
+        await asyncio.gather(*(producer(start) for start in range(0, 400, 100)))
+        runs = await wait_for_runs(cli, 400, 60)
+        # poll interval 30 s: only the NOTIFY through LISTEN on listen_url makes this prompt
+        assert sorted(runs) == list(range(400))
+        assert all(len(times) == 1 for times in runs.values()), "a job ran twice"
+    finally:
+        await pooler_app.app.close()
+    for proc in workers:
+        proc.terminate()
+    assert [await asyncio.to_thread(p.wait, 30) for p in workers] == [0, 0]
+    assert (await app.counts())["succeeded"] == 400
+
+
+@pytest.mark.slow
+async def test_poll_only_latency(app: skiplock.App, cli: Cli, pooled_url: str) -> None:
+    pooler_app.app.url = cli.url = poll_only(pooled_url)
+    poll_s = 0.5
+    worker = cli.start("--poll-interval", str(poll_s))
+    latencies = []
+    try:
+        for n in range(10):
+            enqueued = time.time()
+            await pooler_app.stamp.aenqueue(n)
+            (started,) = (await wait_for_runs(cli, n + 1, 30))[n]
+            latencies.append(started - enqueued)
+    finally:
+        await pooler_app.app.close()
+    worker.terminate()
+    assert await asyncio.to_thread(worker.wait, 30) == 0
+    report = (
+        f"poll-only latency at poll_interval_s={poll_s}: median "
+        f"{statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms"
+    )
+    print(report)
+    # a poll every poll_s (with jitter) bounds the wait; the margin covers a loaded machine
+    assert max(latencies) < poll_s * 2 + 1.0, report
+
+
+async def test_sqlalchemy_sessions_through_the_pooler(app: skiplock.App, bouncer: str) -> None:
+    """The settings README gives for SQLAlchemy's asyncpg dialect behind the pooler."""
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    @app.task(name="noop")
+    async def noop(n: int) -> None:
+        pass
+
+    engine = create_async_engine(
+        bouncer.replace("postgresql:", "postgresql+asyncpg:", 1),
+        connect_args={"statement_cache_size": 0, "prepared_statement_cache_size": 0},
+    )
+
+    async def business(n: int) -> None:
+        async with AsyncSession(engine) as session:
+            await noop.using(connection=session).aenqueue(n)
+            await session.commit()
+
+    try:
+        for _ in range(3):  # sessions reuse pooled server connections across rounds
+            await asyncio.gather(*(business(n) for n in range(20)))
+    finally:
+        await engine.dispose()
+    assert (await app.counts())["pending"] == 60
