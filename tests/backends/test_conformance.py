@@ -260,11 +260,26 @@ async def test_heartbeat_extends_only_held_leases(backend: Backend, clock: FakeC
     clock.advance(50)
     held = [(claimed[0].id, claimed[0].lease_token), (claimed[1].id, "stale")]
     assert await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0)) == [
-        claimed[0].id
+        (claimed[0].id, claimed[0].lease_token)
     ]
     record = await backend.job_get(claimed[0].id)
     assert record.lease_expires_at == clock.now + timedelta(seconds=65)
     assert sorted(ids) == sorted(c.id for c in claimed)
+
+
+async def test_heartbeat_tells_a_stale_attempt_from_a_new_claim_of_the_same_job(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """A worker that re-claims its own lapsed job holds the job under two tokens: the answer
+    names the pair still held, so the old attempt is seen lost though its id is renewed."""
+    (job_id,) = await backend.job_insert_many([new_job()])
+    (old,) = await backend.job_get_available(claim(token="old"))
+    clock.advance(66)
+    assert await backend.job_reclaim_expired() == [job_id]
+    (new,) = await backend.job_get_available(claim(token="new"))
+    held = [(job_id, old.lease_token), (job_id, new.lease_token)]
+    kept = await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0))
+    assert kept == [(job_id, "new")]
 
 
 async def test_reclaim_returns_expired_leases_to_pending_or_dead(

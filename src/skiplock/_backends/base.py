@@ -243,8 +243,11 @@ class Backend(Protocol):
         """Return running rows whose lease expired to pending (dead if attempts are spent)."""
         ...
 
-    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[int]:
-        """Extend the leases of (id, token) pairs still running; return the ids still held."""
+    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
+        """Extend the leases of (id, token) pairs still running; return the pairs still held.
+
+        Pairs, not ids: a worker that re-claimed its own lapsed job holds it under two tokens,
+        and only the pair tells the lost attempt from the new one."""
         ...
 
     async def cron_slot_claim(self, params: CronSlotClaimParams) -> tuple[SlotOutcome, int | None]:

@@ -348,7 +348,7 @@ class PostgresBackend:
             )
         return [r["id"] for r in rows]
 
-    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[int]:
+    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
             return []
         with _wrapped("job_heartbeat_many"):
@@ -360,7 +360,7 @@ class PostgresBackend:
                 params.lease_margin,
                 self._now(),
             )
-        return [r["id"] for r in rows]
+        return [(r["id"], r["lease_token"]) for r in rows]
 
     async def cron_slot_claim(self, params: CronSlotClaimParams) -> tuple[SlotOutcome, int | None]:
         with _wrapped("cron_slot_claim"):

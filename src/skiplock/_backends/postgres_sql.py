@@ -407,14 +407,14 @@ RETURNING j.id
 """
 
 JOB_HEARTBEAT_MANY = """
--- Extend the leases of (id, token) pairs still running; the ids returned are still held.
+-- Extend the leases of (id, token) pairs still running; the pairs returned are still held.
 WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t)
 UPDATE {s}.skiplock_jobs j
 SET lease_expires_at = (SELECT t FROM now_)
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4))
 FROM unnest($1::bigint[], $2::text[]) AS h(id, token)
 WHERE j.id = ANY($1::bigint[]) AND j.id = h.id AND j.lease_token = h.token
-RETURNING j.id
+RETURNING j.id, j.lease_token
 """
 
 CRON_SLOT_INSERT = """

@@ -272,12 +272,12 @@ class SQLiteBackend:
 
         return await self._run("job_reclaim_expired", reclaim)
 
-    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[int]:
+    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
             return []
 
-        def beat(conn: sqlite3.Connection) -> list[int]:
-            still: list[int] = []
+        def beat(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            still: list[tuple[int, str]] = []
             with _immediate(conn):
                 now = self._now()
                 for job_id, token in params.held:
@@ -289,7 +289,7 @@ class SQLiteBackend:
                         "margin": params.lease_margin,
                     }
                     if conn.execute(sql.JOB_HEARTBEAT_MANY, args).rowcount:
-                        still.append(job_id)
+                        still.append((job_id, token))
             return still
 
         return await self._run("job_heartbeat_many", beat)

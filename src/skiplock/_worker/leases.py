@@ -93,18 +93,15 @@ class LeaseKeeper(Service):
         held = [(job_id, token) for job_id, token, _ in self.held()]
         if not held:
             return
+        params = JobHeartbeatManyParams(
+            held, self.config.default_lease_s, self.config.lease_margin_s
+        )
         try:
-            kept = set(
-                await self.backend.job_heartbeat_many(
-                    JobHeartbeatManyParams(
-                        held, self.config.default_lease_s, self.config.lease_margin_s
-                    )
-                )
-            )
+            kept = await self.backend.job_heartbeat_many(params)
         except BackendUnavailable as exc:
             log.warning("heartbeat failed (%s); will retry", exc)
             return
         self.signals.heartbeat.fire(len(kept))
-        lost = {(job_id, token) for job_id, token in held if job_id not in kept}
+        lost = set(held).difference(kept)
         if lost:
             self.runner.leases_lost(lost)
