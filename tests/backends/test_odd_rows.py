@@ -98,3 +98,22 @@ async def test_sqlite_text_that_is_not_utf8_or_not_json_is_shown(sqlite_url: str
             assert any(p.startswith(column) for p in record.problems), (column, record.problems)
     finally:
         await app.close()
+
+
+async def test_a_json_value_nested_too_deep_to_decode_is_shown(
+    app: skiplock.App, backend: Backend
+) -> None:
+    """Valid JSON (PostgreSQL's jsonb takes it) that Python cannot decode without recursing
+    past its limit: the row is listed with the column flagged, never a RecursionError."""
+    (job_id,) = await backend.job_insert_many([new_job()])
+    deep = "[" * 10_000 + "]" * 10_000
+    await write_raw(
+        app,
+        f"UPDATE skiplock_jobs SET args = '[{deep}]', errors = '[{deep}]' WHERE id = ?",
+        f"UPDATE skiplock_jobs SET args = '[{deep}]', errors = '[{deep}]' WHERE id = $1",
+        job_id,
+    )
+    record = await shown(backend, job_id)
+    assert record.args == [] and record.errors == []
+    for column in ("args", "errors"):
+        assert any(p.startswith(f"{column}: nested") for p in record.problems), record.problems

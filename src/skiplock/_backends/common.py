@@ -155,8 +155,8 @@ def from_seconds(seconds: float | Decimal) -> datetime:
 
 def job_record(row: Row) -> JobRecord:
     """A job row for people. Reads never fail on an odd row (another producer's run_at beyond
-    year 9999, text that is not UTF-8 or not JSON): what cannot be read is shown as near as it
-    can be and noted in ``problems``."""
+    year 9999, text that is not UTF-8 or not JSON, JSON nested too deep to decode): what cannot
+    be read is shown as near as it can be and noted in ``problems``."""
     read = _Reader(row)
     return JobRecord(
         id=row["id"],
@@ -207,6 +207,9 @@ class _Reader:
             value = json.loads(text)
         except ValueError:
             self.problems.append(f"{name}: not JSON: {text[:200]!r}")
+            return empty
+        except RecursionError:  # valid JSON (jsonb takes it) nested past Python's stack
+            self.problems.append(f"{name}: nested too deep to decode: {text[:200]!r}")
             return empty
         if type(value) is not type(empty):
             self.problems.append(f"{name}: not a JSON {type(empty).__name__}: {text[:200]!r}")
