@@ -159,7 +159,9 @@ class JobFilter:
     task: str | None = None
     queue: str | None = None
     error: str | None = None
-    """Text that must appear in one of the job's recorded errors."""
+    """Text that must appear in one of the job's recorded error messages, in any case
+    (``"timeout"`` finds ``JobTimeout: timed out``); literal: ``%``, ``_``, quotes and
+    backslashes are just characters. The same on both backends."""
     since: datetime | None = None
     """Finished (or, if unfinished, created) at or after."""
     until: datetime | None = None

@@ -86,6 +86,40 @@ async def test_list_filters(backend: Backend, clock: FakeClock) -> None:
     assert len(await listed(backend, None, JobFilter(limit=2))) == 2
 
 
+ERROR_TEXTS = [
+    "JobTimeout: timed out after 30 s",
+    "ValueError: Ünïcode name",
+    'KeyError: "user"',
+    "OSError: C:\\temp\\x missing",
+    "ValueError: 100% of a_b",
+    "ValueError: 100 of ab",
+]
+
+
+@pytest.mark.parametrize(
+    ("needle", "matches"),
+    [
+        ("timeout", [0]),  # case: the type name says JobTimeout
+        ("TIMED OUT", [0]),
+        ("ünïcode", [1]),  # non-ASCII, another case
+        ("ÜNÏCODE", [1]),
+        ('"user"', [2]),  # a quote, which the stored JSON escapes
+        ("\\temp\\", [3]),  # a backslash, likewise
+        ("100%", [4]),  # % and _ are literal, never wildcards
+        ("a_b", [4]),
+        ("traceback", []),  # the message only, not the JSON around it
+    ],
+)
+async def test_error_filter_matches_decoded_messages_case_insensitively(
+    backend: Backend, needle: str, matches: list[int]
+) -> None:
+    ids = [await bury(backend, "t", text) for text in ERROR_TEXTS]
+    expected = sorted(ids[i] for i in matches)
+    where = JobFilter(error=needle)
+    assert sorted(r.id for r in await listed(backend, JobState.DEAD, where)) == expected
+    assert await discard(backend, where, "ops") == expected
+
+
 async def test_requeue_and_discard_dead_by_filter(backend: Backend) -> None:
     a = await bury(backend, "mail", "SMTP timeout")
     b = await bury(backend, "mail", "bad address")

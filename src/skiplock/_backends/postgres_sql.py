@@ -473,6 +473,13 @@ SELECT id FROM {s}.skiplock_jobs
 WHERE id = ANY($1::bigint[]) AND state = 'running' AND cancel_requested
 """
 
+_ERROR_MATCH = """CASE WHEN jsonb_typeof(errors) = 'array' THEN EXISTS (
+      SELECT 1 FROM jsonb_array_elements(errors) e
+      WHERE strpos(lower(e ->> 'message'), lower($5)) > 0) ELSE false END"""
+"""A person's ``error`` filter ($5): a literal substring of a recorded error's decoded message,
+in any case (``lower`` under the database's ctype), never of the JSON around it. Another
+producer's row whose errors are not an array matches nothing rather than failing the read."""
+
 JOB_LIST = (
     """
 -- Jobs matching a filter, newest first; every condition is optional.
@@ -484,7 +491,9 @@ WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
   AND ($3::text IS NULL OR task = $3)
   AND ($4::text IS NULL OR queue = $4)
-  AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
+  AND ($5::text IS NULL OR """
+    + _ERROR_MATCH
+    + """)
   AND ($6::timestamptz IS NULL OR coalesce(finished_at, created_at) >= $6)
   AND ($7::timestamptz IS NULL OR coalesce(finished_at, created_at) < $7)
 ORDER BY id DESC
@@ -492,14 +501,18 @@ LIMIT $8
 """
 )
 
-_DEAD_FILTER = """
+_DEAD_FILTER = (
+    """
   AND ($2::bigint[] IS NULL OR id = ANY($2))
   AND ($3::text IS NULL OR task = $3)
   AND ($4::text IS NULL OR queue = $4)
-  AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
+  AND ($5::text IS NULL OR """
+    + _ERROR_MATCH
+    + """)
   AND ($6::timestamptz IS NULL OR finished_at >= $6)
   AND ($7::timestamptz IS NULL OR finished_at < $7)
 """
+)
 
 _KEY_FREE = (
     """

@@ -77,6 +77,11 @@ def sqlite_path(url: str) -> str:
     return path
 
 
+def _lower(value: object) -> str | None:
+    """Unicode lower case for the error filter (SQLite's lower() folds only ASCII)."""
+    return None if value is None else str(value).lower()
+
+
 class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
@@ -115,6 +120,7 @@ class SQLiteBackend:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.row_factory = sqlite3.Row  # rows read by column name, or by position
+                conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
                 return conn
 
         loop = asyncio.get_running_loop()

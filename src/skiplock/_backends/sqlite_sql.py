@@ -388,10 +388,17 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND cancel
 """
 
 _FILTER = """
+      -- error: a literal substring of a recorded error's decoded message in any case, as on
+      -- PostgreSQL (skiplock_lower is Python's str.lower, registered on the connection:
+      -- SQLite's own lower() folds ASCII only); a row whose errors are not JSON matches nothing
       AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
       AND (:task IS NULL OR task = :task)
       AND (:queue IS NULL OR queue = :queue)
-      AND (:error IS NULL OR instr(errors, :error) > 0)
+      AND (:error IS NULL OR CASE WHEN json_valid(errors) THEN EXISTS (
+          SELECT 1 FROM json_each(errors) e
+          WHERE instr(skiplock_lower(json_extract(CASE WHEN e.type = 'object' THEN e.value END,
+                                                  '$.message')),
+                      skiplock_lower(:error)) > 0) ELSE 0 END)
       AND (:since IS NULL OR coalesce(finished_at, created_at) >= :since)
       AND (:until IS NULL OR coalesce(finished_at, created_at) < :until)
 """
