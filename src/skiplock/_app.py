@@ -14,7 +14,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from ._app_control import AppControl
 from ._backends import Backend, open_backend
-from ._backends.base import Clock
+from ._backends.base import Clock, JobInsertManyParams
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._cron import zone
 from ._job import NewJob
@@ -327,7 +327,8 @@ class App(AppControl):
         worker finds nothing and goes back to sleep).
         """
         batch = list(jobs)
-        ids = await (await self.backend()).job_insert_many(batch, connection)
+        params = JobInsertManyParams(batch, connection)
+        ids = await (await self.backend()).job_insert_many(params)
         if connection is None:
             self._wake_local(batch)
         return self._handles(batch, ids)
@@ -341,7 +342,7 @@ class App(AppControl):
             return self._run_sync(self.enqueue_many(batch))
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
             raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
-        ids = self.new_backend().job_insert_many_sync(batch, connection)
+        ids = self.new_backend().job_insert_many_sync(JobInsertManyParams(batch, connection))
         return self._handles(batch, ids)  # woken at commit, not here (see enqueue_many)
 
     def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:

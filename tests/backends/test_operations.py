@@ -11,6 +11,7 @@ from skiplock._backends import Backend
 from skiplock._backends.base import (
     DeadActionParams,
     JobActionParams,
+    JobInsertManyParams,
     JobListParams,
     JobPruneParams,
 )
@@ -43,7 +44,7 @@ async def discard(backend: Backend, where: JobFilter, who: str) -> list[int]:
 
 
 async def bury(backend: Backend, task: str, error: str, queue: str = "default") -> int:
-    (job_id,) = await backend.job_insert_many([new_job(task, queue=queue)])
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job(task, queue=queue)]))
     (c,) = await backend.job_get_available(claim(limit=1, token=f"bury{job_id}"))
     assert c.id == job_id
     err = {"attempt": 1, "message": error, "traceback": None, "at": "x"}
@@ -54,7 +55,9 @@ async def bury(backend: Backend, task: str, error: str, queue: str = "default") 
 
 
 async def test_cancel_pending_running_and_finished(backend: Backend) -> None:
-    pending, running = await backend.job_insert_many([new_job(), new_job(priority=5)])
+    pending, running = await backend.job_insert_many(
+        JobInsertManyParams([new_job(), new_job(priority=5)])
+    )
     (c,) = await backend.job_get_available(claim(limit=1))
     assert c.id == running
     assert await cancel(backend, pending, "ops@host") is JobState.CANCELLED
@@ -73,7 +76,7 @@ async def test_list_filters(backend: Backend, clock: FakeClock) -> None:
     a = await bury(backend, "mail", "SMTP timeout")
     b = await bury(backend, "mail", "bad address", queue="q2")
     c = await bury(backend, "sms", "SMTP timeout")
-    await backend.job_insert_many([new_job("mail")])
+    await backend.job_insert_many(JobInsertManyParams([new_job("mail")]))
     dead = await listed(backend, JobState.DEAD, JobFilter())
     assert [r.id for r in dead] == [c, b, a]
     assert [r.id for r in await listed(backend, JobState.DEAD, JobFilter(task="mail"))] == [b, a]
@@ -136,7 +139,7 @@ async def test_requeue_and_discard_dead_by_filter(backend: Backend) -> None:
 
 
 async def test_prune_deletes_past_retention_in_batches(backend: Backend, clock: FakeClock) -> None:
-    ids = await backend.job_insert_many([new_job() for _ in range(5)])
+    ids = await backend.job_insert_many(JobInsertManyParams([new_job() for _ in range(5)]))
     claimed = await backend.job_get_available(claim())
     await backend.job_set_state_if_running_many(
         [Completion(c.id, c.lease_token, Disposition.SUCCEED) for c in claimed]

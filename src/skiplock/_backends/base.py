@@ -36,6 +36,16 @@ MAX_TRACEBACK_CHARS = 8000
 
 
 @dataclass(frozen=True, slots=True)
+class JobInsertManyParams:
+    """Jobs to insert all or none, ids back in input order. With ``connection`` (the caller's
+    own connection: asyncpg, psycopg or sqlite3) the rows join the caller's transaction.
+    One per batch, however large: the hot path pays for it once."""
+
+    jobs: Sequence[NewJob]
+    connection: object | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimParams:
     """What a worker asks for when it claims."""
 
@@ -146,18 +156,17 @@ class Backend(Protocol):
         """(version in the database, version this code needs); 0 means no schema."""
         ...
 
-    async def job_insert_many(
-        self, jobs: Sequence[NewJob], connection: object | None = None
-    ) -> list[int]:
+    async def job_insert_many(self, params: JobInsertManyParams) -> list[int]:
         """Insert jobs in one round trip and wake workers at commit; ids in input order.
 
-        With ``connection`` (the caller's own async connection) the rows join the caller's
-        transaction.
+        With ``params.connection`` (the caller's own async connection) the rows join the
+        caller's transaction.
         """
         ...
 
-    def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
-        """The same on the caller's own synchronous connection (sqlite3, psycopg)."""
+    def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
+        """The same on the caller's own synchronous connection (sqlite3, psycopg), which
+        ``params.connection`` must name."""
         ...
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:

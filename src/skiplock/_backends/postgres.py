@@ -40,6 +40,7 @@ from .base import (
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobInsertManyParams,
     JobListParams,
     JobPruneParams,
     QueueSetLimitsParams,
@@ -145,9 +146,8 @@ class PostgresBackend:
             current = await self.pool.fetchval(self._sql.SCHEMA_VERSION)
         return int(current), latest
 
-    async def job_insert_many(
-        self, jobs: Sequence[NewJob], connection: object | None = None
-    ) -> list[int]:
+    async def job_insert_many(self, params: JobInsertManyParams) -> list[int]:
+        jobs, connection = params.jobs, params.connection
         if not jobs:
             return []
         insert, lookup = self._sql.JOB_INSERT_MANY, self._sql.JOB_LIVE_BY_UNIQUE_KEY
@@ -160,8 +160,8 @@ class PostgresBackend:
                         return await self._insert_asyncpg(conn, jobs)
             if isinstance(connection, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
                 return await self._insert_asyncpg(connection, jobs)
-        params = ops.insert_params(jobs, self.channel, self._now())
-        named = {f"p{i}": v for i, v in enumerate(params, 1)}
+        values = ops.insert_params(jobs, self.channel, self._now())
+        named = {f"p{i}": v for i, v in enumerate(values, 1)}
         cursor = await connection.execute(ops.to_psycopg(insert), named)  # type: ignore[attr-defined]
         rows = await cursor.fetchall()
         keys = ops.missing_keys(jobs, rows)
@@ -228,11 +228,14 @@ class PostgresBackend:
             )
         return ids
 
-    def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
+    def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
+        jobs, connection = params.jobs, params.connection
         if not jobs:
             return []
-        params = ops.insert_params(jobs, self.channel, self._now())
-        named = {f"p{i}": v for i, v in enumerate(params, 1)}
+        if connection is None:
+            raise TypeError("connection: job_insert_many_sync needs the caller's connection")
+        values = ops.insert_params(jobs, self.channel, self._now())
+        named = {f"p{i}": v for i, v in enumerate(values, 1)}
         execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
         rows = execute(ops.to_psycopg(self._sql.JOB_INSERT_MANY), named).fetchall()
         keys = ops.missing_keys(jobs, rows)

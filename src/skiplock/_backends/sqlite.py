@@ -26,7 +26,6 @@ from .._job import (
     Completion,
     JobRecord,
     JobState,
-    NewJob,
     QueueInfo,
     SlotOutcome,
     TaskPause,
@@ -43,6 +42,7 @@ from .base import (
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobInsertManyParams,
     JobListParams,
     JobPruneParams,
     QueueSetLimitsParams,
@@ -164,13 +164,12 @@ class SQLiteBackend:
         current = await self._run("schema_version", version)
         return current, sql.MIGRATIONS[-1][0]
 
-    async def job_insert_many(
-        self, jobs: Sequence[NewJob], connection: object | None = None
-    ) -> list[int]:
+    async def job_insert_many(self, params: JobInsertManyParams) -> list[int]:
+        jobs = params.jobs
         if not jobs:
             return []
-        if connection is not None:
-            return self.job_insert_many_sync(jobs, connection)
+        if params.connection is not None:
+            return self.job_insert_many_sync(params)
 
         def insert(conn: sqlite3.Connection) -> list[int]:
             with _immediate(conn):
@@ -178,7 +177,8 @@ class SQLiteBackend:
 
         return await self._run("job_insert_many", insert)
 
-    def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
+    def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
+        jobs, connection = params.jobs, params.connection
         if not isinstance(connection, sqlite3.Connection):
             raise TypeError(
                 f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
