@@ -152,3 +152,35 @@ async def test_prune_deletes_past_retention_in_batches(backend: Backend, clock: 
     assert (await backend.job_get(dead)).state is JobState.DEAD  # dead rows keep longer
     with pytest.raises(JobNotFound):
         await backend.job_get(ids[0])
+
+
+async def test_audit_and_error_times_read_as_iso_8601_utc_on_both_backends(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """One format whatever wrote the entry: the database (a person's action, a reclaim) or
+    the worker; PostgreSQL's jsonb keeps a timestamptz in the session's zone, SQLite seconds."""
+    clock.now = clock.now.replace(microsecond=250_000)
+    pending, running = await backend.job_insert_many(JobInsertManyParams([new_job(), new_job()]))
+    await cancel(backend, pending, "ops")
+    await backend.job_get_available(claim())
+    clock.advance(3600)
+    assert await backend.job_reclaim_expired() == [running]
+    cancelled, reclaimed = await backend.job_get(pending), await backend.job_get(running)
+    assert cancelled.audit[-1]["at"] == (clock.now - timedelta(hours=1)).isoformat()
+    assert reclaimed.errors[-1]["at"] == clock.now.isoformat()
+    assert clock.now.isoformat().endswith("+00:00")
+
+
+async def test_a_flagged_job_whose_lease_expires_is_cancelled_not_run_again(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """Cancelling a running job whose worker is gone: the flag cannot reach a worker, so the
+    sweep that finds its lease expired cancels it (it used to go back to pending and run)."""
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job(max_attempts=5)]))
+    await backend.job_get_available(claim())
+    assert await cancel(backend, job_id, "ops") is JobState.RUNNING
+    clock.advance(3600)
+    assert await backend.job_reclaim_expired() == [job_id]
+    record = await backend.job_get(job_id)
+    assert (record.state, record.finished_at) == (JobState.CANCELLED, clock.now)
+    assert await backend.job_get_available(claim()) == []

@@ -174,11 +174,32 @@ def job_record(row: Row) -> JobRecord:
         finished_at=read.time("finished_at"),
         locked_by=read.text_or_none("locked_by"),
         lease_expires_at=read.time("lease_expires_at"),
-        errors=read.json("errors", []),
+        errors=iso_times(read.json("errors", [])),
         correlation_id=read.text_or_none("correlation_id"),
-        audit=read.json("audit", []),
+        audit=iso_times(read.json("audit", [])),
         problems=read.problems,
     )
+
+
+def iso_times(entries: list[Any]) -> list[Any]:
+    """Each entry's ``at`` as ISO 8601 in UTC with its offset, whoever wrote it: PostgreSQL's
+    jsonb keeps a timestamptz as text in the session's zone, SQLite's entries hold Unix
+    seconds, the worker writes Python's isoformat. An ``at`` neither could write stays."""
+    for entry in entries:
+        if isinstance(entry, dict) and "at" in entry:
+            entry["at"] = _iso(entry["at"])
+    return entries
+
+
+def _iso(at: object) -> object:
+    try:
+        if isinstance(at, int | float) and not isinstance(at, bool):
+            return from_seconds(at).isoformat()
+        if isinstance(at, str):
+            return datetime.fromisoformat(at).astimezone(UTC).isoformat()
+    except (OverflowError, ValueError, OSError):
+        pass
+    return at
 
 
 class _Reader:

@@ -382,7 +382,8 @@ SELECT pg_notify($2, queue) FROM r
 )
 
 JOB_RECLAIM_EXPIRED = """
--- Return rows whose lease expired to pending (or dead when attempts are spent), noting why.
+-- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
+-- person asked to cancel them, whose worker is gone), noting why.
 -- SKIP LOCKED: concurrent reclaimers split the rows instead of acting on one twice.
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 x AS MATERIALIZED (
@@ -392,8 +393,10 @@ x AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {s}.skiplock_jobs j
-SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-    finished_at = CASE WHEN j.attempt >= j.max_attempts THEN (SELECT t FROM now_) END,
+SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                 WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
+                       THEN (SELECT t FROM now_) END,
     run_at = (SELECT t FROM now_),
     lease_token = NULL, lease_expires_at = NULL,
     errors = CASE WHEN jsonb_array_length(j.errors) >= $2 THEN j.errors - 0 ELSE j.errors END

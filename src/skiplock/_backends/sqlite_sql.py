@@ -306,10 +306,12 @@ WHERE id = :id AND state IN """
 )
 
 JOB_RECLAIM_EXPIRED = """
--- Return rows whose lease expired to pending (or dead when attempts are spent), noting why.
+-- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
+-- person asked to cancel them, whose worker is gone), noting why.
 UPDATE skiplock_jobs
-SET state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
-    finished_at = CASE WHEN attempt >= max_attempts THEN :now END,
+SET state = CASE WHEN cancel_requested THEN 'cancelled'
+                 WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN :now END,
     run_at = :now,
     lease_token = NULL, lease_expires_at = NULL,
     errors = json_insert(

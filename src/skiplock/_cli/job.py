@@ -7,6 +7,7 @@ user@host. Unknown ids, queues and tasks are clear errors, never silent no-ops.
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 import click
 
@@ -94,15 +95,33 @@ def job_show(app_spec: str, url: str | None, job_id: int) -> None:
 @click.argument("job_id", type=JOB_ID)
 @who_option
 def job_cancel(app_spec: str, url: str | None, job_id: int, who: str) -> None:
-    """Cancel a job: pending never runs; running is cancelled by its worker within ~1 s."""
+    """Cancel a job: pending never runs; running is flagged, and cancelled by its worker
+    within ~1 s or, if that worker is gone, when its lease expires."""
     app = app_for(app_spec, url)
-    state = run_async(app, lambda: app.cancel_job(job_id, who=who))
-    if state is JobState.RUNNING:
-        click.echo(f"job {job_id} is running: its worker will cancel it within about a second")
+
+    async def cancel() -> tuple[JobState, JobRecord | None]:
+        state = await app.cancel_job(job_id, who=who)
+        return state, await app.get_job(job_id) if state is JobState.RUNNING else None
+
+    state, running = run_async(app, cancel)
+    if running is not None:
+        click.echo(f"job {job_id} is running: {_flagged(running)}")
     elif state is JobState.CANCELLED:
         click.echo(f"job {job_id} cancelled")
     else:
         raise CliError(f"job {job_id} already finished ({state.value})")
+
+
+def _flagged(job: JobRecord) -> str:
+    """What a cancel of a running job really does: the worker may be gone (nothing here can
+    tell), so name both ways it ends."""
+    if job.lease_expires_at is None:  # finished between the cancel and this read
+        return "flagged; it ends as its worker records it"
+    expires = job.lease_expires_at.astimezone(UTC).isoformat(timespec="seconds")
+    return (
+        f"flagged; it is cancelled when its lease expires at {expires}, "
+        "or by its worker within about a second if that worker is alive"
+    )
 
 
 @app_command(job, "retry")
