@@ -44,6 +44,28 @@ log = logging.getLogger("skiplock")
 DEFAULT_URL = "sqlite:///skiplock.db"
 
 
+async def _unless_set(stopping: asyncio.Event | None, work: Coroutine[Any, Any, None]) -> bool:
+    """Await ``work``, unless ``stopping`` is set first: then cancel it and answer False.
+    A connect to a server that accepts and never answers must not hold a signal back."""
+    if stopping is None:
+        await work
+        return True
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if task.cancelled():
+        return False
+    task.result()  # raises what the work raised
+    return True
+
+
 class App(AppControl):
     """Tasks, configuration and database access for one skiplock deployment.
 
@@ -285,8 +307,7 @@ class App(AppControl):
         failures = 0
         while stopping is None or not stopping.is_set():
             try:
-                await self.check_schema()
-                return True
+                return await _unless_set(stopping, self.check_schema())
             except BackendUnavailable as exc:
                 failures += 1
                 delay = random.uniform(0, min(30.0, 0.5 * 2**failures))

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
+import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -28,6 +30,7 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
+from .._url import mask_url
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows
 from . import postgres_ops as ops
@@ -48,6 +51,7 @@ from .base import (
     TaskPauseParams,
 )
 from .common import job_record
+from .postgres_errors import connecting
 from .postgres_errors import wrapped as _wrapped
 
 COPY_MIN_ROWS = 200
@@ -55,16 +59,51 @@ COPY_MIN_ROWS = 200
 which is a single round trip where COPY takes four."""
 
 
-def postgres_schema(url: str) -> tuple[str, str]:
-    """Split skiplock's own ``?schema=NAME`` off a PostgreSQL URL: (driver url, schema)."""
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+"""How long opening a connection may take before it counts as an outage (the URL's
+``connect_timeout`` overrides it). asyncpg's own default, 60 s, left a CLI command against a
+server that accepts TCP and never answers silent for a minute."""
+MAX_CONNECT_TIMEOUT_S = 3600.0
+
+
+def postgres_url(url: str) -> tuple[str, str, float]:
+    """Split skiplock's own ``?schema=NAME`` and ``?connect_timeout=SECONDS`` off a
+    PostgreSQL URL: (driver url, schema, connect timeout). asyncpg would send unknown query
+    parameters to the server as settings, which it refuses."""
     parts = urlsplit(url)
     query = parse_qs(parts.query)
     schema = query.pop("schema", ["public"])[-1]
     if not schema.replace("_", "").isalnum():
         raise ConfigurationError(f"url={url!r}: schema {schema!r} must be letters, digits and _")
+    timeout = _connect_timeout(query.pop("connect_timeout", [None])[-1], url)
     rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
     driver_url = parts._replace(query=rest, scheme="postgresql").geturl()
-    return driver_url, schema
+    return driver_url, schema, timeout
+
+
+def _connect_timeout(text: str | None, url: str) -> float:
+    if text is None:
+        return DEFAULT_CONNECT_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_CONNECT_TIMEOUT_S:
+        raise ConfigurationError(
+            f"url={mask_url(url)!r}: connect_timeout={text!r} must be seconds in "
+            f"(0, {MAX_CONNECT_TIMEOUT_S:g}]"
+        )
+    return seconds
+
+
+def _address(dsn: str) -> str:
+    """host:port for messages (the driver's defaults where the URL names none)."""
+    parts = urlsplit(dsn)
+    try:
+        port = parts.port or 5432
+    except ValueError:  # several hosts, or a port the driver will refuse itself
+        return parts.netloc.rsplit("@", 1)[-1] or "localhost:5432"
+    return f"{parts.hostname or 'localhost'}:{port}"
 
 
 class PostgresBackend:
@@ -74,7 +113,7 @@ class PostgresBackend:
 
     def __init__(self, url: str, *, clock: Clock | None = None, pool_size: int = 10) -> None:
         self.url = url
-        self._dsn, self.schema = postgres_schema(url)
+        self._dsn, self.schema, self.connect_timeout_s = postgres_url(url)
         self._clock = clock
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
@@ -97,9 +136,13 @@ class PostgresBackend:
     async def open(self) -> None:
         if self._pool is not None:
             return
-        with _wrapped("connect"):
+        with _wrapped("connect"), self._connecting():
             self._pool = await asyncpg.create_pool(
-                self._dsn, min_size=1, max_size=self._pool_size, server_settings=self._settings
+                self._dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                server_settings=self._settings,
+                timeout=self.connect_timeout_s,
             )
             # The all-queues claim's sessions (opened on first claim). A queue table's
             # statistics lag behind a flood: planned from stats that still say "few pending",
@@ -113,7 +156,11 @@ class PostgresBackend:
                 min_size=0,
                 max_size=2,
                 server_settings={**self._settings, "enable_sort": "off"},
+                timeout=self.connect_timeout_s,
             )
+
+    def _connecting(self) -> contextlib.AbstractContextManager[None]:
+        return connecting(_address(self._dsn), self.connect_timeout_s)
 
     async def close(self) -> None:
         pools = (self._pool, self._claim_pool)
@@ -378,8 +425,10 @@ class PostgresBackend:
         def notified(_conn: Any, _pid: int, _channel: str, payload: object) -> None:
             on_wake(str(payload))
 
-        with _wrapped("listen"):
-            conn = await asyncpg.connect(self._dsn, server_settings=self._settings)
+        with _wrapped("listen"), self._connecting():
+            conn = await asyncpg.connect(
+                self._dsn, server_settings=self._settings, timeout=self.connect_timeout_s
+            )
         conn.add_termination_listener(lambda _c: lost.set())
         try:
             with _wrapped("listen"):
