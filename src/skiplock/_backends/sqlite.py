@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -82,6 +83,15 @@ def _lower(value: object) -> str | None:
     return None if value is None else str(value).lower()
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:  # gone, or its directory gone: not the file opened, either way
+        return None
+    return st.st_dev, st.st_ino
+
+
 class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
@@ -93,6 +103,7 @@ class SQLiteBackend:
         self._clock = clock
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        self._file: tuple[int, int] | None = None
 
     def _now(self) -> float:
         return self._clock().timestamp() if self._clock else time.time()
@@ -103,10 +114,23 @@ class SQLiteBackend:
         conn = self._conn
 
         def call() -> T:
+            self._check_same_file(operation)
             with _wrapped(operation):
                 return fn(conn)
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    def _check_same_file(self, operation: str) -> None:
+        """Refuse to go on if the path no longer names the file opened: deleted (a
+        connection keeps writing to the unlinked inode, which nobody else sees, while new
+        producers create an empty file at the path) or replaced. One stat, ~1 µs, per
+        operation; an operation is a whole transaction, never a statement."""
+        if _identity(self.path) != self._file:
+            raise BackendError(
+                f"{operation}: the SQLite file {self.path} was deleted or replaced while "
+                "this process had it open; its jobs are no longer at that path. Stopping: "
+                "restore the file or migrate a new one, then restart"
+            )
 
     async def open(self) -> None:
         if self._executor is not None:
@@ -121,6 +145,7 @@ class SQLiteBackend:
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.row_factory = sqlite3.Row  # rows read by column name, or by position
                 conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
+                self._file = _identity(self.path)  # the pragmas above opened the file
                 return conn
 
         loop = asyncio.get_running_loop()
