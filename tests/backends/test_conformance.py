@@ -245,7 +245,14 @@ async def test_count_by_state(backend: Backend) -> None:
     )
     await backend.job_get_available(claim(limit=1, queues=("b",)))
     counts = await backend.job_count_by_state()
-    assert counts == {"pending": 2, "running": 1, "succeeded": 0, "cancelled": 0, "dead": 0}
+    assert counts == {
+        "pending": 2,
+        "running": 0,
+        "claimed": 1,  # claimed, not reported started by a heartbeat
+        "succeeded": 0,
+        "cancelled": 0,
+        "dead": 0,
+    }
     assert (await backend.job_count_by_state("a"))["pending"] == 2
 
 
@@ -325,3 +332,24 @@ async def test_warm_up_touches_no_row(backend: Backend) -> None:
     await backend.warm_up()  # idempotent: a worker restarting on the same backend
     assert [(await backend.job_get(i)).state for i in ids] == [JobState.PENDING] * 3
     assert len(await backend.job_get_available(claim(limit=10))) == 3
+
+
+async def test_jobs_claimed_ahead_count_apart_from_started_ones(backend: Backend) -> None:
+    """A claim leases jobs a worker may only hold (claimed ahead, prefetch); its heartbeat
+    marks the ones it started. Counts, queue listings and the job row tell them apart."""
+    await backend.job_insert_many(JobInsertManyParams([new_job(), new_job(), new_job()]))
+    first, second, third = await backend.job_get_available(claim(limit=3))
+    counts = await backend.job_count_by_state()
+    assert (counts["running"], counts["claimed"]) == (0, 3)
+    held = [(j.id, j.lease_token) for j in (first, second, third)]
+    started = frozenset(held[:2])
+    kept = await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0, started))
+    assert sorted(kept) == sorted(held)
+    counts = await backend.job_count_by_state()
+    assert (counts["running"], counts["claimed"]) == (2, 1)
+    (queue,) = await backend.queue_list()
+    assert (queue.running, queue.claimed) == (2, 1)
+    started_at = (await backend.job_get(first.id)).started_at
+    assert started_at is not None and (await backend.job_get(third.id)).started_at is None
+    await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0, frozenset(held)))
+    assert (await backend.job_get(first.id)).started_at == started_at  # the first start kept

@@ -99,11 +99,14 @@ class DeadActionParams:
 
 @dataclass(frozen=True, slots=True)
 class JobHeartbeatManyParams:
-    """Leases to extend: (id, token) pairs, each by its job's lease, else the defaults."""
+    """Leases to extend: (id, token) pairs, each by its job's lease, else the defaults.
+    ``started``: the pairs whose code has started, marked so (once) in their rows, so a
+    job claimed ahead is told from a running one without a write per job start."""
 
     held: Sequence[tuple[int, str]]
     default_lease: float
     lease_margin: float
+    started: frozenset[tuple[int, str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,14 @@ def map_inserted(
     return ids
 
 
+def state_counts(rows: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Jobs per state, every state present; ``claimed`` (running in the row, not reported
+    started: claimed ahead) apart from ``running``."""
+    counts = {state.value: 0 for state in JobState} | {"claimed": 0}
+    counts.update(rows)
+    return counts
+
+
 # -- filters -----------------------------------------------------------------------------------
 
 
@@ -134,7 +142,8 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
 
 RECORD_COLUMNS = (
     "id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at, created_at,"
-    " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit"
+    " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit,"
+    " started_at"
 )
 """The columns of an inspection read. Each dialect selects them under these names, times as
 Unix seconds (PostgreSQL: exact numeric) and JSON as text, so one reader maps both."""
@@ -177,6 +186,7 @@ def job_record(row: Row) -> JobRecord:
         errors=iso_times(read.json("errors", [])),
         correlation_id=read.text_or_none("correlation_id"),
         audit=iso_times(read.json("audit", [])),
+        started_at=read.time("started_at"),
         problems=read.problems,
     )
 

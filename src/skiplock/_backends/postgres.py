@@ -50,7 +50,7 @@ from .base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from .common import job_record
+from .common import job_record, state_counts
 from .postgres_errors import connecting
 from .postgres_errors import wrapped as _wrapped
 
@@ -355,7 +355,9 @@ class PostgresBackend:
                         self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
                         *ops.completion_params([], self._now()),
                     )
-                    await conn.fetch(self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now())
+                    await conn.fetch(
+                        self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), []
+                    )
                     await conn.fetch(self._sql.QUEUE_LIMITED)
                     await conn.fetch(
                         self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
@@ -409,6 +411,7 @@ class PostgresBackend:
                 params.default_lease,
                 params.lease_margin,
                 self._now(),
+                [pair in params.started for pair in params.held],
             )
         return [(r["id"], r["lease_token"]) for r in rows]
 
@@ -484,9 +487,7 @@ class PostgresBackend:
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         with _wrapped("job_count_by_state"):
             rows = await self.pool.fetch(self._sql.JOB_COUNT_BY_STATE, queue)
-        counts = {state.value: 0 for state in JobState}
-        counts.update({r["state"]: r["n"] for r in rows})
-        return counts
+        return state_counts((r["state"], r["n"]) for r in rows)
 
     async def job_retry(self, params: JobActionParams) -> bool:
         with _wrapped("job_retry"):

@@ -50,6 +50,7 @@ from .base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
+from .common import state_counts
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -318,6 +319,7 @@ class SQLiteBackend:
                         "now": now,
                         "default_lease": params.default_lease,
                         "margin": params.lease_margin,
+                        "started": (job_id, token) in params.started,
                     }
                     if conn.execute(sql.JOB_HEARTBEAT_MANY, args).rowcount:
                         still.append((job_id, token))
@@ -379,7 +381,7 @@ class SQLiteBackend:
 
     async def queue_list(self) -> list[QueueInfo]:
         rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())
-        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6]) for r in rows]
+        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7]) for r in rows]
 
     async def _write(self, operation: str, statement: str, args: Any) -> int:
         def write(conn: sqlite3.Connection) -> int:
@@ -428,9 +430,7 @@ class SQLiteBackend:
             "job_count_by_state",
             lambda c: c.execute(sql.JOB_COUNT_BY_STATE, {"queue": queue}).fetchall(),
         )
-        counts = {state.value: 0 for state in JobState}
-        counts.update({state: n for state, n in rows})
-        return counts
+        return state_counts((state, n) for state, n in rows)
 
     async def job_retry(self, params: JobActionParams) -> bool:
         def retry(conn: sqlite3.Connection) -> bool:

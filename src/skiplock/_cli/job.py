@@ -30,8 +30,9 @@ def echo_job(job: JobRecord, *, full: bool) -> None:
     """One line per job; with ``full``, everything stored on it as JSON below the line."""
     finished = f" finished={job.finished_at:%Y-%m-%d %H:%M:%S}" if job.finished_at else ""
     last = f"  last error: {job.errors[-1]['message']}" if job.errors and not full else ""
+    state = "claimed" if job.claimed_only else job.state.value  # leased, not reported started
     click.echo(
-        f"{job.id:>8} {job.state.value:<9} {job.task} queue={job.queue} "
+        f"{job.id:>8} {state:<9} {job.task} queue={job.queue} "
         f"attempt={job.attempt}/{job.max_attempts}{finished}{last}"
     )
     if full:
@@ -42,6 +43,7 @@ def echo_job(job: JobRecord, *, full: bool) -> None:
             "run_at": job.run_at,
             "created_at": job.created_at,
             "attempted_at": job.attempted_at,
+            "started_at": job.started_at,
             "finished_at": job.finished_at,
             "correlation_id": job.correlation_id,
             "locked_by": job.locked_by,

@@ -81,6 +81,14 @@ class LeaseKeeper(Service):
             (c.job_id, c.lease_token, c.lease_s) for c in self.completer.unwritten()
         ]
 
+    def started(self) -> frozenset[tuple[int, str]]:
+        """The leases of jobs whose code has started (running, or finished with the outcome
+        still to write), which the beat marks started in their rows: the rest of what is
+        held was claimed ahead."""
+        running = [(job.id, job.lease_token) for _, job in self.runner.running.values()]
+        done = [(c.job_id, c.lease_token) for c in self.completer.unwritten()]
+        return frozenset(running + done)
+
     def shortest(self) -> tuple[int, float] | None:
         """The shortest lease held now, as (job id, seconds); None when none is held."""
         leases = [(lease, job_id) for job_id, _, lease in self.held() if lease]
@@ -94,7 +102,7 @@ class LeaseKeeper(Service):
         if not held:
             return
         params = JobHeartbeatManyParams(
-            held, self.config.default_lease_s, self.config.lease_margin_s
+            held, self.config.default_lease_s, self.config.lease_margin_s, self.started()
         )
         try:
             kept = await self.backend.job_heartbeat_many(params)
