@@ -18,6 +18,7 @@ import pytest
 
 import skiplock
 from skiplock import JobState
+from skiplock._backends import sqlite_sql
 
 from .apps import cli_app
 
@@ -118,7 +119,8 @@ async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
 
 async def test_migrate_reports_what_it_did(cli: Cli) -> None:
     first = cli.run("migrate", APP)
-    assert first.returncode == 0 and "applied migrations [1, 2, 3, 4]" in first.stdout
+    versions = [version for version, _, _ in sqlite_sql.MIGRATIONS]  # the same on both
+    assert first.returncode == 0 and f"applied migrations {versions}" in first.stdout
     again = cli.run("migrate", APP)
     assert again.returncode == 0 and "up to date" in again.stdout
 
