@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 
 import pytest
 
 import skiplock
 from skiplock import JobState, Worker
+from skiplock._backends.base import ClaimParams
 
 from .apps import cli_app
 from .test_cli import APP, Cli
@@ -130,3 +131,18 @@ async def test_operations_take_a_url_instead_of_the_app(cli: Cli, app: skiplock.
     by_queue = ok(await run(cli, "job", "list", APP, "--queue", "other"))
     assert "record queue=other" in by_queue and "1 jobs" in by_queue
     assert "0 jobs" in ok(await run(cli, "job", "list", APP, "--queue", "default", "--task", "x"))
+
+
+async def test_cancelling_a_running_job_says_what_will_really_happen(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """The job's worker is gone (claimed, never heartbeated): the flag reaches no worker, so
+    the CLI says the job is cancelled when its lease expires, and when that is."""
+    handle = await cli_app.record.aenqueue(1)
+    backend = await app.backend()
+    params = ClaimParams(None, 1, "gone", "gone:1", 600.0, 0.0)
+    (claimed,) = await backend.job_get_available(params)
+    said = ok(await run(cli, "job", "cancel", APP, str(handle.id)))
+    expires = claimed.lease_expires_at.astimezone(UTC).isoformat(timespec="seconds")
+    assert "flagged" in said and f"its lease expires at {expires}" in said, said
+    assert "or by its worker" in said, said

@@ -15,7 +15,8 @@ from skiplock import JobState, Worker
 async def held_in_db(app: skiplock.App) -> int:
     """Rows leased to workers (running jobs, jobs claimed ahead, outcomes not yet written)."""
     backend = await app.backend()
-    return (await backend.job_count_by_state(None)).get("running", 0)
+    counts = await backend.job_count_by_state(None)
+    return counts["running"] + counts["claimed"]  # started or not, each holds a lease
 
 
 async def run_observing(app: skiplock.App, jobs: int, seconds: float, **options: object) -> int:

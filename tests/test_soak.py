@@ -141,7 +141,14 @@ async def test_soak_kills_and_a_database_restart_lose_nothing(pg_url: str, tmp_p
         f"(after a kill: {after_kills}; after a lease lost: {duplicates - after_kills}) "
         f"leases_lost={acc.leases_lost} final_states={counts}"
     )
-    assert counts == {"pending": 0, "running": 0, "succeeded": JOBS, "cancelled": 0, "dead": 0}
+    assert counts == {
+        "pending": 0,
+        "running": 0,
+        "claimed": 0,
+        "succeeded": JOBS,
+        "cancelled": 0,
+        "dead": 0,
+    }
     assert acc.jobs_run == JOBS
     assert not acc.unexplained, acc.unexplained[:10]
     assert all(acc.cut_short[pid] <= CONCURRENCY for pid in killed), acc.cut_short

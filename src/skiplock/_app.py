@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from . import _sqlalchemy
 from ._app_control import AppControl
 from ._backends import Backend, open_backend
-from ._backends.base import Clock
+from ._backends.base import Clock, JobInsertManyParams
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._cron import zone
 from ._job import NewJob
@@ -43,6 +43,28 @@ T = TypeVar("T")
 log = logging.getLogger("skiplock")
 
 DEFAULT_URL = "sqlite:///skiplock.db"
+
+
+async def _unless_set(stopping: asyncio.Event | None, work: Coroutine[Any, Any, None]) -> bool:
+    """Await ``work``, unless ``stopping`` is set first: then cancel it and answer False.
+    A connect to a server that accepts and never answers must not hold a signal back."""
+    if stopping is None:
+        await work
+        return True
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if task.cancelled():
+        return False
+    task.result()  # raises what the work raised
+    return True
 
 
 class App(AppControl):
@@ -296,8 +318,7 @@ class App(AppControl):
         failures = 0
         while stopping is None or not stopping.is_set():
             try:
-                await self.check_schema()
-                return True
+                return await _unless_set(stopping, self.check_schema())
             except BackendUnavailable as exc:
                 failures += 1
                 delay = random.uniform(0, min(30.0, 0.5 * 2**failures))
@@ -343,7 +364,7 @@ class App(AppControl):
         if _sqlalchemy.is_sqlalchemy(connection):
             ids = await _sqlalchemy.insert_many(backend, batch, connection)
         else:
-            ids = await backend.job_insert_many(batch, connection)
+            ids = await backend.job_insert_many(JobInsertManyParams(batch, connection))
         if connection is None:
             self._wake_local(batch)
         return self._handles(batch, ids)
@@ -360,7 +381,7 @@ class App(AppControl):
             connection = _sqlalchemy.driver_connection_sync(connection)
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
             raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
-        ids = self.new_backend().job_insert_many_sync(batch, connection)
+        ids = self.new_backend().job_insert_many_sync(JobInsertManyParams(batch, connection))
         return self._handles(batch, ids)  # woken at commit, not here (see enqueue_many)
 
     def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:

@@ -70,8 +70,9 @@ class AppControl:
         return done
 
     async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
-        """Cancel a job: a pending one never runs; a running one is cancelled by its worker
-        within about a second (final state ``cancelled``). Returns the state after."""
+        """Cancel a job: a pending one never runs; a running one is flagged and cancelled by
+        its worker within about a second, or, if that worker is gone, by the sweep that finds
+        its lease expired (final state ``cancelled`` either way). Returns the state after."""
         return await (await self.backend()).job_cancel(
             JobActionParams(job_id, who or default_who())
         )

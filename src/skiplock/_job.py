@@ -149,6 +149,14 @@ class JobRecord:
     problems: list[str] = field(default_factory=list)
     """What could not be read as written (``"args: not JSON: ..."``, a run_at beyond year
     9999), shown as far as it could be: an odd row is listed with a note, never an error."""
+    started_at: datetime | None = None
+    """When a running job's code started, as its worker's heartbeat reported it; None while
+    it is only claimed ahead (``claimed``), or started too recently to have been reported."""
+
+    @property
+    def claimed_only(self) -> bool:
+        """Running in the row, but not (yet reported) started: claimed ahead by a worker."""
+        return self.state is JobState.RUNNING and self.started_at is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +167,9 @@ class JobFilter:
     task: str | None = None
     queue: str | None = None
     error: str | None = None
-    """Text that must appear in one of the job's recorded errors."""
+    """Text that must appear in one of the job's recorded error messages, in any case
+    (``"timeout"`` finds ``JobTimeout: timed out``); literal: ``%``, ``_``, quotes and
+    backslashes are just characters. The same on both backends."""
     since: datetime | None = None
     """Finished (or, if unfinished, created) at or after."""
     until: datetime | None = None
@@ -211,6 +221,9 @@ class QueueInfo:
     paused: bool
     pending: int
     running: int
+    """Running jobs whose worker reported them started."""
+    claimed: int = 0
+    """Running in the row but not (yet reported) started: claimed ahead by a worker."""
 
 
 @dataclass(frozen=True, slots=True)

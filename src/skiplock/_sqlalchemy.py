@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._backends.base import JobInsertManyParams
 from ._job import NewJob
 
 if TYPE_CHECKING:
@@ -36,9 +37,11 @@ async def insert_many(backend: Backend, jobs: Sequence[NewJob], connection: obje
         # aiosqlite owns its sqlite3 connection on a thread of its own: the insert runs there,
         # as SQLAlchemy's own aiosqlite adapter does (through the same two attributes).
         aio: Any = driver
-        ids: list[int] = await aio._execute(backend.job_insert_many_sync, jobs, aio._conn)
+        ids: list[int] = await aio._execute(
+            backend.job_insert_many_sync, JobInsertManyParams(jobs, aio._conn)
+        )
         return ids
-    return await backend.job_insert_many(jobs, driver)
+    return await backend.job_insert_many(JobInsertManyParams(jobs, driver))
 
 
 def driver_connection_sync(connection: object) -> object:

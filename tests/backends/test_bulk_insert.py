@@ -15,6 +15,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
+from skiplock._backends.base import JobInsertManyParams
 from skiplock._backends.postgres import COPY_MIN_ROWS
 from skiplock._job import NewJob
 
@@ -55,7 +56,9 @@ async def backend(clocked_app: skiplock.App) -> Backend:
 async def test_large_batch_keeps_order_fields_and_schedules(
     backend: Backend, clock: FakeClock
 ) -> None:
-    ids = await backend.job_insert_many([varied_job(i, clock) for i in range(N)])
+    ids = await backend.job_insert_many(
+        JobInsertManyParams([varied_job(i, clock) for i in range(N)])
+    )
     assert len(ids) == N and ids == sorted(set(ids))
     for i in (0, 1, 7, 11, 13, 77, N - 1):
         record = await backend.job_get(ids[i])
@@ -84,16 +87,20 @@ async def test_large_batch_keeps_order_fields_and_schedules(
 async def test_large_batch_into_a_full_queue_inserts_nothing(
     clocked_app: skiplock.App, backend: Backend
 ) -> None:
-    await backend.job_insert_many([NewJob("t", "bounded", "[]", "{}", 0, 1)])
+    await backend.job_insert_many(JobInsertManyParams([NewJob("t", "bounded", "[]", "{}", 0, 1)]))
     await clocked_app.set_queue_limits("bounded", max_depth=N)
     with pytest.raises(skiplock.QueueFull, match="'bounded' is at its max_depth"):
         await backend.job_insert_many(
-            [NewJob("t", "other", "[]", "{}", 0, 1)]
-            + [NewJob("t", "bounded", "[]", "{}", 0, 1) for _ in range(N)]
+            JobInsertManyParams(
+                [NewJob("t", "other", "[]", "{}", 0, 1)]
+                + [NewJob("t", "bounded", "[]", "{}", 0, 1) for _ in range(N)]
+            )
         )
     counts = await backend.job_count_by_state(None)
     assert sum(counts.values()) == 1
-    ids = await backend.job_insert_many([NewJob("t", "bounded", "[]", "{}", 0, 1)] * (N - 1))
+    ids = await backend.job_insert_many(
+        JobInsertManyParams([NewJob("t", "bounded", "[]", "{}", 0, 1)] * (N - 1))
+    )
     assert len(ids) == N - 1
 
 
@@ -136,7 +143,9 @@ async def test_large_batch_wakes_a_listener(pg_url: str) -> None:
     woken: list[str] = []
     try:
         async with backend.listen(woken.append):
-            await backend.job_insert_many([NewJob("t", q, "[]", "{}", 0, 1) for q in "xy" * N])
+            await backend.job_insert_many(
+                JobInsertManyParams([NewJob("t", q, "[]", "{}", 0, 1) for q in "xy" * N])
+            )
             for _ in range(100):
                 if len(woken) >= 2:
                     break

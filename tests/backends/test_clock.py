@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 import skiplock
+from skiplock._backends.base import JobInsertManyParams
 from skiplock._config import WorkerConfig
 from skiplock._job import Completion, Disposition, JobState
 from skiplock._worker.services import Pruner
@@ -38,7 +39,7 @@ async def test_a_timed_task_pause_ends_by_the_database_clock(
 
 async def finish_one(clocked_app: skiplock.App) -> int:
     backend = await clocked_app.backend()
-    (job_id,) = await backend.job_insert_many([new_job()])
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
     (c,) = await backend.job_get_available(claim(limit=1, token=f"t{job_id}"))
     await backend.job_set_state_if_running_many(
         [Completion(c.id, c.lease_token, Disposition.SUCCEED)]

@@ -14,6 +14,7 @@ from skiplock._backends.base import (
     ClaimParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobInsertManyParams,
 )
 from skiplock._job import Completion, Disposition, JobState, NewJob
 from skiplock.errors import JobNotFound
@@ -71,7 +72,7 @@ async def test_schema_version_is_zero_before_migrate(db_url: str) -> None:
 
 
 async def test_insert_many_returns_ids_in_order_and_rows_read_back(backend: Backend) -> None:
-    ids = await backend.job_insert_many([new_job(f"t{i}") for i in range(5)])
+    ids = await backend.job_insert_many(JobInsertManyParams([new_job(f"t{i}") for i in range(5)]))
     assert ids == sorted(ids) and len(set(ids)) == 5
     for i, job_id in enumerate(ids):
         record = await backend.job_get(job_id)
@@ -89,7 +90,7 @@ async def test_job_get_unknown_id(backend: Backend) -> None:
 async def test_claim_marks_running_counts_attempt_and_sets_lease(
     backend: Backend, clock: FakeClock
 ) -> None:
-    (job_id,) = await backend.job_insert_many([new_job(timeout=10.0)])
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job(timeout=10.0)]))
     (claimed,) = await backend.job_get_available(claim())
     assert (claimed.id, claimed.attempt, claimed.lease_token) == (job_id, 1, "tok")
     assert claimed.lease_expires_at == clock.now + timedelta(seconds=15)
@@ -101,9 +102,11 @@ async def test_claim_marks_running_counts_attempt_and_sets_lease(
 async def test_claim_order_is_priority_then_run_at_then_id(
     backend: Backend, clock: FakeClock
 ) -> None:
-    low = await backend.job_insert_many([new_job("low", priority=0)])
-    high = await backend.job_insert_many([new_job("high", priority=5)])
-    older = await backend.job_insert_many([new_job("older", run_at=clock.now - timedelta(hours=1))])
+    low = await backend.job_insert_many(JobInsertManyParams([new_job("low", priority=0)]))
+    high = await backend.job_insert_many(JobInsertManyParams([new_job("high", priority=5)]))
+    older = await backend.job_insert_many(
+        JobInsertManyParams([new_job("older", run_at=clock.now - timedelta(hours=1))])
+    )
     claimed = await backend.job_get_available(claim(limit=2))
     assert {c.id for c in claimed} == {high[0], older[0]}
     (last,) = await backend.job_get_available(claim())
@@ -111,9 +114,9 @@ async def test_claim_order_is_priority_then_run_at_then_id(
 
 
 async def test_claim_respects_limit_queues_and_run_at(backend: Backend, clock: FakeClock) -> None:
-    await backend.job_insert_many([new_job(queue="a") for _ in range(3)])
-    await backend.job_insert_many([new_job(queue="b")])
-    await backend.job_insert_many([new_job(queue="a", run_after_s=30.0)])
+    await backend.job_insert_many(JobInsertManyParams([new_job(queue="a") for _ in range(3)]))
+    await backend.job_insert_many(JobInsertManyParams([new_job(queue="b")]))
+    await backend.job_insert_many(JobInsertManyParams([new_job(queue="a", run_after_s=30.0)]))
     assert len(await backend.job_get_available(claim(limit=2, queues=("a",)))) == 2
     assert [c.queue for c in await backend.job_get_available(claim(queues=("b",)))] == ["b"]
     assert len(await backend.job_get_available(claim(queues=("a",)))) == 1
@@ -126,12 +129,16 @@ async def test_a_claim_over_several_queues_takes_the_best_jobs_of_all(backend: B
     """Priority, then age, across the listed queues; others untouched; a queue named twice
     counts once."""
     a_low, a_high = await backend.job_insert_many(
-        [new_job("a_low", queue="a", priority=1), new_job("a_high", queue="a", priority=9)]
+        JobInsertManyParams(
+            [new_job("a_low", queue="a", priority=1), new_job("a_high", queue="a", priority=9)]
+        )
     )
     b_mid, b_top = await backend.job_insert_many(
-        [new_job("b_mid", queue="b", priority=5), new_job("b_top", queue="b", priority=7)]
+        JobInsertManyParams(
+            [new_job("b_mid", queue="b", priority=5), new_job("b_top", queue="b", priority=7)]
+        )
     )
-    await backend.job_insert_many([new_job("c_best", queue="c", priority=99)])
+    await backend.job_insert_many(JobInsertManyParams([new_job("c_best", queue="c", priority=99)]))
     taken = await backend.job_get_available(claim(limit=3, queues=("a", "b", "a")))
     assert [j.id for j in taken] == [a_high, b_top, b_mid]
     taken = await backend.job_get_available(claim(limit=3, queues=("b", "a")))
@@ -147,7 +154,7 @@ async def test_concurrent_claims_never_share_a_job(
     transactions really contend, so a claim that did not lock what it picked would hand some
     job out twice. (Rounds, because SQLite's write lock is not fair: left to race, one
     claimer may take every job.)"""
-    await backend.job_insert_many([new_job() for _ in range(400)])
+    await backend.job_insert_many(JobInsertManyParams([new_job() for _ in range(400)]))
     claimers = [open_backend(db_url, clock=clock) for _ in range(4)]
     for other in claimers:
         await other.open()
@@ -171,7 +178,7 @@ async def test_concurrent_claims_never_share_a_job(
 
 
 async def test_completions_apply_only_under_the_current_lease(backend: Backend) -> None:
-    ids = await backend.job_insert_many([new_job() for _ in range(3)])
+    ids = await backend.job_insert_many(JobInsertManyParams([new_job() for _ in range(3)]))
     claimed = await backend.job_get_available(claim())
     stale = Completion(ids[0], "someone-else", Disposition.SUCCEED)
     good = [Completion(c.id, c.lease_token, Disposition.SUCCEED) for c in claimed[1:]]
@@ -202,7 +209,7 @@ async def test_each_disposition(
     attempt_after: int,
     finished: bool,
 ) -> None:
-    (job_id,) = await backend.job_insert_many([new_job()])
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
     (c,) = await backend.job_get_available(claim())
     error = {"attempt": 1, "message": "boom", "traceback": "tb", "at": "x"}
     await backend.job_set_state_if_running_many(
@@ -219,7 +226,7 @@ async def test_each_disposition(
 
 
 async def test_errors_are_bounded_to_the_last_ones(backend: Backend) -> None:
-    (job_id,) = await backend.job_insert_many([new_job(max_attempts=100)])
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job(max_attempts=100)]))
     for n in range(MAX_ERRORS_KEPT + 5):
         (c,) = await backend.job_get_available(claim(token=f"t{n}"))
         error = {"attempt": c.attempt, "message": f"e{n}", "traceback": None, "at": "x"}
@@ -233,15 +240,24 @@ async def test_errors_are_bounded_to_the_last_ones(backend: Backend) -> None:
 
 
 async def test_count_by_state(backend: Backend) -> None:
-    await backend.job_insert_many([new_job(queue="a"), new_job(queue="a"), new_job(queue="b")])
+    await backend.job_insert_many(
+        JobInsertManyParams([new_job(queue="a"), new_job(queue="a"), new_job(queue="b")])
+    )
     await backend.job_get_available(claim(limit=1, queues=("b",)))
     counts = await backend.job_count_by_state()
-    assert counts == {"pending": 2, "running": 1, "succeeded": 0, "cancelled": 0, "dead": 0}
+    assert counts == {
+        "pending": 2,
+        "running": 0,
+        "claimed": 1,  # claimed, not reported started by a heartbeat
+        "succeeded": 0,
+        "cancelled": 0,
+        "dead": 0,
+    }
     assert (await backend.job_count_by_state("a"))["pending"] == 2
 
 
 async def test_retry_requeues_a_dead_job_with_attempts_reset(backend: Backend) -> None:
-    (job_id,) = await backend.job_insert_many([new_job()])
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
     (c,) = await backend.job_get_available(claim())
     assert not await backend.job_retry(
         JobActionParams(job_id)
@@ -255,23 +271,38 @@ async def test_retry_requeues_a_dead_job_with_attempts_reset(backend: Backend) -
 
 
 async def test_heartbeat_extends_only_held_leases(backend: Backend, clock: FakeClock) -> None:
-    ids = await backend.job_insert_many([new_job(), new_job()])
+    ids = await backend.job_insert_many(JobInsertManyParams([new_job(), new_job()]))
     claimed = await backend.job_get_available(claim())
     clock.advance(50)
     held = [(claimed[0].id, claimed[0].lease_token), (claimed[1].id, "stale")]
     assert await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0)) == [
-        claimed[0].id
+        (claimed[0].id, claimed[0].lease_token)
     ]
     record = await backend.job_get(claimed[0].id)
     assert record.lease_expires_at == clock.now + timedelta(seconds=65)
     assert sorted(ids) == sorted(c.id for c in claimed)
 
 
+async def test_heartbeat_tells_a_stale_attempt_from_a_new_claim_of_the_same_job(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """A worker that re-claims its own lapsed job holds the job under two tokens: the answer
+    names the pair still held, so the old attempt is seen lost though its id is renewed."""
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
+    (old,) = await backend.job_get_available(claim(token="old"))
+    clock.advance(66)
+    assert await backend.job_reclaim_expired() == [job_id]
+    (new,) = await backend.job_get_available(claim(token="new"))
+    held = [(job_id, old.lease_token), (job_id, new.lease_token)]
+    kept = await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0))
+    assert kept == [(job_id, "new")]
+
+
 async def test_reclaim_returns_expired_leases_to_pending_or_dead(
     backend: Backend, clock: FakeClock
 ) -> None:
     (alive, spent) = await backend.job_insert_many(
-        [new_job(max_attempts=3), new_job(max_attempts=1)]
+        JobInsertManyParams([new_job(max_attempts=3), new_job(max_attempts=1)])
     )
     await backend.job_get_available(claim())
     assert await backend.job_reclaim_expired() == []
@@ -287,7 +318,7 @@ async def test_reclaim_returns_expired_leases_to_pending_or_dead(
 async def test_concurrent_reclaimers_act_on_each_row_once(
     backend: Backend, clock: FakeClock
 ) -> None:
-    await backend.job_insert_many([new_job() for _ in range(50)])
+    await backend.job_insert_many(JobInsertManyParams([new_job() for _ in range(50)]))
     await backend.job_get_available(claim(limit=50))
     clock.advance(120)
     passes = await asyncio.gather(*(backend.job_reclaim_expired() for _ in range(5)))
@@ -296,8 +327,29 @@ async def test_concurrent_reclaimers_act_on_each_row_once(
 
 
 async def test_warm_up_touches_no_row(backend: Backend) -> None:
-    ids = await backend.job_insert_many([new_job() for _ in range(3)])
+    ids = await backend.job_insert_many(JobInsertManyParams([new_job() for _ in range(3)]))
     await backend.warm_up()
     await backend.warm_up()  # idempotent: a worker restarting on the same backend
     assert [(await backend.job_get(i)).state for i in ids] == [JobState.PENDING] * 3
     assert len(await backend.job_get_available(claim(limit=10))) == 3
+
+
+async def test_jobs_claimed_ahead_count_apart_from_started_ones(backend: Backend) -> None:
+    """A claim leases jobs a worker may only hold (claimed ahead, prefetch); its heartbeat
+    marks the ones it started. Counts, queue listings and the job row tell them apart."""
+    await backend.job_insert_many(JobInsertManyParams([new_job(), new_job(), new_job()]))
+    first, second, third = await backend.job_get_available(claim(limit=3))
+    counts = await backend.job_count_by_state()
+    assert (counts["running"], counts["claimed"]) == (0, 3)
+    held = [(j.id, j.lease_token) for j in (first, second, third)]
+    started = frozenset(held[:2])
+    kept = await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0, started))
+    assert sorted(kept) == sorted(held)
+    counts = await backend.job_count_by_state()
+    assert (counts["running"], counts["claimed"]) == (2, 1)
+    (queue,) = await backend.queue_list()
+    assert (queue.running, queue.claimed) == (2, 1)
+    started_at = (await backend.job_get(first.id)).started_at
+    assert started_at is not None and (await backend.job_get(third.id)).started_at is None
+    await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0, frozenset(held)))
+    assert (await backend.job_get(first.id)).started_at == started_at  # the first start kept

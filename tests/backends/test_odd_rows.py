@@ -15,7 +15,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
-from skiplock._backends.base import JobListParams
+from skiplock._backends.base import JobInsertManyParams, JobListParams
 from skiplock._job import JobFilter, JobRecord
 
 from ..conftest import PG_URL
@@ -60,7 +60,7 @@ async def shown(backend: Backend, job_id: int) -> JobRecord:
 async def test_a_run_at_beyond_the_datetime_range_is_shown(
     app: skiplock.App, backend: Backend, sqlite_value: str, pg_value: str
 ) -> None:
-    (job_id,) = await backend.job_insert_many([new_job()])
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
     await write_raw(
         app,
         f"UPDATE skiplock_jobs SET run_at = {sqlite_value} WHERE id = ?",
@@ -74,7 +74,7 @@ async def test_a_run_at_beyond_the_datetime_range_is_shown(
 
 
 async def test_a_job_in_range_has_no_problems(backend: Backend) -> None:
-    (job_id,) = await backend.job_insert_many([new_job()])
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
     assert (await shown(backend, job_id)).problems == []
 
 
@@ -83,7 +83,7 @@ async def test_sqlite_text_that_is_not_utf8_or_not_json_is_shown(sqlite_url: str
     await app.migrate()
     try:
         backend = await app.backend()
-        (job_id,) = await backend.job_insert_many([new_job()])
+        (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
         await write_raw(
             app,
             "UPDATE skiplock_jobs SET args = CAST(X'5B31FF5D' AS TEXT), kwargs = 'not json',"
@@ -98,3 +98,22 @@ async def test_sqlite_text_that_is_not_utf8_or_not_json_is_shown(sqlite_url: str
             assert any(p.startswith(column) for p in record.problems), (column, record.problems)
     finally:
         await app.close()
+
+
+async def test_a_json_value_nested_too_deep_to_decode_is_shown(
+    app: skiplock.App, backend: Backend
+) -> None:
+    """Valid JSON (PostgreSQL's jsonb takes it) that Python cannot decode without recursing
+    past its limit: the row is listed with the column flagged, never a RecursionError."""
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
+    deep = "[" * 10_000 + "]" * 10_000
+    await write_raw(
+        app,
+        f"UPDATE skiplock_jobs SET args = '[{deep}]', errors = '[{deep}]' WHERE id = ?",
+        f"UPDATE skiplock_jobs SET args = '[{deep}]', errors = '[{deep}]' WHERE id = $1",
+        job_id,
+    )
+    record = await shown(backend, job_id)
+    assert record.args == [] and record.errors == []
+    for column in ("args", "errors"):
+        assert any(p.startswith(f"{column}: nested") for p in record.problems), record.problems

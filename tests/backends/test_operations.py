@@ -11,6 +11,7 @@ from skiplock._backends import Backend
 from skiplock._backends.base import (
     DeadActionParams,
     JobActionParams,
+    JobInsertManyParams,
     JobListParams,
     JobPruneParams,
 )
@@ -43,7 +44,7 @@ async def discard(backend: Backend, where: JobFilter, who: str) -> list[int]:
 
 
 async def bury(backend: Backend, task: str, error: str, queue: str = "default") -> int:
-    (job_id,) = await backend.job_insert_many([new_job(task, queue=queue)])
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job(task, queue=queue)]))
     (c,) = await backend.job_get_available(claim(limit=1, token=f"bury{job_id}"))
     assert c.id == job_id
     err = {"attempt": 1, "message": error, "traceback": None, "at": "x"}
@@ -54,7 +55,9 @@ async def bury(backend: Backend, task: str, error: str, queue: str = "default") 
 
 
 async def test_cancel_pending_running_and_finished(backend: Backend) -> None:
-    pending, running = await backend.job_insert_many([new_job(), new_job(priority=5)])
+    pending, running = await backend.job_insert_many(
+        JobInsertManyParams([new_job(), new_job(priority=5)])
+    )
     (c,) = await backend.job_get_available(claim(limit=1))
     assert c.id == running
     assert await cancel(backend, pending, "ops@host") is JobState.CANCELLED
@@ -73,7 +76,7 @@ async def test_list_filters(backend: Backend, clock: FakeClock) -> None:
     a = await bury(backend, "mail", "SMTP timeout")
     b = await bury(backend, "mail", "bad address", queue="q2")
     c = await bury(backend, "sms", "SMTP timeout")
-    await backend.job_insert_many([new_job("mail")])
+    await backend.job_insert_many(JobInsertManyParams([new_job("mail")]))
     dead = await listed(backend, JobState.DEAD, JobFilter())
     assert [r.id for r in dead] == [c, b, a]
     assert [r.id for r in await listed(backend, JobState.DEAD, JobFilter(task="mail"))] == [b, a]
@@ -84,6 +87,40 @@ async def test_list_filters(backend: Backend, clock: FakeClock) -> None:
     assert await listed(backend, JobState.DEAD, JobFilter(since=clock.now + timedelta(1))) == []
     assert len(await listed(backend, JobState.DEAD, JobFilter(until=clock.now + timedelta(1))))
     assert len(await listed(backend, None, JobFilter(limit=2))) == 2
+
+
+ERROR_TEXTS = [
+    "JobTimeout: timed out after 30 s",
+    "ValueError: Ünïcode name",
+    'KeyError: "user"',
+    "OSError: C:\\temp\\x missing",
+    "ValueError: 100% of a_b",
+    "ValueError: 100 of ab",
+]
+
+
+@pytest.mark.parametrize(
+    ("needle", "matches"),
+    [
+        ("timeout", [0]),  # case: the type name says JobTimeout
+        ("TIMED OUT", [0]),
+        ("ünïcode", [1]),  # non-ASCII, another case
+        ("ÜNÏCODE", [1]),
+        ('"user"', [2]),  # a quote, which the stored JSON escapes
+        ("\\temp\\", [3]),  # a backslash, likewise
+        ("100%", [4]),  # % and _ are literal, never wildcards
+        ("a_b", [4]),
+        ("traceback", []),  # the message only, not the JSON around it
+    ],
+)
+async def test_error_filter_matches_decoded_messages_case_insensitively(
+    backend: Backend, needle: str, matches: list[int]
+) -> None:
+    ids = [await bury(backend, "t", text) for text in ERROR_TEXTS]
+    expected = sorted(ids[i] for i in matches)
+    where = JobFilter(error=needle)
+    assert sorted(r.id for r in await listed(backend, JobState.DEAD, where)) == expected
+    assert await discard(backend, where, "ops") == expected
 
 
 async def test_requeue_and_discard_dead_by_filter(backend: Backend) -> None:
@@ -102,7 +139,7 @@ async def test_requeue_and_discard_dead_by_filter(backend: Backend) -> None:
 
 
 async def test_prune_deletes_past_retention_in_batches(backend: Backend, clock: FakeClock) -> None:
-    ids = await backend.job_insert_many([new_job() for _ in range(5)])
+    ids = await backend.job_insert_many(JobInsertManyParams([new_job() for _ in range(5)]))
     claimed = await backend.job_get_available(claim())
     await backend.job_set_state_if_running_many(
         [Completion(c.id, c.lease_token, Disposition.SUCCEED) for c in claimed]
@@ -115,3 +152,35 @@ async def test_prune_deletes_past_retention_in_batches(backend: Backend, clock: 
     assert (await backend.job_get(dead)).state is JobState.DEAD  # dead rows keep longer
     with pytest.raises(JobNotFound):
         await backend.job_get(ids[0])
+
+
+async def test_audit_and_error_times_read_as_iso_8601_utc_on_both_backends(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """One format whatever wrote the entry: the database (a person's action, a reclaim) or
+    the worker; PostgreSQL's jsonb keeps a timestamptz in the session's zone, SQLite seconds."""
+    clock.now = clock.now.replace(microsecond=250_000)
+    pending, running = await backend.job_insert_many(JobInsertManyParams([new_job(), new_job()]))
+    await cancel(backend, pending, "ops")
+    await backend.job_get_available(claim())
+    clock.advance(3600)
+    assert await backend.job_reclaim_expired() == [running]
+    cancelled, reclaimed = await backend.job_get(pending), await backend.job_get(running)
+    assert cancelled.audit[-1]["at"] == (clock.now - timedelta(hours=1)).isoformat()
+    assert reclaimed.errors[-1]["at"] == clock.now.isoformat()
+    assert clock.now.isoformat().endswith("+00:00")
+
+
+async def test_a_flagged_job_whose_lease_expires_is_cancelled_not_run_again(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """Cancelling a running job whose worker is gone: the flag cannot reach a worker, so the
+    sweep that finds its lease expired cancels it (it used to go back to pending and run)."""
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job(max_attempts=5)]))
+    await backend.job_get_available(claim())
+    assert await cancel(backend, job_id, "ops") is JobState.RUNNING
+    clock.advance(3600)
+    assert await backend.job_reclaim_expired() == [job_id]
+    record = await backend.job_get(job_id)
+    assert (record.state, record.finished_at) == (JobState.CANCELLED, clock.now)
+    assert await backend.job_get_available(claim()) == []

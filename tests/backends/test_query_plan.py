@@ -142,13 +142,14 @@ async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(
         f"""DROP INDEX "{pg.schema}".skiplock_jobs_queue_pending_idx;
             CREATE INDEX skiplock_jobs_live_queue_idx ON {pg.table} (queue, state)
                 WHERE state IN ('pending', 'running');
-            DELETE FROM "{pg.schema}".skiplock_migrations WHERE version = 4;
+            ALTER TABLE {pg.table} DROP COLUMN started_at;
+            DELETE FROM "{pg.schema}".skiplock_migrations WHERE version >= 4;
             INSERT INTO {pg.table} (queue, task, max_attempts)
                 SELECT 'a', 'queued-before', 3 FROM generate_series(1, 30);"""
     )
     with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
         await pg.app.check_schema()
-    assert await pg.app.migrate() == [4]
+    assert await pg.app.migrate() == [4, 5]
     await pg.app.check_schema()
     indexes = await pg.conn.fetch(
         "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", pg.schema

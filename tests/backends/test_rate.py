@@ -11,7 +11,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
-from skiplock._backends.base import QueueSetLimitsParams
+from skiplock._backends.base import JobInsertManyParams, QueueSetLimitsParams
 
 from ..helpers import FakeClock
 from .test_conformance import claim, new_job
@@ -28,7 +28,9 @@ async def claimed(backend: Backend) -> int:
 
 async def rated(backend: Backend, rate: float, jobs: int = 10) -> None:
     await backend.queue_set_limits(QueueSetLimitsParams("rated", rate_per_s=rate))
-    await backend.job_insert_many([new_job(queue="rated") for _ in range(jobs)])
+    await backend.job_insert_many(
+        JobInsertManyParams([new_job(queue="rated") for _ in range(jobs)])
+    )
 
 
 async def test_a_rate_below_one_starts_one_job_per_window(

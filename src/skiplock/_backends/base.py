@@ -36,6 +36,16 @@ MAX_TRACEBACK_CHARS = 8000
 
 
 @dataclass(frozen=True, slots=True)
+class JobInsertManyParams:
+    """Jobs to insert all or none, ids back in input order. With ``connection`` (the caller's
+    own connection: asyncpg, psycopg or sqlite3) the rows join the caller's transaction.
+    One per batch, however large: the hot path pays for it once."""
+
+    jobs: Sequence[NewJob]
+    connection: object | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimParams:
     """What a worker asks for when it claims."""
 
@@ -89,11 +99,14 @@ class DeadActionParams:
 
 @dataclass(frozen=True, slots=True)
 class JobHeartbeatManyParams:
-    """Leases to extend: (id, token) pairs, each by its job's lease, else the defaults."""
+    """Leases to extend: (id, token) pairs, each by its job's lease, else the defaults.
+    ``started``: the pairs whose code has started, marked so (once) in their rows, so a
+    job claimed ahead is told from a running one without a write per job start."""
 
     held: Sequence[tuple[int, str]]
     default_lease: float
     lease_margin: float
+    started: frozenset[tuple[int, str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,18 +159,17 @@ class Backend(Protocol):
         """(version in the database, version this code needs); 0 means no schema."""
         ...
 
-    async def job_insert_many(
-        self, jobs: Sequence[NewJob], connection: object | None = None
-    ) -> list[int]:
+    async def job_insert_many(self, params: JobInsertManyParams) -> list[int]:
         """Insert jobs in one round trip and wake workers at commit; ids in input order.
 
-        With ``connection`` (the caller's own async connection) the rows join the caller's
-        transaction.
+        With ``params.connection`` (the caller's own async connection) the rows join the
+        caller's transaction.
         """
         ...
 
-    def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
-        """The same on the caller's own synchronous connection (sqlite3, psycopg)."""
+    def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
+        """The same on the caller's own synchronous connection (sqlite3, psycopg), which
+        ``params.connection`` must name."""
         ...
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
@@ -243,8 +255,11 @@ class Backend(Protocol):
         """Return running rows whose lease expired to pending (dead if attempts are spent)."""
         ...
 
-    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[int]:
-        """Extend the leases of (id, token) pairs still running; return the ids still held."""
+    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
+        """Extend the leases of (id, token) pairs still running; return the pairs still held.
+
+        Pairs, not ids: a worker that re-claimed its own lapsed job holds it under two tokens,
+        and only the pair tells the lost attempt from the new one."""
         ...
 
     async def cron_slot_claim(self, params: CronSlotClaimParams) -> tuple[SlotOutcome, int | None]:

@@ -86,6 +86,14 @@ def map_inserted(
     return ids
 
 
+def state_counts(rows: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Jobs per state, every state present; ``claimed`` (running in the row, not reported
+    started: claimed ahead) apart from ``running``."""
+    counts = {state.value: 0 for state in JobState} | {"claimed": 0}
+    counts.update(rows)
+    return counts
+
+
 # -- filters -----------------------------------------------------------------------------------
 
 
@@ -134,7 +142,8 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
 
 RECORD_COLUMNS = (
     "id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at, created_at,"
-    " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit"
+    " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit,"
+    " started_at"
 )
 """The columns of an inspection read. Each dialect selects them under these names, times as
 Unix seconds (PostgreSQL: exact numeric) and JSON as text, so one reader maps both."""
@@ -155,8 +164,8 @@ def from_seconds(seconds: float | Decimal) -> datetime:
 
 def job_record(row: Row) -> JobRecord:
     """A job row for people. Reads never fail on an odd row (another producer's run_at beyond
-    year 9999, text that is not UTF-8 or not JSON): what cannot be read is shown as near as it
-    can be and noted in ``problems``."""
+    year 9999, text that is not UTF-8 or not JSON, JSON nested too deep to decode): what cannot
+    be read is shown as near as it can be and noted in ``problems``."""
     read = _Reader(row)
     return JobRecord(
         id=row["id"],
@@ -174,11 +183,33 @@ def job_record(row: Row) -> JobRecord:
         finished_at=read.time("finished_at"),
         locked_by=read.text_or_none("locked_by"),
         lease_expires_at=read.time("lease_expires_at"),
-        errors=read.json("errors", []),
+        errors=iso_times(read.json("errors", [])),
         correlation_id=read.text_or_none("correlation_id"),
-        audit=read.json("audit", []),
+        audit=iso_times(read.json("audit", [])),
+        started_at=read.time("started_at"),
         problems=read.problems,
     )
+
+
+def iso_times(entries: list[Any]) -> list[Any]:
+    """Each entry's ``at`` as ISO 8601 in UTC with its offset, whoever wrote it: PostgreSQL's
+    jsonb keeps a timestamptz as text in the session's zone, SQLite's entries hold Unix
+    seconds, the worker writes Python's isoformat. An ``at`` neither could write stays."""
+    for entry in entries:
+        if isinstance(entry, dict) and "at" in entry:
+            entry["at"] = _iso(entry["at"])
+    return entries
+
+
+def _iso(at: object) -> object:
+    try:
+        if isinstance(at, int | float) and not isinstance(at, bool):
+            return from_seconds(at).isoformat()
+        if isinstance(at, str):
+            return datetime.fromisoformat(at).astimezone(UTC).isoformat()
+    except (OverflowError, ValueError, OSError):
+        pass
+    return at
 
 
 class _Reader:
@@ -207,6 +238,9 @@ class _Reader:
             value = json.loads(text)
         except ValueError:
             self.problems.append(f"{name}: not JSON: {text[:200]!r}")
+            return empty
+        except RecursionError:  # valid JSON (jsonb takes it) nested past Python's stack
+            self.problems.append(f"{name}: nested too deep to decode: {text[:200]!r}")
             return empty
         if type(value) is not type(empty):
             self.problems.append(f"{name}: not a JSON {type(empty).__name__}: {text[:200]!r}")

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -28,7 +30,7 @@ from .._job import (
     TaskPause,
 )
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
-from . import flows
+from . import flows, postgres_url
 from . import postgres_ops as ops
 from . import postgres_sql as sql
 from .base import (
@@ -39,13 +41,15 @@ from .base import (
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobInsertManyParams,
     JobListParams,
     JobPruneParams,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from .common import job_record
+from .common import job_record, state_counts
+from .postgres_errors import connecting
 from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
 
@@ -57,10 +61,17 @@ COPY_MIN_ROWS = 200
 which is a single round trip where COPY takes four."""
 
 
-def postgres_schema(url: str) -> tuple[str, str]:
-    """Split skiplock's own options off a PostgreSQL URL: (driver url, schema)."""
-    parsed = parse_postgres_url(url)
-    return parsed.dsn, parsed.schema
+DEFAULT_CONNECT_TIMEOUT_S = postgres_url.DEFAULT_CONNECT_TIMEOUT_S
+
+
+def _address(dsn: str) -> str:
+    """host:port for messages (the driver's defaults where the URL names none)."""
+    parts = urlsplit(dsn)
+    try:
+        port = parts.port or 5432
+    except ValueError:  # several hosts, or a port the driver will refuse itself
+        return parts.netloc.rsplit("@", 1)[-1] or "localhost:5432"
+    return f"{parts.hostname or 'localhost'}:{port}"
 
 
 class PostgresBackend:
@@ -72,6 +83,7 @@ class PostgresBackend:
         self.url = url
         parsed = parse_postgres_url(url)
         self._dsn, self.schema, self.pooled = parsed.dsn, parsed.schema, parsed.pooled
+        self.connect_timeout_s = parsed.connect_timeout_s
         self._listen_dsn = parsed.listen_dsn
         # Behind a transaction pooler with no direct connection to LISTEN on: poll-only.
         self.supports_push = self._listen_dsn is not None
@@ -97,7 +109,7 @@ class PostgresBackend:
     async def open(self) -> None:
         if self._pool is not None:
             return
-        with _wrapped("connect"):
+        with _wrapped("connect"), self._connecting():
             self._pool = await asyncpg.create_pool(
                 self._dsn,
                 min_size=1,
@@ -106,6 +118,7 @@ class PostgresBackend:
                 # Behind a transaction pooler a statement prepared by name on one server
                 # session is missing on the next; unnamed statements live inside one exchange.
                 statement_cache_size=0 if self.pooled else 100,
+                timeout=self.connect_timeout_s,
             )
             if self.pooled:
                 return  # no session settings there: the claim sets enable_sort per transaction
@@ -121,7 +134,11 @@ class PostgresBackend:
                 min_size=0,
                 max_size=2,
                 server_settings={**self._settings, "enable_sort": "off"},
+                timeout=self.connect_timeout_s,
             )
+
+    def _connecting(self) -> contextlib.AbstractContextManager[None]:
+        return connecting(_address(self._dsn), self.connect_timeout_s)
 
     async def close(self) -> None:
         pools = (self._pool, self._claim_pool)
@@ -154,9 +171,8 @@ class PostgresBackend:
             current = await self.pool.fetchval(self._sql.SCHEMA_VERSION)
         return int(current), latest
 
-    async def job_insert_many(
-        self, jobs: Sequence[NewJob], connection: object | None = None
-    ) -> list[int]:
+    async def job_insert_many(self, params: JobInsertManyParams) -> list[int]:
+        jobs, connection = params.jobs, params.connection
         if not jobs:
             return []
         insert, lookup = self._sql.JOB_INSERT_MANY, self._sql.JOB_LIVE_BY_UNIQUE_KEY
@@ -169,8 +185,8 @@ class PostgresBackend:
                         return await self._insert_asyncpg(conn, jobs)
             if isinstance(connection, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
                 return await self._insert_asyncpg(connection, jobs)
-        params = ops.insert_params(jobs, self.channel, self._now())
-        named = {f"p{i}": v for i, v in enumerate(params, 1)}
+        values = ops.insert_params(jobs, self.channel, self._now())
+        named = {f"p{i}": v for i, v in enumerate(values, 1)}
         cursor = await connection.execute(ops.to_psycopg(insert), named)  # type: ignore[attr-defined]
         rows = await cursor.fetchall()
         keys = ops.missing_keys(jobs, rows)
@@ -237,11 +253,14 @@ class PostgresBackend:
             )
         return ids
 
-    def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
+    def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
+        jobs, connection = params.jobs, params.connection
         if not jobs:
             return []
-        params = ops.insert_params(jobs, self.channel, self._now())
-        named = {f"p{i}": v for i, v in enumerate(params, 1)}
+        if connection is None:
+            raise TypeError("connection: job_insert_many_sync needs the caller's connection")
+        values = ops.insert_params(jobs, self.channel, self._now())
+        named = {f"p{i}": v for i, v in enumerate(values, 1)}
         execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
         rows = execute(ops.to_psycopg(self._sql.JOB_INSERT_MANY), named).fetchall()
         keys = ops.missing_keys(jobs, rows)
@@ -321,7 +340,9 @@ class PostgresBackend:
                         self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
                         *ops.completion_params([], self._now()),
                     )
-                    await conn.fetch(self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now())
+                    await conn.fetch(
+                        self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), []
+                    )
                     await conn.fetch(self._sql.QUEUE_LIMITED)
                     await conn.fetch(
                         self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
@@ -364,7 +385,7 @@ class PostgresBackend:
             )
         return [r["id"] for r in rows]
 
-    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[int]:
+    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
             return []
         with _wrapped("job_heartbeat_many"):
@@ -375,8 +396,9 @@ class PostgresBackend:
                 params.default_lease,
                 params.lease_margin,
                 self._now(),
+                [pair in params.started for pair in params.held],
             )
-        return [r["id"] for r in rows]
+        return [(r["id"], r["lease_token"]) for r in rows]
 
     async def cron_slot_claim(self, params: CronSlotClaimParams) -> tuple[SlotOutcome, int | None]:
         with _wrapped("cron_slot_claim"):
@@ -396,8 +418,10 @@ class PostgresBackend:
                 "url: LISTEN needs a direct connection behind pooler=transaction: add "
                 "listen_url=postgresql://... (or run poll-only)"
             )
-        with _wrapped("listen"):
-            conn = await asyncpg.connect(self._listen_dsn, server_settings=self._settings)
+        with _wrapped("listen"), self._connecting():
+            conn = await asyncpg.connect(
+                self._listen_dsn, server_settings=self._settings, timeout=self.connect_timeout_s
+            )
         conn.add_termination_listener(lambda _c: lost.set())
         try:
             with _wrapped("listen"):
@@ -453,9 +477,7 @@ class PostgresBackend:
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         with _wrapped("job_count_by_state"):
             rows = await self.pool.fetch(self._sql.JOB_COUNT_BY_STATE, queue)
-        counts = {state.value: 0 for state in JobState}
-        counts.update({r["state"]: r["n"] for r in rows})
-        return counts
+        return state_counts((r["state"], r["n"]) for r in rows)
 
     async def job_retry(self, params: JobActionParams) -> bool:
         with _wrapped("job_retry"):

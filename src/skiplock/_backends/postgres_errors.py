@@ -31,12 +31,27 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 
 
 @contextmanager
+def connecting(address: str, timeout_s: float) -> Iterator[None]:
+    """Name the address in a failed connect, and say "timed out" where the driver's
+    TimeoutError says nothing (its str() is empty)."""
+    try:
+        yield
+    except TimeoutError as exc:
+        raise BackendUnavailable(
+            f"connect: PostgreSQL at {address} unavailable: timed out after {timeout_s:g} s"
+        ) from exc
+    except CONNECTION_ERRORS as exc:
+        raise BackendUnavailable(f"connect: PostgreSQL at {address} unavailable: {exc}") from exc
+
+
+@contextmanager
 def wrapped(operation: str) -> Iterator[None]:
     """Re-raise driver errors as skiplock errors, keeping the driver's as ``__cause__``."""
     try:
         yield
     except CONNECTION_ERRORS as exc:
-        raise BackendUnavailable(f"{operation}: PostgreSQL unavailable: {exc}") from exc
+        reason = str(exc) or type(exc).__name__  # a TimeoutError says nothing itself
+        raise BackendUnavailable(f"{operation}: PostgreSQL unavailable: {reason}") from exc
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name == "skiplock_jobs_unique_idx":  # a retry meets a live holder
             raise DuplicateJob(f"{operation}: a live job already holds the unique key") from exc

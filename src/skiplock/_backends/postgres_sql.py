@@ -107,6 +107,15 @@ CREATE INDEX skiplock_jobs_queue_pending_idx
 DROP INDEX {s}.skiplock_jobs_live_queue_idx;
 """,
     ),
+    (
+        5,
+        "started mark",
+        """
+-- When a running job's code started, as its worker's heartbeat reports it (NULL while it is
+-- only claimed ahead: prefetched, leased, not started). The claim clears it.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN started_at timestamptz;
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -244,7 +253,7 @@ WHERE unique_key = ANY($1::text[])
 
 _CLAIM_UPDATE = """UPDATE {s}.skiplock_jobs j
 SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
-    locked_by = $3, lease_token = $4,
+    started_at = NULL, locked_by = $3, lease_token = $4,
     lease_expires_at = (SELECT t FROM now_)
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
 -- id = ANY(ARRAY(...)) keeps the update on the primary key: joining the CTE instead lets the
@@ -342,7 +351,7 @@ _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs,
        extract(epoch FROM attempted_at) AS attempted_at,
        extract(epoch FROM finished_at) AS finished_at, locked_by,
        extract(epoch FROM lease_expires_at) AS lease_expires_at, errors::text AS errors,
-       correlation_id, audit::text AS audit"""
+       correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at"""
 """An inspection read's columns (common.RECORD_COLUMNS): times as exact epoch seconds, which
 any timestamptz has, even one beyond the driver's datetime range ('infinity', year 20000)."""
 
@@ -357,9 +366,11 @@ FROM {s}.skiplock_jobs WHERE id = $1
 )
 
 JOB_COUNT_BY_STATE = """
--- Jobs per state, optionally for one queue.
-SELECT state, count(*) AS n FROM {s}.skiplock_jobs
-WHERE $1::text IS NULL OR queue = $1 GROUP BY state
+-- Jobs per state, optionally for one queue; running jobs not yet started count as claimed.
+SELECT CASE WHEN state = 'running' AND started_at IS NULL THEN 'claimed' ELSE state END AS state,
+       count(*) AS n
+FROM {s}.skiplock_jobs
+WHERE $1::text IS NULL OR queue = $1 GROUP BY 1
 """
 
 JOB_RETRY = (
@@ -382,7 +393,8 @@ SELECT pg_notify($2, queue) FROM r
 )
 
 JOB_RECLAIM_EXPIRED = """
--- Return rows whose lease expired to pending (or dead when attempts are spent), noting why.
+-- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
+-- person asked to cancel them, whose worker is gone), noting why.
 -- SKIP LOCKED: concurrent reclaimers split the rows instead of acting on one twice.
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 x AS MATERIALIZED (
@@ -392,8 +404,10 @@ x AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {s}.skiplock_jobs j
-SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-    finished_at = CASE WHEN j.attempt >= j.max_attempts THEN (SELECT t FROM now_) END,
+SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                 WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
+                       THEN (SELECT t FROM now_) END,
     run_at = (SELECT t FROM now_),
     lease_token = NULL, lease_expires_at = NULL,
     errors = CASE WHEN jsonb_array_length(j.errors) >= $2 THEN j.errors - 0 ELSE j.errors END
@@ -407,14 +421,17 @@ RETURNING j.id
 """
 
 JOB_HEARTBEAT_MANY = """
--- Extend the leases of (id, token) pairs still running; the ids returned are still held.
+-- Extend the leases of (id, token) pairs still running, marking those started ($6) that were
+-- not yet; the pairs returned are still held.
 WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t)
 UPDATE {s}.skiplock_jobs j
 SET lease_expires_at = (SELECT t FROM now_)
-                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4))
-FROM unnest($1::bigint[], $2::text[]) AS h(id, token)
+                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4)),
+    started_at = CASE WHEN h.started THEN coalesce(j.started_at, (SELECT t FROM now_))
+                      ELSE j.started_at END
+FROM unnest($1::bigint[], $2::text[], $6::boolean[]) AS h(id, token, started)
 WHERE j.id = ANY($1::bigint[]) AND j.id = h.id AND j.lease_token = h.token
-RETURNING j.id
+RETURNING j.id, j.lease_token
 """
 
 CRON_SLOT_INSERT = """
@@ -473,6 +490,13 @@ SELECT id FROM {s}.skiplock_jobs
 WHERE id = ANY($1::bigint[]) AND state = 'running' AND cancel_requested
 """
 
+_ERROR_MATCH = """CASE WHEN jsonb_typeof(errors) = 'array' THEN EXISTS (
+      SELECT 1 FROM jsonb_array_elements(errors) e
+      WHERE strpos(lower(e ->> 'message'), lower($5)) > 0) ELSE false END"""
+"""A person's ``error`` filter ($5): a literal substring of a recorded error's decoded message,
+in any case (``lower`` under the database's ctype), never of the JSON around it. Another
+producer's row whose errors are not an array matches nothing rather than failing the read."""
+
 JOB_LIST = (
     """
 -- Jobs matching a filter, newest first; every condition is optional.
@@ -484,7 +508,9 @@ WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
   AND ($3::text IS NULL OR task = $3)
   AND ($4::text IS NULL OR queue = $4)
-  AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
+  AND ($5::text IS NULL OR """
+    + _ERROR_MATCH
+    + """)
   AND ($6::timestamptz IS NULL OR coalesce(finished_at, created_at) >= $6)
   AND ($7::timestamptz IS NULL OR coalesce(finished_at, created_at) < $7)
 ORDER BY id DESC
@@ -492,14 +518,18 @@ LIMIT $8
 """
 )
 
-_DEAD_FILTER = """
+_DEAD_FILTER = (
+    """
   AND ($2::bigint[] IS NULL OR id = ANY($2))
   AND ($3::text IS NULL OR task = $3)
   AND ($4::text IS NULL OR queue = $4)
-  AND ($5::text IS NULL OR strpos(errors::text, $5) > 0)
+  AND ($5::text IS NULL OR """
+    + _ERROR_MATCH
+    + """)
   AND ($6::timestamptz IS NULL OR finished_at >= $6)
   AND ($7::timestamptz IS NULL OR finished_at < $7)
 """
+)
 
 _KEY_FREE = (
     """
@@ -615,7 +645,9 @@ SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, fals
        (SELECT count(*) FROM {s}.skiplock_jobs j
         WHERE j.queue = n.name AND j.state = 'pending') AS pending,
        (SELECT count(*) FROM {s}.skiplock_jobs j
-        WHERE j.queue = n.name AND j.state = 'running') AS running
+        WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NOT NULL) AS running,
+       (SELECT count(*) FROM {s}.skiplock_jobs j
+        WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL) AS claimed
 FROM names n LEFT JOIN {s}.skiplock_queues q ON q.name = n.name
 ORDER BY n.name
 """

@@ -11,6 +11,9 @@ managed service are chosen.
   run on different server sessions. skiplock then keeps no session state: no prepared
   statements cached by name, no session settings (the claim's ``enable_sort = off`` becomes
   ``SET LOCAL`` in the claim's transaction), and no LISTEN through the pooler.
+- ``connect_timeout=SECONDS``: how long opening a connection may take before it counts as an
+  outage (default 10 s; asyncpg's own 60 s left a CLI command against a server that accepts TCP
+  and never answers silent for a minute).
 - ``listen_url=postgresql://...``: a direct connection (bypassing the pooler) for LISTEN. With
   ``pooler=transaction`` and no ``listen_url``, workers run poll-only: a job is picked up within
   ``poll_interval_s`` instead of at once.
@@ -18,10 +21,15 @@ managed service are chosen.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
+from .._url import mask_url
 from ..errors import ConfigurationError
+
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+MAX_CONNECT_TIMEOUT_S = 3600.0
 
 POOLERS = ("transaction",)
 """The values ``pooler=`` accepts. Session pooling needs nothing: it is a direct connection."""
@@ -38,6 +46,7 @@ class PostgresUrl:
     """True behind a transaction pooler (``pooler=transaction``)."""
     listen_dsn: str | None
     """Where LISTEN connects: ``listen_url``; else ``dsn`` when direct; None means poll-only."""
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 
 
 def parse_postgres_url(url: str) -> PostgresUrl:
@@ -46,20 +55,39 @@ def parse_postgres_url(url: str) -> PostgresUrl:
     query = parse_qs(parts.query)
     schema = _last(query, "schema") or "public"
     if not schema.replace("_", "").isalnum():
-        raise ConfigurationError(f"url={url!r}: schema {schema!r} must be letters, digits and _")
+        raise ConfigurationError(
+            f"url={mask_url(url)!r}: schema {schema!r} must be letters, digits and _"
+        )
     pooler = _last(query, "pooler")
     if pooler is not None and pooler not in POOLERS:
         raise ConfigurationError(
             f"url: pooler={pooler!r} is not supported; use pooler=transaction (PgBouncer's "
             "transaction pooling) or leave it out for a direct or session-pooled connection"
         )
+    timeout = _connect_timeout(_last(query, "connect_timeout"), url)
     listen_url = _last(query, "listen_url")
     if listen_url is not None and urlsplit(listen_url).scheme not in ("postgresql", "postgres"):
         raise ConfigurationError("url: listen_url must be a postgresql:// URL")
     rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
     dsn = parts._replace(query=rest, scheme="postgresql").geturl()
     listen = listen_url.replace("postgres://", "postgresql://", 1) if listen_url else None
-    return PostgresUrl(dsn, schema, pooler is not None, listen or (None if pooler else dsn))
+    listen_dsn = listen or (None if pooler else dsn)
+    return PostgresUrl(dsn, schema, pooler is not None, listen_dsn, timeout)
+
+
+def _connect_timeout(text: str | None, url: str) -> float:
+    if text is None:
+        return DEFAULT_CONNECT_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_CONNECT_TIMEOUT_S:
+        raise ConfigurationError(
+            f"url={mask_url(url)!r}: connect_timeout={text!r} must be seconds in "
+            f"(0, {MAX_CONNECT_TIMEOUT_S:g}]"
+        )
+    return seconds
 
 
 def _last(query: dict[str, list[str]], name: str) -> str | None:

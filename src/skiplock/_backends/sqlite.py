@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -26,7 +27,6 @@ from .._job import (
     Completion,
     JobRecord,
     JobState,
-    NewJob,
     QueueInfo,
     SlotOutcome,
     TaskPause,
@@ -43,12 +43,14 @@ from .base import (
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobInsertManyParams,
     JobListParams,
     JobPruneParams,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
 )
+from .common import state_counts
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -77,6 +79,20 @@ def sqlite_path(url: str) -> str:
     return path
 
 
+def _lower(value: object) -> str | None:
+    """Unicode lower case for the error filter (SQLite's lower() folds only ASCII)."""
+    return None if value is None else str(value).lower()
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:  # gone, or its directory gone: not the file opened, either way
+        return None
+    return st.st_dev, st.st_ino
+
+
 class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
@@ -88,6 +104,7 @@ class SQLiteBackend:
         self._clock = clock
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        self._file: tuple[int, int] | None = None
 
     def _now(self) -> float:
         return self._clock().timestamp() if self._clock else time.time()
@@ -98,10 +115,23 @@ class SQLiteBackend:
         conn = self._conn
 
         def call() -> T:
+            self._check_same_file(operation)
             with _wrapped(operation):
                 return fn(conn)
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    def _check_same_file(self, operation: str) -> None:
+        """Refuse to go on if the path no longer names the file opened: deleted (a
+        connection keeps writing to the unlinked inode, which nobody else sees, while new
+        producers create an empty file at the path) or replaced. One stat, ~1 µs, per
+        operation; an operation is a whole transaction, never a statement."""
+        if _identity(self.path) != self._file:
+            raise BackendError(
+                f"{operation}: the SQLite file {self.path} was deleted or replaced while "
+                "this process had it open; its jobs are no longer at that path. Stopping: "
+                "restore the file or migrate a new one, then restart"
+            )
 
     async def open(self) -> None:
         if self._executor is not None:
@@ -115,6 +145,8 @@ class SQLiteBackend:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.row_factory = sqlite3.Row  # rows read by column name, or by position
+                conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
+                self._file = _identity(self.path)  # the pragmas above opened the file
                 return conn
 
         loop = asyncio.get_running_loop()
@@ -158,13 +190,12 @@ class SQLiteBackend:
         current = await self._run("schema_version", version)
         return current, sql.MIGRATIONS[-1][0]
 
-    async def job_insert_many(
-        self, jobs: Sequence[NewJob], connection: object | None = None
-    ) -> list[int]:
+    async def job_insert_many(self, params: JobInsertManyParams) -> list[int]:
+        jobs = params.jobs
         if not jobs:
             return []
-        if connection is not None:
-            return self.job_insert_many_sync(jobs, connection)
+        if params.connection is not None:
+            return self.job_insert_many_sync(params)
 
         def insert(conn: sqlite3.Connection) -> list[int]:
             with _immediate(conn):
@@ -172,7 +203,8 @@ class SQLiteBackend:
 
         return await self._run("job_insert_many", insert)
 
-    def job_insert_many_sync(self, jobs: Sequence[NewJob], connection: object) -> list[int]:
+    def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
+        jobs, connection = params.jobs, params.connection
         if not isinstance(connection, sqlite3.Connection):
             raise TypeError(
                 f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
@@ -272,12 +304,12 @@ class SQLiteBackend:
 
         return await self._run("job_reclaim_expired", reclaim)
 
-    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[int]:
+    async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
             return []
 
-        def beat(conn: sqlite3.Connection) -> list[int]:
-            still: list[int] = []
+        def beat(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            still: list[tuple[int, str]] = []
             with _immediate(conn):
                 now = self._now()
                 for job_id, token in params.held:
@@ -287,9 +319,10 @@ class SQLiteBackend:
                         "now": now,
                         "default_lease": params.default_lease,
                         "margin": params.lease_margin,
+                        "started": (job_id, token) in params.started,
                     }
                     if conn.execute(sql.JOB_HEARTBEAT_MANY, args).rowcount:
-                        still.append(job_id)
+                        still.append((job_id, token))
             return still
 
         return await self._run("job_heartbeat_many", beat)
@@ -348,7 +381,7 @@ class SQLiteBackend:
 
     async def queue_list(self) -> list[QueueInfo]:
         rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())
-        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6]) for r in rows]
+        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7]) for r in rows]
 
     async def _write(self, operation: str, statement: str, args: Any) -> int:
         def write(conn: sqlite3.Connection) -> int:
@@ -397,9 +430,7 @@ class SQLiteBackend:
             "job_count_by_state",
             lambda c: c.execute(sql.JOB_COUNT_BY_STATE, {"queue": queue}).fetchall(),
         )
-        counts = {state.value: 0 for state in JobState}
-        counts.update({state: n for state, n in rows})
-        return counts
+        return state_counts((state, n) for state, n in rows)
 
     async def job_retry(self, params: JobActionParams) -> bool:
         def retry(conn: sqlite3.Connection) -> bool:

@@ -104,6 +104,15 @@ CREATE INDEX skiplock_jobs_queue_pending_idx
 DROP INDEX skiplock_jobs_live_queue_idx;
 """,
     ),
+    (
+        5,
+        "started mark",
+        """
+-- When a running job's code started, as its worker's heartbeat reports it (NULL while it is
+-- only claimed ahead: prefetched, leased, not started). The claim clears it.
+ALTER TABLE skiplock_jobs ADD COLUMN started_at REAL
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -194,7 +203,7 @@ FROM skiplock_queues q WHERE q.name = :queue AND q.max_depth IS NOT NULL
 LAST_INSERT_ID = "SELECT last_insert_rowid()"
 
 _CLAIM_SET = """UPDATE skiplock_jobs
-SET state = 'running', attempt = attempt + 1, attempted_at = :now,
+SET state = 'running', attempt = attempt + 1, attempted_at = :now, started_at = NULL,
     locked_by = :worker, lease_token = :token,
     lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
 """
@@ -283,13 +292,15 @@ JOB_GET = """
 -- One job row, for inspection.
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit
+       correlation_id, audit, started_at
 FROM skiplock_jobs WHERE id = :id
 """
 
 JOB_COUNT_BY_STATE = """
--- Jobs per state, optionally for one queue.
-SELECT state, count(*) FROM skiplock_jobs WHERE :queue IS NULL OR queue = :queue GROUP BY state
+-- Jobs per state, optionally for one queue; running jobs not yet started count as claimed.
+SELECT CASE WHEN state = 'running' AND started_at IS NULL THEN 'claimed' ELSE state END,
+       count(*)
+FROM skiplock_jobs WHERE :queue IS NULL OR queue = :queue GROUP BY 1
 """
 
 JOB_RETRY = (
@@ -306,10 +317,12 @@ WHERE id = :id AND state IN """
 )
 
 JOB_RECLAIM_EXPIRED = """
--- Return rows whose lease expired to pending (or dead when attempts are spent), noting why.
+-- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
+-- person asked to cancel them, whose worker is gone), noting why.
 UPDATE skiplock_jobs
-SET state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
-    finished_at = CASE WHEN attempt >= max_attempts THEN :now END,
+SET state = CASE WHEN cancel_requested THEN 'cancelled'
+                 WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN :now END,
     run_at = :now,
     lease_token = NULL, lease_expires_at = NULL,
     errors = json_insert(
@@ -326,9 +339,11 @@ RETURNING id
 """
 
 JOB_HEARTBEAT_MANY = """
--- Extend one lease of a batch if the row is still running under its token.
+-- Extend one lease of a batch if the row is still running under its token; mark it started
+-- if its worker says it is and it was not yet.
 UPDATE skiplock_jobs
-SET lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
+SET lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin),
+    started_at = CASE WHEN :started THEN coalesce(started_at, :now) ELSE started_at END
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
@@ -388,10 +403,17 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND cancel
 """
 
 _FILTER = """
+      -- error: a literal substring of a recorded error's decoded message in any case, as on
+      -- PostgreSQL (skiplock_lower is Python's str.lower, registered on the connection:
+      -- SQLite's own lower() folds ASCII only); a row whose errors are not JSON matches nothing
       AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
       AND (:task IS NULL OR task = :task)
       AND (:queue IS NULL OR queue = :queue)
-      AND (:error IS NULL OR instr(errors, :error) > 0)
+      AND (:error IS NULL OR CASE WHEN json_valid(errors) THEN EXISTS (
+          SELECT 1 FROM json_each(errors) e
+          WHERE instr(skiplock_lower(json_extract(CASE WHEN e.type = 'object' THEN e.value END,
+                                                  '$.message')),
+                      skiplock_lower(:error)) > 0) ELSE 0 END)
       AND (:since IS NULL OR coalesce(finished_at, created_at) >= :since)
       AND (:until IS NULL OR coalesce(finished_at, created_at) < :until)
 """
@@ -401,7 +423,7 @@ JOB_LIST = (
 -- Jobs matching a filter, newest first; every condition is optional.
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit
+       correlation_id, audit, started_at
 FROM skiplock_jobs
 WHERE (:state IS NULL OR state = :state)"""
     + _FILTER
@@ -499,7 +521,10 @@ WITH names AS (
 )
 SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
        (SELECT count(*) FROM skiplock_jobs j WHERE j.queue = n.name AND j.state = 'pending'),
-       (SELECT count(*) FROM skiplock_jobs j WHERE j.queue = n.name AND j.state = 'running')
+       (SELECT count(*) FROM skiplock_jobs j
+        WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NOT NULL),
+       (SELECT count(*) FROM skiplock_jobs j
+        WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL)
 FROM names n LEFT JOIN skiplock_queues q ON q.name = n.name
 ORDER BY n.name
 """

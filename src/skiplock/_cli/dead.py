@@ -19,7 +19,7 @@ def filter_options(fn: Any) -> Any:
             click.argument("ids", nargs=-1, type=click.IntRange(min=1, max=2**63 - 1)),
             click.option("--task", "task_name", help="Only this task."),
             click.option("--queue", "queue_name", help="Only this queue."),
-            click.option("--error", help="Only jobs whose errors contain this text."),
+            click.option("--error", help="Only errors containing this text (any case)."),
             click.option("--since", type=click.DateTime(), help="Died at or after (UTC)."),
             click.option("--until", type=click.DateTime(), help="Died before (UTC)."),
             click.option("--limit", type=LIMIT, default=100, show_default=True),

@@ -7,6 +7,7 @@ user@host. Unknown ids, queues and tasks are clear errors, never silent no-ops.
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 import click
 
@@ -29,8 +30,9 @@ def echo_job(job: JobRecord, *, full: bool) -> None:
     """One line per job; with ``full``, everything stored on it as JSON below the line."""
     finished = f" finished={job.finished_at:%Y-%m-%d %H:%M:%S}" if job.finished_at else ""
     last = f"  last error: {job.errors[-1]['message']}" if job.errors and not full else ""
+    state = "claimed" if job.claimed_only else job.state.value  # leased, not reported started
     click.echo(
-        f"{job.id:>8} {job.state.value:<9} {job.task} queue={job.queue} "
+        f"{job.id:>8} {state:<9} {job.task} queue={job.queue} "
         f"attempt={job.attempt}/{job.max_attempts}{finished}{last}"
     )
     if full:
@@ -41,6 +43,7 @@ def echo_job(job: JobRecord, *, full: bool) -> None:
             "run_at": job.run_at,
             "created_at": job.created_at,
             "attempted_at": job.attempted_at,
+            "started_at": job.started_at,
             "finished_at": job.finished_at,
             "correlation_id": job.correlation_id,
             "locked_by": job.locked_by,
@@ -94,15 +97,33 @@ def job_show(app_spec: str, url: str | None, job_id: int) -> None:
 @click.argument("job_id", type=JOB_ID)
 @who_option
 def job_cancel(app_spec: str, url: str | None, job_id: int, who: str) -> None:
-    """Cancel a job: pending never runs; running is cancelled by its worker within ~1 s."""
+    """Cancel a job: pending never runs; running is flagged, and cancelled by its worker
+    within ~1 s or, if that worker is gone, when its lease expires."""
     app = app_for(app_spec, url)
-    state = run_async(app, lambda: app.cancel_job(job_id, who=who))
-    if state is JobState.RUNNING:
-        click.echo(f"job {job_id} is running: its worker will cancel it within about a second")
+
+    async def cancel() -> tuple[JobState, JobRecord | None]:
+        state = await app.cancel_job(job_id, who=who)
+        return state, await app.get_job(job_id) if state is JobState.RUNNING else None
+
+    state, running = run_async(app, cancel)
+    if running is not None:
+        click.echo(f"job {job_id} is running: {_flagged(running)}")
     elif state is JobState.CANCELLED:
         click.echo(f"job {job_id} cancelled")
     else:
         raise CliError(f"job {job_id} already finished ({state.value})")
+
+
+def _flagged(job: JobRecord) -> str:
+    """What a cancel of a running job really does: the worker may be gone (nothing here can
+    tell), so name both ways it ends."""
+    if job.lease_expires_at is None:  # finished between the cancel and this read
+        return "flagged; it ends as its worker records it"
+    expires = job.lease_expires_at.astimezone(UTC).isoformat(timespec="seconds")
+    return (
+        f"flagged; it is cancelled when its lease expires at {expires}, "
+        "or by its worker within about a second if that worker is alive"
+    )
 
 
 @app_command(job, "retry")

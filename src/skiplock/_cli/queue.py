@@ -24,7 +24,7 @@ def queue_list(app_spec: str, url: str | None) -> None:
         click.echo("no queues")
     for q in sorted(listed.values(), key=lambda info: info.name):
         click.echo(
-            f"{q.name:<20} pending={q.pending:<6} running={q.running:<5} "
+            f"{q.name:<20} pending={q.pending:<6} running={q.running:<5} claimed={q.claimed:<5} "
             f"paused={'yes' if q.paused else 'no'} max_depth={q.max_depth} "
             f"max_running={q.max_running} rate_per_s={q.rate_per_s}"
         )

@@ -84,6 +84,14 @@ class LeaseKeeper(Service):
             (c.job_id, c.lease_token, c.lease_s) for c in self.completer.unwritten()
         ]
 
+    def started(self) -> frozenset[tuple[int, str]]:
+        """The leases of jobs whose code has started (running, or finished with the outcome
+        still to write), which the beat marks started in their rows: the rest of what is
+        held was claimed ahead."""
+        running = [(job.id, job.lease_token) for _, job in self.runner.running.values()]
+        done = [(c.job_id, c.lease_token) for c in self.completer.unwritten()]
+        return frozenset(running + done)
+
     def shortest(self) -> tuple[int, float] | None:
         """The shortest lease held now, as (job id, seconds); None when none is held."""
         leases = [(lease, job_id) for job_id, _, lease in self.held() if lease]
@@ -96,19 +104,16 @@ class LeaseKeeper(Service):
         held = [(job_id, token) for job_id, token, _ in self.held()]
         if not held:
             return
+        params = JobHeartbeatManyParams(
+            held, self.config.default_lease_s, self.config.lease_margin_s, self.started()
+        )
         try:
-            kept = set(
-                await self.backend.job_heartbeat_many(
-                    JobHeartbeatManyParams(
-                        held, self.config.default_lease_s, self.config.lease_margin_s
-                    )
-                )
-            )
+            kept = await self.backend.job_heartbeat_many(params)
         except BackendUnavailable as exc:
             self.outage.failed(self.name, exc)
             return
         self.outage.answered()
         self.signals.heartbeat.fire(len(kept))
-        lost = {(job_id, token) for job_id, token in held if job_id not in kept}
+        lost = set(held).difference(kept)
         if lost:
             self.runner.leases_lost(lost)

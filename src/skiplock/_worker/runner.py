@@ -105,8 +105,9 @@ class Runner(Service):
         """Jobs just claimed: start them while slots are free, hold the rest.
 
         A job this worker already holds under another token lapsed and was swept while we
-        held it: this claim proves the old lease lost (the heartbeat, which answers by id,
-        would see the new lease and miss it), so the old attempt is cancelled here."""
+        held it: this claim proves the old lease lost, so the old attempt is cancelled here,
+        before the new one can take its entry in ``running`` (keyed by id); the next
+        heartbeat, which answers (id, token) pairs, would also report it."""
         jobs = list(jobs)
         held = {job.id: job.lease_token for job in self.held()}
         stale = {(j.id, held[j.id]) for j in jobs if held.get(j.id, j.lease_token) != j.lease_token}
