@@ -18,7 +18,7 @@ from ._backends.base import Clock
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._cron import zone
 from ._job import NewJob
-from ._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._schedule import (
     DEFAULT_MAX_CATCHUP,
     DEFAULT_MAX_DELAY_S,
@@ -55,12 +55,16 @@ class App(AppControl):
         url: str | None = None,
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         clock: Clock | None = None,
         timezone: str = "UTC",
     ) -> None:
         self.url = url or os.environ.get("SKIPLOCK_DATABASE_URL") or DEFAULT_URL
         require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
         self.max_payload_bytes = max_payload_bytes
+        require(max_result_bytes > 0, "max_result_bytes", max_result_bytes, "must be > 0")
+        self.max_result_bytes = max_result_bytes
+        """The largest return value a job may store, in bytes of JSON (default 256 KiB)."""
         self.clock = clock
         self.timezone = zone(timezone).key
         """The default zone of schedules that name none."""
@@ -103,6 +107,7 @@ class App(AppControl):
         permanent: tuple[type[BaseException], ...] = (),
         visibility_timeout: float | None = None,
         breaker: Breaker | None = None,
+        keep_result: bool = True,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -119,6 +124,7 @@ class App(AppControl):
         permanent: tuple[type[BaseException], ...] = (),
         visibility_timeout: float | None = None,
         breaker: Breaker | None = None,
+        keep_result: bool = True,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options."""
 
@@ -138,6 +144,7 @@ class App(AppControl):
                 permanent=permanent,
                 visibility_timeout=visibility_timeout,
                 breaker=breaker,
+                keep_result=keep_result,
             )
             self.tasks[task_name] = task
             return task

@@ -111,6 +111,8 @@ class Completion:
     """``{"attempt", "at", "message", "traceback"}``; appended to the job's bounded error list."""
     lease_s: float | None = None
     """The job's lease length: until the outcome is written the worker still heartbeats it."""
+    result_json: str | None = None
+    """What the task returned, as strict JSON (None: returned None, or the task keeps none)."""
 
 
 class SlotOutcome(enum.StrEnum):
@@ -149,6 +151,20 @@ class JobRecord:
     problems: list[str] = field(default_factory=list)
     """What could not be read as written (``"args: not JSON: ..."``, a run_at beyond year
     9999), shown as far as it could be: an odd row is listed with a note, never an error."""
+    result: Any = None
+    """What the task returned (decoded JSON), once it succeeded; None otherwise."""
+    progress: dict[str, Any] | None = None
+    """The last ``set_progress`` record: ``{"fraction", "message", "at"}``, or None."""
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When the latest attempt started."""
+        return self.attempted_at
+
+    @property
+    def worker(self) -> str | None:
+        """The worker that ran (or runs) the latest attempt: ``host:pid:...``."""
+        return self.locked_by
 
 
 @dataclass(frozen=True, slots=True)

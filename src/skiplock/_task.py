@@ -83,6 +83,7 @@ def _validate_options(task: Task[Any, Any]) -> None:
     check_text("unique_key", task.unique_key, optional=True)
     check_text("correlation_id", task.correlation_id, optional=True)
     check_run_after(task.run_after)
+    require(isinstance(task.keep_result, bool), "keep_result", task.keep_result, "must be a bool")
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,8 @@ class Task(Generic[P, R]):
     run_after: datetime | timedelta | None = None
     connection: object | None = field(default=None, repr=False, compare=False)
     correlation_id: str | None = None
+    keep_result: bool = True
+    """Store what the function returns on the job row (False: a hot path that needs none)."""
     _fitting_shapes: set[object] = field(default_factory=set, init=False, repr=False, compare=False)
     """Call shapes known to bind: prepare's check is one set lookup after the first. A field,
     not a cached_property: a key added to ``__dict__`` after ``__init__`` turns off CPython's

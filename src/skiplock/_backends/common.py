@@ -134,7 +134,8 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
 
 RECORD_COLUMNS = (
     "id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at, created_at,"
-    " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit"
+    " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit,"
+    " result, progress"
 )
 """The columns of an inspection read. Each dialect selects them under these names, times as
 Unix seconds (PostgreSQL: exact numeric) and JSON as text, so one reader maps both."""
@@ -177,6 +178,8 @@ def job_record(row: Row) -> JobRecord:
         errors=read.json("errors", []),
         correlation_id=read.text_or_none("correlation_id"),
         audit=read.json("audit", []),
+        result=read.any_json("result"),
+        progress=read.object_or_none("progress"),
         problems=read.problems,
     )
 
@@ -212,6 +215,20 @@ class _Reader:
             self.problems.append(f"{name}: not a JSON {type(empty).__name__}: {text[:200]!r}")
             return empty
         return value
+
+    def any_json(self, name: str) -> Any:
+        """A nullable column of any JSON value (SQL NULL and JSON null both read as None)."""
+        if self.row[name] is None:
+            return None
+        text = self.text(name)
+        try:
+            return json.loads(text)
+        except ValueError:
+            self.problems.append(f"{name}: not JSON: {text[:200]!r}")
+            return None
+
+    def object_or_none(self, name: str) -> dict[str, Any] | None:
+        return None if self.row[name] is None else self.json(name, {})
 
     def time(self, name: str) -> datetime | None:
         seconds = self.row[name]

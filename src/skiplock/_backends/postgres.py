@@ -79,6 +79,8 @@ class PostgresBackend:
         self._pool: asyncpg.Pool | None = None
         self._claim_pool: asyncpg.Pool | None = None
         self.channel = f"skiplock_{self.schema}"
+        self.done_channel = f"skiplock_done_{self.schema}"
+        """Where completions announce the ids they finished (waiters LISTEN here)."""
         # Name our sessions in pg_stat_activity unless the URL names them itself.
         named = "application_name=" in self._dsn
         self._settings = {} if named else {"application_name": "skiplock"}
@@ -303,7 +305,7 @@ class PostgresBackend:
                 for conn in (first, second):
                     await conn.fetch(
                         self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
-                        *ops.completion_params([], self._now()),
+                        *ops.completion_params([], self._now(), self.done_channel),
                     )
                     await conn.fetch(self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now())
                     await conn.fetch(self._sql.QUEUE_LIMITED)
@@ -319,7 +321,7 @@ class PostgresBackend:
         with _wrapped("job_set_state_if_running_many"):
             rows = await self.pool.fetch(
                 self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
-                *ops.completion_params(completions, self._now()),
+                *ops.completion_params(completions, self._now(), self.done_channel),
             )
         return [r["id"] for r in rows]
 

@@ -107,6 +107,16 @@ CREATE INDEX skiplock_jobs_queue_pending_idx
 DROP INDEX {s}.skiplock_jobs_live_queue_idx;
 """,
     ),
+    (
+        5,
+        "results",
+        """
+-- What a job returned (strict JSON; NULL for None or keep_result=False) and its last progress
+-- record. Nullable without a default: adding them rewrites no row of a populated table.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN result jsonb;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN progress jsonb;
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -311,29 +321,38 @@ c AS MATERIALIZED (
 JOB_SET_STATE_IF_RUNNING_MANY = """
 -- Write a batch of outcomes (decided in Python: _transitions.py), each only where the row is
 -- still running under its lease token: a worker whose lease was lost changes nothing. Errors
--- are appended, keeping the last $9.
+-- are appended, keeping the last $9; $10 holds the results (NULL: none kept). The finished
+-- ids are announced on the completion channel $11, one NOTIFY per 300 ids (a payload stays
+-- under PostgreSQL's 8,000 bytes), so a batch of outcomes costs one notification, not one each.
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[],
-                         $6::bool[], $7::text[])
-        AS c(id, token, state, attempt_delta, run_after, finished, error)
+                         $6::bool[], $7::text[], $10::text[])
+        AS c(id, token, state, attempt_delta, run_after, finished, error, result)
+), done AS (
+    UPDATE {s}.skiplock_jobs j
+    SET state = c.state,
+        attempt = j.attempt + c.attempt_delta,
+        run_at = coalesce((SELECT t FROM now_) + make_interval(secs => c.run_after), j.run_at),
+        finished_at = CASE WHEN c.finished THEN (SELECT t FROM now_) END,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        result = c.result::jsonb,
+        errors = CASE WHEN c.error IS NULL THEN j.errors
+                      WHEN jsonb_array_length(j.errors) >= $9
+                      THEN (j.errors - 0) || jsonb_build_array(c.error::jsonb)
+                      ELSE j.errors || jsonb_build_array(c.error::jsonb) END
+    FROM c
+    -- A token is set only by a claim and cleared by every way out of running, so matching it
+    -- is the fence; id = ANY keeps the plan on the primary key however big the batch.
+    WHERE j.id = ANY($1::bigint[]) AND j.id = c.id AND j.lease_token = c.token
+    RETURNING j.id, c.finished
+), told AS (
+    SELECT pg_notify($11, string_agg(id::text, ',')) FROM (
+        SELECT id, (row_number() OVER ()) / 300 AS chunk FROM done WHERE finished
+    ) f GROUP BY chunk
 )
-UPDATE {s}.skiplock_jobs j
-SET state = c.state,
-    attempt = j.attempt + c.attempt_delta,
-    run_at = coalesce((SELECT t FROM now_) + make_interval(secs => c.run_after), j.run_at),
-    finished_at = CASE WHEN c.finished THEN (SELECT t FROM now_) END,
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    errors = CASE WHEN c.error IS NULL THEN j.errors
-                  WHEN jsonb_array_length(j.errors) >= $9
-                  THEN (j.errors - 0) || jsonb_build_array(c.error::jsonb)
-                  ELSE j.errors || jsonb_build_array(c.error::jsonb) END
-FROM c
--- A token is set only by a claim and cleared by every way out of running, so matching it
--- is the fence; id = ANY keeps the plan on the primary key however big the batch.
-WHERE j.id = ANY($1::bigint[]) AND j.id = c.id AND j.lease_token = c.token
-RETURNING j.id
+SELECT id FROM done WHERE (SELECT count(*) FROM told) >= 0
 """
 
 _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs, priority,
@@ -342,7 +361,8 @@ _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs,
        extract(epoch FROM attempted_at) AS attempted_at,
        extract(epoch FROM finished_at) AS finished_at, locked_by,
        extract(epoch FROM lease_expires_at) AS lease_expires_at, errors::text AS errors,
-       correlation_id, audit::text AS audit"""
+       correlation_id, audit::text AS audit, result::text AS result,
+       progress::text AS progress"""
 """An inspection read's columns (common.RECORD_COLUMNS): times as exact epoch seconds, which
 any timestamptz has, even one beyond the driver's datetime range ('infinity', year 20000)."""
 

@@ -120,6 +120,7 @@ def completion_args(c: Completion, now: float) -> dict[str, Any]:
         "finished_at": now if change.finished else None,
         "error": json.dumps(c.error) if c.error is not None else None,
         "max_errors": MAX_ERRORS_KEPT,
+        "result": c.result_json,
     }
 
 

@@ -104,6 +104,16 @@ CREATE INDEX skiplock_jobs_queue_pending_idx
 DROP INDEX skiplock_jobs_live_queue_idx;
 """,
     ),
+    (
+        5,
+        "results",
+        """
+-- What a job returned (strict JSON text, NULL for None or keep_result=False) and its last
+-- progress record (no semicolons in comments: migrate splits on them).
+ALTER TABLE skiplock_jobs ADD COLUMN result TEXT;
+ALTER TABLE skiplock_jobs ADD COLUMN progress TEXT
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -264,7 +274,8 @@ def job_get_available_in_queues(count: int) -> str:
 
 JOB_SET_STATE_IF_RUNNING_MANY = """
 -- Write one outcome of a batch (decided in Python: _transitions.py), only while the row is
--- still running under its lease token; errors are appended, keeping the last :max_errors.
+-- still running under its lease token; errors are appended, keeping the last :max_errors,
+-- and :result (NULL: none kept) replaces the result.
 UPDATE skiplock_jobs
 SET state = :state,
     attempt = attempt + :attempt_delta,
@@ -272,6 +283,7 @@ SET state = :state,
     finished_at = :finished_at,
     lease_token = NULL,
     lease_expires_at = NULL,
+    result = :result,
     errors = CASE WHEN :error IS NULL THEN errors
                   WHEN json_array_length(errors) >= :max_errors
                   THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
@@ -283,7 +295,7 @@ JOB_GET = """
 -- One job row, for inspection.
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit
+       correlation_id, audit, result, progress
 FROM skiplock_jobs WHERE id = :id
 """
 
@@ -401,7 +413,7 @@ JOB_LIST = (
 -- Jobs matching a filter, newest first; every condition is optional.
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit
+       correlation_id, audit, result, progress
 FROM skiplock_jobs
 WHERE (:state IS NULL OR state = :state)"""
     + _FILTER

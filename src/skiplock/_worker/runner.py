@@ -187,6 +187,7 @@ class Runner(Service):
                 decision.delay_s,
                 decision.error,
                 job.lease_s,
+                decision.result_json,
             )
         )
         self.processed += 1
