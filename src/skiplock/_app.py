@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ._app_control import AppControl
+from ._app_results import AppResults
 from ._backends import Backend, open_backend
 from ._backends.base import Clock
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
@@ -44,7 +45,7 @@ log = logging.getLogger("skiplock")
 DEFAULT_URL = "sqlite:///skiplock.db"
 
 
-class App(AppControl):
+class App(AppControl, AppResults):
     """Tasks, configuration and database access for one skiplock deployment.
 
     ``App()`` reads ``SKIPLOCK_DATABASE_URL`` and falls back to ``sqlite:///skiplock.db``.
@@ -75,6 +76,7 @@ class App(AppControl):
             weakref.WeakKeyDictionary()
         )
         self._wakers: set[Callable[[str], None]] = set()
+        self._waiters = weakref.WeakKeyDictionary()
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
 
@@ -274,6 +276,7 @@ class App(AppControl):
 
     async def close(self) -> None:
         """Close this loop's backend (a worker or script calls this on the way out)."""
+        await self._close_waiters()
         backend = self._backends.pop(asyncio.get_running_loop(), None)
         if backend is not None:
             await backend.close()

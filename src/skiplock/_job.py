@@ -168,6 +168,18 @@ class JobRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """Where a waited-for job stands: what ``handle.result()`` needs and nothing more."""
+
+    id: int
+    state: JobState
+    result_json: str | None = None
+    """The stored result of a succeeded job (None: it returned None or keeps none)."""
+    last_error: dict[str, Any] | None = None
+    """The last recorded error of a dead or cancelled job."""
+
+
+@dataclass(frozen=True, slots=True)
 class JobFilter:
     """Which jobs a person means; every field narrows, None means any."""
 

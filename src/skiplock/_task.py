@@ -18,6 +18,7 @@ from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._job import JobRecord, NewJob
 from ._limits import MAX_ATTEMPTS, MAX_INT, check_int, check_run_after, check_seconds, check_text
 from ._payload import encode_args
+from ._waiting import unwrap
 
 if TYPE_CHECKING:
     from ._app import App
@@ -46,6 +47,20 @@ class JobHandle:
     async def fetch(self) -> JobRecord:
         """The job row as it is now."""
         return await self.app.get_job(self.id)
+
+    async def result(self, timeout: float | None = None) -> Any:
+        """What the job returned, once it succeeded.
+
+        Raises JobFailed (dead: the last error's type, message and traceback), JobCancelled,
+        or TimeoutError after ``timeout`` seconds (the job goes on). Woken by the completion
+        itself, through the process's one watch, not by polling per handle.
+        """
+        outcomes = await self.app.wait_for_outcomes([self.id], timeout)
+        return unwrap(outcomes[self.id])
+
+    def result_sync(self, timeout: float | None = None) -> Any:
+        """``result`` for code without an event loop (run on the app's private loop)."""
+        return self.app._run_sync(self.result(timeout))
 
 
 @functools.lru_cache(maxsize=4096)

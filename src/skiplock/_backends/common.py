@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
-from .._job import ClaimedJob, JobFilter, JobRecord, JobState, NewJob
+from .._job import ClaimedJob, JobFilter, JobOutcome, JobRecord, JobState, NewJob
 from ..errors import DuplicateJob
 
 T = TypeVar("T")
@@ -128,6 +128,24 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
     ]
     jobs.sort(key=lambda j: (-j.priority, j.id))
     return jobs
+
+
+def job_outcomes(rows: Iterable[Row]) -> list[JobOutcome]:
+    """JOB_OUTCOME_MANY's rows; a last error that is not a JSON object reads as its text."""
+    return [
+        JobOutcome(r["id"], JobState(r["state"]), r["result"], _error(r["last_error"]))
+        for r in rows
+    ]
+
+
+def _error(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"message": text}
 
 
 # -- job rows, read by column name --------------------------------------------------------------

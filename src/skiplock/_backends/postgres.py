@@ -21,6 +21,7 @@ import asyncpg
 from .._job import (
     ClaimedJob,
     Completion,
+    JobOutcome,
     JobRecord,
     JobState,
     NewJob,
@@ -46,7 +47,7 @@ from .base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from .common import job_record
+from .common import job_outcomes, job_record
 from .postgres_errors import wrapped as _wrapped
 
 COPY_MIN_ROWS = 200
@@ -372,17 +373,39 @@ class PostgresBackend:
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
         """LISTEN on a dedicated connection; the yielded event is set if it is lost."""
-        lost = asyncio.Event()
 
         def notified(_conn: Any, _pid: int, _channel: str, payload: object) -> None:
             on_wake(str(payload))
 
+        async with self._listening(self.channel, notified) as lost:
+            yield lost
+
+    @asynccontextmanager
+    async def listen_done(
+        self, on_done: Callable[[list[int] | None], None]
+    ) -> AsyncIterator[asyncio.Event]:
+        """LISTEN on the completion channel: each notification names the ids it finished."""
+
+        def notified(_conn: Any, _pid: int, _channel: str, payload: object) -> None:
+            try:
+                on_done([int(i) for i in str(payload).split(",")])
+            except ValueError:
+                on_done(None)  # not ours to parse: check every waiter
+
+        async with self._listening(self.done_channel, notified) as lost:
+            yield lost
+
+    @asynccontextmanager
+    async def _listening(
+        self, channel: str, notified: Callable[..., None]
+    ) -> AsyncIterator[asyncio.Event]:
+        lost = asyncio.Event()
         with _wrapped("listen"):
             conn = await asyncpg.connect(self._dsn, server_settings=self._settings)
         conn.add_termination_listener(lambda _c: lost.set())
         try:
             with _wrapped("listen"):
-                await conn.add_listener(self.channel, notified)
+                await conn.add_listener(channel, notified)
             yield lost
         finally:
             if not conn.is_closed():
@@ -430,6 +453,13 @@ class PostgresBackend:
         if r is None:
             raise JobNotFound(f"no job with id {job_id}")
         return job_record(r)
+
+    async def job_outcome_many(self, job_ids: Sequence[int]) -> list[JobOutcome]:
+        if not job_ids:
+            return []
+        with _wrapped("job_outcome_many"):
+            rows = await self.pool.fetch(self._sql.JOB_OUTCOME_MANY, list(job_ids))
+        return job_outcomes(rows)
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         with _wrapped("job_count_by_state"):

@@ -376,6 +376,14 @@ FROM {s}.skiplock_jobs WHERE id = $1
 """
 )
 
+JOB_OUTCOME_MANY = """
+-- Where the waited-for jobs $1 stand: state, the result of a succeeded one, the last error of
+-- a finished one. One primary-key probe per id.
+SELECT id, state, CASE WHEN state = 'succeeded' THEN result::text END AS result,
+       CASE WHEN state IN ('cancelled', 'dead') THEN (errors -> -1)::text END AS last_error
+FROM {s}.skiplock_jobs WHERE id = ANY($1::bigint[])
+"""
+
 JOB_COUNT_BY_STATE = """
 -- Jobs per state, optionally for one queue.
 SELECT state, count(*) AS n FROM {s}.skiplock_jobs
@@ -681,6 +689,7 @@ class Statements:
     JOB_GET_AVAILABLE_IN_QUEUES: str
     JOB_SET_STATE_IF_RUNNING_MANY: str
     JOB_GET: str
+    JOB_OUTCOME_MANY: str
     JOB_COUNT_BY_STATE: str
     JOB_RETRY: str
     JOB_RECLAIM_EXPIRED: str

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from .._job import (
     ClaimedJob,
     Completion,
+    JobOutcome,
     JobRecord,
     JobState,
     NewJob,
@@ -49,6 +50,7 @@ from .base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
+from .common import job_outcomes
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -344,6 +346,14 @@ class SQLiteBackend:
                 await watcher
             conn.close()
 
+    @asynccontextmanager
+    async def listen_done(
+        self, on_done: Callable[[list[int] | None], None]
+    ) -> AsyncIterator[asyncio.Event]:
+        """The same data_version watch: a commit says something changed, never which jobs."""
+        async with self.listen(lambda _queue: on_done(None)) as lost:
+            yield lost
+
     # -- operations a person drives -------------------------------------------------------
 
     async def queue_list(self) -> list[QueueInfo]:
@@ -391,6 +401,18 @@ class SQLiteBackend:
         if not rows:
             raise JobNotFound(f"no job with id {job_id}")
         return rows[0]
+
+    async def job_outcome_many(self, job_ids: Sequence[int]) -> list[JobOutcome]:
+        if not job_ids:
+            return []
+        ids = json.dumps(list(job_ids))
+
+        def read(conn: sqlite3.Connection) -> list[JobOutcome]:
+            cursor = conn.execute(sql.JOB_OUTCOME_MANY, {"ids": ids})
+            names = [d[0] for d in cursor.description]
+            return job_outcomes(dict(zip(names, r, strict=True)) for r in cursor.fetchall())
+
+        return await self._run("job_outcome_many", read)
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         rows = await self._run(

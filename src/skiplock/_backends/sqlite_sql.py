@@ -299,6 +299,15 @@ SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, ru
 FROM skiplock_jobs WHERE id = :id
 """
 
+JOB_OUTCOME_MANY = """
+-- Where the waited-for jobs (:ids, a JSON array) stand: state, the result of a succeeded one,
+-- the last error of a finished one. One primary-key probe per id.
+SELECT id, state, CASE WHEN state = 'succeeded' THEN result END AS result,
+       CASE WHEN state IN ('cancelled', 'dead') THEN json_extract(errors, '$[#-1]') END
+           AS last_error
+FROM skiplock_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+"""
+
 JOB_COUNT_BY_STATE = """
 -- Jobs per state, optionally for one queue.
 SELECT state, count(*) FROM skiplock_jobs WHERE :queue IS NULL OR queue = :queue GROUP BY state
