@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import contextvars
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from ._worker.progress import progress_record
 
 
 class JobState(enum.StrEnum):
@@ -113,6 +116,8 @@ class Completion:
     """The job's lease length: until the outcome is written the worker still heartbeats it."""
     result_json: str | None = None
     """What the task returned, as strict JSON (None: returned None, or the task keeps none)."""
+    progress_json: str | None = None
+    """A progress record the job reported after the last heartbeat (None: none)."""
 
 
 class SlotOutcome(enum.StrEnum):
@@ -211,6 +216,19 @@ class JobContext:
     deadline: datetime | None
     """When the job's timeout expires (monotonic deadlines are not shareable), or None."""
     lease_expires_at: datetime
+    report: Callable[[int, str], None] | None = field(default=None, repr=False, compare=False)
+    """Where ``set_progress`` leaves its record (the worker's progress board)."""
+
+    async def set_progress(self, fraction: float, message: str = "") -> None:
+        """Report how far the job is (0..1) and what it is doing; stored with the worker's
+        next heartbeat, at most once a second, never a round trip per call."""
+        self.set_progress_sync(fraction, message)
+
+    def set_progress_sync(self, fraction: float, message: str = "") -> None:
+        """``set_progress`` for a sync task (callable from its thread)."""
+        record = progress_record(fraction, message)
+        if self.report is not None:
+            self.report(self.id, record)
 
 
 _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("skiplock_job")

@@ -48,6 +48,10 @@ class JobHandle:
         """The job row as it is now."""
         return await self.app.get_job(self.id)
 
+    async def progress(self) -> dict[str, Any] | None:
+        """The job's last stored progress record (``fraction``, ``message``, ``at``), or None."""
+        return (await self.fetch()).progress
+
     async def result(self, timeout: float | None = None) -> Any:
         """What the job returned, once it succeeded.
 

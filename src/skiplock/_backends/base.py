@@ -8,9 +8,9 @@ the same names, and one conformance suite runs against both.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -95,6 +95,8 @@ class JobHeartbeatManyParams:
     held: Sequence[tuple[int, str]]
     default_lease: float
     lease_margin: float
+    progress: Mapping[int, str] = field(default_factory=dict)
+    """Progress records (JSON) to store on some of the held jobs, in the same statement."""
 
 
 @dataclass(frozen=True, slots=True)

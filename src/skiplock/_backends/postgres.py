@@ -308,7 +308,9 @@ class PostgresBackend:
                         self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
                         *ops.completion_params([], self._now(), self.done_channel),
                     )
-                    await conn.fetch(self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now())
+                    await conn.fetch(
+                        self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), []
+                    )
                     await conn.fetch(self._sql.QUEUE_LIMITED)
                     await conn.fetch(
                         self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
@@ -362,6 +364,7 @@ class PostgresBackend:
                 params.default_lease,
                 params.lease_margin,
                 self._now(),
+                [params.progress.get(job_id) for job_id, _ in params.held],
             )
         return [r["id"] for r in rows]
 

@@ -70,6 +70,7 @@ def completion_params(
         MAX_ERRORS_KEPT,
         [c.result_json for c in completions],
         channel,
+        [c.progress_json for c in completions],
     ]
 
 

@@ -321,14 +321,15 @@ c AS MATERIALIZED (
 JOB_SET_STATE_IF_RUNNING_MANY = """
 -- Write a batch of outcomes (decided in Python: _transitions.py), each only where the row is
 -- still running under its lease token: a worker whose lease was lost changes nothing. Errors
--- are appended, keeping the last $9; $10 holds the results (NULL: none kept). The finished
+-- are appended, keeping the last $9; $10 holds the results (NULL: none kept), $12 progress
+-- reported since the last heartbeat (NULL: none). The finished
 -- ids are announced on the completion channel $11, one NOTIFY per 300 ids (a payload stays
 -- under PostgreSQL's 8,000 bytes), so a batch of outcomes costs one notification, not one each.
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[],
-                         $6::bool[], $7::text[], $10::text[])
-        AS c(id, token, state, attempt_delta, run_after, finished, error, result)
+                         $6::bool[], $7::text[], $10::text[], $12::text[])
+        AS c(id, token, state, attempt_delta, run_after, finished, error, result, progress)
 ), done AS (
     UPDATE {s}.skiplock_jobs j
     SET state = c.state,
@@ -338,6 +339,7 @@ c AS (
         lease_token = NULL,
         lease_expires_at = NULL,
         result = c.result::jsonb,
+        progress = coalesce(c.progress::jsonb, j.progress),
         errors = CASE WHEN c.error IS NULL THEN j.errors
                       WHEN jsonb_array_length(j.errors) >= $9
                       THEN (j.errors - 0) || jsonb_build_array(c.error::jsonb)
@@ -435,12 +437,14 @@ RETURNING j.id
 """
 
 JOB_HEARTBEAT_MANY = """
--- Extend the leases of (id, token) pairs still running; the ids returned are still held.
+-- Extend the leases of (id, token) pairs still running, storing the progress records $6 given
+-- (NULL: none new); the ids returned are still held.
 WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t)
 UPDATE {s}.skiplock_jobs j
 SET lease_expires_at = (SELECT t FROM now_)
-                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4))
-FROM unnest($1::bigint[], $2::text[]) AS h(id, token)
+                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4)),
+    progress = coalesce(h.progress::jsonb, j.progress)
+FROM unnest($1::bigint[], $2::text[], $6::text[]) AS h(id, token, progress)
 WHERE j.id = ANY($1::bigint[]) AND j.id = h.id AND j.lease_token = h.token
 RETURNING j.id
 """

@@ -289,6 +289,7 @@ class SQLiteBackend:
                         "now": now,
                         "default_lease": params.default_lease,
                         "margin": params.lease_margin,
+                        "progress": params.progress.get(job_id),
                     }
                     if conn.execute(sql.JOB_HEARTBEAT_MANY, args).rowcount:
                         still.append(job_id)

@@ -121,6 +121,7 @@ def completion_args(c: Completion, now: float) -> dict[str, Any]:
         "error": json.dumps(c.error) if c.error is not None else None,
         "max_errors": MAX_ERRORS_KEPT,
         "result": c.result_json,
+        "progress": c.progress_json,
     }
 
 

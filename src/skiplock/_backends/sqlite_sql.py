@@ -284,6 +284,7 @@ SET state = :state,
     lease_token = NULL,
     lease_expires_at = NULL,
     result = :result,
+    progress = coalesce(:progress, progress),
     errors = CASE WHEN :error IS NULL THEN errors
                   WHEN json_array_length(errors) >= :max_errors
                   THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
@@ -347,9 +348,11 @@ RETURNING id
 """
 
 JOB_HEARTBEAT_MANY = """
--- Extend one lease of a batch if the row is still running under its token.
+-- Extend one lease of a batch if the row is still running under its token, storing its new
+-- progress record (NULL: none new).
 UPDATE skiplock_jobs
-SET lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
+SET lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin),
+    progress = coalesce(:progress, progress)
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 

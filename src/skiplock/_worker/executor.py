@@ -44,7 +44,9 @@ def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[
     return task, args, kwargs
 
 
-def job_context(job: ClaimedJob, timeout: float | None) -> JobContext:
+def job_context(
+    job: ClaimedJob, timeout: float | None, report: Callable[[int, str], None] | None = None
+) -> JobContext:
     now = datetime.now(UTC)
     return JobContext(
         id=job.id,
@@ -55,6 +57,7 @@ def job_context(job: ClaimedJob, timeout: float | None) -> JobContext:
         enqueued_at=job.created_at,
         deadline=now + timedelta(seconds=timeout) if timeout else None,
         lease_expires_at=job.lease_expires_at,
+        report=report,
     )
 
 
@@ -182,8 +185,14 @@ def stored_result(app: App, task: Task[Any, Any], value: Any) -> str | None:
         raise UnstorableResult(str(exc)) from exc
 
 
-async def execute(app: App, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
-    """Run one claimed job and decide its outcome. Raises only the worker's own cancel."""
+async def execute(
+    app: App,
+    job: ClaimedJob,
+    pool: ThreadPoolExecutor,
+    report: Callable[[int, str], None] | None = None,
+) -> Decision:
+    """Run one claimed job and decide its outcome (``report`` takes its progress records).
+    Raises only the worker's own cancel."""
     task: Task[Any, Any] | None = None
     result_json = None
     try:
@@ -192,7 +201,7 @@ async def execute(app: App, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decisi
         failure: BaseException | None = exc
     else:
         timeout = job.timeout if job.timeout is not None else task.timeout
-        set_current_job(job_context(job, timeout))
+        set_current_job(job_context(job, timeout, report))
         failure, value = await _invoke(task, args, kwargs, timeout, pool)
         if failure is None:
             try:
