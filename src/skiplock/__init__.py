@@ -2,7 +2,16 @@
 
 from ._app import App
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, WorkerConfig
-from ._job import JobContext, JobFilter, JobRecord, JobState, QueueInfo, TaskPause, current_job
+from ._job import (
+    JobContext,
+    JobFilter,
+    JobOutcome,
+    JobRecord,
+    JobState,
+    QueueInfo,
+    TaskPause,
+    current_job,
+)
 from ._outcomes import Cancel, JobControl, Retry, Snooze
 from ._task import JobHandle, Task
 from ._worker.worker import Worker
@@ -40,6 +49,7 @@ __all__ = [
     "JobFilter",
     "JobHandle",
     "JobNotFound",
+    "JobOutcome",
     "JobRecord",
     "JobState",
     "PayloadError",

@@ -18,7 +18,8 @@ from ._backends import Backend, open_backend
 from ._backends.base import Clock
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._cron import zone
-from ._job import NewJob
+from ._eager import run_eager
+from ._job import JobOutcome, NewJob
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._schedule import (
     DEFAULT_MAX_CATCHUP,
@@ -59,6 +60,7 @@ class App(AppControl, AppResults):
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         clock: Clock | None = None,
         timezone: str = "UTC",
+        eager: bool = False,
     ) -> None:
         self.url = url or os.environ.get("SKIPLOCK_DATABASE_URL") or DEFAULT_URL
         require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
@@ -67,6 +69,10 @@ class App(AppControl, AppResults):
         self.max_result_bytes = max_result_bytes
         """The largest return value a job may store, in bytes of JSON (default 256 KiB)."""
         self.clock = clock
+        require(isinstance(eager, bool), "eager", eager, "must be a bool")
+        self.eager = eager
+        """Run each task at enqueue, in the caller's loop, with no database (unit tests)."""
+        self.eager_outcomes: dict[int, JobOutcome] = {}
         self.timezone = zone(timezone).key
         """The default zone of schedules that name none."""
         self.tasks: dict[str, Task[Any, Any]] = {}
@@ -337,6 +343,8 @@ class App(AppControl, AppResults):
         worker finds nothing and goes back to sleep).
         """
         batch = list(jobs)
+        if self.eager:
+            return await run_eager(self, batch)
         ids = await (await self.backend()).job_insert_many(batch, connection)
         if connection is None:
             self._wake_local(batch)
@@ -347,7 +355,7 @@ class App(AppControl, AppResults):
     ) -> list[JobHandle]:
         """``enqueue_many`` without an event loop; ``connection`` may be sqlite3 or psycopg."""
         batch = list(jobs)
-        if connection is None:
+        if connection is None or self.eager:
             return self._run_sync(self.enqueue_many(batch))
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
             raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")

@@ -13,12 +13,15 @@ from ._backends import Backend
 from ._job import JobOutcome
 from ._task import JobHandle
 from ._waiting import Waiters, unwrap
+from .errors import JobNotFound
 
 
 class AppResults:
     """Mixed into ``App``: one ``Waiters`` registry per event loop."""
 
     _waiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Waiters]
+    eager: bool
+    eager_outcomes: dict[int, JobOutcome]
 
     async def backend(self) -> Backend:
         raise NotImplementedError  # App provides it
@@ -58,7 +61,28 @@ class AppResults:
         """Until every job is final: succeeded, dead or cancelled."""
         if timeout is not None and not timeout >= 0:
             raise ValueError(f"timeout={timeout!r}: must be >= 0 seconds, or None")
+        if self.eager:  # every job ran at enqueue: nothing to wait for
+            return {i: self._eager_outcome(i) for i in job_ids}
         return await (await self._loop_waiters()).outcomes(job_ids, timeout)
+
+    def _eager_outcome(self, job_id: int) -> JobOutcome:
+        try:
+            return self.eager_outcomes[job_id]
+        except KeyError:
+            raise JobNotFound(f"no job with id {job_id} ran in eager mode") from None
+
+    async def drain(self, *, queues: Sequence[str] | None = None) -> list[JobOutcome]:
+        """Run every ready job in this process until none is left (a burst worker), and
+        return the outcome of each job it ran, in the order they were written. For tests."""
+        from ._worker.worker import Worker  # the worker imports the app: resolved at call
+
+        chosen = tuple(queues) if queues is not None else None
+        worker = Worker(self, queues=chosen, poll_interval_s=0.05)  # type: ignore[arg-type]
+        written = worker.signals.flushed.arm()
+        await worker.run(burst=True)
+        ids = list(dict.fromkeys(i for batch in written.drain() for i in batch))
+        found = {o.id: o for o in await (await self.backend()).job_outcome_many(ids)}
+        return [found[i] for i in ids if i in found]
 
     async def _loop_waiters(self) -> Waiters:
         loop = asyncio.get_running_loop()

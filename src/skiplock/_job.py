@@ -246,6 +246,10 @@ def set_current_job(ctx: JobContext) -> contextvars.Token[JobContext]:
     return _current.set(ctx)
 
 
+def reset_current_job(token: contextvars.Token[JobContext]) -> None:
+    _current.reset(token)
+
+
 @dataclass(frozen=True, slots=True)
 class QueueInfo:
     """A queue's settings (stored in the database, shared by every producer and worker)."""
