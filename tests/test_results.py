@@ -185,3 +185,30 @@ async def test_a_populated_version_4_database_upgrades_and_runs_its_jobs(db_url:
         assert [r.result for r in records] == [1, 2, 3, 4, 5]
     finally:
         await app.close()
+
+
+async def test_a_requeued_job_does_not_keep_its_earlier_result_or_progress(
+    app: skiplock.App,
+) -> None:
+    """A person requeues a succeeded job; its next run returns None: no stale value."""
+    runs = 0
+
+    @app.task(name="once")
+    async def once() -> str | None:
+        nonlocal runs
+        runs += 1
+        if runs == 1:
+            await skiplock.current_job().set_progress(1.0, "first run")
+            return "first"
+        return None
+
+    handle = await once.aenqueue()
+    await burst(app)
+    first = await handle.fetch()
+    assert first.result == "first" and first.progress is not None
+    assert await app.retry_job(handle.id)
+    assert (await handle.fetch()).progress is None
+    await burst(app)
+    again = await handle.fetch()
+    assert again.state == JobState.SUCCEEDED and runs == 2
+    assert again.result is None and again.progress is None

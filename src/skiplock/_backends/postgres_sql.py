@@ -398,7 +398,8 @@ JOB_RETRY = (
 WITH r AS (
     UPDATE {s}.skiplock_jobs
     SET state = 'pending', attempt = 0, run_at = coalesce($3::timestamptz, now()),
-        finished_at = NULL, lease_token = NULL, lease_expires_at = NULL,
+        finished_at = NULL, result = NULL, progress = NULL, lease_token = NULL,
+        lease_expires_at = NULL,
         cancel_requested = false,
         audit = audit || jsonb_build_array(jsonb_build_object(
             'at', coalesce($3::timestamptz, now()), 'who', $4::text, 'what', 'retry'))

@@ -237,7 +237,7 @@ class SQLiteBackend:
                 now = self._now()
                 for c in completions:
                     args = ops.completion_args(c, now)
-                    if conn.execute(sql.JOB_SET_STATE_IF_RUNNING_MANY, args).rowcount:
+                    if conn.execute(ops.completion_statement(c), args).rowcount:
                         applied.append(c.job_id)
             return applied
 

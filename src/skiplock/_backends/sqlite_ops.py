@@ -125,6 +125,13 @@ def completion_args(c: Completion, now: float) -> dict[str, Any]:
     }
 
 
+def completion_statement(c: Completion) -> str:
+    """The cheaper statement unless the outcome carries a result or progress to store."""
+    if c.result_json is None and c.progress_json is None:
+        return sql.JOB_SET_STATE_IF_RUNNING_MANY
+    return sql.JOB_SET_STATE_KEEPING_RESULT
+
+
 def claimed(rows: list[Any]) -> list[ClaimedJob]:
     return claimed_jobs(rows, _dt)
 

@@ -272,25 +272,36 @@ def job_get_available_in_queues(count: int) -> str:
     )
 
 
-JOB_SET_STATE_IF_RUNNING_MANY = """
+_SET_STATE = """
 -- Write one outcome of a batch (decided in Python: _transitions.py), only while the row is
--- still running under its lease token; errors are appended, keeping the last :max_errors,
--- and :result (NULL: none kept) replaces the result.
+-- still running under its lease token; errors are appended, keeping the last :max_errors.
 UPDATE skiplock_jobs
 SET state = :state,
     attempt = attempt + :attempt_delta,
     run_at = coalesce(:run_at, run_at),
     finished_at = :finished_at,
     lease_token = NULL,
-    lease_expires_at = NULL,
-    result = :result,
-    progress = coalesce(:progress, progress),
+    lease_expires_at = NULL,{keeping}
     errors = CASE WHEN :error IS NULL THEN errors
                   WHEN json_array_length(errors) >= :max_errors
                   THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
                   ELSE json_insert(errors, '$[#]', json(:error)) END
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
+
+JOB_SET_STATE_IF_RUNNING_MANY = _SET_STATE.replace("{keeping}", "")
+"""An outcome with no result and no progress to store: a running row holds no result (only a
+success writes one, and a person's requeue clears it), so these columns are left alone. Two
+columns fewer per row was 0.4-0.9 us of the ~11 us a row costs (measured)."""
+
+JOB_SET_STATE_KEEPING_RESULT = _SET_STATE.replace(
+    "{keeping}",
+    """
+    result = :result,
+    progress = coalesce(:progress, progress),""",
+)
+"""The same with the job's result (:result) and a progress record left since the last
+heartbeat (:progress, NULL: none)."""
 
 JOB_GET = """
 -- One job row, for inspection.
@@ -316,9 +327,11 @@ SELECT state, count(*) FROM skiplock_jobs WHERE :queue IS NULL OR queue = :queue
 
 JOB_RETRY = (
     """
--- A person requeues a finished job: pending now, attempts reset.
+-- A person requeues a finished job: pending now, attempts reset, its result and progress gone
+-- (so a row that is not succeeded never holds a result: completions may leave it alone).
 UPDATE skiplock_jobs
-SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
+SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
+    progress = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
 WHERE id = :id AND state IN """
