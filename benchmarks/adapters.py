@@ -19,7 +19,7 @@ import asyncio
 import logging
 from typing import Any, ClassVar
 
-from .common import REC
+from .common import REC, now
 
 SLEEP_S = 0.01
 
@@ -54,6 +54,11 @@ class Adapter:
     async def work(self, *, burst: bool) -> None:
         raise NotImplementedError
 
+    async def roundtrip(self, n: int) -> dict[str, list[float]]:
+        """W7: enqueue n jobs one after another and await each one's outcome as it comes
+        (a warm-up job first, excluded): when each enqueue began and its outcome arrived."""
+        raise NotSupported(f"{self.name} cannot wait for a job's outcome")
+
     def stop(self) -> None:
         raise NotImplementedError
 
@@ -81,6 +86,28 @@ async def _sk_mark(seq: int) -> None:
     REC.end()
 
 
+async def _sk_echo(seq: int) -> int:
+    REC.start(seq)
+    REC.end()
+    return seq
+
+
+async def _timed_waits(n: int, enqueue: Any, wait: Any) -> dict[str, list[float]]:
+    """Enqueue n jobs in sequence, each awaited by its own task: begin and arrival times."""
+    began, arrived = [0.0] * n, [0.0] * n
+
+    async def outcome(seq: int, job: Any) -> None:
+        await wait(seq, job)
+        arrived[seq] = now()
+
+    waits = []
+    for seq in range(n):
+        began[seq] = now()
+        waits.append(asyncio.create_task(outcome(seq, await enqueue(seq))))
+    await asyncio.gather(*waits)
+    return {"began": began, "arrived": arrived}
+
+
 class SkiplockAdapter(Adapter):
     name = "skiplock"
 
@@ -94,6 +121,7 @@ class SkiplockAdapter(Adapter):
             "noop": self.app.task(name="noop")(_sk_noop),
             "sleep": self.app.task(name="sleep")(_sk_sleep),
             "mark": self.app.task(name="mark")(_sk_mark),
+            "echo": self.app.task(name="echo")(_sk_echo),
         }
         self.worker: Any = None
 
@@ -119,6 +147,16 @@ class SkiplockAdapter(Adapter):
 
     def stop(self) -> None:
         self.worker.request_stop()
+
+    async def roundtrip(self, n: int) -> dict[str, list[float]]:
+        echo = self.tasks["echo"]
+        assert await (await echo.aenqueue(-1)).result(timeout=60) == -1  # warm-up: the LISTEN
+
+        async def wait(seq: int, handle: Any) -> None:
+            if await handle.result(timeout=120) != seq:
+                raise AssertionError(f"job {seq} returned the wrong value")
+
+        return await _timed_waits(n, echo.aenqueue, wait)
 
 
 # -- pgqueuer -------------------------------------------------------------------------------------

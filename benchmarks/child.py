@@ -162,6 +162,16 @@ async def role_w4_inproc(spec: dict[str, Any]) -> dict[str, Any]:
     return {**fed, "starts": {str(k): v for k, v in REC.starts.items()}, "settings": a.settings()}
 
 
+async def role_roundtrip(spec: dict[str, Any]) -> dict[str, Any]:
+    """W7 producer side (another process than the worker): enqueue and await outcomes."""
+    a = _adapter(spec)
+    await a.open()
+    try:
+        return await a.roundtrip(spec["n"])
+    finally:
+        await a.close()
+
+
 HISTORY_SQL = """
 INSERT INTO skiplock_jobs (queue, task, args, kwargs, state, priority, attempt, max_attempts,
                            run_at, created_at, attempted_at, finished_at)
@@ -215,6 +225,7 @@ ROLES = {
     "feed": role_feed,
     "w4_inproc": role_w4_inproc,
     "w6_prep": role_w6_prep,
+    "roundtrip": role_roundtrip,
 }
 
 

@@ -165,6 +165,26 @@ def w4(records: Records) -> list[str]:
     return [title, "", *_table(head, rows)]
 
 
+def w7(records: Records) -> list[str]:
+    head = ["system", "backend", "jobs/s", "p50 ms", "p99 ms", "max ms", "waits for"]
+    waits = {"skiplock": "the return value"}
+    rows = [
+        [s, b]
+        + [cell(runs, "jobs_per_s", "rate")]
+        + [cell(runs, k, "ms") for k in ("p50_ms", "p99_ms", "max_ms")]
+        + [waits.get(s, "")]
+        for (s, b), runs in _rows(records, "W7").items()
+    ]
+    n = records_n(records, "W7")
+    title = (
+        f"### W7 round trip: the producer enqueues {n:,} jobs back to back and awaits each "
+        "outcome while a worker in another process drains; enqueue call began → outcome "
+        "arrived. Peers not run: pgqueuer keeps no result (its CompletionWatcher waits for a "
+        "final status; not measured yet), procrastinate keeps none and can only poll a status"
+    )
+    return [title, "", *_table(head, rows)]
+
+
 def w5(records: Records) -> list[str]:
     head = ["worker", "drained?", "jobs/s, first claim → last completion (DB)"]
     head += ["jobs/s, spawn → exit", "worker CPU s", "PostgreSQL CPU s", "jobs per CPU-second"]
@@ -292,7 +312,7 @@ def targets(records: Records) -> list[str]:
     return ["### Targets (medians)", "", *_table(["target", "measured", "verdict"], rows)]
 
 
-SECTIONS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6}
+SECTIONS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "W6": w6, "W7": w7}
 
 
 def markdown(

@@ -125,7 +125,7 @@ async def test_operations_take_a_url_instead_of_the_app(cli: Cli, app: skiplock.
     ok(await run(cli, "queue", "pause", "--url", cli.url, "other"))
     assert "paused=yes" in ok(await run(cli, "queue", "list", "--url", cli.url))
     shown = ok(await run(cli, "job", "show", "--url", cli.url, str(dead.id)))
-    assert "kaput" in shown and '"attempted_at"' in shown
+    assert "kaput" in shown and '"started_at"' in shown
     jobs = ok(await run(cli, "job", "list", "--url", cli.url, "--state", "dead", "--task", "fail"))
     assert f"{dead.id:>8} dead" in jobs and "1 jobs" in jobs
     by_queue = ok(await run(cli, "job", "list", APP, "--queue", "other"))

@@ -42,7 +42,7 @@ async def test_a_job_queued_behind_a_busy_thread_is_timed_from_its_start(
         await asyncio.sleep(0.6)  # twice its timeout, queued behind the busy thread
         assert not waiting.done()
         release.set()
-        assert await asyncio.wait_for(waiting, 10) is None  # ran, and succeeded
+        assert await asyncio.wait_for(waiting, 10) == (None, None)  # ran, and succeeded
         busy.result()
     finally:
         pool.shutdown(wait=False)
@@ -65,7 +65,7 @@ async def test_a_queued_sync_job_sees_its_deadline_counted_from_its_start(
         waiting = asyncio.create_task(_invoke(reads_deadline, [], {}, 5, pool))
         await asyncio.sleep(0.5)  # queued behind the busy thread
         release.set()
-        assert await asyncio.wait_for(waiting, 10) is None
+        assert await asyncio.wait_for(waiting, 10) == (None, None)
         busy.result()
     finally:
         pool.shutdown(wait=False)

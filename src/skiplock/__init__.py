@@ -2,7 +2,16 @@
 
 from ._app import App
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, WorkerConfig
-from ._job import JobContext, JobFilter, JobRecord, JobState, QueueInfo, TaskPause, current_job
+from ._job import (
+    JobContext,
+    JobFilter,
+    JobOutcome,
+    JobRecord,
+    JobState,
+    QueueInfo,
+    TaskPause,
+    current_job,
+)
 from ._outcomes import Cancel, JobControl, Retry, Snooze
 from ._task import JobHandle, Task
 from ._worker.worker import Worker
@@ -11,6 +20,8 @@ from .errors import (
     BackendUnavailable,
     ConfigurationError,
     DuplicateJob,
+    JobCancelled,
+    JobFailed,
     JobNotFound,
     PayloadError,
     PayloadTooLarge,
@@ -31,11 +42,14 @@ __all__ = [
     "Cancel",
     "ConfigurationError",
     "DuplicateJob",
+    "JobCancelled",
     "JobContext",
     "JobControl",
+    "JobFailed",
     "JobFilter",
     "JobHandle",
     "JobNotFound",
+    "JobOutcome",
     "JobRecord",
     "JobState",
     "PayloadError",

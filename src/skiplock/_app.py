@@ -14,12 +14,14 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _sqlalchemy
 from ._app_control import AppControl
+from ._app_results import AppResults
 from ._backends import Backend, open_backend
 from ._backends.base import Clock, JobInsertManyParams
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._cron import zone
-from ._job import NewJob
-from ._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from ._eager import run_eager
+from ._job import JobOutcome, NewJob
+from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._schedule import (
     DEFAULT_MAX_CATCHUP,
     DEFAULT_MAX_DELAY_S,
@@ -67,7 +69,7 @@ async def _unless_set(stopping: asyncio.Event | None, work: Coroutine[Any, Any, 
     return True
 
 
-class App(AppControl):
+class App(AppControl, AppResults):
     """Tasks, configuration and database access for one skiplock deployment.
 
     ``App()`` reads ``SKIPLOCK_DATABASE_URL`` and falls back to ``sqlite:///skiplock.db``.
@@ -78,13 +80,22 @@ class App(AppControl):
         url: str | None = None,
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         clock: Clock | None = None,
         timezone: str = "UTC",
+        eager: bool = False,
     ) -> None:
         self.url = url or os.environ.get("SKIPLOCK_DATABASE_URL") or DEFAULT_URL
         require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
         self.max_payload_bytes = max_payload_bytes
+        require(max_result_bytes > 0, "max_result_bytes", max_result_bytes, "must be > 0")
+        self.max_result_bytes = max_result_bytes
+        """The largest return value a job may store, in bytes of JSON (default 256 KiB)."""
         self.clock = clock
+        require(isinstance(eager, bool), "eager", eager, "must be a bool")
+        self.eager = eager
+        """Run each task at enqueue, in the caller's loop, with no database (unit tests)."""
+        self.eager_outcomes: dict[int, JobOutcome] = {}
         self.timezone = zone(timezone).key
         """The default zone of schedules that name none."""
         self.tasks: dict[str, Task[Any, Any]] = {}
@@ -97,6 +108,7 @@ class App(AppControl):
             weakref.WeakKeyDictionary()
         )
         self._wakers: set[Callable[[str], None]] = set()
+        self._waiters = weakref.WeakKeyDictionary()
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
 
@@ -129,6 +141,7 @@ class App(AppControl):
         permanent: tuple[type[BaseException], ...] = (),
         visibility_timeout: float | None = None,
         breaker: Breaker | None = None,
+        keep_result: bool = True,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -145,6 +158,7 @@ class App(AppControl):
         permanent: tuple[type[BaseException], ...] = (),
         visibility_timeout: float | None = None,
         breaker: Breaker | None = None,
+        keep_result: bool = True,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options."""
 
@@ -164,6 +178,7 @@ class App(AppControl):
                 permanent=permanent,
                 visibility_timeout=visibility_timeout,
                 breaker=breaker,
+                keep_result=keep_result,
             )
             self.tasks[task_name] = task
             return task
@@ -300,6 +315,7 @@ class App(AppControl):
 
     async def close(self) -> None:
         """Close this loop's backend (a worker or script calls this on the way out)."""
+        await self._close_waiters()
         backend = self._backends.pop(asyncio.get_running_loop(), None)
         if backend is not None:
             await backend.close()
@@ -360,6 +376,8 @@ class App(AppControl):
         goes back to sleep).
         """
         batch = list(jobs)
+        if self.eager:
+            return await run_eager(self, batch)
         backend = await self.backend()
         if _sqlalchemy.is_sqlalchemy(connection):
             ids = await _sqlalchemy.insert_many(backend, batch, connection)
@@ -375,7 +393,7 @@ class App(AppControl):
         """``enqueue_many`` without an event loop; ``connection`` may be sqlite3 or psycopg, or a
         SQLAlchemy Session or Connection on one of them."""
         batch = list(jobs)
-        if connection is None:
+        if connection is None or self.eager:
             return self._run_sync(self.enqueue_many(batch))
         if _sqlalchemy.is_sqlalchemy(connection):
             connection = _sqlalchemy.driver_connection_sync(connection)

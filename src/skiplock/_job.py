@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import contextvars
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from ._worker.progress import progress_record
 
 
 class JobState(enum.StrEnum):
@@ -111,6 +114,10 @@ class Completion:
     """``{"attempt", "at", "message", "traceback"}``; appended to the job's bounded error list."""
     lease_s: float | None = None
     """The job's lease length: until the outcome is written the worker still heartbeats it."""
+    result_json: str | None = None
+    """What the task returned, as strict JSON (None: returned None, or the task keeps none)."""
+    progress_json: str | None = None
+    """A progress record the job reported after the last heartbeat (None: none)."""
 
 
 class SlotOutcome(enum.StrEnum):
@@ -158,6 +165,28 @@ class JobRecord:
         """Running in the row, but not (yet reported) started: claimed ahead by a worker."""
         return self.state is JobState.RUNNING and self.started_at is None
 
+    result: Any = None
+    """What the task returned (decoded JSON), once it succeeded; None otherwise."""
+    progress: dict[str, Any] | None = None
+    """The last ``set_progress`` record: ``{"fraction", "message", "at"}``, or None."""
+
+    @property
+    def worker(self) -> str | None:
+        """The worker that ran (or runs) the latest attempt: ``host:pid:...``."""
+        return self.locked_by
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """Where a waited-for job stands: what ``handle.result()`` needs and nothing more."""
+
+    id: int
+    state: JobState
+    result_json: str | None = None
+    """The stored result of a succeeded job (None: it returned None or keeps none)."""
+    last_error: dict[str, Any] | None = None
+    """The last recorded error of a dead or cancelled job."""
+
 
 @dataclass(frozen=True, slots=True)
 class JobFilter:
@@ -193,6 +222,19 @@ class JobContext:
     deadline: datetime | None
     """When the job's timeout expires (monotonic deadlines are not shareable), or None."""
     lease_expires_at: datetime
+    report: Callable[[int, str], None] | None = field(default=None, repr=False, compare=False)
+    """Where ``set_progress`` leaves its record (the worker's progress board)."""
+
+    async def set_progress(self, fraction: float, message: str = "") -> None:
+        """Report how far the job is (0..1) and what it is doing; stored with the worker's
+        next heartbeat, at most once a second, never a round trip per call."""
+        self.set_progress_sync(fraction, message)
+
+    def set_progress_sync(self, fraction: float, message: str = "") -> None:
+        """``set_progress`` for a sync task (callable from its thread)."""
+        record = progress_record(fraction, message)
+        if self.report is not None:
+            self.report(self.id, record)
 
 
 _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("skiplock_job")
@@ -208,6 +250,10 @@ def current_job() -> JobContext:
 
 def set_current_job(ctx: JobContext) -> contextvars.Token[JobContext]:
     return _current.set(ctx)
+
+
+def reset_current_job(token: contextvars.Token[JobContext]) -> None:
+    _current.reset(token)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,9 @@ from .errors import PayloadError, PayloadTooLarge
 
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 
+DEFAULT_MAX_RESULT_BYTES = 256 * 1024
+"""The default largest return value a job may store (``App(max_result_bytes=...)``)."""
+
 MAX_DEPTH = 100
 """The deepest nesting of lists and objects in arguments (the call's own list counts as 1).
 Real arguments stay far below it; the stdlib decoder fails near 1,000, in the worker."""
@@ -84,6 +87,31 @@ def _check_text(task: str, text: str, max_bytes: int) -> None:
         raise PayloadTooLarge(
             f"task {task!r}: arguments are {size} bytes, over the limit of {max_bytes}"
         )
+
+
+def encode_result(task: str, value: Any, max_bytes: int) -> str | None:
+    """A task's return value as strict JSON under the same rules as arguments (None stays
+    None: no text to store), or raise TypeError / PayloadError naming the task and the type."""
+    if value is None:
+        return None
+    kind = type(value).__name__
+    where = f"task {task!r}: its result ({kind})"
+    try:
+        text = _dumps(value)
+    except TypeError as exc:
+        raise TypeError(f"{where} is not JSON-serialisable: {exc}") from exc
+    except ValueError as exc:
+        raise PayloadError(f"{where} is not strict JSON: {exc}") from exc
+    except RecursionError:
+        raise PayloadError(f"{where} nests too deep") from None
+    try:
+        _check_text(task, text, max_bytes)
+        if _may_hide_a_bad_shape(text, "{}"):
+            _check_shape(task, [value], {})
+    except PayloadError as exc:
+        what = str(exc).replace("arguments", f"its result ({kind})", 1)
+        raise type(exc)(what.replace("the limit", "max_result_bytes", 1)) from None
+    return text
 
 
 def _may_hide_a_bad_shape(args_json: str, kwargs_json: str) -> bool:

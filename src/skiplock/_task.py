@@ -18,6 +18,7 @@ from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._job import JobRecord, NewJob
 from ._limits import MAX_ATTEMPTS, MAX_INT, check_int, check_run_after, check_seconds, check_text
 from ._payload import encode_args
+from ._waiting import unwrap
 
 if TYPE_CHECKING:
     from ._app import App
@@ -46,6 +47,24 @@ class JobHandle:
     async def fetch(self) -> JobRecord:
         """The job row as it is now."""
         return await self.app.get_job(self.id)
+
+    async def progress(self) -> dict[str, Any] | None:
+        """The job's last stored progress record (``fraction``, ``message``, ``at``), or None."""
+        return (await self.fetch()).progress
+
+    async def result(self, timeout: float | None = None) -> Any:
+        """What the job returned, once it succeeded.
+
+        Raises JobFailed (dead: the last error's type, message and traceback), JobCancelled,
+        or TimeoutError after ``timeout`` seconds (the job goes on). Woken by the completion
+        itself, through the process's one watch, not by polling per handle.
+        """
+        outcomes = await self.app.wait_for_outcomes([self.id], timeout)
+        return unwrap(outcomes[self.id])
+
+    def result_sync(self, timeout: float | None = None) -> Any:
+        """``result`` for code without an event loop (run on the app's private loop)."""
+        return self.app._run_sync(self.result(timeout))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -83,6 +102,7 @@ def _validate_options(task: Task[Any, Any]) -> None:
     check_text("unique_key", task.unique_key, optional=True)
     check_text("correlation_id", task.correlation_id, optional=True)
     check_run_after(task.run_after)
+    require(isinstance(task.keep_result, bool), "keep_result", task.keep_result, "must be a bool")
 
 
 @dataclass(frozen=True)
@@ -115,6 +135,8 @@ class Task(Generic[P, R]):
     run_after: datetime | timedelta | None = None
     connection: object | None = field(default=None, repr=False, compare=False)
     correlation_id: str | None = None
+    keep_result: bool = True
+    """Store what the function returns on the job row (False: a hot path that needs none)."""
     _fitting_shapes: set[object] = field(default_factory=set, init=False, repr=False, compare=False)
     """Call shapes known to bind: prepare's check is one set lookup after the first. A field,
     not a cached_property: a key added to ``__dict__`` after ``__init__`` turns off CPython's

@@ -12,10 +12,13 @@ with the original kept as ``__cause__``::
      ├── QueueFull                 a bounded queue is at its max_depth: "not now"
      ├── DuplicateJob              a live job already holds that unique_key (on_duplicate="raise")
      ├── SchemaError               the database schema is missing or outdated
+     ├── JobFailed                 an awaited job ended dead (carries its last error)
+     ├── JobCancelled              an awaited job was cancelled
      └── BackendError              the database failed; ``__cause__`` holds the driver error
           └── BackendUnavailable   the database could not be reached
 
-Non-JSON arguments raise the built-in ``TypeError`` (with the argument named), because that
+Waiting for a result past its ``timeout`` raises the built-in ``TimeoutError`` (the job goes
+on). Non-JSON arguments raise the built-in ``TypeError`` (with the argument named), because that
 is what every Python programmer already expects from ``json.dumps``.
 """
 
@@ -81,6 +84,39 @@ class SchemaError(SkiplockError):
     """The database schema is missing or older than this skiplock."""
 
     default_message = "the skiplock schema is missing or outdated: run `skiplock migrate`"
+
+
+class JobFailed(SkiplockError):
+    """An awaited job ended ``dead``: attempts spent, a permanent error, or an unstorable
+    result. Carries the last recorded error (the handler's exception as text: its type name,
+    message and traceback), since the exception itself lived in another process."""
+
+    default_message = "the job failed"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        job_id: int | None = None,
+        error_type: str = "",
+        error_message: str = "",
+        traceback: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.error_type = error_type
+        self.error_message = error_message
+        self.traceback = traceback
+
+
+class JobCancelled(SkiplockError):
+    """An awaited job was cancelled (by a person, or by its task raising ``Cancel``)."""
+
+    default_message = "the job was cancelled"
+
+    def __init__(self, message: str | None = None, *, job_id: int | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
 
 
 class BackendError(SkiplockError):

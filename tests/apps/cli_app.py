@@ -31,3 +31,18 @@ async def sleepy(n: int, seconds: float) -> None:
 @app.task(name="fail", max_attempts=1)
 async def fail(reason: str) -> None:
     raise ValueError(reason)
+
+
+@app.task(name="add")
+async def add(a: int, b: int) -> dict[str, int]:
+    return {"sum": a + b}
+
+
+@app.task(name="add_sync")
+def add_sync(a: int, b: int) -> list[int]:
+    return [a, b, a + b]
+
+
+@app.task(name="cancel_me")
+async def cancel_me() -> None:
+    raise skiplock.Cancel("not wanted")

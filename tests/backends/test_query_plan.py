@@ -142,14 +142,14 @@ async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(
         f"""DROP INDEX "{pg.schema}".skiplock_jobs_queue_pending_idx;
             CREATE INDEX skiplock_jobs_live_queue_idx ON {pg.table} (queue, state)
                 WHERE state IN ('pending', 'running');
-            ALTER TABLE {pg.table} DROP COLUMN started_at;
+            ALTER TABLE {pg.table} DROP COLUMN started_at, DROP COLUMN result, DROP COLUMN progress;
             DELETE FROM "{pg.schema}".skiplock_migrations WHERE version >= 4;
             INSERT INTO {pg.table} (queue, task, max_attempts)
                 SELECT 'a', 'queued-before', 3 FROM generate_series(1, 30);"""
     )
     with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
         await pg.app.check_schema()
-    assert await pg.app.migrate() == [4, 5]
+    assert await pg.app.migrate() == [4, 5, 6]
     await pg.app.check_schema()
     indexes = await pg.conn.fetch(
         "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", pg.schema
@@ -174,7 +174,10 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
             """DROP INDEX skiplock_jobs_queue_pending_idx;
                CREATE INDEX skiplock_jobs_live_queue_idx ON skiplock_jobs (queue, state)
                    WHERE state IN ('pending', 'running');
-               DELETE FROM skiplock_migrations WHERE version = 4;"""
+               ALTER TABLE skiplock_jobs DROP COLUMN started_at;
+               ALTER TABLE skiplock_jobs DROP COLUMN result;
+               ALTER TABLE skiplock_jobs DROP COLUMN progress;
+               DELETE FROM skiplock_migrations WHERE version >= 4;"""
         )
         conn.executemany(
             "INSERT INTO skiplock_jobs (queue, task, max_attempts, run_at, created_at) "
@@ -182,7 +185,7 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
             [("a",)] * 30 + [("b",)] * 5,
         )
         conn.close()
-        assert await app.migrate() == [4]
+        assert await app.migrate() == [4, 5, 6]
         conn = sqlite3.connect(path)  # a session that knows the new schema
         claim = sqlite_sql.job_get_available_in_queues(2)
         args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}

@@ -8,9 +8,9 @@ the same names, and one conformance suite runs against both.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -18,6 +18,7 @@ from .._job import (
     ClaimedJob,
     Completion,
     JobFilter,
+    JobOutcome,
     JobRecord,
     JobState,
     NewJob,
@@ -107,6 +108,8 @@ class JobHeartbeatManyParams:
     default_lease: float
     lease_margin: float
     started: frozenset[tuple[int, str]] = frozenset()
+    progress: Mapping[int, str] = field(default_factory=dict)
+    """Progress records (JSON) to store on some of the held jobs, in the same statement."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +216,11 @@ class Backend(Protocol):
         """One job, or JobNotFound."""
         ...
 
+    async def job_outcome_many(self, job_ids: Sequence[int]) -> list[JobOutcome]:
+        """Where each of these jobs stands (ids with no row are left out): one query for
+        however many handles a process awaits."""
+        ...
+
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]: ...
 
     async def job_retry(self, params: JobActionParams) -> bool:
@@ -279,4 +287,11 @@ class Backend(Protocol):
 
     def listen(self, on_wake: Callable[[str], None]) -> AbstractAsyncContextManager[asyncio.Event]:
         """While entered, call ``on_wake(queue)`` when another process enqueues."""
+        ...
+
+    def listen_done(
+        self, on_done: Callable[[list[int] | None], None]
+    ) -> AbstractAsyncContextManager[asyncio.Event]:
+        """While entered, call ``on_done(ids)`` when jobs finish anywhere (None: the database
+        cannot say which, so any may have); the yielded event is set if the watch is lost."""
         ...

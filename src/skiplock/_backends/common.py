@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
-from .._job import ClaimedJob, JobFilter, JobRecord, JobState, NewJob
+from .._job import ClaimedJob, JobFilter, JobOutcome, JobRecord, JobState, NewJob
 from ..errors import DuplicateJob
 
 T = TypeVar("T")
@@ -138,12 +138,30 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
     return jobs
 
 
+def job_outcomes(rows: Iterable[Row]) -> list[JobOutcome]:
+    """JOB_OUTCOME_MANY's rows; a last error that is not a JSON object reads as its text."""
+    return [
+        JobOutcome(r["id"], JobState(r["state"]), r["result"], _error(r["last_error"]))
+        for r in rows
+    ]
+
+
+def _error(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"message": text}
+
+
 # -- job rows, read by column name --------------------------------------------------------------
 
 RECORD_COLUMNS = (
     "id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at, created_at,"
     " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit,"
-    " started_at"
+    " started_at, result, progress"
 )
 """The columns of an inspection read. Each dialect selects them under these names, times as
 Unix seconds (PostgreSQL: exact numeric) and JSON as text, so one reader maps both."""
@@ -162,16 +180,29 @@ def from_seconds(seconds: float | Decimal) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
+def _started_at(
+    reported: datetime | None, attempted_at: datetime | None, state: JobState
+) -> datetime | None:
+    """When the latest attempt's code started, as its worker's heartbeat reported it; a job
+    that finished before its first heartbeat shows its claim time, the nearest the row knows
+    (a running one stays None until reported: that is what tells ``claimed`` apart)."""
+    if reported is None and state in JobState.final():
+        return attempted_at
+    return reported
+
+
 def job_record(row: Row) -> JobRecord:
     """A job row for people. Reads never fail on an odd row (another producer's run_at beyond
     year 9999, text that is not UTF-8 or not JSON, JSON nested too deep to decode): what cannot
     be read is shown as near as it can be and noted in ``problems``."""
     read = _Reader(row)
+    state = JobState(read.text("state"))
+    attempted_at = read.time("attempted_at")
     return JobRecord(
         id=row["id"],
         task=read.text("task"),
         queue=read.text("queue"),
-        state=JobState(read.text("state")),
+        state=state,
         args=read.json("args", []),
         kwargs=read.json("kwargs", {}),
         priority=row["priority"],
@@ -179,14 +210,16 @@ def job_record(row: Row) -> JobRecord:
         max_attempts=row["max_attempts"],
         run_at=read.time("run_at") or FAR_PAST,
         created_at=read.time("created_at") or FAR_PAST,
-        attempted_at=read.time("attempted_at"),
+        attempted_at=attempted_at,
         finished_at=read.time("finished_at"),
         locked_by=read.text_or_none("locked_by"),
         lease_expires_at=read.time("lease_expires_at"),
         errors=iso_times(read.json("errors", [])),
         correlation_id=read.text_or_none("correlation_id"),
         audit=iso_times(read.json("audit", [])),
-        started_at=read.time("started_at"),
+        started_at=_started_at(read.time("started_at"), attempted_at, state),
+        result=read.any_json("result"),
+        progress=read.object_or_none("progress"),
         problems=read.problems,
     )
 
@@ -246,6 +279,20 @@ class _Reader:
             self.problems.append(f"{name}: not a JSON {type(empty).__name__}: {text[:200]!r}")
             return empty
         return value
+
+    def any_json(self, name: str) -> Any:
+        """A nullable column of any JSON value (SQL NULL and JSON null both read as None)."""
+        if self.row[name] is None:
+            return None
+        text = self.text(name)
+        try:
+            return json.loads(text)
+        except ValueError:
+            self.problems.append(f"{name}: not JSON: {text[:200]!r}")
+            return None
+
+    def object_or_none(self, name: str) -> dict[str, Any] | None:
+        return None if self.row[name] is None else self.json(name, {})
 
     def time(self, name: str) -> datetime | None:
         seconds = self.row[name]

@@ -22,6 +22,7 @@ import asyncpg
 from .._job import (
     ClaimedJob,
     Completion,
+    JobOutcome,
     JobRecord,
     JobState,
     NewJob,
@@ -48,7 +49,7 @@ from .base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from .common import job_record, state_counts
+from .common import job_outcomes, job_record, state_counts
 from .postgres_errors import connecting
 from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
@@ -92,6 +93,8 @@ class PostgresBackend:
         self._pool: asyncpg.Pool | None = None
         self._claim_pool: asyncpg.Pool | None = None
         self.channel = f"skiplock_{self.schema}"
+        self.done_channel = f"skiplock_done_{self.schema}"
+        """Where completions announce the ids they finished (waiters LISTEN here)."""
         # Name our sessions in pg_stat_activity unless the URL names them itself.
         named = "application_name=" in self._dsn
         self._settings = {} if named else {"application_name": "skiplock"}
@@ -338,10 +341,10 @@ class PostgresBackend:
                 for conn in (first, second):
                     await conn.fetch(
                         self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
-                        *ops.completion_params([], self._now()),
+                        *ops.completion_params([], self._now(), self.done_channel),
                     )
                     await conn.fetch(
-                        self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), []
+                        self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), [], []
                     )
                     await conn.fetch(self._sql.QUEUE_LIMITED)
                     await conn.fetch(
@@ -356,7 +359,7 @@ class PostgresBackend:
         with _wrapped("job_set_state_if_running_many"):
             rows = await self.pool.fetch(
                 self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
-                *ops.completion_params(completions, self._now()),
+                *ops.completion_params(completions, self._now(), self.done_channel),
             )
         return [r["id"] for r in rows]
 
@@ -397,6 +400,7 @@ class PostgresBackend:
                 params.lease_margin,
                 self._now(),
                 [pair in params.started for pair in params.held],
+                [params.progress.get(job_id) for job_id, _ in params.held],
             )
         return [(r["id"], r["lease_token"]) for r in rows]
 
@@ -408,11 +412,33 @@ class PostgresBackend:
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
         """LISTEN on a dedicated connection; the yielded event is set if it is lost."""
-        lost = asyncio.Event()
 
         def notified(_conn: Any, _pid: int, _channel: str, payload: object) -> None:
             on_wake(str(payload))
 
+        async with self._listening(self.channel, notified) as lost:
+            yield lost
+
+    @asynccontextmanager
+    async def listen_done(
+        self, on_done: Callable[[list[int] | None], None]
+    ) -> AsyncIterator[asyncio.Event]:
+        """LISTEN on the completion channel: each notification names the ids it finished."""
+
+        def notified(_conn: Any, _pid: int, _channel: str, payload: object) -> None:
+            try:
+                on_done([int(i) for i in str(payload).split(",")])
+            except ValueError:
+                on_done(None)  # not ours to parse: check every waiter
+
+        async with self._listening(self.done_channel, notified) as lost:
+            yield lost
+
+    @asynccontextmanager
+    async def _listening(
+        self, channel: str, notified: Callable[..., None]
+    ) -> AsyncIterator[asyncio.Event]:
+        lost = asyncio.Event()
         if self._listen_dsn is None:
             raise ConfigurationError(
                 "url: LISTEN needs a direct connection behind pooler=transaction: add "
@@ -425,7 +451,7 @@ class PostgresBackend:
         conn.add_termination_listener(lambda _c: lost.set())
         try:
             with _wrapped("listen"):
-                await conn.add_listener(self.channel, notified)
+                await conn.add_listener(channel, notified)
             yield lost
         finally:
             if not conn.is_closed():
@@ -473,6 +499,13 @@ class PostgresBackend:
         if r is None:
             raise JobNotFound(f"no job with id {job_id}")
         return job_record(r)
+
+    async def job_outcome_many(self, job_ids: Sequence[int]) -> list[JobOutcome]:
+        if not job_ids:
+            return []
+        with _wrapped("job_outcome_many"):
+            rows = await self.pool.fetch(self._sql.JOB_OUTCOME_MANY, list(job_ids))
+        return job_outcomes(rows)
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         with _wrapped("job_count_by_state"):

@@ -51,9 +51,12 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
     ]
 
 
-def completion_params(completions: Sequence[Completion], now: datetime | None) -> list[Any]:
+def completion_params(
+    completions: Sequence[Completion], now: datetime | None, channel: str
+) -> list[Any]:
     """A batch of outcomes as parallel arrays, each row's columns as its transition says, in
-    JOB_SET_STATE_IF_RUNNING_MANY's order (``now`` None: the database's now())."""
+    JOB_SET_STATE_IF_RUNNING_MANY's order (``now`` None: the database's now()); the finished
+    ids are announced on ``channel``."""
     changes = [transition(c.disposition, c.delay_s) for c in completions]
     return [
         [c.job_id for c in completions],
@@ -65,6 +68,9 @@ def completion_params(completions: Sequence[Completion], now: datetime | None) -
         [json.dumps(c.error) if c.error is not None else None for c in completions],
         now,
         MAX_ERRORS_KEPT,
+        [c.result_json for c in completions],
+        channel,
+        [c.progress_json for c in completions],
     ]
 
 

@@ -116,6 +116,16 @@ DROP INDEX {s}.skiplock_jobs_live_queue_idx;
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN started_at timestamptz;
 """,
     ),
+    (
+        6,
+        "results",
+        """
+-- What a job returned (strict JSON; NULL for None or keep_result=False) and its last progress
+-- record. Nullable without a default: adding them rewrites no row of a populated table.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN result jsonb;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN progress jsonb;
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -320,29 +330,40 @@ c AS MATERIALIZED (
 JOB_SET_STATE_IF_RUNNING_MANY = """
 -- Write a batch of outcomes (decided in Python: _transitions.py), each only where the row is
 -- still running under its lease token: a worker whose lease was lost changes nothing. Errors
--- are appended, keeping the last $9.
+-- are appended, keeping the last $9; $10 holds the results (NULL: none kept), $12 progress
+-- reported since the last heartbeat (NULL: none). The finished
+-- ids are announced on the completion channel $11, one NOTIFY per 300 ids (a payload stays
+-- under PostgreSQL's 8,000 bytes), so a batch of outcomes costs one notification, not one each.
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[],
-                         $6::bool[], $7::text[])
-        AS c(id, token, state, attempt_delta, run_after, finished, error)
+                         $6::bool[], $7::text[], $10::text[], $12::text[])
+        AS c(id, token, state, attempt_delta, run_after, finished, error, result, progress)
+), done AS (
+    UPDATE {s}.skiplock_jobs j
+    SET state = c.state,
+        attempt = j.attempt + c.attempt_delta,
+        run_at = coalesce((SELECT t FROM now_) + make_interval(secs => c.run_after), j.run_at),
+        finished_at = CASE WHEN c.finished THEN (SELECT t FROM now_) END,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        result = c.result::jsonb,
+        progress = coalesce(c.progress::jsonb, j.progress),
+        errors = CASE WHEN c.error IS NULL THEN j.errors
+                      WHEN jsonb_array_length(j.errors) >= $9
+                      THEN (j.errors - 0) || jsonb_build_array(c.error::jsonb)
+                      ELSE j.errors || jsonb_build_array(c.error::jsonb) END
+    FROM c
+    -- A token is set only by a claim and cleared by every way out of running, so matching it
+    -- is the fence; id = ANY keeps the plan on the primary key however big the batch.
+    WHERE j.id = ANY($1::bigint[]) AND j.id = c.id AND j.lease_token = c.token
+    RETURNING j.id, c.finished
+), told AS (
+    SELECT pg_notify($11, string_agg(id::text, ',')) FROM (
+        SELECT id, (row_number() OVER ()) / 300 AS chunk FROM done WHERE finished
+    ) f GROUP BY chunk
 )
-UPDATE {s}.skiplock_jobs j
-SET state = c.state,
-    attempt = j.attempt + c.attempt_delta,
-    run_at = coalesce((SELECT t FROM now_) + make_interval(secs => c.run_after), j.run_at),
-    finished_at = CASE WHEN c.finished THEN (SELECT t FROM now_) END,
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    errors = CASE WHEN c.error IS NULL THEN j.errors
-                  WHEN jsonb_array_length(j.errors) >= $9
-                  THEN (j.errors - 0) || jsonb_build_array(c.error::jsonb)
-                  ELSE j.errors || jsonb_build_array(c.error::jsonb) END
-FROM c
--- A token is set only by a claim and cleared by every way out of running, so matching it
--- is the fence; id = ANY keeps the plan on the primary key however big the batch.
-WHERE j.id = ANY($1::bigint[]) AND j.id = c.id AND j.lease_token = c.token
-RETURNING j.id
+SELECT id FROM done WHERE (SELECT count(*) FROM told) >= 0
 """
 
 _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs, priority,
@@ -351,7 +372,8 @@ _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs,
        extract(epoch FROM attempted_at) AS attempted_at,
        extract(epoch FROM finished_at) AS finished_at, locked_by,
        extract(epoch FROM lease_expires_at) AS lease_expires_at, errors::text AS errors,
-       correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at"""
+       correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
+       result::text AS result, progress::text AS progress"""
 """An inspection read's columns (common.RECORD_COLUMNS): times as exact epoch seconds, which
 any timestamptz has, even one beyond the driver's datetime range ('infinity', year 20000)."""
 
@@ -364,6 +386,14 @@ SELECT """
 FROM {s}.skiplock_jobs WHERE id = $1
 """
 )
+
+JOB_OUTCOME_MANY = """
+-- Where the waited-for jobs $1 stand: state, the result of a succeeded one, the last error of
+-- a finished one. One primary-key probe per id.
+SELECT id, state, CASE WHEN state = 'succeeded' THEN result::text END AS result,
+       CASE WHEN state IN ('cancelled', 'dead') THEN (errors -> -1)::text END AS last_error
+FROM {s}.skiplock_jobs WHERE id = ANY($1::bigint[])
+"""
 
 JOB_COUNT_BY_STATE = """
 -- Jobs per state, optionally for one queue; running jobs not yet started count as claimed.
@@ -379,7 +409,8 @@ JOB_RETRY = (
 WITH r AS (
     UPDATE {s}.skiplock_jobs
     SET state = 'pending', attempt = 0, run_at = coalesce($3::timestamptz, now()),
-        finished_at = NULL, lease_token = NULL, lease_expires_at = NULL,
+        finished_at = NULL, result = NULL, progress = NULL, lease_token = NULL,
+        lease_expires_at = NULL,
         cancel_requested = false,
         audit = audit || jsonb_build_array(jsonb_build_object(
             'at', coalesce($3::timestamptz, now()), 'who', $4::text, 'what', 'retry'))
@@ -422,14 +453,16 @@ RETURNING j.id
 
 JOB_HEARTBEAT_MANY = """
 -- Extend the leases of (id, token) pairs still running, marking those started ($6) that were
--- not yet; the pairs returned are still held.
+-- not yet and storing the progress records $7 given (NULL: none new); the pairs returned are
+-- still held.
 WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t)
 UPDATE {s}.skiplock_jobs j
 SET lease_expires_at = (SELECT t FROM now_)
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4)),
     started_at = CASE WHEN h.started THEN coalesce(j.started_at, (SELECT t FROM now_))
-                      ELSE j.started_at END
-FROM unnest($1::bigint[], $2::text[], $6::boolean[]) AS h(id, token, started)
+                      ELSE j.started_at END,
+    progress = coalesce(h.progress::jsonb, j.progress)
+FROM unnest($1::bigint[], $2::text[], $6::boolean[], $7::text[]) AS h(id, token, started, progress)
 WHERE j.id = ANY($1::bigint[]) AND j.id = h.id AND j.lease_token = h.token
 RETURNING j.id, j.lease_token
 """
@@ -693,6 +726,7 @@ class Statements:
     JOB_GET_AVAILABLE_IN_QUEUES: str
     JOB_SET_STATE_IF_RUNNING_MANY: str
     JOB_GET: str
+    JOB_OUTCOME_MANY: str
     JOB_COUNT_BY_STATE: str
     JOB_RETRY: str
     JOB_RECLAIM_EXPIRED: str

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from .._job import (
     ClaimedJob,
     Completion,
+    JobOutcome,
     JobRecord,
     JobState,
     QueueInfo,
@@ -50,7 +51,7 @@ from .base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from .common import state_counts
+from .common import job_outcomes, state_counts
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -267,7 +268,7 @@ class SQLiteBackend:
                 now = self._now()
                 for c in completions:
                     args = ops.completion_args(c, now)
-                    if conn.execute(sql.JOB_SET_STATE_IF_RUNNING_MANY, args).rowcount:
+                    if conn.execute(ops.completion_statement(c), args).rowcount:
                         applied.append(c.job_id)
             return applied
 
@@ -320,6 +321,7 @@ class SQLiteBackend:
                         "default_lease": params.default_lease,
                         "margin": params.lease_margin,
                         "started": (job_id, token) in params.started,
+                        "progress": params.progress.get(job_id),
                     }
                     if conn.execute(sql.JOB_HEARTBEAT_MANY, args).rowcount:
                         still.append((job_id, token))
@@ -377,6 +379,14 @@ class SQLiteBackend:
                 await watcher
             conn.close()
 
+    @asynccontextmanager
+    async def listen_done(
+        self, on_done: Callable[[list[int] | None], None]
+    ) -> AsyncIterator[asyncio.Event]:
+        """The same data_version watch: a commit says something changed, never which jobs."""
+        async with self.listen(lambda _queue: on_done(None)) as lost:
+            yield lost
+
     # -- operations a person drives -------------------------------------------------------
 
     async def queue_list(self) -> list[QueueInfo]:
@@ -424,6 +434,18 @@ class SQLiteBackend:
         if not rows:
             raise JobNotFound(f"no job with id {job_id}")
         return rows[0]
+
+    async def job_outcome_many(self, job_ids: Sequence[int]) -> list[JobOutcome]:
+        if not job_ids:
+            return []
+        ids = json.dumps(list(job_ids))
+
+        def read(conn: sqlite3.Connection) -> list[JobOutcome]:
+            cursor = conn.execute(sql.JOB_OUTCOME_MANY, {"ids": ids})
+            names = [d[0] for d in cursor.description]
+            return job_outcomes(dict(zip(names, r, strict=True)) for r in cursor.fetchall())
+
+        return await self._run("job_outcome_many", read)
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         rows = await self._run(

@@ -120,7 +120,16 @@ def completion_args(c: Completion, now: float) -> dict[str, Any]:
         "finished_at": now if change.finished else None,
         "error": json.dumps(c.error) if c.error is not None else None,
         "max_errors": MAX_ERRORS_KEPT,
+        "result": c.result_json,
+        "progress": c.progress_json,
     }
+
+
+def completion_statement(c: Completion) -> str:
+    """The cheaper statement unless the outcome carries a result or progress to store."""
+    if c.result_json is None and c.progress_json is None:
+        return sql.JOB_SET_STATE_IF_RUNNING_MANY
+    return sql.JOB_SET_STATE_KEEPING_RESULT
 
 
 def claimed(rows: list[Any]) -> list[ClaimedJob]:

@@ -113,6 +113,16 @@ DROP INDEX skiplock_jobs_live_queue_idx;
 ALTER TABLE skiplock_jobs ADD COLUMN started_at REAL
 """,
     ),
+    (
+        6,
+        "results",
+        """
+-- What a job returned (strict JSON text, NULL for None or keep_result=False) and its last
+-- progress record (no semicolons in comments: migrate splits on them).
+ALTER TABLE skiplock_jobs ADD COLUMN result TEXT;
+ALTER TABLE skiplock_jobs ADD COLUMN progress TEXT
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -271,7 +281,7 @@ def job_get_available_in_queues(count: int) -> str:
     )
 
 
-JOB_SET_STATE_IF_RUNNING_MANY = """
+_SET_STATE = """
 -- Write one outcome of a batch (decided in Python: _transitions.py), only while the row is
 -- still running under its lease token; errors are appended, keeping the last :max_errors.
 UPDATE skiplock_jobs
@@ -280,7 +290,7 @@ SET state = :state,
     run_at = coalesce(:run_at, run_at),
     finished_at = :finished_at,
     lease_token = NULL,
-    lease_expires_at = NULL,
+    lease_expires_at = NULL,{keeping}
     errors = CASE WHEN :error IS NULL THEN errors
                   WHEN json_array_length(errors) >= :max_errors
                   THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
@@ -288,12 +298,35 @@ SET state = :state,
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
+JOB_SET_STATE_IF_RUNNING_MANY = _SET_STATE.replace("{keeping}", "")
+"""An outcome with no result and no progress to store: a running row holds no result (only a
+success writes one, and a person's requeue clears it), so these columns are left alone. Two
+columns fewer per row was 0.4-0.9 us of the ~11 us a row costs (measured)."""
+
+JOB_SET_STATE_KEEPING_RESULT = _SET_STATE.replace(
+    "{keeping}",
+    """
+    result = :result,
+    progress = coalesce(:progress, progress),""",
+)
+"""The same with the job's result (:result) and a progress record left since the last
+heartbeat (:progress, NULL: none)."""
+
 JOB_GET = """
 -- One job row, for inspection.
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit, started_at
+       correlation_id, audit, started_at, result, progress
 FROM skiplock_jobs WHERE id = :id
+"""
+
+JOB_OUTCOME_MANY = """
+-- Where the waited-for jobs (:ids, a JSON array) stand: state, the result of a succeeded one,
+-- the last error of a finished one. One primary-key probe per id.
+SELECT id, state, CASE WHEN state = 'succeeded' THEN result END AS result,
+       CASE WHEN state IN ('cancelled', 'dead') THEN json_extract(errors, '$[#-1]') END
+           AS last_error
+FROM skiplock_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 """
 
 JOB_COUNT_BY_STATE = """
@@ -305,9 +338,11 @@ FROM skiplock_jobs WHERE :queue IS NULL OR queue = :queue GROUP BY 1
 
 JOB_RETRY = (
     """
--- A person requeues a finished job: pending now, attempts reset.
+-- A person requeues a finished job: pending now, attempts reset, its result and progress gone
+-- (so a row that is not succeeded never holds a result: completions may leave it alone).
 UPDATE skiplock_jobs
-SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
+SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
+    progress = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
 WHERE id = :id AND state IN """
@@ -340,10 +375,11 @@ RETURNING id
 
 JOB_HEARTBEAT_MANY = """
 -- Extend one lease of a batch if the row is still running under its token; mark it started
--- if its worker says it is and it was not yet.
+-- if its worker says it is and it was not yet, and store its new progress record (NULL: none).
 UPDATE skiplock_jobs
 SET lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin),
-    started_at = CASE WHEN :started THEN coalesce(started_at, :now) ELSE started_at END
+    started_at = CASE WHEN :started THEN coalesce(started_at, :now) ELSE started_at END,
+    progress = coalesce(:progress, progress)
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
@@ -423,7 +459,7 @@ JOB_LIST = (
 -- Jobs matching a filter, newest first; every condition is optional.
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit, started_at
+       correlation_id, audit, started_at, result, progress
 FROM skiplock_jobs
 WHERE (:state IS NULL OR state = :state)"""
     + _FILTER

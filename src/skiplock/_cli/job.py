@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC
+from typing import Any
 
 import click
 
@@ -36,21 +37,38 @@ def echo_job(job: JobRecord, *, full: bool) -> None:
         f"attempt={job.attempt}/{job.max_attempts}{finished}{last}"
     )
     if full:
-        details = {
-            "args": job.args,
-            "kwargs": job.kwargs,
-            "priority": job.priority,
-            "run_at": job.run_at,
-            "created_at": job.created_at,
-            "attempted_at": job.attempted_at,
-            "started_at": job.started_at,
-            "finished_at": job.finished_at,
-            "correlation_id": job.correlation_id,
-            "locked_by": job.locked_by,
-            "errors": job.errors,
-            "audit": job.audit,
-        }
+        details = job_details(job)
+        for key in ("id", "task", "queue", "state", "attempt", "max_attempts"):
+            del details[key]  # already on the line above
         click.echo(json.dumps(details, indent=2, default=_iso))
+
+
+def job_details(job: JobRecord) -> dict[str, Any]:
+    """Everything a person may want to know about a job, as JSON-ready values (times stay
+    datetimes until dumped): ``skiplock job show --json`` prints exactly this."""
+    return {
+        "id": job.id,
+        "task": job.task,
+        "queue": job.queue,
+        "state": job.state.value,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "args": job.args,
+        "kwargs": job.kwargs,
+        "result": job.result,
+        "progress": job.progress,
+        "priority": job.priority,
+        "run_at": job.run_at,
+        "created_at": job.created_at,
+        "attempted_at": job.attempted_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "worker": job.worker,
+        "correlation_id": job.correlation_id,
+        "errors": job.errors,
+        "audit": job.audit,
+        "problems": job.problems,
+    }
 
 
 def _iso(value: object) -> str:
@@ -87,10 +105,16 @@ def job_list(
 
 @app_command(job, "show")
 @click.argument("job_id", type=JOB_ID)
-def job_show(app_spec: str, url: str | None, job_id: int) -> None:
-    """Everything about one job: state, arguments, errors, and what people did to it."""
+@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
+def job_show(app_spec: str, url: str | None, job_id: int, as_json: bool) -> None:
+    """Everything about one job: state, arguments, result, progress, which worker ran it,
+    each attempt's error, and what people did to it."""
     app = app_for(app_spec, url)
-    echo_job(run_async(app, lambda: app.get_job(job_id)), full=True)
+    record = run_async(app, lambda: app.get_job(job_id))
+    if as_json:
+        click.echo(json.dumps(job_details(record), default=_iso))
+    else:
+        echo_job(record, full=True)
 
 
 @app_command(job, "cancel")

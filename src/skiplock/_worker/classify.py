@@ -24,11 +24,18 @@ class UnrunnableJob(Exception):
     """The job cannot run at all here (unknown task, corrupt payload): it goes to dead."""
 
 
+class UnstorableResult(UnrunnableJob):
+    """The task returned a value that cannot be stored (not strict JSON, over
+    ``max_result_bytes``): a retry would return the same, so the job goes to dead."""
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     disposition: Disposition
     delay_s: float = 0.0
     error: dict[str, Any] | None = None
+    result_json: str | None = None
+    """What a success stores as the job's result (None: nothing)."""
 
     @property
     def outcome(self) -> str:

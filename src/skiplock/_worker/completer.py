@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -38,13 +39,23 @@ BAD_ROW_ERRORS: tuple[type[Exception], ...] = (BackendError, TypeError, ValueErr
 the driver cannot encode). Anything else is a bug and stops the worker loudly."""
 
 
+FINISHING = frozenset({Disposition.SUCCEED, Disposition.CANCEL, Disposition.DEAD})
+"""The outcomes a result waiter is woken by."""
+
+
 class Completer(Service):
     name = "completer"
 
     def __init__(
-        self, backend: Backend, max_batch: int, signals: WorkerSignals | None = None
+        self,
+        backend: Backend,
+        max_batch: int,
+        signals: WorkerSignals | None = None,
+        on_finished: Callable[[Iterable[int]], None] | None = None,
     ) -> None:
         super().__init__()
+        self._on_finished = on_finished
+        """Told the ids a batch finished, lazily: this process's result waiters (if any)."""
         self._signals = signals or WorkerSignals()
         self._backend = backend
         self._max_batch = max_batch
@@ -97,6 +108,8 @@ class Completer(Service):
                     await self._write(batch)
                 finally:
                     self._writing = []
+                if self._on_finished is not None:
+                    self._on_finished(c.job_id for c in batch if c.disposition in FINISHING)
                 self._signals.flushed.fire([c.job_id for c in batch])
             self._idle.set()
             if self._closing:

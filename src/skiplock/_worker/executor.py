@@ -20,9 +20,10 @@ from typing import Any
 from .._app import App
 from .._config import RetryPolicy
 from .._job import ClaimedJob, JobContext, current_job, set_current_job
-from .._payload import decode_args
+from .._payload import decode_args, encode_result
 from .._task import Task, argument_misfit
-from .classify import Decision, JobTimeout, UnrunnableJob, classify
+from ..errors import PayloadError
+from .classify import Decision, JobTimeout, UnrunnableJob, UnstorableResult, classify
 from .pool import JobPool
 
 _NO_TASK_RETRY = RetryPolicy()
@@ -43,7 +44,9 @@ def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[
     return task, args, kwargs
 
 
-def job_context(job: ClaimedJob, timeout: float | None) -> JobContext:
+def job_context(
+    job: ClaimedJob, timeout: float | None, report: Callable[[int, str], None] | None = None
+) -> JobContext:
     now = datetime.now(UTC)
     return JobContext(
         id=job.id,
@@ -54,20 +57,24 @@ def job_context(job: ClaimedJob, timeout: float | None) -> JobContext:
         enqueued_at=job.created_at,
         deadline=now + timedelta(seconds=timeout) if timeout else None,
         lease_expires_at=job.lease_expires_at,
+        report=report,
     )
 
 
-def _call_catching(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+Ended = tuple[BaseException | None, Any]
+"""How an attempt ended: what it raised (None on success), and what it returned."""
+
+
+def _call_catching(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Ended:
     """Run a sync task on its thread and hand back what it raised as a value.
 
     A GeneratorExit re-raised from a thread's future escapes ``except`` clauses in the
     coroutines above the one that awaits it (a CPython quirk), so it never travels as a raise.
     """
     try:
-        fn(*args, **kwargs)
+        return None, fn(*args, **kwargs)
     except BaseException as exc:
-        return exc
-    return None
+        return exc, None
 
 
 def _start_then_call(
@@ -75,16 +82,16 @@ def _start_then_call(
     started: asyncio.Future[None],
     context: contextvars.Context,
     timeout: float | None,
-    call: Callable[[], BaseException | None],
-) -> BaseException | None:
+    call: Callable[[], Ended],
+) -> Ended:
     """On the job's thread: say the code starts now (its timeout counts from here), move
     ``current_job().deadline`` to match, and run it."""
     with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting any more
         loop.call_soon_threadsafe(_set_started, started)
     if timeout is not None:
         context.run(_deadline_from_now, timeout)
-    failure: BaseException | None = context.run(call)
-    return failure
+    ended: Ended = context.run(call)
+    return ended
 
 
 def _deadline_from_now(timeout: float) -> None:
@@ -104,7 +111,7 @@ async def _call_sync(
     kwargs: dict[str, Any],
     timeout: float | None,
     pool: ThreadPoolExecutor,
-) -> BaseException | None:
+) -> Ended:
     """Run a sync function on the pool, timed from when its thread picks it up.
 
     A job queued behind threads that timed-out jobs keep is not timed out while it waits
@@ -121,12 +128,12 @@ async def _call_sync(
         timer = asyncio.timeout(timeout) if timeout is not None else None  # from the start
         try:
             async with timer or contextlib.nullcontext():
-                failure: BaseException | None = await done
-            return failure
+                ended: Ended = await done
+            return ended
         except TimeoutError:
             if timer is None or not timer.expired():
                 raise
-            return JobTimeout(f"timed out after {timeout}s (its thread cannot be killed)")
+            return JobTimeout(f"timed out after {timeout}s (its thread cannot be killed)"), None
     finally:
         started.cancel()
         done.cancel()  # a queued job never starts; a running one cannot be stopped
@@ -140,8 +147,8 @@ async def _invoke(
     kwargs: dict[str, Any],
     timeout: float | None,
     pool: ThreadPoolExecutor,
-) -> BaseException | None:
-    """Run the function under its timeout and return what it raised (None on success).
+) -> Ended:
+    """Run the function under its timeout: what it raised (None on success), what it returned.
 
     Async functions run on the loop, sync ones on the pool (never the loop). Only the
     worker's own cancellation (shutdown) propagates, told apart from a handler's
@@ -153,36 +160,61 @@ async def _invoke(
             return await _call_sync(task.fn, args, kwargs, timeout, pool)
         timer = asyncio.timeout(timeout) if timeout is not None else None
         async with timer or contextlib.nullcontext():
-            await task.fn(*args, **kwargs)
-        return None
+            value = await task.fn(*args, **kwargs)
+        return None, value
     except TimeoutError as exc:
         if timer is not None and timer.expired():
-            return JobTimeout(f"timed out after {timeout}s")
-        return exc
+            return JobTimeout(f"timed out after {timeout}s"), None
+        return exc, None
     except asyncio.CancelledError as exc:
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             raise  # the worker is cancelling this job: shutdown, not a failure
-        return exc
+        return exc, None
     except BaseException as exc:  # SystemExit, KeyboardInterrupt... fail the job, not the worker
-        return exc
+        return exc, None
 
 
-async def execute(app: App, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
-    """Run one claimed job and decide its outcome. Raises only the worker's own cancel."""
+def stored_result(app: App, task: Task[Any, Any], value: Any) -> str | None:
+    """The JSON a success stores, or UnstorableResult (the job dies, the worker goes on)."""
+    if value is None or not task.keep_result:
+        return None  # nothing to encode: the hot path of a no-op task
+    try:
+        return encode_result(task.name, value, app.max_result_bytes)
+    except (TypeError, PayloadError) as exc:
+        raise UnstorableResult(str(exc)) from exc
+
+
+async def execute(
+    app: App,
+    job: ClaimedJob,
+    pool: ThreadPoolExecutor,
+    report: Callable[[int, str], None] | None = None,
+) -> Decision:
+    """Run one claimed job and decide its outcome (``report`` takes its progress records).
+    Raises only the worker's own cancel."""
     task: Task[Any, Any] | None = None
+    result_json = None
     try:
         task, args, kwargs = resolve(app, job)
     except UnrunnableJob as exc:
         failure: BaseException | None = exc
     else:
         timeout = job.timeout if job.timeout is not None else task.timeout
-        set_current_job(job_context(job, timeout))
-        failure = await _invoke(task, args, kwargs, timeout, pool)
-    return classify(
+        set_current_job(job_context(job, timeout, report))
+        failure, value = await _invoke(task, args, kwargs, timeout, pool)
+        if failure is None:
+            try:
+                result_json = stored_result(app, task, value)
+            except UnstorableResult as exc:
+                failure = exc
+    decision = classify(
         failure,
         attempt=job.attempt,
         max_attempts=job.max_attempts,
         retry=task.retry if task else _NO_TASK_RETRY,
         permanent=task.permanent if task else (),
     )
+    if result_json is None:
+        return decision
+    return dataclasses.replace(decision, result_json=result_json)

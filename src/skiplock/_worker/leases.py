@@ -20,6 +20,7 @@ from .._config import WorkerConfig
 from ..errors import BackendUnavailable
 from .completer import Completer
 from .outage import Outage
+from .progress import PROGRESS_INTERVAL_S
 from .runner import Runner
 from .service import Service
 from .signals import WorkerSignals
@@ -56,6 +57,7 @@ class LeaseKeeper(Service):
         self._rearm.set()
 
     async def serve(self) -> None:
+        self.runner.progress.subscribe(self.rearm)
         self.mark_ready()
         loop = asyncio.get_running_loop()
         due = loop.time() + self.interval_s()
@@ -71,10 +73,13 @@ class LeaseKeeper(Service):
             due = loop.time() + self.interval_s()
 
     def interval_s(self) -> float:
-        """A third of the shortest lease held, within [MIN_BEAT_S, HEARTBEAT_INTERVAL_S]."""
+        """A third of the shortest lease held, within [MIN_BEAT_S, HEARTBEAT_INTERVAL_S];
+        at most PROGRESS_INTERVAL_S while a progress record waits to be written."""
         leases = [lease for _, _, lease in self.held() if lease]
         shortest = min(leases, default=HEARTBEAT_INTERVAL_S * 3)
         ceiling = min(HEARTBEAT_INTERVAL_S, self.config.maintenance_interval_s)
+        if self.runner.progress.waiting:
+            ceiling = min(ceiling, PROGRESS_INTERVAL_S)
         return max(MIN_BEAT_S, min(ceiling, shortest / 3))
 
     def held(self) -> list[tuple[int, str, float | None]]:
@@ -105,7 +110,11 @@ class LeaseKeeper(Service):
         if not held:
             return
         params = JobHeartbeatManyParams(
-            held, self.config.default_lease_s, self.config.lease_margin_s, self.started()
+            held,
+            self.config.default_lease_s,
+            self.config.lease_margin_s,
+            started=self.started(),
+            progress=self.runner.progress.take({job_id for job_id, _ in held}),
         )
         try:
             kept = await self.backend.job_heartbeat_many(params)

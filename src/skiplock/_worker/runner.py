@@ -24,6 +24,7 @@ from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
 from .pool import JobPool
+from .progress import ProgressBoard
 from .service import Service
 from .signals import WorkerSignals
 
@@ -50,6 +51,8 @@ class Runner(Service):
         self.app = app
         self.config = config
         self.completer = completer
+        self.progress = ProgressBoard()
+        """Progress its jobs report, until the lease keeper's next beat writes it."""
         self.breakers = breakers
         self.signals = signals
         self.running: dict[int, tuple[asyncio.Task[None], ClaimedJob]] = {}
@@ -156,7 +159,7 @@ class Runner(Service):
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            decision = await execute(self.app, job, pool)
+            decision = await execute(self.app, job, pool, self.progress.put)
         except asyncio.CancelledError:
             self._record(job, self._cancelled(job), loop.time() - started)
             raise
@@ -188,6 +191,8 @@ class Runner(Service):
                 decision.delay_s,
                 decision.error,
                 job.lease_s,
+                decision.result_json,
+                self.progress.pop(job.id),
             )
         )
         self.processed += 1

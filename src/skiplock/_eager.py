@@ -1,0 +1,61 @@
+"""Eager mode (``App(eager=True)``): a task runs at enqueue, in the caller's loop, for unit
+tests with no database and no worker.
+
+It still does what a worker would refuse to: arguments go through the strict JSON encoder and
+back (a ``datetime`` argument is a TypeError at enqueue, as always), and so does the return
+value, so a result a worker would bury (not JSON, over ``max_result_bytes``) raises here, at
+enqueue, naming the task and the type. What the task raises is its outcome, as on a worker:
+``handle.result()`` raises JobFailed (or JobCancelled for ``Cancel``), without retries.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from ._job import JobContext, JobOutcome, JobState, NewJob, reset_current_job, set_current_job
+from ._outcomes import Cancel
+from ._payload import decode_args, encode_result
+from ._task import JobHandle
+from ._worker.classify import error_record
+
+if TYPE_CHECKING:
+    from ._app import App
+
+_ids = itertools.count(1)
+
+
+async def run_eager(app: App, batch: Sequence[NewJob]) -> list[JobHandle]:
+    """Run each job now, in order; their outcomes are kept for ``result()`` and ``gather``."""
+    handles: list[JobHandle] = []
+    for job in batch:
+        handle = JobHandle(next(_ids), job.task, job.queue, app)
+        app.eager_outcomes[handle.id] = await _run_one(app, handle.id, job)
+        handles.append(handle)
+    return handles
+
+
+async def _run_one(app: App, job_id: int, job: NewJob) -> JobOutcome:
+    task = app.get_task(job.task)
+    args, kwargs = decode_args(job.args_json, job.kwargs_json)  # the JSON round trip
+    now = datetime.now(UTC)
+    token = set_current_job(JobContext(job_id, job.task, job.queue, 1, 1, now, None, now))
+    try:
+        value = task.fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as exc:
+        return _failed(job_id, exc)
+    finally:
+        reset_current_job(token)
+    stored = encode_result(task.name, value, app.max_result_bytes) if task.keep_result else None
+    return JobOutcome(job_id, JobState.SUCCEEDED, stored)
+
+
+def _failed(job_id: int, exc: Exception) -> JobOutcome:
+    state = JobState.CANCELLED if isinstance(exc, Cancel) else JobState.DEAD
+    return JobOutcome(job_id, state, None, json.loads(json.dumps(error_record(1, exc))))
