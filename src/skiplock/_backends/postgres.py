@@ -113,9 +113,13 @@ class PostgresBackend:
         if self._pool is not None:
             return
         with _wrapped("connect"), self._connecting():
-            self._pool = await asyncpg.create_pool(
+            # min_size 0: asyncpg keeps a nonzero floor by reconnecting in the background
+            # and logs a traceback for each failed try, which during an outage buried the
+            # worker's one line per state change. The first query below opens a connection
+            # (so open() still proves the server answers), and it stays pooled once idle.
+            pool = await asyncpg.create_pool(
                 self._dsn,
-                min_size=1,
+                min_size=0,
                 max_size=self._pool_size,
                 server_settings=self._settings,
                 # Behind a transaction pooler a statement prepared by name on one server
@@ -123,6 +127,12 @@ class PostgresBackend:
                 statement_cache_size=0 if self.pooled else 100,
                 timeout=self.connect_timeout_s,
             )
+            try:
+                await pool.fetchval("SELECT 1")
+            except BaseException:
+                pool.terminate()  # nothing to wait for: a stop may be cancelling us
+                raise
+            self._pool = pool
             if self.pooled:
                 return  # no session settings there: the claim sets enable_sort per transaction
             # The all-queues claim's sessions (opened on first claim). A queue table's
