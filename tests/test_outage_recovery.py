@@ -127,3 +127,39 @@ async def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
     assert warnings == ["database unavailable: simulated outage; retrying"], warnings
     back = [r.getMessage() for r in caplog.records if r.getMessage().startswith("database back")]
     assert len(back) == 1 and back[0].endswith(" s"), back
+
+
+@pytest.mark.usefixtures("longest_backoff")
+async def test_outcomes_waiting_for_the_database_join_the_one_outage_line(
+    app: skiplock.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An outcome that cannot be written while the database is away is retried quietly under
+    the worker's one outage line, then written once it answers."""
+    release = asyncio.Event()
+
+    @app.task(name="held")
+    async def held() -> int:
+        await release.wait()
+        return 7
+
+    handle = await held.aenqueue()
+    backend = await app.backend()
+    outage = SimulatedOutage(backend)
+    worker = Worker(app, poll_interval_s=0.05)
+    started = worker.signals.started.arm()
+    flushed = worker.signals.flushed.arm()
+    run = asyncio.create_task(worker.run())
+    await started.wait()
+    caplog.set_level(logging.INFO, logger="skiplock")
+    caplog.clear()
+    outage.start()
+    release.set()
+    await outage.failed(job_set_state_if_running_many=4)
+    flushed.drain()
+    outage.down = False
+    await flushed.wait()
+    worker.request_stop()
+    await asyncio.wait_for(run, 30)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == ["database unavailable: simulated outage; retrying"], warnings
+    assert await handle.result(timeout=10) == 7

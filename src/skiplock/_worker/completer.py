@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from .._job import Completion, Disposition
 from .._limits import MAX_SECONDS
 from ..errors import BackendError, BackendUnavailable
 from .classify import MAX_MESSAGE_CHARS
+from .outage import Outage, retry_delay
 from .service import Service
 from .signals import WorkerSignals
 
@@ -52,8 +52,11 @@ class Completer(Service):
         max_batch: int,
         signals: WorkerSignals | None = None,
         on_finished: Callable[[Iterable[int]], None] | None = None,
+        outage: Outage | None = None,
     ) -> None:
         super().__init__()
+        self._outage = outage or Outage()
+        """The worker's one view of the database: an outage is logged once, not per retry."""
         self._on_finished = on_finished
         """Told the ids a batch finished, lazily: this process's result waiters (if any)."""
         self._signals = signals or WorkerSignals()
@@ -142,14 +145,14 @@ class Completer(Service):
         failures = 0
         while True:
             try:
-                return set(await self._backend.job_set_state_if_running_many(batch))
+                applied = set(await self._backend.job_set_state_if_running_many(batch))
             except BackendUnavailable as exc:
                 failures += 1
-                delay = random.uniform(0, min(MAX_BACKOFF_S, 0.1 * 2**failures))
-                log.warning(
-                    "could not record %d outcomes (%s); retrying in %.1fs", len(batch), exc, delay
-                )
-                await asyncio.sleep(delay)
+                self._outage.failed(self.name, exc)
+                await asyncio.sleep(retry_delay(failures, first_s=0.1, cap_s=MAX_BACKOFF_S))
+                continue
+            self._outage.answered()
+            return applied
 
     async def _write_alone(self, completion: Completion) -> set[int]:
         """One outcome on its own; if it still fails (a few tries, in case the batch's error

@@ -192,7 +192,9 @@ class Worker:
     ) -> tuple[Producer, Runner, Completer]:
         """Every service of this worker, in start order (the producer last)."""
         config, signals, outage = self.config, self.signals, self.outage
-        completer = Completer(backend, config.completion_batch, signals, self.app.note_finished)
+        completer = Completer(
+            backend, config.completion_batch, signals, self.app.note_finished, outage
+        )
         breakers = Breakers(self.app, self.name, backend, tg.create_task, signals)
         self._runner = runner = Runner(self.app, config, completer, breakers, signals)
         leases = LeaseKeeper(backend, config, runner, completer, signals, outage)
