@@ -16,6 +16,7 @@ system never pays for importing another.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any, ClassVar
 
@@ -142,8 +143,17 @@ class SkiplockAdapter(Adapter):
         await self.app.enqueue_many(self.tasks[kind].prepare() for _ in range(n))
 
     async def work(self, *, burst: bool) -> None:
-        self.worker = self._skiplock.Worker(self.app, **self.opts)
+        self.worker = self._skiplock.Worker(self.app, **self._worker_options())
         await self.worker.run(burst=burst)
+
+    def _worker_options(self) -> dict[str, Any]:
+        """The options under the names of the skiplock being measured: a ``--rev`` before
+        WorkerConfig's durations ended in ``_s`` (230bf34 and older) knows them without it."""
+        fields = {f.name for f in dataclasses.fields(self._skiplock.WorkerConfig)}
+        return {
+            name if name in fields else name.removesuffix("_s"): value
+            for name, value in self.opts.items()
+        }
 
     def stop(self) -> None:
         self.worker.request_stop()
