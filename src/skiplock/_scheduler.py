@@ -21,8 +21,8 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
-from ._app import App
 from ._backends import Backend
 from ._backends.base import CronSlotClaimParams
 from ._job import SlotOutcome
@@ -31,6 +31,9 @@ from ._worker.outage import Outage, retry_delay
 from ._worker.service import Service
 from ._worker.signals import WorkerSignals
 from .errors import BackendUnavailable
+
+if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
+    from ._app import App
 
 log = logging.getLogger("skiplock.scheduler")
 

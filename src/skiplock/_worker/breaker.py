@@ -12,13 +12,15 @@ import asyncio
 import collections
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._app import App
 from .._backends import Backend
 from .._backends.base import TaskPauseParams
 from ..errors import BackendError
 from .signals import WorkerSignals
+
+if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
+    from .._app import App
 
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
 

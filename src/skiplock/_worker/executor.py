@@ -15,9 +15,8 @@ import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._app import App
 from .._config import RetryPolicy
 from .._job import ClaimedJob, JobContext, current_job, set_current_job
 from .._payload import decode_args, encode_result
@@ -25,6 +24,9 @@ from .._task import Task, argument_misfit
 from ..errors import PayloadError
 from .classify import Decision, JobTimeout, UnrunnableJob, UnstorableResult, classify
 from .pool import JobPool
+
+if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
+    from .._app import App
 
 _NO_TASK_RETRY = RetryPolicy()
 

@@ -14,8 +14,8 @@ import contextlib
 import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
-from .._app import App
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
 from .._outcomes import Cancel
@@ -27,6 +27,9 @@ from .pool import JobPool
 from .progress import ProgressBoard
 from .service import Service
 from .signals import WorkerSignals
+
+if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
+    from .._app import App
 
 log = logging.getLogger("skiplock.worker")
 

@@ -23,9 +23,8 @@ import socket
 import time
 import uuid
 from collections.abc import Coroutine
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
-from .._app import App
 from .._backends import Backend
 from .._config import WorkerConfig, WorkerOptions
 from .._scheduler import Scheduler
@@ -41,6 +40,9 @@ from .service import Service
 from .services import Canceller, Notifier, Pruner, Rescuer
 from .signals import WorkerSignals
 from .watchdog import Watchdog
+
+if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
+    from .._app import App
 
 log = logging.getLogger("skiplock.worker")
 
