@@ -1,0 +1,20 @@
+"""The Django Tasks backend end to end: enqueue on Django's connection, a real skiplock
+worker runs it, ``get_result`` reads it back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.tasks import TaskResultStatus
+
+from .project.demo import tasks
+
+
+def test_enqueue_run_get_result(run_worker: Any) -> None:
+    result = tasks.add.enqueue(2, 3)
+    assert result.status == TaskResultStatus.READY
+    run_worker()
+    done = tasks.add.get_result(result.id)
+    assert done.status == TaskResultStatus.SUCCESSFUL
+    assert done.return_value == 5
+    assert done.args == [2, 3]
