@@ -19,7 +19,9 @@ STATUS = {
 
 
 def exception_class_path(error: dict[str, Any]) -> str:
-    """The raised class's dotted path, read from the traceback's last line (builtins bare)."""
+    """The raised class's dotted path (older rows without ``type``: read from the message)."""
+    if error.get("type"):
+        return str(error["type"])
     lines = str(error.get("traceback") or error.get("message") or "").strip().splitlines()
     name = lines[-1].split(":", 1)[0].strip() if lines else "Exception"
     return name if "." in name else f"builtins.{name}"

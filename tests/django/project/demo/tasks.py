@@ -6,6 +6,7 @@ from typing import Any
 
 from django.tasks import TaskContext, task
 
+from skiplock import RetryPolicy, current_job
 from skiplock.contrib.django import skiplock_options
 
 
@@ -34,10 +35,14 @@ def attempt_of(context: TaskContext) -> dict[str, Any]:
 
 
 @task
-@skiplock_options(max_attempts=3, retry=None)
+@skiplock_options(max_attempts=3, retry=RetryPolicy(base_s=0.0, jitter=False))
 def flaky(marker: str) -> int:
-    from skiplock import current_job
-
     if current_job().attempt < 2:
         raise RuntimeError(f"first attempt of {marker}")
     return current_job().attempt
+
+
+@task
+@skiplock_options(unique_key="only-one")
+def unique() -> None:
+    return None
