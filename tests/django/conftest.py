@@ -43,6 +43,25 @@ else:
             USE_TZ=True,
             SECRET_KEY="tests",
             DATABASES={"default": _database()},
+            ROOT_URLCONF="tests.django.project.urls",
+            MIDDLEWARE=[
+                "django.contrib.sessions.middleware.SessionMiddleware",
+                "django.contrib.auth.middleware.AuthenticationMiddleware",
+                "django.contrib.messages.middleware.MessageMiddleware",
+            ],
+            TEMPLATES=[
+                {
+                    "BACKEND": "django.template.backends.django.DjangoTemplates",
+                    "APP_DIRS": True,
+                    "OPTIONS": {
+                        "context_processors": [
+                            "django.template.context_processors.request",
+                            "django.contrib.auth.context_processors.auth",
+                            "django.contrib.messages.context_processors.messages",
+                        ]
+                    },
+                }
+            ],
             INSTALLED_APPS=[
                 "django.contrib.auth",
                 "django.contrib.contenttypes",

@@ -22,7 +22,7 @@ from django.utils.module_loading import import_string
 from ..._app import App
 from ..._task import Task as SkiplockTask
 from ...errors import JobNotFound
-from . import _results, _runner
+from . import _results, _runner, checks
 from ._urls import database_url
 from .options import per_job_options, registered_options
 
@@ -56,7 +56,8 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.database: str = self.options.get("database", "default")
+        valid = self.options if isinstance(self.options, dict) else {}  # else: a check error
+        self.database: str = valid.get("database", "default")
         self._app: DjangoTaskApp | None = None
 
     @property
@@ -64,9 +65,14 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         """The skiplock App on this backend's database (its own pool, opened lazily)."""
         if self._app is None:
             db = settings.DATABASES[self.database]
-            url = self.options.get("url") or database_url(db, self.options.get("schema"))
+            options = self.options if isinstance(self.options, dict) else {}
+            url = options.get("url") or database_url(db, options.get("schema"))
             self._app = DjangoTaskApp(url)
         return self._app
+
+    def check(self, **kwargs: Any) -> list[Any]:
+        """Django's system checks of this backend's OPTIONS (``manage.py check``)."""
+        return [*super().check(**kwargs), *checks.check_options(self.alias, self.options)]
 
     def validate_task(self, task: Any) -> None:
         super().validate_task(task)
