@@ -44,3 +44,7 @@ def test_migrate_applies_every_skiplock_migration(backend: Any) -> None:
 async def _schema_version(app: Any) -> tuple[int, int]:
     result: tuple[int, int] = await (await app.backend()).schema_version()
     return result
+
+
+def test_models_and_migrations_agree() -> None:
+    call_command("makemigrations", "skiplock", "--check", "--dry-run", verbosity=0)
