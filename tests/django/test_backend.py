@@ -3,6 +3,8 @@ worker runs it, ``get_result`` reads it back."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 from django.tasks import TaskResultStatus
@@ -18,3 +20,11 @@ def test_enqueue_run_get_result(run_worker: Any) -> None:
     assert done.status == TaskResultStatus.SUCCESSFUL
     assert done.return_value == 5
     assert done.args == [2, 3]
+
+
+def test_import_skiplock_does_not_import_django() -> None:
+    code = (
+        "import sys, skiplock, skiplock.contrib.django; "
+        "assert not any(m.startswith('django') for m in sys.modules), 'django imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
