@@ -31,6 +31,9 @@ else:
             _pg(f'CREATE SCHEMA "{SCHEMA}"')
             options = {"options": f"-c search_path={SCHEMA}"}
             return {"ENGINE": "django.db.backends.postgresql", **PG, "OPTIONS": options}
+        return _sqlite()
+
+    def _sqlite() -> dict[str, Any]:
         path = os.path.join(tempfile.mkdtemp(prefix="skiplock-django-"), "db.sqlite3")
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
 
@@ -42,7 +45,7 @@ else:
             DEBUG=False,
             USE_TZ=True,
             SECRET_KEY="tests",
-            DATABASES={"default": _database()},
+            DATABASES={"default": _database(), "jobs": _sqlite()},
             ROOT_URLCONF="tests.django.project.urls",
             MIDDLEWARE=[
                 "django.contrib.sessions.middleware.SessionMiddleware",
@@ -76,7 +79,11 @@ else:
                     "BACKEND": "skiplock.contrib.django.SkiplockBackend",
                     "QUEUES": ["default", "other"],
                     "OPTIONS": {"schema": schema} if schema else {},
-                }
+                },
+                "jobs": {  # jobs in another database than the default one
+                    "BACKEND": "skiplock.contrib.django.SkiplockBackend",
+                    "OPTIONS": {"database": "jobs"},
+                },
             },
         )
         import django
@@ -91,6 +98,7 @@ else:
         from django.db import connections
 
         call_command("migrate", verbosity=0)
+        call_command("migrate", database="jobs", verbosity=0)
         yield
         connections.close_all()
         if KIND == "postgres":

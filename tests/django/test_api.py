@@ -124,3 +124,22 @@ def test_get_result_of_unknown_id() -> None:
         tasks.add.get_result("999999999")
     with pytest.raises(TaskResultDoesNotExist):
         tasks.add.get_result("not-a-number")
+
+
+def test_options_database_routes_jobs_and_transactions(backend: Any) -> None:
+    from django.tasks import task_backends
+
+    jobs = task_backends["jobs"]
+    result = tasks.elsewhere.enqueue(7)
+    jobs.app._run_sync(jobs.app.drain())
+    assert tasks.elsewhere.get_result(result.id).return_value == 7
+    assert backend.app.url != jobs.app.url
+
+    class Rollback(Exception):
+        pass
+
+    with pytest.raises(Rollback), transaction.atomic(using="jobs"):
+        dropped = tasks.elsewhere.enqueue(8)
+        raise Rollback
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.elsewhere.get_result(dropped.id)

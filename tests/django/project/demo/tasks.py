@@ -46,3 +46,8 @@ def flaky(marker: str) -> int:
 @skiplock_options(unique_key="only-one")
 def unique() -> None:
     return None
+
+
+@task(backend="jobs")
+def elsewhere(x: int) -> int:
+    return x
