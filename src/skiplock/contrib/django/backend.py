@@ -7,6 +7,7 @@ commit. Each Django task becomes a skiplock task named by its module path.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from inspect import iscoroutinefunction
 from typing import Any
@@ -122,11 +123,13 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         )
 
     def get_result(self, result_id: str) -> Any:
-        return self.app._run_sync(self.aget_result(result_id))
-
-    async def aget_result(self, result_id: str) -> Any:
         try:
-            record = await self.app.get_job(int(result_id))
+            record = self.app._run_sync(self.app.get_job(int(result_id)))
         except (ValueError, JobNotFound):
             raise TaskResultDoesNotExist(result_id) from None
         return _results.to_task_result(import_string(record.task), record, self.alias)
+
+    async def aget_result(self, result_id: str) -> Any:
+        # On the app's own loop, not the caller's: a pool opened on a short-lived loop
+        # (asyncio.run, a test) would be left open when that loop ends.
+        return await asyncio.to_thread(self.get_result, result_id)
