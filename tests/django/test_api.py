@@ -143,3 +143,15 @@ def test_options_database_routes_jobs_and_transactions(backend: Any) -> None:
         raise Rollback
     with pytest.raises(TaskResultDoesNotExist):
         tasks.elsewhere.get_result(dropped.id)
+
+
+def test_in_process_workers_are_woken_after_commit(backend: Any) -> None:
+    woken: list[str] = []
+    unsubscribe = backend.app.add_waker(woken.append)
+    try:
+        with transaction.atomic():
+            tasks.add.using(queue_name="other").enqueue(1, 1)
+            assert woken == []  # a worker woken now would find nothing committed
+        assert woken == ["other"]
+    finally:
+        unsubscribe()
