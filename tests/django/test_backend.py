@@ -28,3 +28,11 @@ def test_import_skiplock_does_not_import_django() -> None:
         "assert not any(m.startswith('django') for m in sys.modules), 'django imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_sync_task_uses_the_orm(run_worker: Any) -> None:
+    from django.contrib.auth.models import User
+
+    result = tasks.count_users.enqueue()
+    run_worker()
+    assert tasks.count_users.get_result(result.id).return_value == User.objects.count()

@@ -51,3 +51,10 @@ def unique() -> None:
 @task(backend="jobs")
 def elsewhere(x: int) -> int:
     return x
+
+
+@task
+def count_users() -> int:
+    from django.contrib.auth.models import User
+
+    return User.objects.count()
