@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest soak clean bench profile
+.PHONY: demo test lint typecheck pytest pytest-django soak clean bench profile
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,23 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
 pytest: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest --ignore=tests/django
 
-test: lint typecheck pytest
+# Django 6 needs Python 3.12+: tests/django run in a venv of their own, once per database.
+DJANGO_VENV := .venv-django
+DJANGO_STAMP := $(DJANGO_VENV)/.installed
+
+$(DJANGO_STAMP): pyproject.toml
+	$${PYTHON_DJANGO:-$$(.ci/python312)} -m venv $(DJANGO_VENV)
+	$(DJANGO_VENV)/bin/pip install --quiet --upgrade pip
+	$(DJANGO_VENV)/bin/pip install --quiet -e '.[dev,django]'
+	touch $(DJANGO_STAMP)
+
+pytest-django: $(DJANGO_STAMP)
+	SKIPLOCK_DJANGO_DB=postgres $(DJANGO_VENV)/bin/pytest -q tests/django
+	SKIPLOCK_DJANGO_DB=sqlite $(DJANGO_VENV)/bin/pytest -q tests/django
+
+test: lint typecheck pytest pytest-django
 
 # The full-length soak (make test runs it for SKIPLOCK_SOAK_SECONDS=20).
 soak: $(STAMP)
@@ -47,4 +61,4 @@ profile: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.profile $(PROFILE_ARGS)
 
 clean:
-	rm -rf $(VENV) skiplock.db skiplock.db-wal skiplock.db-shm
+	rm -rf $(VENV) $(DJANGO_VENV) skiplock.db skiplock.db-wal skiplock.db-shm

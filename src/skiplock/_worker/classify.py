@@ -78,6 +78,7 @@ def error_record(attempt: int, exc: BaseException) -> dict[str, Any]:
         "attempt": attempt,
         "at": datetime.now(UTC).isoformat(),
         "message": message,
+        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
         "traceback": _bounded_traceback(exc, message),
     }
 

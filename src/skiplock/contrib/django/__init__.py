@@ -1,0 +1,24 @@
+"""skiplock for Django's task framework: add ``skiplock.contrib.django`` to INSTALLED_APPS and
+set ``TASKS = {"default": {"BACKEND": "skiplock.contrib.django.SkiplockBackend"}}``.
+
+Names resolve lazily so that importing this package does not import Django's settings.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "SkiplockBackend": ".backend",
+    "skiplock_options": ".options",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module, __name__), name)

@@ -1,0 +1,18 @@
+"""The Django app: its migrations create skiplock's tables; ready() finds every app's tasks."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class SkiplockConfig(AppConfig):  # type: ignore[misc]
+    name = "skiplock.contrib.django"
+    label = "skiplock"
+    verbose_name = "skiplock"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # A worker resolves tasks by module path, but importing every app's ``tasks`` module
+        # up front registers them (and their options) before the first job is claimed.
+        autodiscover_modules("tasks")

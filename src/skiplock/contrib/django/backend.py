@@ -1,0 +1,135 @@
+"""``SkiplockBackend``: Django's task framework backed by skiplock's job table.
+
+Enqueue runs on Django's own connection of the tasks database, so it joins the caller's
+``transaction.atomic()``: a rollback enqueues nothing and in-process workers are woken on
+commit. Each Django task becomes a skiplock task named by its module path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from inspect import iscoroutinefunction
+from typing import Any
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.tasks import TaskResult, TaskResultStatus
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.exceptions import TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued
+from django.utils.module_loading import import_string
+
+from ..._app import App
+from ..._task import Task as SkiplockTask
+from ...errors import JobNotFound
+from . import _results, _runner, checks
+from ._urls import database_url
+from .options import per_job_options, registered_options
+
+
+class _ResolvingTasks(dict[str, SkiplockTask[Any, Any]]):
+    """The task table of a worker: a job naming a Django task not yet imported imports it by
+    module path (its validation registers it), so no task list has to be kept in sync."""
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name not in self:
+            try:
+                import_string(name)
+            except ImportError:
+                return default
+        return super().get(name, default)
+
+
+class DjangoTaskApp(App):
+    """A skiplock App whose workers find Django tasks by the module path a job names."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.tasks = _ResolvingTasks()
+
+
+class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        valid = self.options if isinstance(self.options, dict) else {}  # else: a check error
+        self.database: str = valid.get("database", "default")
+        self._app: DjangoTaskApp | None = None
+
+    @property
+    def app(self) -> DjangoTaskApp:
+        """The skiplock App on this backend's database (its own pool, opened lazily)."""
+        if self._app is None:
+            db = settings.DATABASES[self.database]
+            options = self.options if isinstance(self.options, dict) else {}
+            url = options.get("url") or database_url(db, options.get("schema"))
+            self._app = DjangoTaskApp(url)
+        return self._app
+
+    def check(self, **kwargs: Any) -> list[Any]:
+        """Django's system checks of this backend's OPTIONS (``manage.py check``)."""
+        return [*super().check(**kwargs), *checks.check_options(self.alias, self.options)]
+
+    def validate_task(self, task: Any) -> None:
+        super().validate_task(task)
+        self.skiplock_task(task)
+
+    def skiplock_task(self, task: Any) -> SkiplockTask[Any, Any]:
+        """The skiplock task running ``task`` (registered once, by module path)."""
+        name = task.module_path
+        if name not in self.app.tasks:
+            runner = _runner.async_runner if iscoroutinefunction(task.func) else _runner.sync_runner
+            self.app.task(name=name, **registered_options(task.func))(runner(task))
+        return self.app.tasks[name]
+
+    def _prepared(self, task: Any) -> SkiplockTask[Any, Any]:
+        return self.skiplock_task(task).using(
+            queue=task.queue_name,
+            priority=task.priority,
+            run_after=task.run_after,
+            **per_job_options(task.func),
+        )
+
+    def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+        self.validate_task(task)
+        conn = connections[self.database]
+        conn.ensure_connection()
+        sk = self._prepared(task).using(connection=conn.connection)
+        handle = sk.enqueue(*args, **kwargs)
+        transaction.on_commit(lambda: self.app._wake_queues([task.queue_name]), using=self.database)
+        result = self._ready_result(task, handle.id, args, kwargs)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def _ready_result(self, task: Any, job_id: int, args: Any, kwargs: Any) -> Any:
+        return TaskResult(
+            task=task,
+            id=str(job_id),
+            status=TaskResultStatus.READY,
+            enqueued_at=datetime.now(UTC),
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=list(args),
+            kwargs=dict(kwargs),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+
+    def get_result(self, result_id: str) -> Any:
+        try:
+            record = self.app._run_sync(self.app.get_job(int(result_id)))
+        except (ValueError, JobNotFound):
+            raise TaskResultDoesNotExist(result_id) from None
+        return _results.to_task_result(import_string(record.task), record, self.alias)
+
+    async def aget_result(self, result_id: str) -> Any:
+        # On the app's own loop, not the caller's: a pool opened on a short-lived loop
+        # (asyncio.run, a test) would be left open when that loop ends.
+        return await asyncio.to_thread(self.get_result, result_id)

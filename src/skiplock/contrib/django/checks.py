@@ -1,0 +1,47 @@
+"""System checks of a SkiplockBackend's ``TASKS[alias]["OPTIONS"]``: a wrong option is a
+``manage.py check`` error naming it, not a crash at the first enqueue."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+OPTIONS = {
+    "database": "the DATABASES alias the jobs live in (default: 'default')",
+    "schema": "the PostgreSQL schema of skiplock's tables (default: public)",
+    "url": "a skiplock database URL, overriding the one built from DATABASES",
+}
+ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
+
+
+def check_options(alias: str, options: Any) -> Iterator[Any]:
+    """Errors ``skiplock.E001``-``E004`` for one backend's OPTIONS."""
+    where = f"TASKS[{alias!r}]['OPTIONS']"
+    if not isinstance(options, dict):
+        yield checks.Error(f"{where} must be a dict", id="skiplock.E001")
+        return
+    for name in sorted(set(options) - set(OPTIONS)):
+        hint = "valid options: " + ", ".join(f"{k} ({v})" for k, v in OPTIONS.items())
+        yield checks.Error(f"{where}: unknown option {name!r}", hint=hint, id="skiplock.E002")
+    yield from _check_database(where, options.get("database", "default"))
+    for name in ("schema", "url"):
+        value = options.get(name)
+        if value is not None and (not isinstance(value, str) or not value):
+            yield checks.Error(f"{where}[{name!r}] must be a non-empty string", id="skiplock.E004")
+
+
+def _check_database(where: str, database: Any) -> Iterator[Any]:
+    if database not in settings.DATABASES:
+        known = ", ".join(sorted(settings.DATABASES))
+        yield checks.Error(
+            f"{where}['database'] = {database!r} is not in DATABASES ({known})",
+            id="skiplock.E003",
+        )
+    elif settings.DATABASES[database].get("ENGINE") not in ENGINES:
+        yield checks.Error(
+            f"{where}['database'] = {database!r}: skiplock needs one of {', '.join(ENGINES)}",
+            id="skiplock.E003",
+        )

@@ -1,0 +1,49 @@
+"""An unmanaged model over skiplock's job table, for the admin to read (never to write:
+changes go through skiplock's own operations, which keep the audit trail and wake workers)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import models
+
+
+class Timestamp(models.FloatField):  # type: ignore[misc]
+    """A skiplock time: ``timestamptz`` on PostgreSQL, epoch seconds (REAL) on SQLite."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(value, UTC)
+        return value
+
+
+STATES = [(s, s) for s in ("pending", "running", "succeeded", "cancelled", "dead")]
+
+
+class Job(models.Model):  # type: ignore[misc]
+    id = models.BigIntegerField(primary_key=True)
+    queue = models.TextField()
+    task = models.TextField()
+    state = models.TextField(choices=STATES)
+    priority = models.IntegerField()
+    attempt = models.IntegerField()
+    max_attempts = models.IntegerField()
+    args = models.JSONField()
+    kwargs = models.JSONField()
+    errors = models.JSONField()
+    audit = models.JSONField()
+    result = models.JSONField(null=True)
+    run_at = Timestamp()
+    created_at = Timestamp()
+    attempted_at = Timestamp(null=True)
+    finished_at = Timestamp(null=True)
+    locked_by = models.TextField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = "skiplock_jobs"
+        ordering = ("-id",)
+
+    def __str__(self) -> str:
+        return f"job {self.id} ({self.task}, {self.state})"
