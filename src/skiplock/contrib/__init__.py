@@ -1,0 +1,1 @@
+"""Integrations with web frameworks; each imports its framework only when imported itself."""

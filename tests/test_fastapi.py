@@ -1,0 +1,145 @@
+"""The FastAPI example, driven over HTTP (httpx's ASGI transport) on both databases.
+
+A real ``skiplock worker`` subprocess runs the jobs: enqueue in the request's SQLAlchemy
+transaction → the result comes back over HTTP; a rolled-back request enqueues nothing; a dead
+job's error comes back as a 500; a timeout as a 504. The in-process worker mode runs a job and
+stops with the app's lifespan.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import ModuleType
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+import skiplock
+from skiplock.contrib.starlette import skiplock_lifespan
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def sqlalchemy_url(app_url: str) -> str:
+    """The same database for SQLAlchemy; on PostgreSQL the test's schema via search_path."""
+    if app_url.startswith("sqlite"):
+        return app_url.replace("sqlite:", "sqlite+aiosqlite:", 1)
+    base, _, query = app_url.partition("?")
+    schema = parse_qs(query)["schema"][0]
+    assert urlsplit(base).scheme.startswith("postgres")
+    return (
+        f"{base.replace('postgresql:', 'postgresql+psycopg:', 1)}?options=-csearch_path%3D{schema}"
+    )
+
+
+@pytest.fixture
+def env(db_url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    values = {"SKIPLOCK_URL": db_url, "DATABASE_URL": sqlalchemy_url(db_url)}
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SKIPLOCK_IN_PROCESS_WORKER", raising=False)
+    return values
+
+
+def load_example() -> ModuleType:
+    """A fresh import of the example, reading the environment the test set."""
+    spec = importlib.util.spec_from_file_location(
+        f"fastapi_app_{uuid.uuid4().hex}", EXAMPLES / "fastapi_app.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@asynccontextmanager
+async def serving(example: ModuleType) -> AsyncIterator[httpx.AsyncClient]:
+    """The example's tables, its lifespan entered, and an HTTP client on it."""
+    await example.app.migrate()
+    await example.create_tables()
+    try:
+        async with example.web.router.lifespan_context(example.web):
+            transport = httpx.ASGITransport(app=example.web)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                yield client
+    finally:
+        await example.engine.dispose()
+
+
+@pytest.fixture
+def worker_process(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    cli = [sys.executable, "-m", "skiplock"]
+    subprocess.run(
+        [*cli, "migrate", "fastapi_app:app"], cwd=EXAMPLES, env={**os.environ, **env}, check=True
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skiplock", "worker", "fastapi_app:app"],
+        cwd=EXAMPLES,
+        env={**os.environ, **env},
+    )
+    yield proc
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
+
+
+@pytest.mark.slow
+async def test_enqueue_then_result_through_a_worker_process(
+    env: dict[str, str], worker_process: subprocess.Popen[bytes]
+) -> None:
+    example = load_example()
+    async with serving(example) as client:
+        created = await client.post("/reports", params={"title": "three word title"})
+        assert created.status_code == 200, created.text
+        job_id = created.json()["job_id"]
+        done = await client.get(f"/reports/{job_id}", params={"timeout": 60})
+        assert done.status_code == 200, done.text
+        assert done.json() == {"title": "three word title", "words": 3}
+
+        broken = (await client.post("/reports", params={"title": "x", "broken": True})).json()
+        dead = await client.get(f"/reports/{broken['job_id']}", params={"timeout": 60})
+        assert dead.status_code == 500
+        assert "cannot build 'x'" in dead.json()["detail"]
+
+
+async def test_a_rolled_back_request_enqueues_nothing(env: dict[str, str]) -> None:
+    example = load_example()
+    async with serving(example) as client:
+        failed = await client.post("/reports", params={"title": "gone", "fail": True})
+        assert failed.status_code == 500
+        assert sum((await example.app.counts()).values()) == 0
+        async with example.Session() as s:
+            assert (await s.execute(example.reports.select())).all() == []
+        kept = (await client.post("/reports", params={"title": "kept"})).json()
+        late = await client.get(f"/reports/{kept['job_id']}", params={"timeout": 0.2})
+        assert late.status_code == 504  # no worker here: the job waits, the request times out
+
+
+async def test_in_process_worker_runs_jobs_and_stops_with_the_app(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKIPLOCK_IN_PROCESS_WORKER", "1")
+    example = load_example()
+    async with serving(example) as client:
+        worker = example.web.state.skiplock_worker
+        assert worker.ready.is_set()
+        job_id = (await client.post("/reports", params={"title": "in process"})).json()["job_id"]
+        done = await client.get(f"/reports/{job_id}", params={"timeout": 60})
+        assert done.json() == {"title": "in process", "words": 2}
+    assert not worker.ready.is_set()
+    assert worker.processed == 1
+
+
+def test_lifespan_checks_its_options() -> None:
+    app = skiplock.App("sqlite:///unused.db")
+    with pytest.raises(skiplock.ConfigurationError, match="worker"):
+        skiplock_lifespan(app, worker="yes")  # type: ignore[arg-type]
+    with pytest.raises(skiplock.ConfigurationError, match="app"):
+        skiplock_lifespan("sqlite:///x.db")  # type: ignore[arg-type]
