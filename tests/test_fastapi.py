@@ -143,3 +143,13 @@ def test_lifespan_checks_its_options() -> None:
         skiplock_lifespan(app, worker="yes")  # type: ignore[arg-type]
     with pytest.raises(skiplock.ConfigurationError, match="app"):
         skiplock_lifespan("sqlite:///x.db")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("worker", [False, True])
+async def test_an_unmigrated_database_fails_the_startup(db_url: str, worker: bool) -> None:
+    """Not the first request, nor an in-process worker that quietly never runs a job."""
+    app = skiplock.App(db_url)
+    lifespan = skiplock_lifespan(app, worker=worker)
+    with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
+        async with lifespan(object()):
+            pass

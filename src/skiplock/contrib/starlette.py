@@ -1,7 +1,7 @@
 """A Starlette / FastAPI lifespan that opens skiplock with the web app and closes it after.
 
 ``FastAPI(lifespan=skiplock_lifespan(app))`` opens the app's backend at startup (so a wrong URL
-or a newer schema fails the deploy, not the first request) and closes it at shutdown.
+or a schema not migrated fails the deploy, not the first request) and closes it at shutdown.
 ``worker=True`` (or a ``WorkerConfig``) also runs a Worker inside the web process, for small
 deployments: the server's shutdown stops it claiming and drains its jobs within the worker's
 ``shutdown_timeout_s`` before the lifespan returns and the server exits. A worker that dies is
@@ -46,8 +46,8 @@ def skiplock_lifespan(app: App, *, worker: bool | WorkerConfig = False) -> Lifes
 
     @contextlib.asynccontextmanager
     async def lifespan(web_app: Any) -> AsyncIterator[None]:
-        await app.backend()
         try:
+            await app.check_schema()  # opens the backend; an unmigrated database fails here
             if config is None:
                 yield
             else:
