@@ -8,6 +8,7 @@ stops with the app's lifespan.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import subprocess
@@ -16,7 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -153,3 +154,32 @@ async def test_an_unmigrated_database_fails_the_startup(db_url: str, worker: boo
     with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
         async with lifespan(object()):
             pass
+
+
+async def test_the_in_process_worker_drains_its_job_before_the_app_exits(db_url: str) -> None:
+    """Shutdown stops claiming and lets the running job finish (within shutdown_timeout_s)."""
+    app = skiplock.App(db_url)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @app.task(name="slow")
+    async def slow() -> str:
+        started.set()
+        await release.wait()
+        return "finished"
+
+    await app.migrate()
+    lifespan = skiplock_lifespan(app, worker=skiplock.WorkerConfig(shutdown_timeout_s=60))
+    web = SimpleNamespace(state=SimpleNamespace())
+    serving_app = lifespan(web)
+    await serving_app.__aenter__()
+    handle = await slow.aenqueue()
+    await asyncio.wait_for(started.wait(), 30)
+    exiting = asyncio.create_task(serving_app.__aexit__(None, None, None))
+    await asyncio.sleep(0)  # one turn: the exit has asked the worker to stop, and now waits
+    assert not exiting.done()
+    release.set()
+    await asyncio.wait_for(exiting, 60)
+    assert web.state.skiplock_worker.processed == 1
+    record = await app.get_job(handle.id)
+    await app.close()
+    assert record.state is skiplock.JobState.SUCCEEDED
