@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 import skiplock
-from skiplock.contrib.starlette import skiplock_lifespan
+from skiplock.contrib.starlette import _in_process_worker, skiplock_lifespan
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -183,3 +183,15 @@ async def test_the_in_process_worker_drains_its_job_before_the_app_exits(db_url:
     record = await app.get_job(handle.id)
     await app.close()
     assert record.state is skiplock.JobState.SUCCEEDED
+
+
+async def test_a_worker_that_dies_is_logged_and_raised(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker itself (past the lifespan's own schema check) dying before it is ready."""
+    app = skiplock.App(db_url)
+    with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
+        async with _in_process_worker(app, skiplock.WorkerConfig()):
+            pass
+    await app.close()
+    assert "in-process skiplock worker died" in caplog.text
