@@ -1,7 +1,9 @@
 """A FastAPI app that enqueues inside its SQLAlchemy transaction and awaits results.
 
-    SKIPLOCK_URL=sqlite:///app.db DATABASE_URL=sqlite+aiosqlite:///app.db \\
-        uvicorn examples.fastapi_app:web
+    export SKIPLOCK_URL=sqlite:///app.db DATABASE_URL=sqlite+aiosqlite:///app.db
+    skiplock migrate examples.fastapi_app:app
+    python -c "import asyncio, examples.fastapi_app as m; asyncio.run(m.create_tables())"
+    uvicorn examples.fastapi_app:web
     skiplock worker examples.fastapi_app:app          # the worker, in its own process
 
 ``POST /reports`` writes a row and enqueues its job in ONE transaction: the job exists if and
