@@ -1,1 +1,2 @@
-"""Integrations with frameworks; each subpackage imports its framework only when used."""
+"""Integrations with frameworks (Django, Starlette/FastAPI); each imports its framework only
+when it is imported itself, so `import skiplock` never does."""
