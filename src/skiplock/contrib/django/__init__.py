@@ -12,6 +12,8 @@ from typing import Any
 _EXPORTS = {
     "SkiplockBackend": ".backend",
     "skiplock_options": ".options",
+    "run_worker": ".worker",
+    "run_worker_async": ".worker",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -58,3 +58,12 @@ def count_users() -> int:
     from django.contrib.auth.models import User
 
     return User.objects.count()
+
+
+@task
+def nap(seconds: float) -> float:
+    """A sync task that holds a worker thread: concurrency and drain tests."""
+    import time
+
+    time.sleep(seconds)
+    return seconds
