@@ -12,6 +12,8 @@ from typing import Any
 _EXPORTS = {
     "SkiplockBackend": ".backend",
     "skiplock_options": ".options",
+    "periodic": ".periodic_tasks",
+    "registered_periodic_tasks": ".periodic_tasks",
     "run_worker": ".worker",
     "run_worker_async": ".worker",
 }

@@ -91,15 +91,32 @@ async def run_worker_async(
         shutdown_timeout=shutdown_timeout,
         scheduler=scheduler,
     )
+    if scheduler:
+        from .periodic_tasks import attach_periodic_tasks
+
+        attach_periodic_tasks(backend)
     worker = Worker(backend.app, config)  # type: ignore[attr-defined]
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.request_stop)
+    if not _RUNNING:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, _stop_all)
+    _RUNNING.add(worker)
     try:
         await worker.run(burst=burst)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        _RUNNING.discard(worker)
+        if not _RUNNING:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+
+_RUNNING: set[Worker] = set()
+"""Workers run_worker_async runs on this process's loop: one signal stops them all."""
+
+
+def _stop_all() -> None:
+    for worker in list(_RUNNING):
+        worker.request_stop()
 
 
 def run_worker(backend_alias: str = "default", **options: object) -> None:

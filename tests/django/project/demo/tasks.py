@@ -7,7 +7,7 @@ from typing import Any
 from django.tasks import TaskContext, task
 
 from skiplock import RetryPolicy, current_job
-from skiplock.contrib.django import skiplock_options
+from skiplock.contrib.django import periodic, skiplock_options
 
 
 @task
@@ -67,3 +67,14 @@ def nap(seconds: float) -> float:
 
     time.sleep(seconds)
     return seconds
+
+
+TICKS: list[int] = []
+
+
+@periodic(cron="* * * * * *", periodic_id="tick-every-second")
+@task
+def tick(timestamp: int) -> int:
+    """Per-second periodic task: records the slot it ran for (once-per-slot test)."""
+    TICKS.append(timestamp)
+    return timestamp
