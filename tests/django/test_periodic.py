@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 
 import pytest
 
@@ -41,3 +42,14 @@ def test_two_workers_run_each_slot_once() -> None:
 
     asyncio.run(asyncio.wait_for(main(), 20))
     assert len(tasks.TICKS) == len(set(tasks.TICKS)), sorted(tasks.TICKS)
+
+
+def test_defer_periodic_tasks_fires_each_slot_once() -> None:
+    from skiplock.contrib.django import defer_periodic_tasks
+
+    defer_periodic_tasks()  # primes this process's sweep (slots before now are history)
+    started = time.time()
+    while time.time() < int(started) + 1.2:
+        time.sleep(0.05)  # a per-second schedule needs a second to pass: the clock is the event
+    assert defer_periodic_tasks() >= 1
+    assert defer_periodic_tasks() == 0 or time.time() >= int(started) + 2

@@ -14,6 +14,7 @@ _EXPORTS = {
     "skiplock_options": ".options",
     "periodic": ".periodic_tasks",
     "registered_periodic_tasks": ".periodic_tasks",
+    "defer_periodic_tasks": ".scheduler",
     "run_worker": ".worker",
     "run_worker_async": ".worker",
 }

@@ -1,0 +1,35 @@
+"""``defer_periodic_tasks``: one sweep of skiplock's scheduler over the ``@periodic`` tasks, for
+projects that drive scheduling themselves (a cron job, a management command, a test).
+
+Each backend keeps one ``Scheduler`` per process, so the sweep remembers the last slot it saw;
+the database ledger still makes every slot enqueue once across processes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ..._job import SlotOutcome
+from ..._scheduler import Scheduler
+from .periodic_tasks import attach_periodic_tasks
+
+_SCHEDULERS: dict[int, Scheduler] = {}
+
+
+async def _sweep(app: Any) -> int:
+    scheduler = _SCHEDULERS.get(id(app))
+    if scheduler is None:
+        scheduler = _SCHEDULERS[id(app)] = Scheduler(app, await app.backend())
+    results = await scheduler.tick(datetime.now(UTC))
+    return sum(1 for _, _, outcome in results if outcome == SlotOutcome.ENQUEUED)
+
+
+def defer_periodic_tasks(backend_alias: str = "default") -> int:
+    """Enqueue every periodic slot due since the last sweep; return how many this call fired."""
+    from django.tasks import task_backends
+
+    backend = task_backends[backend_alias]
+    attach_periodic_tasks(backend)
+    app = backend.app
+    return int(app._run_sync(_sweep(app)))
