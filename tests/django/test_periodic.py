@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import time
+from typing import Any
 
 import pytest
 
@@ -53,3 +54,20 @@ def test_defer_periodic_tasks_fires_each_slot_once() -> None:
         time.sleep(0.05)  # a per-second schedule needs a second to pass: the clock is the event
     assert defer_periodic_tasks() >= 1
     assert defer_periodic_tasks() == 0 or time.time() >= int(started) + 2
+
+
+def test_run_scheduler_thread_enqueues_until_stopped(run_worker: Any) -> None:
+    from skiplock.contrib.django import run_scheduler_thread
+
+    with pytest.raises(ValueError, match="interval must be a positive"):
+        run_scheduler_thread(interval=0)
+    tasks.TICKS.clear()
+    stop = run_scheduler_thread(interval=0.1)
+    try:
+        deadline = time.monotonic() + 10
+        while not tasks.TICKS and time.monotonic() < deadline:
+            run_worker()  # runs what the thread enqueued: the ticks are the event
+            time.sleep(0.1)
+    finally:
+        stop.set()
+    assert tasks.TICKS

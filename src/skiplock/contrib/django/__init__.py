@@ -15,6 +15,7 @@ _EXPORTS = {
     "periodic": ".periodic_tasks",
     "registered_periodic_tasks": ".periodic_tasks",
     "defer_periodic_tasks": ".scheduler",
+    "run_scheduler_thread": ".scheduler",
     "run_worker": ".worker",
     "run_worker_async": ".worker",
 }

@@ -7,6 +7,8 @@ the database ledger still makes every slot enqueue once across processes.
 
 from __future__ import annotations
 
+import logging
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +17,7 @@ from ..._scheduler import Scheduler
 from .periodic_tasks import attach_periodic_tasks
 
 _SCHEDULERS: dict[int, Scheduler] = {}
+log = logging.getLogger("skiplock.contrib.django")
 
 
 async def _sweep(app: Any) -> int:
@@ -33,3 +36,21 @@ def defer_periodic_tasks(backend_alias: str = "default") -> int:
     attach_periodic_tasks(backend)
     app = backend.app
     return int(app._run_sync(_sweep(app)))
+
+
+def run_scheduler_thread(interval: float = 15.0, backend_alias: str = "default") -> threading.Event:
+    """Sweep every ``interval`` seconds on a daemon thread until the returned event is set."""
+    if not interval > 0:
+        raise ValueError(f"interval must be a positive number of seconds (got {interval!r})")
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                defer_periodic_tasks(backend_alias)
+            except Exception:
+                log.warning("periodic sweep failed; retrying in %ss", interval, exc_info=True)
+            stop.wait(interval)
+
+    threading.Thread(target=loop, name="skiplock-django-scheduler", daemon=True).start()
+    return stop
