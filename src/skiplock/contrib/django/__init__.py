@@ -12,6 +12,12 @@ from typing import Any
 _EXPORTS = {
     "SkiplockBackend": ".backend",
     "skiplock_options": ".options",
+    "periodic": ".periodic_tasks",
+    "registered_periodic_tasks": ".periodic_tasks",
+    "defer_periodic_tasks": ".scheduler",
+    "run_scheduler_thread": ".scheduler",
+    "run_worker": ".worker",
+    "run_worker_async": ".worker",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -8,6 +8,7 @@ function's value as JSON for the job row.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -62,6 +63,18 @@ def _call_args(task: Any, result: Any, args: tuple[Any, ...]) -> tuple[Any, ...]
     return args
 
 
+def _with_signature(run: Callable[..., Any], task: Any) -> Callable[..., Any]:
+    """Give ``run`` the task's call signature (without the context parameter), so skiplock
+    checks arity at enqueue and its scheduler passes ``timestamp`` only where it is asked."""
+    try:
+        signature = inspect.signature(task.func)
+    except (TypeError, ValueError):
+        return run
+    params = list(signature.parameters.values())[1 if task.takes_context else 0 :]
+    run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    return run
+
+
 def sync_runner(task: Any) -> Callable[..., Any]:
     """The skiplock function of a sync Django task (run on skiplock's thread pool)."""
 
@@ -79,7 +92,7 @@ def sync_runner(task: Any) -> Callable[..., Any]:
         finally:
             close_old_connections()
 
-    return run
+    return _with_signature(run, task)
 
 
 def async_runner(task: Any) -> Callable[..., Any]:
@@ -95,4 +108,4 @@ def async_runner(task: Any) -> Callable[..., Any]:
         _finish(task, result, TaskResultStatus.SUCCESSFUL)
         return normalize_json(value)
 
-    return run
+    return _with_signature(run, task)

@@ -7,7 +7,7 @@ from typing import Any
 from django.tasks import TaskContext, task
 
 from skiplock import RetryPolicy, current_job
-from skiplock.contrib.django import skiplock_options
+from skiplock.contrib.django import periodic, skiplock_options
 
 
 @task
@@ -58,3 +58,23 @@ def count_users() -> int:
     from django.contrib.auth.models import User
 
     return User.objects.count()
+
+
+@task
+def nap(seconds: float) -> float:
+    """A sync task that holds a worker thread: concurrency and drain tests."""
+    import time
+
+    time.sleep(seconds)
+    return seconds
+
+
+TICKS: list[int] = []
+
+
+@periodic(cron="* * * * * *", periodic_id="tick-every-second")
+@task
+def tick(timestamp: int) -> int:
+    """Per-second periodic task: records the slot it ran for (once-per-slot test)."""
+    TICKS.append(timestamp)
+    return timestamp

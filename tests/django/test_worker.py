@@ -1,0 +1,63 @@
+"""``manage.py concurrent_worker`` / ``run_worker_async``: skiplock's own Worker on the Django
+backend, its options checked at the edge, and SIGTERM draining the tasks that run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.tasks import TaskResultStatus
+
+from skiplock.contrib.django.worker import run_worker_async
+
+from .project.demo import tasks
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--concurrency=0"], "--concurrency must be at least 1"),
+        (["--backend=nope"], "--backend: unknown backend 'nope' (valid: default, jobs)"),
+        (["--queue-name=typo"], "--queue-name: unknown queue 'typo' (valid: default, other, *)"),
+        (["--interval=0"], "--interval must be a positive"),
+    ],
+)
+def test_bad_options_say_what_is_valid(options: list[str], message: str) -> None:
+    with pytest.raises(CommandError) as err:
+        call_command("concurrent_worker", *options, "--burst")
+    assert message in str(err.value)
+
+
+def test_concurrent_worker_runs_tasks_concurrently() -> None:
+    results = [tasks.nap.enqueue(0.5) for _ in range(5)]
+    started = time.monotonic()
+    call_command("concurrent_worker", "--concurrency=5", "--burst", "--queue-name=*")
+    elapsed = time.monotonic() - started
+    for r in results:
+        assert tasks.nap.get_result(r.id).status == TaskResultStatus.SUCCESSFUL
+    assert elapsed < 2.0, f"five 0.5 s tasks at concurrency 5 took {elapsed:.2f} s"
+
+
+def test_sigterm_drains_the_running_task() -> None:
+    result = tasks.nap.enqueue(0.5)
+
+    async def main() -> None:
+        work = asyncio.create_task(run_worker_async(concurrency=2, interval=0.05))
+        while tasks.nap.get_result(result.id).status != TaskResultStatus.RUNNING:
+            await asyncio.sleep(0.02)  # polls the row: the task's own start is the event
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(work, 10)
+
+    asyncio.run(main())
+    assert tasks.nap.get_result(result.id).status == TaskResultStatus.SUCCESSFUL
+
+
+def test_worker_any_queue_option(backend: Any) -> None:
+    result = tasks.add.using(queue_name="other").enqueue(1, 1)
+    call_command("concurrent_worker", "--queue-name=other", "--burst")
+    assert tasks.add.get_result(result.id).return_value == 2
