@@ -155,3 +155,21 @@ def test_in_process_workers_are_woken_after_commit(backend: Any) -> None:
         assert woken == ["other"]
     finally:
         unsubscribe()
+
+
+def test_a_claimed_job_reads_running_only_once_its_code_started(backend: Any) -> None:
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from skiplock import JobState
+    from skiplock.contrib.django._results import to_task_result
+
+    result = tasks.add.enqueue(2, 2)
+    async def fetch() -> Any:
+        return await (await backend.app.job(int(result.id))).fetch()
+
+    record = backend.app._run_sync(fetch())
+    claimed = dataclasses.replace(record, state=JobState.RUNNING, started_at=None)
+    started = dataclasses.replace(claimed, started_at=datetime.now(UTC))
+    assert to_task_result(tasks.add, claimed, "default").status == TaskResultStatus.READY
+    assert to_task_result(tasks.add, started, "default").status == TaskResultStatus.RUNNING

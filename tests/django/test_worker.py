@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.tasks import TaskResultStatus
+from django.tasks.signals import task_started
 
 from skiplock.contrib.django.worker import run_worker_async
 
@@ -45,15 +47,24 @@ def test_concurrent_worker_runs_tasks_concurrently() -> None:
 
 def test_sigterm_drains_the_running_task() -> None:
     result = tasks.nap.enqueue(0.5)
+    started = threading.Event()
+
+    def on_start(sender: Any, task_result: Any, **_: Any) -> None:
+        if task_result.id == result.id:
+            started.set()
 
     async def main() -> None:
         work = asyncio.create_task(run_worker_async(concurrency=2, interval=0.05))
-        while tasks.nap.get_result(result.id).status != TaskResultStatus.RUNNING:
-            await asyncio.sleep(0.02)  # polls the row: the task's own start is the event
+        # Django's own task_started signal is the event: the task's code is running
+        assert await asyncio.to_thread(started.wait, 10)
         os.kill(os.getpid(), signal.SIGTERM)
         await asyncio.wait_for(work, 10)
 
-    asyncio.run(main())
+    task_started.connect(on_start)
+    try:
+        asyncio.run(main())
+    finally:
+        task_started.disconnect(on_start)
     assert tasks.nap.get_result(result.id).status == TaskResultStatus.SUCCESSFUL
 
 

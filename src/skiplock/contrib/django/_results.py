@@ -37,6 +37,10 @@ def task_error(error: dict[str, Any]) -> Any:
 def to_task_result(task: Any, record: JobRecord, backend_alias: str) -> Any:
     """Build the frozen ``TaskResult`` (with its return value) of one job row."""
     status = STATUS[record.state]
+    if record.state is JobState.RUNNING and record.started_at is None:
+        # claimed ahead by a worker but not started: its code has not run, and a worker
+        # that shuts down gives it back, so Django's "currently running" would be untrue
+        status = TaskResultStatus.READY
     result = TaskResult(
         task=task,
         id=str(record.id),
