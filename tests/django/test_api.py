@@ -165,6 +165,7 @@ def test_a_claimed_job_reads_running_only_once_its_code_started(backend: Any) ->
     from skiplock.contrib.django._results import to_task_result
 
     result = tasks.add.enqueue(2, 2)
+
     async def fetch() -> Any:
         return await (await backend.app.job(int(result.id))).fetch()
 
