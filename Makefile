@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest pytest-django soak clean bench profile
+.PHONY: demo test lint typecheck docs docs-serve pytest pytest-django soak clean bench profile
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -39,7 +39,15 @@ pytest-django: $(DJANGO_STAMP)
 	SKIPLOCK_DJANGO_DB=postgres $(DJANGO_VENV)/bin/pytest -q tests/django
 	SKIPLOCK_DJANGO_DB=sqlite $(DJANGO_VENV)/bin/pytest -q tests/django
 
-test: lint typecheck pytest pytest-django
+# The documentation site (mkdocs.yml): --strict, so a broken link or a warning fails the build.
+# tests/test_docs.py runs the pages' examples; `make docs-serve` previews on 127.0.0.1:8000.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+test: lint typecheck docs pytest pytest-django
 
 # The full-length soak (make test runs it for SKIPLOCK_SOAK_SECONDS=20).
 soak: $(STAMP)
@@ -61,4 +69,4 @@ profile: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.profile $(PROFILE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DJANGO_VENV) skiplock.db skiplock.db-wal skiplock.db-shm
+	rm -rf $(VENV) $(DJANGO_VENV) site skiplock.db skiplock.db-wal skiplock.db-shm

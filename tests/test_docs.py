@@ -1,0 +1,198 @@
+"""The documentation site cannot lie: every Python block of its guides runs, every ``skiplock``
+command line it shows exists, and every public name and CLI command has a reference entry.
+
+A page's Python blocks run in order in one namespace, as a reader would type them, in a fresh
+working directory: on a SQLite file there, and, on a page marked ``<!-- docs-test: postgres
+-->``, with ``SKIPLOCK_DATABASE_URL`` naming a database of its own on the test server. Blocks
+with top-level ``await`` run on the page's one event loop. Tracebacks name the page and the
+line of the Markdown file. The directives are described in ``tests/docs_blocks.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import markdown
+import pytest
+
+import skiplock
+from skiplock._cli import main as cli
+
+from .conftest import PG_URL
+from .docs_blocks import (
+    DOCS,
+    SHELLS,
+    Block,
+    all_commands,
+    check_command_line,
+    command_lines,
+    page_blocks,
+    page_directives,
+)
+
+# Pages whose Python is run. The rest (design notes, benchmarks, Django, which needs Django 6
+# on Python 3.12 and has its own suite in tests/django) are compiled only.
+EXECUTED_DIRS = ("getting-started", "concepts", "guides", "operations", "coming-from")
+PAGES = sorted(DOCS.rglob("*.md"))
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(DOCS))
+
+
+def _executed(page: Path) -> bool:
+    parts = page.relative_to(DOCS).parts
+    return parts[0] in EXECUTED_DIRS or parts == ("index.md",)
+
+
+RUN_PAGES = [p for p in PAGES if _executed(p) and any(b.lang == "python" for b in page_blocks(p))]
+
+
+def _compile(block: Block, page: Path) -> Any:
+    """The block's code, padded so its line numbers are the Markdown file's."""
+    source = "\n" * (block.line - 1) + block.code
+    return compile(source, str(page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+
+@pytest.fixture
+def page_database(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """A fresh PostgreSQL database for a page that asks for one (dropped after), else None."""
+    page: Path = request.param
+    if "postgres" not in page_directives(page):
+        yield None
+        return
+    name = f"docs_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    base = PG_URL.split("?")[0].rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def _admin(statement: str) -> None:
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize(
+    ("page", "page_database"),
+    [(p, p) for p in RUN_PAGES],
+    ids=map(_name, RUN_PAGES),
+    indirect=["page_database"],
+)
+def test_page_examples_run(
+    page: Path, page_database: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("SKIPLOCK_DATABASE_URL", raising=False)
+    monkeypatch.delenv("SKIPLOCK_TEST_DATABASE_URL", raising=False)
+    if page_database is not None:
+        monkeypatch.setenv("SKIPLOCK_DATABASE_URL", page_database)
+    namespace: dict[str, Any] = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
+    blocks = page_blocks(page)
+    modules = [Path(b.argument).stem for b in blocks if b.directive == "file"]
+    with asyncio.Runner() as runner:
+        try:
+            for block in blocks:
+                _run_block(block, page, namespace, runner, tmp_path)
+        finally:
+            _close_apps(namespace, runner)
+            for module in modules:  # another page may write a module of the same name
+                sys.modules.pop(module, None)
+
+
+def _run_block(
+    block: Block, page: Path, namespace: dict[str, Any], runner: asyncio.Runner, cwd: Path
+) -> None:
+    if block.directive == "file":
+        (cwd / block.argument).write_text(block.code, encoding="utf-8")
+    elif block.lang in SHELLS and block.directive == "run":
+        _run_shell(block, page, cwd)
+    elif block.lang == "python" and block.directive == "skip":
+        _compile(block, page)
+    elif block.lang == "python":
+        code = _compile(block, page)
+        if code.co_flags & inspect.CO_COROUTINE:
+            runner.run(eval(code, namespace))
+        else:
+            exec(code, namespace)
+
+
+def _run_shell(block: Block, page: Path, cwd: Path) -> None:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, (
+        f"{_name(page)}:{block.line}: shell block exited {done.returncode}\n"
+        f"{done.stdout}\n{done.stderr}"
+    )
+
+
+def _close_apps(namespace: dict[str, Any], runner: asyncio.Runner) -> None:
+    """Close every App the page made, on its loop and on its sync bridge's loop."""
+    for app in [v for v in namespace.values() if isinstance(v, skiplock.App)]:
+        runner.run(app.close())
+        loop = app._sync_loop
+        if loop is not None:
+            asyncio.run_coroutine_threadsafe(app.close(), loop).result(timeout=30)
+            loop.call_soon_threadsafe(loop.stop)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=map(_name, PAGES))
+def test_every_python_block_compiles(page: Path) -> None:
+    for block in page_blocks(page):
+        if block.lang == "python":
+            _compile(block, page)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=map(_name, PAGES))
+def test_shell_blocks_name_real_commands_and_options(page: Path) -> None:
+    wrong = [
+        f"{_name(page)}:{block.line}: {line}: {why}"
+        for block in page_blocks(page)
+        if block.lang in SHELLS
+        for line in command_lines(block)
+        if (why := check_command_line(cli, line)) is not None
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_cli_reference_documents_every_command() -> None:
+    """The CLI page renders the click tree itself (mkdocs-click), so every command is on it."""
+    html = markdown.markdown(
+        (DOCS / "operations" / "cli.md").read_text(encoding="utf-8"),
+        extensions=["attr_list", "mkdocs-click"],
+    )
+    missing = [name for name in all_commands(cli) if name not in html]
+    assert not missing, f"commands missing from operations/cli.md: {missing}"
+
+
+def test_api_reference_documents_every_public_name() -> None:
+    text = (DOCS / "reference" / "skiplock.md").read_text(encoding="utf-8")
+    missing = [
+        name
+        for name in skiplock.__all__
+        if f"::: skiplock.{name}\n" not in text and f"        - {name}\n" not in text
+    ]
+    assert not missing, f"public names missing from reference/skiplock.md: {missing}"
