@@ -115,16 +115,22 @@ def check_command_line(root: click.Group, line: str) -> str | None:
     return None
 
 
-def all_commands(root: click.Group) -> list[str]:
-    """Every leaf command's full name, ``skiplock job show`` and so on."""
-    names: list[str] = []
+def all_commands(root: click.Group) -> dict[str, list[str]]:
+    """Every leaf command's full name (``skiplock job show``...) and its long options."""
+    found: dict[str, list[str]] = {}
 
     def walk(command: click.Command, path: list[str]) -> None:
         if isinstance(command, click.Group):
             for name, sub in sorted(command.commands.items()):
                 walk(sub, [*path, name])
         else:
-            names.append(" ".join(path))
+            found[" ".join(path)] = [
+                flag
+                for param in command.params
+                if isinstance(param, click.Option)
+                for flag in (*param.opts, *param.secondary_opts)
+                if flag.startswith("--")
+            ]
 
     walk(root, ["skiplock"])
-    return names
+    return found
