@@ -89,6 +89,16 @@ def command_lines(block: Block) -> list[str]:
     return found
 
 
+def inline_command_lines(path: Path) -> list[str]:
+    """The ``skiplock ...`` commands quoted in a page's prose (inline code outside fences),
+    except those that list alternatives (``dead list/requeue``, ``queue pause|resume``)."""
+    prose = re.sub(
+        r"^ *(`{3,}).*?^ *\1 *$", "", path.read_text(encoding="utf-8"), flags=re.S | re.M
+    )
+    spans = re.findall(r"`(skiplock [^`]+)`", prose)
+    return [s for s in spans if not any(mark in s for mark in ("/", "|", "…", "..."))]
+
+
 def check_command_line(root: click.Group, line: str) -> str | None:
     """Why ``line`` is not a command the CLI has (unknown subcommand or option), else None."""
     words = shlex.split(line)[1:]

@@ -37,6 +37,7 @@ from .docs_blocks import (
     all_commands,
     check_command_line,
     command_lines,
+    inline_command_lines,
     page_blocks,
     page_directives,
 )
@@ -174,6 +175,16 @@ def test_shell_blocks_name_real_commands_and_options(page: Path) -> None:
         for block in page_blocks(page)
         if block.lang in SHELLS
         for line in command_lines(block)
+        if (why := check_command_line(cli, line)) is not None
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=map(_name, PAGES))
+def test_commands_quoted_in_prose_exist(page: Path) -> None:
+    wrong = [
+        f"{_name(page)}: `{line}`: {why}"
+        for line in inline_command_lines(page)
         if (why := check_command_line(cli, line)) is not None
     ]
     assert not wrong, "\n".join(wrong)
