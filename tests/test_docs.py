@@ -218,3 +218,17 @@ def test_api_reference_documents_every_public_name() -> None:
         if f"::: skiplock.{name}\n" not in text and f"        - {name}\n" not in text
     ]
     assert not missing, f"public names missing from reference/skiplock.md: {missing}"
+
+
+def test_django_reference_documents_every_export() -> None:
+    """``skiplock.contrib.django`` resolves its names lazily (no Django needed to read them):
+    each must be rendered from the module that defines it."""
+    from skiplock.contrib import django as contrib_django
+
+    text = (DOCS / "reference" / "django.md").read_text(encoding="utf-8")
+    missing = [
+        name
+        for name, module in contrib_django._EXPORTS.items()
+        if f"::: skiplock.contrib.django{module}.{name}\n" not in text
+    ]
+    assert not missing, f"skiplock.contrib.django names missing from reference/django.md: {missing}"
