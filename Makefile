@@ -32,7 +32,7 @@ DJANGO_STAMP := $(DJANGO_VENV)/.installed
 $(DJANGO_STAMP): pyproject.toml
 	$${PYTHON_DJANGO:-$$(.ci/python312)} -m venv $(DJANGO_VENV)
 	$(DJANGO_VENV)/bin/pip install --quiet --upgrade pip
-	$(DJANGO_VENV)/bin/pip install --quiet -e '.[dev,django]'
+	$(DJANGO_VENV)/bin/pip install --quiet -e '.[dev,django,django-tasks-db]'
 	touch $(DJANGO_STAMP)
 
 pytest-django: $(DJANGO_STAMP)

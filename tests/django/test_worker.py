@@ -24,7 +24,7 @@ from .project.demo import tasks
     ("options", "message"),
     [
         (["--concurrency=0"], "--concurrency must be at least 1"),
-        (["--backend=nope"], "--backend: unknown backend 'nope' (valid: default, jobs)"),
+        (["--backend=nope"], "--backend: unknown backend 'nope' (valid: default, jobs, tasksdb)"),
         (["--queue-name=typo"], "--queue-name: unknown queue 'typo' (valid: default, other, *)"),
         (["--interval=0"], "--interval must be a positive"),
     ],
