@@ -9,6 +9,7 @@ run) before Django starts; a child process inherits them:
 - ``SKIPLOCK_DJANGO_SQLITE`` / ``SKIPLOCK_DJANGO_JOBS_SQLITE``: the files of ``default``/``jobs``
 - ``SKIPLOCK_DJANGO_APP_NAME``: the PostgreSQL ``application_name`` of this process's
   connections (Django's and skiplock's), so a test can terminate exactly its worker's backends
+- ``SKIPLOCK_DJANGO_CONN_MAX_AGE``: Django's ``CONN_MAX_AGE`` (persistent connections)
 - ``SKIPLOCK_DJANGO_USE_TZ``: ``0`` runs the project with ``USE_TZ=False``
 - ``SKIPLOCK_DJANGO_FAULTS``: fault injections for a test (see ``faults.py``)
 """
@@ -21,6 +22,7 @@ from typing import Any
 KIND = os.environ.get("SKIPLOCK_DJANGO_DB", "sqlite")
 SCHEMA = os.environ.get("SKIPLOCK_DJANGO_SCHEMA", "")
 APP_NAME = os.environ.get("SKIPLOCK_DJANGO_APP_NAME", "skiplock-django-tests")
+CONN_MAX_AGE = int(os.environ.get("SKIPLOCK_DJANGO_CONN_MAX_AGE", "0"))
 PG = {"HOST": "127.0.0.1", "PORT": "5432", "NAME": "test", "USER": "postgres"}
 
 
@@ -31,7 +33,12 @@ def _sqlite(variable: str) -> dict[str, Any]:
 def _default() -> dict[str, Any]:
     if KIND == "postgres":
         options = {"options": f"-c search_path={SCHEMA}", "application_name": APP_NAME}
-        return {"ENGINE": "django.db.backends.postgresql", **PG, "OPTIONS": options}
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            **PG,
+            "OPTIONS": options,
+            "CONN_MAX_AGE": CONN_MAX_AGE,
+        }
     return _sqlite("SKIPLOCK_DJANGO_SQLITE")
 
 

@@ -135,3 +135,15 @@ def exits(code: int) -> None:
 def returns_a_set() -> Any:
     """A return value JSON cannot hold."""
     return {1, 2}
+
+
+@task
+def append_line(path: str, line: str, seconds: float) -> str:
+    """Append ``line`` to the file ``path`` (one line per execution), then sleep: a test counts
+    how many times each task really ran."""
+    import time
+
+    with open(path, "a") as out:
+        out.write(line + "\n")
+    time.sleep(seconds)
+    return line
