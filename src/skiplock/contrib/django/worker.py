@@ -154,8 +154,11 @@ async def run_worker_async(
 
         attach_periodic_tasks(backend)
     worker = Worker(backend.app, config)
-    with _stopped_by_signals(worker), _reporting_ready(worker.ready):
-        await worker.run(burst=burst)
+    try:
+        with _stopped_by_signals(worker), _reporting_ready(worker.ready):
+            await worker.run(burst=burst)
+    finally:
+        await backend.app.close()  # this loop's pool: the loop may end with the worker
 
 
 ABANDONED_THREADS = 0
