@@ -64,7 +64,7 @@ else:
     @pytest.fixture
     def run_worker(backend: Any) -> Any:
         """Run skiplock's worker in burst mode on the backend's app until no job is ready."""
-        return lambda: backend.app._run_sync(backend.app.drain())
+        return lambda: backend.app.run_sync(backend.app.drain())
 
     @pytest.fixture
     def workers() -> Iterator[WorkerProcesses]:

@@ -8,10 +8,10 @@ commit. Each Django task becomes a skiplock task named by its module path.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime
 from inspect import iscoroutinefunction
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connections, transaction
@@ -27,6 +27,8 @@ from ...errors import JobNotFound
 from . import _results, _runner, checks
 from ._urls import database_url
 from .options import per_job_options, registered_options
+
+T = TypeVar("T")
 
 
 class _ResolvingTasks(dict[str, SkiplockTask[Any, Any]]):
@@ -56,6 +58,15 @@ class DjangoTaskApp(App):
     def __init__(self, url: str, register: Callable[[Any], Any]) -> None:
         super().__init__(url)
         self.tasks = _ResolvingTasks(register)
+
+    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the app's own loop thread from sync Django code (views, admin,
+        ``get_result``): one loop and one pool for every sync caller of this process."""
+        return self._run_sync(coro)
+
+    def wake(self, queues: Iterable[str]) -> None:
+        """Wake this process's workers of ``queues`` (called at commit: see ``enqueue``)."""
+        self._wake_queues(queues)
 
 
 class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -110,7 +121,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         conn.ensure_connection()
         sk = self._prepared(task).using(connection=conn.connection)
         handle = sk.enqueue(*args, **kwargs)
-        transaction.on_commit(lambda: self.app._wake_queues([task.queue_name]), using=self.database)
+        transaction.on_commit(lambda: self.app.wake([task.queue_name]), using=self.database)
         result = self._ready_result(task, handle.id, args, kwargs)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -133,7 +144,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def get_result(self, result_id: str) -> Any:
         try:
-            record = self.app._run_sync(self.app.get_job(int(result_id)))
+            record = self.app.run_sync(self.app.get_job(int(result_id)))
         except (ValueError, JobNotFound):
             raise TaskResultDoesNotExist(result_id) from None
         return _results.to_task_result(import_string(record.task), record, self.alias)
