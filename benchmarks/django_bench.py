@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 SYSTEMS = ("skiplock", "tasks-db", "seed")
 DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
-CONCURRENCY = 10
+CONCURRENCY = int(os.environ.get("BENCH_DJANGO_CONCURRENCY", "10"))
 INTERVAL = 0.1
 LATENCY_TASKS = 200
 LATENCY_GAP_S = 0.02
@@ -218,7 +218,7 @@ def one_db(kind: str, n: int, timeout: float, systems: list[str]) -> dict[str, A
     django.setup()
     call_command("migrate", verbosity=0)
     log = Path(tempfile.mkstemp(prefix=f"django-bench-{kind}-", suffix=".log")[1])
-    out: dict[str, Any] = {"db": kind, "log": str(log), "systems": {}}
+    out: dict[str, Any] = {"db": kind, "log": str(log), "systems": {}, "concurrency": CONCURRENCY}
     for system in systems:
         print(f"[{kind}] {system}: drain of {n}", file=sys.stderr, flush=True)
         drain = _drain(system, n, timeout, log)
@@ -271,9 +271,9 @@ def _run_db(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| Database | System | Drained | Drain rate (tasks/s) | vs seed | "
+        "| Database | System | Concurrency | Drained | Drain rate (tasks/s) | vs seed | "
         "Enqueue → start p50 / p99 (ms) |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     names = {
         "skiplock": "skiplock backend, `concurrent_worker`",
@@ -289,7 +289,8 @@ def table(results: list[dict[str, Any]]) -> str:
             if drain["failed"]:
                 drained += f" ({drain['failed']} failed)"
             lines.append(
-                f"| {result['db']} | {names[system]} | {drained} | {drain['rate']:,.0f} | "
+                f"| {result['db']} | {names[system]} | {result['concurrency']} | {drained} | "
+                f"{drain['rate']:,.0f} | "
                 f"{ratio} | {latency['p50_ms']:.0f} / {latency['p99_ms']:.0f} |"
             )
     return "\n".join(lines)
@@ -301,16 +302,20 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=180.0, help="per drain, seconds")
     parser.add_argument("--dbs", default="postgres,sqlite")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help="every worker's")
     parser.add_argument("--one-db", choices=("postgres", "sqlite"))
     args = parser.parse_args()
     args.systems = [s for s in args.systems.split(",") if s]
     unknown = set(args.systems) - set(SYSTEMS)
     if unknown or args.tasks < 1:
         parser.error(f"--systems: one of {SYSTEMS}; --tasks >= 1 (got {unknown or args.tasks})")
+    os.environ["BENCH_DJANGO_CONCURRENCY"] = str(args.concurrency)
     if args.one_db:
         json.dump(one_db(args.one_db, args.tasks, args.timeout, args.systems), sys.stdout)
         return
     results = [_run_db(kind, args) for kind in args.dbs.split(",") if kind]
+    for result in results:
+        result["concurrency"] = args.concurrency
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (RESULTS / f"django-{stamp}.json").write_text(json.dumps(results, indent=2))

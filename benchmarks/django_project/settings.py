@@ -58,4 +58,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"stderr": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["stderr"], "level": "WARNING"},
+    # Django's task signals log two INFO lines per task (core and backport alike): quiet for
+    # every system, so the drain measures the workers, not a log file
+    "loggers": {
+        "django.tasks": {"level": "WARNING"},
+        "django_tasks": {"level": "WARNING"},
+        "django_tasks_db": {"level": "WARNING"},
+        "django_tasks_concurrent": {"level": "WARNING"},
+    },
 }
