@@ -10,6 +10,8 @@ What it does differently from django-tasks-concurrent 0.7.3 (see docs/django.md)
 - one claimer, not N pollers: it claims as many ready rows as it has free slots in one
   transaction (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite: an EXCLUSIVE
   transaction, django-tasks-db's own safe claim) and marks them RUNNING;
+- one writer: outcomes that finish together are written in one transaction (one commit, one
+  UPDATE per distinct outcome), not one commit per task;
 - its own database work (claims, result writes) runs on one thread of its own with one
   persistent connection, never on a thread that runs task code;
 - async tasks run on the event loop; sync tasks on a real pool of ``concurrency`` threads,
@@ -48,6 +50,8 @@ from .resilience import ReconnectBackoff
 log = logging.getLogger("skiplock.contrib.django")
 
 WRITE_RETRY_CAP_S = 5.0
+CLAIM_GATHER_S = 0.005
+"""While some tasks run, how long a claim waits for more slots to free (one claim, more rows)."""
 
 
 def _close_thread_connections() -> None:
@@ -104,6 +108,9 @@ class TasksDbWorker:
         self._db = ThreadPoolExecutor(1, thread_name_prefix="skiplock-tasksdb-db")
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="skiplock-tasksdb-task")
         self._backoff = ReconnectBackoff()
+        self._claim_min = max(1, concurrency // 2)
+        self._outcomes: list[tuple[Any, dict[str, Any], asyncio.Future[None]]] = []
+        self._outcome_ready = asyncio.Event()
 
     # -- control ------------------------------------------------------------------------------
 
@@ -128,10 +135,14 @@ class TasksDbWorker:
             self.concurrency,
             ",".join(self.queue_names) if self.queue_names else "*",
         )
+        writer = asyncio.create_task(self._writer(), name="skiplock-tasksdb-writer")
         try:
             await self._claim_loop(burst)
             await self._drain()
         finally:
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
             await self._on_db(_close_thread_connections)
             self._db.shutdown(wait=True)
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -143,6 +154,10 @@ class TasksDbWorker:
             if free <= 0:
                 await self._wait(None)
                 continue
+            if self._running and free < self._claim_min:
+                # busy: let a few more slots free so one claim takes several rows
+                await asyncio.sleep(CLAIM_GATHER_S)
+                free = self.concurrency - len(self._running)
             try:
                 rows = await self._on_db(self._claim, free)
             except Exception as exc:
@@ -227,14 +242,24 @@ class TasksDbWorker:
                     row.worker_ids = [self.worker_id]
         return rows
 
-    def _write(self, pk: Any, fields: dict[str, Any]) -> None:
-        """One outcome, only over the row this worker is running (a released row is left)."""
+    def _write_batch(self, batch: list[tuple[Any, dict[str, Any]]]) -> None:
+        """Outcomes in one transaction (one commit for many tasks), one UPDATE per distinct
+        outcome (a drain of tasks returning the same value writes one statement), each only
+        over rows still RUNNING (a row given back at shutdown is left READY)."""
+        from django.db import transaction
         from django.tasks import TaskResultStatus
 
-        rows = self.model.objects.using(self.db_alias).filter(
-            pk=pk, status=TaskResultStatus.RUNNING
-        )
-        rows.update(finished_at=timezone.now(), **fields)
+        groups: dict[str, tuple[dict[str, Any], list[Any]]] = {}
+        for pk, fields in batch:
+            key = json.dumps(fields, sort_keys=True, default=str)
+            groups.setdefault(key, (fields, []))[1].append(pk)
+        now = timezone.now()
+        objects = self.model.objects.using(self.db_alias)
+        with transaction.atomic(using=self.db_alias):
+            for fields, pks in groups.values():
+                objects.filter(pk__in=pks, status=TaskResultStatus.RUNNING).update(
+                    finished_at=now, **fields
+                )
 
     def _release(self, pks: list[Any]) -> None:
         from django.tasks import TaskResultStatus
@@ -244,21 +269,36 @@ class TasksDbWorker:
         ).update(status=TaskResultStatus.READY)
 
     async def _record(self, row: Any, fields: dict[str, Any]) -> None:
-        """Write an outcome; a dropped connection is reopened and the write retried (with
-        backoff, while the worker is not being forced down)."""
+        """Hand an outcome to the writer and wait until it is written (or given up)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._outcomes.append((row.pk, fields, done))
+        self._outcome_ready.set()
+        await done
+
+    async def _writer(self) -> None:
+        """Write the outcomes gathered since the last write, all at once; a dropped
+        connection is reopened and the batch retried with backoff (until a forced stop)."""
         backoff = ReconnectBackoff(first_s=0.1, cap_s=WRITE_RETRY_CAP_S)
         while True:
-            try:
-                await self._on_db(self._write, row.pk, fields)
-                return
-            except DatabaseError as exc:
-                if self._forced.is_set():
-                    log.error("task %s: outcome not written (%s); left RUNNING", row.pk, exc)
-                    return
-                delay = backoff.next_delay()
-                log.warning("task %s: writing its outcome failed (%s); retrying", row.pk, exc)
-                await self._on_db(_close_thread_connections)
-                await asyncio.sleep(delay)
+            await self._outcome_ready.wait()
+            self._outcome_ready.clear()
+            batch, self._outcomes = self._outcomes, []
+            while batch:
+                try:
+                    await self._on_db(self._write_batch, [(pk, f) for pk, f, _ in batch])
+                    backoff.succeeded()
+                    break
+                except DatabaseError as exc:
+                    if self._forced.is_set():
+                        log.error("%d outcomes not written (%s): left RUNNING", len(batch), exc)
+                        break
+                    delay = backoff.next_delay()
+                    log.warning("writing %d outcomes failed (%s); retrying", len(batch), exc)
+                    await self._on_db(_close_thread_connections)
+                    await asyncio.sleep(delay)
+            for _, _, done in batch:
+                if not done.done():
+                    done.set_result(None)
 
     # -- one task -----------------------------------------------------------------------------
 
