@@ -166,3 +166,34 @@ def test_concurrent_worker_survives_dropped_connections_mid_run(
     assert max(runs.values()) == 1, runs  # each ran exactly once
     proc.signal(signal.SIGTERM)
     assert proc.wait(30) == 0, proc.output()
+
+
+def test_the_backoff_starts_again_after_a_task_ran() -> None:
+    """The seed's wrapper kept doubling across recoveries: after a few blips, every later one
+    waited 30 s. Here a task that ran in between resets it to 1 s."""
+    from django.db import OperationalError
+
+    from skiplock.contrib.django.resilience import _marking_success, _resilient_run
+
+    sleeps: list[float] = []
+    script = iter(["fail", "fail", "task", "fail", "stop"])
+
+    class Loop:
+        running = True
+
+        def run_task(self) -> None:
+            pass
+
+        def loop(self) -> None:
+            for step in script:
+                if step == "fail":
+                    raise OperationalError("connection dropped")
+                if step == "task":
+                    marked(self)
+                    continue
+                return
+
+    marked = _marking_success(Loop.run_task)
+    run = _resilient_run(Loop.loop, 30.0, sleeps.append)
+    run(Loop())
+    assert sleeps == [1.0, 2.0, 1.0]  # 1, 2, then a task ran: back to 1 (the seed: 4)
