@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck docs docs-serve pytest pytest-django soak clean bench profile
+.PHONY: demo test lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django profile
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ DJANGO_STAMP := $(DJANGO_VENV)/.installed
 $(DJANGO_STAMP): pyproject.toml
 	$${PYTHON_DJANGO:-$$(.ci/python312)} -m venv $(DJANGO_VENV)
 	$(DJANGO_VENV)/bin/pip install --quiet --upgrade pip
-	$(DJANGO_VENV)/bin/pip install --quiet -e '.[dev,django]'
+	$(DJANGO_VENV)/bin/pip install --quiet -e '.[dev,django,django-tasks-db]'
 	touch $(DJANGO_STAMP)
 
 pytest-django: $(DJANGO_STAMP)
@@ -61,12 +61,27 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP)
+bench: $(BENCH_STAMP) bench-django
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+# The Django paths (Python 3.12+, a venv of its own so the seed's packages never reach the
+# test venv): concurrent_worker on skiplock's backend and on django-tasks-db beside
+# django-tasks-concurrent's own worker, PostgreSQL and SQLite. DJANGO_BENCH_ARGS="--tasks 2000".
+DJANGO_BENCH_VENV := .venv-django-bench
+DJANGO_BENCH_STAMP := $(DJANGO_BENCH_VENV)/.installed
+
+$(DJANGO_BENCH_STAMP): pyproject.toml
+	$${PYTHON_DJANGO:-$$(.ci/python312)} -m venv $(DJANGO_BENCH_VENV)
+	$(DJANGO_BENCH_VENV)/bin/pip install --quiet --upgrade pip
+	$(DJANGO_BENCH_VENV)/bin/pip install --quiet -e '.[django,bench-django]'
+	touch $(DJANGO_BENCH_STAMP)
+
+bench-django: $(DJANGO_BENCH_STAMP)
+	$(DJANGO_BENCH_VENV)/bin/python -m benchmarks.django_bench $(DJANGO_BENCH_ARGS)
 
 # Where the time goes (pyinstrument over W1 bulk and W2), for docs/benchmarks.md.
 profile: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.profile $(PROFILE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DJANGO_VENV) site skiplock.db skiplock.db-wal skiplock.db-shm
+	rm -rf $(VENV) $(DJANGO_VENV) $(DJANGO_BENCH_VENV) site skiplock.db skiplock.db-wal skiplock.db-shm

@@ -1,5 +1,7 @@
-"""The Django test project: settings for PostgreSQL (a schema of its own per run) or a SQLite
-file, chosen by ``SKIPLOCK_DJANGO_DB`` (``make test`` runs both); skipped without Django."""
+"""The Django test project (``tests/django/project/settings.py``) on PostgreSQL (a schema of its
+own per run) or SQLite files, chosen by ``SKIPLOCK_DJANGO_DB`` (``make test`` runs both);
+skipped without Django. The settings read the environment this module sets, so the worker
+processes a test spawns (``spawn_worker``) load the same project and databases."""
 
 from __future__ import annotations
 
@@ -17,80 +19,29 @@ if importlib.util.find_spec("django") is None:  # the core's 3.11 venv: nothing 
 else:
     import psycopg
 
-    PG = {"HOST": "127.0.0.1", "PORT": "5432", "NAME": "test", "USER": "postgres"}
-    KIND = os.environ.get("SKIPLOCK_DJANGO_DB", "sqlite")
+    from .processes import WorkerProcesses
+
+    KIND = os.environ.setdefault("SKIPLOCK_DJANGO_DB", "sqlite")
     SCHEMA = f"dj_{uuid.uuid4().hex[:12]}"
+    DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 
     def _pg(statement: str) -> None:
-        dsn = f"host={PG['HOST']} port={PG['PORT']} dbname={PG['NAME']} user={PG['USER']}"
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with psycopg.connect(DSN, autocommit=True) as conn:
             conn.execute(statement)
 
-    def _database() -> dict[str, Any]:
+    def _environment() -> None:
+        directory = tempfile.mkdtemp(prefix="skiplock-django-")
+        os.environ["SKIPLOCK_DJANGO_SQLITE"] = os.path.join(directory, "db.sqlite3")
+        os.environ["SKIPLOCK_DJANGO_JOBS_SQLITE"] = os.path.join(directory, "jobs.sqlite3")
         if KIND == "postgres":
             _pg(f'CREATE SCHEMA "{SCHEMA}"')
-            options = {"options": f"-c search_path={SCHEMA}"}
-            return {"ENGINE": "django.db.backends.postgresql", **PG, "OPTIONS": options}
-        return _sqlite()
+            os.environ["SKIPLOCK_DJANGO_SCHEMA"] = SCHEMA
+        os.environ["DJANGO_SETTINGS_MODULE"] = "tests.django.project.settings"
 
-    def _sqlite() -> dict[str, Any]:
-        path = os.path.join(tempfile.mkdtemp(prefix="skiplock-django-"), "db.sqlite3")
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+    _environment()
+    import django
 
-    def _configure() -> None:
-        from django.conf import settings
-
-        schema = SCHEMA if KIND == "postgres" else None
-        settings.configure(
-            DEBUG=False,
-            USE_TZ=True,
-            SECRET_KEY="tests",
-            DATABASES={"default": _database(), "jobs": _sqlite()},
-            ROOT_URLCONF="tests.django.project.urls",
-            MIDDLEWARE=[
-                "django.contrib.sessions.middleware.SessionMiddleware",
-                "django.contrib.auth.middleware.AuthenticationMiddleware",
-                "django.contrib.messages.middleware.MessageMiddleware",
-            ],
-            TEMPLATES=[
-                {
-                    "BACKEND": "django.template.backends.django.DjangoTemplates",
-                    "APP_DIRS": True,
-                    "OPTIONS": {
-                        "context_processors": [
-                            "django.template.context_processors.request",
-                            "django.contrib.auth.context_processors.auth",
-                            "django.contrib.messages.context_processors.messages",
-                        ]
-                    },
-                }
-            ],
-            INSTALLED_APPS=[
-                "django.contrib.auth",
-                "django.contrib.contenttypes",
-                "django.contrib.sessions",
-                "django.contrib.messages",
-                "django.contrib.admin",
-                "skiplock.contrib.django",
-                "tests.django.project.demo",
-            ],
-            TASKS={
-                "default": {
-                    "BACKEND": "skiplock.contrib.django.SkiplockBackend",
-                    "QUEUES": ["default", "other"],
-                    "OPTIONS": {"schema": schema} if schema else {},
-                },
-                "jobs": {  # jobs in another database than the default one
-                    "BACKEND": "skiplock.contrib.django.SkiplockBackend",
-                    "OPTIONS": {"database": "jobs"},
-                },
-            },
-        )
-        import django
-
-        django.setup()
-
-    _configure()
+    django.setup()
 
     @pytest.fixture(scope="session", autouse=True)
     def migrated() -> Iterator[None]:
@@ -113,4 +64,13 @@ else:
     @pytest.fixture
     def run_worker(backend: Any) -> Any:
         """Run skiplock's worker in burst mode on the backend's app until no job is ready."""
-        return lambda: backend.app._run_sync(backend.app.drain())
+        return lambda: backend.app.run_sync(backend.app.drain())
+
+    @pytest.fixture
+    def workers() -> Iterator[WorkerProcesses]:
+        """Spawn ``manage.py`` commands as real processes; every one is killed at teardown."""
+        processes = WorkerProcesses()
+        try:
+            yield processes
+        finally:
+            processes.kill_all()

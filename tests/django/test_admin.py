@@ -25,7 +25,7 @@ def _staff(*codenames: str) -> Client:
 
 
 def _job(backend: Any, result: Any) -> Any:
-    return backend.app._run_sync(backend.app.get_job(int(result.id)))
+    return backend.app.run_sync(backend.app.get_job(int(result.id)))
 
 
 @pytest.fixture

@@ -92,7 +92,7 @@ def test_unique_key_returns_the_live_job() -> None:
 
 def test_queue_and_priority_are_stored(backend: Any) -> None:
     result = tasks.add.using(queue_name="other", priority=7).enqueue(3, 4)
-    record = backend.app._run_sync(backend.app.get_job(int(result.id)))
+    record = backend.app.run_sync(backend.app.get_job(int(result.id)))
     assert (record.queue, record.priority) == ("other", 7)
 
 
@@ -131,7 +131,7 @@ def test_options_database_routes_jobs_and_transactions(backend: Any) -> None:
 
     jobs = task_backends["jobs"]
     result = tasks.elsewhere.enqueue(7)
-    jobs.app._run_sync(jobs.app.drain())
+    jobs.app.run_sync(jobs.app.drain())
     assert tasks.elsewhere.get_result(result.id).return_value == 7
     assert backend.app.url != jobs.app.url
 
@@ -169,7 +169,7 @@ def test_a_claimed_job_reads_running_only_once_its_code_started(backend: Any) ->
     async def fetch() -> Any:
         return await (await backend.app.job(int(result.id))).fetch()
 
-    record = backend.app._run_sync(fetch())
+    record = backend.app.run_sync(fetch())
     claimed = dataclasses.replace(record, state=JobState.RUNNING, started_at=None)
     started = dataclasses.replace(claimed, started_at=datetime.now(UTC))
     assert to_task_result(tasks.add, claimed, "default").status == TaskResultStatus.READY

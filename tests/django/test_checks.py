@@ -37,7 +37,7 @@ def test_bad_schema_and_options_type() -> None:
 def test_migrate_applies_every_skiplock_migration(backend: Any) -> None:
     """The Django migration and skiplock's own list cannot drift: after ``migrate`` the
     schema is exactly skiplock's latest version."""
-    current, latest = backend.app._run_sync(_schema_version(backend.app))
+    current, latest = backend.app.run_sync(_schema_version(backend.app))
     assert current == latest > 0
 
 

@@ -71,3 +71,73 @@ def test_run_scheduler_thread_enqueues_until_stopped(run_worker: Any) -> None:
     finally:
         stop.set()
     assert tasks.TICKS
+
+
+def test_task_kwargs_with_timestamp_is_rejected_at_decoration() -> None:
+    """The seed failed every slot at enqueue ("multiple values for timestamp"), logged."""
+    with pytest.raises(ValueError, match="may not contain 'timestamp'"):
+        periodic("* * * * *", task_kwargs={"timestamp": 1})
+    with pytest.raises(TypeError, match="task_kwargs must be a dict"):
+        periodic("* * * * *", task_kwargs=[1])  # type: ignore[arg-type]
+
+
+def test_periodic_max_delay_seconds_reaches_the_schedule() -> None:
+    from django.test import override_settings
+
+    from skiplock.contrib.django import SkiplockBackend
+    from skiplock.contrib.django.periodic_tasks import attach_periodic_tasks
+
+    from .conftest import KIND, SCHEMA
+
+    options = {"schema": SCHEMA} if KIND == "postgres" else {}
+    fresh = SkiplockBackend("default", {"QUEUES": ["default", "other"], "OPTIONS": options})
+    with override_settings(PERIODIC_MAX_DELAY_SECONDS=5):
+        attach_periodic_tasks(fresh)
+    schedule = fresh.app.schedules["tick-every-second"]
+    assert schedule.max_delay == 5.0
+    assert schedule.missed == "latest"  # the latest missed slot runs if at most 5 s late
+
+
+def test_a_bad_periodic_max_delay_is_a_check_error() -> None:
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+    from django.test import override_settings
+
+    for bad in (-1, "600", None):
+        with (
+            override_settings(PERIODIC_MAX_DELAY_SECONDS=bad),
+            pytest.raises(SystemCheckError, match=r"skiplock\.E005"),
+        ):
+            call_command("check")
+
+
+def test_a_sync_task_holding_every_thread_does_not_stop_the_scheduler() -> None:
+    """The seed swept on the one thread its sync tasks ran on: a 13 s sync task lost a slot.
+    Here every thread is held by a sync task and the per-second slots still fire."""
+    results = [tasks.nap.enqueue(3.0) for _ in range(2)]
+    tasks.TICKS.clear()
+
+    async def main() -> None:
+        options = {"concurrency": 2, "interval": 0.05, "shutdown_timeout": 10.0}
+        work = asyncio.create_task(run_worker_async(**options))
+        started = time.monotonic()
+        while len(set(tasks.TICKS)) < 2 and time.monotonic() - started < 20:
+            await asyncio.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(work, 20)
+
+    asyncio.run(main())
+    naps = [tasks.nap.get_result(r.id) for r in results]
+    assert all(str(n.status) == "SUCCESSFUL" for n in naps)
+    from skiplock.contrib.django.models import Job
+
+    # slots that came due while both naps (3 s) held both threads were enqueued on time
+    busy_from = max(n.started_at for n in naps).timestamp()
+    busy_to = min(n.finished_at for n in naps).timestamp()
+    during = [
+        (job.kwargs["timestamp"], job.created_at.timestamp())
+        for job in Job.objects.filter(task=tasks.tick.module_path)
+        if busy_from + 0.5 < job.kwargs["timestamp"] < busy_to - 0.5
+    ]
+    assert during, (busy_from, busy_to)
+    assert all(created - slot < 1.0 for slot, created in during), during

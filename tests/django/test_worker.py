@@ -4,6 +4,7 @@ backend, its options checked at the edge, and SIGTERM draining the tasks that ru
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import threading
@@ -24,7 +25,7 @@ from .project.demo import tasks
     ("options", "message"),
     [
         (["--concurrency=0"], "--concurrency must be at least 1"),
-        (["--backend=nope"], "--backend: unknown backend 'nope' (valid: default, jobs)"),
+        (["--backend=nope"], "--backend: unknown backend 'nope' (valid: default, jobs, tasksdb)"),
         (["--queue-name=typo"], "--queue-name: unknown queue 'typo' (valid: default, other, *)"),
         (["--interval=0"], "--interval must be a positive"),
     ],
@@ -72,3 +73,56 @@ def test_worker_any_queue_option(backend: Any) -> None:
     result = tasks.add.using(queue_name="other").enqueue(1, 1)
     call_command("concurrent_worker", "--queue-name=other", "--burst")
     assert tasks.add.get_result(result.id).return_value == 2
+
+
+def test_task_worker_runs_one_task_at_a_time() -> None:
+    on_db = tasks.nap.using(backend="tasksdb")
+    results = [on_db.enqueue(0.3) for _ in range(3)]
+    call_command("task_worker", "--backend=tasksdb", "--burst", "--no-reload", "--interval=0.05")
+    done = [on_db.get_result(r.id) for r in results]
+    assert all(str(r.status) == "SUCCESSFUL" for r in done)
+    finals = sorted((r.started_at, r.finished_at) for r in done)
+    for (_, end), (start, _) in itertools.pairwise(finals):
+        assert start >= end  # sequential: each started after the one before finished
+
+
+def test_task_worker_forwards_options_and_has_no_concurrency() -> None:
+    other = tasks.add.using(queue_name="other").enqueue(2, 2)
+    call_command("task_worker", "--queue-name=other", "--burst", "--no-scheduler", "--no-reload")
+    assert tasks.add.get_result(other.id).return_value == 4
+    with pytest.raises(CommandError, match="--queue-name: unknown queue 'typo'"):
+        call_command("task_worker", "--queue-name=typo", "--burst")
+    with pytest.raises(TypeError, match="concurrency"):
+        call_command("task_worker", concurrency=4, burst=True)
+
+
+def test_comma_separated_queue_names() -> None:
+    a = tasks.add.using(queue_name="other").enqueue(1, 2)
+    b = tasks.add.enqueue(1, 3)
+    call_command("concurrent_worker", "--queue-name=default,other", "--burst", "--no-scheduler")
+    assert [tasks.add.get_result(r.id).return_value for r in (a, b)] == [3, 4]
+
+
+def test_run_worker_runs_on_a_thread_that_is_not_main() -> None:
+    """The seed failed there (set_wakeup_fd only works in main thread)."""
+    from skiplock.contrib.django import run_worker
+
+    result = tasks.add.enqueue(5, 5)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            run_worker(burst=True, scheduler=False, interval=0.05)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(30)
+    assert not errors, errors
+    assert tasks.add.get_result(result.id).return_value == 10
+
+
+def test_processes_must_be_positive() -> None:
+    with pytest.raises(CommandError, match="--processes must be at least 1"):
+        call_command("concurrent_worker", "--processes=0", "--burst")

@@ -18,6 +18,7 @@ _EXPORTS = {
     "run_scheduler_thread": ".scheduler",
     "run_worker": ".worker",
     "run_worker_async": ".worker",
+    "install_resilient_run": ".resilience",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 
 def database_url(db: dict[str, Any], schema: str | None) -> str:
@@ -18,5 +18,9 @@ def database_url(db: dict[str, Any], schema: str | None) -> str:
     auth = f"{user}:{quote(str(password), safe='')}@" if password else (f"{user}@" if user else "")
     host = db.get("HOST") or "localhost"
     port = f":{db['PORT']}" if db.get("PORT") else ""
-    query = f"?schema={schema}" if schema else ""
+    params = {"schema": schema} if schema else {}
+    app_name = (db.get("OPTIONS") or {}).get("application_name")
+    if app_name:  # skiplock's sessions carry the project's name too (pg_stat_activity)
+        params["application_name"] = str(app_name)
+    query = "?" + urlencode(params) if params else ""
     return f"postgresql://{auth}{host}{port}/{db['NAME']}{query}"

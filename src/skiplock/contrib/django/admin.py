@@ -41,14 +41,14 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
     def requeue_dead(self, request: Any, queryset: Any) -> None:
         app, who = _app(), request.user.get_username()
         ids = list(queryset.filter(state="dead").values_list("id", flat=True))
-        done = [i for i in ids if app._run_sync(app.retry_job(i, who=who))]
+        done = [i for i in ids if app.run_sync(app.retry_job(i, who=who))]
         self.message_user(request, f"Requeued {len(done)} dead job(s).", messages.SUCCESS)
 
     def cancel_pending(self, request: Any, queryset: Any) -> None:
         app, who = _app(), request.user.get_username()
         ids = list(queryset.filter(state="pending").values_list("id", flat=True))
         for job_id in ids:
-            app._run_sync(app.cancel_job(job_id, who=who))
+            app.run_sync(app.cancel_job(job_id, who=who))
         self.message_user(request, f"Cancelled {len(ids)} pending job(s).", messages.SUCCESS)
 
 

@@ -13,6 +13,11 @@ class SkiplockConfig(AppConfig):  # type: ignore[misc]
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.core import checks
+
+        from .checks import check_settings
+
+        checks.register(check_settings)
         # A worker resolves tasks by module path, but importing every app's ``tasks`` module
         # up front registers them (and their options) before the first job is claimed.
         autodiscover_modules("tasks")

@@ -8,13 +8,14 @@ commit. Each Django task becomes a skiplock task named by its module path.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime
 from inspect import iscoroutinefunction
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.tasks import TaskResult, TaskResultStatus
+from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
@@ -27,26 +28,45 @@ from . import _results, _runner, checks
 from ._urls import database_url
 from .options import per_job_options, registered_options
 
+T = TypeVar("T")
+
 
 class _ResolvingTasks(dict[str, SkiplockTask[Any, Any]]):
-    """The task table of a worker: a job naming a Django task not yet imported imports it by
-    module path (its validation registers it), so no task list has to be kept in sync."""
+    """The task table of a worker: a job naming a Django task not yet registered here imports
+    it by module path and registers it with this backend, so no task list has to be kept in
+    sync (Django's backends are per thread: a worker on another thread than the one that
+    imported the tasks has a backend of its own, whose table starts empty)."""
+
+    def __init__(self, register: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self._register = register
 
     def get(self, name: str, default: Any = None) -> Any:
         if name not in self:
             try:
-                import_string(name)
+                found = import_string(name)
             except ImportError:
                 return default
+            if name not in self and isinstance(found, Task):
+                self._register(found)
         return super().get(name, default)
 
 
 class DjangoTaskApp(App):
     """A skiplock App whose workers find Django tasks by the module path a job names."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, register: Callable[[Any], Any]) -> None:
         super().__init__(url)
-        self.tasks = _ResolvingTasks()
+        self.tasks = _ResolvingTasks(register)
+
+    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the app's own loop thread from sync Django code (views, admin,
+        ``get_result``): one loop and one pool for every sync caller of this process."""
+        return self._run_sync(coro)
+
+    def wake(self, queues: Iterable[str]) -> None:
+        """Wake this process's workers of ``queues`` (called at commit: see ``enqueue``)."""
+        self._wake_queues(queues)
 
 
 class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -68,7 +88,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
             db = settings.DATABASES[self.database]
             options = self.options if isinstance(self.options, dict) else {}
             url = options.get("url") or database_url(db, options.get("schema"))
-            self._app = DjangoTaskApp(url)
+            self._app = DjangoTaskApp(url, self.skiplock_task)
         return self._app
 
     def check(self, **kwargs: Any) -> list[Any]:
@@ -101,7 +121,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         conn.ensure_connection()
         sk = self._prepared(task).using(connection=conn.connection)
         handle = sk.enqueue(*args, **kwargs)
-        transaction.on_commit(lambda: self.app._wake_queues([task.queue_name]), using=self.database)
+        transaction.on_commit(lambda: self.app.wake([task.queue_name]), using=self.database)
         result = self._ready_result(task, handle.id, args, kwargs)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -124,7 +144,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def get_result(self, result_id: str) -> Any:
         try:
-            record = self.app._run_sync(self.app.get_job(int(result_id)))
+            record = self.app.run_sync(self.app.get_job(int(result_id)))
         except (ValueError, JobNotFound):
             raise TaskResultDoesNotExist(result_id) from None
         return _results.to_task_result(import_string(record.task), record, self.alias)

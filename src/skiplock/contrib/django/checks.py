@@ -45,3 +45,19 @@ def _check_database(where: str, database: Any) -> Iterator[Any]:
             f"{where}['database'] = {database!r}: skiplock needs one of {', '.join(ENGINES)}",
             id="skiplock.E003",
         )
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``skiplock.E005``: ``PERIODIC_MAX_DELAY_SECONDS`` must be a number of seconds >= 0 (a
+    bad value is a ``manage.py check`` error, not a worker that dies at its first sweep)."""
+    value = getattr(settings, "PERIODIC_MAX_DELAY_SECONDS", 600)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e9
+    if ok:
+        return []
+    return [
+        checks.Error(
+            f"PERIODIC_MAX_DELAY_SECONDS = {value!r}: must be a number of seconds >= 0",
+            hint="how late a missed @periodic slot may still run (default 600)",
+            id="skiplock.E005",
+        )
+    ]

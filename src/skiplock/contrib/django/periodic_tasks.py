@@ -35,6 +35,13 @@ def periodic(
 ) -> Callable[[Any], Any]:
     """Put above ``@task``; returns the same task object."""
     CronExpression(cron)  # a bad expression fails at import, naming itself
+    if task_kwargs is not None and not isinstance(task_kwargs, Mapping):
+        raise TypeError(f"@periodic({cron!r}): task_kwargs must be a dict (got {task_kwargs!r})")
+    if task_kwargs and "timestamp" in task_kwargs:
+        raise ValueError(
+            f"@periodic({cron!r}): task_kwargs may not contain 'timestamp' (the scheduler "
+            "passes the slot as timestamp to tasks that accept it)"
+        )
 
     def register(task: Any) -> Any:
         if not hasattr(task, "module_path") or not hasattr(task, "func"):

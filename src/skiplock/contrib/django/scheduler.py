@@ -35,7 +35,7 @@ def defer_periodic_tasks(backend_alias: str = "default") -> int:
     backend = task_backends[backend_alias]
     attach_periodic_tasks(backend)
     app = backend.app
-    return int(app._run_sync(_sweep(app)))
+    return int(app.run_sync(_sweep(app)))
 
 
 def run_scheduler_thread(interval: float = 15.0, backend_alias: str = "default") -> threading.Event:

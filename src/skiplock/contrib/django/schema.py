@@ -14,4 +14,4 @@ def apply_skiplock_migrations(apps: Any, schema_editor: Any) -> None:
     alias = schema_editor.connection.alias
     for backend in task_backends.all():
         if isinstance(backend, SkiplockBackend) and backend.database == alias:
-            backend.app._run_sync(backend.app.migrate())
+            backend.app.run_sync(backend.app.migrate())

@@ -1,25 +1,53 @@
-"""Run skiplock's own Worker on a SkiplockBackend from Django (``manage.py concurrent_worker``).
+"""Run a worker from Django (``manage.py concurrent_worker``/``task_worker``, ``run_worker``).
 
 The options are django-tasks-concurrent's (concurrency, interval, queue names, backend alias,
 shutdown timeout); they are checked here, at the edge, with an error naming the option and what
-is valid, then mapped onto ``WorkerConfig``: there is no second worker.
+is valid. A ``SkiplockBackend`` alias runs skiplock's own ``Worker`` (there is no second
+worker); a django-tasks-db ``DatabaseBackend`` alias runs ``TasksDbWorker`` on that package's
+table, so a project on the seed's stack switches worker without migrating data.
+
+Signal handlers (SIGTERM/SIGINT: drain; a second one skips the drain) are installed only when
+running on the main thread, so ``run_worker`` also works from another thread (the caller
+stops it there with ``request_stop`` or by ending the process).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import signal
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
 
 from ..._config import WorkerConfig
+from ..._worker.supervisor import report_ready
 from ..._worker.worker import Worker
+
+log = logging.getLogger("skiplock.contrib.django")
 
 
 class WorkerOptionError(ValueError):
     """A worker option a user passed is not valid; the message names it and what is valid."""
 
 
-def _backend(alias: str) -> object:
+class _Stoppable(Protocol):
+    def request_stop(self) -> None: ...
+
+
+TASKS_DB_BACKEND = "django_tasks_db.DatabaseBackend"
+
+
+def _is_tasks_db(backend: object) -> bool:
+    try:
+        from django_tasks_db import DatabaseBackend
+    except ImportError:
+        return False
+    return isinstance(backend, DatabaseBackend)
+
+
+def _backend(alias: str) -> Any:
     from django.tasks import task_backends
 
     from .backend import SkiplockBackend
@@ -28,12 +56,21 @@ def _backend(alias: str) -> object:
     if alias not in valid:
         raise WorkerOptionError(f"--backend: unknown backend {alias!r} (valid: {', '.join(valid)})")
     backend = task_backends[alias]
-    if not isinstance(backend, SkiplockBackend):
-        raise WorkerOptionError(f"--backend: {alias!r} is not a SkiplockBackend")
+    if not isinstance(backend, SkiplockBackend) and not _is_tasks_db(backend):
+        raise WorkerOptionError(
+            f"--backend: {alias!r} is a {type(backend).__name__}; concurrent_worker serves a "
+            f"skiplock.contrib.django.SkiplockBackend or a {TASKS_DB_BACKEND}"
+        )
     return backend
 
 
+def split_queue_names(names: Sequence[str] | None) -> list[str]:
+    """``--queue-name a,b --queue-name c`` → ``[a, b, c]`` (blank entries dropped)."""
+    return [n.strip() for name in names or () for n in name.split(",") if n.strip()]
+
+
 def _queues(backend: object, names: Sequence[str] | None) -> tuple[str, ...] | None:
+    names = split_queue_names(names)
     if not names or "*" in names:
         return None
     allowed = list(getattr(backend, "queues", ()) or ())
@@ -43,6 +80,15 @@ def _queues(backend: object, names: Sequence[str] | None) -> tuple[str, ...] | N
             f"--queue-name: unknown queue {unknown[0]!r} (valid: {', '.join(sorted(allowed))}, *)"
         )
     return tuple(names)
+
+
+def _check_numbers(concurrency: int, interval: float, shutdown_timeout: float) -> None:
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise WorkerOptionError(f"--concurrency must be at least 1 (got {concurrency})")
+    if not interval > 0 or interval == float("inf"):
+        raise WorkerOptionError(f"--interval must be a positive number of seconds (got {interval})")
+    if not shutdown_timeout >= 0 or shutdown_timeout == float("inf"):
+        raise WorkerOptionError(f"--shutdown-timeout must be >= 0 (got {shutdown_timeout})")
 
 
 def build_config(
@@ -55,12 +101,7 @@ def build_config(
     scheduler: bool,
 ) -> WorkerConfig:
     """The WorkerConfig of these options, or a WorkerOptionError naming the bad one."""
-    if concurrency < 1:
-        raise WorkerOptionError(f"--concurrency must be at least 1 (got {concurrency})")
-    if interval <= 0:
-        raise WorkerOptionError(f"--interval must be a positive number of seconds (got {interval})")
-    if shutdown_timeout < 0:
-        raise WorkerOptionError(f"--shutdown-timeout must be >= 0 (got {shutdown_timeout})")
+    _check_numbers(concurrency, interval, shutdown_timeout)
     return WorkerConfig(
         queues=_queues(backend, queue_names),
         concurrency=concurrency,
@@ -80,9 +121,26 @@ async def run_worker_async(
     scheduler: bool = True,
     burst: bool = False,
 ) -> None:
-    """Work the backend's jobs on this loop until SIGTERM/SIGINT (a second one skips the
-    drain) or, with ``burst``, until nothing is ready."""
+    """Work the backend's tasks on this loop until SIGTERM/SIGINT (a second one skips the
+    drain) or, with ``burst``, until nothing is ready. Raises when the worker (or its
+    scheduler) dies, so the command exits non-zero."""
     backend = _backend(backend_alias)
+    if _is_tasks_db(backend):
+        from .tasks_db_worker import TasksDbWorker
+
+        _check_numbers(concurrency, interval, shutdown_timeout)
+        tasks_db = TasksDbWorker(
+            backend,
+            concurrency=concurrency,
+            interval=interval,
+            queue_names=_queues(backend, queue_names),
+            shutdown_timeout=shutdown_timeout,
+        )
+        with _stopped_by_signals(tasks_db), _reporting_ready(tasks_db.ready):
+            await tasks_db.run(burst=burst)
+        global ABANDONED_THREADS
+        ABANDONED_THREADS += tasks_db.abandoned_threads
+        return
     config = build_config(
         backend=backend,
         concurrency=concurrency,
@@ -95,14 +153,50 @@ async def run_worker_async(
         from .periodic_tasks import attach_periodic_tasks
 
         attach_periodic_tasks(backend)
-    worker = Worker(backend.app, config)  # type: ignore[attr-defined]
+    worker = Worker(backend.app, config)
+    try:
+        with _stopped_by_signals(worker), _reporting_ready(worker.ready):
+            await worker.run(burst=burst)
+    finally:
+        await backend.app.close()  # this loop's pool: the loop may end with the worker
+
+
+ABANDONED_THREADS = 0
+"""Sync tasks still running on a thread when their worker gave up waiting (shutdown timeout):
+the management command exits without joining them."""
+
+
+@contextlib.contextmanager
+def _reporting_ready(ready: asyncio.Event) -> Iterator[None]:
+    """Tell a ``--processes`` supervisor once the worker is ready (nothing without one)."""
+
+    async def report() -> None:
+        await ready.wait()
+        report_ready()
+
+    reporter = asyncio.ensure_future(report())
+    try:
+        yield
+    finally:
+        reporter.cancel()
+
+
+_RUNNING: set[_Stoppable] = set()
+"""Workers run_worker_async runs on this process's main-thread loop: one signal stops all."""
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(worker: _Stoppable) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; the caller stops this worker
+        return
     loop = asyncio.get_running_loop()
     if not _RUNNING:
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, _stop_all)
+            loop.add_signal_handler(sig, _stop_all, sig)
     _RUNNING.add(worker)
     try:
-        await worker.run(burst=burst)
+        yield
     finally:
         _RUNNING.discard(worker)
         if not _RUNNING:
@@ -110,15 +204,12 @@ async def run_worker_async(
                 loop.remove_signal_handler(sig)
 
 
-_RUNNING: set[Worker] = set()
-"""Workers run_worker_async runs on this process's loop: one signal stops them all."""
-
-
-def _stop_all() -> None:
+def _stop_all(sig: int) -> None:
+    log.info("received %s: draining (send it again to skip the drain)", signal.Signals(sig).name)
     for worker in list(_RUNNING):
         worker.request_stop()
 
 
-def run_worker(backend_alias: str = "default", **options: object) -> None:
-    """``run_worker_async`` on a loop of its own (the management command's entry)."""
-    asyncio.run(run_worker_async(backend_alias, **options))  # type: ignore[arg-type]
+def run_worker(backend_alias: str = "default", **options: Any) -> None:
+    """``run_worker_async`` on a loop of its own (the management commands' entry)."""
+    asyncio.run(run_worker_async(backend_alias, **options))

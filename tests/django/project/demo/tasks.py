@@ -78,3 +78,72 @@ def tick(timestamp: int) -> int:
     """Per-second periodic task: records the slot it ran for (once-per-slot test)."""
     TICKS.append(timestamp)
     return timestamp
+
+
+@task
+def nap_marked(seconds: float, marker: str) -> float:
+    """``nap`` that first creates the file ``marker``: a test in another process sees that
+    the task's code is running (a worker process's memory is out of its reach)."""
+    import pathlib
+    import time
+
+    pathlib.Path(marker).touch()
+    time.sleep(seconds)
+    return seconds
+
+
+@task
+@skiplock_options(max_attempts=3, visibility_timeout=1.0)
+def survives_a_kill(seconds: float, marker: str) -> int:
+    """Sleeps on its first attempt (a test SIGKILLs its worker then); returns its attempt."""
+    import pathlib
+    import time
+
+    attempt = current_job().attempt
+    if attempt == 1:
+        pathlib.Path(marker).touch()
+        time.sleep(seconds)
+    return attempt
+
+
+@task
+async def async_nap(seconds: float) -> float:
+    """An async task that awaits: it must run while sync tasks hold every thread."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return seconds
+
+
+@task
+async def raises_cancelled() -> None:
+    """A task that raises CancelledError itself (the seed left it RUNNING, its slot lost)."""
+    import asyncio
+
+    raise asyncio.CancelledError
+
+
+@task
+def exits(code: int) -> None:
+    """A task that calls sys.exit (the seed's whole process exited, rows left RUNNING)."""
+    import sys
+
+    sys.exit(code)
+
+
+@task
+def returns_a_set() -> Any:
+    """A return value JSON cannot hold."""
+    return {1, 2}
+
+
+@task
+def append_line(path: str, line: str, seconds: float) -> str:
+    """Append ``line`` to the file ``path`` (one line per execution), then sleep: a test counts
+    how many times each task really ran."""
+    import time
+
+    with open(path, "a") as out:
+        out.write(line + "\n")
+    time.sleep(seconds)
+    return line

@@ -1,31 +1,90 @@
-"""``manage.py concurrent_worker``: skiplock's Worker on a SkiplockBackend (see ``worker.py``)."""
+"""``manage.py concurrent_worker``: a concurrent worker on a SkiplockBackend or a django-tasks-db
+DatabaseBackend (see ``worker.py``), in one process or N supervised ones (``processes.py``)."""
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ... import worker as worker_module
+from ...processes import supervise
 from ...worker import WorkerOptionError, run_worker
+
+LEVELS = {0: logging.CRITICAL, 1: logging.INFO}
+
+
+def _stuck_threads(opts: dict[str, Any]) -> bool:
+    """Sync tasks still running on a thread after a stop (past the shutdown timeout): Python
+    would join them at exit, so the command would outlive its deadline."""
+    if opts["burst"]:
+        return False  # ran out of work: nothing was cut short
+    main = threading.main_thread()
+    others = [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
+    return bool(worker_module.ABANDONED_THREADS or others)
 
 
 class Command(BaseCommand):  # type: ignore[misc]
-    help = "Run skiplock's worker on a skiplock task backend until SIGTERM/SIGINT."
+    help = "Run tasks of a skiplock or django-tasks-db task backend until SIGTERM/SIGINT."
+    sequential = False
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--backend", default="default", help="Task backend alias.")
-        parser.add_argument("--concurrency", type=int, default=10)
+        if not self.sequential:
+            parser.add_argument("--concurrency", type=int, default=10, help="Tasks at once.")
         parser.add_argument("--interval", type=float, default=1.0, help="Poll interval (s).")
-        parser.add_argument("--queue-name", action="append", dest="queue_names")
-        parser.add_argument("--shutdown-timeout", type=float, default=30.0)
-        parser.add_argument("--no-scheduler", action="store_true")
+        parser.add_argument(
+            "--queue-name",
+            action="append",
+            dest="queue_names",
+            help="Queue to work (repeatable, or comma-separated; * for all). Default: all.",
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=float,
+            default=30.0,
+            help="On SIGTERM, seconds running tasks may finish before they are given back.",
+        )
+        parser.add_argument("--no-scheduler", action="store_true", help="Run no @periodic.")
         parser.add_argument("--burst", action="store_true", help="Exit once nothing is ready.")
+        parser.add_argument(
+            "--processes", type=int, default=1, help="Worker processes under one supervisor."
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        self._configure_logging(opts.get("verbosity", 1))
+        if opts["processes"] < 1:
+            raise CommandError(f"--processes must be at least 1 (got {opts['processes']})")
+        if opts["processes"] > 1:
+            self._check(opts)  # a bad option fails once, here, not in every child
+            code = supervise(self._name(), opts, opts["processes"])
+            if code:
+                sys.exit(code)
+            return
+        self._run(opts)
+
+    def _name(self) -> str:
+        return "task_worker" if self.sequential else "concurrent_worker"
+
+    def _check(self, opts: dict[str, Any]) -> None:
+        from ...worker import _backend, _check_numbers, _queues
+
+        try:
+            backend = _backend(opts["backend"])
+            _check_numbers(opts.get("concurrency", 1), opts["interval"], opts["shutdown_timeout"])
+            _queues(backend, opts["queue_names"])
+        except WorkerOptionError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _run(self, opts: dict[str, Any]) -> None:
         try:
             run_worker(
                 opts["backend"],
-                concurrency=opts["concurrency"],
+                concurrency=opts.get("concurrency", 1),
                 interval=opts["interval"],
                 queue_names=opts["queue_names"],
                 shutdown_timeout=opts["shutdown_timeout"],
@@ -34,3 +93,15 @@ class Command(BaseCommand):  # type: ignore[misc]
             )
         except WorkerOptionError as exc:
             raise CommandError(str(exc)) from exc
+        if _stuck_threads(opts):
+            # sync tasks left running past the shutdown timeout cannot be joined: do not wait
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+
+    def _configure_logging(self, verbosity: int) -> None:
+        logger = logging.getLogger("skiplock")
+        logger.setLevel(LEVELS.get(verbosity, logging.DEBUG))
+        if not logger.hasHandlers():
+            logger.addHandler(logging.StreamHandler(sys.stderr))

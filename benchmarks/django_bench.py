@@ -1,0 +1,326 @@
+"""The Django paths of ``make bench``: drain and latency of Django tasks.
+
+    .venv-django-bench/bin/python -m benchmarks.django_bench            # make bench-django
+    .venv-django-bench/bin/python -m benchmarks.django_bench --tasks 2000 --dbs sqlite
+
+Three systems, each a worker process (``python -m django ...``) of the project in
+``benchmarks/django_project``:
+
+- ``skiplock``: ``concurrent_worker`` on skiplock's backend (``SkiplockBackend``);
+- ``tasks-db``: the same ``concurrent_worker`` on django-tasks-db's ``DatabaseBackend``;
+- ``seed``: django-tasks-concurrent 0.7.3's own worker (``run_worker``) on django-tasks-db.
+
+For each database (PostgreSQL: a schema per run; SQLite: a fresh file) and system:
+
+- drain: N sync no-op tasks are enqueued through Django (``task.enqueue`` in one
+  ``atomic()``), then one worker (concurrency 10, poll interval 0.1 s) is started; the rate is
+  N / (last finish - first start), read from the rows' own timestamps (process start-up is
+  not counted). A system that has not finished after ``--timeout`` seconds is stopped and
+  rated on the rows it finished.
+- latency: with an idle worker running, 200 tasks are enqueued 20 ms apart (each its own
+  transaction); enqueue time (the row's) → claim time (the row's), p50 and p99.
+
+Each database runs in a process of its own (Django is set up once per process); this file is
+the orchestrator, ``--one-db`` the per-database run. Results: a Markdown table on stdout and
+``benchmarks/results/django-TIMESTAMP.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+SYSTEMS = ("skiplock", "tasks-db", "seed")
+DSN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
+CONCURRENCY = int(os.environ.get("BENCH_DJANGO_CONCURRENCY", "10"))
+INTERVAL = 0.1
+LATENCY_TASKS = 200
+LATENCY_GAP_S = 0.02
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+# -- one database (a process of its own) -------------------------------------------------------
+
+
+def _worker(system: str, log: Path) -> subprocess.Popen[bytes]:
+    if system == "seed":
+        args = ["seed_worker", f"--concurrency={CONCURRENCY}", f"--interval={INTERVAL}"]
+    else:
+        backend = "default" if system == "skiplock" else "tasksdb"
+        args = [
+            "concurrent_worker",
+            f"--backend={backend}",
+            f"--concurrency={CONCURRENCY}",
+            f"--interval={INTERVAL}",
+            "--no-scheduler",
+            "--verbosity=0",
+        ]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "django", *args],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+class Rows:
+    """Read a system's rows: skiplock's job table, or django-tasks-db's."""
+
+    def __init__(self, system: str) -> None:
+        self.system = system
+
+    def clear(self) -> None:
+        from django_tasks_db.models import DBTaskResult
+
+        from skiplock.contrib.django.models import Job
+
+        if self.system == "skiplock":
+            Job.objects.all()._raw_delete(Job.objects.db)
+        else:
+            DBTaskResult.objects.all().delete()
+
+    def finished(self) -> int:
+        from django_tasks_db.models import DBTaskResult
+
+        from skiplock.contrib.django.models import Job
+
+        if self.system == "skiplock":
+            return int(Job.objects.filter(state__in=["succeeded", "dead"]).count())
+        return int(DBTaskResult.objects.filter(status__in=["SUCCESSFUL", "FAILED"]).count())
+
+    def failed(self) -> int:
+        from django_tasks_db.models import DBTaskResult
+
+        from skiplock.contrib.django.models import Job
+
+        if self.system == "skiplock":
+            return int(Job.objects.filter(state="dead").count())
+        return int(DBTaskResult.objects.filter(status="FAILED").count())
+
+    def times(self) -> list[tuple[float, float | None, float | None]]:
+        """(enqueued, claimed, finished) epoch seconds of every row."""
+        from django_tasks_db.models import DBTaskResult
+
+        from skiplock.contrib.django.models import Job
+
+        def ts(value: Any) -> float | None:
+            return value.timestamp() if value is not None else None
+
+        if self.system == "skiplock":
+            rows = Job.objects.values_list("created_at", "attempted_at", "finished_at")
+        else:
+            rows = DBTaskResult.objects.values_list("enqueued_at", "started_at", "finished_at")
+        return [(ts(a) or 0.0, ts(b), ts(c)) for a, b, c in rows]
+
+
+def _task(system: str) -> Any:
+    from benchmarks.django_project.benchapp.tasks import noop
+
+    return noop if system == "skiplock" else noop.using(backend="tasksdb")
+
+
+def _drain(system: str, n: int, timeout: float, log: Path) -> dict[str, Any]:
+    from django.db import transaction
+
+    rows = Rows(system)
+    rows.clear()
+    task = _task(system)
+    started = time.perf_counter()
+    with transaction.atomic():
+        for _ in range(n):
+            task.enqueue()
+    enqueue_s = time.perf_counter() - started
+    proc = _worker(system, log)
+    deadline = time.monotonic() + timeout
+    done = 0
+    try:
+        while time.monotonic() < deadline:
+            done = rows.finished()
+            if done >= n or proc.poll() is not None:
+                break
+            time.sleep(0.2)
+    finally:
+        _stop(proc)
+    times = [t for t in rows.times() if t[1] is not None and t[2] is not None]
+    first = min(t[1] for t in times if t[1] is not None) if times else 0.0
+    last = max(t[2] for t in times if t[2] is not None) if times else 0.0
+    span = max(last - first, 1e-9)
+    return {
+        "n": n,
+        "finished": len(times),
+        "failed": rows.failed(),
+        "complete": len(times) >= n,
+        "enqueue_s": enqueue_s,
+        "drain_s": span,
+        "rate": len(times) / span if times else 0.0,
+    }
+
+
+def _latency(system: str, log: Path) -> dict[str, Any]:
+    rows = Rows(system)
+    rows.clear()
+    task = _task(system)
+    proc = _worker(system, log)
+    try:
+        task.enqueue()  # a probe: the worker is up once it has run
+        deadline = time.monotonic() + 60
+        while rows.finished() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rows.clear()
+        for _ in range(LATENCY_TASKS):
+            task.enqueue()  # autocommit: each its own transaction
+            time.sleep(LATENCY_GAP_S)  # the pacing of this workload, not a wait for an event
+        deadline = time.monotonic() + 60
+        while rows.finished() < LATENCY_TASKS and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        _stop(proc)
+    waits = [(b - a) * 1000 for a, b, _ in rows.times() if b is not None]
+    return {"n": len(waits), "p50_ms": percentile(waits, 50), "p99_ms": percentile(waits, 99)}
+
+
+def one_db(kind: str, n: int, timeout: float, systems: list[str]) -> dict[str, Any]:
+    from django.core.management import call_command
+
+    import django
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    log = Path(tempfile.mkstemp(prefix=f"django-bench-{kind}-", suffix=".log")[1])
+    out: dict[str, Any] = {"db": kind, "log": str(log), "systems": {}, "concurrency": CONCURRENCY}
+    for system in systems:
+        print(f"[{kind}] {system}: drain of {n}", file=sys.stderr, flush=True)
+        drain = _drain(system, n, timeout, log)
+        print(f"[{kind}] {system}: {drain}", file=sys.stderr, flush=True)
+        latency = _latency(system, log)
+        print(f"[{kind}] {system}: latency {latency}", file=sys.stderr, flush=True)
+        out["systems"][system] = {"drain": drain, "latency": latency}
+    return out
+
+
+# -- the orchestrator --------------------------------------------------------------------------
+
+
+def _run_db(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "benchmarks.django_project.settings"}
+    env["BENCH_DJANGO_DB"] = kind
+    schema = f"djbench_{uuid.uuid4().hex[:10]}"
+    tmp = tempfile.mkdtemp(prefix="django-bench-")
+    env["BENCH_DJANGO_SQLITE"] = os.path.join(tmp, "bench.sqlite3")
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        env["BENCH_DJANGO_SCHEMA"] = schema
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.django_bench",
+        "--one-db",
+        kind,
+        "--tasks",
+        str(args.tasks),
+        "--timeout",
+        str(args.timeout),
+        "--systems",
+        ",".join(args.systems),
+    ]
+    try:
+        done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=True)
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+    finally:
+        if kind == "postgres":
+            import psycopg
+
+            with psycopg.connect(DSN, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| Database | System | Concurrency | Drained | Drain rate (tasks/s) | vs seed | "
+        "Enqueue → start p50 / p99 (ms) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    names = {
+        "skiplock": "skiplock backend, `concurrent_worker`",
+        "tasks-db": "django-tasks-db, `concurrent_worker`",
+        "seed": "django-tasks-db, django-tasks-concurrent 0.7.3",
+    }
+    for result in results:
+        seed = result["systems"].get("seed", {}).get("drain", {}).get("rate") or 0.0
+        for system, data in result["systems"].items():
+            drain, latency = data["drain"], data["latency"]
+            ratio = f"{drain['rate'] / seed:.1f}x" if seed else "n/a"
+            drained = f"{drain['finished']:,}/{drain['n']:,}"
+            if drain["failed"]:
+                drained += f" ({drain['failed']} failed)"
+            lines.append(
+                f"| {result['db']} | {names[system]} | {result['concurrency']} | {drained} | "
+                f"{drain['rate']:,.0f} | "
+                f"{ratio} | {latency['p50_ms']:.0f} / {latency['p99_ms']:.0f} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--timeout", type=float, default=180.0, help="per drain, seconds")
+    parser.add_argument("--dbs", default="postgres,sqlite")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help="every worker's")
+    parser.add_argument("--one-db", choices=("postgres", "sqlite"))
+    args = parser.parse_args()
+    args.systems = [s for s in args.systems.split(",") if s]
+    unknown = set(args.systems) - set(SYSTEMS)
+    if unknown or args.tasks < 1:
+        parser.error(f"--systems: one of {SYSTEMS}; --tasks >= 1 (got {unknown or args.tasks})")
+    os.environ["BENCH_DJANGO_CONCURRENCY"] = str(args.concurrency)
+    if args.one_db:
+        json.dump(one_db(args.one_db, args.tasks, args.timeout, args.systems), sys.stdout)
+        return
+    results = [_run_db(kind, args) for kind in args.dbs.split(",") if kind]
+    for result in results:
+        result["concurrency"] = args.concurrency
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (RESULTS / f"django-{stamp}.json").write_text(json.dumps(results, indent=2))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""Faults a test injects into a worker process it spawns (``SKIPLOCK_DJANGO_FAULTS``), to see
+what the worker does when a part of it dies. Never used outside the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def install(names: str) -> None:
+    for name in names.split(","):
+        FAULTS[name]()
+
+
+def _scheduler_dies() -> None:
+    """The scheduler's second round raises: the worker must stop and exit non-zero."""
+    from skiplock._scheduler import Scheduler
+
+    original = Scheduler.tick
+    calls = {"n": 0}
+
+    async def tick(self: Any, now: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] >= 2:
+            raise RuntimeError("injected fault: the scheduler died")
+        return await original(self, now)
+
+    Scheduler.tick = tick  # type: ignore[method-assign]
+
+
+FAULTS = {"scheduler-dies": _scheduler_dies}
