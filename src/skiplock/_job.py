@@ -120,6 +120,9 @@ class Completion:
     """A progress record the job reported after the last heartbeat (None: none)."""
     run_s: float | None = None
     """How long the attempt ran, by its worker's monotonic clock (None: it never started)."""
+    queue: str = ""
+    task: str = ""
+    """The job's queue and task, for the worker's own counters (never written)."""
 
 
 class SlotOutcome(enum.StrEnum):

@@ -14,7 +14,7 @@ import click
 
 from .._app import App
 from .._config import WorkerConfig
-from .._worker.supervisor import report_ready, supervise
+from .._worker.supervisor import process_ports, report_ready, supervise
 from .._worker.worker import Worker
 from .options import build_config, worker_config_options
 from .support import (
@@ -78,6 +78,7 @@ def worker(
         sys.exit(supervise(sys.argv[1:], processes))
     app = load_app(app_spec)
     warn_unknown_queues(app, config.queues)
+    config = process_ports(config)  # a supervised child's ports: the options' + its index
     run_worker(app, config, burst=burst, loop=loop_name)
 
 

@@ -134,9 +134,13 @@ class Producer(Service):
         self.wake.clear()
         if self.completer.idle:  # every outcome so far is in the table: this claim sees it
             self._requeues_claimed = self.runner.requeues
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
         jobs = await self._claim_all(limit)
+        now = loop.time()
+        self.runner.meter.claim(len(jobs), now - asked)
         if jobs:
-            self.last_claim_at = asyncio.get_running_loop().time()
+            self.last_claim_at = now
         self.runner.take(jobs)
         self.leases.rearm()
         self.signals.claimed.fire([job.id for job in jobs])

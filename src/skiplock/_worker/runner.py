@@ -23,6 +23,7 @@ from .breaker import Breakers
 from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
+from .meter import Meter
 from .pool import JobPool
 from .progress import ProgressBoard
 from .service import Service
@@ -49,8 +50,10 @@ class Runner(Service):
         completer: Completer,
         breakers: Breakers,
         signals: WorkerSignals,
+        meter: Meter | None = None,
     ) -> None:
         super().__init__()
+        self.meter = meter or Meter()
         self.app = app
         self.config = config
         self.completer = completer
@@ -129,6 +132,7 @@ class Runner(Service):
             assert self._tg is not None and self._pool is not None
             task = self._tg.create_task(self._run(job, self._pool), name=f"skiplock-job-{job.id}")
             self.running[job.id] = (task, job)
+            self.meter.start(job.queue, job.task)
             self.signals.started.fire(job.id)
 
     def cancel_requested(self, job_id: int) -> None:
@@ -197,6 +201,8 @@ class Runner(Service):
                 decision.result_json,
                 self.progress.pop(job.id),
                 duration,
+                job.queue,
+                job.task,
             )
         )
         self.processed += 1
@@ -245,7 +251,14 @@ class Runner(Service):
         while self.ready:
             job = self.ready.popleft()
             self.completer.put(
-                Completion(job.id, job.lease_token, Disposition.RELEASE, lease_s=job.lease_s)
+                Completion(
+                    job.id,
+                    job.lease_token,
+                    Disposition.RELEASE,
+                    lease_s=job.lease_s,
+                    queue=job.queue,
+                    task=job.task,
+                )
             )
 
 

@@ -16,6 +16,7 @@ from .._backends import Backend
 from .._backends.base import JobPruneParams
 from .._config import WorkerConfig
 from ..errors import BackendUnavailable
+from .meter import Meter
 from .outage import Outage, retry_delay
 from .runner import Runner
 from .service import Service
@@ -76,8 +77,10 @@ class Rescuer(Service):
         config: WorkerConfig,
         signals: WorkerSignals,
         outage: Outage | None = None,
+        meter: Meter | None = None,
     ) -> None:
         super().__init__()
+        self.meter = meter or Meter()
         self.backend = backend
         self.interval_s = config.maintenance_interval_s
         self.signals = signals
@@ -93,6 +96,7 @@ class Rescuer(Service):
                 self.outage.failed(self.name, exc)
                 continue
             self.outage.answered()
+            self.meter.reclaim(len(reclaimed))
             if reclaimed:
                 log.warning(
                     "reclaimed %d jobs whose lease expired: %s", len(reclaimed), reclaimed[:20]
