@@ -2,7 +2,7 @@
 
 ``worker`` (with ``migrate``) runs jobs, ``cron`` (with ``scheduler``) shows and runs cron
 schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs, and
-``stats`` tells whether the queues keep up.
+``stats`` and ``health`` tell whether the queues keep up.
 Every command reports failures the same way (``support.CliError``: one line, exit 1 or 2).
 """
 
@@ -12,6 +12,7 @@ import click
 
 from .cron import cron, scheduler_command
 from .dead import dead
+from .health import health
 from .job import job
 from .queue import queue
 from .stats import stats_command
@@ -27,5 +28,16 @@ def main() -> None:
     """skiplock: durable background jobs in your own PostgreSQL or SQLite database."""
 
 
-for _command in (migrate, worker, scheduler_command, cron, queue, task, job, dead, stats_command):
+for _command in (
+    migrate,
+    worker,
+    scheduler_command,
+    cron,
+    queue,
+    task,
+    job,
+    dead,
+    stats_command,
+    health,
+):
     main.add_command(_command)
