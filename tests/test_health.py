@@ -4,6 +4,7 @@ process stopped with SIGSTOP while ready work waits (unhealthy) and resumed with
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import signal
@@ -97,3 +98,26 @@ async def test_health_flips_while_the_only_worker_is_stopped(cli: Cli, app: skip
         os.kill(proc.pid, signal.SIGCONT)
     until(healthy, "healthy again after SIGCONT")
     cli.wait_for_line(f"1 {handle.id} {proc.pid}")  # the resumed worker ran it
+
+
+@pytest.mark.slow
+async def test_the_reclaim_rate_rises_after_a_killed_workers_leases_expire(
+    cli: Cli, app: skiplock.App
+) -> None:
+    before = (await app.stats(window_s=60)).total
+    assert (before.reclaims, before.reclaim_rate_per_min) == (0, 0.0)
+    handle = await cli_app.sleepy.aenqueue(1, 60)
+    lease = ("--default-lease", "1", "--lease-margin", "0")
+    first = cli.start(*lease)
+    cli.wait_for_line("start 1")
+    os.kill(first.pid, signal.SIGKILL)  # its 1 s lease now expires unrenewed
+    first.wait()
+    cli.start("--maintenance-interval", "0.3", *lease)
+    until_async = time.monotonic() + 30
+    while (await app.stats(window_s=60)).total.reclaims == 0:
+        assert time.monotonic() < until_async, "the lease was never reclaimed"
+        await asyncio.sleep(0.1)
+    after = await app.stats(window_s=60)
+    assert after.total.reclaims == 1 and after.total.reclaim_rate_per_min == 1.0
+    assert after.queue("default") is not None and after.task("sleepy") is not None
+    assert (await app.get_job(handle.id)).attempt >= 1
