@@ -66,6 +66,8 @@ class NewJob:
     """``return`` the live job holding the key, or ``raise`` DuplicateJob."""
     unique_succeeded: bool = False
     """The key stays taken after the job succeeds (``unique_while="live_or_succeeded"``)."""
+    trace_context: str | None = None
+    """The enqueuing span's W3C trace context as JSON (the otel extra sets it), or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,9 @@ class ClaimedJob:
     lease_expires_at: datetime
     lease_s: float = 0.0
     """How long each lease (and each heartbeat's extension) lasts."""
+    correlation_id: str | None = None
+    trace_context: str | None = None
+    """The enqueuing span's W3C trace context (JSON), for the run's span; None: untraced."""
 
 
 class Disposition(enum.StrEnum):

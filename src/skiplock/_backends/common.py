@@ -132,6 +132,8 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
             created_at=to_time(r["created_at"]),
             lease_expires_at=to_time(r["lease_expires_at"]),
             lease_s=r["lease_s"],
+            correlation_id=r["correlation_id"],
+            trace_context=r["trace_context"],
         )
         for r in rows
     ]

@@ -260,6 +260,7 @@ class PostgresBackend:
                     j.timeout,
                     j.correlation_id,
                     j.lease_s,
+                    j.trace_context,
                 )
                 for job_id, j in zip(ids, jobs, strict=True)
             ]

@@ -48,6 +48,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         [j.lease_s for j in jobs],
         [j.unique_key for j in jobs],
         [j.unique_succeeded for j in jobs],
+        [j.trace_context for j in jobs],
     ]
 
 

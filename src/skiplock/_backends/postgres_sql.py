@@ -159,6 +159,15 @@ CREATE TABLE {s}.skiplock_workers (
 );
 """,
     ),
+    (
+        8,
+        "trace context",
+        """
+-- The W3C trace context (JSON: traceparent, tracestate) of the span that enqueued the job,
+-- so its run's span joins the same trace (the otel extra); NULL when tracing is off.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN trace_context text;
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -217,10 +226,10 @@ JOB_INSERT_MANY = (
 WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
-                         $14::text[], $15::bool[])
+                         $14::text[], $15::bool[], $16::text[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
-                              unique_succeeded, ord)
+                              unique_succeeded, trace_context, ord)
 ), full_ AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
@@ -228,11 +237,12 @@ WITH batch AS (
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-         lease_s, unique_key, unique_succeeded)
+         lease_s, unique_key, unique_succeeded, trace_context)
     SELECT u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
-           u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded
+           u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
+           u.trace_context
     FROM batch u
     WHERE NOT EXISTS (SELECT 1 FROM full_)
     ORDER BY u.ord
@@ -280,6 +290,7 @@ SELECT array(SELECT name FROM full_) AS full,
 
 COPY_COLUMNS = (
     "id task queue args kwargs priority max_attempts run_at timeout correlation_id lease_s"
+    " trace_context"
 )
 """The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults)."""
 
@@ -305,7 +316,8 @@ SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM no
 WHERE j.id = ANY(ARRAY(SELECT id FROM c))
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
-          coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s
+          coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s, j.correlation_id,
+          j.trace_context
 """
 """What both claims do with the ids their CTE ``c`` picked at the time in ``now_``: running,
 attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6."""
