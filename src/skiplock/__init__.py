@@ -12,6 +12,7 @@ from ._job import (
     TaskPause,
     current_job,
 )
+from ._logging import JsonFormatter, configure_logging
 from ._outcomes import Cancel, JobControl, Retry, Snooze
 from ._stats import Stats, StatsGroup, WorkerInfo
 from ._task import JobHandle, Task
@@ -53,6 +54,7 @@ __all__ = [
     "JobOutcome",
     "JobRecord",
     "JobState",
+    "JsonFormatter",
     "PayloadError",
     "PayloadTooLarge",
     "QueueFull",
@@ -70,5 +72,6 @@ __all__ = [
     "Worker",
     "WorkerConfig",
     "WorkerInfo",
+    "configure_logging",
     "current_job",
 ]

@@ -64,7 +64,13 @@ def migrate(app_spec: str, url: str | None) -> None:
 @click.option("--burst", is_flag=True, help="Exit once no job is ready to run.")
 @log_level_option
 def worker(
-    app_spec: str, processes: int, loop_name: str, burst: bool, log_level: str, **fields: Any
+    app_spec: str,
+    processes: int,
+    loop_name: str,
+    burst: bool,
+    log_level: str,
+    log_format: str,
+    **fields: Any,
 ) -> None:
     """Run APP's jobs (APP is MODULE:ATTRIBUTE, e.g. myapp.tasks:app).
 
@@ -72,7 +78,7 @@ def worker(
     # Until the event loop takes signals over, a stop request means "exit before claiming".
     signal.signal(signal.SIGTERM, exit_before_start)
     signal.signal(signal.SIGINT, exit_before_start)
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     config = build_config(fields)  # bad values fail once, here, not in every child
     if processes > 1:
         sys.exit(supervise(sys.argv[1:], processes))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
 from .._outcomes import Cancel
+from . import events
 from .breaker import Breakers
 from .classify import Decision, error_record
 from .completer import Completer
@@ -133,6 +134,7 @@ class Runner(Service):
             task = self._tg.create_task(self._run(job, self._pool), name=f"skiplock-job-{job.id}")
             self.running[job.id] = (task, job)
             self.meter.start(job.queue, job.task)
+            events.started(job, self.config.name)
             self.signals.started.fire(job.id)
 
     def cancel_requested(self, job_id: int) -> None:
@@ -210,7 +212,7 @@ class Runner(Service):
             self.requeues += 1
         if decision.disposition in FAILURES:
             self.breakers.count_failure(job.task)
-        _log_outcome(job, decision, duration)
+        events.ended(job, decision, duration, self.config.name)
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -260,22 +262,3 @@ class Runner(Service):
                     task=job.task,
                 )
             )
-
-
-def _log_outcome(job: ClaimedJob, decision: Decision, duration: float) -> None:
-    level = logging.INFO if decision.error is None else logging.WARNING
-    if not log.isEnabledFor(level):
-        return
-    reason = f" error={decision.error['message']!r}" if decision.error else ""
-    log.log(
-        level,
-        "job=%d task=%s queue=%s attempt=%d/%d duration=%.3fs outcome=%s%s",
-        job.id,
-        job.task,
-        job.queue,
-        job.attempt,
-        job.max_attempts,
-        duration,
-        decision.outcome,
-        reason,
-    )

@@ -13,9 +13,11 @@ import logging
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.base import JobPruneParams
+from .._backends.base import JobListParams, JobPruneParams
 from .._config import WorkerConfig
+from .._job import JobFilter
 from ..errors import BackendUnavailable
+from . import events
 from .meter import Meter
 from .outage import Outage, retry_delay
 from .runner import Runner
@@ -24,6 +26,8 @@ from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")
 
+REPORT_MAX = 1000
+"""Reclaimed jobs logged one event each per sweep (a sweep reclaims at most 1,000)."""
 PRUNE_BATCH = 1000
 PRUNE_MAX_BATCHES = 100
 CANCEL_POLL_S = 1.0
@@ -82,6 +86,7 @@ class Rescuer(Service):
         super().__init__()
         self.meter = meter or Meter()
         self.backend = backend
+        self.worker = config.name
         self.interval_s = config.maintenance_interval_s
         self.signals = signals
         self.outage = outage or Outage()
@@ -98,10 +103,23 @@ class Rescuer(Service):
             self.outage.answered()
             self.meter.reclaim(len(reclaimed))
             if reclaimed:
-                log.warning(
-                    "reclaimed %d jobs whose lease expired: %s", len(reclaimed), reclaimed[:20]
-                )
+                await self.report(reclaimed)
             self.signals.reclaimed.fire(list(reclaimed))
+
+    async def report(self, reclaimed: list[int]) -> None:
+        """One event per reclaimed job, with its task, queue and the worker that lost it (one
+        read, only when something was reclaimed); a count if that read fails."""
+        if not events.log.isEnabledFor(logging.WARNING):
+            return
+        where = JobFilter(ids=tuple(reclaimed[:REPORT_MAX]), limit=REPORT_MAX)
+        try:
+            records = await self.backend.job_list(JobListParams(where))
+        except BackendUnavailable:
+            records = []
+        for record in sorted(records, key=lambda r: r.id):
+            events.reclaimed(record, self.worker)
+        if len(records) < len(reclaimed):
+            log.warning("reclaimed %d jobs whose lease expired: %s", len(reclaimed), reclaimed[:20])
 
 
 class Canceller(Service):
