@@ -31,6 +31,7 @@ from ._schedule import (
     build_schedule,
 )
 from ._task import JobHandle, Task
+from ._tracing import Tracing
 from ._url import mask_in, mask_url
 from .errors import (
     BackendUnavailable,
@@ -68,6 +69,10 @@ async def _unless_set(stopping: asyncio.Event | None, work: Coroutine[Any, Any, 
         return False
     task.result()  # raises what the work raised
     return True
+
+
+def _ignore_ids(_ids: Sequence[int]) -> None:
+    """What an untraced enqueue does with the ids it inserted."""
 
 
 class App(AppControl, AppResults, AppObserve):
@@ -110,6 +115,8 @@ class App(AppControl, AppResults, AppObserve):
         )
         self._wakers: set[Callable[[str], None]] = set()
         self._waiters = weakref.WeakKeyDictionary()
+        self.tracing: Tracing | None = None
+        """Span hooks (``skiplock.otel.instrument(app)``); None: untraced, free."""
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
 
@@ -380,10 +387,12 @@ class App(AppControl, AppResults, AppObserve):
         if self.eager:
             return await run_eager(self, batch)
         backend = await self.backend()
-        if _sqlalchemy.is_sqlalchemy(connection):
-            ids = await _sqlalchemy.insert_many(backend, batch, connection)
-        else:
-            ids = await backend.job_insert_many(JobInsertManyParams(batch, connection))
+        with self._traced(batch) as inserted:
+            if _sqlalchemy.is_sqlalchemy(connection):
+                ids = await _sqlalchemy.insert_many(backend, batch, connection)
+            else:
+                ids = await backend.job_insert_many(JobInsertManyParams(batch, connection))
+            inserted(ids)
         if connection is None:
             self._wake_local(batch)
         return self._handles(batch, ids)
@@ -400,8 +409,19 @@ class App(AppControl, AppResults, AppObserve):
             connection = _sqlalchemy.driver_connection_sync(connection)
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
             raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
-        ids = self.new_backend().job_insert_many_sync(JobInsertManyParams(batch, connection))
+        with self._traced(batch) as inserted:
+            params = JobInsertManyParams(batch, connection)
+            ids = self.new_backend().job_insert_many_sync(params)
+            inserted(ids)
         return self._handles(batch, ids)  # woken at commit, not here (see enqueue_many)
+
+    def _traced(
+        self, batch: Sequence[NewJob]
+    ) -> contextlib.AbstractContextManager[Callable[[Sequence[int]], None]]:
+        """The enqueue's span if the app is traced (its context stored on each job)."""
+        if self.tracing is None or not batch:
+            return contextlib.nullcontext(_ignore_ids)
+        return self.tracing.enqueue(batch)
 
     def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:
         return [JobHandle(i, j.task, j.queue, self) for i, j in zip(ids, batch, strict=True)]

@@ -168,7 +168,10 @@ class Runner(Service):
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            decision = await execute(self.app, job, pool, self.progress.put)
+            if self.app.tracing is None:
+                decision = await execute(self.app, job, pool, self.progress.put)
+            else:
+                decision = await self._traced(job, pool)
         except asyncio.CancelledError:
             self._record(job, self._cancelled(job), loop.time() - started)
             raise
@@ -182,6 +185,14 @@ class Runner(Service):
         mean = self.mean_duration
         self.mean_duration = duration if mean is None else mean + 0.1 * (duration - mean)
         self._record(job, decision, duration)
+
+    async def _traced(self, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
+        """``execute`` inside the attempt's span (current while the task runs)."""
+        assert self.app.tracing is not None
+        with self.app.tracing.run(job, self.config.name) as ended:
+            decision = await execute(self.app, job, pool, self.progress.put)
+            ended(decision)
+        return decision
 
     def _cancelled(self, job: ClaimedJob) -> Decision:
         """A cancel a person asked for is final; any other (shutdown) releases the job."""
