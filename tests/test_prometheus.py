@@ -114,8 +114,8 @@ def test_labels_stay_bounded() -> None:
     meter = Meter()
     for n in range(MAX_SERIES + 50):
         meter.start("q", f"task-{n}")
-    assert len(meter.started) == MAX_SERIES + 1  # the first MAX_SERIES pairs, then "other"
-    assert meter.started[("other", "other")] == 50
+    assert len(meter.series) == MAX_SERIES + 1  # the first MAX_SERIES pairs, then "other"
+    assert meter.series[("other", "other")].started == 50
 
 
 def beat(worker_id: str) -> WorkerBeatParams:

@@ -45,7 +45,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 from ._stats import StatsGroup
 from ._worker.gauges import DEFAULT_REFRESH_S, DEFAULT_WINDOW_S, GaugeCache, live_workers
-from ._worker.meter import MAX_SERIES, Histogram, Meter
+from ._worker.meter import MAX_SERIES, OUTCOMES, Histogram, Meter
 
 if TYPE_CHECKING:
     from ._app import App
@@ -89,8 +89,9 @@ def worker_metrics(meter: Meter) -> Iterator[Metric]:
     started = CounterMetricFamily(
         "skiplock_jobs_started", "Jobs this worker started.", labels=["queue", "task"]
     )
-    for (queue, task), n in list(meter.started.items()):
-        started.add_metric([queue, task], n)
+    series = list(meter.series.items())
+    for (queue, task), one in series:
+        started.add_metric([queue, task], one.started)
     yield started
     finished = CounterMetricFamily(
         "skiplock_jobs",
@@ -98,16 +99,19 @@ def worker_metrics(meter: Meter) -> Iterator[Metric]:
         "cancelled, dead).",
         labels=["queue", "task", "outcome"],
     )
-    for (queue, task, outcome), n in list(meter.finished.items()):
-        finished.add_metric([queue, task, outcome], n)
+    for (queue, task), one in series:
+        for disposition, n in list(one.outcomes.items()):
+            if n:
+                finished.add_metric([queue, task, OUTCOMES[disposition]], n)
     yield finished
     run = HistogramMetricFamily(
         "skiplock_job_run_seconds",
         "How long attempts ran on this worker.",
         labels=["queue", "task"],
     )
-    for (queue, task), histogram in list(meter.run_s.items()):
-        run.add_metric([queue, task], histogram.cumulative(), histogram.sum)
+    for (queue, task), one in series:
+        if one.run_s.sum or any(one.run_s.counts):
+            run.add_metric([queue, task], one.run_s.cumulative(), one.run_s.sum)
     yield run
     yield _histogram("skiplock_claim_batch_size", "Jobs per claim.", meter.claim_batch)
     yield _histogram(

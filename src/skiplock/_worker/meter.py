@@ -11,7 +11,6 @@ Label sets are bounded: past ``MAX_SERIES`` distinct (queue, task) pairs, new on
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -64,27 +63,32 @@ class Histogram:
         return out
 
 
+@dataclass(slots=True)
+class Series:
+    """One (queue, task) pair's outcomes and run durations on this worker."""
+
+    started: int = 0
+    outcomes: dict[Disposition, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    run_s: Histogram = field(default_factory=lambda: Histogram(RUN_BUCKETS))
+
+
 class Meter:
     """One worker's counters. Read by an exporter on another thread: each read copies."""
 
     def __init__(self) -> None:
-        self.started: dict[tuple[str, str], int] = defaultdict(int)
-        self.finished: dict[tuple[str, str, str], int] = defaultdict(int)
-        self.run_s: dict[tuple[str, str], Histogram] = {}
+        self.series: dict[tuple[str, str], Series] = {}
         self.claim_batch = Histogram(BATCH_BUCKETS)
         self.claim_round_trip_s = Histogram(ROUND_TRIP_BUCKETS)
         self.completer_lag_s = Histogram(ROUND_TRIP_BUCKETS)
         self.reclaimed = 0
-        self._series: set[tuple[str, str]] = set()
 
-    def _labels(self, queue: str, task: str) -> tuple[str, str]:
-        key = (queue, task)
-        if key in self._series:
-            return key
-        if len(self._series) >= MAX_SERIES:
-            return OTHER
-        self._series.add(key)
-        return key
+    def _series(self, queue: str, task: str) -> Series:
+        """The pair's series, created on first sight (past MAX_SERIES: the "other" one)."""
+        series = self.series.get((queue, task))
+        if series is None:
+            key = (queue, task) if len(self.series) < MAX_SERIES else OTHER
+            series = self.series.setdefault(key, Series())
+        return series
 
     def claim(self, jobs: int, round_trip_s: float) -> None:
         """One claim that returned ``jobs`` jobs in ``round_trip_s`` seconds."""
@@ -92,19 +96,20 @@ class Meter:
         self.claim_round_trip_s.observe(round_trip_s)
 
     def start(self, queue: str, task: str) -> None:
-        self.started[self._labels(queue, task)] += 1
+        (self.series.get((queue, task)) or self._series(queue, task)).started += 1
 
     def written(self, batch: Iterable[Completion], lag_s: float) -> None:
-        """A batch of outcomes the completer wrote, its oldest having waited ``lag_s``."""
+        """A batch of outcomes the completer wrote, its oldest having waited ``lag_s``: one
+        dict lookup a job, its histogram's bucket found by bisection."""
         self.completer_lag_s.observe(lag_s)
+        known, find = self.series, bisect.bisect_left
         for c in batch:
-            labels = self._labels(c.queue, c.task)
-            self.finished[(*labels, OUTCOMES[c.disposition])] += 1
-            if c.run_s is not None:
-                histogram = self.run_s.get(labels)
-                if histogram is None:
-                    histogram = self.run_s[labels] = Histogram(RUN_BUCKETS)
-                histogram.observe(c.run_s)
+            series = known.get((c.queue, c.task)) or self._series(c.queue, c.task)
+            series.outcomes[c.disposition] += 1
+            if c.run_s is not None:  # Histogram.observe, inlined: this loop runs per job
+                run = series.run_s
+                run.counts[find(run.buckets, c.run_s)] += 1
+                run.sum += c.run_s
 
     def reclaim(self, jobs: int) -> None:
         """Expired leases this worker's sweep returned to pending (anyone's)."""
