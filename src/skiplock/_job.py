@@ -70,9 +70,12 @@ class NewJob:
     """The enqueuing span's W3C trace context as JSON (the otel extra sets it), or None."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ClaimedJob:
-    """A job a worker holds: what the executor needs, and the token that fences its writes."""
+    """A job a worker holds: what the executor needs, and the token that fences its writes.
+
+    Not frozen, as NewJob: a worker builds one per job, and a frozen dataclass sets each field
+    through ``object.__setattr__`` (2.4 us a job here, measured); nothing changes one."""
 
     id: int
     task: str
@@ -107,9 +110,11 @@ class Disposition(enum.StrEnum):
     DEAD = "dead"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Completion:
-    """One outcome to write, applied only if the row is still running under ``lease_token``."""
+    """One outcome to write, applied only if the row is still running under ``lease_token``.
+
+    Not frozen, for the same reason as ClaimedJob (one a job; 1.6 us frozen, measured)."""
 
     job_id: int
     lease_token: str

@@ -68,9 +68,9 @@ class Producer(Service):
         self._claims = itertools.count(1)
         self._failures = 0
         self._requeues_claimed = 0
+        """How many requeues were written before a claim began, so that claim could see them."""
         self.last_claim_at: float | None = None
         """The loop time of the last claim that took a job (the worker registry reports it)."""
-        """How many requeues were written before a claim began, so that claim could see them."""
         self._limited: list[str] = []
         self._limited_at = float("-inf")
 
