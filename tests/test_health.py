@@ -112,7 +112,7 @@ async def test_the_reclaim_rate_rises_after_a_killed_workers_leases_expire(
     cli.wait_for_line("start 1")
     os.kill(first.pid, signal.SIGKILL)  # its 1 s lease now expires unrenewed
     first.wait()
-    cli.start("--maintenance-interval", "0.3", *lease)
+    cli.start("--maintenance-interval", "0.3")
     until_async = time.monotonic() + 30
     while (await app.stats(window_s=60)).total.reclaims == 0:
         assert time.monotonic() < until_async, "the lease was never reclaimed"

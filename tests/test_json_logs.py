@@ -65,9 +65,7 @@ async def test_a_workers_json_log_has_each_event_and_no_payload(
         await flaky.result(timeout=30)
     os.kill(first.pid, signal.SIGKILL)  # sleepy's lease now expires unrenewed
     first.wait()
-    second = cli.start(
-        *json_args, *lease, "--maintenance-interval", "0.3", "--shutdown-timeout", "0"
-    )
+    second = cli.start(*json_args, "--maintenance-interval", "0.3", "--shutdown-timeout", "0")
     until(lambda: '"event": "reclaimed"' in cli.output(1), "a reclaim event")
     second.send_signal(signal.SIGTERM)
     second.wait(timeout=30)
@@ -83,8 +81,9 @@ async def test_a_workers_json_log_has_each_event_and_no_payload(
     assert retry["error_type"] == "builtins.ValueError" and retry["retry_in_s"] >= 0
     (dead,) = [r for r in events(records, "dead") if r["job_id"] == flaky.id]
     assert (dead["attempt"], dead["max_attempts"], dead["level"]) == (2, 2, "error")
-    (lost,) = events(records, "reclaimed")
-    assert lost["job_id"] == held.id and lost["lost_by"].endswith(str(first.pid))
+    lost = [r for r in events(records, "reclaimed") if r["job_id"] == held.id]
+    assert lost and lost[0]["lost_by"].endswith(str(first.pid))  # the killed worker
+    assert lost[0]["worker"].endswith(str(second.pid)) and lost[0]["attempt"] == 1
     for record in records:
         assert {"ts", "level", "logger", "message"} <= record.keys()
 

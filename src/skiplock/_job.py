@@ -135,6 +135,22 @@ class Completion:
     """The job's queue and task, for the worker's own counters (never written)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ReclaimedJob:
+    """A job the lease sweep just took back, as it now stands (for its log event)."""
+
+    id: int
+    task: str
+    queue: str
+    state: JobState
+    """pending again, dead (attempts spent) or cancelled (a person asked)."""
+    attempt: int
+    max_attempts: int
+    correlation_id: str | None
+    lost_by: str | None
+    """The worker whose lease expired."""
+
+
 class SlotOutcome(enum.StrEnum):
     """What claiming one cron slot did."""
 

@@ -24,6 +24,7 @@ No argument, result or error text ever becomes a label.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -273,7 +274,7 @@ def metrics_app(
                 return
             cache.stats = await app.stats(window_s=window_s)
             cache.workers = live_workers(await app.workers(), 3 * refresh_s + 10)
-            cache.read_at = asyncio.get_running_loop().time()
+            cache.read_at = time.monotonic()
 
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -23,6 +23,7 @@ from .._job import (
     JobState,
     NewJob,
     QueueInfo,
+    ReclaimedJob,
     SlotOutcome,
     TaskPause,
 )
@@ -305,8 +306,9 @@ class Backend(Protocol):
         so the first jobs do not pay for connecting and planning."""
         ...
 
-    async def job_reclaim_expired(self) -> list[int]:
-        """Return running rows whose lease expired to pending (dead if attempts are spent)."""
+    async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
+        """Return running rows whose lease expired to pending (dead if attempts are spent);
+        their ids, and with ``into``, each row's details appended to it (for log events)."""
         ...
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:

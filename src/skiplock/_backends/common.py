@@ -12,7 +12,15 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
-from .._job import ClaimedJob, JobFilter, JobOutcome, JobRecord, JobState, NewJob
+from .._job import (
+    ClaimedJob,
+    JobFilter,
+    JobOutcome,
+    JobRecord,
+    JobState,
+    NewJob,
+    ReclaimedJob,
+)
 from .._stats import WorkerInfo
 from ..errors import DuplicateJob
 
@@ -306,6 +314,23 @@ class _Reader:
         except (OverflowError, ValueError, OSError):
             self.problems.append(f"{name}: {seconds} s is beyond the datetime range")
             return FAR_PAST if seconds < 0 else FAR_FUTURE
+
+
+def reclaimed_jobs(rows: Iterable[Row]) -> list[ReclaimedJob]:
+    """JOB_RECLAIM_EXPIRED's rows, for the reclaim's log events."""
+    return [
+        ReclaimedJob(
+            id=r["id"],
+            task=r["task"],
+            queue=r["queue"],
+            state=JobState(r["state"]),
+            attempt=r["attempt"],
+            max_attempts=r["max_attempts"],
+            correlation_id=r["correlation_id"],
+            lost_by=r["locked_by"],
+        )
+        for r in rows
+    ]
 
 
 # -- the worker registry -------------------------------------------------------------------

@@ -27,6 +27,7 @@ from .._job import (
     JobState,
     NewJob,
     QueueInfo,
+    ReclaimedJob,
     SlotOutcome,
     TaskPause,
 )
@@ -54,7 +55,7 @@ from .base import (
     TaskPauseParams,
     WorkerBeatParams,
 )
-from .common import job_outcomes, job_record, state_counts, worker_info
+from .common import job_outcomes, job_record, reclaimed_jobs, state_counts, worker_info
 from .postgres_errors import connecting
 from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
@@ -397,11 +398,13 @@ class PostgresBackend:
             )
         return int(status.split()[-1])
 
-    async def job_reclaim_expired(self) -> list[int]:
+    async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         with _wrapped("job_reclaim_expired"):
             rows = await self.pool.fetch(
                 self._sql.JOB_RECLAIM_EXPIRED, self._now(), MAX_ERRORS_KEPT
             )
+        if into is not None:
+            into += reclaimed_jobs(rows)
         return [r["id"] for r in rows]
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:

@@ -473,7 +473,8 @@ SELECT pg_notify($2, queue) FROM r
 
 JOB_RECLAIM_EXPIRED = """
 -- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
--- person asked to cancel them, whose worker is gone), noting why.
+-- person asked to cancel them, whose worker is gone), noting why; each row as it now stands,
+-- locked_by still the worker that lost it (for the reclaim's log event).
 -- SKIP LOCKED: concurrent reclaimers split the rows instead of acting on one twice.
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 x AS MATERIALIZED (
@@ -497,7 +498,8 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                                || ' stopped heartbeating)',
                     'traceback', NULL))
 FROM x WHERE j.id = x.id
-RETURNING j.id
+RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
+          j.locked_by
 """
 
 JOB_HEARTBEAT_MANY = """

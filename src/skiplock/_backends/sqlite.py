@@ -29,6 +29,7 @@ from .._job import (
     JobRecord,
     JobState,
     QueueInfo,
+    ReclaimedJob,
     SlotOutcome,
     TaskPause,
 )
@@ -56,7 +57,7 @@ from .base import (
     TaskPauseParams,
     WorkerBeatParams,
 )
-from .common import job_outcomes, state_counts, worker_info
+from .common import job_outcomes, reclaimed_jobs, state_counts, worker_info
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -302,13 +303,16 @@ class SQLiteBackend:
 
         return await self._run("job_prune", prune)
 
-    async def job_reclaim_expired(self) -> list[int]:
-        def reclaim(conn: sqlite3.Connection) -> list[int]:
+    async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
+        def reclaim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
                 args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT}
-                return [r[0] for r in conn.execute(sql.JOB_RECLAIM_EXPIRED, args).fetchall()]
+                return conn.execute(sql.JOB_RECLAIM_EXPIRED, args).fetchall()
 
-        return await self._run("job_reclaim_expired", reclaim)
+        rows = await self._run("job_reclaim_expired", reclaim)
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:

@@ -412,7 +412,7 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
                     'traceback', NULL))
 WHERE id IN (SELECT id FROM skiplock_jobs
              WHERE state = 'running' AND lease_expires_at < :now LIMIT 1000)
-RETURNING id
+RETURNING id, task, queue, state, attempt, max_attempts, correlation_id, locked_by
 """
 
 JOB_HEARTBEAT_MANY = """

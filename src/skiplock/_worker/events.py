@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from .._job import ClaimedJob, Disposition, JobRecord
+from .._job import ClaimedJob, Disposition, ReclaimedJob
 from .classify import Decision
 
 log = logging.getLogger("skiplock.jobs")
@@ -79,8 +79,8 @@ def ended(job: ClaimedJob, decision: Decision, duration_s: float, worker: str) -
     )
 
 
-def reclaimed(job: JobRecord, worker: str) -> None:
-    """A job whose lease expired (its worker, ``locked_by``, stopped heartbeating)."""
+def reclaimed(job: ReclaimedJob, worker: str) -> None:
+    """A job whose lease expired (its worker, ``lost_by``, stopped heartbeating)."""
     if not log.isEnabledFor(logging.WARNING):
         return
     fields = {
@@ -92,13 +92,13 @@ def reclaimed(job: JobRecord, worker: str) -> None:
         "max_attempts": job.max_attempts,
         "worker": worker,
         "correlation_id": job.correlation_id,
-        "lost_by": job.locked_by,
+        "lost_by": job.lost_by,
     }
     log.warning(
         "job %d reclaimed: its lease expired (worker %s stopped heartbeating); now %s: "
         "task=%s queue=%s attempt=%d/%d",
         job.id,
-        job.locked_by,
+        job.lost_by,
         job.state.value,
         job.task,
         job.queue,

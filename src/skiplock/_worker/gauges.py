@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from .._stats import Stats, WorkerInfo
@@ -40,12 +41,12 @@ class GaugeCache:
         self.workers: list[WorkerInfo] = []
         self.leader = False
         self.read_at: float | None = None
-        """Loop time of the last reading (None: never)."""
+        """``time.monotonic()`` of the last reading (None: never)."""
 
     def age_s(self) -> float | None:
         if self.read_at is None:
             return None
-        return asyncio.get_event_loop().time() - self.read_at
+        return time.monotonic() - self.read_at
 
 
 def live_workers(workers: list[WorkerInfo], silent_s: float) -> list[WorkerInfo]:
@@ -85,7 +86,7 @@ class Gauges(Service):
             self.cache.stats = await self.app.stats(window_s=self.cache.window_s)
         else:
             self.cache.stats = None
-        self.cache.read_at = asyncio.get_running_loop().time()
+        self.cache.read_at = time.monotonic()
 
     async def serve(self) -> None:
         while True:

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.base import JobListParams, JobPruneParams
+from .._backends.base import JobPruneParams
 from .._config import WorkerConfig
-from .._job import JobFilter
+from .._job import ReclaimedJob
 from ..errors import BackendUnavailable
 from . import events
 from .meter import Meter
@@ -26,8 +26,6 @@ from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")
 
-REPORT_MAX = 1000
-"""Reclaimed jobs logged one event each per sweep (a sweep reclaims at most 1,000)."""
 PRUNE_BATCH = 1000
 PRUNE_MAX_BATCHES = 100
 CANCEL_POLL_S = 1.0
@@ -95,31 +93,17 @@ class Rescuer(Service):
         self.mark_ready()
         while True:
             await asyncio.sleep(self.interval_s)
+            details: list[ReclaimedJob] = []
             try:
-                reclaimed = await self.backend.job_reclaim_expired()
+                reclaimed = await self.backend.job_reclaim_expired(details)
             except BackendUnavailable as exc:
                 self.outage.failed(self.name, exc)
                 continue
             self.outage.answered()
             self.meter.reclaim(len(reclaimed))
-            if reclaimed:
-                await self.report(reclaimed)
+            for job in details:
+                events.reclaimed(job, self.worker)
             self.signals.reclaimed.fire(list(reclaimed))
-
-    async def report(self, reclaimed: list[int]) -> None:
-        """One event per reclaimed job, with its task, queue and the worker that lost it (one
-        read, only when something was reclaimed); a count if that read fails."""
-        if not events.log.isEnabledFor(logging.WARNING):
-            return
-        where = JobFilter(ids=tuple(reclaimed[:REPORT_MAX]), limit=REPORT_MAX)
-        try:
-            records = await self.backend.job_list(JobListParams(where))
-        except BackendUnavailable:
-            records = []
-        for record in sorted(records, key=lambda r: r.id):
-            events.reclaimed(record, self.worker)
-        if len(records) < len(reclaimed):
-            log.warning("reclaimed %d jobs whose lease expired: %s", len(reclaimed), reclaimed[:20])
 
 
 class Canceller(Service):
