@@ -142,13 +142,22 @@ async def _downgrade_to_version_5(app: skiplock.App, db_url: str) -> None:
     statements = [
         "ALTER TABLE {t} DROP COLUMN result",
         "ALTER TABLE {t} DROP COLUMN progress",
-        "DELETE FROM {m} WHERE version = 6",
+        "DROP INDEX {i}",  # migrations 7 and 8 (health numbers, trace context) undone too
+        "ALTER TABLE {t} DROP COLUMN ready_at",
+        "ALTER TABLE {t} DROP COLUMN run_s",
+        "ALTER TABLE {t} DROP COLUMN reclaims",
+        "ALTER TABLE {t} DROP COLUMN reclaimed_at",
+        "ALTER TABLE {t} DROP COLUMN trace_context",
+        "DROP TABLE {w}",
+        "DELETE FROM {m} WHERE version >= 6",
     ]
     if db_url.startswith("sqlite"):
         conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
         try:
             for s in statements:
-                conn.execute(s.format(t="skiplock_jobs", m="skiplock_migrations"))
+                names = {"t": "skiplock_jobs", "m": "skiplock_migrations"}
+                names |= {"i": "skiplock_jobs_reclaimed_idx", "w": "skiplock_workers"}
+                conn.execute(s.format(**names))
         finally:
             conn.close()
         return
@@ -156,9 +165,9 @@ async def _downgrade_to_version_5(app: skiplock.App, db_url: str) -> None:
     pg = await asyncpg.connect(PG_URL)
     try:
         for s in statements:
-            await pg.execute(
-                s.format(t=f'"{schema}".skiplock_jobs', m=f'"{schema}".skiplock_migrations')
-            )
+            names = {"t": "skiplock_jobs", "m": "skiplock_migrations"}
+            names |= {"i": "skiplock_jobs_reclaimed_idx", "w": "skiplock_workers"}
+            await pg.execute(s.format(**{k: f'"{schema}".{v}' for k, v in names.items()}))
     finally:
         await pg.close()
 
@@ -179,7 +188,7 @@ async def test_a_populated_version_5_database_upgrades_and_runs_its_jobs(db_url:
     try:
         with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
             await app.check_schema()
-        assert await app.migrate() == [6]
+        assert await app.migrate() == [6, 7, 8]
         await burst(app)
         records = [await app.get_job(h.id) for h in handles]
         assert [r.result for r in records] == [1, 2, 3, 4, 5]

@@ -12,7 +12,9 @@ from ._job import (
     TaskPause,
     current_job,
 )
+from ._logging import JsonFormatter, configure_logging
 from ._outcomes import Cancel, JobControl, Retry, Snooze
+from ._stats import Stats, StatsGroup, WorkerInfo
 from ._task import JobHandle, Task
 from ._worker.worker import Worker
 from .errors import (
@@ -52,6 +54,7 @@ __all__ = [
     "JobOutcome",
     "JobRecord",
     "JobState",
+    "JsonFormatter",
     "PayloadError",
     "PayloadTooLarge",
     "QueueFull",
@@ -61,10 +64,14 @@ __all__ = [
     "SchemaError",
     "SkiplockError",
     "Snooze",
+    "Stats",
+    "StatsGroup",
     "Task",
     "TaskPause",
     "UnknownTask",
     "Worker",
     "WorkerConfig",
+    "WorkerInfo",
+    "configure_logging",
     "current_job",
 ]

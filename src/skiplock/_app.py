@@ -14,6 +14,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _sqlalchemy
 from ._app_control import AppControl
+from ._app_observe import AppObserve
 from ._app_results import AppResults
 from ._backends import Backend, open_backend
 from ._backends.base import Clock, JobInsertManyParams
@@ -30,6 +31,7 @@ from ._schedule import (
     build_schedule,
 )
 from ._task import JobHandle, Task
+from ._tracing import Tracing
 from ._url import mask_in, mask_url
 from .errors import (
     BackendUnavailable,
@@ -69,7 +71,11 @@ async def _unless_set(stopping: asyncio.Event | None, work: Coroutine[Any, Any, 
     return True
 
 
-class App(AppControl, AppResults):
+def _ignore_ids(_ids: Sequence[int]) -> None:
+    """What an untraced enqueue does with the ids it inserted."""
+
+
+class App(AppControl, AppResults, AppObserve):
     """Tasks, configuration and database access for one skiplock deployment.
 
     ``App()`` reads ``SKIPLOCK_DATABASE_URL`` and falls back to ``sqlite:///skiplock.db``.
@@ -109,6 +115,8 @@ class App(AppControl, AppResults):
         )
         self._wakers: set[Callable[[str], None]] = set()
         self._waiters = weakref.WeakKeyDictionary()
+        self.tracing: Tracing | None = None
+        """Span hooks (``skiplock.otel.instrument(app)``); None: untraced, free."""
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
 
@@ -379,10 +387,12 @@ class App(AppControl, AppResults):
         if self.eager:
             return await run_eager(self, batch)
         backend = await self.backend()
-        if _sqlalchemy.is_sqlalchemy(connection):
-            ids = await _sqlalchemy.insert_many(backend, batch, connection)
-        else:
-            ids = await backend.job_insert_many(JobInsertManyParams(batch, connection))
+        with self._traced(batch) as inserted:
+            if _sqlalchemy.is_sqlalchemy(connection):
+                ids = await _sqlalchemy.insert_many(backend, batch, connection)
+            else:
+                ids = await backend.job_insert_many(JobInsertManyParams(batch, connection))
+            inserted(ids)
         if connection is None:
             self._wake_local(batch)
         return self._handles(batch, ids)
@@ -399,8 +409,19 @@ class App(AppControl, AppResults):
             connection = _sqlalchemy.driver_connection_sync(connection)
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
             raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
-        ids = self.new_backend().job_insert_many_sync(JobInsertManyParams(batch, connection))
+        with self._traced(batch) as inserted:
+            params = JobInsertManyParams(batch, connection)
+            ids = self.new_backend().job_insert_many_sync(params)
+            inserted(ids)
         return self._handles(batch, ids)  # woken at commit, not here (see enqueue_many)
+
+    def _traced(
+        self, batch: Sequence[NewJob]
+    ) -> contextlib.AbstractContextManager[Callable[[Sequence[int]], None]]:
+        """The enqueue's span if the app is traced (its context stored on each job)."""
+        if self.tracing is None or not batch:
+            return contextlib.nullcontext(_ignore_ids)
+        return self.tracing.enqueue(batch)
 
     def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:
         return [JobHandle(i, j.task, j.queue, self) for i, j in zip(ids, batch, strict=True)]

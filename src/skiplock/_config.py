@@ -105,6 +105,16 @@ class WorkerConfig:
     """Run the app's cron schedules inside this worker (it costs nothing without schedules)."""
     name: str = field(default="")
     """How this worker signs its claims (locked_by); defaults to host:pid."""
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on this port at /metrics (the skiplock[prometheus] extra); with
+    --processes N, process i serves port + i. None: no metrics endpoint."""
+    health_port: int | None = None
+    """Serve /livez and /readyz (every service ready) on this port, for Kubernetes probes; it
+    may equal metrics_port. With --processes N, process i serves port + i."""
+    http_host: str = "0.0.0.0"
+    """The address the metrics and health ports listen on."""
+    stats_refresh_s: float = 5.0
+    """How often the database gauges of /metrics are recomputed (by one worker for all)."""
 
     def __post_init__(self) -> None:
         check_int("concurrency", self.concurrency, 1, MAX_CONCURRENCY)
@@ -116,6 +126,10 @@ class WorkerConfig:
             check_seconds(name, getattr(self, name), open_=True)
         for name in ("shutdown_timeout_s", "lease_margin_s"):
             check_seconds(name, getattr(self, name))
+        for name in ("metrics_port", "health_port"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 0, 65535)
+        check_text("http_host", self.http_host)
         if self.queues is not None:
             require(len(self.queues) > 0, "queues", self.queues, "must name at least one queue")
             for queue in self.queues:
@@ -129,6 +143,7 @@ _POSITIVE_DURATIONS = (
     "retention_finished_s",
     "retention_dead_s",
     "prune_interval_s",
+    "stats_refresh_s",
 )
 
 
@@ -152,3 +167,7 @@ class WorkerOptions(TypedDict, total=False):
     prune_interval_s: float
     scheduler: bool
     name: str
+    metrics_port: int | None
+    health_port: int | None
+    http_host: str
+    stats_refresh_s: float

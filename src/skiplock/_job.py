@@ -66,11 +66,16 @@ class NewJob:
     """``return`` the live job holding the key, or ``raise`` DuplicateJob."""
     unique_succeeded: bool = False
     """The key stays taken after the job succeeds (``unique_while="live_or_succeeded"``)."""
+    trace_context: str | None = None
+    """The enqueuing span's W3C trace context as JSON (the otel extra sets it), or None."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ClaimedJob:
-    """A job a worker holds: what the executor needs, and the token that fences its writes."""
+    """A job a worker holds: what the executor needs, and the token that fences its writes.
+
+    Not frozen, as NewJob: a worker builds one per job, and a frozen dataclass sets each field
+    through ``object.__setattr__`` (2.4 us a job here, measured); nothing changes one."""
 
     id: int
     task: str
@@ -86,6 +91,9 @@ class ClaimedJob:
     lease_expires_at: datetime
     lease_s: float = 0.0
     """How long each lease (and each heartbeat's extension) lasts."""
+    correlation_id: str | None = None
+    trace_context: str | None = None
+    """The enqueuing span's W3C trace context (JSON), for the run's span; None: untraced."""
 
 
 class Disposition(enum.StrEnum):
@@ -102,9 +110,11 @@ class Disposition(enum.StrEnum):
     DEAD = "dead"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Completion:
-    """One outcome to write, applied only if the row is still running under ``lease_token``."""
+    """One outcome to write, applied only if the row is still running under ``lease_token``.
+
+    Not frozen, for the same reason as ClaimedJob (one a job; 1.6 us frozen, measured)."""
 
     job_id: int
     lease_token: str
@@ -118,6 +128,27 @@ class Completion:
     """What the task returned, as strict JSON (None: returned None, or the task keeps none)."""
     progress_json: str | None = None
     """A progress record the job reported after the last heartbeat (None: none)."""
+    run_s: float | None = None
+    """How long the attempt ran, by its worker's monotonic clock (None: it never started)."""
+    queue: str = ""
+    task: str = ""
+    """The job's queue and task, for the worker's own counters (never written)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimedJob:
+    """A job the lease sweep just took back, as it now stands (for its log event)."""
+
+    id: int
+    task: str
+    queue: str
+    state: JobState
+    """pending again, dead (attempts spent) or cancelled (a person asked)."""
+    attempt: int
+    max_attempts: int
+    correlation_id: str | None
+    lost_by: str | None
+    """The worker whose lease expired."""
 
 
 class SlotOutcome(enum.StrEnum):

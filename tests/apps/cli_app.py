@@ -46,3 +46,14 @@ def add_sync(a: int, b: int) -> list[int]:
 @app.task(name="cancel_me")
 async def cancel_me() -> None:
     raise skiplock.Cancel("not wanted")
+
+
+@app.task(name="flaky", max_attempts=2, retry=skiplock.RetryPolicy(base_s=0.05, jitter=False))
+async def flaky(secret: str) -> None:
+    """Fails every attempt, quoting its argument in the error (which logs must not carry)."""
+    raise ValueError(f"cannot handle {secret}")
+
+
+@app.task(name="echo")
+async def echo(secret: str, *, also: str = "") -> str:
+    return secret + also

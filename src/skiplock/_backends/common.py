@@ -12,7 +12,16 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
-from .._job import ClaimedJob, JobFilter, JobOutcome, JobRecord, JobState, NewJob
+from .._job import (
+    ClaimedJob,
+    JobFilter,
+    JobOutcome,
+    JobRecord,
+    JobState,
+    NewJob,
+    ReclaimedJob,
+)
+from .._stats import WorkerInfo
 from ..errors import DuplicateJob
 
 T = TypeVar("T")
@@ -131,6 +140,8 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
             created_at=to_time(r["created_at"]),
             lease_expires_at=to_time(r["lease_expires_at"]),
             lease_s=r["lease_s"],
+            correlation_id=r["correlation_id"],
+            trace_context=r["trace_context"],
         )
         for r in rows
     ]
@@ -303,3 +314,42 @@ class _Reader:
         except (OverflowError, ValueError, OSError):
             self.problems.append(f"{name}: {seconds} s is beyond the datetime range")
             return FAR_PAST if seconds < 0 else FAR_FUTURE
+
+
+def reclaimed_jobs(rows: Iterable[Row]) -> list[ReclaimedJob]:
+    """JOB_RECLAIM_EXPIRED's rows, for the reclaim's log events."""
+    return [
+        ReclaimedJob(
+            id=r["id"],
+            task=r["task"],
+            queue=r["queue"],
+            state=JobState(r["state"]),
+            attempt=r["attempt"],
+            max_attempts=r["max_attempts"],
+            correlation_id=r["correlation_id"],
+            lost_by=r["locked_by"],
+        )
+        for r in rows
+    ]
+
+
+# -- the worker registry -------------------------------------------------------------------
+
+
+def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
+    """A WORKER_LIST row (either dialect; ``to_time`` reads its times)."""
+    queues = r["queues"]
+    return WorkerInfo(
+        id=r["id"],
+        name=r["name"],
+        host=r["host"],
+        pid=r["pid"],
+        queues=None if queues is None else tuple(json.loads(queues)),
+        concurrency=r["concurrency"],
+        running=r["running"],
+        processed=r["processed"],
+        started_at=to_time(r["started_at"]),
+        heartbeat_at=to_time(r["heartbeat_at"]),
+        last_claim_at=None if r["last_claim_at"] is None else to_time(r["last_claim_at"]),
+        silent_s=max(0.0, float(r["silent_s"])),
+    )

@@ -48,6 +48,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         [j.lease_s for j in jobs],
         [j.unique_key for j in jobs],
         [j.unique_succeeded for j in jobs],
+        [j.trace_context for j in jobs],
     ]
 
 
@@ -71,6 +72,7 @@ def completion_params(
         [c.result_json for c in completions],
         channel,
         [c.progress_json for c in completions],
+        [c.run_s for c in completions],
     ]
 
 

@@ -29,11 +29,14 @@ from .._job import (
     JobRecord,
     JobState,
     QueueInfo,
+    ReclaimedJob,
     SlotOutcome,
     TaskPause,
 )
+from .._stats import WorkerInfo
 from ..errors import BackendError, ConfigurationError, JobNotFound
 from . import flows
+from . import sqlite_observe as observe
 from . import sqlite_ops as ops
 from . import sqlite_sql as sql
 from .base import (
@@ -47,11 +50,14 @@ from .base import (
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
+    JobStatsParams,
+    JobStatsRows,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
+    WorkerBeatParams,
 )
-from .common import job_outcomes, state_counts
+from .common import job_outcomes, reclaimed_jobs, state_counts, worker_info
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -297,13 +303,16 @@ class SQLiteBackend:
 
         return await self._run("job_prune", prune)
 
-    async def job_reclaim_expired(self) -> list[int]:
-        def reclaim(conn: sqlite3.Connection) -> list[int]:
+    async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
+        def reclaim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
                 args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT}
-                return [r[0] for r in conn.execute(sql.JOB_RECLAIM_EXPIRED, args).fetchall()]
+                return conn.execute(sql.JOB_RECLAIM_EXPIRED, args).fetchall()
 
-        return await self._run("job_reclaim_expired", reclaim)
+        rows = await self._run("job_reclaim_expired", reclaim)
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
@@ -504,3 +513,26 @@ class SQLiteBackend:
                 return conn.execute(sql.CRON_SLOTS_PRUNE, {"before": before.timestamp()}).rowcount
 
         return await self._run("cron_slots_prune", prune)
+
+    # -- observability ----------------------------------------------------------------------
+
+    async def job_stats(self, params: JobStatsParams) -> JobStatsRows:
+        now = self._now()
+        return await self._run("job_stats", lambda c: observe.job_stats(c, params, now))
+
+    async def worker_beat(self, params: WorkerBeatParams) -> None:
+        await self._write("worker_beat", sql.WORKER_BEAT, observe.beat_args(params, self._now()))
+
+    async def worker_delete(self, worker_id: str) -> None:
+        await self._write("worker_delete", sql.WORKER_DELETE, {"id": worker_id})
+
+    async def worker_prune(self, silent_s: float) -> int:
+        args = {"silent_s": silent_s, "now": self._now()}
+        return await self._write("worker_prune", sql.WORKER_PRUNE, args)
+
+    async def worker_list(self) -> list[WorkerInfo]:
+        def read(conn: sqlite3.Connection) -> list[WorkerInfo]:
+            rows = conn.execute(sql.WORKER_LIST, {"now": self._now()}).fetchall()
+            return [worker_info(r, _dt) for r in rows]
+
+        return await self._run("worker_list", read)

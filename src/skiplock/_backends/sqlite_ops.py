@@ -70,6 +70,7 @@ def _values(j: NewJob, now: float) -> tuple[Any, ...]:
         j.lease_s,
         j.unique_key,
         j.unique_succeeded,
+        j.trace_context,
     )
 
 
@@ -88,6 +89,7 @@ def _row(j: NewJob, now: float) -> dict[str, Any]:
         "lease_s": j.lease_s,
         "unique_key": j.unique_key,
         "unique_succeeded": j.unique_succeeded,
+        "trace_context": j.trace_context,
     }
 
 
@@ -122,6 +124,7 @@ def completion_args(c: Completion, now: float) -> dict[str, Any]:
         "max_errors": MAX_ERRORS_KEPT,
         "result": c.result_json,
         "progress": c.progress_json,
+        "run_s": c.run_s,
     }
 
 

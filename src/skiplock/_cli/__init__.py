@@ -1,7 +1,8 @@
 """The ``skiplock`` command: a shell over the Python API (click), one module per group.
 
 ``worker`` (with ``migrate``) runs jobs, ``cron`` (with ``scheduler``) shows and runs cron
-schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs.
+schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs, and
+``stats`` and ``health`` tell whether the queues keep up.
 Every command reports failures the same way (``support.CliError``: one line, exit 1 or 2).
 """
 
@@ -11,8 +12,10 @@ import click
 
 from .cron import cron, scheduler_command
 from .dead import dead
+from .health import health
 from .job import job
 from .queue import queue
+from .stats import stats_command
 from .task import task
 from .worker import migrate, run_worker, worker
 
@@ -25,5 +28,16 @@ def main() -> None:
     """skiplock: durable background jobs in your own PostgreSQL or SQLite database."""
 
 
-for _command in (migrate, worker, scheduler_command, cron, queue, task, job, dead):
+for _command in (
+    migrate,
+    worker,
+    scheduler_command,
+    cron,
+    queue,
+    task,
+    job,
+    dead,
+    stats_command,
+    health,
+):
     main.add_command(_command)

@@ -28,10 +28,10 @@ log = logging.getLogger("skiplock")
 @click.command(name="scheduler")
 @click.argument("app_spec", metavar="APP")
 @log_level_option
-def scheduler_command(app_spec: str, log_level: str) -> None:
+def scheduler_command(app_spec: str, log_level: str, log_format: str) -> None:
     """Run only APP's cron scheduler (it enqueues; workers elsewhere run the jobs)."""
     signal.signal(signal.SIGTERM, exit_before_start)
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     app = load_app(app_spec)
     if not app.schedules:
         raise CliError(f"{app_spec} declares no schedules")

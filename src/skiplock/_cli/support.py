@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 import click
 
 from .._app import App
+from .._logging import FORMATS
+from .._logging import configure_logging as set_up_logging
 from .._url import mask_in
 from ..errors import ConfigurationError, SchemaError, SkiplockError
 
@@ -230,17 +232,24 @@ def exit_before_start(sig: int, _frame: object) -> None:
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
-log_level_option = click.option(
-    "--log-level",
-    type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="info",
-    show_default=True,
-)
+
+def log_level_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--log-level`` and ``--log-format`` (plain for a person, json lines for a collector)."""
+    fn = click.option(
+        "--log-format",
+        type=click.Choice(FORMATS),
+        default="plain",
+        show_default=True,
+        help="plain text for a person, or one JSON object per line (job events carry job_id, "
+        "task, queue, attempt, duration_s, worker, correlation_id; never arguments).",
+    )(fn)
+    return click.option(
+        "--log-level",
+        type=click.Choice(LOG_LEVELS, case_sensitive=False),
+        default="info",
+        show_default=True,
+    )(fn)
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s",
-        stream=sys.stderr,
-    )
+def configure_logging(level: str, log_format: str = "plain") -> None:
+    set_up_logging(level=level, format=log_format, stream=sys.stderr)

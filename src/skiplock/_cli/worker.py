@@ -14,7 +14,7 @@ import click
 
 from .._app import App
 from .._config import WorkerConfig
-from .._worker.supervisor import report_ready, supervise
+from .._worker.supervisor import process_ports, report_ready, supervise
 from .._worker.worker import Worker
 from .options import build_config, worker_config_options
 from .support import (
@@ -64,7 +64,13 @@ def migrate(app_spec: str, url: str | None) -> None:
 @click.option("--burst", is_flag=True, help="Exit once no job is ready to run.")
 @log_level_option
 def worker(
-    app_spec: str, processes: int, loop_name: str, burst: bool, log_level: str, **fields: Any
+    app_spec: str,
+    processes: int,
+    loop_name: str,
+    burst: bool,
+    log_level: str,
+    log_format: str,
+    **fields: Any,
 ) -> None:
     """Run APP's jobs (APP is MODULE:ATTRIBUTE, e.g. myapp.tasks:app).
 
@@ -72,12 +78,13 @@ def worker(
     # Until the event loop takes signals over, a stop request means "exit before claiming".
     signal.signal(signal.SIGTERM, exit_before_start)
     signal.signal(signal.SIGINT, exit_before_start)
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     config = build_config(fields)  # bad values fail once, here, not in every child
     if processes > 1:
         sys.exit(supervise(sys.argv[1:], processes))
     app = load_app(app_spec)
     warn_unknown_queues(app, config.queues)
+    config = process_ports(config)  # a supervised child's ports: the options' + its index
     run_worker(app, config, burst=burst, loop=loop_name)
 
 

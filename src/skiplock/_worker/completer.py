@@ -24,6 +24,7 @@ from .._job import Completion, Disposition
 from .._limits import MAX_SECONDS
 from ..errors import BackendError, BackendUnavailable
 from .classify import MAX_MESSAGE_CHARS
+from .meter import Meter
 from .outage import Outage, retry_delay
 from .service import Service
 from .signals import WorkerSignals
@@ -53,8 +54,12 @@ class Completer(Service):
         signals: WorkerSignals | None = None,
         on_finished: Callable[[Iterable[int]], None] | None = None,
         outage: Outage | None = None,
+        meter: Meter | None = None,
     ) -> None:
         super().__init__()
+        self.meter = meter or Meter()
+        """Told each batch written and how long its oldest outcome waited (completer lag)."""
+        self._waiting_since = 0.0
         self._outage = outage or Outage()
         """The worker's one view of the database: an outage is logged once, not per retry."""
         self._on_finished = on_finished
@@ -70,6 +75,8 @@ class Completer(Service):
         self._closing = False
 
     def put(self, completion: Completion) -> None:
+        if not self._pending:
+            self._waiting_since = asyncio.get_running_loop().time()
         self._pending.append(completion)
         self._idle.clear()
         self._arrived.set()
@@ -107,10 +114,12 @@ class Completer(Service):
                 batch = self._pending[: self._max_batch]
                 del self._pending[: self._max_batch]
                 self._writing = batch
+                since, self._waiting_since = self._waiting_since, asyncio.get_running_loop().time()
                 try:
                     await self._write(batch)
                 finally:
                     self._writing = []
+                self.meter.written(batch, asyncio.get_running_loop().time() - since)
                 if self._on_finished is not None:
                     self._on_finished(c.job_id for c in batch if c.disposition in FINISHING)
                 self._signals.flushed.fire([c.job_id for c in batch])

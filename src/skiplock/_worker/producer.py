@@ -69,6 +69,8 @@ class Producer(Service):
         self._failures = 0
         self._requeues_claimed = 0
         """How many requeues were written before a claim began, so that claim could see them."""
+        self.last_claim_at: float | None = None
+        """The loop time of the last claim that took a job (the worker registry reports it)."""
         self._limited: list[str] = []
         self._limited_at = float("-inf")
 
@@ -132,7 +134,13 @@ class Producer(Service):
         self.wake.clear()
         if self.completer.idle:  # every outcome so far is in the table: this claim sees it
             self._requeues_claimed = self.runner.requeues
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
         jobs = await self._claim_all(limit)
+        now = loop.time()
+        self.runner.meter.claim(len(jobs), now - asked)
+        if jobs:
+            self.last_claim_at = now
         self.runner.take(jobs)
         self.leases.rearm()
         self.signals.claimed.fire([job.id for job in jobs])

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
 from .._outcomes import Cancel
+from . import events
 from .breaker import Breakers
 from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
+from .meter import Meter
 from .pool import JobPool
 from .progress import ProgressBoard
 from .service import Service
@@ -49,8 +51,10 @@ class Runner(Service):
         completer: Completer,
         breakers: Breakers,
         signals: WorkerSignals,
+        meter: Meter | None = None,
     ) -> None:
         super().__init__()
+        self.meter = meter or Meter()
         self.app = app
         self.config = config
         self.completer = completer
@@ -129,6 +133,8 @@ class Runner(Service):
             assert self._tg is not None and self._pool is not None
             task = self._tg.create_task(self._run(job, self._pool), name=f"skiplock-job-{job.id}")
             self.running[job.id] = (task, job)
+            self.meter.start(job.queue, job.task)
+            events.started(job, self.config.name)
             self.signals.started.fire(job.id)
 
     def cancel_requested(self, job_id: int) -> None:
@@ -162,7 +168,10 @@ class Runner(Service):
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            decision = await execute(self.app, job, pool, self.progress.put)
+            if self.app.tracing is None:
+                decision = await execute(self.app, job, pool, self.progress.put)
+            else:
+                decision = await self._traced(job, pool)
         except asyncio.CancelledError:
             self._record(job, self._cancelled(job), loop.time() - started)
             raise
@@ -176,6 +185,14 @@ class Runner(Service):
         mean = self.mean_duration
         self.mean_duration = duration if mean is None else mean + 0.1 * (duration - mean)
         self._record(job, decision, duration)
+
+    async def _traced(self, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
+        """``execute`` inside the attempt's span (current while the task runs)."""
+        assert self.app.tracing is not None
+        with self.app.tracing.run(job, self.config.name) as ended:
+            decision = await execute(self.app, job, pool, self.progress.put)
+            ended(decision)
+        return decision
 
     def _cancelled(self, job: ClaimedJob) -> Decision:
         """A cancel a person asked for is final; any other (shutdown) releases the job."""
@@ -196,6 +213,9 @@ class Runner(Service):
                 job.lease_s,
                 decision.result_json,
                 self.progress.pop(job.id),
+                duration,
+                job.queue,
+                job.task,
             )
         )
         self.processed += 1
@@ -203,7 +223,7 @@ class Runner(Service):
             self.requeues += 1
         if decision.disposition in FAILURES:
             self.breakers.count_failure(job.task)
-        _log_outcome(job, decision, duration)
+        events.ended(job, decision, duration, self.config.name)
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -244,24 +264,12 @@ class Runner(Service):
         while self.ready:
             job = self.ready.popleft()
             self.completer.put(
-                Completion(job.id, job.lease_token, Disposition.RELEASE, lease_s=job.lease_s)
+                Completion(
+                    job.id,
+                    job.lease_token,
+                    Disposition.RELEASE,
+                    lease_s=job.lease_s,
+                    queue=job.queue,
+                    task=job.task,
+                )
             )
-
-
-def _log_outcome(job: ClaimedJob, decision: Decision, duration: float) -> None:
-    level = logging.INFO if decision.error is None else logging.WARNING
-    if not log.isEnabledFor(level):
-        return
-    reason = f" error={decision.error['message']!r}" if decision.error else ""
-    log.log(
-        level,
-        "job=%d task=%s queue=%s attempt=%d/%d duration=%.3fs outcome=%s%s",
-        job.id,
-        job.task,
-        job.queue,
-        job.attempt,
-        job.max_attempts,
-        duration,
-        decision.outcome,
-        reason,
-    )

@@ -15,7 +15,10 @@ from collections.abc import Callable
 from .._backends import Backend
 from .._backends.base import JobPruneParams
 from .._config import WorkerConfig
+from .._job import ReclaimedJob
 from ..errors import BackendUnavailable
+from . import events
+from .meter import Meter
 from .outage import Outage, retry_delay
 from .runner import Runner
 from .service import Service
@@ -76,9 +79,12 @@ class Rescuer(Service):
         config: WorkerConfig,
         signals: WorkerSignals,
         outage: Outage | None = None,
+        meter: Meter | None = None,
     ) -> None:
         super().__init__()
+        self.meter = meter or Meter()
         self.backend = backend
+        self.worker = config.name
         self.interval_s = config.maintenance_interval_s
         self.signals = signals
         self.outage = outage or Outage()
@@ -87,16 +93,16 @@ class Rescuer(Service):
         self.mark_ready()
         while True:
             await asyncio.sleep(self.interval_s)
+            details: list[ReclaimedJob] = []
             try:
-                reclaimed = await self.backend.job_reclaim_expired()
+                reclaimed = await self.backend.job_reclaim_expired(details)
             except BackendUnavailable as exc:
                 self.outage.failed(self.name, exc)
                 continue
             self.outage.answered()
-            if reclaimed:
-                log.warning(
-                    "reclaimed %d jobs whose lease expired: %s", len(reclaimed), reclaimed[:20]
-                )
+            self.meter.reclaim(len(reclaimed))
+            for job in details:
+                events.reclaimed(job, self.worker)
             self.signals.reclaimed.fire(list(reclaimed))
 
 

@@ -18,6 +18,7 @@ kills its worker every time must not make the supervisor spin).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -27,12 +28,30 @@ import time
 from dataclasses import dataclass, field
 from types import FrameType
 
+from .._config import WorkerConfig
+
 log = logging.getLogger("skiplock.supervisor")
 
 READY_FD_ENV = "SKIPLOCK_READY_FD"
+PROCESS_INDEX_ENV = "SKIPLOCK_PROCESS_INDEX"
+"""Set by the supervisor for each child: 0..N-1 (``process_ports`` offsets its ports by it)."""
 POLL_S = 0.2
 STABLE_S = 60.0
 """A child up this long after it was ready ends a run of deaths: the next restart waits 1 s."""
+
+
+def process_ports(config: WorkerConfig) -> WorkerConfig:
+    """``config`` with its metrics and health ports offset by this child's process index, so
+    N processes under one supervisor serve N ports (none: unchanged)."""
+    index = int(os.environ.get(PROCESS_INDEX_ENV, "0") or 0)
+    if not index:
+        return config
+    ports = {
+        name: getattr(config, name) + index
+        for name in ("metrics_port", "health_port")
+        if getattr(config, name)
+    }
+    return dataclasses.replace(config, **ports)
 
 
 def report_ready() -> None:
@@ -69,21 +88,24 @@ class Child:
     ready_fd: int
     ready_at: float | None = None
     stable: bool = False
+    index: int = 0
+    """Its place among the supervisor's N processes: its ports are the options' + index."""
 
     @property
     def ready(self) -> bool:
         return self.ready_at is not None
 
     @classmethod
-    def start(cls, command: list[str]) -> Child:
+    def start(cls, command: list[str], index: int = 0) -> Child:
+        """Start a child; ``index`` (0..N-1, reused by its restarts) offsets its ports."""
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
-        env = {**os.environ, READY_FD_ENV: str(write_fd)}
+        env = {**os.environ, READY_FD_ENV: str(write_fd), PROCESS_INDEX_ENV: str(index)}
         try:
             process = subprocess.Popen(command, env=env, pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
-        return cls(process, read_fd)
+        return cls(process, read_fd, index=index)
 
     def poll_ready(self) -> bool:
         """True the first time the child's byte has arrived."""
@@ -131,6 +153,8 @@ class Supervisor:
     stopping: bool = False
     worst: int = 0
     restarts_due: list[float] = field(default_factory=list)
+    free_indexes: list[int] = field(default_factory=list)
+    """Process indexes of children waiting to be restarted (the restart takes one)."""
 
     def forward(self, sig: int, _frame: FrameType | None) -> None:
         self.stopping = True
@@ -143,7 +167,7 @@ class Supervisor:
         self.forward(sig, None)
 
     def run(self, processes: int) -> int:
-        self.children.extend(Child.start(self.command) for _ in range(processes))
+        self.children.extend(Child.start(self.command, i) for i in range(processes))
         log.info("supervisor started %d workers: %s", processes, self.pids())
         while self.children or (self.restarts_due and not self.stopping):
             for child in list(self.children):
@@ -189,13 +213,15 @@ class Supervisor:
             delay = self.backoff.next_delay()
             log.error("worker %d exited with %d; restarting it in %.0fs", pid, code, delay)
             self.restarts_due.append(time.monotonic() + delay)
+            self.free_indexes.append(child.index)
 
     def restart_due(self) -> None:
         now = time.monotonic()
         for due in [d for d in self.restarts_due if d <= now]:
             self.restarts_due.remove(due)
             if not self.stopping:
-                child = Child.start(self.command)
+                index = self.free_indexes.pop(0) if self.free_indexes else 0
+                child = Child.start(self.command, index)
                 self.children.append(child)
                 log.info("restarted a worker as %d", child.process.pid)
 

@@ -7,6 +7,7 @@
     canceller: cancels jobs a person asked to    pruner: deletes rows past their retention
     watchdog: names a task that blocks the event loop, and the lease it endangers
     scheduler: enqueues cron slots (when the app has schedules)
+    presence: keeps this worker's row in the live-worker registry (``app.workers()``)
 
 Every service has one lifecycle (``service.Service``: start, ready, stop) and lives in the
 worker's TaskGroup. If any of them dies the TaskGroup cancels the rest and ``run`` raises: a
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 import socket
@@ -32,8 +34,12 @@ from .._url import mask_url
 from ..errors import BackendError
 from .breaker import Breakers
 from .completer import Completer
+from .gauges import GaugeCache, Gauges
+from .http import HttpEndpoint, Response, Route
 from .leases import LeaseKeeper
+from .meter import Meter
 from .outage import Outage
+from .presence import Presence
 from .producer import Producer
 from .runner import Runner
 from .service import Service
@@ -71,6 +77,9 @@ class Worker:
         self.ready = asyncio.Event()
         """Set once every service reported ready; cleared when the worker stops."""
         self.scheduler: Scheduler | None = None
+        self.id = self.name
+        """Unique per run once running (``name:random``): the lease token prefix and the
+        worker's key in the live-worker registry (``app.workers()``)."""
         self._stopping = asyncio.Event()
         self._forced = asyncio.Event()
         self._stop_deadline: float | None = None
@@ -79,6 +88,8 @@ class Worker:
         self._runner: Runner | None = None
         self.outage = Outage()
         """The database's health as every service sees it: one log line per change."""
+        self.meter = Meter()
+        """This worker's own counters and histograms (``skiplock.prometheus`` exports them)."""
 
     @property
     def processed(self) -> int:
@@ -195,21 +206,27 @@ class Worker:
         """Every service of this worker, in start order (the producer last)."""
         config, signals, outage = self.config, self.signals, self.outage
         completer = Completer(
-            backend, config.completion_batch, signals, self.app.note_finished, outage
+            backend, config.completion_batch, signals, self.app.note_finished, outage, self.meter
         )
         breakers = Breakers(self.app, self.name, backend, tg.create_task, signals)
-        self._runner = runner = Runner(self.app, config, completer, breakers, signals)
+        self._runner = runner = Runner(self.app, config, completer, breakers, signals, self.meter)
         leases = LeaseKeeper(backend, config, runner, completer, signals, outage)
-        token = f"{self.name}:{uuid.uuid4().hex[:12]}"
+        self.id = token = f"{self.name}:{uuid.uuid4().hex[:12]}"
         parts = (runner, completer, leases)
         self._producer = producer = Producer(
             backend, config, parts, signals, token_prefix=token, burst=burst, outage=outage
         )
         outage.on_back = producer.wake.set  # claims resume as soon as any service gets through
         services: list[Service] = [completer, runner, leases]
-        services.append(Rescuer(backend, config, signals, outage))
+        services.append(Rescuer(backend, config, signals, outage, self.meter))
         services += [Canceller(backend, runner, outage=outage), Pruner(backend, config, outage)]
         services.append(Watchdog(leases.shortest))
+
+        def load() -> tuple[int, int, float | None]:
+            return len(runner.running) + len(runner.ready), runner.processed, producer.last_claim_at
+
+        services.append(Presence(backend, config, token, load, outage))
+        services += self._endpoints()
         if not burst and backend.supports_push:  # a burst never idles: nothing to wake it
             services.append(Notifier(backend, producer.on_wake, outage))
         if config.scheduler and self.app.schedules:
@@ -217,6 +234,50 @@ class Worker:
             services.append(self.scheduler)
         self._services = [*services, producer]
         return producer, runner, completer
+
+    def _endpoints(self) -> list[Service]:
+        """The metrics and health ports' services (none unless asked for)."""
+        config = self.config
+        by_port: dict[int, dict[str, Route]] = {}
+        options: dict[int, str] = {}
+        services: list[Service] = []
+        if config.health_port is not None:
+            by_port[config.health_port] = {"/livez": self._livez, "/readyz": self._readyz}
+            options[config.health_port] = "health_port"
+        if config.metrics_port is not None:
+            gauges, metrics = self._metrics()
+            services.append(gauges)
+            by_port.setdefault(config.metrics_port, {})["/metrics"] = metrics
+            options.setdefault(config.metrics_port, "metrics_port")
+        for port, routes in by_port.items():
+            services.append(HttpEndpoint(options[port], config.http_host, port, routes))
+        return services
+
+    def _metrics(self) -> tuple[Service, Route]:
+        """The gauges' refresher and the /metrics route (imports prometheus-client)."""
+        from .. import prometheus  # the extra: a ConfigurationError naming it if missing
+
+        config = self.config
+        cache = GaugeCache()
+        silent_s = 3 * config.maintenance_interval_s + 5.0
+        gauges = Gauges(self.app, self.id, cache, config.stats_refresh_s, silent_s, self.outage)
+        collector = prometheus.SkiplockCollector(self.meter, cache)
+
+        async def metrics() -> Response:
+            return 200, prometheus.CONTENT_TYPE, prometheus.render(collector)
+
+        return gauges, metrics
+
+    async def _livez(self) -> Response:
+        """Alive: this event loop answers (a stopped or blocked one answers nothing)."""
+        return 200, "application/json", json.dumps({"alive": True, "name": self.name}).encode()
+
+    async def _readyz(self) -> Response:
+        """Ready: every service reports ready and the database answers."""
+        status = self.status()
+        ready = status["ready"] and not status["database_unavailable"]
+        ready = ready and all(s == "ready" for s in status["services"].values())
+        return (200 if ready else 503), "application/json", json.dumps(status).encode()
 
     def _log_start(self, backend: Backend) -> None:
         log.info(

@@ -1,0 +1,108 @@
+"""A job's life as log events on ``skiplock.jobs``: one each when it starts, when its attempt
+ends (succeeded, retry, snoozed, released, cancelled, dead) and when its expired lease is
+reclaimed. Plain text reads as a sentence; the fields ride on the record for
+``JsonFormatter``. Never arguments, results or error messages; the error's type only.
+
+Each call checks the level first, so a worker logging at WARNING pays one comparison a job.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .._job import ClaimedJob, Disposition, ReclaimedJob
+from .classify import Decision
+
+log = logging.getLogger("skiplock.jobs")
+
+EVENTS: dict[Disposition, tuple[str, int]] = {
+    Disposition.SUCCEED: ("succeeded", logging.INFO),
+    Disposition.RETRY: ("retry", logging.WARNING),
+    Disposition.SNOOZE: ("snoozed", logging.INFO),
+    Disposition.RELEASE: ("released", logging.INFO),
+    Disposition.CANCEL: ("cancelled", logging.WARNING),
+    Disposition.DEAD: ("dead", logging.ERROR),
+}
+"""Each way an attempt ends: its event name and level."""
+
+
+def _fields(job: ClaimedJob, worker: str) -> dict[str, object]:
+    return {
+        "job_id": job.id,
+        "task": job.task,
+        "queue": job.queue,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "worker": worker,
+        "correlation_id": job.correlation_id,
+    }
+
+
+def started(job: ClaimedJob, worker: str) -> None:
+    if log.isEnabledFor(logging.INFO):
+        fields = {"event": "started", **_fields(job, worker)}
+        log.info(
+            "job %d started: task=%s queue=%s attempt=%d/%d",
+            job.id,
+            job.task,
+            job.queue,
+            job.attempt,
+            job.max_attempts,
+            extra=fields,
+        )
+
+
+def ended(job: ClaimedJob, decision: Decision, duration_s: float, worker: str) -> None:
+    event, level = EVENTS[decision.disposition]
+    if not log.isEnabledFor(level):
+        return
+    fields = {"event": event, **_fields(job, worker), "duration_s": round(duration_s, 6)}
+    detail = ""
+    if decision.error is not None:
+        fields["error_type"] = str(decision.error.get("type") or "")
+        detail += f" error_type={fields['error_type']}"
+    if decision.disposition in (Disposition.RETRY, Disposition.SNOOZE):
+        fields["retry_in_s"] = round(decision.delay_s, 3)
+        detail += f" retry_in={decision.delay_s:.1f}s"
+    log.log(
+        level,
+        "job %d %s after %.3fs: task=%s queue=%s attempt=%d/%d%s",
+        job.id,
+        event,
+        duration_s,
+        job.task,
+        job.queue,
+        job.attempt,
+        job.max_attempts,
+        detail,
+        extra=fields,
+    )
+
+
+def reclaimed(job: ReclaimedJob, worker: str) -> None:
+    """A job whose lease expired (its worker, ``lost_by``, stopped heartbeating)."""
+    if not log.isEnabledFor(logging.WARNING):
+        return
+    fields = {
+        "event": "reclaimed",
+        "job_id": job.id,
+        "task": job.task,
+        "queue": job.queue,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "worker": worker,
+        "correlation_id": job.correlation_id,
+        "lost_by": job.lost_by,
+    }
+    log.warning(
+        "job %d reclaimed: its lease expired (worker %s stopped heartbeating); now %s: "
+        "task=%s queue=%s attempt=%d/%d",
+        job.id,
+        job.lost_by,
+        job.state.value,
+        job.task,
+        job.queue,
+        job.attempt,
+        job.max_attempts,
+        extra=fields,
+    )

@@ -1,0 +1,100 @@
+"""The database-derived gauges of a worker's ``/metrics``: one worker computes them, every few
+seconds, and the others export none, so N workers scraped every 15 s cost one reading per
+refresh, not N.
+
+The one is chosen through the live-worker registry, with no lock and no extra table: among the
+workers whose last beat is recent, the one with the smallest id. Every worker reads the
+registry (a few rows) each refresh and knows whether it is that one; when it stops, its row
+goes and the next smallest takes over within a refresh. Two may briefly both compute while
+the registry changes, which costs a second reading, never a wrong number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from .._stats import Stats, WorkerInfo
+from ..errors import BackendUnavailable
+from .outage import Outage
+from .service import Service
+
+if TYPE_CHECKING:
+    from .._app import App
+
+log = logging.getLogger("skiplock.worker")
+
+DEFAULT_REFRESH_S = 5.0
+"""How often the gauges are recomputed (by one worker), in seconds."""
+DEFAULT_WINDOW_S = 300.0
+"""The window of the rates, latencies and counts among them."""
+
+
+class GaugeCache:
+    """The last reading a process holds for its ``/metrics``, and whose it is to compute."""
+
+    def __init__(self, window_s: float = DEFAULT_WINDOW_S) -> None:
+        self.window_s = window_s
+        self.stats: Stats | None = None
+        self.workers: list[WorkerInfo] = []
+        self.leader = False
+        self.read_at: float | None = None
+        """``time.monotonic()`` of the last reading (None: never)."""
+
+    def age_s(self) -> float | None:
+        if self.read_at is None:
+            return None
+        return time.monotonic() - self.read_at
+
+
+def live_workers(workers: list[WorkerInfo], silent_s: float) -> list[WorkerInfo]:
+    return [w for w in workers if w.silent_s <= silent_s]
+
+
+class Gauges(Service):
+    """Every ``refresh_s``: read the registry; if this worker leads, read the health numbers."""
+
+    name = "gauges"
+
+    def __init__(
+        self,
+        app: App,
+        worker_id: str,
+        cache: GaugeCache,
+        refresh_s: float = DEFAULT_REFRESH_S,
+        silent_s: float = 15.0,
+        outage: Outage | None = None,
+    ) -> None:
+        super().__init__()
+        self.app = app
+        self.worker_id = worker_id
+        self.cache = cache
+        self.refresh_s = refresh_s
+        self.silent_s = silent_s
+        """A worker silent longer than this cannot lead (three maintenance beats)."""
+        self.outage = outage or Outage()
+
+    async def refresh(self) -> None:
+        workers = await self.app.workers()
+        live = live_workers(workers, self.silent_s)
+        leader = min((w.id for w in live), default=self.worker_id)
+        self.cache.leader = leader == self.worker_id
+        self.cache.workers = live
+        if self.cache.leader:
+            self.cache.stats = await self.app.stats(window_s=self.cache.window_s)
+        else:
+            self.cache.stats = None
+        self.cache.read_at = time.monotonic()
+
+    async def serve(self) -> None:
+        while True:
+            try:
+                await self.refresh()
+            except BackendUnavailable as exc:
+                self.outage.failed(self.name, exc)
+            else:
+                self.outage.answered()
+            self.mark_ready()
+            await asyncio.sleep(self.refresh_s)

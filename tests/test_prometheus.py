@@ -1,0 +1,163 @@
+"""Prometheus: a real worker process's ``/metrics``, parsed with prometheus-client's own
+parser, has every metric docs/metrics.md lists (the list is read from the doc, so the two
+cannot drift); labels stay bounded; one worker of several exports the database gauges; the
+ASGI mount serves the same."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import skiplock
+from skiplock._backends.base import WorkerBeatParams
+from skiplock._worker.gauges import GaugeCache, Gauges
+from skiplock._worker.meter import MAX_SERIES, Meter
+from skiplock.prometheus import SkiplockCollector, metrics_app, render
+
+from .apps import cli_app
+from .test_cli import APP, ROOT, Cli
+
+DOC = ROOT / "docs" / "metrics.md"
+
+
+def documented_metrics() -> list[str]:
+    """Every metric named in the first column of docs/metrics.md's tables."""
+    names = re.findall(r"^\| `(skiplock_[a-z_]+)` \|", DOC.read_text(), re.MULTILINE)
+    assert len(names) >= 20, names
+    return names
+
+
+def exposed_names(text: str) -> set[str]:
+    """Family and sample names, as prometheus-client's parser reads the exposition."""
+    names: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        names.add(family.name)
+        names |= {sample.name for sample in family.samples}
+    return names
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def scrape_until(port: int, wanted: str, timeout: float = 30) -> str:
+    """Scrape until the exposition contains ``wanted`` (a deadline, not a sleep)."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        try:
+            _, text = get(port, "/metrics")
+        except OSError:  # not listening yet
+            text = ""
+        if wanted in text:
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"never saw {wanted!r} in:\n{text}")
+
+
+@pytest.fixture
+def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
+    runner = Cli(db_url, tmp_path)
+    yield runner
+    runner.stop_all()
+
+
+@pytest.fixture
+async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
+    assert cli.run("migrate", APP).returncode == 0
+    cli_app.app.url = cli.url
+    yield cli_app.app
+    await cli_app.app.close()
+
+
+SENTINEL = 7_391_004_518
+"""An argument value that must never reach the exposition."""
+
+
+@pytest.mark.slow
+async def test_a_worker_serves_every_documented_metric(cli: Cli, app: skiplock.App) -> None:
+    for n in range(4):
+        await cli_app.record.aenqueue(SENTINEL + n)
+    port = free_port()
+    cli.start("--metrics-port", str(port), "--stats-refresh", "0.2", "--maintenance-interval", "1")
+    done = 'skiplock_jobs_total{outcome="succeeded",queue="default",task="record"} 4.0'
+    scrape_until(port, done)
+    text = scrape_until(port, 'skiplock_queue_finished_jobs{outcome="completed",queue="default"} 4')
+    names = exposed_names(text)
+    missing = [m for m in documented_metrics() if m not in names]
+    assert not missing, f"documented but not exposed: {missing}\n{text}"
+    assert "skiplock_metrics_leader 1.0" in text and "skiplock_workers 1.0" in text
+    assert str(SENTINEL) not in text
+    status, _ = get(port, "/nothing")
+    assert status == 404
+
+
+def test_labels_stay_bounded() -> None:
+    meter = Meter()
+    for n in range(MAX_SERIES + 50):
+        meter.start("q", f"task-{n}")
+    assert len(meter.series) == MAX_SERIES + 1  # the first MAX_SERIES pairs, then "other"
+    assert meter.series[("other", "other")].started == 50
+
+
+def beat(worker_id: str) -> WorkerBeatParams:
+    return WorkerBeatParams(worker_id, worker_id, "h", 1, None, 1, 0, 0, None)
+
+
+async def test_one_worker_of_several_reads_the_database_gauges(app_db: skiplock.App) -> None:
+    backend = await app_db.backend()
+    for worker_id in ("w:b", "w:a", "w:c"):
+        await backend.worker_beat(beat(worker_id))
+    caches = {worker_id: GaugeCache() for worker_id in ("w:a", "w:b", "w:c")}
+    for worker_id, cache in caches.items():
+        await Gauges(app_db, worker_id, cache).refresh()
+    assert [w for w, c in caches.items() if c.leader] == ["w:a"]
+    assert [w for w, c in caches.items() if c.stats is not None] == ["w:a"]
+    texts = {w: render(SkiplockCollector(None, c)).decode() for w, c in caches.items()}
+    assert "skiplock_queue_jobs" not in texts["w:b"] and "skiplock_workers 3.0" in texts["w:a"]
+    await backend.worker_delete("w:a")  # the leader stops: the next smallest takes over
+    await Gauges(app_db, "w:b", caches["w:b"]).refresh()
+    assert caches["w:b"].leader
+
+
+@pytest.fixture
+async def app_db(db_url: str) -> AsyncIterator[skiplock.App]:
+    the_app = skiplock.App(db_url)
+    await the_app.migrate()
+    yield the_app
+    await the_app.close()
+
+
+async def test_the_asgi_mount_serves_the_database_gauges(app_db: skiplock.App) -> None:
+    @app_db.task(name="t", queue="mail")
+    def t() -> None: ...
+
+    await t.aenqueue()
+    mount = metrics_app(app_db, refresh_s=60)
+    transport = httpx.ASGITransport(app=mount)
+    async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+        first = await client.get("/metrics")
+        await t.aenqueue()
+        cached = await client.get("/metrics")  # within refresh_s: the same reading
+    assert first.status_code == 200 and first.headers["content-type"].startswith("text/plain")
+    assert 'skiplock_queue_jobs{queue="mail",state="ready"} 1.0' in first.text
+    assert 'skiplock_queue_jobs{queue="mail",state="ready"} 1.0' in cached.text
+    assert "skiplock_jobs_total" not in first.text  # no worker in this process
