@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
-from .._job import ClaimedJob, JobFilter, JobOutcome, JobRecord, JobState, NewJob
+from .._job import ClaimedJob, DeadGroup, JobFilter, JobOutcome, JobRecord, JobState, NewJob
 from ..errors import DuplicateJob
 
 T = TypeVar("T")
@@ -221,6 +221,19 @@ def job_record(row: Row) -> JobRecord:
         result=read.any_json("result"),
         progress=read.object_or_none("progress"),
         problems=read.problems,
+    )
+
+
+def dead_group(row: Row) -> DeadGroup:
+    """A JOB_DEAD_GROUPS row (``task, error, n, last_id, last_at`` as Unix seconds)."""
+    last_at = row["last_at"]
+    error = row["error"]
+    return DeadGroup(
+        task=str(row["task"]),
+        error=error.decode(errors="replace") if isinstance(error, bytes) else str(error),
+        count=int(row["n"]),
+        last_id=int(row["last_id"]),
+        last_at=None if last_at is None else from_seconds(last_at),
     )
 
 
