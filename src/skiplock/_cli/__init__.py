@@ -1,7 +1,8 @@
 """The ``skiplock`` command: a shell over the Python API (click), one module per group.
 
 ``worker`` (with ``migrate``) runs jobs, ``cron`` (with ``scheduler``) shows and runs cron
-schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs.
+schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs;
+``dashboard`` serves the same operations on the web (the ``dashboard`` extra).
 Every command reports failures the same way (``support.CliError``: one line, exit 1 or 2).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import click
 
 from .cron import cron, scheduler_command
+from .dashboard import dashboard_command, hash_password_command
 from .dead import dead
 from .job import job
 from .queue import queue
@@ -25,5 +27,16 @@ def main() -> None:
     """skiplock: durable background jobs in your own PostgreSQL or SQLite database."""
 
 
-for _command in (migrate, worker, scheduler_command, cron, queue, task, job, dead):
+for _command in (
+    migrate,
+    worker,
+    scheduler_command,
+    cron,
+    queue,
+    task,
+    job,
+    dead,
+    dashboard_command,
+    hash_password_command,
+):
     main.add_command(_command)
