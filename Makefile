@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest pytest-django soak clean bench profile
+.PHONY: demo test lint typecheck pytest pytest-django soak clean bench profile screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ pytest-django: $(DJANGO_STAMP)
 	SKIPLOCK_DJANGO_DB=sqlite $(DJANGO_VENV)/bin/pytest -q tests/django
 
 test: lint typecheck pytest pytest-django
+
+# The dashboard's screenshots in docs/images, taken by its browser tests (Debian's chromium).
+screenshots: $(STAMP)
+	SKIPLOCK_SCREENSHOTS=docs/images $(BIN)/pytest -q -p no:randomly tests/dashboard -k sqlite
 
 # The full-length soak (make test runs it for SKIPLOCK_SOAK_SECONDS=20).
 soak: $(STAMP)
