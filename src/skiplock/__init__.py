@@ -13,6 +13,7 @@ from ._job import (
     current_job,
 )
 from ._outcomes import Cancel, JobControl, Retry, Snooze
+from ._stats import Stats, StatsGroup, WorkerInfo
 from ._task import JobHandle, Task
 from ._worker.worker import Worker
 from .errors import (
@@ -61,10 +62,13 @@ __all__ = [
     "SchemaError",
     "SkiplockError",
     "Snooze",
+    "Stats",
+    "StatsGroup",
     "Task",
     "TaskPause",
     "UnknownTask",
     "Worker",
     "WorkerConfig",
+    "WorkerInfo",
     "current_job",
 ]

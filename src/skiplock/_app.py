@@ -14,6 +14,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _sqlalchemy
 from ._app_control import AppControl
+from ._app_observe import AppObserve
 from ._app_results import AppResults
 from ._backends import Backend, open_backend
 from ._backends.base import Clock, JobInsertManyParams
@@ -69,7 +70,7 @@ async def _unless_set(stopping: asyncio.Event | None, work: Coroutine[Any, Any, 
     return True
 
 
-class App(AppControl, AppResults):
+class App(AppControl, AppResults, AppObserve):
     """Tasks, configuration and database access for one skiplock deployment.
 
     ``App()`` reads ``SKIPLOCK_DATABASE_URL`` and falls back to ``sqlite:///skiplock.db``.

@@ -118,6 +118,8 @@ class Completion:
     """What the task returned, as strict JSON (None: returned None, or the task keeps none)."""
     progress_json: str | None = None
     """A progress record the job reported after the last heartbeat (None: none)."""
+    run_s: float | None = None
+    """How long the attempt ran, by its worker's monotonic clock (None: it never started)."""
 
 
 class SlotOutcome(enum.StrEnum):

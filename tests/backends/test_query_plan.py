@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -142,14 +143,17 @@ async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(
         f"""DROP INDEX "{pg.schema}".skiplock_jobs_queue_pending_idx;
             CREATE INDEX skiplock_jobs_live_queue_idx ON {pg.table} (queue, state)
                 WHERE state IN ('pending', 'running');
-            ALTER TABLE {pg.table} DROP COLUMN started_at, DROP COLUMN result, DROP COLUMN progress;
+            ALTER TABLE {pg.table} DROP COLUMN started_at, DROP COLUMN result, DROP COLUMN progress,
+                DROP COLUMN ready_at, DROP COLUMN run_s, DROP COLUMN reclaims,
+                DROP COLUMN reclaimed_at;
+            DROP TABLE "{pg.schema}".skiplock_workers;
             DELETE FROM "{pg.schema}".skiplock_migrations WHERE version >= 4;
             INSERT INTO {pg.table} (queue, task, max_attempts)
                 SELECT 'a', 'queued-before', 3 FROM generate_series(1, 30);"""
     )
     with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
         await pg.app.check_schema()
-    assert await pg.app.migrate() == [4, 5, 6]
+    assert await pg.app.migrate() == [4, 5, 6, 7]
     await pg.app.check_schema()
     indexes = await pg.conn.fetch(
         "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", pg.schema
@@ -177,6 +181,12 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
                ALTER TABLE skiplock_jobs DROP COLUMN started_at;
                ALTER TABLE skiplock_jobs DROP COLUMN result;
                ALTER TABLE skiplock_jobs DROP COLUMN progress;
+               DROP INDEX skiplock_jobs_reclaimed_idx;
+               ALTER TABLE skiplock_jobs DROP COLUMN ready_at;
+               ALTER TABLE skiplock_jobs DROP COLUMN run_s;
+               ALTER TABLE skiplock_jobs DROP COLUMN reclaims;
+               ALTER TABLE skiplock_jobs DROP COLUMN reclaimed_at;
+               DROP TABLE skiplock_workers;
                DELETE FROM skiplock_migrations WHERE version >= 4;"""
         )
         conn.executemany(
@@ -185,7 +195,7 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
             [("a",)] * 30 + [("b",)] * 5,
         )
         conn.close()
-        assert await app.migrate() == [4, 5, 6]
+        assert await app.migrate() == [4, 5, 6, 7]
         conn = sqlite3.connect(path)  # a session that knows the new schema
         claim = sqlite_sql.job_get_available_in_queues(2)
         args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}
@@ -200,3 +210,75 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
     assert sum("TEMP B-TREE" in p for p in plan) == 1, "\n".join(plan)  # the merge only
     assert not any(p.startswith("SCAN skiplock_jobs") for p in plan), "\n".join(plan)
     assert len(jobs) == 35
+
+
+STATS = (
+    "JOB_STATS_LIVE",
+    "JOB_STATS_FINISHED",
+    "JOB_STATS_RECLAIMS",
+    "JOB_STATS_PERCENTILES",
+)
+"""Every statement of a health-numbers reading (``app.stats()``)."""
+
+
+async def test_the_health_numbers_read_no_history_at_a_million_finished_rows(
+    pg: Migrated,
+) -> None:
+    """A million rows finished a day ago, a few live and recent ones: each statement of a
+    reading walks partial indexes (the window's range of the finished one), never the table,
+    and the reading itself counts only the recent rows."""
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, state, max_attempts, attempt, finished_at,
+                                    attempted_at, ready_at, run_s)
+            SELECT 'default', 'old', 'succeeded', 3, 1, now() - interval '1 day',
+                   now() - interval '1 day', now() - interval '1 day', 0.1
+            FROM generate_series(1, 1000000)"""
+    )
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, state, max_attempts, attempt, finished_at,
+                                    attempted_at, ready_at, run_s)
+            SELECT 'default', 'new', 'succeeded', 3, 1, now(), now(), now(), 0.1
+            FROM generate_series(1, 50);
+            INSERT INTO {pg.table} (queue, task, max_attempts)
+            SELECT 'default', 'new', 3 FROM generate_series(1, 100)"""
+    )
+    await pg.conn.execute(f"ANALYZE {pg.table}")
+    now = await pg.conn.fetchval("SELECT now()")
+    args = (now, now - timedelta(seconds=300), None, None)
+    for name in STATS:
+        plan = await pg.explain(await pg.sql(name), *args)
+        assert "Seq Scan on skiplock_jobs" not in plan, (name, plan)
+        assert "skiplock_jobs_" in plan, (name, plan)  # through a named (partial) index
+    stats = await pg.app.stats(window_s=300)
+    assert (stats.total.completed, stats.total.ready) == (50, 100)
+
+
+async def test_sqlite_health_numbers_read_no_history_at_a_million_finished_rows(
+    sqlite_url: str,
+) -> None:
+    app = skiplock.App(sqlite_url)
+    await app.migrate()
+    await app.close()
+    conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        conn.executescript(
+            """BEGIN;
+               WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000000)
+               INSERT INTO skiplock_jobs (queue, task, state, max_attempts, attempt, run_at,
+                                          created_at, finished_at, attempted_at, ready_at, run_s)
+               SELECT 'default', 'old', 'succeeded', 3, 1, 0, 0, 1000, 1000, 1000, 0.1 FROM n;
+               COMMIT;
+               ANALYZE;"""
+        )
+        args = {"now": 1e9, "since": 1e9 - 300, "queue": None, "task": None}
+        for name in STATS:
+            statement = getattr(sqlite_sql, name)
+            plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + statement, args)]
+            # a whole-index scan only of a live-only partial index; history only by SEARCH
+            reads = [p for p in plan if " skiplock_jobs " in f"{p} "]
+            live = ("pending_idx", "queue_pending_idx", "lease_idx")
+            for read in reads:
+                partial = read.startswith("SCAN") and read.endswith(live)
+                assert read.startswith("SEARCH") or partial, (name, read, plan)
+    finally:
+        conn.close()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._job import (
     ClaimedJob,
@@ -28,6 +28,9 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
+
+if TYPE_CHECKING:
+    from .._stats import WorkerInfo
 
 Clock = Callable[[], datetime]
 """A replacement for the database's now(), for tests that pin time."""
@@ -147,6 +150,49 @@ class JobPruneParams:
     finished_age_s: float
     dead_age_s: float
     batch: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatsParams:
+    """A reading of the health numbers over the window ``window_s`` seconds back from the
+    database's now, optionally of one queue and/or one task."""
+
+    window_s: float
+    queue: str | None = None
+    task: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatsRows:
+    """What a statistics reading returns, per (queue, task) where counts add up, and ranked per
+    queue, task and overall ("all", "") where they do not (percentiles)."""
+
+    now: datetime
+    live: list[tuple[Any, ...]]
+    """(queue, task, ready, scheduled, retrying, claimed, running, oldest ready run_at as
+    epoch seconds or None)."""
+    finished: list[tuple[Any, ...]]
+    """(queue, task, succeeded, cancelled, dead, attempts_1, _2, _3, _4_plus, retries)."""
+    reclaims: list[tuple[Any, ...]]
+    """(queue, task, reclaims)."""
+    ranks: list[tuple[Any, ...]]
+    """(dim, key, kind "claim" | "run", p50, p95, max) in seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerBeatParams:
+    """One worker's registry row as its maintenance beat reports it."""
+
+    id: str
+    name: str
+    host: str
+    pid: int
+    queues: tuple[str, ...] | None
+    concurrency: int
+    running: int
+    processed: int
+    claimed_ago_s: float | None
+    """Seconds since its last claim (None: never claimed)."""
 
 
 class Backend(Protocol):
@@ -301,6 +347,22 @@ class Backend(Protocol):
     async def cron_slots_prune(self, before: datetime) -> int:
         """Delete slot rows older than ``before``; return how many."""
         ...
+
+    async def job_stats(self, params: JobStatsParams) -> JobStatsRows:
+        """One consistent reading of the health numbers' rows (see ``_stats.py``)."""
+        ...
+
+    async def worker_beat(self, params: WorkerBeatParams) -> None:
+        """Upsert a worker's registry row, its heartbeat the database's now."""
+        ...
+
+    async def worker_delete(self, worker_id: str) -> None: ...
+
+    async def worker_prune(self, silent_s: float) -> int:
+        """Forget workers whose last beat is more than ``silent_s`` old; how many went."""
+        ...
+
+    async def worker_list(self) -> list[WorkerInfo]: ...
 
     def listen(self, on_wake: Callable[[str], None]) -> AbstractAsyncContextManager[asyncio.Event]:
         """While entered, call ``on_wake(queue)`` when another process enqueues."""

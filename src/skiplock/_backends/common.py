@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
 from .._job import ClaimedJob, DeadGroup, JobFilter, JobOutcome, JobRecord, JobState, NewJob
+from .._stats import WorkerInfo
 from ..errors import DuplicateJob
 
 T = TypeVar("T")
@@ -316,3 +317,25 @@ class _Reader:
         except (OverflowError, ValueError, OSError):
             self.problems.append(f"{name}: {seconds} s is beyond the datetime range")
             return FAR_PAST if seconds < 0 else FAR_FUTURE
+
+
+# -- the worker registry -------------------------------------------------------------------
+
+
+def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
+    """A WORKER_LIST row (either dialect; ``to_time`` reads its times)."""
+    queues = r["queues"]
+    return WorkerInfo(
+        id=r["id"],
+        name=r["name"],
+        host=r["host"],
+        pid=r["pid"],
+        queues=None if queues is None else tuple(json.loads(queues)),
+        concurrency=r["concurrency"],
+        running=r["running"],
+        processed=r["processed"],
+        started_at=to_time(r["started_at"]),
+        heartbeat_at=to_time(r["heartbeat_at"]),
+        last_claim_at=None if r["last_claim_at"] is None else to_time(r["last_claim_at"]),
+        silent_s=max(0.0, float(r["silent_s"])),
+    )

@@ -32,8 +32,10 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
+from .._stats import WorkerInfo
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows, postgres_url
+from . import postgres_observe as observe
 from . import postgres_ops as ops
 from . import postgres_sql as sql
 from .base import (
@@ -47,11 +49,14 @@ from .base import (
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
+    JobStatsParams,
+    JobStatsRows,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
+    WorkerBeatParams,
 )
-from .common import dead_group, job_outcomes, job_record, state_counts
+from .common import dead_group, job_outcomes, job_record, state_counts, worker_info
 from .postgres_errors import connecting
 from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
@@ -598,3 +603,27 @@ class PostgresBackend:
         with _wrapped("cron_slots_prune"):
             status = await self.pool.execute(self._sql.CRON_SLOTS_PRUNE, before)
         return int(status.split()[-1])
+
+    # -- observability ----------------------------------------------------------------------
+
+    async def job_stats(self, params: JobStatsParams) -> JobStatsRows:
+        with _wrapped("job_stats"):
+            return await observe.job_stats(self.pool, self._sql, params, self._now())
+
+    async def worker_beat(self, params: WorkerBeatParams) -> None:
+        with _wrapped("worker_beat"):
+            await self.pool.execute(self._sql.WORKER_BEAT, *observe.beat_args(params, self._now()))
+
+    async def worker_delete(self, worker_id: str) -> None:
+        with _wrapped("worker_delete"):
+            await self.pool.execute(self._sql.WORKER_DELETE, worker_id)
+
+    async def worker_prune(self, silent_s: float) -> int:
+        with _wrapped("worker_prune"):
+            status = await self.pool.execute(self._sql.WORKER_PRUNE, silent_s, self._now())
+        return int(status.split()[-1])
+
+    async def worker_list(self) -> list[WorkerInfo]:
+        with _wrapped("worker_list"):
+            rows = await self.pool.fetch(self._sql.WORKER_LIST, self._now())
+        return [worker_info(r, lambda t: t) for r in rows]

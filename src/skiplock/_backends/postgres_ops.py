@@ -71,6 +71,7 @@ def completion_params(
         [c.result_json for c in completions],
         channel,
         [c.progress_json for c in completions],
+        [c.run_s for c in completions],
     ]
 
 

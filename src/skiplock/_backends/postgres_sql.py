@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from . import postgres_observe_sql as _observe
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,
@@ -124,6 +126,37 @@ ALTER TABLE {s}.skiplock_jobs ADD COLUMN started_at timestamptz;
 -- record. Nullable without a default: adding them rewrites no row of a populated table.
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN result jsonb;
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN progress jsonb;
+""",
+    ),
+    (
+        7,
+        "health numbers and worker registry",
+        """
+-- What the health numbers (``app.stats()``) need of a job row: when its last claim found it
+-- ready (claim latency = attempted_at - ready_at), how long its last attempt ran by its
+-- worker's clock, how often its lease expired and when last. Nullable or constant defaults:
+-- adding them rewrites no row of a populated table.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN ready_at timestamptz;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN run_s double precision;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN reclaims integer NOT NULL DEFAULT 0;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN reclaimed_at timestamptz;
+-- Only reclaimed rows enter it (rare), so the reclaim count of a window never reads history.
+CREATE INDEX skiplock_jobs_reclaimed_idx ON {s}.skiplock_jobs (reclaimed_at)
+    WHERE reclaimed_at IS NOT NULL;
+-- Live workers, upserted by each on its maintenance beat and pruned when long silent.
+CREATE TABLE {s}.skiplock_workers (
+    id            text PRIMARY KEY,
+    name          text NOT NULL,
+    host          text NOT NULL,
+    pid           integer NOT NULL,
+    queues        text,
+    concurrency   integer NOT NULL,
+    running       integer NOT NULL DEFAULT 0,
+    processed     bigint NOT NULL DEFAULT 0,
+    started_at    timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at  timestamptz NOT NULL DEFAULT now(),
+    last_claim_at timestamptz
+);
 """,
     ),
 ]
@@ -263,6 +296,7 @@ WHERE unique_key = ANY($1::text[])
 
 _CLAIM_UPDATE = """UPDATE {s}.skiplock_jobs j
 SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
+    ready_at = greatest(j.run_at, j.created_at),
     started_at = NULL, locked_by = $3, lease_token = $4,
     lease_expires_at = (SELECT t FROM now_)
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
@@ -331,14 +365,15 @@ JOB_SET_STATE_IF_RUNNING_MANY = """
 -- Write a batch of outcomes (decided in Python: _transitions.py), each only where the row is
 -- still running under its lease token: a worker whose lease was lost changes nothing. Errors
 -- are appended, keeping the last $9; $10 holds the results (NULL: none kept), $12 progress
--- reported since the last heartbeat (NULL: none). The finished
+-- reported since the last heartbeat (NULL: none), $13 how long each attempt ran. The finished
 -- ids are announced on the completion channel $11, one NOTIFY per 300 ids (a payload stays
 -- under PostgreSQL's 8,000 bytes), so a batch of outcomes costs one notification, not one each.
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[],
-                         $6::bool[], $7::text[], $10::text[], $12::text[])
-        AS c(id, token, state, attempt_delta, run_after, finished, error, result, progress)
+                         $6::bool[], $7::text[], $10::text[], $12::text[], $13::float8[])
+        AS c(id, token, state, attempt_delta, run_after, finished, error, result, progress,
+             run_s)
 ), done AS (
     UPDATE {s}.skiplock_jobs j
     SET state = c.state,
@@ -349,6 +384,7 @@ c AS (
         lease_expires_at = NULL,
         result = c.result::jsonb,
         progress = coalesce(c.progress::jsonb, j.progress),
+        run_s = c.run_s,
         errors = CASE WHEN c.error IS NULL THEN j.errors
                       WHEN jsonb_array_length(j.errors) >= $9
                       THEN (j.errors - 0) || jsonb_build_array(c.error::jsonb)
@@ -441,6 +477,7 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                        THEN (SELECT t FROM now_) END,
     run_at = (SELECT t FROM now_),
     lease_token = NULL, lease_expires_at = NULL,
+    reclaims = j.reclaims + 1, reclaimed_at = (SELECT t FROM now_), run_s = NULL,
     errors = CASE WHEN jsonb_array_length(j.errors) >= $2 THEN j.errors - 0 ELSE j.errors END
              || jsonb_build_array(jsonb_build_object(
                     'attempt', j.attempt, 'at', (SELECT t FROM now_),
@@ -741,6 +778,19 @@ ORDER BY task
 """
 
 
+# -- observability: the health numbers and the worker registry (postgres_observe_sql.py) --
+
+JOB_STATS_NOW = _observe.JOB_STATS_NOW
+JOB_STATS_LIVE = _observe.JOB_STATS_LIVE
+JOB_STATS_FINISHED = _observe.JOB_STATS_FINISHED
+JOB_STATS_RECLAIMS = _observe.JOB_STATS_RECLAIMS
+JOB_STATS_PERCENTILES = _observe.JOB_STATS_PERCENTILES
+WORKER_BEAT = _observe.WORKER_BEAT
+WORKER_DELETE = _observe.WORKER_DELETE
+WORKER_PRUNE = _observe.WORKER_PRUNE
+WORKER_LIST = _observe.WORKER_LIST
+
+
 @dataclass(frozen=True, slots=True)
 class Statements:
     """Every statement above for one schema, read as attributes (a misspelt name is a mypy
@@ -788,6 +838,15 @@ class Statements:
     TASK_PAUSE: str
     TASK_RESUME: str
     TASK_PAUSES: str
+    JOB_STATS_NOW: str
+    JOB_STATS_LIVE: str
+    JOB_STATS_FINISHED: str
+    JOB_STATS_RECLAIMS: str
+    JOB_STATS_PERCENTILES: str
+    WORKER_BEAT: str
+    WORKER_DELETE: str
+    WORKER_PRUNE: str
+    WORKER_LIST: str
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:

@@ -34,8 +34,10 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
+from .._stats import WorkerInfo
 from ..errors import BackendError, ConfigurationError, JobNotFound
 from . import flows
+from . import sqlite_observe as observe
 from . import sqlite_ops as ops
 from . import sqlite_sql as sql
 from .base import (
@@ -49,11 +51,14 @@ from .base import (
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
+    JobStatsParams,
+    JobStatsRows,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
+    WorkerBeatParams,
 )
-from .common import dead_group, job_outcomes, state_counts
+from .common import dead_group, job_outcomes, state_counts, worker_info
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -529,3 +534,26 @@ class SQLiteBackend:
                 return conn.execute(sql.CRON_SLOTS_PRUNE, {"before": before.timestamp()}).rowcount
 
         return await self._run("cron_slots_prune", prune)
+
+    # -- observability ----------------------------------------------------------------------
+
+    async def job_stats(self, params: JobStatsParams) -> JobStatsRows:
+        now = self._now()
+        return await self._run("job_stats", lambda c: observe.job_stats(c, params, now))
+
+    async def worker_beat(self, params: WorkerBeatParams) -> None:
+        await self._write("worker_beat", sql.WORKER_BEAT, observe.beat_args(params, self._now()))
+
+    async def worker_delete(self, worker_id: str) -> None:
+        await self._write("worker_delete", sql.WORKER_DELETE, {"id": worker_id})
+
+    async def worker_prune(self, silent_s: float) -> int:
+        args = {"silent_s": silent_s, "now": self._now()}
+        return await self._write("worker_prune", sql.WORKER_PRUNE, args)
+
+    async def worker_list(self) -> list[WorkerInfo]:
+        def read(conn: sqlite3.Connection) -> list[WorkerInfo]:
+            rows = conn.execute(sql.WORKER_LIST, {"now": self._now()}).fetchall()
+            return [worker_info(r, _dt) for r in rows]
+
+        return await self._run("worker_list", read)

@@ -122,6 +122,7 @@ def completion_args(c: Completion, now: float) -> dict[str, Any]:
         "max_errors": MAX_ERRORS_KEPT,
         "result": c.result_json,
         "progress": c.progress_json,
+        "run_s": c.run_s,
     }
 
 

@@ -6,6 +6,8 @@ write runs inside ``BEGIN IMMEDIATE``, which takes the file's write lock up fron
 several processes serialise instead of double-claiming.
 """
 
+from . import sqlite_observe_sql as _observe
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,
@@ -123,6 +125,34 @@ ALTER TABLE skiplock_jobs ADD COLUMN result TEXT;
 ALTER TABLE skiplock_jobs ADD COLUMN progress TEXT
 """,
     ),
+    (
+        7,
+        "health numbers and worker registry",
+        """
+-- What the health numbers need of a job row: when its last claim found it ready, how long
+-- its last attempt ran by its worker's clock, how often its lease expired and when last
+-- (no semicolons in comments: migrate splits on them).
+ALTER TABLE skiplock_jobs ADD COLUMN ready_at REAL;
+ALTER TABLE skiplock_jobs ADD COLUMN run_s REAL;
+ALTER TABLE skiplock_jobs ADD COLUMN reclaims INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE skiplock_jobs ADD COLUMN reclaimed_at REAL;
+CREATE INDEX skiplock_jobs_reclaimed_idx ON skiplock_jobs (reclaimed_at)
+    WHERE reclaimed_at IS NOT NULL;
+CREATE TABLE skiplock_workers (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    host          TEXT NOT NULL,
+    pid           INTEGER NOT NULL,
+    queues        TEXT,
+    concurrency   INTEGER NOT NULL,
+    running       INTEGER NOT NULL DEFAULT 0,
+    processed     INTEGER NOT NULL DEFAULT 0,
+    started_at    REAL NOT NULL,
+    heartbeat_at  REAL NOT NULL,
+    last_claim_at REAL
+)
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -214,6 +244,7 @@ LAST_INSERT_ID = "SELECT last_insert_rowid()"
 
 _CLAIM_SET = """UPDATE skiplock_jobs
 SET state = 'running', attempt = attempt + 1, attempted_at = :now, started_at = NULL,
+    ready_at = max(run_at, created_at),
     locked_by = :worker, lease_token = :token,
     lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin)
 """
@@ -290,7 +321,8 @@ SET state = :state,
     run_at = coalesce(:run_at, run_at),
     finished_at = :finished_at,
     lease_token = NULL,
-    lease_expires_at = NULL,{keeping}
+    lease_expires_at = NULL,
+    run_s = :run_s,{keeping}
     errors = CASE WHEN :error IS NULL THEN errors
                   WHEN json_array_length(errors) >= :max_errors
                   THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
@@ -360,6 +392,7 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
     finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN :now END,
     run_at = :now,
     lease_token = NULL, lease_expires_at = NULL,
+    reclaims = reclaims + 1, reclaimed_at = :now, run_s = NULL,
     errors = json_insert(
         CASE WHEN json_array_length(errors) >= :max_errors THEN json_remove(errors, '$[0]')
              ELSE errors END,
@@ -617,3 +650,16 @@ WHERE until IS NULL OR until > :now ORDER BY task
 
 DATA_VERSION = "PRAGMA data_version"
 """Changes whenever another connection has committed to the file (the change watcher)."""
+
+
+# -- observability: the health numbers and the worker registry (sqlite_observe_sql.py) --
+
+JOB_STATS_NOW = _observe.JOB_STATS_NOW
+JOB_STATS_LIVE = _observe.JOB_STATS_LIVE
+JOB_STATS_FINISHED = _observe.JOB_STATS_FINISHED
+JOB_STATS_RECLAIMS = _observe.JOB_STATS_RECLAIMS
+JOB_STATS_PERCENTILES = _observe.JOB_STATS_PERCENTILES
+WORKER_BEAT = _observe.WORKER_BEAT
+WORKER_DELETE = _observe.WORKER_DELETE
+WORKER_PRUNE = _observe.WORKER_PRUNE
+WORKER_LIST = _observe.WORKER_LIST

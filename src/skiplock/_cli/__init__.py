@@ -1,8 +1,9 @@
 """The ``skiplock`` command: a shell over the Python API (click), one module per group.
 
 ``worker`` (with ``migrate``) runs jobs, ``cron`` (with ``scheduler``) shows and runs cron
-schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs;
-``dashboard`` serves the same operations on the web (the ``dashboard`` extra).
+schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs,
+``stats`` tells whether the queues keep up, and ``dashboard`` serves the same on the web (the
+``dashboard`` extra).
 Every command reports failures the same way (``support.CliError``: one line, exit 1 or 2).
 """
 
@@ -15,6 +16,7 @@ from .dashboard import dashboard_command, hash_password_command
 from .dead import dead
 from .job import job
 from .queue import queue
+from .stats import stats_command
 from .task import task
 from .worker import migrate, run_worker, worker
 
@@ -38,5 +40,6 @@ for _command in (
     dead,
     dashboard_command,
     hash_password_command,
+    stats_command,
 ):
     main.add_command(_command)

@@ -68,6 +68,8 @@ class Producer(Service):
         self._claims = itertools.count(1)
         self._failures = 0
         self._requeues_claimed = 0
+        self.last_claim_at: float | None = None
+        """The loop time of the last claim that took a job (the worker registry reports it)."""
         """How many requeues were written before a claim began, so that claim could see them."""
         self._limited: list[str] = []
         self._limited_at = float("-inf")
@@ -133,6 +135,8 @@ class Producer(Service):
         if self.completer.idle:  # every outcome so far is in the table: this claim sees it
             self._requeues_claimed = self.runner.requeues
         jobs = await self._claim_all(limit)
+        if jobs:
+            self.last_claim_at = asyncio.get_running_loop().time()
         self.runner.take(jobs)
         self.leases.rearm()
         self.signals.claimed.fire([job.id for job in jobs])

@@ -196,6 +196,7 @@ class Runner(Service):
                 job.lease_s,
                 decision.result_json,
                 self.progress.pop(job.id),
+                duration,
             )
         )
         self.processed += 1

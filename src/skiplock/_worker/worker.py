@@ -7,6 +7,7 @@
     canceller: cancels jobs a person asked to    pruner: deletes rows past their retention
     watchdog: names a task that blocks the event loop, and the lease it endangers
     scheduler: enqueues cron slots (when the app has schedules)
+    presence: keeps this worker's row in the live-worker registry (``app.workers()``)
 
 Every service has one lifecycle (``service.Service``: start, ready, stop) and lives in the
 worker's TaskGroup. If any of them dies the TaskGroup cancels the rest and ``run`` raises: a
@@ -34,6 +35,7 @@ from .breaker import Breakers
 from .completer import Completer
 from .leases import LeaseKeeper
 from .outage import Outage
+from .presence import Presence
 from .producer import Producer
 from .runner import Runner
 from .service import Service
@@ -71,6 +73,9 @@ class Worker:
         self.ready = asyncio.Event()
         """Set once every service reported ready; cleared when the worker stops."""
         self.scheduler: Scheduler | None = None
+        self.id = self.name
+        """Unique per run once running (``name:random``): the lease token prefix and the
+        worker's key in the live-worker registry (``app.workers()``)."""
         self._stopping = asyncio.Event()
         self._forced = asyncio.Event()
         self._stop_deadline: float | None = None
@@ -200,7 +205,7 @@ class Worker:
         breakers = Breakers(self.app, self.name, backend, tg.create_task, signals)
         self._runner = runner = Runner(self.app, config, completer, breakers, signals)
         leases = LeaseKeeper(backend, config, runner, completer, signals, outage)
-        token = f"{self.name}:{uuid.uuid4().hex[:12]}"
+        self.id = token = f"{self.name}:{uuid.uuid4().hex[:12]}"
         parts = (runner, completer, leases)
         self._producer = producer = Producer(
             backend, config, parts, signals, token_prefix=token, burst=burst, outage=outage
@@ -210,6 +215,11 @@ class Worker:
         services.append(Rescuer(backend, config, signals, outage))
         services += [Canceller(backend, runner, outage=outage), Pruner(backend, config, outage)]
         services.append(Watchdog(leases.shortest))
+
+        def load() -> tuple[int, int, float | None]:
+            return len(runner.running) + len(runner.ready), runner.processed, producer.last_claim_at
+
+        services.append(Presence(backend, config, token, load, outage))
         if not burst and backend.supports_push:  # a burst never idles: nothing to wake it
             services.append(Notifier(backend, producer.on_wake, outage))
         if config.scheduler and self.app.schedules:

@@ -1,0 +1,143 @@
+"""PostgreSQL's observability statements: the health numbers and the live-worker registry.
+
+Kept beside ``postgres_sql`` (which imports them, so ``Statements`` lists them with the rest)
+to keep that module the job lifecycle's. Every read here walks one partial index or a range of
+one: the pending index, the lease index, the finished index over the window, the (rare)
+reclaimed rows' index. History outside the window is never read, so a million finished rows
+cost nothing (tests/backends/test_query_plan.py).
+"""
+
+from __future__ import annotations
+
+_FINAL = "('succeeded', 'cancelled', 'dead')"
+
+_FILTER = "($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)"
+"""The optional queue ($3) and task ($4) filters every statistics statement takes."""
+
+JOB_STATS_NOW = """
+-- The instant every statistic of one reading is taken at: the pinned $1, else the database's
+-- now() (fixed for the transaction the reading runs in).
+SELECT coalesce($1::timestamptz, now()) AS now
+"""
+
+JOB_STATS_LIVE = f"""
+-- Live depth per (queue, task) at $1 ($2, the window's start, is unused here): pending jobs
+-- ready and scheduled, those waiting for a retry, jobs claimed ahead and running, and the
+-- oldest ready job's run_at (epoch seconds). Each state on its own partial index.
+SELECT queue, task,
+       count(*) FILTER (WHERE run_at <= $1) AS ready,
+       count(*) FILTER (WHERE run_at > $1) AS scheduled,
+       count(*) FILTER (WHERE attempt > 0) AS retrying,
+       0::bigint AS claimed, 0::bigint AS running,
+       extract(epoch FROM min(run_at) FILTER (WHERE run_at <= $1))::float8 AS oldest_ready
+FROM {{s}}.skiplock_jobs
+WHERE state = 'pending' AND $2::timestamptz IS NOT NULL AND {_FILTER}
+GROUP BY queue, task
+UNION ALL
+SELECT queue, task, 0, 0, 0,
+       count(*) FILTER (WHERE started_at IS NULL),
+       count(*) FILTER (WHERE started_at IS NOT NULL), NULL
+FROM {{s}}.skiplock_jobs
+WHERE state = 'running' AND {_FILTER}
+GROUP BY queue, task
+"""
+
+JOB_STATS_FINISHED = f"""
+-- Jobs finished in the window ($2, $1] per (queue, task), through the finished index's range:
+-- how each ended, how many attempts it took (a job cancelled before it ever ran counts in no
+-- bucket), and its attempts before the last (the retries it used).
+SELECT queue, task,
+       count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+       count(*) FILTER (WHERE state = 'dead') AS dead,
+       count(*) FILTER (WHERE attempt = 1) AS attempts_1,
+       count(*) FILTER (WHERE attempt = 2) AS attempts_2,
+       count(*) FILTER (WHERE attempt = 3) AS attempts_3,
+       count(*) FILTER (WHERE attempt >= 4) AS attempts_4_plus,
+       coalesce(sum(greatest(attempt - 1, 0)), 0)::bigint AS retries
+FROM {{s}}.skiplock_jobs
+WHERE state IN {_FINAL} AND finished_at > $2 AND finished_at <= $1 AND {_FILTER}
+GROUP BY queue, task
+"""
+
+JOB_STATS_RECLAIMS = f"""
+-- Jobs whose expired lease was reclaimed in the window ($2, $1], per (queue, task): a read of
+-- the reclaimed rows' index, which holds only rows ever reclaimed.
+SELECT queue, task, count(*) AS reclaims
+FROM {{s}}.skiplock_jobs
+WHERE reclaimed_at > $2 AND reclaimed_at <= $1 AND {_FILTER}
+GROUP BY queue, task
+"""
+
+JOB_STATS_PERCENTILES = f"""
+-- Claim latency (attempted_at - ready_at of each job's last claim, for claims in the window
+-- ($2, $1]) and run duration (run_s of jobs finished in the window): p50, p95 (nearest rank:
+-- the value at rank ceil(p * n)) and max, per queue, per task and for all ('all', '').
+WITH claims AS MATERIALIZED (
+    SELECT queue, task, attempted_at, ready_at FROM {{s}}.skiplock_jobs
+    WHERE state = 'pending' AND attempted_at > $2 AND {_FILTER}
+    UNION ALL
+    SELECT queue, task, attempted_at, ready_at FROM {{s}}.skiplock_jobs
+    WHERE state = 'running' AND attempted_at > $2 AND {_FILTER}
+    UNION ALL
+    SELECT queue, task, attempted_at, ready_at FROM {{s}}.skiplock_jobs
+    WHERE state IN {_FINAL} AND finished_at > $2 AND finished_at <= $1 AND attempted_at > $2
+      AND {_FILTER}
+), samples AS MATERIALIZED (
+    SELECT queue, task, 'claim' AS kind,
+           extract(epoch FROM attempted_at - ready_at)::float8 AS v
+    FROM claims WHERE ready_at IS NOT NULL AND attempted_at <= $1
+    UNION ALL
+    SELECT queue, task, 'run', run_s FROM {{s}}.skiplock_jobs
+    WHERE state IN {_FINAL} AND finished_at > $2 AND finished_at <= $1 AND run_s IS NOT NULL
+      AND {_FILTER}
+), keyed AS (
+    SELECT 'queue' AS dim, queue AS key, kind, v FROM samples
+    UNION ALL SELECT 'task', task, kind, v FROM samples
+    UNION ALL SELECT 'all', '', kind, v FROM samples
+), ranked AS (
+    SELECT dim, key, kind, v,
+           row_number() OVER (PARTITION BY dim, key, kind ORDER BY v) AS rn,
+           count(*) OVER (PARTITION BY dim, key, kind) AS n
+    FROM keyed
+)
+SELECT dim, key, kind,
+       min(v) FILTER (WHERE rn * 100 >= 50 * n) AS p50,
+       min(v) FILTER (WHERE rn * 100 >= 95 * n) AS p95,
+       max(v) AS max
+FROM ranked GROUP BY dim, key, kind
+"""
+
+WORKER_BEAT = """
+-- Upsert a worker's registry row ($1 its id) on its maintenance beat: its shape, its load, the
+-- database's now as its heartbeat, and when it last claimed ($9 seconds before now; NULL:
+-- never).
+WITH now_ AS (SELECT coalesce($10::timestamptz, now()) AS t)
+INSERT INTO {s}.skiplock_workers AS w
+    (id, name, host, pid, queues, concurrency, running, processed, started_at, heartbeat_at,
+     last_claim_at)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, t, t, t - make_interval(secs => $9::float8) FROM now_
+ON CONFLICT (id) DO UPDATE
+SET running = excluded.running, processed = excluded.processed,
+    heartbeat_at = excluded.heartbeat_at, last_claim_at = excluded.last_claim_at
+"""
+
+WORKER_DELETE = """
+-- A worker leaves the registry as it stops.
+DELETE FROM {s}.skiplock_workers WHERE id = $1
+"""
+
+WORKER_PRUNE = """
+-- Forget workers silent for more than $1 seconds of the database clock (gone without a word).
+DELETE FROM {s}.skiplock_workers
+WHERE heartbeat_at < coalesce($2::timestamptz, now()) - make_interval(secs => $1::float8)
+"""
+
+WORKER_LIST = """
+-- Every registered worker, with how long since its heartbeat and last claim by the database
+-- clock.
+SELECT id, name, host, pid, queues, concurrency, running, processed, started_at,
+       heartbeat_at, last_claim_at,
+       extract(epoch FROM coalesce($1::timestamptz, now()) - heartbeat_at)::float8 AS silent_s
+FROM {s}.skiplock_workers ORDER BY name, id
+"""

@@ -1,0 +1,57 @@
+"""SQLite's observability operations, run on the backend's thread: a statistics reading (one
+read transaction, one snapshot) and the worker registry's writes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from .base import JobStatsParams, JobStatsRows, WorkerBeatParams
+from .sqlite_observe_sql import (
+    JOB_STATS_FINISHED,
+    JOB_STATS_LIVE,
+    JOB_STATS_PERCENTILES,
+    JOB_STATS_RECLAIMS,
+)
+from .sqlite_support import dt
+
+
+def job_stats(conn: sqlite3.Connection, params: JobStatsParams, now: float) -> JobStatsRows:
+    args = {
+        "now": now,
+        "since": now - params.window_s,
+        "queue": params.queue,
+        "task": params.task,
+    }
+
+    def rows(statement: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in conn.execute(statement, args).fetchall()]
+
+    conn.execute("BEGIN")  # deferred: a read snapshot across the four statements, no lock
+    try:
+        return JobStatsRows(
+            now=dt(now),
+            live=rows(JOB_STATS_LIVE),
+            finished=rows(JOB_STATS_FINISHED),
+            reclaims=rows(JOB_STATS_RECLAIMS),
+            ranks=rows(JOB_STATS_PERCENTILES),
+        )
+    finally:
+        conn.execute("COMMIT")
+
+
+def beat_args(params: WorkerBeatParams, now: float) -> dict[str, Any]:
+    p = params
+    return {
+        "id": p.id,
+        "name": p.name,
+        "host": p.host,
+        "pid": p.pid,
+        "queues": None if p.queues is None else json.dumps(list(p.queues)),
+        "concurrency": p.concurrency,
+        "running": p.running,
+        "processed": p.processed,
+        "claimed_ago": p.claimed_ago_s,
+        "now": now,
+    }

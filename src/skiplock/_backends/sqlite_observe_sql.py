@@ -1,0 +1,129 @@
+"""SQLite's observability statements, under the same names as PostgreSQL's.
+
+Times are REAL Unix seconds; ``:now`` and ``:since`` bound the window ``(since, now]``. Each
+read walks one partial index or a range of one, as on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+_FINAL = "('succeeded', 'cancelled', 'dead')"
+
+_FILTER = "(:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)"
+"""The optional queue and task filters every statistics statement takes."""
+
+JOB_STATS_NOW = "SELECT :now"
+"""The instant a reading is taken at (this process's clock is SQLite's, see sqlite_sql)."""
+
+JOB_STATS_LIVE = f"""
+-- Live depth per (queue, task) at :now: pending jobs ready and scheduled, those waiting for a
+-- retry, jobs claimed ahead and running, and the oldest ready job's run_at.
+SELECT queue, task,
+       sum(run_at <= :now) AS ready,
+       sum(run_at > :now) AS scheduled,
+       sum(attempt > 0) AS retrying,
+       0 AS claimed, 0 AS running,
+       min(CASE WHEN run_at <= :now THEN run_at END) AS oldest_ready
+FROM skiplock_jobs
+WHERE state = 'pending' AND {_FILTER}
+GROUP BY queue, task
+UNION ALL
+SELECT queue, task, 0, 0, 0, sum(started_at IS NULL), sum(started_at IS NOT NULL), NULL
+FROM skiplock_jobs
+WHERE state = 'running' AND {_FILTER}
+GROUP BY queue, task
+"""
+
+JOB_STATS_FINISHED = f"""
+-- Jobs finished in the window per (queue, task), through the finished index's range: how each
+-- ended, how many attempts it took (one cancelled before it ever ran counts in no bucket),
+-- and its attempts before the last (the retries it used).
+SELECT queue, task,
+       sum(state = 'succeeded') AS succeeded,
+       sum(state = 'cancelled') AS cancelled,
+       sum(state = 'dead') AS dead,
+       sum(attempt = 1) AS attempts_1,
+       sum(attempt = 2) AS attempts_2,
+       sum(attempt = 3) AS attempts_3,
+       sum(attempt >= 4) AS attempts_4_plus,
+       sum(max(attempt - 1, 0)) AS retries
+FROM skiplock_jobs
+WHERE state IN {_FINAL} AND finished_at > :since AND finished_at <= :now AND {_FILTER}
+GROUP BY queue, task
+"""
+
+JOB_STATS_RECLAIMS = f"""
+-- Jobs whose expired lease was reclaimed in the window, per (queue, task), from the reclaimed
+-- rows' index.
+SELECT queue, task, count(*) AS reclaims
+FROM skiplock_jobs
+WHERE reclaimed_at > :since AND reclaimed_at <= :now AND {_FILTER}
+GROUP BY queue, task
+"""
+
+JOB_STATS_PERCENTILES = f"""
+-- Claim latency (attempted_at - ready_at of each job's last claim in the window) and run
+-- duration (run_s of jobs finished in the window): p50, p95 (nearest rank: the value at rank
+-- ceil(p * n)) and max, per queue, per task and for all ('all', '').
+WITH claims AS MATERIALIZED (
+    SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs
+    WHERE state = 'pending' AND attempted_at > :since AND {_FILTER}
+    UNION ALL
+    SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs
+    WHERE state = 'running' AND attempted_at > :since AND {_FILTER}
+    UNION ALL
+    SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs
+    WHERE state IN {_FINAL} AND finished_at > :since AND finished_at <= :now
+      AND attempted_at > :since AND {_FILTER}
+), samples AS MATERIALIZED (
+    SELECT queue, task, 'claim' AS kind, attempted_at - ready_at AS v
+    FROM claims WHERE ready_at IS NOT NULL AND attempted_at <= :now
+    UNION ALL
+    SELECT queue, task, 'run', run_s FROM skiplock_jobs
+    WHERE state IN {_FINAL} AND finished_at > :since AND finished_at <= :now
+      AND run_s IS NOT NULL AND {_FILTER}
+), keyed AS (
+    SELECT 'queue' AS dim, queue AS key, kind, v FROM samples
+    UNION ALL SELECT 'task', task, kind, v FROM samples
+    UNION ALL SELECT 'all', '', kind, v FROM samples
+), ranked AS (
+    SELECT dim, key, kind, v,
+           row_number() OVER (PARTITION BY dim, key, kind ORDER BY v) AS rn,
+           count(*) OVER (PARTITION BY dim, key, kind) AS n
+    FROM keyed
+)
+SELECT dim, key, kind,
+       min(CASE WHEN rn * 100 >= 50 * n THEN v END) AS p50,
+       min(CASE WHEN rn * 100 >= 95 * n THEN v END) AS p95,
+       max(v) AS max
+FROM ranked GROUP BY dim, key, kind
+"""
+
+WORKER_BEAT = """
+-- Upsert a worker's registry row on its maintenance beat: its shape, its load, :now as its
+-- heartbeat, and when it last claimed (:claimed_ago seconds before now, NULL: never).
+INSERT INTO skiplock_workers
+    (id, name, host, pid, queues, concurrency, running, processed, started_at, heartbeat_at,
+     last_claim_at)
+VALUES (:id, :name, :host, :pid, :queues, :concurrency, :running, :processed, :now, :now,
+        :now - :claimed_ago)
+ON CONFLICT (id) DO UPDATE
+SET running = excluded.running, processed = excluded.processed,
+    heartbeat_at = excluded.heartbeat_at, last_claim_at = excluded.last_claim_at
+"""
+
+WORKER_DELETE = """
+-- A worker leaves the registry as it stops.
+DELETE FROM skiplock_workers WHERE id = :id
+"""
+
+WORKER_PRUNE = """
+-- Forget workers silent for more than :silent_s seconds (gone without a word).
+DELETE FROM skiplock_workers WHERE heartbeat_at < :now - :silent_s
+"""
+
+WORKER_LIST = """
+-- Every registered worker, with how long since its heartbeat.
+SELECT id, name, host, pid, queues, concurrency, running, processed, started_at,
+       heartbeat_at, last_claim_at, :now - heartbeat_at AS silent_s
+FROM skiplock_workers ORDER BY name, id
+"""

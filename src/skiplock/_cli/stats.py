@@ -1,0 +1,200 @@
+"""``skiplock stats APP``: is the queue keeping up? The health numbers as tables (red where an
+alert threshold is crossed), or as JSON for scripts, once or refreshed in place."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import click
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from .._app_observe import DEFAULT_WINDOW_S
+from .._stats import Stats, StatsGroup
+from .support import app_command, app_for, run_async
+
+DEFAULT_ALERT_BACKLOG_AGE_S = 300.0
+"""Seed 000's "backlog age above a few minutes"."""
+
+
+@dataclass(frozen=True, slots=True)
+class Alerts:
+    """The thresholds a number turns red past: backlog age, any dead job, any reclaim."""
+
+    backlog_age_s: float = DEFAULT_ALERT_BACKLOG_AGE_S
+
+    def crossed(self, group: StatsGroup) -> set[str]:
+        """The fields of ``group`` past their threshold."""
+        crossed = set()
+        if group.backlog_age_s > self.backlog_age_s:
+            crossed.add("backlog_age_s")
+        if group.dead > 0:
+            crossed.add("dead")
+        if group.reclaims > 0:
+            crossed.add("reclaims")
+        return crossed
+
+
+NOW_COLUMNS: list[tuple[str, str]] = [
+    ("pending", "pending"),
+    ("ready", "ready"),
+    ("scheduled", "scheduled"),
+    ("retrying", "retrying"),
+    ("claimed", "claimed"),
+    ("running", "running"),
+    ("backlog_age_s", "backlog age"),
+]
+"""The depths' table: (cell, header) in order."""
+
+WINDOW_COLUMNS: list[tuple[str, str]] = [
+    ("claim_latency", "claim p50 p95 max"),
+    ("attempts", "attempts 1 2 3 4+"),
+    ("completed", "done"),
+    ("failed", "failed"),
+    ("dead", "dead"),
+    ("reclaims", "reclaims"),
+    ("run_duration", "run p50 p95"),
+    ("throughput_per_s", "jobs/s"),
+]
+"""The window's table: a cell is a StatsGroup field, or several joined by spaces."""
+
+_JOINED = {
+    "claim_latency": ("claim_latency_p50_s", "claim_latency_p95_s", "claim_latency_max_s"),
+    "attempts": ("attempts_1", "attempts_2", "attempts_3", "attempts_4_plus"),
+    "run_duration": ("run_duration_p50_s", "run_duration_p95_s"),
+}
+
+
+def _cell(group: StatsGroup, name: str) -> str:
+    if name in _JOINED:
+        return " ".join(_cell(group, part) for part in _JOINED[name])
+    value = getattr(group, name)
+    if value is None:
+        return "-"
+    if name.endswith("_s") and not name.endswith("_per_s"):
+        return _duration(float(value))
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def table(
+    title: str, groups: list[StatsGroup], columns: list[tuple[str, str]], alerts: Alerts
+) -> Table:
+    """One row per group; a number past its alert threshold in bold red."""
+    out = Table(title=title, title_justify="left", header_style="bold")
+    out.add_column("name", overflow="fold")
+    for _, header in columns:  # fold, never cut: a number must show whole on a narrow terminal
+        out.add_column(header, justify="right", overflow="fold")
+    for group in groups:
+        crossed = alerts.crossed(group)
+        row = [Text(group.name or "(all)", style="bold")]
+        row += [
+            Text(_cell(group, name), style="bold red" if name in crossed else "")
+            for name, _ in columns
+        ]
+        out.add_row(*row)
+    return out
+
+
+def render(stats: Stats, alerts: Alerts) -> Group:
+    """Per queue (the total first), then per task: the depths now, then the window."""
+    when = stats.at.strftime("%Y-%m-%d %H:%M:%S %Z")
+    window = f"last {_duration(stats.window_s)}"
+    queues = [stats.total, *stats.queues]
+    tasks = list(stats.tasks)
+    return Group(
+        Text(f"skiplock at {when}", style="bold"),
+        table("queues now", queues, NOW_COLUMNS, alerts),
+        table(f"queues, {window}", queues, WINDOW_COLUMNS, alerts),
+        table("tasks now", tasks, NOW_COLUMNS, alerts),
+        table(f"tasks, {window}", tasks, WINDOW_COLUMNS, alerts),
+    )
+
+
+def as_json(stats: Stats) -> str:
+    return json.dumps(stats.as_dict(), sort_keys=False)
+
+
+@app_command(None, "stats")
+@click.option("--queue", help="Only this queue.")
+@click.option("--task", help="Only this task name.")
+@click.option(
+    "--window",
+    "window_s",
+    type=float,
+    default=DEFAULT_WINDOW_S,
+    show_default=True,
+    help="Seconds back over which rates, latencies and counts are taken (depths are now).",
+)
+@click.option("--json", "as_json_", is_flag=True, help="One JSON object (a line per refresh).")
+@click.option(
+    "--watch",
+    type=click.FloatRange(min=0.5),
+    is_flag=False,
+    flag_value=2.0,
+    default=None,
+    help="Refresh in place every N seconds (2 if no N) until Ctrl-C.",
+)
+@click.option(
+    "--alert-backlog-age",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_ALERT_BACKLOG_AGE_S,
+    show_default=True,
+    help="Backlog age (s) shown red past this; any dead job or reclaim is red too.",
+)
+def stats_command(
+    app_spec: str,
+    url: str | None,
+    queue: str | None,
+    task: str | None,
+    window_s: float,
+    as_json_: bool,
+    watch: float | None,
+    alert_backlog_age: float,
+) -> None:
+    """The health numbers of APP's database: depth, backlog age, claim latency, attempts,
+    reclaims, dead jobs, run time and throughput, per queue and per task."""
+    app = app_for(app_spec, url)
+    alerts = Alerts(alert_backlog_age)
+
+    def read() -> Stats:
+        return run_async(app, lambda: app.stats(queue=queue, task=task, window_s=window_s))
+
+    if watch is None:
+        reading = read()
+        if as_json_:
+            click.echo(as_json(reading))
+        else:
+            Console().print(render(reading, alerts))
+        return
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
+        _watch(read, watch, as_json_, alerts)
+
+
+def _watch(read: Callable[[], Stats], every_s: float, as_json_: bool, alerts: Alerts) -> None:
+    """Read and show every ``every_s`` seconds: JSON lines, or the tables redrawn in place."""
+    if as_json_:
+        while True:
+            click.echo(as_json(read()))
+            time.sleep(every_s)
+    with Live(render(read(), alerts), auto_refresh=False) as live:
+        while True:
+            time.sleep(every_s)
+            live.update(render(read(), alerts), refresh=True)

@@ -1,0 +1,94 @@
+"""The worker's row in the live-worker registry: upserted on every maintenance beat, removed
+when the worker stops, and long-silent rows of other workers forgotten.
+
+``skiplock health`` reads it ("has any worker beaten within --max-silence?"), as do
+``app.workers()`` and the dashboard. One small upsert per beat per worker: nothing on the
+claim path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable
+
+from .._backends import Backend
+from .._backends.base import WorkerBeatParams
+from .._config import WorkerConfig
+from ..errors import BackendError, BackendUnavailable
+from .outage import Outage
+from .service import Service
+
+log = logging.getLogger("skiplock.worker")
+
+FORGET_AFTER_S = 3600.0
+"""A worker row silent this long belongs to a worker gone without a word (SIGKILL, a lost
+machine): any beat deletes it."""
+
+LEAVE_TIMEOUT_S = 2.0
+"""How long a stopping worker tries to remove its own row (a row left behind is forgotten
+after FORGET_AFTER_S, and shows as silent until then)."""
+
+
+class Presence(Service):
+    """Every ``maintenance_interval_s`` (first at start), upserts this worker's registry row."""
+
+    name = "presence"
+
+    def __init__(
+        self,
+        backend: Backend,
+        config: WorkerConfig,
+        worker_id: str,
+        load: Callable[[], tuple[int, int, float | None]],
+        outage: Outage | None = None,
+    ) -> None:
+        """``load()`` answers (jobs held, outcomes recorded, loop time of the last claim)."""
+        super().__init__()
+        self.backend = backend
+        self.config = config
+        self.worker_id = worker_id
+        self.load = load
+        self.outage = outage or Outage()
+
+    def params(self) -> WorkerBeatParams:
+        held, processed, last_claim = self.load()
+        now = asyncio.get_running_loop().time()
+        return WorkerBeatParams(
+            id=self.worker_id,
+            name=self.config.name or "",
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=self.config.queues,
+            concurrency=self.config.concurrency,
+            running=held,
+            processed=processed,
+            claimed_ago_s=None if last_claim is None else max(0.0, now - last_claim),
+        )
+
+    async def beat(self) -> None:
+        await self.backend.worker_beat(self.params())
+        await self.backend.worker_prune(FORGET_AFTER_S)
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                try:
+                    await self.beat()
+                except BackendUnavailable as exc:
+                    self.outage.failed(self.name, exc)
+                else:
+                    self.outage.answered()
+                self.mark_ready()
+                await asyncio.sleep(self.config.maintenance_interval_s)
+        finally:
+            await self._leave()
+
+    async def _leave(self) -> None:
+        """Remove this worker's row, briefly and quietly: the worker is stopping anyway."""
+        with contextlib.suppress(BackendError, TimeoutError, asyncio.CancelledError):
+            async with asyncio.timeout(LEAVE_TIMEOUT_S):
+                await self.backend.worker_delete(self.worker_id)
