@@ -48,11 +48,15 @@ def test_overview_shows_queued_jobs_draining(stack: Stack, pages: Pages, shots: 
     stack.start_worker()
     workers = pages.as_user("vera")
     workers.goto("/workers")
-    expect(workers.locator("table.workers tbody tr").first).to_be_visible(timeout=30_000)
+    worker_row = workers.locator("table.workers tbody tr").first
+    expect(worker_row).to_be_visible(timeout=30_000)  # the live refresh brings it in
+    expect(worker_row.locator("td").nth(1)).to_have_text("work")
+    expect(worker_row.locator("td").nth(2)).to_have_text("4")
     save(workers, shots, "workers", stack)
     # no reload: the page refreshes itself (every 0.5 s here) until the queue is empty
     expect(pending).to_have_text("0", timeout=60_000)
     expect(page.locator('tr[data-queue="work"] td.state-succeeded')).not_to_have_text("0")
+    expect(page.locator('tr[data-queue="work"] td.throughput')).not_to_have_text("0/min")
     dark = pages.as_user("ada", dark=True)
     dark.goto("/")
     save(dark, shots, "overview-dark", stack)

@@ -11,12 +11,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._job import JobFilter, JobRecord, JobState
+from .._stats import StatsGroup
 from ..errors import JobNotFound
 from .auth import Role
 from .filters import PAGE_SIZE, BadFilter, job_id, job_query
 
 if TYPE_CHECKING:
     from .app import Dashboard
+
+
+STATS_WINDOW_S = 300.0
+"""The Overview's rates (throughput, claim latency, retries) are over the last 5 minutes."""
+
+
+SILENT_AFTER_S = 30.0
+"""A worker beats every 5 s by default: one silent for 30 s is flagged (stalled or gone)."""
 
 
 def dashboard(request: Request) -> Dashboard:
@@ -38,7 +47,20 @@ class QueueRow:
     claim_latency_p50_s: float | None = None
     claim_latency_p95_s: float | None = None
     throughput_per_min: float | None = None
+    retries: int = 0
+    dead_recent: int = 0
     spark: list[int] = field(default_factory=list)
+
+    def read(self, group: StatsGroup | None) -> None:
+        """Take the rates of an ``app.stats()`` reading (None: nothing in its window)."""
+        if group is None:
+            self.throughput_per_min = 0.0
+            return
+        self.backlog_age_s = group.backlog_age_s
+        self.claim_latency_p50_s = group.claim_latency_p50_s
+        self.claim_latency_p95_s = group.claim_latency_p95_s
+        self.throughput_per_min = group.throughput_per_s * 60.0
+        self.retries, self.dead_recent = group.retries, group.dead
 
     @property
     def depth(self) -> int:
@@ -50,14 +72,15 @@ async def overview(request: Request) -> Response:
     dash.sampler.ensure_started()
     app = dash.app
     infos = {q.name: q for q in await app.queues()}
+    stats = await app.stats(window_s=STATS_WINDOW_S)
     rows = []
     for name in await dash.sampler.queue_names():
         row = QueueRow(name, await app.counts(name))
         if (info := infos.get(name)) is not None:
             row.paused, row.max_depth = info.paused, info.max_depth
             row.max_running, row.rate_per_s = info.max_running, info.rate_per_s
+        row.read(stats.queue(name))
         row.spark = dash.sampler.depths(name)
-        row.throughput_per_min = dash.sampler.throughput_per_min(name)
         rows.append(row)
     totals = {s: sum(r.counts[s] for r in rows) for s in ("pending", "running", "dead")}
     return dash.render.page(
@@ -67,6 +90,7 @@ async def overview(request: Request) -> Response:
         totals=totals,
         pauses=await app.task_pauses(),
         sample_every_s=dash.sampler.every_s,
+        window_s=STATS_WINDOW_S,
     )
 
 
@@ -168,21 +192,15 @@ async def schedules(request: Request) -> Response:
 
 
 async def workers(request: Request) -> Response:
-    """Workers seen through the jobs they hold (``locked_by``) until a worker registry exists."""
+    """The live-worker registry, each worker with the jobs it holds now."""
     dash = dashboard(request)
+    registry = await dash.app.workers()
     held = await dash.app.list_jobs(JobState.RUNNING, JobFilter(limit=5000))
     by_worker: dict[str, list[JobRecord]] = {}
     for record in held:
-        by_worker.setdefault(record.locked_by or "?", []).append(record)
+        by_worker.setdefault(record.locked_by or "", []).append(record)
     rows: list[dict[str, Any]] = [
-        {
-            "name": name,
-            "queues": sorted({j.queue for j in held_jobs}),
-            "jobs": held_jobs,
-            "lease": max(
-                (j.lease_expires_at for j in held_jobs if j.lease_expires_at), default=None
-            ),
-        }
-        for name, held_jobs in sorted(by_worker.items())
+        {"info": w, "jobs": by_worker.get(w.name, []), "silent": w.silent_s > SILENT_AFTER_S}
+        for w in registry
     ]
-    return dash.render.page(request, "workers.html", rows=rows)
+    return dash.render.page(request, "workers.html", rows=rows, silent_after_s=SILENT_AFTER_S)

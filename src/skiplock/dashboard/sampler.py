@@ -1,11 +1,10 @@
 """The last hour of each queue, for the Overview's sparklines.
 
-Nothing in the database keeps history, so the dashboard process samples it: every
-``every_s`` seconds (default 60, so 60 points an hour) it reads each queue's live depth and
-its count of finished jobs, and keeps the last hour in memory. Throughput between two samples
-is the finished count's rise over the time between them (a prune in between can only lower
-the count, so a fall reads as zero). A dashboard that just started shows a short line; two
-dashboard processes each keep their own.
+The database keeps no history of depths, so the dashboard process samples it: every
+``every_s`` seconds (default 60, so 60 points an hour) it takes one ``app.stats()`` reading
+(one query for every queue) and keeps, per queue, the live depth (pending + claimed +
+running) and the throughput over the sampling interval, for the last hour, in memory. A
+dashboard that just started shows a short line; two dashboard processes each keep their own.
 """
 
 from __future__ import annotations
@@ -30,9 +29,9 @@ HOUR_S = 3600.0
 class Sample:
     at: float
     depth: int
-    """Pending + running (claimed ahead included)."""
-    finished: int
-    """Succeeded, dead and cancelled rows still kept."""
+    """Pending + claimed ahead + running."""
+    throughput_per_min: float
+    """Jobs finished (any outcome) a minute, over the sampling interval."""
 
 
 class Sampler:
@@ -64,12 +63,13 @@ class Sampler:
 
     async def sample(self) -> None:
         now = time.time()
+        stats = await self.app.stats(window_s=max(self.every_s, 1.0))
         for name in await self.queue_names():
-            counts = await self.app.counts(name)
-            finished = counts["succeeded"] + counts["dead"] + counts["cancelled"]
-            depth = counts["pending"] + counts["running"]
+            group = stats.queue(name)
+            depth = group.pending + group.claimed + group.running if group else 0
+            rate = group.throughput_per_s * 60.0 if group else 0.0
             points = self.samples.setdefault(name, deque())
-            points.append(Sample(now, depth, finished))
+            points.append(Sample(now, depth, rate))
             while points and points[0].at < now - HOUR_S:
                 points.popleft()
 
@@ -82,10 +82,5 @@ class Sampler:
     def depths(self, queue: str) -> list[int]:
         return [s.depth for s in self.samples.get(queue, ())]
 
-    def throughput_per_min(self, queue: str) -> float | None:
-        """Finished jobs a minute between the last two samples; None before there are two."""
-        points = self.samples.get(queue)
-        if not points or len(points) < 2:
-            return None
-        a, b = points[-2], points[-1]
-        return max(0, b.finished - a.finished) * 60.0 / max(b.at - a.at, 1e-9)
+    def throughputs(self, queue: str) -> list[float]:
+        return [s.throughput_per_min for s in self.samples.get(queue, ())]
