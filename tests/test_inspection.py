@@ -73,3 +73,17 @@ async def test_last_run_of_each_schedule_names_its_job(app: skiplock.App) -> Non
     assert run.slot == datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
     assert run.job_id is not None
     assert (await app.get_job(run.job_id)).task == "tick"
+
+
+async def test_prune_applies_a_retention_now(app: skiplock.App) -> None:
+    @app.task(name="p")
+    async def p() -> None:
+        pass
+
+    await app.enqueue_many([p.prepare() for _ in range(3)])
+    await burst(app)
+    assert await app.prune(finished_age_s=3600, dead_age_s=3600) == 0
+    assert await app.prune(finished_age_s=0, dead_age_s=0, batch=2) == 3
+    assert await app.count_jobs() == 0
+    with pytest.raises(skiplock.ConfigurationError, match="dead_age_s"):
+        await app.prune(finished_age_s=0, dead_age_s=-1)

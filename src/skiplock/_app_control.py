@@ -15,6 +15,7 @@ from ._backends.base import (
     DeadActionParams,
     JobActionParams,
     JobListParams,
+    JobPruneParams,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
@@ -120,6 +121,21 @@ class AppControl:
         """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids."""
         params = DeadActionParams(where, who or default_who())
         return await (await self.backend()).job_discard_dead(params)
+
+    async def prune(self, *, finished_age_s: float, dead_age_s: float, batch: int = 1000) -> int:
+        """Delete now, in batches, what is past a retention (the same statement the workers'
+        pruner runs): succeeded and cancelled jobs finished ``finished_age_s`` ago, dead ones
+        ``dead_age_s`` ago. How many rows went."""
+        params = JobPruneParams(
+            check_seconds("finished_age_s", finished_age_s),
+            check_seconds("dead_age_s", dead_age_s),
+            check_int("batch", batch, 1),
+        )
+        backend = await self.backend()
+        total = 0
+        while (deleted := await backend.job_prune(params)) > 0:
+            total += deleted
+        return total
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""

@@ -206,3 +206,28 @@ def test_the_commands_give_one_line_errors(tmp_path: Path) -> None:
     users.write_text('[users.bob]\nrole = "boss"\npassword = "x"\n')
     result = runner.invoke(main, ["dashboard", "tests.apps.dash_app:app", "--users", str(users)])
     assert result.exit_code == 2 and "Error: user 'bob'" in result.output
+
+
+async def test_an_admin_applies_a_retention_and_notices_are_signed(
+    client: httpx.AsyncClient, app: skiplock.App
+) -> None:
+    admin, operator = basic("ada", "ada"), basic("otto", "otto!")
+    form = {"finished_days": "0", "dead_days": "0"}
+    refused = await client.post(
+        "/prune", headers=operator, data={**form, "csrf": await token(client, operator)}
+    )
+    assert refused.status_code == 403
+    done = await client.post(
+        "/prune", headers=admin, data={**form, "csrf": await token(client, admin)}
+    )
+    assert done.status_code == 303
+    page = await client.get(done.headers["location"], headers=admin)
+    assert "Deleted 0 jobs past retention." in page.text
+    forged = await client.get("/?notice=Your+password+expired&sig=00", headers=admin)
+    assert "Your password expired" not in forged.text
+    bad = await client.post(
+        "/prune",
+        headers=admin,
+        data={"finished_days": "-1", "dead_days": "1", "csrf": await token(client, admin)},
+    )
+    assert bad.status_code == 400 and "finished_age_s" in bad.text

@@ -66,7 +66,8 @@ def who(user: User) -> str:
 
 def back(request: Request, route: str, notice: str, **params: Any) -> RedirectResponse:
     url = str(request.url_for(route, **params))
-    return RedirectResponse(f"{url}?{urlencode({'notice': notice})}", status_code=303)
+    query = urlencode({"notice": notice, "sig": dashboard(request).csrf.sign(notice)})
+    return RedirectResponse(f"{url}?{query}", status_code=303)
 
 
 @action(Role.OPERATOR)
@@ -146,3 +147,16 @@ async def queue_limits(request: Request, user: User, form: FormData) -> Response
     await dashboard(request).app.set_queue_limits(queue, **limits)
     log.info("%s set queue %r limits %s", who(user), queue, limits)
     return back(request, "overview", f"Limits of {queue} set.")
+
+
+@action(Role.ADMIN)
+async def prune(request: Request, user: User, form: FormData) -> Response:
+    """Apply a retention now: delete finished and dead jobs older than the given days."""
+    days = {name: _number(form, name, False) for name in ("finished_days", "dead_days")}
+    if None in days.values():
+        raise BadFilter("finished_days and dead_days: both are needed (days, e.g. 7 and 30)")
+    deleted = await dashboard(request).app.prune(
+        finished_age_s=days["finished_days"] * 86400.0, dead_age_s=days["dead_days"] * 86400.0
+    )
+    log.info("%s pruned %d jobs past retention %s", who(user), deleted, days)
+    return back(request, "overview", f"Deleted {deleted} jobs past retention.")

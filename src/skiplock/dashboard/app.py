@@ -94,6 +94,7 @@ def routes() -> list[Route | Mount]:
         ("/queues/{queue}/pause", actions.pause_queue, "pause_queue"),
         ("/queues/{queue}/resume", actions.resume_queue, "resume_queue"),
         ("/queues/{queue}/limits", actions.queue_limits, "queue_limits"),
+        ("/prune", actions.prune, "prune"),
     ]
     return [
         *(Route(path, fn, name=name, methods=["GET"]) for path, fn, name in get),

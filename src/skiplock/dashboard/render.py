@@ -97,6 +97,9 @@ class Renderer:
             user=user,
             csrf=self.csrf.token(user),
             refresh_s=self.refresh_s,
+            notice=self.csrf.notice(
+                request.query_params.get("notice"), request.query_params.get("sig")
+            ),
             now=datetime.now(UTC),
             **context,
         )

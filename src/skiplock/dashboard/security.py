@@ -44,6 +44,16 @@ class Csrf:
         message = f"csrf\x00{user.name}\x00{user.role.label}".encode()
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
+    def sign(self, notice: str) -> str:
+        """A notice's signature: the page after an action shows only notices the dashboard
+        wrote, so a link cannot put words of its own in the page's status line."""
+        return hmac.new(self._key, f"notice\x00{notice}".encode(), hashlib.sha256).hexdigest()
+
+    def notice(self, text: str | None, signature: str | None) -> str | None:
+        if not text or not signature or not hmac.compare_digest(self.sign(text), signature):
+            return None
+        return text
+
     def valid(self, user: User, token: object) -> bool:
         return isinstance(token, str) and hmac.compare_digest(self.token(user), token)
 
