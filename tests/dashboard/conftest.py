@@ -125,6 +125,8 @@ class Stack:
             str(users),
             "--refresh",
             "0.5",
+            "--sample-every",
+            "1",
         )
 
         def up() -> bool:

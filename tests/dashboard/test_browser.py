@@ -57,6 +57,7 @@ def test_overview_shows_queued_jobs_draining(stack: Stack, pages: Pages, shots: 
     expect(pending).to_have_text("0", timeout=60_000)
     expect(page.locator('tr[data-queue="work"] td.state-succeeded')).not_to_have_text("0")
     expect(page.locator('tr[data-queue="work"] td.throughput')).not_to_have_text("0/min")
+    expect(page.locator('tr[data-queue="work"] svg.spark polyline')).to_be_visible()
     dark = pages.as_user("ada", dark=True)
     dark.goto("/")
     save(dark, shots, "overview-dark", stack)

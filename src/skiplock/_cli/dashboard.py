@@ -104,6 +104,13 @@ def _loopback(host: str) -> bool:
     show_default=True,
     help="Seconds between live refreshes of the Overview and Workers pages (0: off).",
 )
+@click.option(
+    "--sample-every",
+    type=click.FloatRange(1, 3600),
+    default=60.0,
+    show_default=True,
+    help="Seconds between the Overview sparklines' samples (an hour of them is kept).",
+)
 @log_level_option
 def dashboard_command(
     app_spec: str,
@@ -114,6 +121,7 @@ def dashboard_command(
     proxy_role_header: str | None,
     proxy_trusted: str,
     refresh: float,
+    sample_every: float,
     log_level: str,
 ) -> None:
     """Serve APP's web dashboard. Without --users or --proxy-header everyone is a read-only
@@ -131,7 +139,9 @@ def dashboard_command(
             host,
         )
     secret = os.environ.get("SKIPLOCK_DASHBOARD_SECRET") or None
-    web = dashboard.create_app(app, auth=auth, secret=secret, refresh_s=refresh)
+    web = dashboard.create_app(
+        app, auth=auth, secret=secret, refresh_s=refresh, sample_every_s=sample_every
+    )
 
     async def serve() -> None:
         await app.check_schema()  # a database to migrate fails here, in one line
