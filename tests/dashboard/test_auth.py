@@ -231,3 +231,18 @@ async def test_an_admin_applies_a_retention_and_notices_are_signed(
         data={"finished_days": "-1", "dead_days": "1", "csrf": await token(client, admin)},
     )
     assert bad.status_code == 400 and "finished_age_s" in bad.text
+
+
+async def test_mounted_in_another_app_its_links_stay_under_the_mount(app: skiplock.App) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    parent = Starlette(routes=[Mount("/ops/skiplock", create_app(app))])
+    async with connect(parent) as client:
+        page = await client.get("/ops/skiplock/")
+        assert page.status_code == 200
+        assert 'href="http://dash.local/ops/skiplock/static/dashboard.css"' in page.text
+        assert 'href="http://dash.local/ops/skiplock/jobs"' in page.text
+        css = await client.get("/ops/skiplock/static/dashboard.css")
+        assert css.status_code == 200 and "max-age" in css.headers["Cache-Control"]
+        assert (await client.get("/ops/skiplock/jobs")).status_code == 200

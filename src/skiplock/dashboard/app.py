@@ -55,8 +55,10 @@ class _Guard(BaseHTTPMiddleware):
         dash: Dashboard = request.app.state.dashboard
         if request.url.path.startswith(f"{request.scope.get('root_path', '')}/static/"):
             response = await call_next(request)
-        else:
-            response = await self._authenticated(dash, request, call_next)
+            response.headers.update(SECURITY_HEADERS)
+            response.headers["Cache-Control"] = "public, max-age=3600"  # no data in them
+            return response
+        response = await self._authenticated(dash, request, call_next)
         response.headers.update(SECURITY_HEADERS)
         return response
 
