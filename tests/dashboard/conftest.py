@@ -1,7 +1,7 @@
 """A live dashboard for the browser tests: the real ``skiplock dashboard`` command serving
 tests/apps/dash_app.py on a real database (a SQLite file, then a PostgreSQL schema), signed
 in through HTTP basic as a viewer, an operator and an admin, with a real ``skiplock worker``
-started when a test needs one; and one Chromium (Debian's, through Playwright) per session.
+started when a test needs one; and one Chromium (Debian's, through Playwright) per module.
 
 Screenshots go to a temporary folder, or to ``$SKIPLOCK_SCREENSHOTS`` when set (``make
 screenshots`` sets it to docs/images: the pictures in the docs are these).
@@ -198,8 +198,11 @@ def stack(
             Stack.run_alone(_pg_admin(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium for the module's tests (both databases). Not per session: while
+    Playwright's sync API runs, the main thread counts as inside an event loop, which
+    would break every async test after it."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does it)")
     from playwright.sync_api import sync_playwright
@@ -253,10 +256,10 @@ def pages(browser: Any, stack: Stack) -> Iterator[Pages]:
         opened.close()
 
 
-def save(page: Any, shots: Path, name: str, stack: Stack) -> None:
+def save(page: Any, shots: Path, name: str, stack: Stack, *, full_page: bool = True) -> None:
     """A screenshot per page; the SQLite run's are the ones kept for the docs."""
     if "sqlite" in stack.url:
-        page.screenshot(path=str(shots / f"dashboard-{name}.png"), full_page=True)
+        page.screenshot(path=str(shots / f"dashboard-{name}.png"), full_page=full_page)
 
 
 __all__ = ["Pages", "Stack", "save", "shutil", "wait_until"]
