@@ -246,3 +246,14 @@ async def test_mounted_in_another_app_its_links_stay_under_the_mount(app: skiplo
         css = await client.get("/ops/skiplock/static/dashboard.css")
         assert css.status_code == 200 and "max-age" in css.headers["Cache-Control"]
         assert (await client.get("/ops/skiplock/jobs")).status_code == 200
+
+
+async def test_the_bulk_preview_checks_what_it_is_given(client: httpx.AsyncClient) -> None:
+    operator = basic("otto", "otto!")
+    long_error = "x" * 2000  # as long as a kept error message gets
+    ok = await client.get(f"/dead/confirm?action=requeue&error={long_error}", headers=operator)
+    assert ok.status_code == 200 and "0</b> dead jobs match" in ok.text
+    nul = await client.get("/dead/confirm?action=requeue&task=a%00b", headers=operator)
+    assert nul.status_code == 400 and "task: at most 4000 characters, without NUL" in nul.text
+    odd = await client.get("/dead/confirm?action=delete", headers=operator)
+    assert odd.status_code == 400 and "must be requeue or discard" in odd.text

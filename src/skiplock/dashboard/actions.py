@@ -20,7 +20,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from .._job import JobFilter
 from ..errors import SkiplockError
 from .auth import Role, User
-from .filters import MAX_TEXT, BadFilter, job_id
+from .filters import BadFilter, job_id, text_field
 from .pages import dashboard
 from .security import same_origin
 
@@ -86,10 +86,7 @@ async def cancel_job(request: Request, user: User, form: FormData) -> Response:
 
 
 def _text(form: FormData, name: str) -> str | None:
-    value = str(form.get(name) or "")
-    if len(value) > 2 * MAX_TEXT * 4 or "\x00" in value:
-        raise BadFilter(f"{name}: too long, or holds NUL")
-    return value or None
+    return text_field(form, name) or None
 
 
 @action(Role.OPERATOR)

@@ -14,7 +14,9 @@ from urllib.parse import urlencode
 from .._job import JobFilter, JobState
 
 PAGE_SIZE = 50
-MAX_TEXT = 500
+MAX_TEXT = 4000
+"""Longer than any error message a job keeps (2,000 characters), so a dead-letter group's
+message always fits in a filter."""
 MAX_ID = 2**63 - 1
 
 
@@ -77,6 +79,11 @@ def job_query(params: Any) -> JobQuery:
     )
     query.job_filter()  # a bad time fails here, at the edge
     return query
+
+
+def text_field(params: Any, name: str) -> str:
+    """A text field of a query string or form: at most MAX_TEXT characters, no NUL."""
+    return _text(params, name)
 
 
 def _text(params: Any, name: str) -> str:

@@ -14,7 +14,7 @@ from .._job import JobFilter, JobRecord, JobState
 from .._stats import StatsGroup
 from ..errors import JobNotFound
 from .auth import Role
-from .filters import PAGE_SIZE, BadFilter, job_id, job_query
+from .filters import PAGE_SIZE, BadFilter, job_id, job_query, text_field
 
 if TYPE_CHECKING:
     from .app import Dashboard
@@ -172,10 +172,13 @@ async def dead_confirm(request: Request) -> Response:
     params = request.query_params
     action = params.get("action", "")
     if action not in ("requeue", "discard"):
-        return dash.render.page(
-            request, "missing.html", 400, what=f"action {action!r} (requeue or discard)"
-        )
-    where = JobFilter(task=params.get("task") or None, error=params.get("error") or None)
+        problem = f"action {action!r}: must be requeue or discard"
+        return dash.render.page(request, "problem.html", 400, problem=problem)
+    try:
+        task, error = text_field(params, "task"), text_field(params, "error")
+    except BadFilter as exc:
+        return dash.render.page(request, "problem.html", 400, problem=str(exc))
+    where = JobFilter(task=task or None, error=error or None)
     count = await dash.app.count_jobs(JobState.DEAD, where)
     return dash.render.page(request, "confirm.html", action=action, where=where, count=count)
 
