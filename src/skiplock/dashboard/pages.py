@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from .app import Dashboard
 
 
+ALERT_BACKLOG_AGE_S = 300.0
+"""Backlog age turns red past this, as in ``skiplock stats`` (seed 000's "a few minutes");
+any dead job or reclaim in the window is red too, as there."""
+
 STATS_WINDOW_S = 300.0
 """The Overview's rates (throughput, claim latency, retries) are over the last 5 minutes."""
 
@@ -49,6 +53,7 @@ class QueueRow:
     throughput_per_min: float | None = None
     retries: int = 0
     dead_recent: int = 0
+    reclaims: int = 0
     spark: list[int] = field(default_factory=list)
 
     def read(self, group: StatsGroup | None) -> None:
@@ -61,6 +66,11 @@ class QueueRow:
         self.claim_latency_p95_s = group.claim_latency_p95_s
         self.throughput_per_min = group.throughput_per_s * 60.0
         self.retries, self.dead_recent = group.retries, group.dead
+        self.reclaims = group.reclaims
+
+    @property
+    def backlog_alert(self) -> bool:
+        return (self.backlog_age_s or 0.0) > ALERT_BACKLOG_AGE_S
 
     @property
     def depth(self) -> int:
@@ -91,6 +101,7 @@ async def overview(request: Request) -> Response:
         pauses=await app.task_pauses(),
         sample_every_s=dash.sampler.every_s,
         window_s=STATS_WINDOW_S,
+        alert_backlog_s=ALERT_BACKLOG_AGE_S,
     )
 
 
