@@ -74,7 +74,7 @@ class QueueRow:
 
     @property
     def depth(self) -> int:
-        return self.counts["pending"] + self.counts["running"]
+        return self.counts["pending"] + self.counts["claimed"] + self.counts["running"]
 
 
 async def overview(request: Request) -> Response:
@@ -92,7 +92,7 @@ async def overview(request: Request) -> Response:
         row.read(stats.queue(name))
         row.spark = dash.sampler.depths(name)
         rows.append(row)
-    totals = {s: sum(r.counts[s] for r in rows) for s in ("pending", "running", "dead")}
+    totals = {s: sum(r.counts[s] for r in rows) for s in ("pending", "claimed", "running", "dead")}
     return dash.render.page(
         request,
         "overview.html",
