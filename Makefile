@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django profile
+.PHONY: demo test lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django profile screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 test: lint typecheck docs pytest pytest-django
+
+# The dashboard's screenshots in docs/images, taken by its browser tests (Debian's chromium).
+screenshots: $(STAMP)
+	SKIPLOCK_SCREENSHOTS=docs/images $(BIN)/pytest -q -p no:randomly tests/dashboard -k sqlite
 
 # The full-length soak (make test runs it for SKIPLOCK_SOAK_SECONDS=20).
 soak: $(STAMP)

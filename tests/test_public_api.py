@@ -14,8 +14,8 @@ def test_all_is_sorted_and_complete() -> None:
     exported = skiplock.__all__
     assert list(exported) == sorted(exported, key=lambda n: (not n.isupper(), n))
     public = {n for n in vars(skiplock) if not n.startswith("_")}
-    # documented modules (all but errors: once imported; prometheus and otel are extras)
-    public -= {"errors", "testing", "contrib", "prometheus", "otel"}
+    # documented modules (all but errors: once imported; prometheus, otel, dashboard: extras)
+    public -= {"errors", "testing", "contrib", "prometheus", "otel", "dashboard"}
     assert public == set(exported)
     for name in exported:
         assert getattr(skiplock, name) is not None

@@ -3,6 +3,8 @@
 from ._app import App
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, WorkerConfig
 from ._job import (
+    CronRun,
+    DeadGroup,
     JobContext,
     JobFilter,
     JobOutcome,
@@ -43,6 +45,8 @@ __all__ = [
     "Breaker",
     "Cancel",
     "ConfigurationError",
+    "CronRun",
+    "DeadGroup",
     "DuplicateJob",
     "JobCancelled",
     "JobContext",

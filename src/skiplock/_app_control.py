@@ -15,11 +15,12 @@ from ._backends.base import (
     DeadActionParams,
     JobActionParams,
     JobListParams,
+    JobPruneParams,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from ._job import JobFilter, JobRecord, JobState, QueueInfo, TaskPause
+from ._job import CronRun, DeadGroup, JobFilter, JobRecord, JobState, QueueInfo, TaskPause
 from ._limits import check_int, check_rate, check_seconds
 from ._schedule import Schedule
 from ._task import Task
@@ -78,10 +79,33 @@ class AppControl:
         )
 
     async def list_jobs(
-        self, state: JobState | None = None, where: JobFilter | None = None
+        self,
+        state: JobState | None = None,
+        where: JobFilter | None = None,
+        *,
+        before_id: int | None = None,
     ) -> list[JobRecord]:
-        """Jobs in a state (any if None) matching a filter, newest first."""
-        return await (await self.backend()).job_list(JobListParams(where or JobFilter(), state))
+        """Jobs in a state (any if None) matching a filter, newest first; ``before_id`` (the
+        last id of the page before) pages by keyset, as fast deep in the table as at its top."""
+        if before_id is not None:
+            check_int("before_id", before_id, 1, 2**63 - 1)
+        params = JobListParams(where or JobFilter(), state, before_id)
+        return await (await self.backend()).job_list(params)
+
+    async def count_jobs(
+        self, state: JobState | None = None, where: JobFilter | None = None
+    ) -> int:
+        """How many jobs ``list_jobs`` would find without its limit (a bulk action's preview)."""
+        return await (await self.backend()).job_count(JobListParams(where or JobFilter(), state))
+
+    async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
+        """Dead jobs grouped by task and last error message, the largest groups first."""
+        check_int("limit", limit, 1)
+        return await (await self.backend()).job_dead_groups(limit)
+
+    async def cron_last_runs(self) -> list[CronRun]:
+        """Each schedule's most recent slot and the job it enqueued."""
+        return await (await self.backend()).cron_last_runs()
 
     async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
         """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
@@ -97,6 +121,21 @@ class AppControl:
         """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids."""
         params = DeadActionParams(where, who or default_who())
         return await (await self.backend()).job_discard_dead(params)
+
+    async def prune(self, *, finished_age_s: float, dead_age_s: float, batch: int = 1000) -> int:
+        """Delete now, in batches, what is past a retention (the same statement the workers'
+        pruner runs): succeeded and cancelled jobs finished ``finished_age_s`` ago, dead ones
+        ``dead_age_s`` ago. How many rows went."""
+        params = JobPruneParams(
+            check_seconds("finished_age_s", finished_age_s),
+            check_seconds("dead_age_s", dead_age_s),
+            check_int("batch", batch, 1),
+        )
+        backend = await self.backend()
+        total = 0
+        while (deleted := await backend.job_prune(params)) > 0:
+            total += deleted
+        return total
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""

@@ -304,6 +304,30 @@ class QueueInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadGroup:
+    """Dead jobs of one task whose last error had one message: what a person triages."""
+
+    task: str
+    error: str
+    """The last recorded error's message ('' if the job has none)."""
+    count: int
+    last_id: int
+    """The newest job of the group (to open as an example)."""
+    last_at: datetime | None
+    """When the newest of them died."""
+
+
+@dataclass(frozen=True, slots=True)
+class CronRun:
+    """A schedule's most recent slot and the job it enqueued."""
+
+    schedule: str
+    slot: datetime
+    job_id: int | None
+    """None when the slot was skipped (its previous run still live, no overlap allowed)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TaskPause:
     task: str
     until: datetime | None

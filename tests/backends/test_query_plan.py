@@ -283,3 +283,36 @@ async def test_sqlite_health_numbers_read_no_history_at_a_million_finished_rows(
                 assert read.startswith("SEARCH") or partial, (name, read, plan)
     finally:
         conn.close()
+
+
+async def test_a_keyset_page_seeks_to_its_first_row_at_a_million_rows(pg: Migrated) -> None:
+    """The Jobs page's "older" link: a backward walk of the primary key from the given id,
+    in the custom plan and in the generic one a prepared statement settles on."""
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, state, max_attempts, attempt, finished_at)
+            SELECT 'default', 'old', 'succeeded', 3, 1, now() FROM generate_series(1, 1000000)"""
+    )
+    await pg.conn.execute(f"ANALYZE {pg.table}")
+    statement = await pg.sql("JOB_LIST")
+    args = [None, None, None, None, None, None, None, 51, 500_000]  # state..until, limit, before
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        await pg.conn.execute(f"SET plan_cache_mode = {mode}")
+        plan = await pg.explain(statement, *args)
+        assert "Index Scan Backward using skiplock_jobs_pkey" in plan, (mode, plan)
+        assert "Index Cond: (id <" in plan, (mode, plan)
+
+
+async def test_sqlite_a_keyset_page_seeks_to_its_first_row(sqlite_url: str) -> None:
+    app = skiplock.App(sqlite_url)
+    await app.migrate()
+    await app.close()
+    conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    conn.create_function("skiplock_lower", 1, str.lower)
+    try:
+        args = dict.fromkeys(("state", "ids", "task", "queue", "error", "since", "until"))
+        args |= {"limit": 51, "before": 500_000}
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sqlite_sql.JOB_LIST, args)]
+        assert any("INTEGER PRIMARY KEY (rowid<?)" in p for p in plan), plan
+        assert not any("TEMP B-TREE" in p for p in plan), plan  # no sort: the key's order
+    finally:
+        conn.close()

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._job import (
     ClaimedJob,
     Completion,
+    CronRun,
+    DeadGroup,
     JobFilter,
     JobOutcome,
     JobRecord,
@@ -92,6 +94,9 @@ class JobListParams:
 
     where: JobFilter
     state: JobState | None = None
+    before_id: int | None = None
+    """Keyset paging: only jobs with a smaller id (the last id of the page before), so a
+    page deep in a million rows costs what the first one does (no OFFSET)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +294,14 @@ class Backend(Protocol):
         """Jobs in ``state`` (any if None) matching ``where``, newest first."""
         ...
 
+    async def job_count(self, params: JobListParams) -> int:
+        """How many jobs ``job_list`` would find without its limit (a bulk action's preview)."""
+        ...
+
+    async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
+        """Dead jobs grouped by task and last error message, the largest groups first."""
+        ...
+
     async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
         """Dead jobs matching ``where`` back to pending, attempts reset; their ids."""
         ...
@@ -327,6 +340,10 @@ class Backend(Protocol):
 
     async def cron_last_slots(self) -> dict[str, datetime]:
         """The most recent slot claimed for each schedule."""
+        ...
+
+    async def cron_last_runs(self) -> list[CronRun]:
+        """Each schedule's most recent slot and the job it enqueued (None if skipped)."""
         ...
 
     async def cron_slots_prune(self, before: datetime) -> int:

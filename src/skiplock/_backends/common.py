@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from .._job import (
     ClaimedJob,
+    DeadGroup,
     JobFilter,
     JobOutcome,
     JobRecord,
@@ -232,6 +233,19 @@ def job_record(row: Row) -> JobRecord:
         result=read.any_json("result"),
         progress=read.object_or_none("progress"),
         problems=read.problems,
+    )
+
+
+def dead_group(row: Row) -> DeadGroup:
+    """A JOB_DEAD_GROUPS row (``task, error, n, last_id, last_at`` as Unix seconds)."""
+    last_at = row["last_at"]
+    error = row["error"]
+    return DeadGroup(
+        task=str(row["task"]),
+        error=error.decode(errors="replace") if isinstance(error, bytes) else str(error),
+        count=int(row["n"]),
+        last_id=int(row["last_id"]),
+        last_at=None if last_at is None else from_seconds(last_at),
     )
 
 

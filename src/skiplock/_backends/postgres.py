@@ -22,6 +22,8 @@ import asyncpg
 from .._job import (
     ClaimedJob,
     Completion,
+    CronRun,
+    DeadGroup,
     JobOutcome,
     JobRecord,
     JobState,
@@ -55,7 +57,14 @@ from .base import (
     TaskPauseParams,
     WorkerBeatParams,
 )
-from .common import job_outcomes, job_record, reclaimed_jobs, state_counts, worker_info
+from .common import (
+    dead_group,
+    job_outcomes,
+    job_record,
+    reclaimed_jobs,
+    state_counts,
+    worker_info,
+)
 from .postgres_errors import connecting
 from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
@@ -554,8 +563,23 @@ class PostgresBackend:
                 params.state.value if params.state else None,
                 *ops.filter_params(params.where),
                 params.where.limit,
+                params.before_id,
             )
         return [job_record(r) for r in rows]
+
+    async def job_count(self, params: JobListParams) -> int:
+        with _wrapped("job_count"):
+            count = await self.pool.fetchval(
+                self._sql.JOB_COUNT,
+                params.state.value if params.state else None,
+                *ops.filter_params(params.where),
+            )
+        return int(count)
+
+    async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
+        with _wrapped("job_dead_groups"):
+            rows = await self.pool.fetch(self._sql.JOB_DEAD_GROUPS, limit)
+        return [dead_group(r) for r in rows]
 
     async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
         with _wrapped("job_requeue_dead"):
@@ -580,6 +604,11 @@ class PostgresBackend:
         with _wrapped("cron_last_slots"):
             rows = await self.pool.fetch(self._sql.CRON_LAST_SLOTS)
         return {r["schedule"]: r["slot"] for r in rows}
+
+    async def cron_last_runs(self) -> list[CronRun]:
+        with _wrapped("cron_last_runs"):
+            rows = await self.pool.fetch(self._sql.CRON_LAST_RUNS)
+        return [CronRun(r["schedule"], r["slot"], r["job_id"]) for r in rows]
 
     async def cron_slots_prune(self, before: datetime) -> int:
         with _wrapped("cron_slots_prune"):

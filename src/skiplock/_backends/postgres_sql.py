@@ -546,6 +546,12 @@ CRON_LAST_SLOTS = """
 SELECT schedule, max(slot) AS slot FROM {s}.skiplock_cron_slots GROUP BY schedule
 """
 
+CRON_LAST_RUNS = """
+-- Each schedule's most recent slot and the job it enqueued.
+SELECT DISTINCT ON (schedule) schedule, slot, job_id
+FROM {s}.skiplock_cron_slots ORDER BY schedule, slot DESC
+"""
+
 CRON_SLOTS_PRUNE = """
 -- Forget slots older than the cut-off.
 DELETE FROM {s}.skiplock_cron_slots WHERE slot < $1
@@ -581,13 +587,8 @@ _ERROR_MATCH = """CASE WHEN jsonb_typeof(errors) = 'array' THEN EXISTS (
 in any case (``lower`` under the database's ctype), never of the JSON around it. Another
 producer's row whose errors are not an array matches nothing rather than failing the read."""
 
-JOB_LIST = (
+_LIST_WHERE = (
     """
--- Jobs matching a filter, newest first; every condition is optional.
-SELECT """
-    + _RECORD
-    + """
-FROM {s}.skiplock_jobs
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
   AND ($3::text IS NULL OR task = $3)
@@ -597,10 +598,42 @@ WHERE ($1::text IS NULL OR state = $1)
     + """)
   AND ($6::timestamptz IS NULL OR coalesce(finished_at, created_at) >= $6)
   AND ($7::timestamptz IS NULL OR coalesce(finished_at, created_at) < $7)
+"""
+)
+
+JOB_LIST = (
+    """
+-- Jobs matching a filter, newest first; every condition is optional. $9 pages by keyset
+-- (ids below the previous page's last): a backward walk of the primary key from there, never
+-- OFFSET (a range on id, not "IS NULL OR", so even a generic plan seeks to it).
+SELECT """
+    + _RECORD
+    + """
+FROM {s}.skiplock_jobs"""
+    + _LIST_WHERE
+    + """  AND id < coalesce($9::bigint, 9223372036854775807)
 ORDER BY id DESC
 LIMIT $8
 """
 )
+
+JOB_COUNT = (
+    """
+-- How many jobs match JOB_LIST's filter (a bulk action's preview).
+SELECT count(*) FROM {s}.skiplock_jobs"""
+    + _LIST_WHERE
+)
+
+JOB_DEAD_GROUPS = """
+-- Dead jobs by task and last error message, the largest groups first.
+SELECT task, coalesce(errors -> -1 ->> 'message', '') AS error, count(*) AS n,
+       max(id) AS last_id, extract(epoch FROM max(finished_at)) AS last_at
+FROM {s}.skiplock_jobs
+WHERE state = 'dead'
+GROUP BY 1, 2
+ORDER BY n DESC, task, error
+LIMIT $1
+"""
 
 _DEAD_FILTER = (
     """
@@ -799,10 +832,13 @@ class Statements:
     CRON_PREVIOUS_RUN_LIVE: str
     CRON_SLOT_SET_OUTCOME: str
     CRON_LAST_SLOTS: str
+    CRON_LAST_RUNS: str
     CRON_SLOTS_PRUNE: str
     JOB_CANCEL: str
     JOB_CANCEL_REQUESTED: str
     JOB_LIST: str
+    JOB_COUNT: str
+    JOB_DEAD_GROUPS: str
     JOB_REQUEUE_DEAD: str
     JOB_DISCARD_DEAD: str
     JOB_PRUNE: str

@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 from .._job import (
     ClaimedJob,
     Completion,
+    CronRun,
+    DeadGroup,
     JobOutcome,
     JobRecord,
     JobState,
@@ -57,7 +59,7 @@ from .base import (
     TaskPauseParams,
     WorkerBeatParams,
 )
-from .common import job_outcomes, reclaimed_jobs, state_counts, worker_info
+from .common import dead_group, job_outcomes, reclaimed_jobs, state_counts, worker_info
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -484,8 +486,27 @@ class SQLiteBackend:
 
     async def job_list(self, params: JobListParams) -> list[JobRecord]:
         state = params.state.value if params.state else None
-        args = {"state": state, "limit": params.where.limit, **ops.filter_params(params.where)}
+        args = {
+            "state": state,
+            "limit": params.where.limit,
+            "before": params.before_id,
+            **ops.filter_params(params.where),
+        }
         return await self._run("job_list", lambda c: ops.records(c, sql.JOB_LIST, args))
+
+    async def job_count(self, params: JobListParams) -> int:
+        state = params.state.value if params.state else None
+        args = {"state": state, **ops.filter_params(params.where)}
+        row = await self._run("job_count", lambda c: c.execute(sql.JOB_COUNT, args).fetchone())
+        return int(row[0])
+
+    async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
+        def read(conn: sqlite3.Connection) -> list[DeadGroup]:
+            cursor = conn.execute(sql.JOB_DEAD_GROUPS, {"limit": limit})
+            names = [d[0] for d in cursor.description]
+            return [dead_group(dict(zip(names, r, strict=True))) for r in cursor.fetchall()]
+
+        return await self._run("job_dead_groups", read)
 
     async def _dead_action(self, statement: str, params: DeadActionParams) -> list[int]:
         def act(conn: sqlite3.Connection) -> list[int]:
@@ -506,6 +527,10 @@ class SQLiteBackend:
             "cron_last_slots", lambda c: c.execute(sql.CRON_LAST_SLOTS).fetchall()
         )
         return {schedule: _dt(at) for schedule, at in rows}
+
+    async def cron_last_runs(self) -> list[CronRun]:
+        rows = await self._run("cron_last_runs", lambda c: c.execute(sql.CRON_LAST_RUNS).fetchall())
+        return [CronRun(schedule, _dt(at), job_id) for schedule, at, job_id in rows]
 
     async def cron_slots_prune(self, before: datetime) -> int:
         def prune(conn: sqlite3.Connection) -> int:

@@ -454,6 +454,12 @@ CRON_LAST_SLOTS = """
 SELECT schedule, max(slot) FROM skiplock_cron_slots GROUP BY schedule
 """
 
+CRON_LAST_RUNS = """
+-- Each schedule's most recent slot and the job it enqueued (SQLite gives the bare job_id
+-- column from the row holding the max).
+SELECT schedule, max(slot), job_id FROM skiplock_cron_slots GROUP BY schedule
+"""
+
 CRON_SLOTS_PRUNE = """
 -- Forget slots older than the cut-off.
 DELETE FROM skiplock_cron_slots WHERE slot < :before
@@ -498,15 +504,39 @@ _FILTER = """
 
 JOB_LIST = (
     """
--- Jobs matching a filter, newest first; every condition is optional.
+-- Jobs matching a filter, newest first; every condition is optional. :before pages by
+-- keyset (ids below the previous page's last): a backward walk of the rowid from there,
+-- never OFFSET (written as a range on id, not "IS NULL OR", so the planner seeks to it).
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
        correlation_id, audit, started_at, result, progress
 FROM skiplock_jobs
-WHERE (:state IS NULL OR state = :state)"""
+WHERE (:state IS NULL OR state = :state)
+      AND id < coalesce(:before, 9223372036854775807)"""
     + _FILTER
     + "ORDER BY id DESC LIMIT :limit"
 )
+
+JOB_COUNT = (
+    """
+-- How many jobs match JOB_LIST's filter (a bulk action's preview).
+SELECT count(*) FROM skiplock_jobs
+WHERE (:state IS NULL OR state = :state)"""
+    + _FILTER
+)
+
+JOB_DEAD_GROUPS = """
+-- Dead jobs by task and last error message, the largest groups first.
+SELECT task,
+       coalesce(CASE WHEN json_valid(errors) THEN json_extract(errors, '$[#-1].message') END,
+                '') AS error,
+       count(*) AS n, max(id) AS last_id, max(finished_at) AS last_at
+FROM skiplock_jobs
+WHERE state = 'dead'
+GROUP BY 1, 2
+ORDER BY n DESC, task, error
+LIMIT :limit
+"""
 
 JOB_REQUEUE_DEAD = (
     """

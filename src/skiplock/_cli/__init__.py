@@ -1,8 +1,9 @@
 """The ``skiplock`` command: a shell over the Python API (click), one module per group.
 
 ``worker`` (with ``migrate``) runs jobs, ``cron`` (with ``scheduler``) shows and runs cron
-schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs, and
-``stats`` and ``health`` tell whether the queues keep up.
+schedules, ``queue``, ``task``, ``job`` and ``dead`` are what a person does to queues and jobs,
+``stats`` and ``health`` tell whether the queues keep up, and ``dashboard`` serves the same on the
+web (the ``dashboard`` extra).
 Every command reports failures the same way (``support.CliError``: one line, exit 1 or 2).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import click
 
 from .cron import cron, scheduler_command
+from .dashboard import dashboard_command, hash_password_command
 from .dead import dead
 from .health import health
 from .job import job
@@ -39,5 +41,7 @@ for _command in (
     dead,
     stats_command,
     health,
+    dashboard_command,
+    hash_password_command,
 ):
     main.add_command(_command)

@@ -1,0 +1,159 @@
+"""The actions (POST): each checks the role and the CSRF token, acts through the App's own
+operation (the one the CLI uses), records who did it, and redirects back (303).
+
+Job actions land in the job's audit trail as ``"<user> via dashboard"``; queue actions (no
+job to hold them) are logged on the ``skiplock.dashboard`` logger with the same name.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from .._job import JobFilter
+from ..errors import SkiplockError
+from .auth import Role, User
+from .filters import BadFilter, job_id, text_field
+from .pages import dashboard
+from .security import same_origin
+
+log = logging.getLogger("skiplock.dashboard")
+
+Handler = Callable[[Request, User, FormData], Awaitable[Response]]
+
+
+def action(role: Role) -> Callable[[Handler], Callable[[Request], Awaitable[Response]]]:
+    """Wrap a handler: refuse a cross-site or token-less POST (403), a role too low (403)."""
+
+    def wrap(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            dash = dashboard(request)
+            user: User = request.state.user
+            form = await request.form()
+            origin_ok = same_origin(request.headers.get("origin"), request.headers.get("host"))
+            if not origin_ok or not dash.csrf.valid(user, form.get("csrf")):
+                return PlainTextResponse(
+                    "Refused: this form did not come from this dashboard (CSRF token missing "
+                    "or wrong). Reload the page and try again.",
+                    status_code=403,
+                )
+            if not user.may(role):
+                return PlainTextResponse(
+                    f"Refused: this needs the {role.label} role; {user.name} is {user.role.label}.",
+                    status_code=403,
+                )
+            try:
+                return await handler(request, user, form)
+            except (BadFilter, SkiplockError) as exc:
+                return PlainTextResponse(f"Refused: {exc}", status_code=400)
+
+        endpoint.__name__ = handler.__name__
+        return endpoint
+
+    return wrap
+
+
+def who(user: User) -> str:
+    return f"{user.name} via dashboard"
+
+
+def back(request: Request, route: str, notice: str, **params: Any) -> RedirectResponse:
+    url = str(request.url_for(route, **params))
+    query = urlencode({"notice": notice, "sig": dashboard(request).csrf.sign(notice)})
+    return RedirectResponse(f"{url}?{query}", status_code=303)
+
+
+@action(Role.OPERATOR)
+async def retry_job(request: Request, user: User, form: FormData) -> Response:
+    job = job_id(request.path_params["job_id"])
+    done = await dashboard(request).app.retry_job(job, who=who(user))
+    notice = "Requeued." if done else "Not retried: only a finished job can be."
+    return back(request, "job", notice, job_id=job)
+
+
+@action(Role.OPERATOR)
+async def cancel_job(request: Request, user: User, form: FormData) -> Response:
+    job = job_id(request.path_params["job_id"])
+    state = await dashboard(request).app.cancel_job(job, who=who(user))
+    return back(request, "job", f"Cancel asked; the job is now {state.value}.", job_id=job)
+
+
+def _text(form: FormData, name: str) -> str | None:
+    return text_field(form, name) or None
+
+
+@action(Role.OPERATOR)
+async def dead_bulk(request: Request, user: User, form: FormData) -> Response:
+    """Requeue or discard the dead jobs a confirmation page previewed."""
+    verb = request.path_params["action"]
+    if form.get("confirm") != "yes":
+        raise BadFilter("bulk changes need the confirmation page's Confirm button")
+    where = JobFilter(task=_text(form, "task"), error=_text(form, "error"), limit=1)
+    app = dashboard(request).app
+    act = app.requeue_dead if verb == "requeue" else app.discard_dead
+    ids = await act(where, who=who(user))
+    log.info("%s %sd %d dead jobs (%s)", who(user), verb, len(ids), where)
+    return back(request, "dead", f"{verb.capitalize()}d {len(ids)} dead jobs.")
+
+
+@action(Role.OPERATOR)
+async def pause_queue(request: Request, user: User, form: FormData) -> Response:
+    queue = request.path_params["queue"]
+    await dashboard(request).app.pause_queue(queue)
+    log.info("%s paused queue %r", who(user), queue)
+    return back(request, "overview", f"Paused queue {queue}.")
+
+
+@action(Role.OPERATOR)
+async def resume_queue(request: Request, user: User, form: FormData) -> Response:
+    queue = request.path_params["queue"]
+    await dashboard(request).app.resume_queue(queue)
+    log.info("%s resumed queue %r", who(user), queue)
+    return back(request, "overview", f"Resumed queue {queue}.")
+
+
+def _number(form: FormData, name: str, whole: bool) -> Any:
+    text = str(form.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        kind = "a whole number" if whole else "a number"
+        raise BadFilter(f"{name} {text!r}: must be {kind}, or empty to lift it") from None
+    if not math.isfinite(value):
+        raise BadFilter(f"{name} {text!r}: must be finite")
+    return value
+
+
+@action(Role.ADMIN)
+async def queue_limits(request: Request, user: User, form: FormData) -> Response:
+    queue = request.path_params["queue"]
+    limits = {
+        "max_depth": _number(form, "max_depth", True),
+        "max_running": _number(form, "max_running", True),
+        "rate_per_s": _number(form, "rate_per_s", False),
+    }
+    await dashboard(request).app.set_queue_limits(queue, **limits)
+    log.info("%s set queue %r limits %s", who(user), queue, limits)
+    return back(request, "overview", f"Limits of {queue} set.")
+
+
+@action(Role.ADMIN)
+async def prune(request: Request, user: User, form: FormData) -> Response:
+    """Apply a retention now: delete finished and dead jobs older than the given days."""
+    days = {name: _number(form, name, False) for name in ("finished_days", "dead_days")}
+    if None in days.values():
+        raise BadFilter("finished_days and dead_days: both are needed (days, e.g. 7 and 30)")
+    deleted = await dashboard(request).app.prune(
+        finished_age_s=days["finished_days"] * 86400.0, dead_age_s=days["dead_days"] * 86400.0
+    )
+    log.info("%s pruned %d jobs past retention %s", who(user), deleted, days)
+    return back(request, "overview", f"Deleted {deleted} jobs past retention.")

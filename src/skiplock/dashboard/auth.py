@@ -1,0 +1,195 @@
+"""Who is asking, and what they may do: the three roles and the pluggable ways to decide.
+
+An *auth* is any callable from a Starlette ``Request`` to a ``User`` (or a role name, or
+None to refuse), sync or async. Built in: ``basic_auth`` (HTTP basic against scrypt hashes
+kept in configuration, never passwords), ``proxy_auth`` (a trusted reverse proxy names the
+user in a header) and ``no_auth`` (everyone is an anonymous viewer: the default, read-only).
+
+Roles are ordered: ``viewer`` sees everything but payloads and may act on nothing;
+``operator`` also reads payloads and pauses, resumes, retries, cancels, requeues and
+discards; ``admin`` also sets queue limits and prunes past retention.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import hashlib
+import hmac
+import inspect
+import secrets
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigurationError
+
+
+class Role(enum.IntEnum):
+    """What a person may do; each role may do everything the ones before it may."""
+
+    VIEWER = 1
+    OPERATOR = 2
+    ADMIN = 3
+
+    @classmethod
+    def parse(cls, value: object, option: str = "role") -> Role:
+        if isinstance(value, Role):
+            return value
+        if isinstance(value, str) and value.upper() in cls.__members__:
+            return cls[value.upper()]
+        names = ", ".join(r.name.lower() for r in cls)
+        raise ConfigurationError(f"{option} {value!r}: must be one of {names}")
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """A person as the dashboard knows them: a name (for audit trails) and a role."""
+
+    name: str
+    role: Role
+
+    def may(self, role: Role) -> bool:
+        return self.role >= role
+
+
+ANONYMOUS = User("anonymous", Role.VIEWER)
+
+AuthResult = User | Role | str | None
+Auth = Callable[[Any], AuthResult | Awaitable[AuthResult]]
+"""A callable from a request to who is asking (None refuses the request with 401)."""
+
+
+async def resolve(auth: Auth, request: Any) -> User | None:
+    """Run an auth (sync or async) and read its answer as a User."""
+    answer = auth(request)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    if answer is None or isinstance(answer, User):
+        return answer
+    return User("anonymous", Role.parse(answer, "the auth callable's answer"))
+
+
+def no_auth(request: Any) -> User:
+    """No authentication: everyone is an anonymous, read-only viewer."""
+    return ANONYMOUS
+
+
+# -- HTTP basic with scrypt hashes ---------------------------------------------------------
+
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+"""scrypt's cost (16 MiB, ~50 ms a check): slow enough to make a stolen hash costly to crack,
+quick enough for a dashboard (browsers resend basic credentials with every request)."""
+
+
+def hash_password(password: str) -> str:
+    """A salted scrypt hash to keep in configuration: ``scrypt$n$r$p$salt$hash`` (base64).
+
+    From a shell: ``skiplock hash-password`` (it prompts)."""
+    if not isinstance(password, str) or not password:
+        raise ConfigurationError("password: must be a non-empty string")
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, dklen=32, **_SCRYPT)
+    b64 = base64.b64encode
+    n, r, p = _SCRYPT["n"], _SCRYPT["r"], _SCRYPT["p"]
+    return f"scrypt${n}${r}${p}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+def _parse_hash(stored: str, option: str) -> tuple[dict[str, int], bytes, bytes]:
+    try:
+        scheme, n, r, p, salt, digest = stored.split("$")
+        if scheme != "scrypt":
+            raise ValueError(scheme)
+        cost = {"n": int(n), "r": int(r), "p": int(p)}
+        return cost, base64.b64decode(salt, validate=True), base64.b64decode(digest, validate=True)
+    except ValueError:
+        raise ConfigurationError(
+            f"{option}: not a password hash made by skiplock hash-password (scrypt$n$r$p$salt$hash)"
+        ) from None
+
+
+def verify_password(password: str, stored: str) -> bool:
+    """Whether ``password`` matches a ``hash_password`` hash (in constant time)."""
+    cost, salt, digest = _parse_hash(stored, "password hash")
+    maxmem = 128 * cost["n"] * cost["r"] * cost["p"] + 2**20
+    candidate = hashlib.scrypt(
+        password.encode(), salt=salt, dklen=len(digest), maxmem=maxmem, **cost
+    )
+    return hmac.compare_digest(candidate, digest)
+
+
+def basic_auth(users: Mapping[str, tuple[str | Role, str]]) -> Auth:
+    """HTTP basic: ``{"alice": ("operator", hash_password("..."))}``. A request without
+    matching credentials is refused with 401 (the browser then asks for them)."""
+    table: dict[str, tuple[Role, str]] = {}
+    for name, entry in users.items():
+        if not isinstance(name, str) or not name or ":" in name:
+            raise ConfigurationError(f"user name {name!r}: must be non-empty, without ':'")
+        if not isinstance(entry, tuple) or len(entry) != 2:
+            raise ConfigurationError(f"user {name!r}: must be (role, password hash)")
+        role, stored = entry
+        _parse_hash(stored, f"user {name!r}'s password hash")
+        table[name] = (Role.parse(role, f"user {name!r}'s role"), stored)
+    checked: dict[tuple[str, str], bool] = {}
+
+    def auth(request: Any) -> User | None:
+        name, password = _basic_credentials(request.headers.get("authorization", ""))
+        if name not in table:
+            return None
+        role, stored = table[name]
+        key = (name, hashlib.sha256(password.encode()).hexdigest())
+        if key not in checked:  # scrypt once per credential, not once per request
+            if len(checked) > 1000:
+                checked.clear()
+            checked[key] = verify_password(password, stored)
+        return User(name, role) if checked[key] else None
+
+    auth.challenge = 'Basic realm="skiplock", charset="UTF-8"'  # type: ignore[attr-defined]
+    return auth
+
+
+def _basic_credentials(header: str) -> tuple[str, str]:
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        return "", ""
+    try:
+        name, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return "", ""
+    return name, password
+
+
+# -- a trusted reverse proxy ---------------------------------------------------------------
+
+
+def proxy_auth(
+    user_header: str = "X-Forwarded-User",
+    *,
+    role_header: str | None = None,
+    roles: Mapping[str, str | Role] | None = None,
+    default_role: str | Role = Role.VIEWER,
+    trusted: Iterable[str] = ("127.0.0.1", "::1"),
+) -> Auth:
+    """A reverse proxy that authenticates people names them in ``user_header``; it is
+    believed only from the ``trusted`` client addresses (a request from anywhere else, or
+    without the header, is refused). The role comes from ``role_header`` if given, else from
+    ``roles`` by user name, else ``default_role``."""
+    role_of = {name: Role.parse(r, f"roles[{name!r}]") for name, r in (roles or {}).items()}
+    fallback = Role.parse(default_role, "default_role")
+    allowed = frozenset(trusted)
+
+    def auth(request: Any) -> User | None:
+        client = request.client.host if request.client else ""
+        name = request.headers.get(user_header, "").strip()
+        if client not in allowed or not name:
+            return None
+        role = role_of.get(name, fallback)
+        if role_header and request.headers.get(role_header):
+            role = Role.parse(request.headers[role_header].strip(), role_header)
+        return User(name, role)
+
+    return auth

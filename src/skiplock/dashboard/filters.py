@@ -1,0 +1,120 @@
+"""A person's filters, read from the query string and checked at the edge.
+
+A bad value is a ``BadFilter`` naming the field and what it should be; the page shows that
+one line above an empty list (status 400), never a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from .._job import JobFilter, JobState
+
+PAGE_SIZE = 50
+MAX_TEXT = 4000
+"""Longer than any error message a job keeps (2,000 characters), so a dead-letter group's
+message always fits in a filter."""
+MAX_ID = 2**63 - 1
+
+
+class BadFilter(ValueError):
+    """A filter value a person typed that cannot be used, with what to type instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    """The Jobs page's filters as typed (to fill the form again) and as a JobFilter."""
+
+    state: JobState | None
+    queue: str
+    task: str
+    error: str
+    since: str
+    until: str
+    before: int | None
+
+    def job_filter(self, limit: int = PAGE_SIZE) -> JobFilter:
+        return JobFilter(
+            task=self.task or None,
+            queue=self.queue or None,
+            error=self.error or None,
+            since=_time("since", self.since),
+            until=_time("until", self.until),
+            limit=limit,
+        )
+
+    def link(self, **changes: Any) -> str:
+        """This query's string with some fields changed (``before=None`` drops paging)."""
+        fields = {
+            "state": self.state.value if self.state else "",
+            "queue": self.queue,
+            "task": self.task,
+            "error": self.error,
+            "since": self.since,
+            "until": self.until,
+            "before": self.before or "",
+        } | changes
+        return urlencode({k: v for k, v in fields.items() if v not in ("", None)})
+
+
+def job_query(params: Any) -> JobQuery:
+    """Read the Jobs page's query string (a Starlette QueryParams or a dict)."""
+    state_text = _text(params, "state")
+    try:
+        state = JobState(state_text) if state_text else None
+    except ValueError:
+        states = ", ".join(s.value for s in JobState)
+        raise BadFilter(f"state {state_text!r}: must be one of {states}") from None
+    query = JobQuery(
+        state=state,
+        queue=_text(params, "queue"),
+        task=_text(params, "task"),
+        error=_text(params, "error"),
+        since=_text(params, "since"),
+        until=_text(params, "until"),
+        before=_id(params, "before"),
+    )
+    query.job_filter()  # a bad time fails here, at the edge
+    return query
+
+
+def text_field(params: Any, name: str) -> str:
+    """A text field of a query string or form: at most MAX_TEXT characters, no NUL."""
+    return _text(params, name)
+
+
+def _text(params: Any, name: str) -> str:
+    value = str(params.get(name) or "").strip()
+    if len(value) > MAX_TEXT or "\x00" in value:
+        raise BadFilter(f"{name}: at most {MAX_TEXT} characters, without NUL")
+    return value
+
+
+def _id(params: Any, name: str) -> int | None:
+    text = _text(params, name)
+    if not text:
+        return None
+    if not text.isdigit() or not 0 < int(text) <= MAX_ID:
+        raise BadFilter(f"{name} {text!r}: must be a job id (a positive whole number)")
+    return int(text)
+
+
+def job_id(text: str) -> int:
+    """A job id from a URL path."""
+    return _id({"job": text}, "job") or 0
+
+
+def _time(name: str, text: str) -> datetime | None:
+    """An ISO 8601 date or time; one without a zone is UTC."""
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadFilter(
+            f"{name} {text!r}: must be a date or time like 2026-11-30 or 2026-11-30T14:00 (UTC)"
+        ) from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)

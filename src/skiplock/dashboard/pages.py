@@ -1,0 +1,220 @@
+"""The pages (GET): each reads through the App's operations and renders one template."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .._job import JobFilter, JobRecord, JobState
+from .._stats import StatsGroup
+from ..errors import JobNotFound
+from .auth import Role
+from .filters import PAGE_SIZE, BadFilter, job_id, job_query, text_field
+
+if TYPE_CHECKING:
+    from .app import Dashboard
+
+
+ALERT_BACKLOG_AGE_S = 300.0
+"""Backlog age turns red past this, as in ``skiplock stats`` (seed 000's "a few minutes");
+any dead job or reclaim in the window is red too, as there."""
+
+STATS_WINDOW_S = 300.0
+"""The Overview's rates (throughput, claim latency, retries) are over the last 5 minutes."""
+
+
+SILENT_AFTER_S = 30.0
+"""A worker beats every 5 s by default: one silent for 30 s is flagged (stalled or gone)."""
+
+
+def dashboard(request: Request) -> Dashboard:
+    dash: Dashboard = request.app.state.dashboard
+    return dash
+
+
+@dataclass(slots=True)
+class QueueRow:
+    """One queue on the Overview."""
+
+    name: str
+    counts: dict[str, int]
+    paused: bool = False
+    max_depth: int | None = None
+    max_running: int | None = None
+    rate_per_s: float | None = None
+    backlog_age_s: float | None = None
+    claim_latency_p50_s: float | None = None
+    claim_latency_p95_s: float | None = None
+    throughput_per_min: float | None = None
+    retries: int = 0
+    dead_recent: int = 0
+    reclaims: int = 0
+    spark: list[int] = field(default_factory=list)
+
+    def read(self, group: StatsGroup | None) -> None:
+        """Take the rates of an ``app.stats()`` reading (None: nothing in its window)."""
+        if group is None:
+            self.throughput_per_min = 0.0
+            return
+        self.backlog_age_s = group.backlog_age_s
+        self.claim_latency_p50_s = group.claim_latency_p50_s
+        self.claim_latency_p95_s = group.claim_latency_p95_s
+        self.throughput_per_min = group.throughput_per_s * 60.0
+        self.retries, self.dead_recent = group.retries, group.dead
+        self.reclaims = group.reclaims
+
+    @property
+    def backlog_alert(self) -> bool:
+        return (self.backlog_age_s or 0.0) > ALERT_BACKLOG_AGE_S
+
+    @property
+    def depth(self) -> int:
+        return self.counts["pending"] + self.counts["claimed"] + self.counts["running"]
+
+
+async def overview(request: Request) -> Response:
+    dash = dashboard(request)
+    dash.sampler.ensure_started()
+    app = dash.app
+    infos = {q.name: q for q in await app.queues()}
+    stats = await app.stats(window_s=STATS_WINDOW_S)
+    rows = []
+    for name in await dash.sampler.queue_names():
+        row = QueueRow(name, await app.counts(name))
+        if (info := infos.get(name)) is not None:
+            row.paused, row.max_depth = info.paused, info.max_depth
+            row.max_running, row.rate_per_s = info.max_running, info.rate_per_s
+        row.read(stats.queue(name))
+        row.spark = dash.sampler.depths(name)
+        rows.append(row)
+    totals = {s: sum(r.counts[s] for r in rows) for s in ("pending", "claimed", "running", "dead")}
+    return dash.render.page(
+        request,
+        "overview.html",
+        rows=rows,
+        totals=totals,
+        pauses=await app.task_pauses(),
+        sample_every_s=dash.sampler.every_s,
+        window_s=STATS_WINDOW_S,
+        alert_backlog_s=ALERT_BACKLOG_AGE_S,
+    )
+
+
+async def jobs(request: Request) -> Response:
+    dash = dashboard(request)
+    try:
+        query = job_query(request.query_params)
+    except BadFilter as exc:
+        return dash.render.page(request, "jobs.html", 400, query=None, error=str(exc), rows=[])
+    started = time.perf_counter()
+    rows = await dash.app.list_jobs(
+        query.state, query.job_filter(PAGE_SIZE + 1), before_id=query.before
+    )
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    next_link = query.link(before=rows[-1].id) if more else None
+    return dash.render.page(
+        request,
+        "jobs.html",
+        query=query,
+        error=None,
+        rows=rows,
+        next_link=next_link,
+        first_link=query.link(before=None) if query.before else None,
+        elapsed_ms=elapsed_ms,
+        tasks=sorted(dash.app.tasks),
+        queues=sorted({t.queue for t in dash.app.tasks.values()}),
+    )
+
+
+def timeline(job: JobRecord) -> list[tuple[str, str, str]]:
+    """(time, what, detail) of everything the row remembers, in time order."""
+    events: list[tuple[str, str, str]] = [(job.created_at.isoformat(), "enqueued", "")]
+    for error in job.errors:
+        if isinstance(error, dict):
+            what = f"attempt {error.get('attempt', '?')} failed"
+            events.append((str(error.get("at", "")), what, str(error.get("message", ""))))
+    if job.attempted_at is not None:
+        events.append((job.attempted_at.isoformat(), f"attempt {job.attempt} claimed", ""))
+    if job.started_at is not None:
+        events.append((job.started_at.isoformat(), f"attempt {job.attempt} started", ""))
+    for entry in job.audit:
+        if isinstance(entry, dict):
+            what = f"{entry.get('what', '?')} by {entry.get('who', '?')}"
+            events.append((str(entry.get("at", "")), what, ""))
+    if job.finished_at is not None:
+        events.append((job.finished_at.isoformat(), job.state.value, ""))
+    return sorted(events, key=lambda e: e[0])
+
+
+async def job(request: Request) -> Response:
+    dash = dashboard(request)
+    try:
+        record = await dash.app.get_job(job_id(request.path_params["job_id"]))
+    except (JobNotFound, BadFilter):
+        job_text = request.path_params["job_id"]
+        return dash.render.page(request, "missing.html", 404, what=f"job {job_text}")
+    return dash.render.page(
+        request,
+        "job.html",
+        job=record,
+        events=timeline(record),
+        payload=request.state.user.may(Role.OPERATOR),
+        errors=list(reversed(record.errors)),
+    )
+
+
+async def dead(request: Request) -> Response:
+    dash = dashboard(request)
+    groups = await dash.app.dead_groups()
+    total = sum(g.count for g in groups)
+    return dash.render.page(request, "dead.html", groups=groups, total=total)
+
+
+async def dead_confirm(request: Request) -> Response:
+    """The preview of a bulk action: how many dead jobs it would touch, and a form to do it."""
+    dash = dashboard(request)
+    params = request.query_params
+    action = params.get("action", "")
+    if action not in ("requeue", "discard"):
+        problem = f"action {action!r}: must be requeue or discard"
+        return dash.render.page(request, "problem.html", 400, problem=problem)
+    try:
+        task, error = text_field(params, "task"), text_field(params, "error")
+    except BadFilter as exc:
+        return dash.render.page(request, "problem.html", 400, problem=str(exc))
+    where = JobFilter(task=task or None, error=error or None)
+    count = await dash.app.count_jobs(JobState.DEAD, where)
+    return dash.render.page(request, "confirm.html", action=action, where=where, count=count)
+
+
+async def schedules(request: Request) -> Response:
+    dash = dashboard(request)
+    runs = {r.schedule: r for r in await dash.app.cron_last_runs()}
+    now = datetime.now(UTC)
+    rows = [
+        (s, s.next_fires(now, 3), runs.get(s.id))
+        for s in sorted(dash.app.schedules.values(), key=lambda s: s.id)
+    ]
+    return dash.render.page(request, "schedules.html", rows=rows)
+
+
+async def workers(request: Request) -> Response:
+    """The live-worker registry, each worker with the jobs it holds now."""
+    dash = dashboard(request)
+    registry = await dash.app.workers()
+    held = await dash.app.list_jobs(JobState.RUNNING, JobFilter(limit=5000))
+    by_worker: dict[str, list[JobRecord]] = {}
+    for record in held:
+        by_worker.setdefault(record.locked_by or "", []).append(record)
+    rows: list[dict[str, Any]] = [
+        {"info": w, "jobs": by_worker.get(w.name, []), "silent": w.silent_s > SILENT_AFTER_S}
+        for w in registry
+    ]
+    return dash.render.page(request, "workers.html", rows=rows, silent_after_s=SILENT_AFTER_S)

@@ -1,0 +1,40 @@
+"""The app the dashboard's browser tests serve and work: a queue to drain, a task that dies
+until a flag file exists (to requeue it from the dead letters), one whose error is markup."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import skiplock
+
+app = skiplock.App()  # SKIPLOCK_DATABASE_URL from the test
+
+
+@app.task(name="work", queue="work")
+async def work(n: int, secret: str = "") -> int:
+    await asyncio.sleep(0.05)
+    return n
+
+
+@app.task(name="fragile", queue="work", max_attempts=1)
+async def fragile(order: int) -> str:
+    if not os.path.exists(os.environ["SKIPLOCK_TEST_FLAG"]):  # noqa: ASYNC240  # a stat
+        raise ConnectionError("payment gateway unreachable")
+    return f"charged order {order}"
+
+
+@app.task(name="hostile", queue="work", max_attempts=1)
+async def hostile() -> None:
+    raise ValueError("<script>window.__pwned = 1</script><img src=x onerror=alert(1)>")
+
+
+@app.task(name="archived", queue="archive")
+async def archived(n: int) -> None:
+    """Never claimed in the tests (no worker serves ``archive``): rows for paging."""
+
+
+@app.periodic("*/15 * * * *", name="nightly-report", tz="Europe/Paris")
+@app.task(name="report", queue="work")
+async def report() -> None:
+    pass
