@@ -123,10 +123,11 @@ def dashboard_command(
     refresh: float,
     sample_every: float,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Serve APP's web dashboard. Without --users or --proxy-header everyone is a read-only
     viewer; it binds 127.0.0.1 unless --host says otherwise."""
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     dashboard = _dashboard_module()
     import uvicorn
 
