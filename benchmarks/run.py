@@ -355,14 +355,21 @@ def _wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
 # -- workloads ------------------------------------------------------------------------------------
 
 
+SQLITE_NORMAL = "sqlite-normal"
+"""skiplock on SQLite with ``?synchronous=normal``: the same file, commits not synced."""
+
+
 def _backends(b: Bench, system: str) -> list[str]:
-    return ["postgres", "sqlite"] if system == "skiplock" and b.sqlite else ["postgres"]
+    if system == "skiplock" and b.sqlite:
+        return ["postgres", "sqlite", SQLITE_NORMAL]
+    return ["postgres"]
 
 
 def _target(b: Bench, backend: str, tag: str) -> tuple[str, Callable[[], None]]:
     """A fresh database for one run: (URL, cleanup)."""
-    if backend == "sqlite":
+    if backend.startswith("sqlite"):
         path, url = b.fresh_sqlite(tag)
+        url += "?synchronous=normal" if backend == SQLITE_NORMAL else ""
         return url, lambda: b.drop_sqlite(path)
     name, url = b.fresh_db(tag)
     return url, lambda: b.drop_db(name)
@@ -405,6 +412,7 @@ def w1(b: Bench) -> None:
 
 def _settings(system: str, workload: str, backend: str = "postgres") -> dict[str, Any]:
     table = SETTINGS[system]
+    backend = "sqlite" if backend.startswith("sqlite") else backend
     return dict(table.get(f"{workload}-{backend}", table.get(workload, {})))
 
 
@@ -413,7 +421,7 @@ def _drain_metrics(r: dict[str, Any], t_spawn: float, n: int, backend: str) -> d
         raise StepFailed(f"ran {r['done']} of {n} jobs")
     span = r["t_done"] - r["t_first_start"]
     pg = r["pg_cpu_s"] if backend == "postgres" else None
-    if backend == "sqlite":
+    if backend.startswith("sqlite"):
         cpu: float | None = r["worker_cpu_s"]  # the database is inside the worker process
     else:
         cpu = None if pg is None else r["worker_cpu_s"] + pg  # None: server restarted meanwhile

@@ -2,8 +2,9 @@
 
 Each operation is one function run on that thread, holding one ``BEGIN IMMEDIATE``
 transaction: a single hop between the event loop and the thread per operation, however many
-statements it takes. WAL lets readers run beside the writer; ``synchronous=FULL`` is chosen
-explicitly, because batching makes durability cheap (DESIGN.md).
+statements it takes. WAL lets readers run beside the writer; ``synchronous=FULL`` is the default,
+because batching makes durability cheap (DESIGN.md); ``?synchronous=normal`` in the URL trades
+the last commits before a power loss for cheaper commits (``sqlite_url``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from .._job import (
     ClaimedJob,
@@ -32,7 +32,7 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
-from ..errors import BackendError, ConfigurationError, JobNotFound
+from ..errors import BackendError, JobNotFound
 from . import flows
 from . import sqlite_ops as ops
 from . import sqlite_sql as sql
@@ -56,6 +56,7 @@ from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
 from .sqlite_support import wrapped as _wrapped
+from .sqlite_url import parse_sqlite_url
 
 T = TypeVar("T")
 log = logging.getLogger("skiplock.worker")
@@ -69,15 +70,7 @@ backing off to every 100 ms while nothing changes (``listen``)."""
 
 def sqlite_path(url: str) -> str:
     """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db``."""
-    parts = urlsplit(url)
-    if parts.netloc:
-        raise ConfigurationError(f"url={url!r}: a SQLite URL has no host; use sqlite:///PATH")
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
-    if not path or path == ":memory:":
-        raise ConfigurationError(
-            f"url={url!r}: give a file path; an in-memory database cannot be shared by workers"
-        )
-    return path
+    return parse_sqlite_url(url).path
 
 
 def _lower(value: object) -> str | None:
@@ -101,7 +94,9 @@ class SQLiteBackend:
 
     def __init__(self, url: str, *, clock: Clock | None = None) -> None:
         self.url = url
-        self.path = sqlite_path(url)
+        options = parse_sqlite_url(url)
+        self.path = options.path
+        self.synchronous = options.synchronous
         self._clock = clock
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
@@ -144,7 +139,7 @@ class SQLiteBackend:
                 conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
                 conn.row_factory = sqlite3.Row  # rows read by column name, or by position
                 conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
                 self._file = _identity(self.path)  # the pragmas above opened the file
