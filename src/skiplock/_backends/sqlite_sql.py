@@ -587,3 +587,6 @@ WHERE until IS NULL OR until > :now ORDER BY task
 
 DATA_VERSION = "PRAGMA data_version"
 """Changes whenever another connection has committed to the file (the change watcher)."""
+
+# The cheapest read: it opens the WAL file (which the change watcher then watches).
+SCHEMA_PEEK = "SELECT 1 FROM sqlite_master LIMIT 1"
