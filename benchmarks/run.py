@@ -99,6 +99,12 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
+DEFAULTS: dict[str, Any] = {"concurrency": 20}
+"""The worker as a user runs it: `skiplock worker app --concurrency 20`, every other setting
+at its default (issue 15): the figure the swept best above is compared with."""
+DEFAULTS_LABEL = "skiplock defaults (--concurrency 20)"
+
+
 class StepFailed(Exception):
     """A child process failed or timed out; the message is the reason shown in the table."""
 
@@ -447,13 +453,17 @@ def _drain_step(
     kind: str,
     n: int,
     analyze: bool = True,
+    defaults: bool = False,
     **extra: Any,
 ) -> Any:
+    """One drain; ``defaults`` runs the worker as a user's CLI would (DEFAULTS), not swept."""
+
     def step() -> dict[str, Any]:
         url, cleanup = _target(b, backend, f"{workload}_{system}")
         try:
             _prepare(b, system, backend, url, kind, n, analyze)
-            opts = {**_settings(system, workload, backend), **extra}
+            base = dict(DEFAULTS) if defaults else _settings(system, workload, backend)
+            opts = {**base, **extra}
             spec = b._spec("drain", system, url, opts=opts)
             r, t_spawn = b.child(spec, f"{workload.lower()}-{system}")
         finally:
@@ -472,6 +482,9 @@ def w2(b: Bench) -> None:
                 step = _drain_step(b, "W2", system, backend, "noop", n)
                 b.attempt("W2", system, backend, run, step)
         if "skiplock" in b.systems:
+            for backend in _backends(b, "skiplock"):
+                step = _drain_step(b, "W2", "skiplock", backend, "noop", cfg["n"], defaults=True)
+                b.attempt("W2", DEFAULTS_LABEL, backend, run, step)
             step = _drain_step(b, "W2", "skiplock", "postgres", "noop", cfg["n"], analyze=False)
             b.attempt("W2", "skiplock (table not analyzed)", "postgres", run, step)
             # A worker limited to named queues claims through another statement and index.
