@@ -69,18 +69,13 @@ WATCH_MAX_S = 0.1
 every 5 ms after a change, backing off to every 100 ms while nothing changes (``listen``)."""
 WATCH_BACKSTOP_S = 0.1
 """With file notifications, how often it checks anyway (a lost or unsupported notification)."""
-CONFIRM_S = (0.0002, 0.0005, 0.001, 0.002, 0.004, 0.008)
-"""After a notification that shows no new commit yet, when to look again (the commit being
-written becomes visible once it is synced and indexed)."""
 
 
-def _next_look(notified: bool, seen: bool, interval: float, confirming: int) -> tuple[float, int]:
-    """(seconds until the next look, confirmations left) for the change watcher."""
-    if confirming and not seen:
-        return CONFIRM_S[len(CONFIRM_S) - confirming], confirming - 1
+def _next_look(notified: bool, seen: bool, interval: float) -> float:
+    """Seconds until the change watcher's next timed look at data_version."""
     if notified:
-        return WATCH_BACKSTOP_S, 0
-    return (WATCH_MIN_S if seen else min(WATCH_MAX_S, interval * 1.5)), 0
+        return WATCH_BACKSTOP_S
+    return WATCH_MIN_S if seen else min(WATCH_MAX_S, interval * 1.5)
 
 
 def sqlite_path(url: str) -> str:
@@ -352,23 +347,19 @@ class SQLiteBackend:
 
         SQLite has no NOTIFY. ``PRAGMA data_version`` changes when another connection has
         committed, and reading it costs microseconds. Where the OS sends file notifications
-        (``sqlite_watch``), a write to the ``-wal`` file makes the watcher read it at once,
-        and again a few times shortly after if the commit is not visible yet (the WAL is
-        written before the index says so); a slow timer stays on as backstop. Elsewhere the
-        timer alone does it: every 5 ms after a change, backing off to 100 ms while nothing
-        changes (~0.2 ms of CPU a tick on the benchmark VM). Either way the worker wakes
-        every queue: the file does not say which. The yielded event is set if the watcher's
-        connection fails.
+        (``sqlite_watch``), a write to the ``-wal`` file makes a thread read it until the
+        commit shows, within a fraction of a millisecond; a timer every 100 ms stays on as
+        backstop. Elsewhere the timer alone does it: every 5 ms after a change, backing off
+        to 100 ms while nothing changes (~0.2 ms of CPU a tick on the benchmark VM). Either
+        way the worker wakes every queue: the file does not say which. The yielded event is
+        set if the watcher's connection fails.
         """
         lost = asyncio.Event()
         with _wrapped("listen"):
             conn = sqlite3.connect(self.path)
             conn.execute(sql.SCHEMA_PEEK).fetchall()  # a read opens the WAL file to watch
             version = conn.execute(sql.DATA_VERSION).fetchone()[0]
-        files = open_wal_watch(self.path)
-        hinted = asyncio.Event()
-        if files is not None:
-            files.on_change(hinted.set)
+        files = open_wal_watch(self.path, lambda: on_wake("*"))
 
         def changed() -> bool | None:
             """Whether another commit is visible; None when the connection failed."""
@@ -386,22 +377,16 @@ class SQLiteBackend:
             return True
 
         async def watch() -> None:
-            interval, confirming = WATCH_MIN_S, 0
+            interval = WATCH_BACKSTOP_S if files is not None else WATCH_MIN_S
             while True:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(interval):
-                        await hinted.wait()
-                if hinted.is_set():
-                    hinted.clear()
-                    confirming = len(CONFIRM_S)
+                await asyncio.sleep(interval)
                 seen = changed()
                 if seen is None:
                     lost.set()
                     return
                 if seen:
                     on_wake("*")
-                    confirming = 0
-                interval, confirming = _next_look(files is not None, seen, interval, confirming)
+                interval = _next_look(files is not None, seen, interval)
 
         watcher = asyncio.create_task(watch(), name="skiplock-sqlite-watch")
         try:
