@@ -85,10 +85,10 @@ class WorkerConfig:
     prefetch: int | None = None
     """Jobs claimed ahead, waiting for a slot, so a freed slot starts its next job without a
     round trip. None (the default) adapts by Little's law: the jobs the slots would start
-    during two claim round trips at the mean duration seen (1 to 1,000), none before the
-    first job finishes or while jobs take over a second; jobs held ahead are given back once
-    every slot has been busy for a second (a long job is better left in the table for an
-    idle worker). 0 never claims ahead."""
+    during two claim round trips at the mean duration seen (``concurrency`` to 1,000), none
+    before the first job finishes or while jobs take over a second; jobs held ahead are
+    given back once every slot has been busy for a second (a long job is better left in the
+    table for an idle worker). 0 never claims ahead."""
     completion_batch: int = 500
     """The most outcomes written in one round trip."""
     lease_margin_s: float = 30.0

@@ -178,7 +178,8 @@ class Producer(Service):
 
         Adaptive by default, by Little's law: the jobs this worker's slots would start
         during ``PREFETCH_COVER`` claim round trips, at the mean job duration seen so far,
-        so the runner never waits for a claim; at least one, at most ``PREFETCH_CEILING``.
+        so the runner never waits for a claim; at least ``concurrency``, at most
+        ``PREFETCH_CEILING`` (or ``concurrency`` if that is larger).
         None before the first job finishes, and none while jobs are long (a long job is
         better left in the table for an idle worker)."""
         if self.config.prefetch is not None:
@@ -188,8 +189,11 @@ class Producer(Service):
             return 0
         if self.runner.busy_for() >= PREFETCH_SHORT_JOB_S:  # turning long: hold none
             return 0
-        rate = self.config.concurrency / max(mean, SHORTEST_JOB_S)
-        return max(1, min(PREFETCH_CEILING, math.ceil(rate * claim_s * PREFETCH_COVER)))
+        concurrency = self.config.concurrency
+        little = math.ceil(concurrency / max(mean, SHORTEST_JOB_S) * claim_s * PREFETCH_COVER)
+        # Never below the concurrency: slots free in bursts (a batch started together ends
+        # together), which an average rate does not see (W3 lost ~3 ms without this floor).
+        return min(max(concurrency, little), max(PREFETCH_CEILING, concurrency))
 
     def _serves(self, queue: str) -> bool:
         return self.config.queues is None or queue in self.config.queues
