@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from .adapters import ADAPTERS, Adapter, NotSupported, fill
+from .ceiling import CeilingAdapter
 from .common import REC, machine_busy_seconds, now, pg_cpu_seconds
 
 SETTLE_S = 0.5
@@ -22,7 +23,9 @@ SETTLE_S = 0.5
 
 
 def _adapter(spec: dict[str, Any]) -> Adapter:
-    return ADAPTERS[spec["system"]](spec["url"], dict(spec.get("opts") or {}))
+    system = spec["system"]
+    cls = CeilingAdapter if system == CeilingAdapter.name else ADAPTERS[system]
+    return cls(spec["url"], dict(spec.get("opts") or {}))
 
 
 async def role_w1(spec: dict[str, Any]) -> dict[str, Any]:

@@ -72,19 +72,37 @@ def _settings(runs: Records) -> str:
     return next((str(r["settings"]) for r in runs if r.get("settings")), "")
 
 
+CEILING = "raw ceiling"
+
+
+def of_ceiling(
+    records: Records, workload: str, system: str, backend: str, key: str, *, lower: bool = False
+) -> str:
+    """This row's median as a share of the raw ceiling's on the same backend in this run
+    (benchmarks/ceiling.py); ``lower`` for figures where less is better (seconds)."""
+    mine = median(records, workload, system, backend, key)
+    ceiling = median(records, workload, CEILING, backend, key)
+    if mine is None or not ceiling or system == CEILING:
+        return ""
+    return f"{(ceiling / mine if lower else mine / ceiling):.0%}"
+
+
 def w1(records: Records) -> list[str]:
     rows = [
         [
             system,
             backend,
             cell(runs, "single_per_s", "rate"),
+            of_ceiling(records, "W1", system, backend, "single_per_s"),
             cell(runs, "single_ms", "ms"),
             cell(runs, "bulk_per_s", "rate", error_key="bulk_error"),
+            of_ceiling(records, "W1", system, backend, "bulk_per_s"),
         ]
         for (system, backend), runs in _rows(records, "W1").items()
     ]
     n = records_n(records, "W1")
-    head = ["system", "backend", "one at a time, jobs/s", "ms per call", "bulk API, jobs/s"]
+    head = ["system", "backend", "one at a time, jobs/s", "of ceiling", "ms per call"]
+    head += ["bulk API, jobs/s", "of ceiling"]
     return [f"### W1 enqueue: {n:,} no-op jobs", "", *_table(head, rows)]
 
 
@@ -100,13 +118,14 @@ def records_n(records: Records, workload: str | None) -> int:
     )
 
 
-def _drain_row(system: str, backend: str, runs: Records) -> list[str]:
+def _drain_row(system: str, backend: str, runs: Records, records: Records) -> list[str]:
     return [
         system,
         backend,
         f"{records_n(runs, None):,}",
         _settings(runs),
         cell(runs, "jobs_per_s", "rate"),
+        of_ceiling(records, runs[0]["workload"], system, backend, "jobs_per_s") if runs else "",
         cell(runs, "jobs_per_s_startup", "rate"),
         cell(runs, "worker_cpu_s", "cpu"),
         cell(runs, "pg_cpu_s", "cpu") if backend == "postgres" else "(in worker)",
@@ -120,6 +139,7 @@ DRAIN_HEAD = [
     "jobs",
     "settings",
     "jobs/s, first start → last completion",
+    "of ceiling",
     "jobs/s incl. start-up",
     "worker CPU s",
     "PostgreSQL CPU s",
@@ -128,7 +148,7 @@ DRAIN_HEAD = [
 
 
 def w2(records: Records) -> list[str]:
-    rows = [_drain_row(s, b, runs) for (s, b), runs in _rows(records, "W2").items()]
+    rows = [_drain_row(s, b, runs, records) for (s, b), runs in _rows(records, "W2").items()]
     title = "### W2 drain: queued no-op jobs, one worker process at its best setting"
     note = (
         "Every table is ANALYZEd after it is filled, except the row that says otherwise; "

@@ -52,6 +52,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
 PEERS = ("skiplock", "pgqueuer", "procrastinate", "seed-000")
+CEILING = "raw ceiling"
+"""benchmarks/ceiling.py: run on every skiplock backend in W1 and W2, beside skiplock."""
 
 FULL: dict[str, dict[str, Any]] = {
     "W1": {"n": 10_000},
@@ -96,7 +98,17 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
         "W4": {"concurrency": 1, "pool": 10},
     },
     "seed-000": {"W2": {}, "W3": {}, "W4": {}},
+    CEILING: {"W2": {}},
 }
+
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "skiplock defaults (--concurrency 20)": {"concurrency": 20},
+    "skiplock defaults (no options)": {},
+}
+"""The worker as a user runs it: `skiplock worker app --concurrency 20`, or with no option at
+all, every other setting at its default (issue 15): the figures the swept best is compared
+with."""
 
 
 class StepFailed(Exception):
@@ -155,7 +167,8 @@ class Bench:
     def fresh_db(self, tag: str) -> tuple[str, str]:
         """(database name, URL) of a new, empty database for one run."""
         self.counter += 1
-        name = f"skiplock_bench_{self.stamp}_{self.counter}_{tag}".lower().replace("-", "_")
+        name = f"skiplock_bench_{self.stamp}_{self.counter}_{tag}".lower()
+        name = name.replace("-", "_").replace(" ", "_")
         self._admin(f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
         return name, with_database(self.pg_url, name)
 
@@ -184,7 +197,7 @@ class Bench:
         if self.sqlite_dir is None:
             self.sqlite_dir = Path(tempfile.mkdtemp(prefix="skiplock-b-"))
         self.counter += 1
-        path = self.sqlite_dir / f"{self.counter}_{tag}.db"
+        path = self.sqlite_dir / f"{self.counter}_{tag.replace(' ', '_')}.db"
         return path, f"sqlite:///{path}"
 
     def cleanup(self) -> None:
@@ -355,14 +368,21 @@ def _wait_ready(proc: subprocess.Popen[str], timeout: float) -> None:
 # -- workloads ------------------------------------------------------------------------------------
 
 
+SQLITE_NORMAL = "sqlite-normal"
+"""skiplock on SQLite with ``?synchronous=normal``: the same file, commits not synced."""
+
+
 def _backends(b: Bench, system: str) -> list[str]:
-    return ["postgres", "sqlite"] if system == "skiplock" and b.sqlite else ["postgres"]
+    if system == "skiplock" and b.sqlite:
+        return ["postgres", "sqlite", SQLITE_NORMAL]
+    return ["postgres"]
 
 
 def _target(b: Bench, backend: str, tag: str) -> tuple[str, Callable[[], None]]:
     """A fresh database for one run: (URL, cleanup)."""
-    if backend == "sqlite":
+    if backend.startswith("sqlite"):
         path, url = b.fresh_sqlite(tag)
+        url += "?synchronous=normal" if backend == SQLITE_NORMAL else ""
         return url, lambda: b.drop_sqlite(path)
     name, url = b.fresh_db(tag)
     return url, lambda: b.drop_db(name)
@@ -380,31 +400,37 @@ def _prepare(
         b.checkpoint()
 
 
+def _w1_step(b: Bench, system: str, backend: str, n: int) -> Callable[[], dict[str, Any]]:
+    def step() -> dict[str, Any]:
+        url, cleanup = _target(b, backend, f"w1_{system.replace(' ', '_')}")
+        try:
+            r, _ = b.child(b._spec("w1", system, url, n=n), f"w1-{system.replace(' ', '-')}")
+        finally:
+            cleanup()
+        out: dict[str, Any] = {"n": n, "single_per_s": n / r["single_s"]}
+        out["single_ms"] = 1000 * r["single_s"] / n
+        if "bulk_s" in r:
+            out["bulk_per_s"] = n / r["bulk_s"]
+        else:
+            out["bulk_error"] = "not run: no bulk enqueue API"
+        return out
+
+    return step
+
+
 def w1(b: Bench) -> None:
     n = b.sizes["W1"]["n"]
     for run in range(b.runs):
         for system in b.systems:
             for backend in _backends(b, system):
-
-                def step(system: str = system, backend: str = backend) -> dict[str, Any]:
-                    url, cleanup = _target(b, backend, f"w1_{system}")
-                    try:
-                        r, _ = b.child(b._spec("w1", system, url, n=n), f"w1-{system}")
-                    finally:
-                        cleanup()
-                    out: dict[str, Any] = {"n": n, "single_per_s": n / r["single_s"]}
-                    out["single_ms"] = 1000 * r["single_s"] / n
-                    if "bulk_s" in r:
-                        out["bulk_per_s"] = n / r["bulk_s"]
-                    else:
-                        out["bulk_error"] = "not run: no bulk enqueue API"
-                    return out
-
-                b.attempt("W1", system, backend, run, step)
+                b.attempt("W1", system, backend, run, _w1_step(b, system, backend, n))
+        for backend in _backends(b, "skiplock") if "skiplock" in b.systems else []:
+            b.attempt("W1", CEILING, backend, run, _w1_step(b, CEILING, backend, n))
 
 
 def _settings(system: str, workload: str, backend: str = "postgres") -> dict[str, Any]:
     table = SETTINGS[system]
+    backend = "sqlite" if backend.startswith("sqlite") else backend
     return dict(table.get(f"{workload}-{backend}", table.get(workload, {})))
 
 
@@ -413,7 +439,7 @@ def _drain_metrics(r: dict[str, Any], t_spawn: float, n: int, backend: str) -> d
         raise StepFailed(f"ran {r['done']} of {n} jobs")
     span = r["t_done"] - r["t_first_start"]
     pg = r["pg_cpu_s"] if backend == "postgres" else None
-    if backend == "sqlite":
+    if backend.startswith("sqlite"):
         cpu: float | None = r["worker_cpu_s"]  # the database is inside the worker process
     else:
         cpu = None if pg is None else r["worker_cpu_s"] + pg  # None: server restarted meanwhile
@@ -439,13 +465,18 @@ def _drain_step(
     kind: str,
     n: int,
     analyze: bool = True,
+    defaults: dict[str, Any] | None = None,
     **extra: Any,
 ) -> Any:
+    """One drain; ``defaults`` runs the worker with those options only (DEFAULTS), not the
+    swept best setting."""
+
     def step() -> dict[str, Any]:
         url, cleanup = _target(b, backend, f"{workload}_{system}")
         try:
             _prepare(b, system, backend, url, kind, n, analyze)
-            opts = {**_settings(system, workload, backend), **extra}
+            base = dict(defaults) if defaults is not None else _settings(system, workload, backend)
+            opts = {**base, **extra}
             spec = b._spec("drain", system, url, opts=opts)
             r, t_spawn = b.child(spec, f"{workload.lower()}-{system}")
         finally:
@@ -464,6 +495,14 @@ def w2(b: Bench) -> None:
                 step = _drain_step(b, "W2", system, backend, "noop", n)
                 b.attempt("W2", system, backend, run, step)
         if "skiplock" in b.systems:
+            for backend in _backends(b, "skiplock"):
+                for label, options in DEFAULTS.items():
+                    step = _drain_step(
+                        b, "W2", "skiplock", backend, "noop", cfg["n"], defaults=options
+                    )
+                    b.attempt("W2", label, backend, run, step)
+                step = _drain_step(b, "W2", CEILING, backend, "noop", cfg["n"])
+                b.attempt("W2", CEILING, backend, run, step)
             step = _drain_step(b, "W2", "skiplock", "postgres", "noop", cfg["n"], analyze=False)
             b.attempt("W2", "skiplock (table not analyzed)", "postgres", run, step)
             # A worker limited to named queues claims through another statement and index.

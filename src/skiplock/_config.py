@@ -79,13 +79,16 @@ class WorkerConfig:
     """The poll backstop: the longest an idle worker waits before asking again."""
     shutdown_timeout_s: float = 30.0
     """On SIGTERM, how long running jobs may finish before they are released to pending."""
-    claim_batch: int = 100
-    """The most rows one claim statement locks."""
+    claim_batch: int = 500
+    """The most rows one claim statement locks; each claim takes what the window has room
+    for, up to this."""
     prefetch: int | None = None
     """Jobs claimed ahead, waiting for a slot, so a freed slot starts its next job without a
-    round trip. None (the default) adapts: up to ``concurrency`` while this worker's jobs take
-    under a second on average, none before the first finishes or while they are longer (a
-    long job is better left in the table for an idle worker). 0 never claims ahead."""
+    round trip. None (the default) adapts by Little's law: the jobs the slots would start
+    during two claim round trips at the mean duration seen (``concurrency`` to 1,000), none
+    before the first job finishes or while jobs take over a second; jobs held ahead are
+    given back once every slot has been busy for a second (a long job is better left in the
+    table for an idle worker). 0 never claims ahead."""
     completion_batch: int = 500
     """The most outcomes written in one round trip."""
     lease_margin_s: float = 30.0

@@ -17,8 +17,9 @@ DIALECT_ONLY = {
     "MIGRATIONS_LOCK",
     "JOB_GET_AVAILABLE_IN_QUEUES",
     # SQLite inserts by multi-row VALUES (ids from the last rowid), checks bounds before it,
-    # and watches its file's data_version for commits.
+    # and watches its file's data_version for commits (a first read opens the WAL it watches).
     "DATA_VERSION",
+    "SCHEMA_PEEK",
     "JOB_INSERT",
     "JOB_INSERT_ROW",
     "JOB_INSERT_ROWS",

@@ -2,8 +2,9 @@
 
 Each operation is one function run on that thread, holding one ``BEGIN IMMEDIATE``
 transaction: a single hop between the event loop and the thread per operation, however many
-statements it takes. WAL lets readers run beside the writer; ``synchronous=FULL`` is chosen
-explicitly, because batching makes durability cheap (DESIGN.md).
+statements it takes. WAL lets readers run beside the writer; ``synchronous=FULL`` is the default,
+because batching makes durability cheap (DESIGN.md); ``?synchronous=normal`` in the URL trades
+the last commits before a power loss for cheaper commits (``sqlite_url``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from .._job import (
     ClaimedJob,
@@ -36,7 +36,7 @@ from .._job import (
     TaskPause,
 )
 from .._stats import WorkerInfo
-from ..errors import BackendError, ConfigurationError, JobNotFound
+from ..errors import BackendError, JobNotFound
 from . import flows
 from . import sqlite_observe as observe
 from . import sqlite_ops as ops
@@ -64,6 +64,8 @@ from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
 from .sqlite_support import wrapped as _wrapped
+from .sqlite_url import parse_sqlite_url
+from .sqlite_watch import open_wal_watch
 
 T = TypeVar("T")
 log = logging.getLogger("skiplock.worker")
@@ -71,21 +73,22 @@ log = logging.getLogger("skiplock.worker")
 BUSY_TIMEOUT_MS = 10_000
 WATCH_MIN_S = 0.005
 WATCH_MAX_S = 0.1
-"""How often a listening worker checks the file for commits: every 5 ms after a change,
-backing off to every 100 ms while nothing changes (``listen``)."""
+"""Without file notifications, how often a listening worker checks the file for commits:
+every 5 ms after a change, backing off to every 100 ms while nothing changes (``listen``)."""
+WATCH_BACKSTOP_S = 0.1
+"""With file notifications, how often it checks anyway (a lost or unsupported notification)."""
+
+
+def _next_look(notified: bool, seen: bool, interval: float) -> float:
+    """Seconds until the change watcher's next timed look at data_version."""
+    if notified:
+        return WATCH_BACKSTOP_S
+    return WATCH_MIN_S if seen else min(WATCH_MAX_S, interval * 1.5)
 
 
 def sqlite_path(url: str) -> str:
     """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db``."""
-    parts = urlsplit(url)
-    if parts.netloc:
-        raise ConfigurationError(f"url={url!r}: a SQLite URL has no host; use sqlite:///PATH")
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
-    if not path or path == ":memory:":
-        raise ConfigurationError(
-            f"url={url!r}: give a file path; an in-memory database cannot be shared by workers"
-        )
-    return path
+    return parse_sqlite_url(url).path
 
 
 def _lower(value: object) -> str | None:
@@ -109,7 +112,9 @@ class SQLiteBackend:
 
     def __init__(self, url: str, *, clock: Clock | None = None) -> None:
         self.url = url
-        self.path = sqlite_path(url)
+        options = parse_sqlite_url(url)
+        self.path = options.path
+        self.synchronous = options.synchronous
         self._clock = clock
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
@@ -152,7 +157,7 @@ class SQLiteBackend:
                 conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
                 conn.row_factory = sqlite3.Row  # rows read by column name, or by position
                 conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
                 self._file = _identity(self.path)  # the pragmas above opened the file
@@ -352,34 +357,47 @@ class SQLiteBackend:
         """Wake on any commit to the file by another connection, this process's or another's.
 
         SQLite has no NOTIFY. ``PRAGMA data_version`` changes when another connection has
-        committed, and reading it costs microseconds, so the worker reads it on a timer and
-        wakes (every queue: the file does not say which) instead of waiting out its poll
-        interval. The timer is what costs: ~0.2 ms of CPU a tick on the benchmark VM, so it
-        runs every 5 ms after a change and backs off to every 100 ms while nothing changes.
-        The yielded event is set if the watcher's connection fails.
+        committed, and reading it costs microseconds. Where the OS sends file notifications
+        (``sqlite_watch``), a write to the ``-wal`` file makes a thread read it until the
+        commit shows, within a fraction of a millisecond; a timer every 100 ms stays on as
+        backstop. Elsewhere the timer alone does it: every 5 ms after a change, backing off
+        to 100 ms while nothing changes (~0.2 ms of CPU a tick on the benchmark VM). Either
+        way the worker wakes every queue: the file does not say which. The yielded event is
+        set if the watcher's connection fails.
         """
         lost = asyncio.Event()
         with _wrapped("listen"):
             conn = sqlite3.connect(self.path)
+            conn.execute(sql.SCHEMA_PEEK).fetchall()  # a read opens the WAL file to watch
             version = conn.execute(sql.DATA_VERSION).fetchone()[0]
+        files = open_wal_watch(self.path, lambda: on_wake("*"))
+
+        def changed() -> bool | None:
+            """Whether another commit is visible; None when the connection failed."""
+            nonlocal version
+            try:
+                now = conn.execute(sql.DATA_VERSION).fetchone()[0]
+            except sqlite3.OperationalError:
+                return False  # busy for a moment (a checkpoint): the next look reads it
+            except sqlite3.Error as exc:
+                log.warning("SQLite change watcher failed (%s)", exc)
+                return None
+            if now == version:
+                return False
+            version = now
+            return True
 
         async def watch() -> None:
-            nonlocal version
-            interval = WATCH_MIN_S
+            interval = WATCH_BACKSTOP_S if files is not None else WATCH_MIN_S
             while True:
                 await asyncio.sleep(interval)
-                interval = min(WATCH_MAX_S, interval * 1.5)
-                try:
-                    now = conn.execute(sql.DATA_VERSION).fetchone()[0]
-                except sqlite3.OperationalError:
-                    continue  # busy for a moment (a checkpoint): the next tick reads it
-                except sqlite3.Error as exc:
-                    log.warning("SQLite change watcher failed (%s)", exc)
+                seen = changed()
+                if seen is None:
                     lost.set()
                     return
-                if now != version:
-                    version, interval = now, WATCH_MIN_S
+                if seen:
                     on_wake("*")
+                interval = _next_look(files is not None, seen, interval)
 
         watcher = asyncio.create_task(watch(), name="skiplock-sqlite-watch")
         try:
@@ -388,6 +406,8 @@ class SQLiteBackend:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            if files is not None:
+                files.close()
             conn.close()
 
     @asynccontextmanager

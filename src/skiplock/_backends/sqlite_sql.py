@@ -672,3 +672,6 @@ WORKER_BEAT = _observe.WORKER_BEAT
 WORKER_DELETE = _observe.WORKER_DELETE
 WORKER_PRUNE = _observe.WORKER_PRUNE
 WORKER_LIST = _observe.WORKER_LIST
+
+# The cheapest read: it opens the WAL file (which the change watcher then watches).
+SCHEMA_PEEK = "SELECT 1 FROM sqlite_master LIMIT 1"

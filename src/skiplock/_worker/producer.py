@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import math
 
 from .._backends import Backend
 from .._backends.base import ClaimParams
@@ -31,7 +32,15 @@ CLAIM_RETRY_CAP_S = 1.0
 """The longest the producer waits between claims while the database is away: claims resume
 within about a second of it answering (an outage costs at most one claim a second)."""
 PREFETCH_SHORT_JOB_S = 1.0
-"""Claim ahead (by default) only while jobs take less than this on average."""
+"""Claim ahead (by default) only while jobs take less than this on average; once every slot
+has been busy this long, jobs claimed ahead are given back for idle workers elsewhere."""
+PREFETCH_CEILING = 1000
+"""The most jobs the adaptive window holds claimed ahead (each one leased and heartbeated)."""
+PREFETCH_COVER = 2.0
+"""How many claim round trips the adaptive window covers: the one in flight, and one spare
+for a slow one (a completer flush sharing the database, a checkpoint)."""
+SHORTEST_JOB_S = 1e-5
+"""Mean durations below this count as this (a no-op job), so the window stays finite."""
 
 
 async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
@@ -73,6 +82,8 @@ class Producer(Service):
         """The loop time of the last claim that took a job (the worker registry reports it)."""
         self._limited: list[str] = []
         self._limited_at = float("-inf")
+        self._claim_s: float | None = None
+        """A moving average of one claim's round trip (the W in the window's Little's law)."""
 
     def stop(self) -> None:
         self._stopped = True
@@ -119,8 +130,13 @@ class Producer(Service):
         return self.runner.free + self._prefetch_depth() - len(self.runner.ready)
 
     async def _wait_for_slot(self) -> None:
+        """Until a slot frees; meanwhile, once every slot has run one job for longer than a
+        short job takes, give the jobs claimed ahead back (they would wait that long here)."""
         self.runner.slot_freed.clear()
-        await self.runner.slot_freed.wait()
+        while not await _wait(self.runner.slot_freed, PREFETCH_SHORT_JOB_S):
+            held_ahead = self.config.prefetch is None and self.runner.ready
+            if held_ahead and self.runner.busy_for() >= PREFETCH_SHORT_JOB_S:
+                self.runner.give_back(0)
 
     async def _idle(self) -> bool:
         """After a short claim: False when a burst is done, else True once it is time to
@@ -135,10 +151,12 @@ class Producer(Service):
         if self.completer.idle:  # every outcome so far is in the table: this claim sees it
             self._requeues_claimed = self.runner.requeues
         loop = asyncio.get_running_loop()
-        asked = loop.time()
+        began = loop.time()
         jobs = await self._claim_all(limit)
         now = loop.time()
-        self.runner.meter.claim(len(jobs), now - asked)
+        took, mean = now - began, self._claim_s
+        self._claim_s = took if mean is None else mean + 0.2 * (took - mean)
+        self.runner.meter.claim(len(jobs), took)
         if jobs:
             self.last_claim_at = now
         self.runner.take(jobs)
@@ -162,13 +180,26 @@ class Producer(Service):
         return jobs
 
     def _prefetch_depth(self) -> int:
-        """How many jobs to hold claimed beyond the free slots (WorkerConfig.prefetch)."""
+        """How many jobs to hold claimed beyond the free slots (WorkerConfig.prefetch).
+
+        Adaptive by default, by Little's law: the jobs this worker's slots would start
+        during ``PREFETCH_COVER`` claim round trips, at the mean job duration seen so far,
+        so the runner never waits for a claim; at least ``concurrency``, at most
+        ``PREFETCH_CEILING`` (or ``concurrency`` if that is larger).
+        None before the first job finishes, and none while jobs are long (a long job is
+        better left in the table for an idle worker)."""
         if self.config.prefetch is not None:
             return self.config.prefetch
-        mean = self.runner.mean_duration
-        if mean is None or mean > PREFETCH_SHORT_JOB_S:
+        mean, claim_s = self.runner.mean_duration, self._claim_s
+        if mean is None or claim_s is None or mean > PREFETCH_SHORT_JOB_S:
             return 0
-        return self.config.concurrency
+        if self.runner.busy_for() >= PREFETCH_SHORT_JOB_S:  # turning long: hold none
+            return 0
+        concurrency = self.config.concurrency
+        little = math.ceil(concurrency / max(mean, SHORTEST_JOB_S) * claim_s * PREFETCH_COVER)
+        # Never below the concurrency: slots free in bursts (a batch started together ends
+        # together), which an average rate does not see (W3 lost ~3 ms without this floor).
+        return min(max(concurrency, little), max(PREFETCH_CEILING, concurrency))
 
     def _serves(self, queue: str) -> bool:
         return self.config.queues is None or queue in self.config.queues

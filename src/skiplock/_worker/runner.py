@@ -63,6 +63,8 @@ class Runner(Service):
         self.breakers = breakers
         self.signals = signals
         self.running: dict[int, tuple[asyncio.Task[None], ClaimedJob]] = {}
+        self.started_at: dict[int, float] = {}
+        """When each running job started (loop time): how long the slots have been busy."""
         self.ready: collections.deque[ClaimedJob] = collections.deque()
         """Claimed ahead (``prefetch``), waiting for a slot; heartbeated like running jobs."""
         self.slot_freed = asyncio.Event()
@@ -135,6 +137,7 @@ class Runner(Service):
             self.running[job.id] = (task, job)
             self.meter.start(job.queue, job.task)
             events.started(job, self.config.name)
+            self.started_at[job.id] = asyncio.get_running_loop().time()
             self.signals.started.fire(job.id)
 
     def cancel_requested(self, job_id: int) -> None:
@@ -158,6 +161,25 @@ class Runner(Service):
                 )
                 entry[0].cancel()
 
+    def busy_for(self) -> float:
+        """How long the most recently started running job has run: every slot has been busy
+        at least this long (0 when a slot is free)."""
+        if self.free > 0 or not self.started_at:
+            return 0.0
+        return asyncio.get_running_loop().time() - max(self.started_at.values())
+
+    def give_back(self, keep: int) -> int:
+        """Release jobs claimed ahead beyond the first ``keep`` to pending, their attempt
+        given back, so an idle worker elsewhere can take them. Returns how many."""
+        released = 0
+        while len(self.ready) > keep:
+            job = self.ready.pop()
+            self.completer.put(
+                Completion(job.id, job.lease_token, Disposition.RELEASE, lease_s=job.lease_s)
+            )
+            released += 1
+        return released
+
     def held(self) -> list[ClaimedJob]:
         """Jobs whose lease this service holds: running and claimed ahead."""
         return [job for _, job in self.running.values()] + list(self.ready)
@@ -179,6 +201,7 @@ class Runner(Service):
             entry = self.running.get(job.id)
             if entry is not None and entry[1] is job:  # not a later claim of the same job
                 del self.running[job.id]
+                self.started_at.pop(job.id, None)
             self.start_ready()  # the next claimed job takes the slot at once
             self.slot_freed.set()
         duration = loop.time() - started
