@@ -33,6 +33,7 @@ class SimulatedOutage:
         self.failures: Counter[str] = Counter()
         self._changed = asyncio.Condition()
         self._subscriptions: list[asyncio.Event] = []
+        self._in_flight = 0
         for name, method in inspect.getmembers(backend, inspect.iscoroutinefunction):
             if not name.startswith("_") and name not in NOT_GUARDED:
                 setattr(backend, name, self._guard(name, method))
@@ -48,7 +49,13 @@ class SimulatedOutage:
     def _guard(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         async def guarded(*args: Any, **kwargs: Any) -> Any:
             await self._check(name)
-            return await method(*args, **kwargs)
+            self._in_flight += 1
+            try:
+                return await method(*args, **kwargs)
+            finally:
+                async with self._changed:
+                    self._in_flight -= 1
+                    self._changed.notify_all()
 
         return guarded
 
@@ -62,8 +69,12 @@ class SimulatedOutage:
 
         return guarded
 
-    def start(self) -> None:
-        self.down = True
+    async def start(self) -> None:
+        """Go down between calls: a call already in flight would answer after the outage
+        began and (truthfully) report the database back, so wait until none is."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._in_flight == 0)
+            self.down = True
         for lost in self._subscriptions:
             lost.set()
 
@@ -92,7 +103,7 @@ async def test_claims_resume_within_two_seconds_of_the_database_answering(
     claimed = worker.signals.claimed.arm()
     run = asyncio.create_task(worker.run())
     await claimed.wait()
-    outage.start()
+    await outage.start()
     await outage.failed(job_get_available=5)  # well into the outage: the backoff has grown
     claimed.drain()
     outage.down = False
@@ -116,7 +127,7 @@ async def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
     await worker.ready.wait()
     caplog.set_level(logging.INFO, logger="skiplock")
     caplog.clear()
-    outage.start()
+    await outage.start()
     await outage.failed(job_get_available=4, job_reclaim_expired=3, job_prune=3, listen=2)
     outage.down = False
     claimed.drain()
@@ -152,7 +163,7 @@ async def test_outcomes_waiting_for_the_database_join_the_one_outage_line(
     await started.wait()
     caplog.set_level(logging.INFO, logger="skiplock")
     caplog.clear()
-    outage.start()
+    await outage.start()
     release.set()
     await outage.failed(job_set_state_if_running_many=4)
     flushed.drain()
