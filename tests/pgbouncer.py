@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from .conftest import PG_URL
+from .helpers import free_port
 
 CONFIG = """\
 [databases]
@@ -48,12 +49,6 @@ def _binary() -> str:
             "CI's .ci/run installs it). The PgBouncer tests need a real one."
         )
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _write_config(directory: Path, port: int) -> Path:
@@ -99,7 +94,7 @@ def pgbouncer() -> Iterator[str]:
     """Run PgBouncer until the block ends; yields its URL (PG_URL's user and database)."""
     binary = _binary()
     directory = Path(tempfile.mkdtemp(prefix="skiplock-pgbouncer-"))
-    port = _free_port()
+    port = free_port()
     config = _write_config(directory, port)
     user = ["-u", "postgres"] if os.geteuid() == 0 else []
     proc = subprocess.Popen(

@@ -13,6 +13,8 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -102,19 +104,27 @@ class Cli:
             proc.wait()
 
 
-@pytest.fixture
-def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(db_url, tmp_path)
-    yield runner
-    runner.stop_all()
+def cli_fixtures(module: ModuleType, spec: str = APP) -> tuple[Any, Any]:
+    """The ``cli`` and ``app`` fixtures of a test module whose worker processes run ``spec``
+    (``module``'s MODULE:ATTRIBUTE), e.g. ``cli, app = cli_fixtures(crash_app, CRASH_SPEC)``."""
+
+    @pytest.fixture(name="cli")
+    def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
+        runner = Cli(db_url, tmp_path, spec)
+        yield runner
+        runner.stop_all()
+
+    @pytest.fixture(name="app")
+    async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
+        assert cli.run("migrate", spec).returncode == 0
+        module.app.url = cli.url
+        yield module.app
+        await module.app.close()
+
+    return cli, app
 
 
-@pytest.fixture
-async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
-    assert cli.run("migrate", APP).returncode == 0
-    cli_app.app.url = cli.url
-    yield cli_app.app
-    await cli_app.app.close()
+cli, app = cli_fixtures(cli_app)
 
 
 def migration_versions(url: str) -> list[int]:

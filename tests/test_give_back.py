@@ -4,41 +4,20 @@ worker in another process takes them instead of waiting behind a long job (issue
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 import skiplock
 
 from .apps import crash_app
-from .test_cli import Cli
+from .helpers import await_until
+from .test_cli import Cli, cli_fixtures
 
 APP = "tests.apps.crash_app:app"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(db_url, tmp_path, APP)
-    yield runner
-    runner.stop_all()
-
-
-@pytest.fixture
-async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
-    assert cli.run("migrate", APP).returncode == 0
-    crash_app.app.url = cli.url
-    yield crash_app.app
-    await crash_app.app.close()
-
-
-async def until(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+cli, app = cli_fixtures(crash_app, APP)
 
 
 async def held(app: skiplock.App) -> int:
@@ -51,10 +30,12 @@ async def test_a_worker_of_long_jobs_leaves_work_for_an_idle_one(
 ) -> None:
     first = cli.start("--concurrency", "1")
     await app.enqueue_many(crash_app.work.prepare(n, 0) for n in range(20))
-    await until(lambda: sum(ln.startswith("done") for ln in cli.lines()) == 20, 30, "warm-up")
+    await await_until(lambda: sum(ln.startswith("done") for ln in cli.lines()) == 20, "warm-up", 30)
     # Short jobs so far: the first worker claims ahead, so it takes both long jobs at once.
     await app.enqueue_many(crash_app.work.prepare(n, 60) for n in (100, 101))
-    await until(lambda: any(ln.startswith("start 10") for ln in cli.lines()), 20, "a long job")
+    await await_until(
+        lambda: any(ln.startswith("start 10") for ln in cli.lines()), "a long job", 20
+    )
     for _ in range(100):
         if await held(app) == 2:
             break
@@ -67,5 +48,5 @@ async def test_a_worker_of_long_jobs_leaves_work_for_an_idle_one(
         return any(ln == f"start 10{n} {second.pid}" for ln in cli.lines() for n in (0, 1))
 
     # Without giving back, the second worker would wait for the first's 60 s job to end.
-    await until(taken_by_second, 30, "the idle worker to take the job held ahead")
+    await await_until(taken_by_second, "the idle worker to take the job held ahead", 30)
     assert first.poll() is None and second.poll() is None

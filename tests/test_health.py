@@ -9,9 +9,7 @@ import dataclasses
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +18,9 @@ from skiplock import StatsGroup, WorkerInfo
 from skiplock._cli.health import problems
 
 from .apps import cli_app
-from .test_cli import APP, Cli
-from .test_prometheus import free_port, get
+from .helpers import free_port, wait_until
+from .test_cli import Cli, cli_fixtures
+from .test_prometheus import get
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -54,26 +53,7 @@ def test_the_verdict(backlog_age_s: float, workers: list[WorkerInfo], healthy: b
     assert (not found) == healthy, found
 
 
-@pytest.fixture
-def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(db_url, tmp_path)
-    yield runner
-    runner.stop_all()
-
-
-@pytest.fixture
-async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
-    assert cli.run("migrate", APP).returncode == 0
-    cli_app.app.url = cli.url
-    yield cli_app.app
-    await cli_app.app.close()
-
-
-def until(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"never {what}"
-        time.sleep(0.1)
+cli, app = cli_fixtures(cli_app)
 
 
 @pytest.mark.slow
@@ -85,18 +65,18 @@ async def test_health_flips_while_the_only_worker_is_stopped(cli: Cli, app: skip
     def healthy() -> bool:
         return cli.run(*probe).returncode == 0
 
-    until(healthy, "healthy once the worker beats")
-    until(lambda: get(port, "/readyz")[0] == 200, "ready over HTTP")
+    wait_until(healthy, "healthy once the worker beats")
+    wait_until(lambda: get(port, "/readyz")[0] == 200, "ready over HTTP")
     assert get(port, "/livez")[0] == 200
     os.kill(proc.pid, signal.SIGSTOP)
     try:
         handle = await cli_app.record.aenqueue(1)  # ready work, and nobody to claim it
-        until(lambda: not healthy(), "unhealthy with the worker stopped")
+        wait_until(lambda: not healthy(), "unhealthy with the worker stopped")
         answer = cli.run(*probe)
         assert answer.returncode == 1 and answer.stderr.startswith("unhealthy: ")
     finally:
         os.kill(proc.pid, signal.SIGCONT)
-    until(healthy, "healthy again after SIGCONT")
+    wait_until(healthy, "healthy again after SIGCONT")
     cli.wait_for_line(f"1 {handle.id} {proc.pid}")  # the resumed worker ran it
 
 

@@ -9,8 +9,6 @@ import json
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,25 +16,13 @@ import pytest
 import skiplock
 
 from .apps import cli_app
-from .test_cli import APP, Cli
-from .test_health import until
+from .helpers import wait_until
+from .test_cli import Cli, cli_fixtures
 
 SENTINEL = "s3cr3t-6b1f0d2e"
 
 
-@pytest.fixture
-def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(db_url, tmp_path)
-    yield runner
-    runner.stop_all()
-
-
-@pytest.fixture
-async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
-    assert cli.run("migrate", APP).returncode == 0
-    cli_app.app.url = cli.url
-    yield cli_app.app
-    await cli_app.app.close()
+cli, app = cli_fixtures(cli_app)
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:
@@ -66,7 +52,7 @@ async def test_a_workers_json_log_has_each_event_and_no_payload(
     os.kill(first.pid, signal.SIGKILL)  # sleepy's lease now expires unrenewed
     first.wait()
     second = cli.start(*json_args, "--maintenance-interval", "0.3", "--shutdown-timeout", "0")
-    until(lambda: '"event": "reclaimed"' in cli.output(1), "a reclaim event")
+    wait_until(lambda: '"event": "reclaimed"' in cli.output(1), "a reclaim event")
     second.send_signal(signal.SIGTERM)
     second.wait(timeout=30)
 

@@ -6,11 +6,9 @@ ASGI mount serves the same."""
 from __future__ import annotations
 
 import re
-import socket
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -23,7 +21,8 @@ from skiplock._worker.meter import MAX_SERIES, Meter
 from skiplock.prometheus import SkiplockCollector, metrics_app, render
 
 from .apps import cli_app
-from .test_cli import APP, ROOT, Cli
+from .helpers import free_port
+from .test_cli import ROOT, Cli, cli_fixtures
 
 DOC = ROOT / "docs" / "metrics.md"
 
@@ -42,12 +41,6 @@ def exposed_names(text: str) -> set[str]:
         names.add(family.name)
         names |= {sample.name for sample in family.samples}
     return names
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -73,19 +66,7 @@ def scrape_until(port: int, wanted: str, timeout: float = 30) -> str:
     raise AssertionError(f"never saw {wanted!r} in:\n{text}")
 
 
-@pytest.fixture
-def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
-    runner = Cli(db_url, tmp_path)
-    yield runner
-    runner.stop_all()
-
-
-@pytest.fixture
-async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
-    assert cli.run("migrate", APP).returncode == 0
-    cli_app.app.url = cli.url
-    yield cli_app.app
-    await cli_app.app.close()
+cli, app = cli_fixtures(cli_app)
 
 
 SENTINEL = 7_391_004_518

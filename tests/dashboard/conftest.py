@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -32,26 +30,13 @@ from skiplock.dashboard import hash_password
 
 from ..apps import dash_app
 from ..conftest import PG_URL
+from ..helpers import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.apps.dash_app:app"
 CHROMIUM = os.environ.get("SKIPLOCK_TEST_CHROMIUM", "/usr/bin/chromium")
 PASSWORDS = {"vera": "viewer", "otto": "operator", "ada": "admin"}
 """User name -> role; each one's password is its name reversed."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(condition: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Stack:
