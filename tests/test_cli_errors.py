@@ -133,6 +133,12 @@ def test_the_worker_start_line_masks_a_password_in_the_query(pg_url: str, tmp_pa
         (["queue", "limit", APP, "default", "--max-depth", "99999999999999999999"], "--max-depth"),
         (["queue", "limit", APP, "default", "--max-running", "-1"], "--max-running"),
         (["queue", "limit", APP, "default", "--rate", "inf"], "--rate"),
+        (["health", APP, "--max-silence", "nan"], "--max-silence"),
+        (["health", APP, "--max-backlog-age", "inf"], "--max-backlog-age"),
+        (["stats", APP, "--watch", "nan"], "--watch"),
+        (["stats", APP, "--alert-backlog-age", "nan"], "--alert-backlog-age"),
+        (["dashboard", APP, "--refresh", "nan"], "--refresh"),
+        (["dashboard", APP, "--sample-every", "nan"], "--sample-every"),
     ],
 )
 def test_out_of_range_numbers_are_refused_at_the_edge(

@@ -16,7 +16,15 @@ from typing import Any
 import click
 
 from ..errors import ConfigurationError
-from .support import CANNOT_RUN, CliError, configure_logging, load_app, log_level_option, run_async
+from .support import (
+    CANNOT_RUN,
+    CliError,
+    Seconds,
+    configure_logging,
+    load_app,
+    log_level_option,
+    run_async,
+)
 
 log = logging.getLogger("skiplock.dashboard")
 
@@ -99,14 +107,14 @@ def _loopback(host: str) -> bool:
 )
 @click.option(
     "--refresh",
-    type=click.FloatRange(0, 3600),
+    type=Seconds(0, 3600),
     default=5.0,
     show_default=True,
     help="Seconds between live refreshes of the Overview and Workers pages (0: off).",
 )
 @click.option(
     "--sample-every",
-    type=click.FloatRange(1, 3600),
+    type=Seconds(1, 3600),
     default=60.0,
     show_default=True,
     help="Seconds between the Overview sparklines' samples (an hour of them is kept).",

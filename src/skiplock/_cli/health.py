@@ -14,7 +14,7 @@ from datetime import timedelta
 import click
 
 from .._stats import StatsGroup, WorkerInfo
-from .support import app_command, app_for, run_async
+from .support import Seconds, app_command, app_for, run_async
 
 DEFAULT_MAX_BACKLOG_AGE_S = 300.0
 DEFAULT_MAX_SILENCE_S = 60.0
@@ -48,14 +48,14 @@ def problems(
 @app_command(None, "health")
 @click.option(
     "--max-backlog-age",
-    type=click.FloatRange(min=0),
+    type=Seconds(0),
     default=DEFAULT_MAX_BACKLOG_AGE_S,
     show_default=True,
     help="Seconds ready work may wait while no worker claims.",
 )
 @click.option(
     "--max-silence",
-    type=click.FloatRange(min=0),
+    type=Seconds(0),
     default=DEFAULT_MAX_SILENCE_S,
     show_default=True,
     help="Seconds since some worker's last heartbeat (and, with old work, its last claim).",

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from .._app_observe import DEFAULT_WINDOW_S
 from .._stats import Stats, StatsGroup
-from .support import app_command, app_for, run_async
+from .support import Seconds, app_command, app_for, run_async
 
 DEFAULT_ALERT_BACKLOG_AGE_S = 300.0
 """Seed 000's "backlog age above a few minutes"."""
@@ -146,7 +146,7 @@ def as_json(stats: Stats) -> str:
 @click.option("--json", "as_json_", is_flag=True, help="One JSON object (a line per refresh).")
 @click.option(
     "--watch",
-    type=click.FloatRange(min=0.5),
+    type=Seconds(0.5),
     is_flag=False,
     flag_value=2.0,
     default=None,
@@ -154,7 +154,7 @@ def as_json(stats: Stats) -> str:
 )
 @click.option(
     "--alert-backlog-age",
-    type=click.FloatRange(min=0),
+    type=Seconds(0),
     default=DEFAULT_ALERT_BACKLOG_AGE_S,
     show_default=True,
     help="Backlog age (s) shown red past this; any dead job or reclaim is red too.",
