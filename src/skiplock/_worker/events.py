@@ -26,7 +26,7 @@ EVENTS: dict[Disposition, tuple[str, int]] = {
 """Each way an attempt ends: its event name and level."""
 
 
-def _fields(job: ClaimedJob, worker: str) -> dict[str, object]:
+def _fields(job: ClaimedJob | ReclaimedJob, worker: str) -> dict[str, object]:
     return {
         "job_id": job.id,
         "task": job.task,
@@ -83,17 +83,7 @@ def reclaimed(job: ReclaimedJob, worker: str) -> None:
     """A job whose lease expired (its worker, ``lost_by``, stopped heartbeating)."""
     if not log.isEnabledFor(logging.WARNING):
         return
-    fields = {
-        "event": "reclaimed",
-        "job_id": job.id,
-        "task": job.task,
-        "queue": job.queue,
-        "attempt": job.attempt,
-        "max_attempts": job.max_attempts,
-        "worker": worker,
-        "correlation_id": job.correlation_id,
-        "lost_by": job.lost_by,
-    }
+    fields = {"event": "reclaimed", **_fields(job, worker), "lost_by": job.lost_by}
     log.warning(
         "job %d reclaimed: its lease expired (worker %s stopped heartbeating); now %s: "
         "task=%s queue=%s attempt=%d/%d",
