@@ -150,6 +150,7 @@ async def test_bad_filters_are_one_line_not_a_traceback(client: httpx.AsyncClien
         ("state=done", "state &#39;done&#39;: must be one of pending"),
         ("since=yesterday", "since &#39;yesterday&#39;: must be a date or time"),
         ("before=-4", "before &#39;-4&#39;: must be a job id"),
+        ("before=%C2%B2", "before &#39;\u00b2&#39;: must be a job id"),  # "²" is a digit to isdigit
     ):
         response = await client.get(f"/jobs?{query}", headers=viewer)
         assert response.status_code == 400

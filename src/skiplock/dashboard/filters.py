@@ -97,7 +97,7 @@ def _id(params: Any, name: str) -> int | None:
     text = _text(params, name)
     if not text:
         return None
-    if not text.isdigit() or not 0 < int(text) <= MAX_ID:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_ID:
         raise BadFilter(f"{name} {text!r}: must be a job id (a positive whole number)")
     return int(text)
 
