@@ -35,6 +35,8 @@ def fires(expr: str, tz: str, after: str, n: int) -> list[str]:
         ("*/0 * * * *", "minute field '*/0': step must be a whole number >= 1"),
         ("x * * * *", "minute field 'x' is not a number"),
         ("0 0 * foo *", "month field 'foo' is not a number"),
+        ("\u00b2 * * * *", "minute field '\u00b2' is not a number"),  # a digit to isdigit
+        ("*/\u00b2 * * * *", "minute field '*/\u00b2': step must be"),
         ("* * *", "expected 5 fields"),
         ("0 0 30 2 *", "never fires"),
         ("0 0 31 4,6,9,11 *", "never fires"),

@@ -60,7 +60,7 @@ class _Field:
         lowered = text.lower()
         if lowered in self.names:
             return self.names.index(lowered) + self.names_start
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):
             raise ConfigurationError(
                 f"{self.name} field '{part}' is not a number, name, range, step or list"
             )
@@ -77,7 +77,7 @@ class _Field:
 
     def _check_part(self, part: str) -> None:
         base, _, step = part.partition("/")
-        if "/" in part and not (step.isdigit() and int(step) >= 1):
+        if "/" in part and not (step.isascii() and step.isdigit() and int(step) >= 1):
             raise ConfigurationError(
                 f"{self.name} field '{part}': step must be a whole number >= 1"
             )
