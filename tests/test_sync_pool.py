@@ -16,8 +16,10 @@ import skiplock
 from skiplock import JobState
 from skiplock._job import JobContext, set_current_job
 from skiplock._worker.executor import _invoke
-from skiplock._worker.pool import JobPool
+from skiplock._worker.pool import JobPool, Work
 from skiplock._worker.worker import Worker
+
+from .helpers import wait_until
 
 
 @pytest.fixture
@@ -101,7 +103,7 @@ async def test_stuck_threads_do_not_kill_sync_jobs_that_never_ran(
     for handle in quick_jobs:
         assert (await handle.fetch()).state is JobState.SUCCEEDED
     assert sorted(ran) == [0, 1, 2, 3]
-    assert "new sync jobs get a fresh pool" in caplog.text
+    assert "new sync jobs get a fresh thread" in caplog.text
 
 
 def test_the_pool_stops_growing_at_its_bound(
@@ -109,18 +111,74 @@ def test_the_pool_stops_growing_at_its_bound(
 ) -> None:
     monkeypatch.setattr("skiplock._worker.pool.MAX_STUCK_THREADS", 2)
     pool = JobPool(1)
+    began: list[threading.Event] = []
+
+    def stuck(began_now: threading.Event) -> None:
+        began_now.set()
+        release.wait(30)
+
+    def submit() -> Work:
+        began.append(threading.Event())
+        return pool.submit(stuck, began[-1])
+
     try:
-        futures = [pool.submit(release.wait, 30)]
+        works = [submit()]
         with caplog.at_level(logging.WARNING, logger="skiplock.worker"):
             for _ in range(3):
-                pool.note_stuck(futures[-1])
-                futures.append(pool.submit(release.wait, 30))
+                assert began[-1].wait(10)  # it runs: a thread was there for it
+                pool.note_stuck(works[-1])
+                works.append(submit())
         assert pool.stuck == 3
-        assert caplog.text.count("fresh pool") == 2 and "wait for a free thread" in caplog.text
-        assert not futures[-1].running()  # past the bound: it waits behind the stuck thread
+        assert caplog.text.count("fresh thread") == 2 and "wait for a free thread" in caplog.text
+        assert not began[-1].wait(0.3)  # past the bound: it waits behind the stuck threads
+        assert not works[-1].running() and not works[-1].done()
         release.set()
-        for future in futures:
-            future.result(timeout=10)
+        wait_until(lambda: all(work.done() for work in works), "every job done", timeout=10)
+        assert all(event.is_set() for event in began)  # the waiting one ran too
         assert pool.stuck == 0
+    finally:
+        pool.shutdown(wait=True)
+
+
+def test_a_stuck_thread_that_returns_retires_and_the_pool_shrinks_back(
+    release: threading.Event,
+) -> None:
+    pool = JobPool(1)
+    began = threading.Event()
+    try:
+        first = pool.submit(lambda: (began.set(), release.wait(30)))
+        assert began.wait(10)
+        pool.note_stuck(first)
+        ran = threading.Event()
+        pool.submit(ran.set)
+        assert ran.wait(10)  # a second thread took it while the first is stuck
+        release.set()
+        wait_until(lambda: first.done() and pool.stuck == 0, "the stuck job returned", timeout=10)
+        wait_until(
+            lambda: sum(t.is_alive() for t in pool._threads) == 1, "one thread left", timeout=10
+        )
+        again = threading.Event()
+        pool.submit(again.set)
+        assert again.wait(10)
+    finally:
+        pool.shutdown(wait=True)
+
+
+def test_a_job_cancelled_before_its_thread_picks_it_up_never_runs(
+    release: threading.Event,
+) -> None:
+    pool = JobPool(1)
+    began = threading.Event()
+    ran: list[int] = []
+    try:
+        pool.submit(lambda: (began.set(), release.wait(30)))
+        assert began.wait(10)
+        queued = pool.submit(ran.append, 1)
+        assert queued.cancel() and queued.done() and not queued.running()
+        after = threading.Event()
+        pool.submit(after.set)
+        release.set()
+        assert after.wait(10)
+        assert ran == []
     finally:
         pool.shutdown(wait=True)

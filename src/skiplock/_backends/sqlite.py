@@ -246,20 +246,25 @@ class SQLiteBackend:
         args.update((f"q{i}", name) for i, name in enumerate(queues))
         return ops.in_queues(len(queues)), args
 
+    # The claimed rows become ClaimedJobs on the SQLite thread, after the commit: the event
+    # loop's thread is what a drain of short jobs waits on, and this is ~8% of its work there.
+
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
-        def claim(conn: sqlite3.Connection) -> list[Any]:
+        def claim(conn: sqlite3.Connection) -> list[ClaimedJob]:
             with _immediate(conn):
                 statement, args = self._claim(params, None)
-                return conn.execute(statement, args).fetchall()
+                rows = conn.execute(statement, args).fetchall()
+            return ops.claimed(rows)
 
-        return ops.claimed(await self._run("job_get_available", claim))
+        return await self._run("job_get_available", claim)
 
     async def job_get_available_limited(self, params: ClaimParams) -> list[ClaimedJob]:
-        def claim(conn: sqlite3.Connection) -> list[Any]:
+        def claim(conn: sqlite3.Connection) -> list[ClaimedJob]:
             with _immediate(conn):
-                return flows.drive(flows.limited_claim(params), self._answerer(conn))
+                rows = flows.drive(flows.limited_claim(params), self._answerer(conn))
+            return ops.claimed(rows)
 
-        return ops.claimed(await self._run("job_get_available_limited", claim))
+        return await self._run("job_get_available_limited", claim)
 
     def _answerer(self, conn: sqlite3.Connection) -> ops.Answers:
         return ops.Answers(conn, self._now, self._claim)

@@ -13,7 +13,6 @@ import contextvars
 import dataclasses
 import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,8 @@ from .._payload import decode_args, encode_result
 from .._task import Task, argument_misfit
 from ..errors import PayloadError
 from .classify import Decision, JobTimeout, UnrunnableJob, UnstorableResult, classify
-from .pool import JobPool
+from .handback import Handback, handback_for
+from .pool import JobPool, SyncPool, Work
 
 if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
     from .._app import App
@@ -79,21 +79,25 @@ def _call_catching(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, An
         return exc, None
 
 
-def _start_then_call(
-    loop: asyncio.AbstractEventLoop,
-    started: asyncio.Future[None],
+def _on_thread(
+    inbox: Handback,
+    started: asyncio.Future[None] | None,
+    done: asyncio.Future[Ended],
     context: contextvars.Context,
     timeout: float | None,
     call: Callable[[], Ended],
-) -> Ended:
-    """On the job's thread: say the code starts now (its timeout counts from here), move
-    ``current_job().deadline`` to match, and run it."""
-    with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting any more
-        loop.call_soon_threadsafe(_set_started, started)
-    if timeout is not None:
-        context.run(_deadline_from_now, timeout)
-    ended: Ended = context.run(call)
-    return ended
+) -> None:
+    """On the job's thread: say the code starts now when a timeout counts from here (and
+    move ``current_job().deadline`` to match), run it, and hand back how it ended."""
+    try:
+        if started is not None:
+            inbox.post(started, None)
+        if timeout is not None:
+            context.run(_deadline_from_now, timeout)
+        ended: Ended = context.run(call)
+    except BaseException as exc:  # _call_catching catches the job's; this is for the rest
+        ended = exc, None
+    inbox.post(done, ended)
 
 
 def _deadline_from_now(timeout: float) -> None:
@@ -102,45 +106,48 @@ def _deadline_from_now(timeout: float) -> None:
         set_current_job(dataclasses.replace(current_job(), deadline=deadline))
 
 
-def _set_started(started: asyncio.Future[None]) -> None:
-    if not started.done():
-        started.set_result(None)
-
-
 async def _call_sync(
     fn: Callable[..., Any],
     args: list[Any],
     kwargs: dict[str, Any],
     timeout: float | None,
-    pool: ThreadPoolExecutor,
+    pool: SyncPool,
 ) -> Ended:
     """Run a sync function on the pool, timed from when its thread picks it up.
 
     A job queued behind threads that timed-out jobs keep is not timed out while it waits
     (issue 9: such jobs were recorded dead without ever running); the pool grows past them.
+    An untimed job's thread says nothing when it starts (one loop wake-up less per job):
+    nothing here needs to know, as the row's ``started_at`` follows the slot, not the thread.
     """
     loop = asyncio.get_running_loop()
-    started: asyncio.Future[None] = loop.create_future()
+    inbox = handback_for(loop)
+    started: asyncio.Future[None] | None = None if timeout is None else loop.create_future()
+    done: asyncio.Future[Ended] = loop.create_future()
     context = contextvars.copy_context()
     call = functools.partial(_call_catching, fn, args, kwargs)
-    work = pool.submit(_start_then_call, loop, started, context, timeout, call)
-    done = asyncio.wrap_future(work, loop=loop)
+    work = pool.submit(_on_thread, inbox, started, done, context, timeout, call)
     try:
+        if started is None:
+            return await done
         await asyncio.wait((started, done), return_when=asyncio.FIRST_COMPLETED)
-        timer = asyncio.timeout(timeout) if timeout is not None else None  # from the start
+        timer = asyncio.timeout(timeout)  # from the start
         try:
-            async with timer or contextlib.nullcontext():
-                ended: Ended = await done
-            return ended
+            async with timer:
+                return await done
         except TimeoutError:
-            if timer is None or not timer.expired():
+            if not timer.expired():
                 raise
             return JobTimeout(f"timed out after {timeout}s (its thread cannot be killed)"), None
     finally:
-        started.cancel()
-        done.cancel()  # a queued job never starts; a running one cannot be stopped
-        if work.running() and isinstance(pool, JobPool):
-            pool.note_stuck(work)
+        if started is not None:
+            started.cancel()
+        if not done.done() or done.cancelled():  # timed out or cancelled: no outcome came,
+            done.cancel()  # so its code may still be running
+            work.cancel()  # a queued job never starts; a running one cannot be stopped
+            if isinstance(work, Work) and work.running():
+                assert isinstance(pool, JobPool)
+                pool.note_stuck(work)
 
 
 async def _invoke(
@@ -148,7 +155,7 @@ async def _invoke(
     args: list[Any],
     kwargs: dict[str, Any],
     timeout: float | None,
-    pool: ThreadPoolExecutor,
+    pool: SyncPool,
 ) -> Ended:
     """Run the function under its timeout: what it raised (None on success), what it returned.
 
@@ -190,7 +197,7 @@ def stored_result(app: App, task: Task[Any, Any], value: Any) -> str | None:
 async def execute(
     app: App,
     job: ClaimedJob,
-    pool: ThreadPoolExecutor,
+    pool: SyncPool,
     report: Callable[[int, str], None] | None = None,
 ) -> Decision:
     """Run one claimed job and decide its outcome (``report`` takes its progress records).
@@ -210,6 +217,16 @@ async def execute(
                 result_json = stored_result(app, task, value)
             except UnstorableResult as exc:
                 failure = exc
+    return decide(job, task, failure, result_json)
+
+
+def decide(
+    job: ClaimedJob,
+    task: Task[Any, Any] | None,
+    failure: BaseException | None,
+    result_json: str | None = None,
+) -> Decision:
+    """The outcome of an attempt that raised ``failure`` (None: it succeeded)."""
     decision = classify(
         failure,
         attempt=job.attempt,

@@ -13,7 +13,6 @@ import collections
 import contextlib
 import logging
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from .._config import WorkerConfig
@@ -78,7 +77,7 @@ class Runner(Service):
         self.processed = 0
         self._cancel_requested: set[int] = set()
         self._tg: asyncio.TaskGroup | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: JobPool | None = None
 
     async def start(self, tg: asyncio.TaskGroup) -> None:
         self._tg = tg
@@ -186,7 +185,7 @@ class Runner(Service):
 
     # -- one job ------------------------------------------------------------------------------
 
-    async def _run(self, job: ClaimedJob, pool: ThreadPoolExecutor) -> None:
+    async def _run(self, job: ClaimedJob, pool: JobPool) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
@@ -209,7 +208,7 @@ class Runner(Service):
         self.mean_duration = duration if mean is None else mean + 0.1 * (duration - mean)
         self._record(job, decision, duration)
 
-    async def _traced(self, job: ClaimedJob, pool: ThreadPoolExecutor) -> Decision:
+    async def _traced(self, job: ClaimedJob, pool: JobPool) -> Decision:
         """``execute`` inside the attempt's span (current while the task runs)."""
         assert self.app.tracing is not None
         with self.app.tracing.run(job, self.config.name) as ended:

@@ -24,7 +24,9 @@ from ..._job import current_job
 log = logging.getLogger("skiplock.contrib.django")
 
 
-def _running_result(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _running_result(
+    task: Any, sender: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     job = current_job()
     now = datetime.now(UTC)
     result = TaskResult(
@@ -41,18 +43,19 @@ def _running_result(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         errors=[],
         worker_ids=["skiplock"] * job.attempt,
     )
-    _send(task_started, task, result)
+    _send(task_started, sender, result)
     return result
 
 
-def _finish(task: Any, result: Any, status: str) -> None:
+def _finish(sender: type[Any], result: Any, status: str) -> None:
     object.__setattr__(result, "status", status)
     object.__setattr__(result, "finished_at", datetime.now(UTC))
-    _send(task_finished, task, result)
+    _send(task_finished, sender, result)
 
 
-def _send(signal: Any, task: Any, result: Any) -> None:
-    for receiver, outcome in signal.send_robust(type(task.get_backend()), task_result=result):
+def _send(signal: Any, sender: type[Any], result: Any) -> None:
+    """Send with the backend's class as sender, as Django's own workers do."""
+    for receiver, outcome in signal.send_robust(sender, task_result=result):
         if isinstance(outcome, Exception):
             log.error("%s receiver %r raised", signal, receiver, exc_info=outcome)
 
@@ -75,19 +78,19 @@ def _with_signature(run: Callable[..., Any], task: Any) -> Callable[..., Any]:
     return run
 
 
-def sync_runner(task: Any) -> Callable[..., Any]:
+def sync_runner(task: Any, sender: type[Any]) -> Callable[..., Any]:
     """The skiplock function of a sync Django task (run on skiplock's thread pool)."""
 
     def run(*args: Any, **kwargs: Any) -> Any:
         close_old_connections()
         try:
-            result = _running_result(task, args, kwargs)
+            result = _running_result(task, sender, args, kwargs)
             try:
                 value = task.func(*_call_args(task, result, args), **kwargs)
             except BaseException:
-                _finish(task, result, TaskResultStatus.FAILED)
+                _finish(sender, result, TaskResultStatus.FAILED)
                 raise
-            _finish(task, result, TaskResultStatus.SUCCESSFUL)
+            _finish(sender, result, TaskResultStatus.SUCCESSFUL)
             return normalize_json(value)
         finally:
             close_old_connections()
@@ -95,17 +98,17 @@ def sync_runner(task: Any) -> Callable[..., Any]:
     return _with_signature(run, task)
 
 
-def async_runner(task: Any) -> Callable[..., Any]:
+def async_runner(task: Any, sender: type[Any]) -> Callable[..., Any]:
     """The skiplock function of an async Django task (run on the worker's loop)."""
 
     async def run(*args: Any, **kwargs: Any) -> Any:
-        result = _running_result(task, args, kwargs)
+        result = _running_result(task, sender, args, kwargs)
         try:
             value = await task.func(*_call_args(task, result, args), **kwargs)
         except BaseException:
-            _finish(task, result, TaskResultStatus.FAILED)
+            _finish(sender, result, TaskResultStatus.FAILED)
             raise
-        _finish(task, result, TaskResultStatus.SUCCESSFUL)
+        _finish(sender, result, TaskResultStatus.SUCCESSFUL)
         return normalize_json(value)
 
     return _with_signature(run, task)

@@ -104,7 +104,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         name = task.module_path
         if name not in self.app.tasks:
             runner = _runner.async_runner if iscoroutinefunction(task.func) else _runner.sync_runner
-            self.app.task(name=name, **registered_options(task.func))(runner(task))
+            self.app.task(name=name, **registered_options(task.func))(runner(task, type(self)))
         return self.app.tasks[name]
 
     def _prepared(self, task: Any) -> SkiplockTask[Any, Any]:
