@@ -20,11 +20,10 @@ async def synchronous_level(url: str) -> int:
         backend = await app.backend()
         conn = backend._conn  # type: ignore[attr-defined]
         assert isinstance(conn, sqlite3.Connection)
-        return int(
-            backend._executor.submit(  # type: ignore[attr-defined]
-                lambda: conn.execute("PRAGMA synchronous").fetchone()[0]
-            ).result()
+        level = await backend._thread.call(  # type: ignore[attr-defined]
+            lambda: conn.execute("PRAGMA synchronous").fetchone()[0]
         )
+        return int(level)
     finally:
         await app.close()
 

@@ -17,7 +17,6 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -64,6 +63,7 @@ from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
 from .sqlite_support import wrapped as _wrapped
+from .sqlite_thread import DatabaseThread
 from .sqlite_url import parse_sqlite_url
 from .sqlite_watch import open_wal_watch
 
@@ -116,7 +116,7 @@ class SQLiteBackend:
         self.path = options.path
         self.synchronous = options.synchronous
         self._clock = clock
-        self._executor: ThreadPoolExecutor | None = None
+        self._thread: DatabaseThread | None = None
         self._conn: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None
 
@@ -124,7 +124,7 @@ class SQLiteBackend:
         return self._clock().timestamp() if self._clock else time.time()
 
     async def _run(self, operation: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._executor is None or self._conn is None:
+        if self._thread is None or self._conn is None:
             raise BackendError("the SQLite backend is not open")
         conn = self._conn
 
@@ -133,7 +133,7 @@ class SQLiteBackend:
             with _wrapped(operation):
                 return fn(conn)
 
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return await self._thread.call(call)
 
     def _check_same_file(self, operation: str) -> None:
         """Refuse to go on if the path no longer names the file opened: deleted (a
@@ -148,9 +148,9 @@ class SQLiteBackend:
             )
 
     async def open(self) -> None:
-        if self._executor is not None:
+        if self._thread is not None:
             return
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="skiplock-sqlite")
+        self._thread = DatabaseThread("skiplock-sqlite")
 
         def connect() -> sqlite3.Connection:
             with _wrapped("connect"):
@@ -163,17 +163,16 @@ class SQLiteBackend:
                 self._file = _identity(self.path)  # the pragmas above opened the file
                 return conn
 
-        loop = asyncio.get_running_loop()
-        self._conn = await loop.run_in_executor(self._executor, connect)
+        self._conn = await self._thread.call(connect)
 
     async def close(self) -> None:
-        executor, conn = self._executor, self._conn
-        self._executor = self._conn = None
-        if executor is None:
+        thread, conn = self._thread, self._conn
+        self._thread = self._conn = None
+        if thread is None:
             return
         if conn is not None:
-            await asyncio.get_running_loop().run_in_executor(executor, conn.close)
-        executor.shutdown(wait=True)
+            await thread.call(conn.close)
+        thread.shutdown()
 
     async def migrate(self) -> list[int]:
         def migrate(conn: sqlite3.Connection) -> list[int]:

@@ -17,12 +17,12 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .._config import RetryPolicy
+from .._handback import Handback, handback_for
 from .._job import ClaimedJob, JobContext, current_job, set_current_job
 from .._payload import decode_args, encode_result
 from .._task import Task, argument_misfit
 from ..errors import PayloadError
 from .classify import Decision, JobTimeout, UnrunnableJob, UnstorableResult, classify
-from .handback import Handback, handback_for
 from .pool import JobPool, SyncPool, Work
 
 if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
