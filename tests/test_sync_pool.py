@@ -140,45 +140,45 @@ def test_the_pool_stops_growing_at_its_bound(
         pool.shutdown(wait=True)
 
 
-def test_a_stuck_thread_that_returns_retires_and_the_pool_shrinks_back(
-    release: threading.Event,
-) -> None:
+@pytest.fixture
+def busy_pool(release: threading.Event) -> Iterator[tuple[JobPool, Work]]:
+    """A pool of one thread, that thread running a job until ``release`` is set."""
     pool = JobPool(1)
     began = threading.Event()
+    busy = pool.submit(lambda: (began.set(), release.wait(30)))
+    assert began.wait(10)
     try:
-        first = pool.submit(lambda: (began.set(), release.wait(30)))
-        assert began.wait(10)
-        pool.note_stuck(first)
-        ran = threading.Event()
-        pool.submit(ran.set)
-        assert ran.wait(10)  # a second thread took it while the first is stuck
-        release.set()
-        wait_until(lambda: first.done() and pool.stuck == 0, "the stuck job returned", timeout=10)
-        wait_until(
-            lambda: sum(t.is_alive() for t in pool._threads) == 1, "one thread left", timeout=10
-        )
-        again = threading.Event()
-        pool.submit(again.set)
-        assert again.wait(10)
+        yield pool, busy
     finally:
+        release.set()
         pool.shutdown(wait=True)
+
+
+def test_a_stuck_thread_that_returns_retires_and_the_pool_shrinks_back(
+    busy_pool: tuple[JobPool, Work], release: threading.Event
+) -> None:
+    pool, stuck = busy_pool
+    pool.note_stuck(stuck)
+    ran = threading.Event()
+    pool.submit(ran.set)
+    assert ran.wait(10)  # a second thread took it while the first is stuck
+    release.set()
+    wait_until(lambda: stuck.done() and pool.stuck == 0, "the stuck job returned", timeout=10)
+    wait_until(lambda: sum(t.is_alive() for t in pool._threads) == 1, "one thread left", 10)
+    again = threading.Event()
+    pool.submit(again.set)
+    assert again.wait(10)
 
 
 def test_a_job_cancelled_before_its_thread_picks_it_up_never_runs(
-    release: threading.Event,
+    busy_pool: tuple[JobPool, Work], release: threading.Event
 ) -> None:
-    pool = JobPool(1)
-    began = threading.Event()
+    pool, _ = busy_pool
     ran: list[int] = []
-    try:
-        pool.submit(lambda: (began.set(), release.wait(30)))
-        assert began.wait(10)
-        queued = pool.submit(ran.append, 1)
-        assert queued.cancel() and queued.done() and not queued.running()
-        after = threading.Event()
-        pool.submit(after.set)
-        release.set()
-        assert after.wait(10)
-        assert ran == []
-    finally:
-        pool.shutdown(wait=True)
+    queued = pool.submit(ran.append, 1)
+    assert queued.cancel() and queued.done() and not queued.running()
+    after = threading.Event()
+    pool.submit(after.set)
+    release.set()
+    assert after.wait(10)
+    assert ran == []
