@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import skiplock
 from skiplock import Worker
 from skiplock._backends import sqlite as sqlite_backend
+from skiplock._backends import sqlite_watch
+
+from .helpers import await_until
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="file notifications (inotify) are Linux-only"
@@ -61,3 +66,42 @@ async def test_another_process_enqueue_wakes_an_idle_worker_without_a_poll(
         worker.request_stop()
         await asyncio.wait_for(run, 30)
         await app.close()
+
+
+async def test_a_commit_during_a_long_confirming_pause_is_seen_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hint that announced no visible commit sends the watcher through its schedule of
+    pauses; a real commit landing during a long pause must end it, not wait it out (it was
+    a sleep: W4 at synchronous=normal had a 6 ms p99 from exactly this)."""
+    monkeypatch.setattr(sqlite_watch, "CONFIRM_S", (0.0001, 20.0, 20.0))
+    path = str(tmp_path / "w.db")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("PRAGMA journal_mode = WAL")
+    other.execute("CREATE TABLE t (x INTEGER)")
+    loop = asyncio.get_running_loop()
+    woke = asyncio.Event()
+    looks: list[float] = []
+    watch = sqlite_watch.open_wal_watch(path, woke.set)
+    assert watch is not None
+    looked = watch._data_version
+
+    def counted() -> int | None:
+        looks.append(loop.time())
+        return looked()
+
+    watch._data_version = counted  # type: ignore[method-assign]
+    try:
+        # The watcher's own connection's commits never change its data_version: a hint
+        # that confirms nothing, so the watcher goes on to its 20 s pause.
+        watch._conn.execute("INSERT INTO t VALUES (1)")
+        watch._conn.commit()
+        await await_until(lambda: len(looks) >= 2, "the watcher looked twice, then paused")
+        assert not woke.is_set()
+        started = loop.time()
+        other.execute("INSERT INTO t VALUES (2)")  # a commit by another connection
+        await asyncio.wait_for(woke.wait(), 10)  # well inside the 20 s pause
+        assert loop.time() - started < 10
+    finally:
+        watch.close()
+        other.close()
