@@ -7,6 +7,7 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,6 @@ import skiplock
 from skiplock import Worker
 from skiplock._backends import sqlite as sqlite_backend
 from skiplock._backends import sqlite_watch
-
-from .helpers import await_until
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="file notifications (inotify) are Linux-only"
@@ -82,13 +81,17 @@ async def test_a_commit_during_a_long_confirming_pause_is_seen_at_once(
     loop = asyncio.get_running_loop()
     woke = asyncio.Event()
     looks: list[float] = []
+    paused = threading.Event()  # set by the watcher's second look: its 20 s pause comes next
     watch = sqlite_watch.open_wal_watch(path, woke.set)
     assert watch is not None
     looked = watch._data_version
 
     def counted() -> int | None:
         looks.append(loop.time())
-        return looked()
+        version = looked()
+        if len(looks) >= 2:
+            paused.set()
+        return version
 
     watch._data_version = counted  # type: ignore[method-assign]
     try:
@@ -96,7 +99,7 @@ async def test_a_commit_during_a_long_confirming_pause_is_seen_at_once(
         # that confirms nothing, so the watcher goes on to its 20 s pause.
         watch._conn.execute("INSERT INTO t VALUES (1)")
         watch._conn.commit()
-        await await_until(lambda: len(looks) >= 2, "the watcher looked twice, then paused")
+        assert await asyncio.to_thread(paused.wait, 10), "the watcher never looked twice"
         assert not woke.is_set()
         started = loop.time()
         other.execute("INSERT INTO t VALUES (2)")  # a commit by another connection
