@@ -14,6 +14,7 @@ from skiplock import JobState, Worker
 from skiplock._backends.base import ClaimParams
 
 from .apps import cli_app
+from .backends.test_operations import bury_many
 from .test_cli import APP, Cli
 
 pytestmark = pytest.mark.slow
@@ -94,6 +95,28 @@ async def test_job_and_dead_letter_commands(cli: Cli, app: skiplock.App) -> None
     assert (await pending.fetch()).audit == []  # refused: nothing was done to it
     missing = await run(cli, "job", "show", APP, "999999")
     assert missing.returncode == 1 and "no job with id 999999" in missing.stderr  # type: ignore[attr-defined]
+
+
+async def test_dead_requeue_and_discard_act_on_at_most_their_limit(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """150 dead jobs: ``--limit 10`` requeues the 10 oldest (the ones ``dead list --limit 10``
+    shows) and says how many more match; ``discard --limit 5`` the next 5; ``dead list``
+    says when it shows fewer than match; the App's own calls keep the limit too."""
+    ids = await bury_many(await app.backend(), "fail", [f"kaput {n}" for n in range(150)])
+    listing = ok(await run(cli, "dead", "list", APP, "--task", "fail"))
+    assert "showing 100 of 150 dead jobs; --limit to see more" in listing
+    preview = ok(await run(cli, "dead", "list", APP, "--task", "fail", "--limit", "10"))
+    assert [int(line.split()[0]) for line in preview.splitlines()[:-1]] == ids[:10]
+    requeued = ok(await run(cli, "dead", "requeue", APP, "--task", "fail", "--limit", "10"))
+    assert f"requeued 10 jobs: {ids[:10]}; 140 more match" in requeued
+    discarded = ok(await run(cli, "dead", "discard", APP, "--task", "fail", "--limit", "5"))
+    assert f"discarded 5 jobs: {ids[10:15]}; 135 more match" in discarded
+    assert await app.requeue_dead(skiplock.JobFilter(task="fail", limit=5)) == ids[15:20]
+    assert await app.discard_dead(skiplock.JobFilter(task="fail", limit=5)) == ids[20:25]
+    assert await app.count_jobs(JobState.DEAD, skiplock.JobFilter(task="fail")) == 125
+    assert await app.count_jobs(JobState.PENDING) == 15
+    assert "125 dead jobs" in ok(await run(cli, "dead", "list", APP, "--limit", "200"))
 
 
 async def test_dead_requeue_says_which_jobs_a_unique_key_kept_dead(

@@ -32,6 +32,13 @@ def default_who() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
+def _checked(where: JobFilter) -> JobFilter:
+    """A bulk action's filter, its limit checked at the edge (the same bound on both
+    backends; SQLite would read a negative LIMIT as none)."""
+    check_int("limit", where.limit, 1)
+    return where
+
+
 class AppControl:
     """Mixed into App, which provides the tasks, the schedules, the backend and the wake-ups."""
 
@@ -84,12 +91,17 @@ class AppControl:
         where: JobFilter | None = None,
         *,
         before_id: int | None = None,
+        oldest_first: bool = False,
     ) -> list[JobRecord]:
         """Jobs in a state (any if None) matching a filter, newest first; ``before_id`` (the
-        last id of the page before) pages by keyset, as fast deep in the table as at its top."""
+        last id of the page before) pages by keyset, as fast deep in the table as at its top.
+
+        ``oldest_first``: the order ``requeue_dead``/``discard_dead`` pick in, so a list with
+        the same filter and limit previews exactly the jobs they act on (``before_id`` then
+        pages forward: the last id of the page before, larger ids after it)."""
         if before_id is not None:
             check_int("before_id", before_id, 1, 2**63 - 1)
-        params = JobListParams(where or JobFilter(), state, before_id)
+        params = JobListParams(where or JobFilter(), state, before_id, oldest_first)
         return await (await self.backend()).job_list(params)
 
     async def count_jobs(
@@ -110,16 +122,21 @@ class AppControl:
     async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
         """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
 
-        A dead job whose unique key a live job now holds stays dead (not in the ids)."""
-        params = DeadActionParams(where, who or default_who())
+        At most ``where.limit`` of them, the oldest first (what ``list_jobs(JobState.DEAD,
+        where, oldest_first=True)`` shows), chosen and changed in one statement;
+        ``count_jobs(JobState.DEAD, where)`` afterwards says how many still match. A dead job
+        whose unique key a live job now holds stays dead (not in the ids)."""
+        params = DeadActionParams(_checked(where), who or default_who())
         ids = await (await self.backend()).job_requeue_dead(params)
         if ids:
             self._wake_queues([where.queue] if where.queue else ["*"])
         return ids
 
     async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids."""
-        params = DeadActionParams(where, who or default_who())
+        """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids.
+
+        At most ``where.limit``, the oldest first, as ``requeue_dead``."""
+        params = DeadActionParams(_checked(where), who or default_who())
         return await (await self.backend()).job_discard_dead(params)
 
     async def prune(self, *, finished_age_s: float, dead_age_s: float, batch: int = 1000) -> int:

@@ -234,7 +234,13 @@ class JobFilter:
     """Finished (or, if unfinished, created) at or after."""
     until: datetime | None = None
     """Finished (or, if unfinished, created) before."""
+    last_error: str | None = None
+    """The job's last recorded error message, exactly ('' for a job without one): a
+    dead-letter group's key (``DeadGroup.error``), so an action on the group reaches it and
+    no other group whose message merely contains the text."""
     limit: int = 100
+    """At most this many: a list shows that many, and ``requeue_dead``/``discard_dead`` act on
+    at most that many, the oldest first (``list_jobs(..., oldest_first=True)`` shows them)."""
 
 
 @dataclass(frozen=True, slots=True)

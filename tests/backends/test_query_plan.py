@@ -294,7 +294,7 @@ async def test_a_keyset_page_seeks_to_its_first_row_at_a_million_rows(pg: Migrat
     )
     await pg.conn.execute(f"ANALYZE {pg.table}")
     statement = await pg.sql("JOB_LIST")
-    args = [None, None, None, None, None, None, None, 51, 500_000]  # state..until, limit, before
+    args = [None] * 8 + [51, 500_000]  # state, ids..last_error, limit, before
     for mode in ("force_custom_plan", "force_generic_plan"):
         await pg.conn.execute(f"SET plan_cache_mode = {mode}")
         plan = await pg.explain(statement, *args)
@@ -309,7 +309,8 @@ async def test_sqlite_a_keyset_page_seeks_to_its_first_row(sqlite_url: str) -> N
     conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
     conn.create_function("skiplock_lower", 1, str.lower)
     try:
-        args = dict.fromkeys(("state", "ids", "task", "queue", "error", "since", "until"))
+        filters = ("ids", "task", "queue", "error", "since", "until", "last_error")
+        args = dict.fromkeys(("state", *filters))
         args |= {"limit": 51, "before": 500_000}
         plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sqlite_sql.JOB_LIST, args)]
         assert any("INTEGER PRIMARY KEY (rowid<?)" in p for p in plan), plan

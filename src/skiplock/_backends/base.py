@@ -97,6 +97,9 @@ class JobListParams:
     before_id: int | None = None
     """Keyset paging: only jobs with a smaller id (the last id of the page before), so a
     page deep in a million rows costs what the first one does (no OFFSET)."""
+    oldest_first: bool = False
+    """Oldest first (a bulk dead-letter action's order), ``before_id`` then pages forward:
+    only jobs with a larger id."""
 
 
 @dataclass(frozen=True, slots=True)

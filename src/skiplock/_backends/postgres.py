@@ -570,7 +570,7 @@ class PostgresBackend:
     async def job_list(self, params: JobListParams) -> list[JobRecord]:
         with _wrapped("job_list"):
             rows = await self.pool.fetch(
-                self._sql.JOB_LIST,
+                self._sql.JOB_LIST_OLDEST if params.oldest_first else self._sql.JOB_LIST,
                 params.state.value if params.state else None,
                 *ops.filter_params(params.where),
                 params.where.limit,
@@ -600,6 +600,7 @@ class PostgresBackend:
                 *ops.filter_params(params.where),
                 self._now(),
                 self.channel,
+                params.where.limit,
             )
         return [r["id"] for r in rows]
 
@@ -607,7 +608,7 @@ class PostgresBackend:
         where = ops.filter_params(params.where)
         with _wrapped("job_discard_dead"):
             rows = await self.pool.fetch(
-                self._sql.JOB_DISCARD_DEAD, params.who, *where, self._now()
+                self._sql.JOB_DISCARD_DEAD, params.who, *where, self._now(), params.where.limit
             )
         return [r["id"] for r in rows]
 

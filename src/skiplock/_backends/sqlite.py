@@ -516,7 +516,8 @@ class SQLiteBackend:
             "before": params.before_id,
             **ops.filter_params(params.where),
         }
-        return await self._run("job_list", lambda c: ops.records(c, sql.JOB_LIST, args))
+        statement = sql.JOB_LIST_OLDEST if params.oldest_first else sql.JOB_LIST
+        return await self._run("job_list", lambda c: ops.records(c, statement, args))
 
     async def job_count(self, params: JobListParams) -> int:
         state = params.state.value if params.state else None
@@ -535,7 +536,12 @@ class SQLiteBackend:
     async def _dead_action(self, statement: str, params: DeadActionParams) -> list[int]:
         def act(conn: sqlite3.Connection) -> list[int]:
             with _immediate(conn):
-                args = {"who": params.who, "now": self._now(), **ops.filter_params(params.where)}
+                args = {
+                    "who": params.who,
+                    "now": self._now(),
+                    "limit": params.where.limit,
+                    **ops.filter_params(params.where),
+                }
                 return sorted(r[0] for r in conn.execute(statement, args).fetchall())
 
         return await self._run("dead-letter action", act)

@@ -486,7 +486,14 @@ SELECT id FROM skiplock_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND cancel_requested
 """
 
-_FILTER = """
+_LAST_ERROR = (
+    "coalesce(CASE WHEN json_valid(errors) THEN json_extract(errors, '$[#-1].message') END, '')"
+)
+"""A job's last recorded error message, '' if none: a dead-letter group's key (JOB_DEAD_GROUPS)
+and the ``last_error`` filter, which matches it exactly (as on PostgreSQL)."""
+
+_FILTER = (
+    """
       -- error: a literal substring of a recorded error's decoded message in any case, as on
       -- PostgreSQL (skiplock_lower is Python's str.lower, registered on the connection:
       -- SQLite's own lower() folds ASCII only); a row whose errors are not JSON matches nothing
@@ -500,7 +507,11 @@ _FILTER = """
                       skiplock_lower(:error)) > 0) ELSE 0 END)
       AND (:since IS NULL OR coalesce(finished_at, created_at) >= :since)
       AND (:until IS NULL OR coalesce(finished_at, created_at) < :until)
+      AND (:last_error IS NULL OR """
+    + _LAST_ERROR
+    + """ = :last_error)
 """
+)
 
 JOB_LIST = (
     """
@@ -517,6 +528,20 @@ WHERE (:state IS NULL OR state = :state)
     + "ORDER BY id DESC LIMIT :limit"
 )
 
+JOB_LIST_OLDEST = (
+    """
+-- Jobs matching a filter, oldest first: the ones a bulk action with the same filter and
+-- limit acts on (:before pages forward here: ids above the previous page's last).
+SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
+       created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
+       correlation_id, audit, started_at, result, progress
+FROM skiplock_jobs
+WHERE (:state IS NULL OR state = :state)
+      AND id > coalesce(:before, 0)"""
+    + _FILTER
+    + "ORDER BY id LIMIT :limit"
+)
+
 JOB_COUNT = (
     """
 -- How many jobs match JOB_LIST's filter (a bulk action's preview).
@@ -525,18 +550,28 @@ WHERE (:state IS NULL OR state = :state)"""
     + _FILTER
 )
 
-JOB_DEAD_GROUPS = """
+JOB_DEAD_GROUPS = (
+    """
 -- Dead jobs by task and last error message, the largest groups first.
-SELECT task,
-       coalesce(CASE WHEN json_valid(errors) THEN json_extract(errors, '$[#-1].message') END,
-                '') AS error,
-       count(*) AS n, max(id) AS last_id, max(finished_at) AS last_at
+SELECT task, """
+    + _LAST_ERROR
+    + """ AS error, count(*) AS n, max(id) AS last_id, max(finished_at) AS last_at
 FROM skiplock_jobs
 WHERE state = 'dead'
 GROUP BY 1, 2
 ORDER BY n DESC, task, error
 LIMIT :limit
 """
+)
+
+_PICKED = (
+    """
+      -- at most the filter's limit, oldest first: the jobs JOB_LIST_OLDEST shows with the
+      -- same filter, chosen in this statement (inside the write transaction)
+      AND id IN (SELECT id FROM skiplock_jobs WHERE state = 'dead'"""
+    + _FILTER
+    + """ ORDER BY id LIMIT :limit)"""
+)
 
 JOB_REQUEUE_DEAD = (
     """
@@ -546,7 +581,7 @@ SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'requeue'))
 WHERE state = 'dead'"""
-    + _FILTER
+    + _PICKED
     + """
       -- a dead job whose unique key a live job now holds stays dead (requeueing it would
       -- break the key's promise); the caller reports it
@@ -567,8 +602,8 @@ UPDATE skiplock_jobs
 SET state = 'cancelled', finished_at = :now,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'discard'))
 WHERE state = 'dead'"""
-    + _FILTER
-    + "RETURNING id"
+    + _PICKED
+    + "\nRETURNING id"
 )
 
 JOB_PRUNE = """

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .._app import App
-from .._job import JobFilter, JobState
+from .._job import JobFilter, JobRecord, JobState
 from .job import echo_job, who_option
 from .support import LIMIT, CliError, app_command, app_for, run_async
 
@@ -22,7 +22,13 @@ def filter_options(fn: Any) -> Any:
             click.option("--error", help="Only errors containing this text (any case)."),
             click.option("--since", type=click.DateTime(), help="Died at or after (UTC)."),
             click.option("--until", type=click.DateTime(), help="Died before (UTC)."),
-            click.option("--limit", type=LIMIT, default=100, show_default=True),
+            click.option(
+                "--limit",
+                type=LIMIT,
+                default=100,
+                show_default=True,
+                help="At most this many, the oldest first (list, requeue and discard alike).",
+            ),
         ]
     ):
         fn = option(fn)
@@ -57,12 +63,29 @@ def dead() -> None:
 @app_command(dead, "list")
 @filter_options
 def dead_list(app_spec: str, url: str | None, **filters: Any) -> None:
-    """Dead jobs matching the filter, newest first."""
+    """Dead jobs matching the filter, oldest first: the ones requeue and discard act on with
+    the same filter and --limit."""
     app = app_for(app_spec, url)
-    jobs = run_async(app, lambda: app.list_jobs(JobState.DEAD, _filter(**filters)))
+    where = _filter(**filters)
+    jobs, total = run_async(app, lambda: _listed(app, where))
     for j in jobs:
         echo_job(j, full=False)
-    click.echo(f"{len(jobs)} dead jobs")
+    if total > len(jobs):
+        click.echo(f"showing {len(jobs)} of {total} dead jobs; --limit to see more")
+    else:
+        click.echo(f"{len(jobs)} dead jobs")
+
+
+async def _listed(app: App, where: JobFilter) -> tuple[list[JobRecord], int]:
+    jobs = await app.list_jobs(JobState.DEAD, where, oldest_first=True)
+    total = len(jobs) if len(jobs) < where.limit else await app.count_jobs(JobState.DEAD, where)
+    return jobs, total
+
+
+async def _more(app: App, where: JobFilter, kept: int) -> str:
+    """What a limited action left: the dead jobs still matching beyond those it kept dead."""
+    more = await app.count_jobs(JobState.DEAD, where) - kept
+    return f"; {more} more match (--limit {where.limit}: run again or raise it)" if more else ""
 
 
 @app_command(dead, "requeue")
@@ -73,8 +96,8 @@ def dead_requeue(app_spec: str, url: str | None, who: str, **filters: Any) -> No
 
     A dead job whose unique key a live job holds stays dead, and is reported as skipped."""
     app, where = _target(app_spec, url, filters)
-    ids, held = run_async(app, lambda: _requeue(app, where, who))
-    click.echo(f"requeued {len(ids)} jobs: {ids}")
+    ids, held, more = run_async(app, lambda: _requeue(app, where, who))
+    click.echo(f"requeued {len(ids)} jobs: {ids}{more}")
     problems = []
     if held:
         problems.append(f"skipped {len(held)} jobs, a live job holds their unique key: {held}")
@@ -85,16 +108,18 @@ def dead_requeue(app_spec: str, url: str | None, who: str, **filters: Any) -> No
         raise CliError("; ".join(problems))
 
 
-async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], list[int]]:
-    """The ids requeued, and the dead jobs the filter matched that stayed dead (their unique
-    key is held: the one reason ``requeue_dead`` leaves a matching dead job alone)."""
-    matched = {j.id for j in await app.list_jobs(JobState.DEAD, where)}
+async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], list[int], str]:
+    """The ids requeued, the dead jobs among those picked that stayed dead (their unique key
+    is held: the one reason ``requeue_dead`` leaves a picked dead job alone), and what more
+    matches beyond the limit."""
+    matched = {j.id for j in await app.list_jobs(JobState.DEAD, where, oldest_first=True)}
     ids = await app.requeue_dead(where, who=who)
     rest = tuple(sorted(matched - set(ids)))
-    if not rest:
-        return ids, []
-    still = await app.list_jobs(JobState.DEAD, JobFilter(ids=rest, limit=len(rest)))
-    return ids, sorted(j.id for j in still)
+    held: list[int] = []
+    if rest:
+        still = await app.list_jobs(JobState.DEAD, JobFilter(ids=rest, limit=len(rest)))
+        held = sorted(j.id for j in still)
+    return ids, held, await _more(app, where, len(held))
 
 
 @app_command(dead, "discard")
@@ -103,11 +128,16 @@ async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], lis
 def dead_discard(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
     """Discard dead jobs (by id, or by filter): they become cancelled, kept until retention."""
     app, where = _target(app_spec, url, filters)
-    ids = run_async(app, lambda: app.discard_dead(where, who=who))
-    click.echo(f"discarded {len(ids)} jobs: {ids}")
+    ids, more = run_async(app, lambda: _discard(app, where, who))
+    click.echo(f"discarded {len(ids)} jobs: {ids}{more}")
     missing = sorted(set(where.ids or ()) - set(ids))
     if missing:
         raise CliError(f"not discarded: not dead, or unknown: {missing}")
+
+
+async def _discard(app: App, where: JobFilter, who: str) -> tuple[list[int], str]:
+    ids = await app.discard_dead(where, who=who)
+    return ids, await _more(app, where, 0)
 
 
 def _target(app_spec: str, url: str | None, filters: dict[str, Any]) -> tuple[App, JobFilter]:
