@@ -54,6 +54,31 @@ async def test_queue_commands(cli: Cli, app: skiplock.App) -> None:
     assert "max_depth=1" in ok(await run(cli, "queue", "list", APP))
     unknown = await run(cli, "queue", "pause", APP, "nope")
     assert unknown.returncode == 1 and "unknown queue 'nope'" in unknown.stderr  # type: ignore[attr-defined]
+    assert "--create" in unknown.stderr  # type: ignore[attr-defined]
+
+
+async def test_queue_control_by_url_knows_a_queue_by_any_of_its_jobs(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """``--url`` (no tasks): a queue whose jobs all finished, and no setting, is known; a
+    name nothing knows is refused saying to pass --create, and created with it."""
+    await cli_app.fail.using(queue="email").aenqueue("kaput")
+    await Worker(app, poll_interval_s=0.05, queues=("email",)).run(burst=True)
+    assert await app.counts("email") == {**dict.fromkeys(await app.counts(), 0), "dead": 1}
+    url = ("--url", cli.url)
+    limited = ok(await run(cli, "queue", "limit", *url, "email", "--max-depth", "10000"))
+    assert "queue email: max_depth=10000" in limited
+    ok(await run(cli, "queue", "pause", *url, "email"))
+    ok(await run(cli, "queue", "resume", *url, "email"))
+    for verb in ("pause", "resume", "limit"):
+        new = await run(cli, "queue", verb, *url, "newsletters")
+        assert new.returncode == 1, new.stdout  # type: ignore[attr-defined]
+        assert "unknown queue 'newsletters'" in new.stderr and "--create" in new.stderr  # type: ignore[attr-defined]
+    assert [q.name for q in await app.queues()] == ["email"]  # refused: nothing written
+    ok(await run(cli, "queue", "pause", *url, "newsletters", "--create"))
+    paused = {q.name: q.paused for q in await app.queues()}
+    assert paused == {"email": False, "newsletters": True}
+    ok(await run(cli, "queue", "resume", *url, "newsletters"))  # known now: its setting
 
 
 async def test_task_commands(cli: Cli, app: skiplock.App) -> None:

@@ -148,3 +148,52 @@ def test_out_of_range_numbers_are_refused_at_the_edge(
     result = cli.run(*command)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert option in result.stderr
+
+
+def _run_in(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI in ``cwd`` (where an empty URL used to leave ``skiplock.db``)."""
+    environ = {k: v for k, v in os.environ.items() if k != "SKIPLOCK_DATABASE_URL"}
+    return subprocess.run(
+        [sys.executable, "-m", "skiplock", *args],
+        env={**environ, "PYTHONPATH": str(ROOT), **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_an_empty_url_is_an_error_naming_the_flag_or_the_variable(tmp_path: Path) -> None:
+    """``--url "$DATABASE_URL"`` with the variable unset, or ``SKIPLOCK_DATABASE_URL=``: an
+    error naming which, exit 2, and no ./skiplock.db made and migrated."""
+    for url in ("", "  "):
+        error = one_line_error(_run_in(tmp_path, "migrate", "--url", url))
+        assert "--url is empty" in error
+    error = one_line_error(_run_in(tmp_path, "migrate", APP, SKIPLOCK_DATABASE_URL=""))
+    assert "SKIPLOCK_DATABASE_URL is set but empty" in error
+    error = one_line_error(_run_in(tmp_path, "queue", "list", APP, SKIPLOCK_DATABASE_URL=""))
+    assert "SKIPLOCK_DATABASE_URL is set but empty" in error
+    with pytest.raises(skiplock.ConfigurationError, match="url is empty"):
+        skiplock.App("")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_on_a_missing_sqlite_file_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    """Read-only commands, a worker and the dashboard on a path with no database: one line
+    saying so; the file is not created (only ``migrate`` makes one)."""
+    url = f"sqlite:///{tmp_path / 'missing.db'}"
+    for command in (
+        ["queue", "list", "--url", url],
+        ["job", "list", "--url", url],
+        ["dead", "list", "--url", url],
+        ["stats", "--url", url],
+        ["health", "--url", url],
+    ):
+        error = one_line_error(_run_in(tmp_path, *command))
+        assert f"no SQLite database at {tmp_path / 'missing.db'}" in error, command
+    for command in (["worker", APP, "--burst"], ["dashboard", APP, "--port", "0"]):
+        error = one_line_error(_run_in(tmp_path, *command, SKIPLOCK_DATABASE_URL=url))
+        assert "run `skiplock migrate` to create it" in error, command
+    assert list(tmp_path.iterdir()) == []
+    assert _run_in(tmp_path, "migrate", "--url", url).returncode == 0
+    assert "no queues" in _run_in(tmp_path, "queue", "list", "--url", url).stdout

@@ -21,7 +21,7 @@ from ._backends.base import (
     TaskPauseParams,
 )
 from ._job import CronRun, DeadGroup, JobFilter, JobRecord, JobState, QueueInfo, TaskPause
-from ._limits import check_int, check_rate, check_seconds
+from ._limits import check_int, check_rate, check_seconds, check_text
 from ._schedule import Schedule
 from ._task import Task
 from .errors import ConfigurationError, DuplicateJob
@@ -160,28 +160,35 @@ class AppControl:
 
     # -- queue and task controls ------------------------------------------------------------
 
-    async def _known_queue(self, queue: str) -> str:
+    async def _known_queue(self, queue: str, create: bool) -> str:
+        """``queue`` if something knows it: a task or schedule of this app, a settings row,
+        or any job row (finished ones too); else, unless ``create``, ConfigurationError (a
+        typo must not quietly set up a queue nothing uses)."""
+        check_text("queue", queue)
         known = {t.queue for t in self.tasks.values()}
         known |= {s.queue for s in self.schedules.values() if s.queue}
-        known |= {q.name for q in await self.queues()}
-        if queue not in known:
-            raise ConfigurationError(
-                f"unknown queue {queue!r}: no task uses it and it has no jobs or settings "
-                f"(known: {', '.join(sorted(known)) or 'none'})"
-            )
-        return queue
+        if create or queue in known or await (await self.backend()).queue_known(queue):
+            return queue
+        raise ConfigurationError(
+            f"unknown queue {queue!r}: no task of the app uses it and no job or setting names "
+            "it; to set up a new queue, pass create=True (skiplock queue ... --create)"
+        )
 
     async def queues(self) -> list[QueueInfo]:
         """Every queue with settings or live jobs, with its settings and live counts."""
         return await (await self.backend()).queue_list()
 
-    async def pause_queue(self, queue: str) -> None:
-        """Workers stop claiming from ``queue`` within one poll interval; running jobs finish."""
-        params = QueueSetPausedParams(await self._known_queue(queue), True)
+    async def pause_queue(self, queue: str, *, create: bool = False) -> None:
+        """Workers stop claiming from ``queue`` within one poll interval; running jobs finish.
+
+        ``queue`` must be known (a task of the app, a setting, or any job row names it)
+        unless ``create``: then a new name is set up (paused before its first job)."""
+        params = QueueSetPausedParams(await self._known_queue(queue, create), True)
         await (await self.backend()).queue_set_paused(params)
 
-    async def resume_queue(self, queue: str) -> None:
-        params = QueueSetPausedParams(await self._known_queue(queue), False)
+    async def resume_queue(self, queue: str, *, create: bool = False) -> None:
+        """Let workers claim from ``queue`` again (known, or ``create``, as ``pause_queue``)."""
+        params = QueueSetPausedParams(await self._known_queue(queue, create), False)
         await (await self.backend()).queue_set_paused(params)
         self._wake_queues([queue])
 
@@ -192,9 +199,11 @@ class AppControl:
         max_depth: int | None = None,
         max_running: int | None = None,
         rate_per_s: float | None = None,
+        create: bool = False,
     ) -> None:
         """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
-        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts."""
+        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts.
+        The queue must be known unless ``create``, as ``pause_queue``."""
         if max_depth is not None:
             check_int("max_depth", max_depth, 0)
         if max_running is not None:
@@ -202,7 +211,7 @@ class AppControl:
         if rate_per_s is not None:
             check_rate("rate_per_s", rate_per_s)
         limits = QueueSetLimitsParams(
-            await self._known_queue(queue), max_depth, max_running, rate_per_s
+            await self._known_queue(queue, create), max_depth, max_running, rate_per_s
         )
         await (await self.backend()).queue_set_limits(limits)
 

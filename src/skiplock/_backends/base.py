@@ -206,7 +206,11 @@ class Backend(Protocol):
     supports_push: bool
     """True when ``listen`` delivers wake-ups from other processes (LISTEN/NOTIFY)."""
 
-    async def open(self) -> None: ...
+    async def open(self, *, create: bool = False) -> None:
+        """Connect. ``create``: the database may be made if it is missing (migrating only:
+        a read or a worker must never leave an empty database behind)."""
+        ...
+
     async def close(self) -> None: ...
 
     async def migrate(self) -> list[int]:
@@ -248,6 +252,10 @@ class Backend(Protocol):
         ...
 
     async def queue_list(self) -> list[QueueInfo]: ...
+
+    async def queue_known(self, queue: str) -> bool:
+        """Whether any job row (of any state, history too) or a settings row names ``queue``."""
+        ...
 
     async def queue_set_paused(self, params: QueueSetPausedParams) -> None: ...
 

@@ -133,7 +133,7 @@ class PostgresBackend:
             raise BackendError("the PostgreSQL backend is not open")
         return self._pool
 
-    async def open(self) -> None:
+    async def open(self, *, create: bool = False) -> None:  # a server's database: never made
         if self._pool is not None:
             return
         with _wrapped("connect"), self._connecting():
@@ -505,6 +505,10 @@ class PostgresBackend:
         with _wrapped("queue_list"):
             rows = await self.pool.fetch(self._sql.QUEUE_LIST)
         return [QueueInfo(*r) for r in rows]
+
+    async def queue_known(self, queue: str) -> bool:
+        with _wrapped("queue_known"):
+            return bool(await self.pool.fetchval(self._sql.QUEUE_KNOWN, queue))
 
     async def queue_set_paused(self, params: QueueSetPausedParams) -> None:
         with _wrapped("queue_set_paused"):

@@ -798,6 +798,14 @@ SET max_depth = excluded.max_depth, max_running = excluded.max_running,
     rate_per_s = excluded.rate_per_s, recent_starts = '{}', updated_at = now()
 """
 
+QUEUE_KNOWN = """
+-- Whether a settings row or any job row, finished ones too, names a queue (a person's queue
+-- command refuses a name nothing knows: a typo would otherwise make a new queue). A name
+-- with rows stops at its first; only an unknown one reads the whole table, once.
+SELECT EXISTS (SELECT 1 FROM {s}.skiplock_queues WHERE name = $1)
+    OR EXISTS (SELECT 1 FROM {s}.skiplock_jobs WHERE queue = $1)
+"""
+
 QUEUE_LIST = (
     """
 -- Every queue with settings or live jobs: its settings and live counts.
@@ -900,6 +908,7 @@ class Statements:
     QUEUE_SET_PAUSED: str
     QUEUE_SET_LIMITS: str
     QUEUE_LIST: str
+    QUEUE_KNOWN: str
     TASK_PAUSE: str
     TASK_RESUME: str
     TASK_PAUSES: str

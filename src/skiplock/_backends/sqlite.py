@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from .._job import (
@@ -35,7 +36,7 @@ from .._job import (
     TaskPause,
 )
 from .._stats import WorkerInfo
-from ..errors import BackendError, JobNotFound
+from ..errors import BackendError, JobNotFound, SchemaError
 from . import flows
 from . import sqlite_observe as observe
 from . import sqlite_ops as ops
@@ -147,14 +148,24 @@ class SQLiteBackend:
                 "restore the file or migrate a new one, then restart"
             )
 
-    async def open(self) -> None:
+    async def open(self, *, create: bool = False) -> None:
         if self._thread is not None:
             return
         self._thread = DatabaseThread("skiplock-sqlite")
 
         def connect() -> sqlite3.Connection:
+            if not create and not os.path.exists(self.path):
+                raise SchemaError(
+                    f"no SQLite database at {self.path}: run `skiplock migrate` to create "
+                    "it, or check the URL"
+                )
+            # Only a migration may make the file: else read-write without create (mode=rw),
+            # so a file deleted since the check is an error, not a new empty database.
+            target = self.path if create else f"{Path(self.path).absolute().as_uri()}?mode=rw"
             with _wrapped("connect"):
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(
+                    target, isolation_level=None, check_same_thread=False, uri=not create
+                )
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
@@ -163,7 +174,12 @@ class SQLiteBackend:
                 self._file = _identity(self.path)  # the pragmas above opened the file
                 return conn
 
-        self._conn = await self._thread.call(connect)
+        try:
+            self._conn = await self._thread.call(connect)
+        except BaseException:
+            self._thread.shutdown()  # a failed open leaves nothing open: the next one retries
+            self._thread = None
+            raise
 
     async def close(self) -> None:
         thread, conn = self._thread, self._conn
@@ -427,6 +443,12 @@ class SQLiteBackend:
     async def queue_list(self) -> list[QueueInfo]:
         rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())
         return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7]) for r in rows]
+
+    async def queue_known(self, queue: str) -> bool:
+        row = await self._run(
+            "queue_known", lambda c: c.execute(sql.QUEUE_KNOWN, {"queue": queue}).fetchone()
+        )
+        return bool(row[0])
 
     async def _write(self, operation: str, statement: str, args: Any) -> int:
         def write(conn: sqlite3.Connection) -> int:

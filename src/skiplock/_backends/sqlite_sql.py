@@ -652,6 +652,13 @@ SET max_depth = excluded.max_depth, max_running = excluded.max_running,
     rate_per_s = excluded.rate_per_s, recent_starts = '[]', updated_at = excluded.updated_at
 """
 
+QUEUE_KNOWN = """
+-- Whether a settings row or any job row, finished ones too, names a queue (a person's queue
+-- command refuses a name nothing knows: a typo would otherwise make a new queue).
+SELECT EXISTS (SELECT 1 FROM skiplock_queues WHERE name = :queue)
+    OR EXISTS (SELECT 1 FROM skiplock_jobs WHERE queue = :queue)
+"""
+
 QUEUE_LIST = (
     """
 -- Every queue with settings or live jobs: its settings and live counts.

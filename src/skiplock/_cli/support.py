@@ -114,6 +114,12 @@ def app_for(app_spec: str, url: str | None) -> App:
     database (no tasks: enough for queue and job operations, nothing of the user's imported)."""
     if url is None:
         return load_app(app_spec)
+    if not url.strip():  # what --url "$DATABASE_URL" passes when the variable is unset
+        raise CliError(
+            "--url is empty: name the database (sqlite:///path or postgresql://...); "
+            "a variable that is unset expands to nothing",
+            CANNOT_RUN,
+        )
     try:
         return App(url)
     except SkiplockError as exc:
