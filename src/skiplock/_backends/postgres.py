@@ -190,8 +190,10 @@ class PostgresBackend:
         applied: list[int] = []
         with _wrapped("migrate"):
             async with self.pool.acquire() as conn, conn.transaction():
-                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                # The lock first (its key is the schema's name, which need not exist yet):
+                # concurrent CREATE SCHEMA IF NOT EXISTS race on pg_namespace's unique index.
                 await conn.execute(self._sql.MIGRATIONS_LOCK, self.schema)
+                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 await conn.execute(self._sql.MIGRATIONS_TABLE)
                 done = {r["version"] for r in await conn.fetch(self._sql.MIGRATION_VERSIONS)}
                 for version, name, body in sql.MIGRATIONS:
