@@ -12,6 +12,8 @@ import pytest
 
 import skiplock
 
+from .conftest import PG_URL
+from .helpers import free_port, wait_until
 from .test_cli import APP, ROOT, Cli
 from .test_schema_guard import LATEST, newer_schema
 
@@ -197,3 +199,42 @@ def test_a_read_on_a_missing_sqlite_file_says_so_and_creates_nothing(tmp_path: P
     assert list(tmp_path.iterdir()) == []
     assert _run_in(tmp_path, "migrate", "--url", url).returncode == 0
     assert "no queues" in _run_in(tmp_path, "queue", "list", "--url", url).stdout
+
+
+def _pg_with(query: str) -> str:
+    return f"{PG_URL}{'&' if '?' in PG_URL else '?'}{query}"
+
+
+def test_a_url_option_the_driver_refuses_fails_fast_not_retried(tmp_path: Path) -> None:
+    """``?sslmode=bogus`` is a person's mistake: one line, exit 2, at once (it looped on
+    "database unavailable ... retrying"), for a worker, the dashboard and a command."""
+    for query in ("sslmode=bogus", "target_session_attrs=bogus"):
+        url = _pg_with(query)
+        option = query.split("=")[0]
+        for command in (["worker", APP, "--burst"], ["dashboard", APP, "--port", "0"]):
+            error = one_line_error(_run_in(tmp_path, *command, SKIPLOCK_DATABASE_URL=url))
+            assert "the database URL" in error and option in error, (command, error)
+        error = one_line_error(_run_in(tmp_path, "queue", "list", "--url", url))
+        assert option in error
+
+
+def test_an_unreachable_database_is_still_retried(tmp_path: Path) -> None:
+    """Nothing listening at the address is an outage: the worker logs and retries (until
+    stopped), it does not exit."""
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/test"
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "skiplock", "worker", APP],
+            env={**os.environ, "PYTHONPATH": str(ROOT), "SKIPLOCK_DATABASE_URL": url},
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        retries = lambda: log.read_text().count("database unavailable")  # noqa: E731
+        wait_until(lambda: retries() >= 2, "the worker to retry twice", timeout=60)
+        assert worker.poll() is None, log.read_text()
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)

@@ -33,6 +33,7 @@ from .errors import (
     SchemaError,
     SkiplockError,
     UnknownTask,
+    UrlRefused,
 )
 
 __version__ = "0.1.0"
@@ -73,6 +74,7 @@ __all__ = [
     "Task",
     "TaskPause",
     "UnknownTask",
+    "UrlRefused",
     "Worker",
     "WorkerConfig",
     "WorkerInfo",

@@ -27,7 +27,7 @@ from .._app import App
 from .._logging import FORMATS
 from .._logging import configure_logging as set_up_logging
 from .._url import mask_in
-from ..errors import ConfigurationError, SchemaError, SkiplockError
+from ..errors import ConfigurationError, SchemaError, SkiplockError, UrlRefused
 
 T = TypeVar("T")
 
@@ -222,7 +222,7 @@ def _sole_skiplock_error(group: ExceptionGroup[Exception]) -> SkiplockError | No
 
 
 def _cli_error(app: App, exc: SkiplockError, exit_code: int) -> CliError:
-    code = CANNOT_RUN if isinstance(exc, SchemaError) else exit_code
+    code = CANNOT_RUN if isinstance(exc, SchemaError | UrlRefused) else exit_code
     return CliError(mask_in(str(exc), app.url), code)
 
 
