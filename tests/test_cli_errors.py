@@ -238,3 +238,17 @@ def test_an_unreachable_database_is_still_retried(tmp_path: Path) -> None:
     finally:
         worker.terminate()
         worker.wait(timeout=30)
+
+
+def test_processes_are_bounded_by_the_cpus_unless_forced(tmp_path: Path) -> None:
+    """Above 4 per usable CPU ``--processes`` is refused in one line, nothing started;
+    ``--force-processes`` lets them start (each then stops on the missing database)."""
+    bound = 4 * len(os.sched_getaffinity(0))
+    env = {"SKIPLOCK_DATABASE_URL": f"sqlite:///{tmp_path / 'missing.db'}"}
+    too_many = ["worker", APP, "--burst", "--processes", str(bound + 1)]
+    error = one_line_error(_run_in(tmp_path, *too_many, **env))
+    assert f"--processes {bound + 1}: more than 4 per CPU ({bound} for the" in error
+    assert "--force-processes" in error
+    forced = _run_in(tmp_path, *too_many, "--force-processes", **env)
+    assert forced.returncode == 2 and "more than 4 per CPU" not in forced.stderr
+    assert f"supervisor started {bound + 1} workers" in forced.stderr, forced.stderr
