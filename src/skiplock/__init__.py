@@ -11,6 +11,7 @@ from ._job import (
     JobRecord,
     JobState,
     QueueInfo,
+    SchemaVersion,
     TaskPause,
     current_job,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "SchemaError",
+    "SchemaVersion",
     "SkiplockError",
     "Snooze",
     "Stats",

@@ -21,7 +21,7 @@ from ._backends.base import Clock, JobInsertManyParams
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._cron import zone
 from ._eager import run_eager
-from ._job import JobOutcome, NewJob
+from ._job import JobOutcome, NewJob, SchemaVersion
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._schedule import (
     DEFAULT_MAX_CATCHUP,
@@ -376,6 +376,13 @@ class App(AppControl, AppResults, AppObserve):
                         async with asyncio.timeout(delay):
                             await stopping.wait()
         return False
+
+    async def schema_version(self) -> SchemaVersion:
+        """The database's skiplock schema version and this skiplock's, in one cheap query (a
+        readiness probe's: ready when they are equal). A schema a newer skiplock wrote
+        raises SchemaError naming both, as every other call does."""
+        current, latest = await (await self.backend()).schema_version()
+        return SchemaVersion(current, latest)
 
     async def check_schema(self) -> None:
         """Raise SchemaError, saying what to run, unless the schema is exactly current."""

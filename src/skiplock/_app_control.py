@@ -175,8 +175,18 @@ class AppControl:
         )
 
     async def queues(self) -> list[QueueInfo]:
-        """Every queue with settings or live jobs, with its settings and live counts."""
+        """Every queue with settings or live jobs, with its settings and live counts.
+
+        Cheap at any history: it reads the settings and the live rows through their indexes
+        (pending, claimed ahead, running), never a finished row."""
         return await (await self.backend()).queue_list()
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        """One queue's settings and its pending, claimed and running counts, through the
+        live rows' indexes only (a probe or an adapter may call it often). A name nothing
+        uses reads as an empty queue without limits."""
+        check_text("queue", queue)
+        return await (await self.backend()).queue_info(queue)
 
     async def pause_queue(self, queue: str, *, create: bool = False) -> None:
         """Workers stop claiming from ``queue`` within one poll interval; running jobs finish.

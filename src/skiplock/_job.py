@@ -10,7 +10,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._worker.progress import progress_record
 
@@ -307,6 +307,15 @@ class QueueInfo:
     """Running jobs whose worker reported them started."""
     claimed: int = 0
     """Running in the row but not (yet reported) started: claimed ahead by a worker."""
+
+
+class SchemaVersion(NamedTuple):
+    """The database's skiplock schema version and the one this skiplock needs."""
+
+    current: int
+    """The last migration applied to the database (0: never migrated)."""
+    latest: int
+    """The last migration this skiplock knows: ``current == latest`` is ready to work."""
 
 
 @dataclass(frozen=True, slots=True)

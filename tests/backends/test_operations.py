@@ -11,6 +11,7 @@ from skiplock._backends import Backend
 from skiplock._backends.base import (
     DeadActionParams,
     JobActionParams,
+    JobHeartbeatManyParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -104,6 +105,32 @@ async def test_last_error_matches_a_dead_letter_group_exactly(backend: Backend) 
     rest = await backend.job_count(JobListParams(JobFilter(task="t"), JobState.DEAD))
     assert rest == 3
     assert await discard(backend, JobFilter(last_error="RuntimeError: boom"), "ops") == []
+
+
+async def test_queue_counts_come_from_live_rows_only(clocked_app: skiplock.App) -> None:
+    """``queues()`` and ``queue_info()``: pending, claimed ahead and running per queue, the
+    settings, and no queue for finished rows alone; ``schema_version()`` for probes."""
+    backend = await clocked_app.backend()
+    await bury_many(backend, "t", ["gone"], queue="history")  # finished rows only
+    await clocked_app.set_queue_limits("idle", max_running=2, create=True)  # settings only
+    await backend.job_insert_many(
+        JobInsertManyParams([new_job(queue="q1") for _ in range(3)] + [new_job(queue="q2")])
+    )
+    a, _ = await backend.job_get_available(claim(2, ("q1",), "w"))
+    await backend.job_heartbeat_many(
+        JobHeartbeatManyParams([(a.id, "w")], 60.0, 5.0, frozenset({(a.id, "w")}))
+    )
+    listed = {q.name: (q.pending, q.claimed, q.running) for q in await clocked_app.queues()}
+    assert listed == {"idle": (0, 0, 0), "q1": (1, 1, 1), "q2": (1, 0, 0)}
+    q1 = await clocked_app.queue_info("q1")
+    assert (q1.name, q1.pending, q1.claimed, q1.running, q1.paused) == ("q1", 1, 1, 1, False)
+    idle = await clocked_app.queue_info("idle")
+    assert (idle.max_running, idle.pending, idle.running) == (2, 0, 0)
+    assert await clocked_app.queue_info("nobody") == skiplock.QueueInfo(
+        "nobody", None, None, None, False, 0, 0, 0
+    )
+    version = await clocked_app.schema_version()
+    assert version == (version.latest, version.latest) and version.latest >= 8
 
 
 async def test_cancel_pending_running_and_finished(backend: Backend) -> None:

@@ -251,7 +251,13 @@ class Backend(Protocol):
         """Queues that must be claimed through ``job_get_available_limited``."""
         ...
 
-    async def queue_list(self) -> list[QueueInfo]: ...
+    async def queue_list(self) -> list[QueueInfo]:
+        """Every queue with settings or live jobs; no finished row is read."""
+        ...
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        """One queue's settings and live counts; no finished row is read."""
+        ...
 
     async def queue_known(self, queue: str) -> bool:
         """Whether any job row (of any state, history too) or a settings row names ``queue``."""

@@ -508,6 +508,12 @@ class PostgresBackend:
             rows = await self.pool.fetch(self._sql.QUEUE_LIST)
         return [QueueInfo(*r) for r in rows]
 
+    async def queue_info(self, queue: str) -> QueueInfo:
+        with _wrapped("queue_info"):
+            row = await self.pool.fetchrow(self._sql.QUEUE_INFO, queue)
+        assert row is not None  # one row whatever the name
+        return QueueInfo(*row)
+
     async def queue_known(self, queue: str) -> bool:
         with _wrapped("queue_known"):
             return bool(await self.pool.fetchval(self._sql.QUEUE_KNOWN, queue))

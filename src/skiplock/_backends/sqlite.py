@@ -106,6 +106,10 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _queue_info(r: Any) -> QueueInfo:
+    return QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7])
+
+
 class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
@@ -442,7 +446,13 @@ class SQLiteBackend:
 
     async def queue_list(self) -> list[QueueInfo]:
         rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())
-        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7]) for r in rows]
+        return [_queue_info(r) for r in rows]
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        row = await self._run(
+            "queue_info", lambda c: c.execute(sql.QUEUE_INFO, {"queue": queue}).fetchone()
+        )
+        return _queue_info(row)
 
     async def queue_known(self, queue: str) -> bool:
         row = await self._run(

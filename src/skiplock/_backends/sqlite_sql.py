@@ -659,16 +659,7 @@ SELECT EXISTS (SELECT 1 FROM skiplock_queues WHERE name = :queue)
     OR EXISTS (SELECT 1 FROM skiplock_jobs WHERE queue = :queue)
 """
 
-QUEUE_LIST = (
-    """
--- Every queue with settings or live jobs: its settings and live counts.
-WITH names AS (
-    SELECT name FROM skiplock_queues
-    UNION
-    SELECT DISTINCT queue FROM skiplock_jobs WHERE state IN """
-    + _LIVE
-    + """
-)
+_QUEUE_ROW = """
 SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
        (SELECT count(*) FROM skiplock_jobs j WHERE j.queue = n.name AND j.state = 'pending'),
        (SELECT count(*) FROM skiplock_jobs j
@@ -676,8 +667,36 @@ SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
        (SELECT count(*) FROM skiplock_jobs j
         WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL)
 FROM names n LEFT JOIN skiplock_queues q ON q.name = n.name
+"""
+"""A queue's settings and live counts, never a finished row (as on PostgreSQL)."""
+
+QUEUE_LIST = """
+-- Every queue with settings or live jobs: its settings and live counts, reading no history:
+-- the pending rows through the per-queue pending index, the running ones through the lease
+-- index, each once (a DISTINCT over "state IN (live)" read the whole table).
+WITH pending AS (
+    SELECT queue, count(*) AS n FROM skiplock_jobs WHERE state = 'pending' GROUP BY queue
+), running AS (
+    SELECT queue, sum(started_at IS NOT NULL) AS started, sum(started_at IS NULL) AS claimed
+    FROM skiplock_jobs WHERE state = 'running' GROUP BY queue
+), names AS (
+    SELECT name FROM skiplock_queues UNION SELECT queue FROM pending
+    UNION SELECT queue FROM running
+)
+SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
+       coalesce(p.n, 0), coalesce(r.started, 0), coalesce(r.claimed, 0)
+FROM names n
+LEFT JOIN skiplock_queues q ON q.name = n.name
+LEFT JOIN pending p ON p.queue = n.name
+LEFT JOIN running r ON r.queue = n.name
 ORDER BY n.name
 """
+
+QUEUE_INFO = (
+    """
+-- One queue's settings and live counts (zeros and no limits for a name nothing uses)."""
+    + "\nWITH names AS (SELECT :queue AS name)"
+    + _QUEUE_ROW
 )
 
 TASK_PAUSE = """
