@@ -142,6 +142,11 @@ async def test_dead_requeue_and_discard_act_on_at_most_their_limit(
     assert await app.count_jobs(JobState.DEAD, skiplock.JobFilter(task="fail")) == 125
     assert await app.count_jobs(JobState.PENDING) == 15
     assert "125 dead jobs" in ok(await run(cli, "dead", "list", APP, "--limit", "200"))
+    named = [str(i) for i in ids[25:145]]  # 120 ids: the limit defaults to as many
+    assert "discarded 120 jobs" in ok(await run(cli, "dead", "discard", APP, *named))
+    five = [str(i) for i in ids[145:]]  # named, but past the limit: left, not "missing"
+    requeued = ok(await run(cli, "dead", "requeue", APP, *five, "--limit", "2"))
+    assert f"requeued 2 jobs: {ids[145:147]}; 3 more match" in requeued
 
 
 async def test_dead_requeue_says_which_jobs_a_unique_key_kept_dead(

@@ -25,9 +25,8 @@ def filter_options(fn: Any) -> Any:
             click.option(
                 "--limit",
                 type=LIMIT,
-                default=100,
-                show_default=True,
-                help="At most this many, the oldest first (list, requeue and discard alike).",
+                help="At most this many, the oldest first (list, requeue and discard alike). "
+                "[default: 100, or as many as the ids named]",
             ),
         ]
     ):
@@ -42,7 +41,7 @@ def _filter(
     error: str | None,
     since: datetime | None,
     until: datetime | None,
-    limit: int,
+    limit: int | None,
 ) -> JobFilter:
     return JobFilter(
         ids=ids or None,
@@ -51,7 +50,7 @@ def _filter(
         error=error,
         since=since.replace(tzinfo=UTC) if since else None,
         until=until.replace(tzinfo=UTC) if until else None,
-        limit=limit,
+        limit=limit if limit is not None else max(len(ids), 100),
     )
 
 
@@ -96,30 +95,36 @@ def dead_requeue(app_spec: str, url: str | None, who: str, **filters: Any) -> No
 
     A dead job whose unique key a live job holds stays dead, and is reported as skipped."""
     app, where = _target(app_spec, url, filters)
-    ids, held, more = run_async(app, lambda: _requeue(app, where, who))
+    ids, held, more, dead_now = run_async(app, lambda: _requeue(app, where, who))
     click.echo(f"requeued {len(ids)} jobs: {ids}{more}")
     problems = []
     if held:
         problems.append(f"skipped {len(held)} jobs, a live job holds their unique key: {held}")
-    missing = sorted(set(where.ids or ()) - set(ids) - set(held))
+    missing = sorted(set(where.ids or ()) - set(ids) - dead_now)
     if missing:
         problems.append(f"not requeued: not dead, or unknown: {missing}")
     if problems:
         raise CliError("; ".join(problems))
 
 
-async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], list[int], str]:
+async def _requeue(
+    app: App, where: JobFilter, who: str
+) -> tuple[list[int], list[int], str, set[int]]:
     """The ids requeued, the dead jobs among those picked that stayed dead (their unique key
-    is held: the one reason ``requeue_dead`` leaves a picked dead job alone), and what more
-    matches beyond the limit."""
+    is held: the one reason ``requeue_dead`` leaves a picked dead job alone), what more
+    matches beyond the limit, and which of the ids named are still dead."""
     matched = {j.id for j in await app.list_jobs(JobState.DEAD, where, oldest_first=True)}
     ids = await app.requeue_dead(where, who=who)
-    rest = tuple(sorted(matched - set(ids)))
-    held: list[int] = []
-    if rest:
-        still = await app.list_jobs(JobState.DEAD, JobFilter(ids=rest, limit=len(rest)))
-        held = sorted(j.id for j in still)
-    return ids, held, await _more(app, where, len(held))
+    held = sorted(await _dead_now(app, tuple(sorted(matched - set(ids)))))
+    return ids, held, await _more(app, where, len(held)), await _dead_now(app, where.ids)
+
+
+async def _dead_now(app: App, ids: tuple[int, ...] | None) -> set[int]:
+    """Which of ``ids`` are dead now: left by the limit or a held key, not missing."""
+    if not ids:
+        return set()
+    still = await app.list_jobs(JobState.DEAD, JobFilter(ids=ids, limit=len(ids)))
+    return {j.id for j in still}
 
 
 @app_command(dead, "discard")
@@ -128,16 +133,16 @@ async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], lis
 def dead_discard(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
     """Discard dead jobs (by id, or by filter): they become cancelled, kept until retention."""
     app, where = _target(app_spec, url, filters)
-    ids, more = run_async(app, lambda: _discard(app, where, who))
+    ids, more, dead_now = run_async(app, lambda: _discard(app, where, who))
     click.echo(f"discarded {len(ids)} jobs: {ids}{more}")
-    missing = sorted(set(where.ids or ()) - set(ids))
+    missing = sorted(set(where.ids or ()) - set(ids) - dead_now)
     if missing:
         raise CliError(f"not discarded: not dead, or unknown: {missing}")
 
 
-async def _discard(app: App, where: JobFilter, who: str) -> tuple[list[int], str]:
+async def _discard(app: App, where: JobFilter, who: str) -> tuple[list[int], str, set[int]]:
     ids = await app.discard_dead(where, who=who)
-    return ids, await _more(app, where, 0)
+    return ids, await _more(app, where, 0), await _dead_now(app, where.ids)
 
 
 def _target(app_spec: str, url: str | None, filters: dict[str, Any]) -> tuple[App, JobFilter]:
