@@ -254,33 +254,46 @@ async def test_the_health_numbers_read_no_history_at_a_million_finished_rows(
     assert (stats.total.completed, stats.total.ready) == (50, 100)
 
 
-async def test_sqlite_health_numbers_read_no_history_at_a_million_finished_rows(
-    sqlite_url: str,
-) -> None:
+async def sqlite_with_history(sqlite_url: str, insert: str) -> sqlite3.Connection:
+    """A migrated SQLite file holding the finished rows ``insert`` writes, analysed, and a
+    connection to read plans on (the caller closes it)."""
     app = skiplock.App(sqlite_url)
     await app.migrate()
     await app.close()
     conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    conn.executescript(f"BEGIN; {insert}; COMMIT; ANALYZE;")
+    return conn
+
+
+def assert_reads_no_history(
+    name: str, statement: str, args: dict[str, Any], conn: sqlite3.Connection, jobs: set[str]
+) -> list[str]:
+    """Every read of the jobs table (named so, or by an alias in ``jobs``) in the plan is a
+    SEARCH or a whole scan of a live-only partial index; returns those reads."""
+    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + statement, args)]
+    reads = [p for p in plan if len(p.split()) > 1 and p.split()[1] in jobs]
+    live = ("pending_idx", "queue_pending_idx", "lease_idx")
+    for read in reads:
+        partial = read.startswith("SCAN") and read.endswith(live)
+        assert read.startswith("SEARCH") or partial, (name, read, plan)
+    return reads
+
+
+async def test_sqlite_health_numbers_read_no_history_at_a_million_finished_rows(
+    sqlite_url: str,
+) -> None:
+    conn = await sqlite_with_history(
+        sqlite_url,
+        """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000000)
+           INSERT INTO skiplock_jobs (queue, task, state, max_attempts, attempt, run_at,
+                                      created_at, finished_at, attempted_at, ready_at, run_s)
+           SELECT 'default', 'old', 'succeeded', 3, 1, 0, 0, 1000, 1000, 1000, 0.1 FROM n""",
+    )
     try:
-        conn.executescript(
-            """BEGIN;
-               WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000000)
-               INSERT INTO skiplock_jobs (queue, task, state, max_attempts, attempt, run_at,
-                                          created_at, finished_at, attempted_at, ready_at, run_s)
-               SELECT 'default', 'old', 'succeeded', 3, 1, 0, 0, 1000, 1000, 1000, 0.1 FROM n;
-               COMMIT;
-               ANALYZE;"""
-        )
         args = {"now": 1e9, "since": 1e9 - 300, "queue": None, "task": None}
         for name in STATS:
             statement = getattr(sqlite_sql, name)
-            plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + statement, args)]
-            # a whole-index scan only of a live-only partial index; history only by SEARCH
-            reads = [p for p in plan if " skiplock_jobs " in f"{p} "]
-            live = ("pending_idx", "queue_pending_idx", "lease_idx")
-            for read in reads:
-                partial = read.startswith("SCAN") and read.endswith(live)
-                assert read.startswith("SEARCH") or partial, (name, read, plan)
+            assert_reads_no_history(name, statement, args, conn, {"skiplock_jobs"})
     finally:
         conn.close()
 
@@ -346,29 +359,20 @@ async def test_queue_counts_read_no_history_at_a_million_finished_rows(pg: Migra
 
 
 async def test_sqlite_queue_counts_read_no_history(sqlite_url: str) -> None:
-    app = skiplock.App(sqlite_url)
-    await app.migrate()
-    await app.close()
-    conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    conn = await sqlite_with_history(
+        sqlite_url,
+        """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
+           INSERT INTO skiplock_jobs (queue, task, state, max_attempts, attempt, run_at,
+                                      created_at, finished_at)
+           SELECT 'q' || (i % 5), 'old', 'succeeded', 3, 1, 0, 0, 1000 FROM n""",
+    )
     try:
-        conn.executescript(
-            """BEGIN;
-               WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
-               INSERT INTO skiplock_jobs (queue, task, state, max_attempts, attempt, run_at,
-                                          created_at, finished_at)
-               SELECT 'q' || (i % 5), 'old', 'succeeded', 3, 1, 0, 0, 1000 FROM n;
-               COMMIT;
-               ANALYZE;"""
-        )
         for name in ("QUEUE_LIST", "QUEUE_INFO"):
             statement = getattr(sqlite_sql, name)
-            plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + statement, {"queue": "q1"})]
-            jobs = ("skiplock_jobs", "j")  # the table, or its alias in the subqueries
-            reads = [p for p in plan if len(p.split()) > 1 and p.split()[1] in jobs]
-            assert reads, (name, plan)
-            live = ("pending_idx", "queue_pending_idx", "lease_idx")
-            for read in reads:  # a whole-index scan only of a live-only partial index
-                partial = read.startswith("SCAN") and read.endswith(live)
-                assert read.startswith("SEARCH") or partial, (name, read, plan)
+            # the table, or its alias in the per-queue subqueries
+            reads = assert_reads_no_history(
+                name, statement, {"queue": "q1"}, conn, {"skiplock_jobs", "j"}
+            )
+            assert reads, (name, statement)
     finally:
         conn.close()
