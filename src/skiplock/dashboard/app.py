@@ -7,18 +7,21 @@ Every request is authenticated first (the auth callable decides who is asking; N
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from .._app import App
 from ..errors import ConfigurationError
@@ -53,7 +56,10 @@ class _Guard(BaseHTTPMiddleware):
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         dash: Dashboard = request.app.state.dashboard
-        if request.url.path.startswith(f"{request.scope.get('root_path', '')}/static/"):
+        request.state.user = None  # nobody until the auth says who: a page never runs as someone
+        # The routed path, never request.url: that one is rebuilt from the Host header, which
+        # the client writes (``Host: a/static/?x=`` made any page look like a static file).
+        if _static(request.scope):
             response = await call_next(request)
             response.headers.update(SECURITY_HEADERS)
             response.headers["Cache-Control"] = "public, max-age=3600"  # no data in them
@@ -77,6 +83,12 @@ class _Guard(BaseHTTPMiddleware):
             )
         request.state.user = user
         return await call_next(request)
+
+
+def _static(scope: Scope) -> bool:
+    """Whether the router sends this request to the static files (no data, no sign-in)."""
+    path: str = scope["path"]
+    return path.startswith(f"{scope.get('root_path', '')}/static/")
 
 
 def routes() -> list[Route | Mount]:
@@ -105,6 +117,43 @@ def routes() -> list[Route | Mount]:
     ]
 
 
+def _ipv6(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        return False
+
+
+def _hosts(allowed: Iterable[str] | None) -> list[str] | None:
+    """The Host allow-list as TrustedHostMiddleware reads it: lower case, IPv6 in brackets."""
+    if allowed is None:
+        return None
+    if isinstance(allowed, str):
+        allowed = [allowed]
+    hosts = []
+    for host in allowed:
+        if not isinstance(host, str) or not host.strip() or "/" in host:
+            raise ConfigurationError(
+                f"create_app: allowed host {host!r}: must be a host name or address "
+                "(e.g. dash.example.com, 10.0.0.5, *.example.com or *)"
+            )
+        host = host.strip().lower()
+        if _ipv6(host):
+            host = f"[{host}]"  # the Host header brackets IPv6
+        elif ":" in host and not host.startswith("["):
+            raise ConfigurationError(
+                f"create_app: allowed host {host!r}: a name or address without the port"
+            )
+        if "*" in host[1:] or (host.startswith("*") and host != "*" and not host.startswith("*.")):
+            raise ConfigurationError(
+                f"create_app: allowed host {host!r}: a wildcard is * or *.domain"
+            )
+        hosts.append(host)
+    if not hosts:
+        raise ConfigurationError("create_app: allowed_hosts is empty: nobody could reach it")
+    return hosts
+
+
 def create_app(
     app: App,
     *,
@@ -112,6 +161,7 @@ def create_app(
     secret: str | bytes | None = None,
     refresh_s: float = 5.0,
     sample_every_s: float = 60.0,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> Starlette:
     """The dashboard of ``app`` as an ASGI app: serve it (``skiplock dashboard``) or mount it
     (``Mount("/skiplock", create_app(app, auth=...))``).
@@ -121,6 +171,10 @@ def create_app(
     ``secret``: the CSRF key (random per process if None; give one to share across
     processes). ``refresh_s``: how often live pages refresh (0: never).
     ``sample_every_s``: how often the Overview's sparklines are sampled.
+    ``allowed_hosts``: the host names (``Host`` header, without the port) it answers to; any
+    other gets 400, which is what stops a DNS-rebinding page from reaching it through a
+    browser on the same machine. None: any (the app it is mounted in decides);
+    ``skiplock dashboard`` gives loopback names unless told more.
     """
     if not isinstance(app, App):
         raise ConfigurationError(f"create_app: app must be a skiplock.App, not {app!r}")
@@ -133,6 +187,7 @@ def create_app(
             raise ConfigurationError(f"create_app: {name} {value!r}: must be 0 to 86400 seconds")
     if sample_every_s < 1:
         raise ConfigurationError(f"create_app: sample_every_s {sample_every_s!r}: at least 1")
+    hosts = _hosts(allowed_hosts)
     csrf = Csrf(secret)
     sampler = Sampler(app, sample_every_s)
 
@@ -143,6 +198,9 @@ def create_app(
         finally:
             await sampler.stop()
 
-    web = Starlette(routes=routes(), middleware=[Middleware(_Guard)], lifespan=lifespan)
+    middleware = [Middleware(_Guard)]
+    if hosts is not None:
+        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
+    web = Starlette(routes=routes(), middleware=middleware, lifespan=lifespan)
     web.state.dashboard = Dashboard(app, auth or no_auth, csrf, Renderer(csrf, refresh_s), sampler)
     return web

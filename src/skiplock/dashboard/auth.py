@@ -166,6 +166,10 @@ def _basic_credentials(header: str) -> tuple[str, str]:
 # -- a trusted reverse proxy ---------------------------------------------------------------
 
 
+PROXY_SECRET_HEADER = "X-Skiplock-Proxy-Secret"
+"""The header in which the proxy proves it is the proxy (``proxy_auth(secret=...)``)."""
+
+
 def proxy_auth(
     user_header: str = "X-Forwarded-User",
     *,
@@ -173,20 +177,35 @@ def proxy_auth(
     roles: Mapping[str, str | Role] | None = None,
     default_role: str | Role = Role.VIEWER,
     trusted: Iterable[str] = ("127.0.0.1", "::1"),
+    secret: str | None = None,
+    secret_header: str = PROXY_SECRET_HEADER,
 ) -> Auth:
     """A reverse proxy that authenticates people names them in ``user_header``; it is
-    believed only from the ``trusted`` client addresses (a request from anywhere else, or
-    without the header, is refused). The role comes from ``role_header`` if given, else from
-    ``roles`` by user name, else ``default_role``."""
+    believed only from the ``trusted`` client addresses and, when ``secret`` is given, only
+    when it also sends ``secret`` in ``secret_header`` (compared in constant time). A request
+    failing either, or without the user header, is refused. The role comes from
+    ``role_header`` if given, else from ``roles`` by user name, else ``default_role``.
+
+    The proxy must *overwrite* the user, role and secret headers on every request (never pass
+    a client's own through): whatever reaches the dashboard in them is believed. The client
+    address is the TCP peer unless the server rewrites it from ``X-Forwarded-For`` (uvicorn's
+    proxy headers, off in ``skiplock dashboard`` unless asked): a secret holds even then."""
     role_of = {name: Role.parse(r, f"roles[{name!r}]") for name, r in (roles or {}).items()}
     fallback = Role.parse(default_role, "default_role")
     allowed = frozenset(trusted)
+    if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
+        raise ConfigurationError("proxy secret: must be a string of at least 16 characters")
+    expected = secret.encode() if secret is not None else None
 
     def auth(request: Any) -> User | None:
         client = request.client.host if request.client else ""
         name = request.headers.get(user_header, "").strip()
         if client not in allowed or not name:
             return None
+        if expected is not None:
+            given = request.headers.get(secret_header, "").encode("latin-1", "replace")
+            if not hmac.compare_digest(given, expected):
+                return None
         role = role_of.get(name, fallback)
         if role_header and request.headers.get(role_header):
             role = Role.parse(request.headers[role_header].strip(), role_header)
