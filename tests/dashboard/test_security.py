@@ -4,18 +4,28 @@ browser or httpx would never send)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
+import hashlib
 import socket
+import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+import uvicorn
 from click.testing import CliRunner
 
+import skiplock
 from skiplock._cli import main
+from skiplock.dashboard import basic_auth, create_app, hash_password
 
-from ..helpers import free_port
+from ..helpers import await_until, free_port
 from .conftest import APP, Stack, wait_until
 
 
@@ -157,3 +167,137 @@ def test_the_proxy_options_are_checked() -> None:
         result = runner.invoke(main, ["dashboard", "tests.apps.dash_app:app", *options])
         assert result.exit_code == 2, (options, result.output)
         assert message in result.output.strip().splitlines()[-1], result.output
+
+
+# -- sign-in: off the loop, the same work for unknown names, rate-limited ------------------
+
+
+@pytest.fixture
+async def app(tmp_path: Path) -> AsyncIterator[skiplock.App]:
+    the_app = skiplock.App(f"sqlite:///{tmp_path / 'jobs.db'}")
+    await the_app.migrate()
+    yield the_app
+    await the_app.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(web: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """uvicorn serving ``web`` on a real socket in this test's loop, and a client of it."""
+    port = free_port()
+    config = uvicorn.Config(web, host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    await await_until(lambda: server.started, "uvicorn to listen")
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            yield client
+    finally:
+        server.should_exit = True
+        await task
+
+
+def credentials(name: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{name}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+class HashSpy:
+    """Counts scrypt calls and the thread each ran on (the real scrypt still runs)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.threads: list[threading.Thread] = []
+        real = hashlib.scrypt
+
+        def spy(*args: Any, **kwargs: Any) -> bytes:
+            self.threads.append(threading.current_thread())
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(hashlib, "scrypt", spy)
+
+    def take(self) -> int:
+        count = len(self.threads)
+        self.threads.clear()
+        return count
+
+
+async def test_bad_sign_ins_hash_in_threads_not_on_the_event_loop(
+    app: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    auth = basic_auth({"vera": ("viewer", hash_password("arev"))})
+    spy = HashSpy(monkeypatch)
+    loop = asyncio.get_running_loop()
+    gaps: list[float] = []
+    flooding = asyncio.Event()
+
+    async def probe() -> None:  # how long the loop goes without running this task
+        last = loop.time()
+        while not flooding.is_set():
+            await asyncio.sleep(0.002)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    async with serving(create_app(app, auth=auth)) as client:
+        ticker = asyncio.create_task(probe())
+        bad = [client.get("/", headers=credentials("vera", f"guess{i}")) for i in range(8)]
+        static = client.get("/static/dashboard.css")
+        *answers, css = await asyncio.gather(*bad, static)
+        flooding.set()
+        await ticker
+    assert [a.status_code for a in answers] == [401] * 8 and css.status_code == 200
+    assert len(spy.threads) == 8
+    assert threading.current_thread() not in spy.threads  # every hash ran off the loop's thread
+    print(f"\n8 concurrent bad sign-ins: the loop's longest pause {max(gaps) * 1000:.1f} ms")
+
+
+async def test_unknown_names_cost_a_hash_and_only_successes_are_remembered(
+    app: skiplock.App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    auth = basic_auth({"vera": ("viewer", hash_password("arev"))})
+    spy = HashSpy(monkeypatch)
+    async with serving(create_app(app, auth=auth)) as client:
+        assert (await client.get("/", headers=credentials("vera", "wrong"))).status_code == 401
+        assert spy.take() == 1
+        assert (await client.get("/", headers=credentials("nobody", "wrong"))).status_code == 401
+        assert spy.take() == 1  # as much work as a known name: no faster "no such user"
+        assert (await client.get("/", headers=credentials("vera", "wrong"))).status_code == 401
+        assert spy.take() == 1  # a failure is not remembered: each guess costs a hash
+        for _ in range(2):
+            assert (await client.get("/", headers=credentials("vera", "arev"))).status_code == 200
+        assert spy.take() == 1  # a success is: once per person, not per page
+        assert (await client.get("/")).status_code == 401
+        assert spy.take() == 0  # no credentials at all: the challenge, no hash
+    failed = [r.getMessage() for r in caplog.records if "failed sign-in" in r.getMessage()]
+    assert failed == [
+        "failed sign-in: 'vera' from client 127.0.0.1",
+        "failed sign-in: 'nobody' from client 127.0.0.1",
+        "failed sign-in: 'vera' from client 127.0.0.1",
+    ]
+
+
+async def test_failed_sign_ins_are_rate_limited_per_user_and_per_client(
+    app: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    users = {n: ("viewer", hash_password(n[::-1])) for n in ("vera", "otto", "ada")}
+    auth = basic_auth(users, failures_per_user=3, failures_per_client=5)
+    spy = HashSpy(monkeypatch)
+    async with serving(create_app(app, auth=auth)) as client:
+        assert (await client.get("/", headers=credentials("ada", "ada"))).status_code == 200
+        for i in range(3):
+            assert (await client.get("/", headers=credentials("vera", f"x{i}"))).status_code == 401
+        spy.take()
+        for password in ("x3", "arev"):  # the right password too, until the window passes
+            limited = await client.get("/", headers=credentials("vera", password))
+            assert limited.status_code == 429
+            assert 1 <= int(limited.headers["Retry-After"]) <= 60
+            assert "too many failed sign-ins" in limited.text
+        assert spy.take() == 0  # refused before any hash
+        for i in range(2):  # otto's own count is fine; the client's reaches 5
+            assert (await client.get("/", headers=credentials("otto", f"y{i}"))).status_code == 401
+        assert (await client.get("/", headers=credentials("otto", "otto"))).status_code == 429
+        # someone already signed in from there is not locked out by the guesses
+        assert (await client.get("/", headers=credentials("ada", "ada"))).status_code == 200
+    with pytest.raises(skiplock.ConfigurationError, match="failures_per_user 0"):
+        basic_auth(users, failures_per_user=0)
+    with pytest.raises(skiplock.ConfigurationError, match="window_s nan"):
+        basic_auth(users, window_s=float("nan"))

@@ -26,7 +26,7 @@ from starlette.types import Scope
 from .._app import App
 from ..errors import ConfigurationError
 from . import actions, pages
-from .auth import Auth, no_auth, resolve
+from .auth import Auth, SignInThrottled, no_auth, resolve
 from .render import Renderer
 from .sampler import Sampler
 from .security import SECURITY_HEADERS, Csrf
@@ -75,6 +75,12 @@ class _Guard(BaseHTTPMiddleware):
             user = await resolve(dash.auth, request)
         except ConfigurationError as exc:  # e.g. a proxy header naming no role
             return PlainTextResponse(f"Refused: {exc}", status_code=403)
+        except SignInThrottled as exc:
+            return PlainTextResponse(
+                f"Refused: {exc}.",
+                status_code=429,
+                headers={"Retry-After": str(exc.retry_after_s)},
+            )
         if user is None:
             challenge = getattr(dash.auth, "challenge", None)
             headers = {"WWW-Authenticate": challenge} if challenge else {}

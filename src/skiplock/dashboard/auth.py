@@ -12,17 +12,25 @@ discards; ``admin`` also sets queue limits and prunes past retention.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import enum
 import hashlib
 import hmac
 import inspect
+import logging
+import math
 import secrets
+import threading
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError
+
+log = logging.getLogger("skiplock.dashboard")
 
 
 class Role(enum.IntEnum):
@@ -122,9 +130,87 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(candidate, digest)
 
 
-def basic_auth(users: Mapping[str, tuple[str | Role, str]]) -> Auth:
+SIGN_IN_WINDOW_S = 60.0
+FAILURES_PER_CLIENT = 20
+FAILURES_PER_USER = 10
+"""Failed sign-ins allowed in ``SIGN_IN_WINDOW_S`` from one client address, and for one user
+name from anywhere; past either the answer is 429 with ``Retry-After`` and no hash is tried."""
+
+
+class SignInThrottled(Exception):
+    """Too many failed sign-ins: the dashboard answers 429 with ``Retry-After``."""
+
+    def __init__(self, retry_after_s: float, why: str) -> None:
+        super().__init__(why)
+        self.retry_after_s = max(1, math.ceil(retry_after_s))
+
+
+class _Failures:
+    """Failed (and in-flight) sign-ins per key in a sliding window, for a bounded number of
+    keys: a flood of made-up user names drops the oldest keys, never grows without end."""
+
+    MAX_KEYS = 10_000
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._times: dict[str, deque[float]] = {}
+
+    def wait(self, key: str, limit: int, now: float) -> float:
+        """Seconds until ``key`` may try again (0: now)."""
+        times = self._times.get(key)
+        if times is None:
+            return 0.0
+        while times and times[0] <= now - self.window_s:
+            times.popleft()
+        if not times:
+            del self._times[key]
+            return 0.0
+        return times[0] + self.window_s - now if len(times) >= limit else 0.0
+
+    def add(self, key: str, now: float) -> None:
+        if key not in self._times and len(self._times) >= self.MAX_KEYS:
+            del self._times[next(iter(self._times))]
+        self._times.setdefault(key, deque()).append(now)
+
+    def forget(self, key: str, at: float) -> None:
+        times = self._times.get(key)
+        if times is not None and at in times:
+            times.remove(at)
+
+
+def _positive(value: object, option: str, whole: bool) -> None:
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value <= 1e6:
+        kind = "a whole number" if whole else "a number"
+        raise ConfigurationError(f"basic_auth: {option} {value!r}: must be {kind} above 0")
+
+
+_HASHING = threading.BoundedSemaphore(2)
+"""scrypt checks at once (16 MiB and a core each): a flood of guesses queues here, in
+threads, and leaves the event loop and the other core to everyone else."""
+
+
+def _verify_in_turn(password: str, stored: str) -> bool:
+    with _HASHING:
+        return verify_password(password, stored)
+
+
+def basic_auth(
+    users: Mapping[str, tuple[str | Role, str]],
+    *,
+    failures_per_client: int = FAILURES_PER_CLIENT,
+    failures_per_user: int = FAILURES_PER_USER,
+    window_s: float = SIGN_IN_WINDOW_S,
+) -> Auth:
     """HTTP basic: ``{"alice": ("operator", hash_password("..."))}``. A request without
-    matching credentials is refused with 401 (the browser then asks for them)."""
+    matching credentials is refused with 401 (the browser then asks for them).
+
+    scrypt runs in a thread, never on the event loop; an unknown name is checked against a
+    dummy hash (it answers as slowly as a known one); past ``failures_per_client`` failed
+    sign-ins from one address or ``failures_per_user`` for one name in ``window_s`` seconds
+    the answer is 429. Only successes are remembered (browsers resend the credentials with
+    every request: scrypt once per person, not per page), keyed by an HMAC under a key of
+    this process; failures are logged on ``skiplock.dashboard``."""
     table: dict[str, tuple[Role, str]] = {}
     for name, entry in users.items():
         if not isinstance(name, str) or not name or ":" in name:
@@ -134,19 +220,45 @@ def basic_auth(users: Mapping[str, tuple[str | Role, str]]) -> Auth:
         role, stored = entry
         _parse_hash(stored, f"user {name!r}'s password hash")
         table[name] = (Role.parse(role, f"user {name!r}'s role"), stored)
-    checked: dict[tuple[str, str], bool] = {}
+    _positive(failures_per_client, "failures_per_client", True)
+    _positive(failures_per_user, "failures_per_user", True)
+    _positive(window_s, "window_s", False)
+    dummy = hash_password(secrets.token_urlsafe(16))  # what an unknown name is checked against
+    cache_key = secrets.token_bytes(32)
+    signed_in: dict[bytes, User] = {}
+    failures = _Failures(float(window_s))
 
-    def auth(request: Any) -> User | None:
+    async def auth(request: Any) -> User | None:
         name, password = _basic_credentials(request.headers.get("authorization", ""))
-        if name not in table:
+        if not name:
+            return None  # no credentials yet: the challenge, not a failed sign-in
+        key = hmac.new(cache_key, f"{name}\x00{password}".encode(), hashlib.sha256).digest()
+        if (known := signed_in.get(key)) is not None:
+            return known
+        client = f"client {request.client.host if request.client else '?'}"
+        user_key = f"user {name}"
+        now = time.monotonic()
+        wait = max(
+            failures.wait(client, failures_per_client, now),
+            failures.wait(user_key, failures_per_user, now),
+        )
+        if wait:
+            log.warning("sign-in refused (too many failures): %r from %s", name, client)
+            raise SignInThrottled(wait, f"too many failed sign-ins; try again in {wait:.0f} s")
+        # counted before the hash, so concurrent guesses cannot all slip under the limit
+        failures.add(client, now)
+        failures.add(user_key, now)
+        role, stored = table.get(name, (Role.VIEWER, dummy))
+        matched = await asyncio.to_thread(_verify_in_turn, password, stored)
+        if not matched or name not in table:
+            log.warning("failed sign-in: %r from %s", name, client)
             return None
-        role, stored = table[name]
-        key = (name, hashlib.sha256(password.encode()).hexdigest())
-        if key not in checked:  # scrypt once per credential, not once per request
-            if len(checked) > 1000:
-                checked.clear()
-            checked[key] = verify_password(password, stored)
-        return User(name, role) if checked[key] else None
+        failures.forget(client, now)
+        failures.forget(user_key, now)
+        if len(signed_in) >= 1000:
+            signed_in.clear()
+        signed_in[key] = User(name, role)
+        return signed_in[key]
 
     auth.challenge = 'Basic realm="skiplock", charset="UTF-8"'  # type: ignore[attr-defined]
     return auth
