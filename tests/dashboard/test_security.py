@@ -301,3 +301,42 @@ async def test_failed_sign_ins_are_rate_limited_per_user_and_per_client(
         basic_auth(users, failures_per_user=0)
     with pytest.raises(skiplock.ConfigurationError, match="window_s nan"):
         basic_auth(users, window_s=float("nan"))
+
+
+# -- what a viewer sees ---------------------------------------------------------------------
+
+LEAKED = "sk_live_do_not_show_4242"
+
+
+async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
+    app: skiplock.App,
+) -> None:
+    @app.task(name="charge", queue="payments", max_attempts=1)
+    async def charge(card: str) -> None:
+        job = skiplock.current_job()
+        await job.set_progress(0.5, f"charging {card}")
+        raise ValueError(f"card {card} declined")
+
+    handle = await charge.aenqueue(LEAKED)
+    await app.drain()
+    users = {"vera": ("viewer", hash_password("arev")), "otto": ("operator", hash_password("otto"))}
+    viewer, operator = credentials("vera", "arev"), credentials("otto", "otto")
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
+        for path in ("/", "/jobs", "/jobs?state=dead", f"/jobs/{handle.id}", "/dead", "/workers"):
+            page = await client.get(path, headers=viewer)
+            assert page.status_code == 200, path
+            assert LEAKED not in page.text, path
+        seen = (await client.get(f"/jobs/{handle.id}", headers=viewer)).text
+        assert "hidden" in seen and "ValueError" not in seen
+        # nor can a viewer find it out by filtering on the error text
+        probe = await client.get("/jobs?state=dead&error=sk_live", headers=viewer)
+        assert probe.status_code == 403 and LEAKED not in probe.text
+        preview = await client.get("/dead/confirm?action=requeue&error=sk_live", headers=viewer)
+        assert preview.status_code == 403
+        # an operator sees all of it
+        page = (await client.get(f"/jobs/{handle.id}", headers=operator)).text
+        assert f"card {LEAKED} declined" in page and "Traceback" in page
+        assert f"charging {LEAKED}" in page
+        assert LEAKED in (await client.get("/dead", headers=operator)).text
+        found = await client.get("/jobs?state=dead&error=sk_live", headers=operator)
+        assert found.status_code == 200 and f"card {LEAKED} declined" in found.text
