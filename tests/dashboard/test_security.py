@@ -8,9 +8,12 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import html
+import re
 import socket
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -340,3 +343,65 @@ async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
         assert LEAKED in (await client.get("/dead", headers=operator)).text
         found = await client.get("/jobs?state=dead&error=sk_live", headers=operator)
         assert found.status_code == 200 and f"card {LEAKED} declined" in found.text
+
+
+# -- any name a user may enqueue, any verb a client may post -------------------------------
+
+ODD_QUEUES = ("a/b", "with space", "ünï cødé", "100%", "what?", "#1", "x/pause", "a&b=c")
+
+
+def pause_actions(page: str) -> dict[str, str]:
+    """The Overview's Pause forms: queue name (decoded from the URL) -> the form's action."""
+    actions = (html.unescape(a) for a in re.findall(r'action="([^"]+/pause)"', page))
+    return {urllib.parse.unquote(a.split("/queues/", 1)[1][: -len("/pause")]): a for a in actions}
+
+
+async def test_any_queue_name_renders_and_is_acted_on_exactly(app: skiplock.App) -> None:
+    @app.task(name="t", queue="plain")
+    async def t() -> None:
+        pass
+
+    for queue in ODD_QUEUES:
+        await t.using(queue=queue).aenqueue()
+    users = {"ada": ("admin", hash_password("ada"))}
+    admin = credentials("ada", "ada")
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
+        page = await client.get("/", headers=admin)
+        assert page.status_code == 200, page.text[-2000:]
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
+        for path in ("/jobs", "/workers", "/dead"):
+            assert (await client.get(path, headers=admin)).status_code == 200
+        actions = pause_actions(page.text)
+        assert set(actions) == {*ODD_QUEUES, "plain"}
+        for queue in ODD_QUEUES:
+            row = re.escape(f'<tr data-queue="{html.escape(queue)}">')
+            listed = re.search(rf'{row}\s*<th scope="row"><a href="([^"]+)"', page.text)
+            assert listed, queue
+            jobs = await client.get(html.unescape(listed.group(1)), headers=admin)
+            assert jobs.status_code == 200, queue
+            assert len(re.findall(r'<tr>\s*<td class="num"><a', jobs.text)) == 1, queue
+            done = await client.post(actions[queue], headers=admin, data={"csrf": csrf})
+            assert done.status_code == 303, (queue, done.text)
+            paused = {q.name for q in await app.queues() if q.paused}
+            assert queue in paused and paused <= set(ODD_QUEUES), (queue, paused)
+        assert {q.name for q in await app.queues() if q.paused} == set(ODD_QUEUES)
+
+
+async def test_an_unknown_dead_letter_verb_is_refused(app: skiplock.App) -> None:
+    @app.task(name="doomed", queue="q", max_attempts=1)
+    async def doomed() -> None:
+        raise ValueError("no")
+
+    await doomed.aenqueue()
+    await app.drain()
+    users = {"otto": ("operator", hash_password("otto"))}
+    operator = credentials("otto", "otto")
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
+        page = await client.get("/dead/confirm?action=discard", headers=operator)
+        token = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
+        for verb in ("delete", "Requeue", "requeue2", "discard/x"):
+            refused = await client.post(
+                f"/dead/{verb}", headers=operator, data={"csrf": token, "confirm": "yes"}
+            )
+            assert refused.status_code in (404, 405), (verb, refused.status_code)
+    assert await app.count_jobs(skiplock.JobState.DEAD) == 1  # nothing discarded

@@ -93,11 +93,13 @@ def _text(form: FormData, name: str) -> str | None:
 async def dead_bulk(request: Request, user: User, form: FormData) -> Response:
     """Requeue or discard the dead jobs a confirmation page previewed."""
     verb = request.path_params["action"]
+    if verb not in ("requeue", "discard"):  # the route admits only these; never a default
+        raise BadFilter(f"action {verb!r}: must be requeue or discard")
     if form.get("confirm") != "yes":
         raise BadFilter("bulk changes need the confirmation page's Confirm button")
     where = JobFilter(task=_text(form, "task"), error=_text(form, "error"), limit=1)
     app = dashboard(request).app
-    act = app.requeue_dead if verb == "requeue" else app.discard_dead
+    act = {"requeue": app.requeue_dead, "discard": app.discard_dead}[verb]
     ids = await act(where, who=who(user))
     log.info("%s %sd %d dead jobs (%s)", who(user), verb, len(ids), where)
     return back(request, "dead", f"{verb.capitalize()}d {len(ids)} dead jobs.")

@@ -12,8 +12,10 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -97,6 +99,34 @@ def _static(scope: Scope) -> bool:
     return path.startswith(f"{scope.get('root_path', '')}/static/")
 
 
+class _NameConvertor(Convertor[str]):
+    """A queue name in a path: any text (``a/b``, ``100%``, ``what?``, ``#1``...). Written
+    percent-encoded, every ``/`` too; read back from the ASGI path, which the server has
+    already decoded, so a ``/`` in the name routes (the pattern takes the rest of the path)."""
+
+    regex = ".+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return quote(str(value), safe="")
+
+
+class _DeadVerbConvertor(Convertor[str]):
+    regex = "requeue|discard"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("skiplock_name", _NameConvertor())
+register_url_convertor("skiplock_dead_verb", _DeadVerbConvertor())
+
+
 def routes() -> list[Route | Mount]:
     get: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
         ("/", pages.overview, "overview"),
@@ -110,10 +140,11 @@ def routes() -> list[Route | Mount]:
     post: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
         ("/jobs/{job_id}/retry", actions.retry_job, "retry_job"),
         ("/jobs/{job_id}/cancel", actions.cancel_job, "cancel_job"),
-        ("/dead/{action:str}", actions.dead_bulk, "dead_bulk"),
-        ("/queues/{queue}/pause", actions.pause_queue, "pause_queue"),
-        ("/queues/{queue}/resume", actions.resume_queue, "resume_queue"),
-        ("/queues/{queue}/limits", actions.queue_limits, "queue_limits"),
+        # only the two verbs route: any other is a 404, never a discard
+        ("/dead/{action:skiplock_dead_verb}", actions.dead_bulk, "dead_bulk"),
+        ("/queues/{queue:skiplock_name}/pause", actions.pause_queue, "pause_queue"),
+        ("/queues/{queue:skiplock_name}/resume", actions.resume_queue, "resume_queue"),
+        ("/queues/{queue:skiplock_name}/limits", actions.queue_limits, "queue_limits"),
         ("/prune", actions.prune, "prune"),
     ]
     return [
