@@ -11,6 +11,8 @@ import hashlib
 import html
 import re
 import socket
+import ssl
+import subprocess
 import threading
 import urllib.error
 import urllib.parse
@@ -26,6 +28,7 @@ from click.testing import CliRunner
 
 import skiplock
 from skiplock._cli import main
+from skiplock.dashboard import auth as auth_module
 from skiplock.dashboard import basic_auth, create_app, hash_password
 
 from ..helpers import await_until, free_port
@@ -52,8 +55,10 @@ def basic(name: str) -> str:
 class Server:
     """A ``skiplock dashboard`` process with the given options, on a migrated SQLite file."""
 
-    def __init__(self, stack: Stack, name: str, *options: str, **env: str) -> None:
-        self.stack, self.name = stack, name
+    def __init__(
+        self, stack: Stack, name: str, *options: str, tls: ssl.SSLContext | None = None, **env: str
+    ) -> None:
+        self.stack, self.name, self.tls = stack, name, tls
         self.port = free_port()
         saved = stack.env
         stack.env = {**saved, **env}
@@ -66,9 +71,10 @@ class Server:
     def _up(self) -> bool:
         if self.proc.poll() is not None:
             raise AssertionError(self.stack.output(self.name))
-        url = f"http://127.0.0.1:{self.port}/static/dashboard.css"
+        scheme = "https" if self.tls else "http"
+        url = f"{scheme}://127.0.0.1:{self.port}/static/dashboard.css"
         try:
-            with urllib.request.urlopen(url, timeout=1):
+            with urllib.request.urlopen(url, timeout=1, context=self.tls):
                 return True
         except (urllib.error.URLError, OSError):
             return False
@@ -405,3 +411,104 @@ async def test_an_unknown_dead_letter_verb_is_refused(app: skiplock.App) -> None
             )
             assert refused.status_code in (404, 405), (verb, refused.status_code)
     assert await app.count_jobs(skiplock.JobState.DEAD) == 1  # nothing discarded
+
+
+# -- TLS, sign-out, session expiry ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1, made by the test."""
+    tmp = tmp_path_factory.mktemp("tls")
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_the_dashboard_serves_https_with_a_certificate(
+    stack: Stack, certificate: tuple[Path, Path]
+) -> None:
+    cert, key = certificate
+    users = stack.users_file()
+    context = ssl.create_default_context(cafile=str(cert))
+    options = ("--users", str(users), "--certfile", str(cert), "--keyfile", str(key))
+    server = Server(stack, "tls", *options, tls=context)
+    with httpx.Client(verify=context, base_url=f"https://127.0.0.1:{server.port}") as client:
+        page = client.get("/", headers=credentials("vera", "arev"))
+        assert page.status_code == 200 and ">viewer<" in page.text
+    with pytest.raises(httpx.RemoteProtocolError):  # plain HTTP on the TLS port
+        httpx.get(f"http://127.0.0.1:{server.port}/", timeout=10)
+    assert f"skiplock dashboard on https://127.0.0.1:{server.port}" in server.log()
+
+
+def test_tls_options_and_the_plaintext_warning(
+    tmp_path: Path, certificate: tuple[Path, Path]
+) -> None:
+    cert, key = certificate
+    users = tmp_path / "users.toml"
+    users.write_text(f'[users.vera]\nrole = "viewer"\npassword = "{hash_password("arev")}"\n')
+    # a database not migrated: the command stops right after its checks, before listening
+    runner = CliRunner(env={"SKIPLOCK_DATABASE_URL": f"sqlite:///{tmp_path / 'new.db'}"})
+    base = ["dashboard", "tests.apps.dash_app:app", "--users", str(users)]
+    half = runner.invoke(main, [*base, "--certfile", str(cert)])
+    assert half.exit_code == 2
+    assert "Error: --certfile and --keyfile: give both" in half.output
+    swapped = runner.invoke(main, [*base, "--certfile", str(key), "--keyfile", str(cert)])
+    assert (
+        swapped.exit_code == 2 and f"Error: --certfile {key} / --keyfile {cert}:" in swapped.output
+    )
+    wide = runner.invoke(main, [*base, "--host", "0.0.0.0"])
+    assert "--users on 0.0.0.0 without TLS: passwords cross the network" in wide.output
+    with_tls = runner.invoke(
+        main, [*base, "--host", "0.0.0.0", "--certfile", str(cert), "--keyfile", str(key)]
+    )
+    assert "without TLS" not in with_tls.output
+    local = runner.invoke(main, base)
+    assert "without TLS" not in local.output
+
+
+async def test_sign_out_forgets_the_sign_in_and_sessions_expire(
+    app: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(auth_module, "_now", lambda: clock[0])
+    users = {"vera": ("viewer", hash_password("arev"))}
+    auth = basic_auth(users, session_s=3600)
+    spy = HashSpy(monkeypatch)
+    vera = credentials("vera", "arev")
+    async with serving(create_app(app, auth=auth)) as client:
+        page = await client.get("/", headers=vera)
+        assert page.status_code == 200
+        assert re.search(r'<a href="[^"]+/signout">Sign out</a>', page.text)
+        assert spy.take() == 1
+        out = await client.get("/signout", headers=vera)
+        assert out.status_code == 401 and out.headers["WWW-Authenticate"].startswith("Basic")
+        assert "Signed out" in out.text
+        assert "skiplock_signed_out=1" in out.headers["set-cookie"]
+        # the browser drops its credentials on that 401; typed again, they sign in anew
+        assert (await client.get("/", headers=vera)).status_code == 200
+        assert spy.take() == 1  # the sign-in was forgotten: checked again
+        # typed into the prompt the sign-out page raised: back to the Overview, not a loop
+        again = await client.get("/signout", headers=vera)
+        assert again.status_code == 303 and again.headers["location"].endswith("/")
+        assert (await client.get("/", headers=vera)).status_code == 200
+        spy.take()
+        clock[0] += 3599
+        assert (await client.get("/", headers=vera)).status_code == 200
+        assert spy.take() == 0  # within the session: remembered
+        clock[0] += 2
+        expired = await client.get("/", headers=vera)
+        assert expired.status_code == 401 and "WWW-Authenticate" in expired.headers
+        assert spy.take() == 0
+        assert (await client.get("/", headers=vera)).status_code == 200  # asked, answered
+        assert spy.take() == 1
+    with pytest.raises(skiplock.ConfigurationError, match="session_s 0"):
+        basic_auth(users, session_s=0)

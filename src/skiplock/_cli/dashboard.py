@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import ssl
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ def _auth(
     role_header: str | None,
     trusted: str,
     proxy_secret: str | None,
+    session_s: float,
 ) -> Any:
     if users and proxy_header:
         raise CliError("--users and --proxy-header: choose one way to sign in", CANNOT_RUN)
@@ -72,7 +74,7 @@ def _auth(
         raise CliError("--proxy-secret: only with --proxy-header", CANNOT_RUN)
     try:
         if users:
-            return dashboard.basic_auth(_users(users))
+            return dashboard.basic_auth(_users(users), session_s=session_s)
         if proxy_header:
             if not proxy_secret:
                 # without it any process on the proxy's host could name itself admin
@@ -104,6 +106,14 @@ def _allowed_hosts(host: str, extra: tuple[str, ...]) -> list[str] | None:
     if host not in ("0.0.0.0", "::", ""):
         hosts.append(host)
     return hosts
+
+
+def _check_tls(certfile: Path, keyfile: Path) -> None:
+    """Load the pair now: a wrong file is one line here, not a traceback from the server."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (ssl.SSLError, OSError) as exc:
+        raise CliError(f"--certfile {certfile} / --keyfile {keyfile}: {exc}", CANNOT_RUN) from exc
 
 
 def _loopback(host: str) -> bool:
@@ -155,6 +165,23 @@ def _loopback(host: str) -> bool:
     "(comma-separated; default 127.0.0.1).",
 )
 @click.option(
+    "--certfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Serve HTTPS with this certificate (PEM; with --keyfile).",
+)
+@click.option(
+    "--keyfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The certificate's private key (PEM).",
+)
+@click.option(
+    "--session",
+    type=Seconds(60, 30 * 86400),
+    default=8 * 3600.0,
+    show_default=True,
+    help="With --users: seconds a sign-in lasts before the browser asks again.",
+)
+@click.option(
     "--refresh",
     type=Seconds(0, 3600),
     default=5.0,
@@ -181,6 +208,9 @@ def dashboard_command(
     allowed_hosts: tuple[str, ...],
     proxy_headers: bool,
     forwarded_allow_ips: str | None,
+    certfile: Path | None,
+    keyfile: Path | None,
+    session: float,
     refresh: float,
     sample_every: float,
     log_level: str,
@@ -193,7 +223,19 @@ def dashboard_command(
     import uvicorn
 
     app = load_app(app_spec)
-    auth = _auth(dashboard, users, proxy_header, proxy_role_header, proxy_trusted, proxy_secret)
+    if bool(certfile) != bool(keyfile):
+        raise CliError("--certfile and --keyfile: give both (HTTPS) or neither", CANNOT_RUN)
+    if certfile and keyfile:
+        _check_tls(certfile, keyfile)
+    auth = _auth(
+        dashboard, users, proxy_header, proxy_role_header, proxy_trusted, proxy_secret, session
+    )
+    if users and not certfile and not _loopback(host):
+        log.warning(
+            "--users on %s without TLS: passwords cross the network readable by anyone on "
+            "the path; give --certfile/--keyfile or put a TLS proxy in front",
+            host,
+        )
     if forwarded_allow_ips and not proxy_headers:
         raise CliError("--forwarded-allow-ips: only with --proxy-headers", CANNOT_RUN)
     if auth is None and not _loopback(host):
@@ -226,8 +268,11 @@ def dashboard_command(
             # X-Forwarded-For, and proxy_auth's trusted addresses with it
             proxy_headers=proxy_headers,
             forwarded_allow_ips=forwarded_allow_ips,
+            ssl_certfile=str(certfile) if certfile else None,
+            ssl_keyfile=str(keyfile) if keyfile else None,
         )
-        log.info("skiplock dashboard on http://%s:%d", host, port)
+        scheme = "https" if certfile else "http"
+        log.info("skiplock dashboard on %s://%s:%d", scheme, host, port)
         await uvicorn.Server(config).serve()
 
     run_async(app, serve, exit_code=CANNOT_RUN)

@@ -20,7 +20,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
@@ -66,7 +66,10 @@ class _Guard(BaseHTTPMiddleware):
             response.headers.update(SECURITY_HEADERS)
             response.headers["Cache-Control"] = "public, max-age=3600"  # no data in them
             return response
-        response = await self._authenticated(dash, request, call_next)
+        if _routed(request.scope, "/signout"):
+            response = await sign_out(request)  # decides for itself: see there
+        else:
+            response = await self._authenticated(dash, request, call_next)
         response.headers.update(SECURITY_HEADERS)
         return response
 
@@ -97,6 +100,49 @@ def _static(scope: Scope) -> bool:
     """Whether the router sends this request to the static files (no data, no sign-in)."""
     path: str = scope["path"]
     return path.startswith(f"{scope.get('root_path', '')}/static/")
+
+
+def _routed(scope: Scope, route: str) -> bool:
+    return bool(scope["path"] == f"{scope.get('root_path', '')}{route}")
+
+
+SIGNED_OUT_COOKIE = "skiplock_signed_out"
+
+
+async def sign_out(request: Request) -> Response:
+    """``GET /signout``: forget the sign-in and answer 401, which makes a browser drop the
+    basic credentials it kept. A cookie marks the browser as just signed out, so credentials
+    typed into the prompt that follows sign in again (to the Overview) instead of being
+    refused in a loop. An auth without sessions (a proxy's) has its own sign-out."""
+    dash: Dashboard = request.app.state.dashboard
+    forget = getattr(dash.auth, "sign_out", None)
+    if forget is None:
+        return PlainTextResponse(
+            "This dashboard's sign-in has no session of its own: sign out where you signed in "
+            "(your proxy or single sign-on).",
+            status_code=404,
+        )
+    root = request.scope.get("root_path", "") or "/"
+    if request.cookies.get(SIGNED_OUT_COOKIE):
+        try:
+            user = await resolve(dash.auth, request)
+        except (ConfigurationError, SignInThrottled):
+            user = None
+        if user is not None:
+            again = RedirectResponse(str(request.url_for("overview")), status_code=303)
+            again.delete_cookie(SIGNED_OUT_COOKIE, path=root)
+            return again
+    forget(request)
+    challenge = getattr(dash.auth, "challenge", None)
+    response = PlainTextResponse(
+        "Signed out. To sign in again, open the dashboard and give your name and password.",
+        status_code=401,
+        headers={"WWW-Authenticate": challenge} if challenge else {},
+    )
+    response.set_cookie(
+        SIGNED_OUT_COOKIE, "1", max_age=600, path=root, httponly=True, samesite="strict"
+    )
+    return response
 
 
 class _NameConvertor(Convertor[str]):
@@ -136,6 +182,7 @@ def routes() -> list[Route | Mount]:
         ("/dead/confirm", pages.dead_confirm, "dead_confirm"),
         ("/schedules", pages.schedules, "schedules"),
         ("/workers", pages.workers, "workers"),
+        ("/signout", sign_out, "signout"),  # the guard answers it: routed for url_for
     ]
     post: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
         ("/jobs/{job_id}/retry", actions.retry_job, "retry_job"),

@@ -130,6 +130,10 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(candidate, digest)
 
 
+SESSION_S = 8 * 3600.0
+"""How long a basic sign-in lasts: after it, the next request is answered 401 and the browser
+asks for the password again (``basic_auth(session_s=...)``)."""
+
 SIGN_IN_WINDOW_S = 60.0
 FAILURES_PER_CLIENT = 20
 FAILURES_PER_USER = 10
@@ -195,22 +199,11 @@ def _verify_in_turn(password: str, stored: str) -> bool:
         return verify_password(password, stored)
 
 
-def basic_auth(
-    users: Mapping[str, tuple[str | Role, str]],
-    *,
-    failures_per_client: int = FAILURES_PER_CLIENT,
-    failures_per_user: int = FAILURES_PER_USER,
-    window_s: float = SIGN_IN_WINDOW_S,
-) -> Auth:
-    """HTTP basic: ``{"alice": ("operator", hash_password("..."))}``. A request without
-    matching credentials is refused with 401 (the browser then asks for them).
+def _now() -> float:
+    return time.monotonic()
 
-    scrypt runs in a thread, never on the event loop; an unknown name is checked against a
-    dummy hash (it answers as slowly as a known one); past ``failures_per_client`` failed
-    sign-ins from one address or ``failures_per_user`` for one name in ``window_s`` seconds
-    the answer is 429. Only successes are remembered (browsers resend the credentials with
-    every request: scrypt once per person, not per page), keyed by an HMAC under a key of
-    this process; failures are logged on ``skiplock.dashboard``."""
+
+def _user_table(users: Mapping[str, tuple[str | Role, str]]) -> dict[str, tuple[Role, str]]:
     table: dict[str, tuple[Role, str]] = {}
     for name, entry in users.items():
         if not isinstance(name, str) or not name or ":" in name:
@@ -220,24 +213,56 @@ def basic_auth(
         role, stored = entry
         _parse_hash(stored, f"user {name!r}'s password hash")
         table[name] = (Role.parse(role, f"user {name!r}'s role"), stored)
+    return table
+
+
+def basic_auth(
+    users: Mapping[str, tuple[str | Role, str]],
+    *,
+    failures_per_client: int = FAILURES_PER_CLIENT,
+    failures_per_user: int = FAILURES_PER_USER,
+    window_s: float = SIGN_IN_WINDOW_S,
+    session_s: float = SESSION_S,
+) -> Auth:
+    """HTTP basic: ``{"alice": ("operator", hash_password("..."))}``. A request without
+    matching credentials is refused with 401 (the browser then asks for them).
+
+    scrypt runs in a thread, never on the event loop; an unknown name is checked against a
+    dummy hash (it answers as slowly as a known one); past ``failures_per_client`` failed
+    sign-ins from one address or ``failures_per_user`` for one name in ``window_s`` seconds
+    the answer is 429. Only successes are remembered (browsers resend the credentials with
+    every request: scrypt once per person, not per page), keyed by an HMAC under a key of
+    this process; failures are logged on ``skiplock.dashboard``. A sign-in lasts
+    ``session_s`` seconds, then the browser is asked again; ``auth.sign_out(request)`` (the
+    dashboard's Sign out) forgets the one a request carries."""
+    table = _user_table(users)
     _positive(failures_per_client, "failures_per_client", True)
     _positive(failures_per_user, "failures_per_user", True)
     _positive(window_s, "window_s", False)
+    _positive(session_s, "session_s", False)
     dummy = hash_password(secrets.token_urlsafe(16))  # what an unknown name is checked against
     cache_key = secrets.token_bytes(32)
-    signed_in: dict[bytes, User] = {}
+    signed_in: dict[bytes, tuple[User, float]] = {}  # key -> (who, signed in at)
     failures = _Failures(float(window_s))
 
-    async def auth(request: Any) -> User | None:
+    def session_key(request: Any) -> tuple[str, str, bytes]:
         name, password = _basic_credentials(request.headers.get("authorization", ""))
+        key = hmac.new(cache_key, f"{name}\x00{password}".encode(), hashlib.sha256).digest()
+        return name, password, key
+
+    async def auth(request: Any) -> User | None:
+        name, password, key = session_key(request)
         if not name:
             return None  # no credentials yet: the challenge, not a failed sign-in
-        key = hmac.new(cache_key, f"{name}\x00{password}".encode(), hashlib.sha256).digest()
+        now = _now()
         if (known := signed_in.get(key)) is not None:
-            return known
+            if now - known[1] <= session_s:
+                return known[0]
+            del signed_in[key]  # expired: this request is refused, the browser asks again
+            log.info("sign-in of %r expired after %.0f s", name, session_s)
+            return None
         client = f"client {request.client.host if request.client else '?'}"
         user_key = f"user {name}"
-        now = time.monotonic()
         wait = max(
             failures.wait(client, failures_per_client, now),
             failures.wait(user_key, failures_per_user, now),
@@ -257,9 +282,14 @@ def basic_auth(
         failures.forget(user_key, now)
         if len(signed_in) >= 1000:
             signed_in.clear()
-        signed_in[key] = User(name, role)
-        return signed_in[key]
+        signed_in[key] = (User(name, role), now)
+        return signed_in[key][0]
 
+    def sign_out(request: Any) -> bool:
+        """Forget the sign-in these credentials made (True if there was one)."""
+        return signed_in.pop(session_key(request)[2], None) is not None
+
+    auth.sign_out = sign_out  # type: ignore[attr-defined]
     auth.challenge = 'Basic realm="skiplock", charset="UTF-8"'  # type: ignore[attr-defined]
     return auth
 
