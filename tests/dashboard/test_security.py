@@ -182,7 +182,9 @@ def test_the_proxy_options_are_checked() -> None:
 
 
 @pytest.fixture
-async def app(tmp_path: Path) -> AsyncIterator[skiplock.App]:
+async def app_file(tmp_path: Path) -> AsyncIterator[skiplock.App]:
+    """A SQLite file (what these tests check does not depend on the database; the audit
+    trail's does, and uses the suite's ``app``, on both)."""
     the_app = skiplock.App(f"sqlite:///{tmp_path / 'jobs.db'}")
     await the_app.migrate()
     yield the_app
@@ -230,7 +232,7 @@ class HashSpy:
 
 
 async def test_bad_sign_ins_hash_in_threads_not_on_the_event_loop(
-    app: skiplock.App, monkeypatch: pytest.MonkeyPatch
+    app_file: skiplock.App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     auth = basic_auth({"vera": ("viewer", hash_password("arev"))})
     spy = HashSpy(monkeypatch)
@@ -246,7 +248,7 @@ async def test_bad_sign_ins_hash_in_threads_not_on_the_event_loop(
             gaps.append(now - last)
             last = now
 
-    async with serving(create_app(app, auth=auth)) as client:
+    async with serving(create_app(app_file, auth=auth)) as client:
         ticker = asyncio.create_task(probe())
         bad = [client.get("/", headers=credentials("vera", f"guess{i}")) for i in range(8)]
         static = client.get("/static/dashboard.css")
@@ -260,11 +262,11 @@ async def test_bad_sign_ins_hash_in_threads_not_on_the_event_loop(
 
 
 async def test_unknown_names_cost_a_hash_and_only_successes_are_remembered(
-    app: skiplock.App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    app_file: skiplock.App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     auth = basic_auth({"vera": ("viewer", hash_password("arev"))})
     spy = HashSpy(monkeypatch)
-    async with serving(create_app(app, auth=auth)) as client:
+    async with serving(create_app(app_file, auth=auth)) as client:
         assert (await client.get("/", headers=credentials("vera", "wrong"))).status_code == 401
         assert spy.take() == 1
         assert (await client.get("/", headers=credentials("nobody", "wrong"))).status_code == 401
@@ -285,12 +287,12 @@ async def test_unknown_names_cost_a_hash_and_only_successes_are_remembered(
 
 
 async def test_failed_sign_ins_are_rate_limited_per_user_and_per_client(
-    app: skiplock.App, monkeypatch: pytest.MonkeyPatch
+    app_file: skiplock.App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     users = {n: ("viewer", hash_password(n[::-1])) for n in ("vera", "otto", "ada")}
     auth = basic_auth(users, failures_per_user=3, failures_per_client=5)
     spy = HashSpy(monkeypatch)
-    async with serving(create_app(app, auth=auth)) as client:
+    async with serving(create_app(app_file, auth=auth)) as client:
         assert (await client.get("/", headers=credentials("ada", "ada"))).status_code == 200
         for i in range(3):
             assert (await client.get("/", headers=credentials("vera", f"x{i}"))).status_code == 401
@@ -318,19 +320,19 @@ LEAKED = "sk_live_do_not_show_4242"
 
 
 async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
-    app: skiplock.App,
+    app_file: skiplock.App,
 ) -> None:
-    @app.task(name="charge", queue="payments", max_attempts=1)
+    @app_file.task(name="charge", queue="payments", max_attempts=1)
     async def charge(card: str) -> None:
         job = skiplock.current_job()
         await job.set_progress(0.5, f"charging {card}")
         raise ValueError(f"card {card} declined")
 
     handle = await charge.aenqueue(LEAKED)
-    await app.drain()
+    await app_file.drain()
     users = {"vera": ("viewer", hash_password("arev")), "otto": ("operator", hash_password("otto"))}
     viewer, operator = credentials("vera", "arev"), credentials("otto", "otto")
-    async with serving(create_app(app, auth=basic_auth(users))) as client:
+    async with serving(create_app(app_file, auth=basic_auth(users))) as client:
         for path in ("/", "/jobs", "/jobs?state=dead", f"/jobs/{handle.id}", "/dead", "/workers"):
             page = await client.get(path, headers=viewer)
             assert page.status_code == 200, path
@@ -362,8 +364,8 @@ def pause_actions(page: str) -> dict[str, str]:
     return {urllib.parse.unquote(a.split("/queues/", 1)[1][: -len("/pause")]): a for a in actions}
 
 
-async def test_any_queue_name_renders_and_is_acted_on_exactly(app: skiplock.App) -> None:
-    @app.task(name="t", queue="plain")
+async def test_any_queue_name_renders_and_is_acted_on_exactly(app_file: skiplock.App) -> None:
+    @app_file.task(name="t", queue="plain")
     async def t() -> None:
         pass
 
@@ -371,7 +373,7 @@ async def test_any_queue_name_renders_and_is_acted_on_exactly(app: skiplock.App)
         await t.using(queue=queue).aenqueue()
     users = {"ada": ("admin", hash_password("ada"))}
     admin = credentials("ada", "ada")
-    async with serving(create_app(app, auth=basic_auth(users))) as client:
+    async with serving(create_app(app_file, auth=basic_auth(users))) as client:
         page = await client.get("/", headers=admin)
         assert page.status_code == 200, page.text[-2000:]
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
@@ -388,21 +390,21 @@ async def test_any_queue_name_renders_and_is_acted_on_exactly(app: skiplock.App)
             assert len(re.findall(r'<tr>\s*<td class="num"><a', jobs.text)) == 1, queue
             done = await client.post(actions[queue], headers=admin, data={"csrf": csrf})
             assert done.status_code == 303, (queue, done.text)
-            paused = {q.name for q in await app.queues() if q.paused}
+            paused = {q.name for q in await app_file.queues() if q.paused}
             assert queue in paused and paused <= set(ODD_QUEUES), (queue, paused)
-        assert {q.name for q in await app.queues() if q.paused} == set(ODD_QUEUES)
+        assert {q.name for q in await app_file.queues() if q.paused} == set(ODD_QUEUES)
 
 
-async def test_an_unknown_dead_letter_verb_is_refused(app: skiplock.App) -> None:
-    @app.task(name="doomed", queue="q", max_attempts=1)
+async def test_an_unknown_dead_letter_verb_is_refused(app_file: skiplock.App) -> None:
+    @app_file.task(name="doomed", queue="q", max_attempts=1)
     async def doomed() -> None:
         raise ValueError("no")
 
     await doomed.aenqueue()
-    await app.drain()
+    await app_file.drain()
     users = {"otto": ("operator", hash_password("otto"))}
     operator = credentials("otto", "otto")
-    async with serving(create_app(app, auth=basic_auth(users))) as client:
+    async with serving(create_app(app_file, auth=basic_auth(users))) as client:
         page = await client.get("/dead/confirm?action=discard", headers=operator)
         token = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
         for verb in ("delete", "Requeue", "requeue2", "discard/x"):
@@ -410,7 +412,7 @@ async def test_an_unknown_dead_letter_verb_is_refused(app: skiplock.App) -> None
                 f"/dead/{verb}", headers=operator, data={"csrf": token, "confirm": "yes"}
             )
             assert refused.status_code in (404, 405), (verb, refused.status_code)
-    assert await app.count_jobs(skiplock.JobState.DEAD) == 1  # nothing discarded
+    assert await app_file.count_jobs(skiplock.JobState.DEAD) == 1  # nothing discarded
 
 
 # -- TLS, sign-out, session expiry ---------------------------------------------------------
@@ -476,7 +478,7 @@ def test_tls_options_and_the_plaintext_warning(
 
 
 async def test_sign_out_forgets_the_sign_in_and_sessions_expire(
-    app: skiplock.App, monkeypatch: pytest.MonkeyPatch
+    app_file: skiplock.App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [1000.0]
     monkeypatch.setattr(auth_module, "_now", lambda: clock[0])
@@ -484,7 +486,7 @@ async def test_sign_out_forgets_the_sign_in_and_sessions_expire(
     auth = basic_auth(users, session_s=3600)
     spy = HashSpy(monkeypatch)
     vera = credentials("vera", "arev")
-    async with serving(create_app(app, auth=auth)) as client:
+    async with serving(create_app(app_file, auth=auth)) as client:
         page = await client.get("/", headers=vera)
         assert page.status_code == 200
         assert re.search(r'<a href="[^"]+/signout">Sign out</a>', page.text)
@@ -512,3 +514,105 @@ async def test_sign_out_forgets_the_sign_in_and_sessions_expire(
         assert spy.take() == 1
     with pytest.raises(skiplock.ConfigurationError, match="session_s 0"):
         basic_auth(users, session_s=0)
+
+
+# -- the audit trail -----------------------------------------------------------------------
+
+
+async def test_every_person_action_refusal_and_failed_sign_in_is_stored(
+    app: skiplock.App,
+) -> None:
+    @app.task(name="audited", queue="ledger", max_attempts=1)
+    async def audited() -> None:
+        raise ValueError("no")
+
+    handle = await audited.aenqueue()
+    await app.drain()
+    users = {n: (r, hash_password(n[::-1])) for n, r in PEOPLE.items()}
+    operator, admin = credentials("otto", "otto"), credentials("ada", "ada")
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
+        op_token = await form_token(client, operator)
+        admin_token = await form_token(client, admin)
+
+        async def post(path: str, headers: dict[str, str], **form: str) -> int:
+            answer = await client.post(path, headers=headers, data=form)
+            return answer.status_code
+
+        assert await post("/queues/ledger/pause", operator, csrf=op_token) == 303
+        assert await post("/queues/ledger/resume", operator, csrf=op_token) == 303
+        assert await post("/queues/ledger/limits", admin, csrf=admin_token, max_depth="9") == 303
+        retention = {"finished_days": "30", "dead_days": "30"}
+        assert await post("/prune", admin, csrf=admin_token, **retention) == 303
+        assert await post(f"/jobs/{handle.id}/retry", operator, csrf=op_token) == 303
+        assert await post("/queues/ledger/limits", operator, csrf=op_token) == 403  # role
+        assert await post("/queues/ledger/pause", operator, csrf="forged") == 403  # CSRF
+        assert (await client.get("/", headers=credentials("otto", "guess"))).status_code == 401
+        assert (await client.get("/", headers=credentials("mallory", "x"))).status_code == 401
+    await app.pause_task("audited", who="ops-bot")  # from code, as the CLI does
+    trail = [(e.who, e.what, e.target) for e in reversed(await app.audit_trail())]
+    assert trail == [
+        ("otto via dashboard", "pause queue", "queue ledger"),
+        ("otto via dashboard", "resume queue", "queue ledger"),
+        ("ada via dashboard", "set queue limits", "queue ledger"),
+        ("ada via dashboard", "prune", "jobs"),
+        ("otto via dashboard", "retry", f"job {handle.id}"),
+        ("otto via dashboard", "refused queue limits", "/queues/ledger/limits"),
+        ("otto via dashboard", "refused pause queue", "/queues/ledger/pause"),
+        ("otto", "sign-in refused", "client 127.0.0.1"),
+        ("mallory", "sign-in refused", "client 127.0.0.1"),
+        ("ops-bot", "pause task", "task audited"),
+    ]
+    details = {e.what: e.detail for e in await app.audit_trail()}
+    assert details["set queue limits"] == "max_depth=9 max_running=None rate_per_s=None"
+    assert details["refused queue limits"] == "needs the admin role"
+    assert details["refused pause queue"] == "CSRF token missing or wrong"
+    page = await app.audit_trail(limit=3)
+    older = await app.audit_trail(limit=100, before_id=page[-1].id)
+    assert [e.id for e in page + older] == [e.id for e in await app.audit_trail()]
+    with pytest.raises(skiplock.ConfigurationError, match="what"):
+        await app.record_action("")
+
+
+async def test_a_role_only_auth_records_the_signed_in_user(app_file: skiplock.App) -> None:
+    from starlette.applications import Starlette
+    from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
+    from starlette.middleware import Middleware
+    from starlette.middleware.authentication import AuthenticationMiddleware
+    from starlette.routing import Mount
+
+    class Header(AuthenticationBackend):  # the parent app's own sign-in
+        async def authenticate(self, conn: Any) -> tuple[AuthCredentials, SimpleUser] | None:
+            name = conn.headers.get("x-parent-user")
+            return (AuthCredentials(["authenticated"]), SimpleUser(name)) if name else None
+
+    @app_file.task(name="t", queue="ledger")
+    async def t() -> None:
+        pass
+
+    def operators(request: Any) -> str | None:
+        return "operator" if request.user.is_authenticated else None
+
+    dash = create_app(app_file, auth=operators)
+    parent = Starlette(
+        routes=[Mount("/ops", dash)],
+        middleware=[Middleware(AuthenticationMiddleware, backend=Header())],
+    )
+    async with serving(parent) as client:
+        who = {"x-parent-user": "grace"}
+        token = await form_token(client, who, "/ops/")
+        paused = await client.post("/ops/queues/ledger/pause", headers=who, data={"csrf": token})
+        assert paused.status_code == 303
+        page = (await client.get("/ops/", headers=who)).text
+        assert 'grace · <b class="role-operator">operator</b>' in page
+    [entry] = await app_file.audit_trail()
+    assert (entry.who, entry.what) == ("grace via dashboard", "pause queue")
+
+
+PEOPLE = {"vera": "viewer", "otto": "operator", "ada": "admin"}
+
+
+async def form_token(client: httpx.AsyncClient, headers: dict[str, str], path: str = "/") -> str:
+    page = (await client.get(path, headers=headers)).text
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert found, page[-500:]
+    return found.group(1)

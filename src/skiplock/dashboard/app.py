@@ -28,7 +28,8 @@ from starlette.types import Scope
 from .._app import App
 from ..errors import ConfigurationError
 from . import actions, pages
-from .auth import Auth, SignInThrottled, no_auth, resolve
+from .audit import audit
+from .auth import Auth, SignInThrottled, no_auth, resolve, signed_in_name
 from .render import Renderer
 from .sampler import Sampler
 from .security import SECURITY_HEADERS, Csrf
@@ -87,6 +88,7 @@ class _Guard(BaseHTTPMiddleware):
                 headers={"Retry-After": str(exc.retry_after_s)},
             )
         if user is None:
+            await _record_refused_sign_in(dash, request)
             challenge = getattr(dash.auth, "challenge", None)
             headers = {"WWW-Authenticate": challenge} if challenge else {}
             return PlainTextResponse(
@@ -94,6 +96,17 @@ class _Guard(BaseHTTPMiddleware):
             )
         request.state.user = user
         return await call_next(request)
+
+
+async def _record_refused_sign_in(dash: Dashboard, request: Request) -> None:
+    """A request that named someone (basic credentials, a proxy's user header) and was
+    refused goes to the audit trail; one that named nobody is only asked to sign in."""
+    header = getattr(dash.auth, "user_header", None)
+    name = signed_in_name(request) or (request.headers.get(header, "") if header else "")
+    if not name:
+        return
+    client = request.client.host if request.client else "?"
+    await audit(dash, "sign-in refused", name, f"client {client}")
 
 
 def _static(scope: Scope) -> bool:

@@ -73,13 +73,28 @@ Auth = Callable[[Any], AuthResult | Awaitable[AuthResult]]
 
 
 async def resolve(auth: Auth, request: Any) -> User | None:
-    """Run an auth (sync or async) and read its answer as a User."""
+    """Run an auth (sync or async) and read its answer as a User. A bare role is recorded
+    under the name of the user the app around signed in (Starlette's ``request.user``, set by
+    its AuthenticationMiddleware), else the basic credentials' name, else "anonymous"."""
     answer = auth(request)
     if inspect.isawaitable(answer):
         answer = await answer
     if answer is None or isinstance(answer, User):
         return answer
-    return User("anonymous", Role.parse(answer, "the auth callable's answer"))
+    role = Role.parse(answer, "the auth callable's answer")
+    return User(signed_in_name(request) or "anonymous", role)
+
+
+def signed_in_name(request: Any) -> str:
+    """Who the request says it is (not checked here): the app's signed-in user, else the
+    basic credentials' name, else an empty string."""
+    scope = getattr(request, "scope", {})
+    user = scope.get("user") if isinstance(scope, dict) else None
+    if user is not None and getattr(user, "is_authenticated", False):
+        name = str(getattr(user, "display_name", "") or getattr(user, "identity", "") or "")
+        if name:
+            return name
+    return _basic_credentials(request.headers.get("authorization", ""))[0]
 
 
 def no_auth(request: Any) -> User:
@@ -353,4 +368,5 @@ def proxy_auth(
             role = Role.parse(request.headers[role_header].strip(), role_header)
         return User(name, role)
 
+    auth.user_header = user_header  # type: ignore[attr-defined]  # for the audit of refusals
     return auth
