@@ -616,3 +616,20 @@ async def form_token(client: httpx.AsyncClient, headers: dict[str, str], path: s
     found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
     assert found, page[-500:]
     return found.group(1)
+
+
+async def test_a_flood_of_refused_sign_ins_stores_at_most_a_minutes_cap(
+    app_file: skiplock.App,
+) -> None:
+    from skiplock.dashboard import proxy_auth
+    from skiplock.dashboard.app import REFUSED_SIGN_INS_STORED
+
+    far = proxy_auth("X-User", trusted=["10.0.0.1"], secret="s" * 16)  # never this client
+    async with serving(create_app(app_file, auth=far)) as client:
+        for i in range(REFUSED_SIGN_INS_STORED + 5):
+            assert (await client.get("/", headers={"X-User": f"u{i}"})).status_code == 401
+        assert (await client.get("/")).status_code == 401  # named nobody: not a sign-in
+    trail = await app_file.audit_trail(limit=1000)
+    assert len(trail) == REFUSED_SIGN_INS_STORED
+    assert {e.what for e in trail} == {"sign-in refused"}
+    assert trail[-1].who == "u0"

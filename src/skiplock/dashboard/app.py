@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from .._app import App
 from ..errors import ConfigurationError
 from . import actions, pages
 from .audit import audit
-from .auth import Auth, SignInThrottled, no_auth, resolve, signed_in_name
+from .auth import Auth, SignInThrottled, SlidingWindow, no_auth, resolve, signed_in_name
 from .render import Renderer
 from .sampler import Sampler
 from .security import SECURITY_HEADERS, Csrf
@@ -52,6 +53,7 @@ class Dashboard:
             render,
             sampler,
         )
+        self.refusals = SlidingWindow(60.0)  # refused sign-ins stored in the last minute
 
 
 class _Guard(BaseHTTPMiddleware):
@@ -106,6 +108,12 @@ async def _record_refused_sign_in(dash: Dashboard, request: Request) -> None:
     if not name:
         return
     client = request.client.host if request.client else "?"
+    now = time.monotonic()
+    if dash.refusals.wait("all", REFUSED_SIGN_INS_STORED, now):
+        # a flood (a proxy auth has no rate limit of its own): logged, not stored
+        log.warning("sign-in refused (not stored: a flood): %r from %s", name[:200], client)
+        return
+    dash.refusals.add("all", now)
     await audit(dash, "sign-in refused", name, f"client {client}")
 
 
@@ -120,6 +128,9 @@ def _routed(scope: Scope, route: str) -> bool:
 
 
 SIGNED_OUT_COOKIE = "skiplock_signed_out"
+
+REFUSED_SIGN_INS_STORED = 60
+"""Refused sign-ins stored in the audit trail a minute, at most; past it they are logged."""
 
 
 async def sign_out(request: Request) -> Response:

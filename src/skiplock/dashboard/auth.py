@@ -164,9 +164,9 @@ class SignInThrottled(Exception):
         self.retry_after_s = max(1, math.ceil(retry_after_s))
 
 
-class _Failures:
-    """Failed (and in-flight) sign-ins per key in a sliding window, for a bounded number of
-    keys: a flood of made-up user names drops the oldest keys, never grows without end."""
+class SlidingWindow:
+    """Events (failed and in-flight sign-ins...) per key in a sliding window, for a bounded
+    number of keys: a flood of made-up user names drops the oldest keys, never grows."""
 
     MAX_KEYS = 10_000
 
@@ -258,7 +258,7 @@ def basic_auth(
     dummy = hash_password(secrets.token_urlsafe(16))  # what an unknown name is checked against
     cache_key = secrets.token_bytes(32)
     signed_in: dict[bytes, tuple[User, float]] = {}  # key -> (who, signed in at)
-    failures = _Failures(float(window_s))
+    failures = SlidingWindow(float(window_s))
 
     def session_key(request: Any) -> tuple[str, str, bytes]:
         name, password = _basic_credentials(request.headers.get("authorization", ""))
