@@ -495,12 +495,17 @@ async def test_sign_out_forgets_the_sign_in_and_sessions_expire(
         assert out.status_code == 401 and out.headers["WWW-Authenticate"].startswith("Basic")
         assert "Signed out" in out.text
         assert "skiplock_signed_out=1" in out.headers["set-cookie"]
-        # the browser drops its credentials on that 401; typed again, they sign in anew
-        assert (await client.get("/", headers=vera)).status_code == 200
-        assert spy.take() == 1  # the sign-in was forgotten: checked again
-        # typed into the prompt the sign-out page raised: back to the Overview, not a loop
+        # typed into the prompt the sign-out raised: checked anew, back to the Overview
         again = await client.get("/signout", headers=vera)
         assert again.status_code == 303 and again.headers["location"].endswith("/")
+        assert spy.take() == 1  # the sign-in was forgotten: checked again
+        assert (await client.get("/", headers=vera)).status_code == 200
+        assert "skiplock_signed_out" not in client.cookies
+        # signed out again, then in through the Overview's prompt: the next Sign out works
+        assert (await client.get("/signout", headers=vera)).status_code == 401
+        assert (await client.get("/", headers=vera)).status_code == 200
+        assert "skiplock_signed_out" not in client.cookies
+        assert (await client.get("/signout", headers=vera)).status_code == 401
         assert (await client.get("/", headers=vera)).status_code == 200
         spy.take()
         clock[0] += 3599

@@ -97,7 +97,10 @@ class _Guard(BaseHTTPMiddleware):
                 "Sign in to see the skiplock dashboard.", status_code=401, headers=headers
             )
         request.state.user = user
-        return await call_next(request)
+        response = await call_next(request)
+        if request.cookies.get(SIGNED_OUT_COOKIE):  # signed in again: the next Sign out works
+            response.delete_cookie(SIGNED_OUT_COOKIE, path=request.scope.get("root_path") or "/")
+        return response
 
 
 async def _record_refused_sign_in(dash: Dashboard, request: Request) -> None:
