@@ -517,6 +517,7 @@ async def test_sign_out_forgets_the_sign_in_and_sessions_expire(
         assert spy.take() == 0
         assert (await client.get("/", headers=vera)).status_code == 200  # asked, answered
         assert spy.take() == 1
+    assert await app_file.audit_trail() == []  # neither a sign-out nor an expiry is a refusal
     with pytest.raises(skiplock.ConfigurationError, match="session_s 0"):
         basic_auth(users, session_s=0)
 

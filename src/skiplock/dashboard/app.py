@@ -30,7 +30,7 @@ from .._app import App
 from ..errors import ConfigurationError
 from . import actions, pages
 from .audit import audit
-from .auth import Auth, SignInThrottled, SlidingWindow, no_auth, resolve, signed_in_name
+from .auth import EXPIRED, Auth, SignInThrottled, SlidingWindow, no_auth, resolve, signed_in_name
 from .render import Renderer
 from .sampler import Sampler
 from .security import SECURITY_HEADERS, Csrf
@@ -106,6 +106,8 @@ class _Guard(BaseHTTPMiddleware):
 async def _record_refused_sign_in(dash: Dashboard, request: Request) -> None:
     """A request that named someone (basic credentials, a proxy's user header) and was
     refused goes to the audit trail; one that named nobody is only asked to sign in."""
+    if request.scope.get(EXPIRED):
+        return
     header = getattr(dash.auth, "user_header", None)
     name = signed_in_name(request) or (request.headers.get(header, "") if header else "")
     if not name:

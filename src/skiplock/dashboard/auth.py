@@ -149,6 +149,9 @@ SESSION_S = 8 * 3600.0
 """How long a basic sign-in lasts: after it, the next request is answered 401 and the browser
 asks for the password again (``basic_auth(session_s=...)``)."""
 
+EXPIRED = "skiplock.sign_in_expired"
+"""Set in the ASGI scope of the request that found its sign-in past ``session_s``."""
+
 SIGN_IN_WINDOW_S = 60.0
 FAILURES_PER_CLIENT = 20
 FAILURES_PER_USER = 10
@@ -275,6 +278,7 @@ def basic_auth(
                 return known[0]
             del signed_in[key]  # expired: this request is refused, the browser asks again
             log.info("sign-in of %r expired after %.0f s", name, session_s)
+            request.scope[EXPIRED] = True  # not a refused sign-in for the audit trail
             return None
         client = f"client {request.client.host if request.client else '?'}"
         user_key = f"user {name}"
