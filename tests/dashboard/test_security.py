@@ -369,8 +369,7 @@ async def test_any_queue_name_renders_and_is_acted_on_exactly(app_file: skiplock
     async def t() -> None:
         pass
 
-    for queue in ODD_QUEUES:
-        await t.using(queue=queue).aenqueue()
+    handles = {queue: await t.using(queue=queue).aenqueue() for queue in ODD_QUEUES}
     users = {"ada": ("admin", hash_password("ada"))}
     admin = credentials("ada", "ada")
     async with serving(create_app(app_file, auth=basic_auth(users))) as client:
@@ -388,6 +387,8 @@ async def test_any_queue_name_renders_and_is_acted_on_exactly(app_file: skiplock
             jobs = await client.get(html.unescape(listed.group(1)), headers=admin)
             assert jobs.status_code == 200, queue
             assert len(re.findall(r'<tr>\s*<td class="num"><a', jobs.text)) == 1, queue
+            job = await client.get(f"/jobs/{handles[queue].id}", headers=admin)
+            assert job.status_code == 200 and html.escape(queue) in job.text, queue
             done = await client.post(actions[queue], headers=admin, data={"csrf": csrf})
             assert done.status_code == 303, (queue, done.text)
             paused = {q.name for q in await app_file.queues() if q.paused}
