@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._job import (
+    AuditEntry,
     ClaimedJob,
     Completion,
     CronRun,
@@ -143,6 +144,16 @@ class TaskPauseParams:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditRecordParams:
+    """A person action for the audit trail (text checked by the App)."""
+
+    who: str
+    what: str
+    target: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobPruneParams:
     """Delete one batch of finished rows older, by the database's clock, than their retention:
     succeeded and cancelled rows ``finished_age_s`` after they finished, dead ones
@@ -259,6 +270,12 @@ class Backend(Protocol):
         ...
 
     async def task_pauses(self) -> list[TaskPause]: ...
+
+    async def audit_record(self, params: AuditRecordParams) -> None: ...
+
+    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+        """The audit trail, newest first; ``before_id`` pages by keyset."""
+        ...
 
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         """Apply outcomes to rows still running under their lease token; return those ids."""

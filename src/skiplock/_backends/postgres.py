@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from .._job import (
+    AuditEntry,
     ClaimedJob,
     Completion,
     CronRun,
@@ -41,6 +42,7 @@ from . import postgres_ops as ops
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    AuditRecordParams,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
@@ -531,6 +533,22 @@ class PostgresBackend:
         with _wrapped("task_pauses"):
             rows = await self.pool.fetch(self._sql.TASK_PAUSES, self._now())
         return [TaskPause(*r) for r in rows]
+
+    async def audit_record(self, params: AuditRecordParams) -> None:
+        with _wrapped("audit_record"):
+            await self.pool.execute(
+                self._sql.AUDIT_RECORD,
+                params.who,
+                params.what,
+                params.target,
+                params.detail,
+                self._now(),
+            )
+
+    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+        with _wrapped("audit_list"):
+            rows = await self.pool.fetch(self._sql.AUDIT_LIST, limit, before_id)
+        return [AuditEntry(*r) for r in rows]
 
     async def job_get(self, job_id: int) -> JobRecord:
         with _wrapped("job_get"):

@@ -168,6 +168,22 @@ CREATE TABLE {s}.skiplock_workers (
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN trace_context text;
 """,
     ),
+    (
+        11,
+        "audit trail",
+        """
+-- Every person action, with a job row or without one (queue pause, resume and limits,
+-- retention, task pause), and refused actions and sign-ins: who, when, what, on what.
+CREATE TABLE {s}.skiplock_audit (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at     timestamptz NOT NULL DEFAULT now(),
+    who    text NOT NULL,
+    what   text NOT NULL,
+    target text NOT NULL DEFAULT '',
+    detail text NOT NULL DEFAULT ''
+);
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -791,6 +807,19 @@ WHERE until IS NULL OR until > coalesce($1::timestamptz, now())
 ORDER BY task
 """
 
+AUDIT_RECORD = """
+-- One person action for the audit trail, at the database's time.
+INSERT INTO {s}.skiplock_audit (at, who, what, target, detail)
+VALUES (coalesce($5::timestamptz, now()), $1, $2, $3, $4)
+"""
+
+AUDIT_LIST = """
+-- The audit trail, newest first, a page before id $2 (NULL: from the newest).
+SELECT id, at, who, what, target, detail FROM {s}.skiplock_audit
+WHERE $2::bigint IS NULL OR id < $2
+ORDER BY id DESC LIMIT $1
+"""
+
 
 # -- observability: the health numbers and the worker registry (postgres_observe_sql.py) --
 
@@ -852,6 +881,8 @@ class Statements:
     TASK_PAUSE: str
     TASK_RESUME: str
     TASK_PAUSES: str
+    AUDIT_RECORD: str
+    AUDIT_LIST: str
     JOB_STATS_NOW: str
     JOB_STATS_LIVE: str
     JOB_STATS_FINISHED: str

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._job import (
+    AuditEntry,
     ClaimedJob,
     Completion,
     CronRun,
@@ -42,6 +43,7 @@ from . import sqlite_ops as ops
 from . import sqlite_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    AuditRecordParams,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
@@ -463,6 +465,21 @@ class SQLiteBackend:
             "task_pauses", lambda c: c.execute(sql.TASK_PAUSES, {"now": self._now()}).fetchall()
         )
         return [TaskPause(r[0], _opt_dt(r[1]), r[2]) for r in rows]
+
+    async def audit_record(self, params: AuditRecordParams) -> None:
+        args = {
+            "now": self._now(),
+            "who": params.who,
+            "what": params.what,
+            "target": params.target,
+            "detail": params.detail,
+        }
+        await self._write("audit_record", sql.AUDIT_RECORD, args)
+
+    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+        args = {"limit": limit, "before": before_id}
+        rows = await self._run("audit_list", lambda c: c.execute(sql.AUDIT_LIST, args).fetchall())
+        return [AuditEntry(r[0], _dt(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
 
     async def job_get(self, job_id: int) -> JobRecord:
         rows = await self._run("job_get", lambda c: ops.records(c, sql.JOB_GET, {"id": job_id}))

@@ -161,6 +161,21 @@ CREATE TABLE skiplock_workers (
 ALTER TABLE skiplock_jobs ADD COLUMN trace_context TEXT
 """,
     ),
+    (
+        11,
+        "audit trail",
+        """
+-- Every person action, with a job row or without one, and refused actions and sign-ins
+CREATE TABLE skiplock_audit (
+    id     INTEGER PRIMARY KEY,
+    at     REAL NOT NULL,
+    who    TEXT NOT NULL,
+    what   TEXT NOT NULL,
+    target TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT ''
+)
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -655,6 +670,19 @@ TASK_PAUSES = """
 -- Task pauses still in force.
 SELECT task, until, reason FROM skiplock_task_pauses
 WHERE until IS NULL OR until > :now ORDER BY task
+"""
+
+AUDIT_RECORD = """
+-- One person action for the audit trail.
+INSERT INTO skiplock_audit (at, who, what, target, detail)
+VALUES (:now, :who, :what, :target, :detail)
+"""
+
+AUDIT_LIST = """
+-- The audit trail, newest first, a page before :before (NULL: from the newest).
+SELECT id, at, who, what, target, detail FROM skiplock_audit
+WHERE :before IS NULL OR id < :before
+ORDER BY id DESC LIMIT :limit
 """
 
 DATA_VERSION = "PRAGMA data_version"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import ssl
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -64,21 +65,55 @@ def _auth(
     proxy_header: str | None,
     role_header: str | None,
     trusted: str,
+    proxy_secret: str | None,
+    session_s: float,
 ) -> Any:
     if users and proxy_header:
         raise CliError("--users and --proxy-header: choose one way to sign in", CANNOT_RUN)
+    if proxy_secret and not proxy_header:
+        raise CliError("--proxy-secret: only with --proxy-header", CANNOT_RUN)
     try:
         if users:
-            return dashboard.basic_auth(_users(users))
+            return dashboard.basic_auth(_users(users), session_s=session_s)
         if proxy_header:
+            if not proxy_secret:
+                # without it any process on the proxy's host could name itself admin
+                raise CliError(
+                    "--proxy-header needs --proxy-secret (or SKIPLOCK_DASHBOARD_PROXY_SECRET): "
+                    f"the proxy sends it in {dashboard.PROXY_SECRET_HEADER} on every request",
+                    CANNOT_RUN,
+                )
             return dashboard.proxy_auth(
                 proxy_header,
                 role_header=role_header,
                 trusted=[t.strip() for t in trusted.split(",") if t.strip()],
+                secret=proxy_secret,
             )
     except ConfigurationError as exc:
         raise CliError(str(exc), CANNOT_RUN) from exc
     return None
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+"""The Host names ``skiplock dashboard`` answers to unless ``--allowed-host`` adds more."""
+
+
+def _allowed_hosts(host: str, extra: tuple[str, ...]) -> list[str] | None:
+    """Loopback names, the bound address when it is a specific one, and ``--allowed-host``."""
+    if "*" in extra:
+        return None
+    hosts = [*LOOPBACK_NAMES, *extra]
+    if host not in ("0.0.0.0", "::", ""):
+        hosts.append(host)
+    return hosts
+
+
+def _check_tls(certfile: Path, keyfile: Path) -> None:
+    """Load the pair now: a wrong file is one line here, not a traceback from the server."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (ssl.SSLError, OSError) as exc:
+        raise CliError(f"--certfile {certfile} / --keyfile {keyfile}: {exc}", CANNOT_RUN) from exc
 
 
 def _loopback(host: str) -> bool:
@@ -106,6 +141,47 @@ def _loopback(host: str) -> bool:
     help="Proxy addresses whose headers are believed (comma-separated).",
 )
 @click.option(
+    "--proxy-secret",
+    envvar="SKIPLOCK_DASHBOARD_PROXY_SECRET",
+    help="With --proxy-header: the secret the proxy sends in X-Skiplock-Proxy-Secret "
+    "(at least 16 characters; better from SKIPLOCK_DASHBOARD_PROXY_SECRET than the command line).",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="A Host name it answers to besides localhost, 127.0.0.1, ::1 and --host "
+    "(repeat; *.example.com for a domain; * for any). Others get 400.",
+)
+@click.option(
+    "--proxy-headers",
+    is_flag=True,
+    help="Believe X-Forwarded-For/-Proto from --forwarded-allow-ips (off: the client "
+    "address is the TCP peer).",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    help="With --proxy-headers: the proxy addresses whose X-Forwarded-* are believed "
+    "(comma-separated; default 127.0.0.1).",
+)
+@click.option(
+    "--certfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Serve HTTPS with this certificate (PEM; with --keyfile).",
+)
+@click.option(
+    "--keyfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The certificate's private key (PEM).",
+)
+@click.option(
+    "--session",
+    type=Seconds(60, 30 * 86400),
+    default=8 * 3600.0,
+    show_default=True,
+    help="With --users: seconds a sign-in lasts before the browser asks again.",
+)
+@click.option(
     "--refresh",
     type=Seconds(0, 3600),
     default=5.0,
@@ -128,6 +204,13 @@ def dashboard_command(
     proxy_header: str | None,
     proxy_role_header: str | None,
     proxy_trusted: str,
+    proxy_secret: str | None,
+    allowed_hosts: tuple[str, ...],
+    proxy_headers: bool,
+    forwarded_allow_ips: str | None,
+    certfile: Path | None,
+    keyfile: Path | None,
+    session: float,
     refresh: float,
     sample_every: float,
     log_level: str,
@@ -140,7 +223,21 @@ def dashboard_command(
     import uvicorn
 
     app = load_app(app_spec)
-    auth = _auth(dashboard, users, proxy_header, proxy_role_header, proxy_trusted)
+    if bool(certfile) != bool(keyfile):
+        raise CliError("--certfile and --keyfile: give both (HTTPS) or neither", CANNOT_RUN)
+    if certfile and keyfile:
+        _check_tls(certfile, keyfile)
+    auth = _auth(
+        dashboard, users, proxy_header, proxy_role_header, proxy_trusted, proxy_secret, session
+    )
+    if users and not certfile and not _loopback(host):
+        log.warning(
+            "--users on %s without TLS: passwords cross the network readable by anyone on "
+            "the path; give --certfile/--keyfile or put a TLS proxy in front",
+            host,
+        )
+    if forwarded_allow_ips and not proxy_headers:
+        raise CliError("--forwarded-allow-ips: only with --proxy-headers", CANNOT_RUN)
     if auth is None and not _loopback(host):
         log.warning(
             "no sign-in configured and bound to %s: anyone who can reach it sees "
@@ -148,14 +245,34 @@ def dashboard_command(
             host,
         )
     secret = os.environ.get("SKIPLOCK_DASHBOARD_SECRET") or None
-    web = dashboard.create_app(
-        app, auth=auth, secret=secret, refresh_s=refresh, sample_every_s=sample_every
-    )
+    try:
+        web = dashboard.create_app(
+            app,
+            auth=auth,
+            secret=secret,
+            refresh_s=refresh,
+            sample_every_s=sample_every,
+            allowed_hosts=_allowed_hosts(host, allowed_hosts),
+        )
+    except ConfigurationError as exc:
+        raise CliError(str(exc).removeprefix("create_app: "), CANNOT_RUN) from exc
 
     async def serve() -> None:
         await app.check_schema()  # a database to migrate fails here, in one line
-        config = uvicorn.Config(web, host=host, port=port, log_level=log_level.lower())
-        log.info("skiplock dashboard on http://%s:%d", host, port)
+        config = uvicorn.Config(
+            web,
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            # off unless asked: uvicorn would otherwise take the client address from
+            # X-Forwarded-For, and proxy_auth's trusted addresses with it
+            proxy_headers=proxy_headers,
+            forwarded_allow_ips=forwarded_allow_ips,
+            ssl_certfile=str(certfile) if certfile else None,
+            ssl_keyfile=str(keyfile) if keyfile else None,
+        )
+        scheme = "https" if certfile else "http"
+        log.info("skiplock dashboard on %s://%s:%d", scheme, host, port)
         await uvicorn.Server(config).serve()
 
     run_async(app, serve, exit_code=CANNOT_RUN)

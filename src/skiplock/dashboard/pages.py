@@ -105,8 +105,19 @@ async def overview(request: Request) -> Response:
     )
 
 
+def errors_hidden(request: Request, params: Any) -> Response | None:
+    """A viewer may not read error messages, so may not search them either (a filter on the
+    error text would answer "is the card number in it?" one guess at a time)."""
+    if params.get("error") and not request.state.user.may(Role.OPERATOR):
+        problem = "error: searching error messages needs the operator role"
+        return dashboard(request).render.page(request, "problem.html", 403, problem=problem)
+    return None
+
+
 async def jobs(request: Request) -> Response:
     dash = dashboard(request)
+    if (refused := errors_hidden(request, request.query_params)) is not None:
+        return refused
     try:
         query = job_query(request.query_params)
     except BadFilter as exc:
@@ -181,6 +192,9 @@ async def dead_confirm(request: Request) -> Response:
     """The preview of a bulk action: how many dead jobs it would touch, and a form to do it."""
     dash = dashboard(request)
     params = request.query_params
+    if not request.state.user.may(Role.OPERATOR):
+        problem = "the bulk actions' preview needs the operator role"
+        return dash.render.page(request, "problem.html", 403, problem=problem)
     action = params.get("action", "")
     if action not in ("requeue", "discard"):
         problem = f"action {action!r}: must be requeue or discard"
