@@ -7,11 +7,13 @@ import contextlib
 import logging
 import signal
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 
 from .._schedule import Schedule
 from .._scheduler import Scheduler
+from .output import echo_json, json_option
 from .support import (
     CANNOT_RUN,
     CliError,
@@ -57,7 +59,8 @@ def cron() -> None:
 
 @cron.command(name="list")
 @click.argument("app_spec", metavar="APP")
-def cron_list(app_spec: str) -> None:
+@json_option
+def cron_list(app_spec: str, as_json: bool) -> None:
     """Each schedule: expression, zone, missed policy, next three fires, last slot enqueued."""
     app = load_app(app_spec)
 
@@ -65,10 +68,39 @@ def cron_list(app_spec: str) -> None:
         return await (await app.backend()).cron_last_slots()
 
     last = run_async(app, last_slots)
+    if as_json:
+        now = datetime.now(UTC)
+        echo_json(
+            {
+                "schedules": [
+                    schedule_details(s, last.get(s.id), now) for s in app.schedules.values()
+                ]
+            }
+        )
+        return
     if not app.schedules:
         click.echo("no schedules")
     for schedule in app.schedules.values():
         _echo_schedule(schedule, last.get(schedule.id))
+
+
+def schedule_details(
+    schedule: Schedule, previous: datetime | None, now: datetime
+) -> dict[str, Any]:
+    """One schedule as ``cron list --json`` prints it (times UTC)."""
+    return {
+        "id": schedule.id,
+        "task": schedule.task.name,
+        "queue": schedule.queue or schedule.task.queue,
+        "cron": schedule.cron.text,
+        "zone": schedule.tz.key,
+        "missed": schedule.missed,
+        "max_delay_s": schedule.max_delay,
+        "max_catchup": schedule.max_catchup,
+        "overlap": schedule.overlap,
+        "next_fires": [f.astimezone(UTC) for f in schedule.next_fires(now, 3)],
+        "last_slot": previous.astimezone(UTC) if previous else None,
+    }
 
 
 def _echo_schedule(schedule: Schedule, previous: datetime | None) -> None:
