@@ -126,16 +126,19 @@ class AppControl:
         """Delete now, in batches, what is past a retention (the same statement the workers'
         pruner runs): succeeded and cancelled jobs finished ``finished_age_s`` ago, dead ones
         ``dead_age_s`` ago. How many rows went."""
-        params = JobPruneParams(
-            check_seconds("finished_age_s", finished_age_s),
-            check_seconds("dead_age_s", dead_age_s),
-            check_int("batch", batch, 1),
-        )
+        params = _prune_params(finished_age_s, dead_age_s, batch)
         backend = await self.backend()
         total = 0
         while (deleted := await backend.job_prune(params)) > 0:
             total += deleted
         return total
+
+    async def prune_preview(self, *, finished_age_s: float, dead_age_s: float) -> dict[str, int]:
+        """What ``prune`` with these retentions would delete now, counted by state (states
+        with nothing to delete left out): the same condition, so a dry run names the set the
+        real run's rule takes (rows that age past it in between go too)."""
+        params = _prune_params(finished_age_s, dead_age_s, 1)
+        return await (await self.backend()).job_prune_preview(params)
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""
@@ -206,3 +209,11 @@ class AppControl:
 
     async def task_pauses(self) -> list[TaskPause]:
         return await (await self.backend()).task_pauses()
+
+
+def _prune_params(finished_age_s: float, dead_age_s: float, batch: int) -> JobPruneParams:
+    return JobPruneParams(
+        check_seconds("finished_age_s", finished_age_s),
+        check_seconds("dead_age_s", dead_age_s),
+        check_int("batch", batch, 1),
+    )

@@ -146,9 +146,15 @@ async def test_prune_deletes_past_retention_in_batches(backend: Backend, clock: 
     )
     dead = await bury(backend, "x", "boom")
     clock.advance(3600)
+    assert await backend.job_prune_preview(JobPruneParams(1800, 86400, 1)) == {"succeeded": 5}
+    assert await backend.job_prune_preview(JobPruneParams(1800, 1800, 1)) == {
+        "succeeded": 5,
+        "dead": 1,
+    }
     assert await backend.job_prune(JobPruneParams(1800, 86400, 2)) == 2
     assert await backend.job_prune(JobPruneParams(1800, 86400, 10)) == 3
     assert await backend.job_prune(JobPruneParams(1800, 86400, 10)) == 0
+    assert await backend.job_prune_preview(JobPruneParams(1800, 86400, 1)) == {}
     assert (await backend.job_get(dead)).state is JobState.DEAD  # dead rows keep longer
     with pytest.raises(JobNotFound):
         await backend.job_get(ids[0])

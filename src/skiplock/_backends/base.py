@@ -314,6 +314,11 @@ class Backend(Protocol):
         """Delete one batch of rows past their retention; how many went."""
         ...
 
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        """How many rows ``job_prune`` would delete now (batches aside), by state; the same
+        condition, so a dry run counts what the real run's rule takes."""
+        ...
+
     async def warm_up(self) -> None:
         """Open the sessions a worker uses and prepare its hot statements, touching no row,
         so the first jobs do not pay for connecting and planning."""

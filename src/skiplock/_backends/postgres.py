@@ -413,10 +413,17 @@ class PostgresBackend:
                 self._sql.JOB_PRUNE,
                 params.finished_age_s,
                 params.dead_age_s,
-                params.batch,
                 self._now(),
+                params.batch,
             )
         return int(status.split()[-1])
+
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        with _wrapped("job_prune_preview"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_PRUNE_PREVIEW, params.finished_age_s, params.dead_age_s, self._now()
+            )
+        return {r["state"]: int(r["n"]) for r in rows}
 
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         with _wrapped("job_reclaim_expired"):

@@ -695,20 +695,36 @@ WHERE state = 'dead'"""
     + "RETURNING id\n"
 )
 
-JOB_PRUNE = """
--- Delete one bounded batch of finished rows past their retention ($1, $2 seconds of the
--- database clock); SKIP LOCKED keeps
--- concurrent pruners off each other's rows and every lock short.
-DELETE FROM {s}.skiplock_jobs WHERE id IN (
-    SELECT id FROM {s}.skiplock_jobs
+_PAST_RETENTION = """
     WHERE (state IN ('succeeded', 'cancelled')
-           AND finished_at < coalesce($4::timestamptz, now()) - $1::float8 * interval '1 second')
+           AND finished_at < coalesce($3::timestamptz, now()) - $1::float8 * interval '1 second')
        OR (state = 'dead'
-           AND finished_at < coalesce($4::timestamptz, now()) - $2::float8 * interval '1 second')
-    LIMIT $3
+           AND finished_at < coalesce($3::timestamptz, now()) - $2::float8 * interval '1 second')
+"""
+
+JOB_PRUNE = (
+    """
+-- Delete one bounded batch ($4 rows) of finished rows past their retention ($1, $2 seconds
+-- of the database clock); SKIP LOCKED keeps concurrent pruners off each other's rows and
+-- every lock short.
+DELETE FROM {s}.skiplock_jobs WHERE id IN (
+    SELECT id FROM {s}.skiplock_jobs"""
+    + _PAST_RETENTION
+    + """    LIMIT $4
     FOR UPDATE SKIP LOCKED
 )
 """
+)
+
+JOB_PRUNE_PREVIEW = (
+    """
+-- What JOB_PRUNE would delete now, by state: the same condition, so a dry run counts
+-- exactly the rows the real run's rule takes.
+SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
+    + _PAST_RETENTION
+    + """GROUP BY state
+"""
+)
 
 QUEUE_LIMITED = """
 -- Queues whose claims must go through their row lock (global concurrency or a rate).
@@ -842,6 +858,7 @@ class Statements:
     JOB_REQUEUE_DEAD: str
     JOB_DISCARD_DEAD: str
     JOB_PRUNE: str
+    JOB_PRUNE_PREVIEW: str
     QUEUE_LIMITED: str
     QUEUE_LOCK: str
     QUEUE_RUNNING: str

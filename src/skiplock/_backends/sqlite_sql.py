@@ -571,15 +571,30 @@ WHERE state = 'dead'"""
     + "RETURNING id"
 )
 
-JOB_PRUNE = """
--- Delete one bounded batch of finished rows past their retention.
-DELETE FROM skiplock_jobs WHERE id IN (
-    SELECT id FROM skiplock_jobs
+_PAST_RETENTION = """
     WHERE (state IN ('succeeded', 'cancelled') AND finished_at < :finished_before)
        OR (state = 'dead' AND finished_at < :dead_before)
-    LIMIT :batch
+"""
+
+JOB_PRUNE = (
+    """
+-- Delete one bounded batch of finished rows past their retention.
+DELETE FROM skiplock_jobs WHERE id IN (
+    SELECT id FROM skiplock_jobs"""
+    + _PAST_RETENTION
+    + """    LIMIT :batch
 )
 """
+)
+
+JOB_PRUNE_PREVIEW = (
+    """
+-- What JOB_PRUNE would delete now, by state (the same condition).
+SELECT state, count(*) AS n FROM skiplock_jobs"""
+    + _PAST_RETENTION
+    + """GROUP BY state
+"""
+)
 
 QUEUE_LIMITED = """
 -- Queues whose claims must go through their own limit check (concurrency or a rate).
