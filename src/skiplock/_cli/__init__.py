@@ -20,6 +20,7 @@ from .job import job
 from .prune import prune_command
 from .queue import queue
 from .stats import stats_command
+from .support import Group
 from .task import task
 from .worker import migrate, run_worker, worker
 from .workers import workers_command
@@ -27,7 +28,7 @@ from .workers import workers_command
 __all__ = ["main", "run_worker"]
 
 
-@click.group()
+@click.group(cls=Group)
 @click.version_option(package_name="skiplock")
 def main() -> None:
     """skiplock: durable background jobs in your own PostgreSQL or SQLite database."""

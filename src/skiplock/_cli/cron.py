@@ -17,6 +17,7 @@ from .output import echo_json, json_option
 from .support import (
     CANNOT_RUN,
     CliError,
+    Group,
     configure_logging,
     exit_before_start,
     load_app,
@@ -31,7 +32,7 @@ log = logging.getLogger("skiplock")
 @click.argument("app_spec", metavar="APP")
 @log_level_option
 def scheduler_command(app_spec: str, log_level: str, log_format: str) -> None:
-    """Run only APP's cron scheduler (it enqueues; workers elsewhere run the jobs)."""
+    """Run only APP's cron scheduler; workers elsewhere run the jobs."""
     signal.signal(signal.SIGTERM, exit_before_start)
     configure_logging(log_level, log_format)
     app = load_app(app_spec)
@@ -52,7 +53,7 @@ def scheduler_command(app_spec: str, log_level: str, log_format: str) -> None:
     run_async(app, work, exit_code=CANNOT_RUN)
 
 
-@click.group()
+@click.group(cls=Group)
 def cron() -> None:
     """Inspect cron schedules."""
 

@@ -98,7 +98,10 @@ def _loopback(host: str) -> bool:
     help="TOML file of [users.NAME] role/password-hash tables (HTTP basic sign-in).",
 )
 @click.option("--proxy-header", help="Trust a reverse proxy naming the user in this header.")
-@click.option("--proxy-role-header", help="...and their role in this one (else viewer).")
+@click.option(
+    "--proxy-role-header",
+    help="With --proxy-header: the header naming the user's role (else viewer).",
+)
 @click.option(
     "--proxy-trusted",
     default="127.0.0.1,::1",

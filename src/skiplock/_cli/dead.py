@@ -10,7 +10,7 @@ from .._app import App
 from .._job import JobFilter, JobState
 from .job import echo_jobs, filter_options, job_filter, who_option
 from .output import json_option
-from .support import CliError, app_command, app_for, run_async
+from .support import CliError, Group, app_command, app_for, run_async
 
 
 def dead_filter_options(fn: Any) -> Any:
@@ -19,9 +19,11 @@ def dead_filter_options(fn: Any) -> Any:
     return click.argument("ids", nargs=-1, type=click.IntRange(min=1, max=2**63 - 1))(fn)
 
 
-@click.group()
+@click.group(cls=Group)
 def dead() -> None:
-    """Review dead jobs: list, requeue (attempts reset) or discard them."""
+    """Review dead jobs: list, requeue or discard them.
+
+    A requeued job starts again with its attempts reset; a discarded one is cancelled."""
 
 
 @app_command(dead, "list")

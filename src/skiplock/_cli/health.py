@@ -65,7 +65,7 @@ def problems(
 def health(
     app_spec: str, url: str | None, max_backlog_age: float, max_silence: float, as_json: bool
 ) -> None:
-    """Exit 0 if APP's queues are being worked, 1 (with the reason) if not."""
+    """Exit 0 if APP's queues are being worked, else 1 and say why."""
     app = app_for(app_spec, url)
 
     async def read() -> tuple[StatsGroup, list[WorkerInfo]]:

@@ -15,7 +15,7 @@ import click
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
 from .output import echo_json, json_option, to_json
-from .support import LIMIT, CliError, app_command, app_for, run_async
+from .support import LIMIT, CliError, Group, app_command, app_for, run_async
 
 JOB_ID = click.IntRange(min=1, max=2**63 - 1)
 """Ids are 64-bit on both databases: a larger number is a typo, said so before any query."""
@@ -100,7 +100,7 @@ def filter_options(when: str) -> Callable[[Any], Any]:
                     "--until",
                     type=click.DateTime(TIME_FORMATS),
                     metavar="UTC-TIME",
-                    help=f"Only jobs {when} before this UTC date or date and time.",
+                    help=f"Only jobs {when} before this UTC date or date and time, e.g. 2026-02-01.",
                 ),
                 click.option(
                     "--limit",
@@ -148,7 +148,7 @@ def echo_jobs(jobs: list[JobRecord], noun: str, as_json: bool) -> None:
     click.echo(f"{len(jobs)} {noun}")
 
 
-@click.group()
+@click.group(cls=Group)
 def job() -> None:
     """List, show, cancel or retry jobs."""
 

@@ -55,7 +55,9 @@ def prune_command(
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Delete finished jobs past their retention now (pending and running never go)."""
+    """Delete finished jobs past their retention now.
+
+    Pending and running jobs never go; --dry-run counts what the real run would delete."""
     app = app_for(app_spec, url)
     by_state: dict[str, int] | None = None
     if dry_run:

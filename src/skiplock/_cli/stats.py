@@ -138,7 +138,7 @@ def as_json(stats: Stats) -> str:
 @click.option(
     "--window",
     "window_s",
-    type=float,
+    type=Seconds(0),
     default=DEFAULT_WINDOW_S,
     show_default=True,
     help="Seconds back over which rates, latencies and counts are taken (depths are now).",
@@ -169,8 +169,10 @@ def stats_command(
     watch: float | None,
     alert_backlog_age: float,
 ) -> None:
-    """The health numbers of APP's database: depth, backlog age, claim latency, attempts,
-    reclaims, dead jobs, run time and throughput, per queue and per task."""
+    """Is the queue keeping up? The health numbers, per queue and per task.
+
+    Depth, backlog age, claim latency, attempts, reclaims, dead jobs, run time and
+    throughput, from APP's database."""
     app = app_for(app_spec, url)
     alerts = Alerts(alert_backlog_age)
 

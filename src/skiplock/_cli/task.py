@@ -9,10 +9,10 @@ import click
 
 from .._task import Task
 from .output import echo_json, json_option
-from .support import Seconds, load_app, run_async
+from .support import Group, Seconds, load_app, run_async
 
 
-@click.group()
+@click.group(cls=Group)
 def task() -> None:
     """List APP's tasks, pause and resume task names everywhere."""
 

@@ -56,7 +56,7 @@ def _line(worker: WorkerInfo) -> str:
 def workers_command(
     app_spec: str, url: str | None, max_silence: float, show_all: bool, as_json: bool
 ) -> None:
-    """The live workers: host, pid, queues, concurrency, jobs held, last beat."""
+    """The live workers: host, pid, queues, load and last beat."""
     app = app_for(app_spec, url)
     rows = run_async(app, app.workers)
     live = [w for w in rows if w.silent_s <= max_silence]
