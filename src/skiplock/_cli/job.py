@@ -100,7 +100,8 @@ def filter_options(when: str) -> Callable[[Any], Any]:
                     "--until",
                     type=click.DateTime(TIME_FORMATS),
                     metavar="UTC-TIME",
-                    help=f"Only jobs {when} before this UTC date or date and time, e.g. 2026-02-01.",
+                    help=f"Only jobs {when} before this UTC date or date and time, "
+                    "e.g. 2026-02-01.",
                 ),
                 click.option(
                     "--limit",
