@@ -48,8 +48,8 @@ def field_docs() -> dict[str, str]:
         named = isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
         documented = isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
         if named and documented:
-            text = " ".join(str(following.value.value).split())
-            docs[node.target.id] = text.replace("``", "")  # type: ignore[attr-defined]  # reST: not for --help
+            text = " ".join(str(following.value.value).split())  # type: ignore[attr-defined]
+            docs[node.target.id] = text.replace("``", "")  # type: ignore[attr-defined]  # no reST in --help
     return docs
 
 
