@@ -298,6 +298,14 @@ class Backend(Protocol):
         """How many jobs ``job_list`` would find without its limit (a bulk action's preview)."""
         ...
 
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        """``job_count`` per state, in one pass (states with no job left out)."""
+        ...
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        """Jobs whose unique key or correlation id is exactly ``text``, newest first."""
+        ...
+
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         """Dead jobs grouped by task and last error message, the largest groups first."""
         ...

@@ -594,6 +594,20 @@ class PostgresBackend:
             )
         return int(count)
 
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        with _wrapped("job_count_states"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_COUNT_STATES,
+                params.state.value if params.state else None,
+                *ops.filter_params(params.where),
+            )
+        return {r["state"]: int(r["n"]) for r in rows}
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        with _wrapped("job_find"):
+            rows = await self.pool.fetch(self._sql.JOB_FIND, text, limit)
+        return [job_record(r) for r in rows]
+
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         with _wrapped("job_dead_groups"):
             rows = await self.pool.fetch(self._sql.JOB_DEAD_GROUPS, limit)

@@ -624,6 +624,28 @@ SELECT count(*) FROM {s}.skiplock_jobs"""
     + _LIST_WHERE
 )
 
+JOB_COUNT_STATES = (
+    """
+-- How many jobs match JOB_LIST's filter in each state ($1 is NULL: every state), in one
+-- pass (the Jobs page's counts).
+SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
+    + _LIST_WHERE
+    + """GROUP BY state
+"""
+)
+
+JOB_FIND = (
+    """
+-- Jobs whose unique key or correlation id is exactly $1, newest first (a person's search:
+-- no index serves a finished job's key or a correlation id, so this reads the table).
+SELECT """
+    + _RECORD
+    + """
+FROM {s}.skiplock_jobs WHERE unique_key = $1 OR correlation_id = $1
+ORDER BY id DESC LIMIT $2
+"""
+)
+
 JOB_DEAD_GROUPS = """
 -- Dead jobs by task and last error message, the largest groups first.
 SELECT task, coalesce(errors -> -1 ->> 'message', '') AS error, count(*) AS n,
@@ -854,6 +876,8 @@ class Statements:
     JOB_CANCEL_REQUESTED: str
     JOB_LIST: str
     JOB_COUNT: str
+    JOB_COUNT_STATES: str
+    JOB_FIND: str
     JOB_DEAD_GROUPS: str
     JOB_REQUEUE_DEAD: str
     JOB_DISCARD_DEAD: str

@@ -533,6 +533,19 @@ class SQLiteBackend:
         row = await self._run("job_count", lambda c: c.execute(sql.JOB_COUNT, args).fetchone())
         return int(row[0])
 
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        state = params.state.value if params.state else None
+        args = {"state": state, **ops.filter_params(params.where)}
+
+        def count(conn: sqlite3.Connection) -> dict[str, int]:
+            return {str(s): int(n) for s, n in conn.execute(sql.JOB_COUNT_STATES, args)}
+
+        return await self._run("job_count_states", count)
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        args = {"text": text, "limit": limit}
+        return await self._run("job_find", lambda c: ops.records(c, sql.JOB_FIND, args))
+
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         def read(conn: sqlite3.Connection) -> list[DeadGroup]:
             cursor = conn.execute(sql.JOB_DEAD_GROUPS, {"limit": limit})

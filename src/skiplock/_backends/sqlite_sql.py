@@ -525,6 +525,26 @@ WHERE (:state IS NULL OR state = :state)"""
     + _FILTER
 )
 
+JOB_COUNT_STATES = (
+    """
+-- How many jobs match JOB_LIST's filter in each state (:state NULL: every state), in one
+-- pass (the Jobs page's counts).
+SELECT state, count(*) AS n FROM skiplock_jobs
+WHERE (:state IS NULL OR state = :state)"""
+    + _FILTER
+    + "GROUP BY state"
+)
+
+JOB_FIND = """
+-- Jobs whose unique key or correlation id is exactly :text, newest first (a person's search:
+-- no index serves a finished job's key or a correlation id, so this reads the table).
+SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
+       created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
+       correlation_id, audit, started_at, result, progress
+FROM skiplock_jobs WHERE unique_key = :text OR correlation_id = :text
+ORDER BY id DESC LIMIT :limit
+"""
+
 JOB_DEAD_GROUPS = """
 -- Dead jobs by task and last error message, the largest groups first.
 SELECT task,
