@@ -6,9 +6,11 @@ when the command runs, so the core CLI never needs them.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import os
+import socket
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,28 @@ def _auth(
     except ConfigurationError as exc:
         raise CliError(str(exc), CANNOT_RUN) from exc
     return None
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The dashboard's listening socket, bound here rather than by uvicorn: a port in use
+    (or an address this machine does not have) is then one ``Error:`` line and exit 2, where
+    uvicorn logs the OSError itself and exits 1."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise CliError(f"--host {host}: {exc.strerror or exc}", CANNOT_RUN) from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or exc
+        raise CliError(f"--host {host} --port {port}: cannot listen: {reason}", CANNOT_RUN) from exc
+    return sock
 
 
 def _loopback(host: str) -> bool:
@@ -157,9 +181,11 @@ def dashboard_command(
 
     async def serve() -> None:
         await app.check_schema()  # a database to migrate fails here, in one line
+        sock = _listen(host, port)
         config = uvicorn.Config(web, host=host, port=port, log_level=log_level.lower())
-        log.info("skiplock dashboard on http://%s:%d", host, port)
-        await uvicorn.Server(config).serve()
+        log.info("skiplock dashboard on http://%s:%d", host, sock.getsockname()[1])
+        with sock:
+            await uvicorn.Server(config).serve(sockets=[sock])
 
     run_async(app, serve, exit_code=CANNOT_RUN)
 

@@ -86,6 +86,7 @@ def routes() -> list[Route | Mount]:
         ("/jobs/{job_id}", pages.job, "job"),
         ("/dead", pages.dead, "dead"),
         ("/dead/confirm", pages.dead_confirm, "dead_confirm"),
+        ("/selected", pages.selected_confirm, "selected_confirm"),
         ("/schedules", pages.schedules, "schedules"),
         ("/workers", pages.workers, "workers"),
     ]
@@ -93,6 +94,7 @@ def routes() -> list[Route | Mount]:
         ("/jobs/{job_id}/retry", actions.retry_job, "retry_job"),
         ("/jobs/{job_id}/cancel", actions.cancel_job, "cancel_job"),
         ("/dead/{action:str}", actions.dead_bulk, "dead_bulk"),
+        ("/selected/{action:str}", actions.selected_bulk, "selected_bulk"),
         ("/queues/{queue}/pause", actions.pause_queue, "pause_queue"),
         ("/queues/{queue}/resume", actions.resume_queue, "resume_queue"),
         ("/queues/{queue}/limits", actions.queue_limits, "queue_limits"),
