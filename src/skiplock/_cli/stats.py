@@ -4,7 +4,6 @@ alert threshold is crossed), or as JSON for scripts, once or refreshed in place.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from rich.text import Text
 
 from .._app_observe import DEFAULT_WINDOW_S
 from .._stats import Stats, StatsGroup
+from .output import to_json
 from .support import Seconds, app_command, app_for, run_async
 
 DEFAULT_ALERT_BACKLOG_AGE_S = 300.0
@@ -179,7 +179,7 @@ def _natural_width(out: Table) -> int:
 
 
 def as_json(stats: Stats) -> str:
-    return json.dumps(stats.as_dict(), sort_keys=False)
+    return to_json(stats.as_dict())
 
 
 @app_command(None, "stats")
