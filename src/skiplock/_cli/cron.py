@@ -62,7 +62,9 @@ def cron() -> None:
 @click.argument("app_spec", metavar="APP")
 @json_option
 def cron_list(app_spec: str, as_json: bool) -> None:
-    """Each schedule: expression, zone, missed policy, next three fires, last slot enqueued."""
+    """Each schedule with its next three fires and last slot.
+
+    Also its expression, zone, missed-run policy and whether runs may overlap."""
     app = load_app(app_spec)
 
     async def last_slots() -> dict[str, datetime]:

@@ -72,7 +72,9 @@ async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], lis
 @dead_filter_options
 @who_option
 def dead_discard(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
-    """Discard dead jobs (by id, or by filter): they become cancelled, kept until retention."""
+    """Discard dead jobs (by id, or by filter): they become cancelled.
+
+    Discarded jobs are kept until the retention deletes them."""
     app, where = _target(app_spec, url, filters)
     ids = run_async(app, lambda: app.discard_dead(where, who=who))
     click.echo(f"discarded {len(ids)} jobs: {ids}")

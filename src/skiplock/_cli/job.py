@@ -174,8 +174,10 @@ def job_list(
 @click.argument("job_id", type=JOB_ID)
 @json_option
 def job_show(app_spec: str, url: str | None, job_id: int, as_json: bool) -> None:
-    """Everything about one job: state, arguments, result, progress, which worker ran it,
-    each attempt's error, and what people did to it."""
+    """Everything about one job.
+
+    Its state, arguments, result, progress, which worker ran it, each attempt's error, and
+    what people did to it."""
     app = app_for(app_spec, url)
     record = run_async(app, lambda: app.get_job(job_id))
     if as_json:
@@ -188,8 +190,10 @@ def job_show(app_spec: str, url: str | None, job_id: int, as_json: bool) -> None
 @click.argument("job_id", type=JOB_ID)
 @who_option
 def job_cancel(app_spec: str, url: str | None, job_id: int, who: str) -> None:
-    """Cancel a job: pending never runs; running is flagged, and cancelled by its worker
-    within ~1 s or, if that worker is gone, when its lease expires."""
+    """Cancel a job; a running one is flagged for its worker.
+
+    A pending job never runs; a running one is cancelled by its worker within about a
+    second or, if that worker is gone, when its lease expires."""
     app = app_for(app_spec, url)
 
     async def cancel() -> tuple[JobState, JobRecord | None]:

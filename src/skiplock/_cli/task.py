@@ -83,7 +83,9 @@ def _line(details: dict[str, Any]) -> str:
 @click.argument("app_spec", metavar="APP")
 @json_option
 def task_list(app_spec: str, as_json: bool) -> None:
-    """APP's registered tasks and their options (imported, not read from the database)."""
+    """APP's registered tasks and their options.
+
+    Read from APP as imported; the database is not opened."""
     app = load_app(app_spec)
     listed = []
     for name in sorted(app.tasks):
