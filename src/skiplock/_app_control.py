@@ -155,6 +155,29 @@ class AppControl:
         """How many jobs ``list_jobs`` would find without its limit (a bulk action's preview)."""
         return await (await self.backend()).job_count(JobListParams(where or JobFilter(), state))
 
+    async def count_jobs_by_state(self, where: JobFilter | None = None) -> dict[str, int]:
+        """How many jobs match ``where`` in each state, in one pass (states with none left
+        out; claimed jobs count as running, their state)."""
+        return await (await self.backend()).job_count_states(JobListParams(where or JobFilter()))
+
+    async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
+        """The jobs a person means by ``text``: the job with that id (if ``text`` is one),
+        then, newest first, those whose unique key or correlation id is exactly ``text``.
+        A search, not a hot path: a key or correlation id is looked for by reading the table."""
+        check_int("limit", limit, 1, 10_000)
+        if not isinstance(text, str) or len(text) > 4000 or "\x00" in text:
+            raise ConfigurationError(f"find_jobs: text {text!r:.80}: a string, at most 4000 chars")
+        text = text.strip()
+        if not text:
+            return []
+        found: list[JobRecord] = []
+        if text.isascii() and text.isdigit() and 0 < int(text) <= 2**63 - 1:
+            found = await self.list_jobs(None, JobFilter(ids=(int(text),), limit=1))
+        backend = await self.backend()
+        seen = {j.id for j in found}
+        found += [j for j in await backend.job_find(text, limit) if j.id not in seen]
+        return found[:limit]
+
     async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
         """Dead jobs grouped by task and last error message, the largest groups first."""
         check_int("limit", limit, 1)
@@ -188,11 +211,7 @@ class AppControl:
         """Delete now, in batches, what is past a retention (the same statement the workers'
         pruner runs): succeeded and cancelled jobs finished ``finished_age_s`` ago, dead ones
         ``dead_age_s`` ago. How many rows went."""
-        params = JobPruneParams(
-            check_seconds("finished_age_s", finished_age_s),
-            check_seconds("dead_age_s", dead_age_s),
-            check_int("batch", batch, 1),
-        )
+        params = _prune_params(finished_age_s, dead_age_s, batch)
         backend = await self.backend()
         total = 0
         while (deleted := await backend.job_prune(params)) > 0:
@@ -200,6 +219,13 @@ class AppControl:
         ages = f"finished_age_s={finished_age_s} dead_age_s={dead_age_s}"
         await self._audit("prune", who, "jobs", f"{total} rows; {ages}")
         return total
+
+    async def prune_preview(self, *, finished_age_s: float, dead_age_s: float) -> dict[str, int]:
+        """What ``prune`` with these retentions would delete now, counted by state (states
+        with nothing to delete left out): the same condition, so a dry run names the set the
+        real run's rule takes (rows that age past it in between go too)."""
+        params = _prune_params(finished_age_s, dead_age_s, 1)
+        return await (await self.backend()).job_prune_preview(params)
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""
@@ -282,3 +308,11 @@ class AppControl:
 
     async def task_pauses(self) -> list[TaskPause]:
         return await (await self.backend()).task_pauses()
+
+
+def _prune_params(finished_age_s: float, dead_age_s: float, batch: int) -> JobPruneParams:
+    return JobPruneParams(
+        check_seconds("finished_age_s", finished_age_s),
+        check_seconds("dead_age_s", dead_age_s),
+        check_int("batch", batch, 1),
+    )

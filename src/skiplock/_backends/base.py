@@ -315,6 +315,14 @@ class Backend(Protocol):
         """How many jobs ``job_list`` would find without its limit (a bulk action's preview)."""
         ...
 
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        """``job_count`` per state, in one pass (states with no job left out)."""
+        ...
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        """Jobs whose unique key or correlation id is exactly ``text``, newest first."""
+        ...
+
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         """Dead jobs grouped by task and last error message, the largest groups first."""
         ...
@@ -329,6 +337,11 @@ class Backend(Protocol):
 
     async def job_prune(self, params: JobPruneParams) -> int:
         """Delete one batch of rows past their retention; how many went."""
+        ...
+
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        """How many rows ``job_prune`` would delete now (batches aside), by state; the same
+        condition, so a dry run counts what the real run's rule takes."""
         ...
 
     async def warm_up(self) -> None:

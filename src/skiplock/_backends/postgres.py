@@ -415,10 +415,17 @@ class PostgresBackend:
                 self._sql.JOB_PRUNE,
                 params.finished_age_s,
                 params.dead_age_s,
-                params.batch,
                 self._now(),
+                params.batch,
             )
         return int(status.split()[-1])
+
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        with _wrapped("job_prune_preview"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_PRUNE_PREVIEW, params.finished_age_s, params.dead_age_s, self._now()
+            )
+        return {r["state"]: int(r["n"]) for r in rows}
 
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         with _wrapped("job_reclaim_expired"):
@@ -604,6 +611,20 @@ class PostgresBackend:
                 *ops.filter_params(params.where),
             )
         return int(count)
+
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        with _wrapped("job_count_states"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_COUNT_STATES,
+                params.state.value if params.state else None,
+                *ops.filter_params(params.where),
+            )
+        return {r["state"]: int(r["n"]) for r in rows}
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        with _wrapped("job_find"):
+            rows = await self.pool.fetch(self._sql.JOB_FIND, text, limit)
+        return [job_record(r) for r in rows]
 
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         with _wrapped("job_dead_groups"):

@@ -640,6 +640,28 @@ SELECT count(*) FROM {s}.skiplock_jobs"""
     + _LIST_WHERE
 )
 
+JOB_COUNT_STATES = (
+    """
+-- How many jobs match JOB_LIST's filter in each state ($1 is NULL: every state), in one
+-- pass (the Jobs page's counts).
+SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
+    + _LIST_WHERE
+    + """GROUP BY state
+"""
+)
+
+JOB_FIND = (
+    """
+-- Jobs whose unique key or correlation id is exactly $1, newest first (a person's search:
+-- no index serves a finished job's key or a correlation id, so this reads the table).
+SELECT """
+    + _RECORD
+    + """
+FROM {s}.skiplock_jobs WHERE unique_key = $1 OR correlation_id = $1
+ORDER BY id DESC LIMIT $2
+"""
+)
+
 JOB_DEAD_GROUPS = """
 -- Dead jobs by task and last error message, the largest groups first.
 SELECT task, coalesce(errors -> -1 ->> 'message', '') AS error, count(*) AS n,
@@ -711,20 +733,36 @@ WHERE state = 'dead'"""
     + "RETURNING id\n"
 )
 
-JOB_PRUNE = """
--- Delete one bounded batch of finished rows past their retention ($1, $2 seconds of the
--- database clock); SKIP LOCKED keeps
--- concurrent pruners off each other's rows and every lock short.
-DELETE FROM {s}.skiplock_jobs WHERE id IN (
-    SELECT id FROM {s}.skiplock_jobs
+_PAST_RETENTION = """
     WHERE (state IN ('succeeded', 'cancelled')
-           AND finished_at < coalesce($4::timestamptz, now()) - $1::float8 * interval '1 second')
+           AND finished_at < coalesce($3::timestamptz, now()) - $1::float8 * interval '1 second')
        OR (state = 'dead'
-           AND finished_at < coalesce($4::timestamptz, now()) - $2::float8 * interval '1 second')
-    LIMIT $3
+           AND finished_at < coalesce($3::timestamptz, now()) - $2::float8 * interval '1 second')
+"""
+
+JOB_PRUNE = (
+    """
+-- Delete one bounded batch ($4 rows) of finished rows past their retention ($1, $2 seconds
+-- of the database clock); SKIP LOCKED keeps concurrent pruners off each other's rows and
+-- every lock short.
+DELETE FROM {s}.skiplock_jobs WHERE id IN (
+    SELECT id FROM {s}.skiplock_jobs"""
+    + _PAST_RETENTION
+    + """    LIMIT $4
     FOR UPDATE SKIP LOCKED
 )
 """
+)
+
+JOB_PRUNE_PREVIEW = (
+    """
+-- What JOB_PRUNE would delete now, by state: the same condition, so a dry run counts
+-- exactly the rows the real run's rule takes.
+SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
+    + _PAST_RETENTION
+    + """GROUP BY state
+"""
+)
 
 QUEUE_LIMITED = """
 -- Queues whose claims must go through their row lock (global concurrency or a rate).
@@ -867,10 +905,13 @@ class Statements:
     JOB_CANCEL_REQUESTED: str
     JOB_LIST: str
     JOB_COUNT: str
+    JOB_COUNT_STATES: str
+    JOB_FIND: str
     JOB_DEAD_GROUPS: str
     JOB_REQUEUE_DEAD: str
     JOB_DISCARD_DEAD: str
     JOB_PRUNE: str
+    JOB_PRUNE_PREVIEW: str
     QUEUE_LIMITED: str
     QUEUE_LOCK: str
     QUEUE_RUNNING: str

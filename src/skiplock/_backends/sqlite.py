@@ -303,18 +303,27 @@ class SQLiteBackend:
         )
         return [r[0] for r in rows]
 
+    def _retention_args(self, params: JobPruneParams) -> dict[str, float]:
+        now = self._now()
+        return {
+            "finished_before": now - params.finished_age_s,
+            "dead_before": now - params.dead_age_s,
+        }
+
     async def job_prune(self, params: JobPruneParams) -> int:
         def prune(conn: sqlite3.Connection) -> int:
             with _immediate(conn):
-                now = self._now()
-                args = {
-                    "finished_before": now - params.finished_age_s,
-                    "dead_before": now - params.dead_age_s,
-                    "batch": params.batch,
-                }
+                args = {**self._retention_args(params), "batch": params.batch}
                 return conn.execute(sql.JOB_PRUNE, args).rowcount
 
         return await self._run("job_prune", prune)
+
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        def count(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute(sql.JOB_PRUNE_PREVIEW, self._retention_args(params)).fetchall()
+            return {str(state): int(n) for state, n in rows}
+
+        return await self._run("job_prune_preview", count)
 
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         def reclaim(conn: sqlite3.Connection) -> list[Any]:
@@ -540,6 +549,19 @@ class SQLiteBackend:
         args = {"state": state, **ops.filter_params(params.where)}
         row = await self._run("job_count", lambda c: c.execute(sql.JOB_COUNT, args).fetchone())
         return int(row[0])
+
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        state = params.state.value if params.state else None
+        args = {"state": state, **ops.filter_params(params.where)}
+
+        def count(conn: sqlite3.Connection) -> dict[str, int]:
+            return {str(s): int(n) for s, n in conn.execute(sql.JOB_COUNT_STATES, args)}
+
+        return await self._run("job_count_states", count)
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        args = {"text": text, "limit": limit}
+        return await self._run("job_find", lambda c: ops.records(c, sql.JOB_FIND, args))
 
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         def read(conn: sqlite3.Connection) -> list[DeadGroup]:

@@ -540,6 +540,26 @@ WHERE (:state IS NULL OR state = :state)"""
     + _FILTER
 )
 
+JOB_COUNT_STATES = (
+    """
+-- How many jobs match JOB_LIST's filter in each state (:state NULL: every state), in one
+-- pass (the Jobs page's counts).
+SELECT state, count(*) AS n FROM skiplock_jobs
+WHERE (:state IS NULL OR state = :state)"""
+    + _FILTER
+    + "GROUP BY state"
+)
+
+JOB_FIND = """
+-- Jobs whose unique key or correlation id is exactly :text, newest first (a person's search:
+-- no index serves a finished job's key or a correlation id, so this reads the table).
+SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
+       created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
+       correlation_id, audit, started_at, result, progress
+FROM skiplock_jobs WHERE unique_key = :text OR correlation_id = :text
+ORDER BY id DESC LIMIT :limit
+"""
+
 JOB_DEAD_GROUPS = """
 -- Dead jobs by task and last error message, the largest groups first.
 SELECT task,
@@ -586,15 +606,30 @@ WHERE state = 'dead'"""
     + "RETURNING id"
 )
 
-JOB_PRUNE = """
--- Delete one bounded batch of finished rows past their retention.
-DELETE FROM skiplock_jobs WHERE id IN (
-    SELECT id FROM skiplock_jobs
+_PAST_RETENTION = """
     WHERE (state IN ('succeeded', 'cancelled') AND finished_at < :finished_before)
        OR (state = 'dead' AND finished_at < :dead_before)
-    LIMIT :batch
+"""
+
+JOB_PRUNE = (
+    """
+-- Delete one bounded batch of finished rows past their retention.
+DELETE FROM skiplock_jobs WHERE id IN (
+    SELECT id FROM skiplock_jobs"""
+    + _PAST_RETENTION
+    + """    LIMIT :batch
 )
 """
+)
+
+JOB_PRUNE_PREVIEW = (
+    """
+-- What JOB_PRUNE would delete now, by state (the same condition).
+SELECT state, count(*) AS n FROM skiplock_jobs"""
+    + _PAST_RETENTION
+    + """GROUP BY state
+"""
+)
 
 QUEUE_LIMITED = """
 -- Queues whose claims must go through their own limit check (concurrency or a rate).

@@ -6,9 +6,11 @@ when the command runs, so the core CLI never needs them.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import os
+import socket
 import ssl
 import tomllib
 from pathlib import Path
@@ -116,6 +118,28 @@ def _check_tls(certfile: Path, keyfile: Path) -> None:
         raise CliError(f"--certfile {certfile} / --keyfile {keyfile}: {exc}", CANNOT_RUN) from exc
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """The dashboard's listening socket, bound here rather than by uvicorn: a port in use
+    (or an address this machine does not have) is then one ``Error:`` line and exit 2, where
+    uvicorn logs the OSError itself and exits 1."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise CliError(f"--host {host}: {exc.strerror or exc}", CANNOT_RUN) from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or exc
+        raise CliError(f"--host {host} --port {port}: cannot listen: {reason}", CANNOT_RUN) from exc
+    return sock
+
+
 def _loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -133,7 +157,10 @@ def _loopback(host: str) -> bool:
     help="TOML file of [users.NAME] role/password-hash tables (HTTP basic sign-in).",
 )
 @click.option("--proxy-header", help="Trust a reverse proxy naming the user in this header.")
-@click.option("--proxy-role-header", help="...and their role in this one (else viewer).")
+@click.option(
+    "--proxy-role-header",
+    help="With --proxy-header: the header naming the user's role (else viewer).",
+)
 @click.option(
     "--proxy-trusted",
     default="127.0.0.1,::1",
@@ -259,6 +286,7 @@ def dashboard_command(
 
     async def serve() -> None:
         await app.check_schema()  # a database to migrate fails here, in one line
+        sock = _listen(host, port)
         config = uvicorn.Config(
             web,
             host=host,
@@ -272,8 +300,9 @@ def dashboard_command(
             ssl_keyfile=str(keyfile) if keyfile else None,
         )
         scheme = "https" if certfile else "http"
-        log.info("skiplock dashboard on %s://%s:%d", scheme, host, port)
-        await uvicorn.Server(config).serve()
+        log.info("skiplock dashboard on %s://%s:%d", scheme, host, sock.getsockname()[1])
+        with sock:
+            await uvicorn.Server(config).serve(sockets=[sock])
 
     run_async(app, serve, exit_code=CANNOT_RUN)
 

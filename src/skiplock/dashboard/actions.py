@@ -17,11 +17,11 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from .._job import JobFilter
+from .._job import JobFilter, JobState
 from ..errors import SkiplockError
 from .audit import audit
 from .auth import Role, User
-from .filters import BadFilter, job_id, text_field
+from .filters import BadFilter, job_id, selected_ids, text_field
 from .pages import dashboard
 from .security import same_origin
 
@@ -38,10 +38,18 @@ def action(role: Role) -> Callable[[Handler], Callable[[Request], Awaitable[Resp
             dash = dashboard(request)
             user: User = request.state.user
             form = await request.form()
-            origin_ok = same_origin(request.headers.get("origin"), request.headers.get("host"))
             what = f"refused {handler.__name__.replace('_', ' ')}"
             target = request.scope["path"]
-            if not origin_ok or not dash.csrf.valid(user, form.get("csrf")):
+            origin = request.headers.get("origin")
+            if not same_origin(origin, request.headers.get("host")):
+                await audit(dash, what, who(user), target, f"Origin {origin!r} is another site")
+                return PlainTextResponse(
+                    f"Refused: this request came from another site (its Origin header is "
+                    f"{origin!r}, not this dashboard's address). Open the dashboard itself "
+                    "and act from its pages.",
+                    status_code=403,
+                )
+            if not dash.csrf.valid(user, form.get("csrf")):
                 await audit(dash, what, who(user), target, "CSRF token missing or wrong")
                 return PlainTextResponse(
                     "Refused: this form did not come from this dashboard (CSRF token missing "
@@ -109,6 +117,34 @@ async def dead_bulk(request: Request, user: User, form: FormData) -> Response:
     ids = await act(where, who=who(user))
     log.info("%s %sd %d dead jobs (%s)", who(user), verb, len(ids), where)
     return back(request, "dead", f"{verb.capitalize()}d {len(ids)} dead jobs.")
+
+
+@action(Role.OPERATOR)
+async def selected_bulk(request: Request, user: User, form: FormData) -> Response:
+    """Retry or cancel exactly the jobs a selection's confirmation page listed, one by one
+    through the App's own operation (each audited); a job that changed state since the
+    preview is left as it is, and counted so."""
+    verb = request.path_params["action"]
+    if verb not in ("retry", "cancel"):
+        raise BadFilter(f"action {verb!r}: must be retry or cancel")
+    if form.get("confirm") != "yes":
+        raise BadFilter("bulk changes need the confirmation page's Confirm button")
+    ids = selected_ids([str(v) for v in form.getlist("ids")])
+    app = dashboard(request).app
+    done = 0
+    for job in ids:
+        try:
+            if verb == "retry":
+                done += await app.retry_job(job, who=who(user))
+            elif (await app.get_job(job)).state in (JobState.PENDING, JobState.RUNNING):
+                await app.cancel_job(job, who=who(user))
+                done += 1
+        except SkiplockError:  # pruned since the preview, or a live job holds its unique key
+            continue
+    log.info("%s %s %d of %d selected jobs %s", who(user), verb, done, len(ids), list(ids))
+    past = "Retried" if verb == "retry" else "Cancel asked for"
+    notice = f"{past} {done} of {len(ids)} selected jobs."
+    return back(request, "jobs", notice)
 
 
 @action(Role.OPERATOR)

@@ -209,6 +209,7 @@ def routes() -> list[Route | Mount]:
         ("/jobs/{job_id}", pages.job, "job"),
         ("/dead", pages.dead, "dead"),
         ("/dead/confirm", pages.dead_confirm, "dead_confirm"),
+        ("/selected", pages.selected_confirm, "selected_confirm"),
         ("/schedules", pages.schedules, "schedules"),
         ("/workers", pages.workers, "workers"),
         ("/signout", sign_out, "signout"),  # the guard answers it: routed for url_for
@@ -218,6 +219,7 @@ def routes() -> list[Route | Mount]:
         ("/jobs/{job_id}/cancel", actions.cancel_job, "cancel_job"),
         # only the two verbs route: any other is a 404, never a discard
         ("/dead/{action:skiplock_dead_verb}", actions.dead_bulk, "dead_bulk"),
+        ("/selected/{action:str}", actions.selected_bulk, "selected_bulk"),
         ("/queues/{queue:skiplock_name}/pause", actions.pause_queue, "pause_queue"),
         ("/queues/{queue:skiplock_name}/resume", actions.resume_queue, "resume_queue"),
         ("/queues/{queue:skiplock_name}/limits", actions.queue_limits, "queue_limits"),
