@@ -81,6 +81,7 @@ def test_an_encrypted_client_key_is_opened_with_sslpassword(
     )
     app = backend.app
     app.run_sync(app.migrate())
+    assert KEY_PASSPHRASE not in repr(app) and "sslpassword=***" in repr(app)
 
 
 def test_a_server_the_root_certificate_did_not_sign_is_refused(
