@@ -24,7 +24,7 @@ from django.utils.module_loading import import_string
 from ..._app import App
 from ..._task import Task as SkiplockTask
 from ...errors import JobNotFound
-from . import _results, _runner, checks
+from . import _result_ids, _results, _runner, checks
 from ._urls import database_url
 from .options import per_job_options, registered_options
 
@@ -149,7 +149,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
     def _ready_result(self, task: Any, job_id: int, args: Any, kwargs: Any) -> Any:
         return TaskResult(
             task=task,
-            id=str(job_id),
+            id=_result_ids.result_id(job_id, self.alias),
             status=TaskResultStatus.READY,
             enqueued_at=datetime.now(UTC),
             started_at=None,
@@ -164,7 +164,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def get_result(self, result_id: str) -> Any:
         try:
-            record = self.app.run_sync(self.app.get_job(int(result_id)))
+            record = self.app.run_sync(self.app.get_job(_result_ids.job_id(result_id, self.alias)))
         except (ValueError, JobNotFound):
             raise TaskResultDoesNotExist(result_id) from None
         task = registered_task(record.task)
