@@ -51,18 +51,21 @@ def tls_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
     settings.DATABASES.pop("tls", None)
 
 
+def _verified(cluster: TlsCluster, **overrides: str) -> dict[str, str]:
+    """OPTIONS that verify the server against the test's CA and present the client certificate."""
+    return {
+        "sslmode": "verify-full",
+        "sslrootcert": str(cluster.ca),
+        "sslcert": str(cluster.client_cert),
+        "sslkey": str(cluster.client_key),
+        **overrides,
+    }
+
+
 def test_skiplock_pool_connects_with_the_databases_tls_options(
     cluster: TlsCluster, tls_backend: Any
 ) -> None:
-    backend = tls_backend(
-        {
-            "sslmode": "verify-full",
-            "sslrootcert": str(cluster.ca),
-            "sslcert": str(cluster.client_cert),
-            "sslkey": str(cluster.client_key),
-        }
-    )
-    app = backend.app
+    app = tls_backend(_verified(cluster)).app
     app.run_sync(app.migrate())
     assert app.run_sync(app.counts()) is not None
 
@@ -70,16 +73,8 @@ def test_skiplock_pool_connects_with_the_databases_tls_options(
 def test_an_encrypted_client_key_is_opened_with_sslpassword(
     cluster: TlsCluster, tls_backend: Any
 ) -> None:
-    backend = tls_backend(
-        {
-            "sslmode": "verify-full",
-            "sslrootcert": str(cluster.ca),
-            "sslcert": str(cluster.client_cert),
-            "sslkey": str(cluster.encrypted_key),
-            "sslpassword": KEY_PASSPHRASE,
-        }
-    )
-    app = backend.app
+    options = _verified(cluster, sslkey=str(cluster.encrypted_key), sslpassword=KEY_PASSPHRASE)
+    app = tls_backend(options).app
     app.run_sync(app.migrate())
     assert KEY_PASSPHRASE not in repr(app) and "sslpassword=***" in repr(app)
 
@@ -87,14 +82,7 @@ def test_an_encrypted_client_key_is_opened_with_sslpassword(
 def test_a_server_the_root_certificate_did_not_sign_is_refused(
     cluster: TlsCluster, tls_backend: Any
 ) -> None:
-    backend = tls_backend(
-        {
-            "sslmode": "verify-full",
-            "sslrootcert": str(cluster.other_ca),
-            "sslcert": str(cluster.client_cert),
-            "sslkey": str(cluster.client_key),
-        }
-    )
+    app = tls_backend(_verified(cluster, sslrootcert=str(cluster.other_ca))).app
     with pytest.raises(BackendUnavailable, match="CERTIFICATE_VERIFY_FAILED") as caught:
-        backend.app.run_sync(backend.app.migrate())
+        app.run_sync(app.migrate())
     assert isinstance(caught.value.__cause__, ssl.SSLCertVerificationError)

@@ -62,27 +62,29 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
         return False
 
     def requeue_dead(self, request: Any, queryset: Any) -> None:
-        try:
-            app = _app(queryset.db)
-        except LookupError as exc:
-            self.message_user(request, str(exc), messages.ERROR)
-            return
-        who = request.user.get_username()
-        ids = list(queryset.filter(state="dead").values_list("id", flat=True))
-        done = [i for i in ids if app.run_sync(app.retry_job(i, who=who))]
-        self.message_user(request, f"Requeued {len(done)} dead job(s).", messages.SUCCESS)
+        app = self._app(request, queryset)
+        if app is not None:
+            who = request.user.get_username()
+            ids = list(queryset.filter(state="dead").values_list("id", flat=True))
+            done = [i for i in ids if app.run_sync(app.retry_job(i, who=who))]
+            self.message_user(request, f"Requeued {len(done)} dead job(s).", messages.SUCCESS)
 
     def cancel_pending(self, request: Any, queryset: Any) -> None:
+        app = self._app(request, queryset)
+        if app is not None:
+            who = request.user.get_username()
+            ids = list(queryset.filter(state="pending").values_list("id", flat=True))
+            for job_id in ids:
+                app.run_sync(app.cancel_job(job_id, who=who))
+            self.message_user(request, f"Cancelled {len(ids)} pending job(s).", messages.SUCCESS)
+
+    def _app(self, request: Any, queryset: Any) -> Any:
+        """The app of the rows' database, or None with the reason told to the user."""
         try:
-            app = _app(queryset.db)
+            return _app(queryset.db)
         except LookupError as exc:
             self.message_user(request, str(exc), messages.ERROR)
-            return
-        who = request.user.get_username()
-        ids = list(queryset.filter(state="pending").values_list("id", flat=True))
-        for job_id in ids:
-            app.run_sync(app.cancel_job(job_id, who=who))
-        self.message_user(request, f"Cancelled {len(ids)} pending job(s).", messages.SUCCESS)
+            return None
 
 
 # What @admin.action sets, without its untyped decorator (mypy --strict runs without Django).
