@@ -107,6 +107,17 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _create_private(path: str, mode: int) -> None:
+    """Create the database file with ``mode`` before SQLite does (SQLite's own default is 0644
+    less the umask, and it gives the -wal and -shm the database file's mode). The chmod makes
+    the mode exact, whatever the umask; an existing file is left as it is."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode))
+    except OSError:  # it exists, or its directory does not: SQLite says which, as ever
+        return
+    os.chmod(path, mode)
+
+
 class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
@@ -117,6 +128,7 @@ class SQLiteBackend:
         options = parse_sqlite_url(url)
         self.path = options.path
         self.synchronous = options.synchronous
+        self.mode = options.mode
         self._clock = clock
         self._thread: DatabaseThread | None = None
         self._conn: sqlite3.Connection | None = None
@@ -156,6 +168,7 @@ class SQLiteBackend:
 
         def connect() -> sqlite3.Connection:
             with _wrapped("connect"):
+                _create_private(self.path, self.mode)
                 conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA journal_mode = WAL")

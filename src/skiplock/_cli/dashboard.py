@@ -6,6 +6,7 @@ when the command runs, so the core CLI never needs them.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import logging
@@ -46,6 +47,15 @@ def _dashboard_module() -> Any:
 
 def _users(path: Path) -> dict[str, tuple[str, str]]:
     """A TOML users file: ``[users.NAME]`` tables with ``role`` and ``password`` (a hash)."""
+    with contextlib.suppress(OSError):  # unreadable: the read below says so
+        if path.stat().st_mode & 0o077:
+            # scrypt hashes are slow to crack, not impossible: another account on the host
+            # should not get to try.
+            log.warning(
+                "--users %s is readable by others (mode %o): chmod 600 it",
+                path,
+                path.stat().st_mode & 0o777,
+            )
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
