@@ -2,77 +2,60 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from .._app import App
 from .._job import JobFilter, JobRecord, JobState
-from .job import echo_job, who_option
-from .support import LIMIT, CliError, app_command, app_for, run_async
+from .job import echo_job, echo_jobs, filter_options, job_filter, who_option
+from .output import json_option
+from .support import CliError, Group, app_command, app_for, run_async
+
+LIMIT_HELP = (
+    "At most this many, the oldest first (list, requeue and discard alike); with job ids, "
+    "as many as are named unless given."
+)
 
 
-def filter_options(fn: Any) -> Any:
-    for option in reversed(
-        [
-            click.argument("ids", nargs=-1, type=click.IntRange(min=1, max=2**63 - 1)),
-            click.option("--task", "task_name", help="Only this task."),
-            click.option("--queue", "queue_name", help="Only this queue."),
-            click.option("--error", help="Only errors containing this text (any case)."),
-            click.option("--since", type=click.DateTime(), help="Died at or after (UTC)."),
-            click.option("--until", type=click.DateTime(), help="Died before (UTC)."),
-            click.option(
-                "--limit",
-                type=LIMIT,
-                help="At most this many, the oldest first (list, requeue and discard alike). "
-                "[default: 100, or as many as the ids named]",
-            ),
-        ]
-    ):
-        fn = option(fn)
-    return fn
+def dead_filter_options(fn: Any) -> Any:
+    """Job ids, or ``job list``'s filters (times compared with when a job died)."""
+    fn = filter_options("that died", limit_help=LIMIT_HELP)(fn)
+    return click.argument("ids", nargs=-1, type=click.IntRange(min=1, max=2**63 - 1))(fn)
 
 
-def _filter(
-    ids: tuple[int, ...],
-    task_name: str | None,
-    queue_name: str | None,
-    error: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    limit: int | None,
-) -> JobFilter:
-    return JobFilter(
-        ids=ids or None,
-        task=task_name,
-        queue=queue_name,
-        error=error,
-        since=since.replace(tzinfo=UTC) if since else None,
-        until=until.replace(tzinfo=UTC) if until else None,
-        limit=limit if limit is not None else max(len(ids), 100),
-    )
+def dead_filter(**filters: Any) -> JobFilter:
+    """The filter a dead command means: named ids take a limit of as many as are named,
+    unless ``--limit`` was given (a limit is a promise: it is kept as given)."""
+    given = click.get_current_context().get_parameter_source("limit") != ParameterSource.DEFAULT
+    if filters["ids"] and not given:
+        filters["limit"] = max(filters["limit"], len(filters["ids"]))
+    return job_filter(**filters)
 
 
-@click.group()
+@click.group(cls=Group)
 def dead() -> None:
-    """Review dead jobs: list, requeue (attempts reset) or discard them."""
+    """Review dead jobs: list, requeue or discard them.
+
+    A requeued job starts again with its attempts reset; a discarded one is cancelled."""
 
 
 @app_command(dead, "list")
-@filter_options
-def dead_list(app_spec: str, url: str | None, **filters: Any) -> None:
+@dead_filter_options
+@json_option
+def dead_list(app_spec: str, url: str | None, as_json: bool, **filters: Any) -> None:
     """Dead jobs matching the filter, oldest first: the ones requeue and discard act on with
     the same filter and --limit."""
     app = app_for(app_spec, url)
-    where = _filter(**filters)
+    where = dead_filter(**filters)
     jobs, total = run_async(app, lambda: _listed(app, where))
-    for j in jobs:
-        echo_job(j, full=False)
-    if total > len(jobs):
+    if total > len(jobs) and not as_json:
+        for j in jobs:
+            echo_job(j, full=False)
         click.echo(f"showing {len(jobs)} of {total} dead jobs; --limit to see more")
-    else:
-        click.echo(f"{len(jobs)} dead jobs")
+        return
+    echo_jobs(jobs, "dead jobs", as_json)
 
 
 async def _listed(app: App, where: JobFilter) -> tuple[list[JobRecord], int]:
@@ -87,13 +70,23 @@ async def _more(app: App, where: JobFilter, kept: int) -> str:
     return f"; {more} more match (--limit {where.limit}: run again or raise it)" if more else ""
 
 
+async def _dead_now(app: App, ids: tuple[int, ...] | None) -> set[int]:
+    """Which of ``ids`` are dead now: left by the limit or a held key, not missing."""
+    if not ids:
+        return set()
+    still = await app.list_jobs(JobState.DEAD, JobFilter(ids=ids, limit=len(ids)))
+    return {j.id for j in still}
+
+
 @app_command(dead, "requeue")
-@filter_options
+@dead_filter_options
 @who_option
 def dead_requeue(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
     """Requeue dead jobs (by id, or by filter) with attempts reset.
 
-    A dead job whose unique key a live job holds stays dead, and is reported as skipped."""
+    At most --limit of them, the oldest first (what dead list shows with the same filter),
+    saying how many more match. A dead job whose unique key a live job holds stays dead, and
+    is reported as skipped."""
     app, where = _target(app_spec, url, filters)
     ids, held, more, dead_now = run_async(app, lambda: _requeue(app, where, who))
     click.echo(f"requeued {len(ids)} jobs: {ids}{more}")
@@ -119,19 +112,14 @@ async def _requeue(
     return ids, held, await _more(app, where, len(held)), await _dead_now(app, where.ids)
 
 
-async def _dead_now(app: App, ids: tuple[int, ...] | None) -> set[int]:
-    """Which of ``ids`` are dead now: left by the limit or a held key, not missing."""
-    if not ids:
-        return set()
-    still = await app.list_jobs(JobState.DEAD, JobFilter(ids=ids, limit=len(ids)))
-    return {j.id for j in still}
-
-
 @app_command(dead, "discard")
-@filter_options
+@dead_filter_options
 @who_option
 def dead_discard(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
-    """Discard dead jobs (by id, or by filter): they become cancelled, kept until retention."""
+    """Discard dead jobs (by id, or by filter): they become cancelled.
+
+    At most --limit of them, the oldest first, saying how many more match. Discarded jobs
+    are kept until the retention deletes them."""
     app, where = _target(app_spec, url, filters)
     ids, more, dead_now = run_async(app, lambda: _discard(app, where, who))
     click.echo(f"discarded {len(ids)} jobs: {ids}{more}")
@@ -146,7 +134,7 @@ async def _discard(app: App, where: JobFilter, who: str) -> tuple[list[int], str
 
 
 def _target(app_spec: str, url: str | None, filters: dict[str, Any]) -> tuple[App, JobFilter]:
-    where = _filter(**filters)
+    where = dead_filter(**filters)
     if where == JobFilter(limit=where.limit):
         raise click.UsageError("name job ids or a filter (--task, --queue, --error, --since)")
     return app_for(app_spec, url), where
