@@ -42,6 +42,11 @@ MAX_TRACEBACK_CHARS = 8000
 """A traceback is cut to its last 8,000 characters, where the cause is."""
 
 
+NEXT_RUN_PRIORITIES = 64
+"""How many distinct pending priorities ``job_next_run_at`` looks at (each one an index
+probe); a job of a lower priority still due sooner waits for the poll backstop."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobInsertManyParams:
     """Jobs to insert all or none, ids back in input order. With ``connection`` (the caller's
@@ -242,6 +247,13 @@ class Backend(Protocol):
 
     async def queue_limited(self) -> list[str]:
         """Queues that must be claimed through ``job_get_available_limited``."""
+        ...
+
+    async def job_next_run_at(self) -> float | None:
+        """Seconds until the earliest pending job that is not due yet (None: there is none),
+        by the database's clock, so an idle worker can wake when it comes due. It reads at
+        most ``NEXT_RUN_PRIORITIES`` distinct priorities (a loose scan of the pending index):
+        past them the answer may be late, never early."""
         ...
 
     async def queue_list(self) -> list[QueueInfo]: ...

@@ -41,6 +41,7 @@ from . import postgres_ops as ops
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
@@ -361,6 +362,12 @@ class PostgresBackend:
     async def queue_limited(self) -> list[str]:
         with _wrapped("queue_limited"):
             return [r["name"] for r in await self.pool.fetch(self._sql.QUEUE_LIMITED)]
+
+    async def job_next_run_at(self) -> float | None:
+        with _wrapped("job_next_run_at"):
+            sql, most = self._sql.JOB_NEXT_RUN_AT, NEXT_RUN_PRIORITIES
+            seconds: float | None = await self.pool.fetchval(sql, self._now(), most)
+        return seconds
 
     def _answers(self, conn: Any) -> ops.Answers:
         return ops.Answers(conn, self._sql, self._claim_args, self._now(), self.channel)

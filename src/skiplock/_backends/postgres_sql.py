@@ -373,6 +373,27 @@ c AS MATERIALIZED (
     + _CLAIM_UPDATE
 )
 
+JOB_NEXT_RUN_AT = """
+-- Seconds from now ($1, NULL: the database's) until the earliest pending job not yet due,
+-- NULL if none (an idle worker sleeps until then rather than a whole poll interval). The
+-- pending index leads with priority, so a min over run_at would read every pending row: walk
+-- its distinct priorities instead (a loose index scan, at most $2 of them) and take each
+-- priority's first future run_at, a probe of the same index.
+WITH RECURSIVE now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
+p(priority, n) AS (
+    SELECT max(priority), 1 FROM {s}.skiplock_jobs WHERE state = 'pending'
+    UNION ALL
+    SELECT (SELECT max(j.priority) FROM {s}.skiplock_jobs j
+            WHERE j.state = 'pending' AND j.priority < p.priority), p.n + 1
+    FROM p WHERE p.priority IS NOT NULL AND p.n < $2
+)
+SELECT extract(epoch FROM min((
+    SELECT j.run_at FROM {s}.skiplock_jobs j
+    WHERE j.state = 'pending' AND j.priority = p.priority AND j.run_at > (SELECT t FROM now_)
+    ORDER BY j.run_at LIMIT 1)) - (SELECT t FROM now_))::float8
+FROM p WHERE p.priority IS NOT NULL
+"""
+
 JOB_SET_STATE_IF_RUNNING_MANY = """
 -- Write a batch of outcomes (decided in Python: _transitions.py), each only where the row is
 -- still running under its lease token: a worker whose lease was lost changes nothing. Errors
@@ -821,6 +842,7 @@ class Statements:
     JOB_LIVE_BY_UNIQUE_KEY: str
     JOB_GET_AVAILABLE: str
     JOB_GET_AVAILABLE_IN_QUEUES: str
+    JOB_NEXT_RUN_AT: str
     JOB_SET_STATE_IF_RUNNING_MANY: str
     JOB_GET: str
     JOB_OUTCOME_MANY: str

@@ -42,6 +42,7 @@ from . import sqlite_ops as ops
 from . import sqlite_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
@@ -271,6 +272,14 @@ class SQLiteBackend:
     async def queue_limited(self) -> list[str]:
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
         return [r[0] for r in rows]
+
+    async def job_next_run_at(self) -> float | None:
+        def read(conn: sqlite3.Connection) -> float | None:
+            args = {"now": self._now(), "most": NEXT_RUN_PRIORITIES}
+            seconds: float | None = conn.execute(sql.JOB_NEXT_RUN_AT, args).fetchone()[0]
+            return seconds
+
+        return await self._run("job_next_run_at", read)
 
     async def warm_up(self) -> None:
         pass  # one connection, opened with the backend; statements compile in microseconds

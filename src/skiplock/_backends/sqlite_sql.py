@@ -288,6 +288,25 @@ JOB_GET_AVAILABLE = (
 )
 
 
+JOB_NEXT_RUN_AT = """
+-- Seconds from :now until the earliest pending job not yet due, NULL if none (an idle worker
+-- sleeps until then rather than a whole poll interval). The pending index leads with
+-- priority, so a min over run_at would read every pending row: walk its distinct priorities
+-- instead (a loose index scan, at most :most of them) and probe each one's first future run_at.
+WITH RECURSIVE p(priority, n) AS (
+    SELECT max(priority), 1 FROM skiplock_jobs WHERE state = 'pending'
+    UNION ALL
+    SELECT (SELECT max(j.priority) FROM skiplock_jobs j
+            WHERE j.state = 'pending' AND j.priority < p.priority), p.n + 1
+    FROM p WHERE p.priority IS NOT NULL AND p.n < :most
+)
+SELECT min((
+    SELECT j.run_at FROM skiplock_jobs j
+    WHERE j.state = 'pending' AND j.priority = p.priority AND j.run_at > :now
+    ORDER BY j.run_at LIMIT 1)) - :now
+FROM p WHERE p.priority IS NOT NULL
+"""
+
 def job_get_available_in_queues(count: int) -> str:
     """JOB_GET_AVAILABLE for ``count`` named queues (:q0, :q1, ...): each queue's first :limit
     ready jobs (an ordered walk of the per-queue pending index that stops at :limit, so a

@@ -217,6 +217,7 @@ class Worker:
             backend, config, parts, signals, token_prefix=token, burst=burst, outage=outage
         )
         outage.on_back = producer.wake.set  # claims resume as soon as any service gets through
+        completer.on_requeued = producer.due_in
         services: list[Service] = [completer, runner, leases]
         services.append(Rescuer(backend, config, signals, outage, self.meter))
         services += [Canceller(backend, runner, outage=outage), Pruner(backend, config, outage)]
