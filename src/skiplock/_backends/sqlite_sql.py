@@ -307,6 +307,7 @@ SELECT min((
 FROM p WHERE p.priority IS NOT NULL
 """
 
+
 def job_get_available_in_queues(count: int) -> str:
     """JOB_GET_AVAILABLE for ``count`` named queues (:q0, :q1, ...): each queue's first :limit
     ready jobs (an ordered walk of the per-queue pending index that stops at :limit, so a
