@@ -94,8 +94,13 @@ class WorkerConfig:
     lease_margin_s: float = 30.0
     """Added to a job's timeout to form its lease, in seconds. (One thing, two names: a
     task's lease is ``visibility_timeout`` in the API and ``lease_s`` in the jobs table.)"""
-    default_lease_s: float = 300.0
-    """Lease of a job whose task has no timeout, in seconds."""
+    default_lease_s: float = 30.0
+    """Lease of a job whose task has no timeout, in seconds (plus ``lease_margin_s``: 60 s).
+    Short because the heartbeat (every 5 s at most, a sixth of this lease or less) renews
+    it while the worker lives: a worker killed without a supervisor frees such a job within
+    a minute, not 330 s (the old default). The trade: a database away for longer than the
+    lease lets another worker reclaim a job this one still runs (fencing rejects the loser's
+    writes; the job runs twice, as at-least-once allows)."""
     maintenance_interval_s: float = 5.0
     """How often this worker reclaims leases that expired anywhere, in seconds."""
     retention_finished_s: float = 7 * 86400.0

@@ -336,6 +336,13 @@ class Backend(Protocol):
         their ids, and with ``into``, each row's details appended to it (for log events)."""
         ...
 
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        """``job_reclaim_expired`` for every lease of one worker (``Worker.id``, its lease
+        token prefix), expired or not: a supervisor saw that worker's process exit."""
+        ...
+
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         """Extend the leases of (id, token) pairs still running; return the pairs still held.
 

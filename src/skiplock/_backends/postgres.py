@@ -434,6 +434,17 @@ class PostgresBackend:
             into += reclaimed_jobs(rows)
         return [r["id"] for r in rows]
 
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        with _wrapped("job_reclaim_worker"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id
+            )
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
+
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
             return []

@@ -492,6 +492,27 @@ SELECT pg_notify($2, queue) FROM r
 """
 )
 
+_RECLAIM_UPDATE = """UPDATE {s}.skiplock_jobs j
+SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                 WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
+                       THEN (SELECT t FROM now_) END,
+    run_at = (SELECT t FROM now_),
+    lease_token = NULL, lease_expires_at = NULL,
+    reclaims = j.reclaims + 1, reclaimed_at = (SELECT t FROM now_), run_s = NULL,
+    errors = CASE WHEN jsonb_array_length(j.errors) >= $2 THEN j.errors - 0 ELSE j.errors END
+             || jsonb_build_array(jsonb_build_object(
+                    'attempt', j.attempt, 'at', (SELECT t FROM now_),
+                    'message', {why},
+                    'traceback', NULL))
+FROM x WHERE j.id = x.id
+RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
+          j.locked_by
+"""
+"""What both reclaims do with the rows their CTE ``x`` picked at the time in ``now_``: the
+attempt stays spent; pending, or dead when attempts are spent, or cancelled when a person
+asked; the error ``{why}`` recorded (keeping the last $2)."""
+
 JOB_RECLAIM_EXPIRED = """
 -- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
 -- person asked to cancel them, whose worker is gone), noting why; each row as it now stands,
@@ -504,24 +525,25 @@ x AS MATERIALIZED (
     ORDER BY lease_expires_at LIMIT 1000
     FOR UPDATE SKIP LOCKED
 )
-UPDATE {s}.skiplock_jobs j
-SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
-                 WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-    finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
-                       THEN (SELECT t FROM now_) END,
-    run_at = (SELECT t FROM now_),
-    lease_token = NULL, lease_expires_at = NULL,
-    reclaims = j.reclaims + 1, reclaimed_at = (SELECT t FROM now_), run_s = NULL,
-    errors = CASE WHEN jsonb_array_length(j.errors) >= $2 THEN j.errors - 0 ELSE j.errors END
-             || jsonb_build_array(jsonb_build_object(
-                    'attempt', j.attempt, 'at', (SELECT t FROM now_),
-                    'message', 'lease expired (worker ' || coalesce(j.locked_by, '?')
-                               || ' stopped heartbeating)',
-                    'traceback', NULL))
-FROM x WHERE j.id = x.id
-RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
-          j.locked_by
-"""
+""" + _RECLAIM_UPDATE.replace(
+    "{why}",
+    "'lease expired (worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating)'",
+)
+
+JOB_RECLAIM_WORKER = """
+-- JOB_RECLAIM_EXPIRED for every lease of worker $3 (its token prefix: tokens are
+-- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, so nothing renews them.
+-- A row a live worker holds has another token and is never touched (fencing unchanged).
+WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
+x AS MATERIALIZED (
+    SELECT id FROM {s}.skiplock_jobs
+    WHERE state = 'running' AND lease_expires_at IS NOT NULL
+      AND left(lease_token, length($3) + 1) = $3 || ':'
+    FOR UPDATE
+)
+""" + _RECLAIM_UPDATE.replace(
+    "{why}", "'worker ' || coalesce(j.locked_by, '?') || ' exited; released by its supervisor'"
+)
 
 JOB_HEARTBEAT_MANY = """
 -- Extend the leases of (id, token) pairs still running, marking those started ($6) that were
@@ -849,6 +871,7 @@ class Statements:
     JOB_COUNT_BY_STATE: str
     JOB_RETRY: str
     JOB_RECLAIM_EXPIRED: str
+    JOB_RECLAIM_WORKER: str
     JOB_HEARTBEAT_MANY: str
     CRON_SLOT_INSERT: str
     CRON_PREVIOUS_RUN_LIVE: str

@@ -334,6 +334,19 @@ class SQLiteBackend:
             into += reclaimed_jobs(rows)
         return [r["id"] for r in rows]
 
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        def reclaim(conn: sqlite3.Connection) -> list[Any]:
+            with _immediate(conn):
+                args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT, "worker": worker_id}
+                return conn.execute(sql.JOB_RECLAIM_WORKER, args).fetchall()
+
+        rows = await self._run("job_reclaim_worker", reclaim)
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
+
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
             return []

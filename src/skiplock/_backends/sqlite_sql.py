@@ -412,10 +412,7 @@ WHERE id = :id AND state IN """
 """
 )
 
-JOB_RECLAIM_EXPIRED = """
--- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
--- person asked to cancel them, whose worker is gone), noting why.
-UPDATE skiplock_jobs
+_RECLAIM_SET = """UPDATE skiplock_jobs
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
                  WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
     finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN :now END,
@@ -427,13 +424,45 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
              ELSE errors END,
         '$[#]',
         json_object('attempt', attempt, 'at', :now,
-                    'message', 'lease expired (worker ' || coalesce(locked_by, '?')
-                               || ' stopped heartbeating)',
+                    'message', {why},
                     'traceback', NULL))
-WHERE id IN (SELECT id FROM skiplock_jobs
-             WHERE state = 'running' AND lease_expires_at < :now LIMIT 1000)
+"""
+"""What both reclaims do with the rows they pick (see PostgreSQL's _RECLAIM_UPDATE)."""
+
+_RECLAIM_RETURNING = """
 RETURNING id, task, queue, state, attempt, max_attempts, correlation_id, locked_by
 """
+
+JOB_RECLAIM_EXPIRED = (
+    """
+-- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
+-- person asked to cancel them, whose worker is gone), noting why.
+"""
+    + _RECLAIM_SET.replace(
+        "{why}",
+        "'lease expired (worker ' || coalesce(locked_by, '?') || ' stopped heartbeating)'",
+    )
+    + """WHERE id IN (SELECT id FROM skiplock_jobs
+             WHERE state = 'running' AND lease_expires_at < :now LIMIT 1000)
+"""
+    + _RECLAIM_RETURNING
+)
+
+JOB_RECLAIM_WORKER = (
+    """
+-- JOB_RECLAIM_EXPIRED for every lease of worker :worker (its token prefix: tokens are
+-- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, so nothing renews them.
+-- A row a live worker holds has another token and is never touched (fencing unchanged).
+"""
+    + _RECLAIM_SET.replace(
+        "{why}", "'worker ' || coalesce(locked_by, '?') || ' exited; released by its supervisor'"
+    )
+    + """WHERE id IN (SELECT id FROM skiplock_jobs
+             WHERE state = 'running' AND lease_expires_at IS NOT NULL
+               AND substr(lease_token, 1, length(:worker) + 1) = :worker || ':')
+"""
+    + _RECLAIM_RETURNING
+)
 
 JOB_HEARTBEAT_MANY = """
 -- Extend one lease of a batch if the row is still running under its token; mark it started
