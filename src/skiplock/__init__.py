@@ -22,6 +22,7 @@ from ._worker.worker import Worker
 from .errors import (
     BackendError,
     BackendUnavailable,
+    BlockingCallInLoop,
     ConfigurationError,
     DuplicateJob,
     JobCancelled,
@@ -42,6 +43,7 @@ __all__ = [
     "App",
     "BackendError",
     "BackendUnavailable",
+    "BlockingCallInLoop",
     "Breaker",
     "Cancel",
     "ConfigurationError",

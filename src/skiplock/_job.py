@@ -133,6 +133,9 @@ class Completion:
     queue: str = ""
     task: str = ""
     """The job's queue and task, for the worker's own counters (never written)."""
+    on_recorded: Callable[[], None] | None = None
+    """Logs the outcome, called once the row took it (never for a lease lost, or an outcome
+    replaced by a dead-letter), so a log line says what the table holds."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ The vocabulary follows Django Tasks: ``using(...)`` returns a configured copy.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import inspect
@@ -19,6 +20,7 @@ from ._job import JobRecord, NewJob
 from ._limits import MAX_ATTEMPTS, MAX_INT, check_int, check_run_after, check_seconds, check_text
 from ._payload import encode_args
 from ._waiting import unwrap
+from .errors import BlockingCallInLoop
 
 if TYPE_CHECKING:
     from ._app import App
@@ -63,8 +65,18 @@ class JobHandle:
         return unwrap(outcomes[self.id])
 
     def result_sync(self, timeout: float | None = None) -> Any:
-        """``result`` for code without an event loop (run on the app's private loop)."""
-        return self.app._run_sync(self.result(timeout))
+        """``result`` for code without an event loop (run on the app's private loop).
+
+        Refused at once with BlockingCallInLoop inside a running event loop: waiting there
+        would block that loop (a worker on it could not finish the job) until the timeout."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop running here: the ordinary case
+            return self.app._run_sync(self.result(timeout))
+        raise BlockingCallInLoop(
+            f"job {self.id}: handle.result_sync() inside a running event loop would block it; "
+            "use await handle.result()"
+        )
 
 
 @functools.lru_cache(maxsize=4096)

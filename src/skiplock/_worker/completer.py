@@ -156,7 +156,10 @@ class Completer(Service):
             for c in batch:
                 applied |= await self._write_alone(c)
         for c in batch:
-            if c.job_id not in applied:
+            if c.job_id in applied:
+                if c.on_recorded is not None:
+                    c.on_recorded()
+            else:
                 log.warning(
                     "job %d: lease lost before its outcome (%s) was recorded; another "
                     "worker owns it now",
@@ -187,6 +190,7 @@ class Completer(Service):
             except BAD_ROW_ERRORS as exc:
                 error = exc
                 await asyncio.sleep(0.05 * attempt)
+        completion.on_recorded = None  # its own outcome was never recorded: the dead one is
         log.error(
             "job %d: its outcome (%s) cannot be recorded (%s); recording it as dead",
             completion.job_id,
@@ -215,7 +219,9 @@ def _buried(completion: Completion, exc: BaseException) -> Completion:
         "message": reason[:MAX_MESSAGE_CHARS],
         "traceback": "",
     }
-    return replace(completion, disposition=Disposition.DEAD, delay_s=0.0, error=error)
+    return replace(
+        completion, disposition=Disposition.DEAD, delay_s=0.0, error=error, on_recorded=None
+    )
 
 
 def _out_of_bounds(completion: Completion) -> Completion:
