@@ -119,8 +119,10 @@ class WorkerConfig:
     health_port: int | None = None
     """Serve /livez and /readyz (every service ready) on this port, for Kubernetes probes; it
     may equal metrics_port. With --processes N, process i serves port + i."""
-    http_host: str = "0.0.0.0"
-    """The address the metrics and health ports listen on."""
+    http_host: str = "127.0.0.1"
+    """The address the metrics and health ports listen on: loopback by default, like the
+    dashboard; ``0.0.0.0`` for a scraper or probe on another host (a Kubernetes probe
+    reaches the pod's IP, not its loopback)."""
     stats_refresh_s: float = 5.0
     """How often the database gauges of /metrics are recomputed (by one worker for all)."""
 
