@@ -283,6 +283,7 @@ class PostgresBackend:
                     j.correlation_id,
                     j.lease_s,
                     j.trace_context,
+                    j.payload_version,
                 )
                 for job_id, j in zip(ids, jobs, strict=True)
             ]

@@ -168,6 +168,16 @@ CREATE TABLE {s}.skiplock_workers (
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN trace_context text;
 """,
     ),
+    (
+        9,
+        "payload version",
+        """
+-- Which version of its task's arguments a job holds (``@app.task(version=...)``), so a worker
+-- can upcast an older payload and leave a newer one to a worker that knows it. NULL (rows
+-- written before this migration) is version 1. Nullable: adding it rewrites no row.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN payload_version integer;
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -226,10 +236,10 @@ JOB_INSERT_MANY = (
 WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
-                         $14::text[], $15::bool[], $16::text[])
+                         $14::text[], $15::bool[], $16::text[], $17::int[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
-                              unique_succeeded, trace_context, ord)
+                              unique_succeeded, trace_context, payload_version, ord)
 ), full_ AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
@@ -237,12 +247,12 @@ WITH batch AS (
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-         lease_s, unique_key, unique_succeeded, trace_context)
+         lease_s, unique_key, unique_succeeded, trace_context, payload_version)
     SELECT u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
            u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
-           u.trace_context
+           u.trace_context, u.payload_version
     FROM batch u
     WHERE NOT EXISTS (SELECT 1 FROM full_)
     ORDER BY u.ord
@@ -290,7 +300,7 @@ SELECT array(SELECT name FROM full_) AS full,
 
 COPY_COLUMNS = (
     "id task queue args kwargs priority max_attempts run_at timeout correlation_id lease_s"
-    " trace_context"
+    " trace_context payload_version"
 )
 """The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults)."""
 
@@ -317,7 +327,7 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM c))
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
           coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s, j.correlation_id,
-          j.trace_context
+          j.trace_context, coalesce(j.payload_version, 1) AS payload_version
 """
 """What both claims do with the ids their CTE ``c`` picked at the time in ``now_``: running,
 attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6."""
@@ -442,7 +452,7 @@ _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs,
        extract(epoch FROM finished_at) AS finished_at, locked_by,
        extract(epoch FROM lease_expires_at) AS lease_expires_at, errors::text AS errors,
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
-       result::text AS result, progress::text AS progress"""
+       result::text AS result, progress::text AS progress, payload_version"""
 """An inspection read's columns (common.RECORD_COLUMNS): times as exact epoch seconds, which
 any timestamptz has, even one beyond the driver's datetime range ('infinity', year 20000)."""
 

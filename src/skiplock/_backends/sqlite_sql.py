@@ -161,6 +161,15 @@ CREATE TABLE skiplock_workers (
 ALTER TABLE skiplock_jobs ADD COLUMN trace_context TEXT
 """,
     ),
+    (
+        9,
+        "payload version",
+        """
+-- Which version of its task's arguments a job holds (see PostgreSQL's migration 9). NULL
+-- (rows written before it) is version 1.
+ALTER TABLE skiplock_jobs ADD COLUMN payload_version INTEGER
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -195,9 +204,10 @@ JOB_INSERT = """
 -- Insert one job of a batch (the batch shares one transaction).
 INSERT INTO skiplock_jobs
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at, lease_s, unique_key, unique_succeeded, trace_context)
+     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
-        :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context)
+        :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
+        :payload_version)
 """
 
 JOB_INSERT_ROWS = """
@@ -205,15 +215,15 @@ JOB_INSERT_ROWS = """
 -- statement, so one statement per row costs 2.5 times as much (10,000 jobs: 111 ms vs 45 ms).
 INSERT INTO skiplock_jobs
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at, lease_s, unique_key, unique_succeeded, trace_context)
+     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
 VALUES {rows}
 """
 
-JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 """One row of JOB_INSERT_ROWS."""
 
-JOB_INSERT_ROWS_MAX = 999 // 14
-"""Rows a statement: 14 values each, within the 999 parameters older SQLite builds allow."""
+JOB_INSERT_ROWS_MAX = 999 // 15
+"""Rows a statement: 15 values each, within the 999 parameters older SQLite builds allow."""
 
 
 JOB_INSERT_UNIQUE = (
@@ -260,7 +270,7 @@ _CLAIM_RETURNING = """
 RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeout,
           lease_token, created_at, lease_expires_at,
           coalesce(lease_s, coalesce(timeout, :default_lease) + :margin) AS lease_s,
-          correlation_id, trace_context
+          correlation_id, trace_context, coalesce(payload_version, 1) AS payload_version
 """
 """Both claims' update of the rows they picked: running, attempt + 1, leased to :worker under
 :token for the job's lease, or its timeout (else :default_lease) + :margin."""
@@ -377,7 +387,7 @@ JOB_GET = """
 -- One job row, for inspection.
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit, started_at, result, progress
+       correlation_id, audit, started_at, result, progress, payload_version
 FROM skiplock_jobs WHERE id = :id
 """
 
@@ -558,7 +568,7 @@ JOB_LIST = (
 -- never OFFSET (written as a range on id, not "IS NULL OR", so the planner seeks to it).
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit, started_at, result, progress
+       correlation_id, audit, started_at, result, progress, payload_version
 FROM skiplock_jobs
 WHERE (:state IS NULL OR state = :state)
       AND id < coalesce(:before, 9223372036854775807)"""
