@@ -6,7 +6,6 @@ rolled-back deploy) for a worker that knows it, until a bound, then dead saying 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,18 @@ def v2_to_v3(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[s
     return [], {"to": email, "lang": lang}
 
 
-@pytest.fixture
-async def other(db_url: str) -> AsyncIterator[skiplock.App]:
-    """A second App on the same database: another deploy's code."""
-    the_app = skiplock.App(db_url)
-    yield the_app
-    await the_app.close()
+async def enqueued_by(url: str, version: int, *args: Any, **kwargs: Any) -> int:
+    """The id of a job of task "send" written by another deploy, whose task is at ``version``."""
+    deploy = skiplock.App(url)
+
+    @deploy.task(name="send", version=version)
+    async def send(*_args: Any, **_kwargs: Any) -> None:
+        pass
+
+    try:
+        return (await send.aenqueue(*args, **kwargs)).id
+    finally:
+        await deploy.close()
 
 
 async def test_the_version_is_stored_at_enqueue(app: skiplock.App) -> None:
@@ -49,18 +54,9 @@ async def test_the_version_is_stored_at_enqueue(app: skiplock.App) -> None:
     assert send.prepare("b@example.com", "en").payload_version == 2
 
 
-async def test_older_payloads_are_upcast_through_the_chain(
-    app: skiplock.App, other: skiplock.App
-) -> None:
-    @other.task(name="send")
-    async def send_v1(email: str) -> None:
-        pass
-
-    @other.task(name="send2", version=2)
-    async def send_v2(email: str, lang: str) -> None:
-        pass
-
-    old = await send_v1.aenqueue("a@example.com")  # written by the version-1 deploy
+async def test_older_payloads_are_upcast_through_the_chain(app: skiplock.App, db_url: str) -> None:
+    v1 = await enqueued_by(db_url, 1, "a@example.com")  # the deploy before last
+    v2 = await enqueued_by(db_url, 2, "b@example.com", "fr")  # the last deploy
     seen: list[dict[str, str]] = []
 
     @app.task(name="send", version=3, upcast={1: v1_to_v2, 2: v2_to_v3})
@@ -68,20 +64,17 @@ async def test_older_payloads_are_upcast_through_the_chain(
         seen.append({"to": to, "lang": lang})
         return f"{to}/{lang}"
 
-    assert (await old.fetch()).payload_version == 1
+    assert [(await app.get_job(i)).payload_version for i in (v1, v2)] == [1, 2]
     await app.drain()
-    assert await old.result(timeout=30) == "a@example.com/en"
-    assert seen == [{"to": "a@example.com", "lang": "en"}]
+    assert await (await app.job(v1)).result(timeout=30) == "a@example.com/en"  # 1 -> 2 -> 3
+    assert await (await app.job(v2)).result(timeout=30) == "b@example.com/fr"  # 2 -> 3
+    assert len(seen) == 2
 
 
 async def test_a_newer_payload_is_left_for_a_worker_that_knows_it(
-    app: skiplock.App, other: skiplock.App
+    app: skiplock.App, db_url: str
 ) -> None:
-    @other.task(name="send", version=3)
-    async def send_v3(*, to: str, lang: str) -> None:
-        pass
-
-    handle = await send_v3.aenqueue(to="a@example.com", lang="en")
+    handle = await app.job(await enqueued_by(db_url, 3, to="a@example.com", lang="en"))
     ran: list[object] = []
 
     @app.task(name="send", version=2, upcast={1: v1_to_v2})  # the rolled-back deploy
@@ -123,13 +116,9 @@ async def test_a_newer_payload_goes_dead_after_the_bound(db_url: str, clock: Fak
 
 
 async def test_a_missing_upcast_step_sends_the_job_dead_saying_which(
-    app: skiplock.App, other: skiplock.App
+    app: skiplock.App, db_url: str
 ) -> None:
-    @other.task(name="send")
-    async def send_v1(email: str) -> None:
-        pass
-
-    handle = await send_v1.aenqueue("a@example.com")
+    handle = await app.job(await enqueued_by(db_url, 1, "a@example.com"))
 
     @app.task(name="send", version=3, upcast={2: v2_to_v3})
     async def send(*, to: str, lang: str) -> None:
