@@ -23,6 +23,7 @@ from ._worker.worker import Worker
 from .errors import (
     BackendError,
     BackendUnavailable,
+    BlockingCallInLoop,
     ConfigurationError,
     DuplicateJob,
     JobCancelled,
@@ -44,6 +45,7 @@ __all__ = [
     "AuditEntry",
     "BackendError",
     "BackendUnavailable",
+    "BlockingCallInLoop",
     "Breaker",
     "Cancel",
     "ConfigurationError",

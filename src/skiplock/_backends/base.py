@@ -43,6 +43,11 @@ MAX_TRACEBACK_CHARS = 8000
 """A traceback is cut to its last 8,000 characters, where the cause is."""
 
 
+NEXT_RUN_PRIORITIES = 64
+"""How many distinct pending priorities ``job_next_run_at`` looks at (each one an index
+probe); a job of a lower priority still due sooner waits for the poll backstop."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobInsertManyParams:
     """Jobs to insert all or none, ids back in input order. With ``connection`` (the caller's
@@ -255,6 +260,13 @@ class Backend(Protocol):
         """Queues that must be claimed through ``job_get_available_limited``."""
         ...
 
+    async def job_next_run_at(self) -> float | None:
+        """Seconds until the earliest pending job that is not due yet (None: there is none),
+        by the database's clock, so an idle worker can wake when it comes due. It reads at
+        most ``NEXT_RUN_PRIORITIES`` distinct priorities (a loose scan of the pending index):
+        past them the answer may be late, never early."""
+        ...
+
     async def queue_list(self) -> list[QueueInfo]: ...
 
     async def queue_set_paused(self, params: QueueSetPausedParams) -> None: ...
@@ -352,6 +364,13 @@ class Backend(Protocol):
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         """Return running rows whose lease expired to pending (dead if attempts are spent);
         their ids, and with ``into``, each row's details appended to it (for log events)."""
+        ...
+
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        """``job_reclaim_expired`` for every lease of one worker (``Worker.id``, its lease
+        token prefix), expired or not: a supervisor saw that worker's process exit."""
         ...
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:

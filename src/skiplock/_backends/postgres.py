@@ -42,6 +42,7 @@ from . import postgres_ops as ops
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
     AuditRecordParams,
     ClaimParams,
     Clock,
@@ -284,6 +285,7 @@ class PostgresBackend:
                     j.correlation_id,
                     j.lease_s,
                     j.trace_context,
+                    j.payload_version,
                 )
                 for job_id, j in zip(ids, jobs, strict=True)
             ]
@@ -364,6 +366,12 @@ class PostgresBackend:
         with _wrapped("queue_limited"):
             return [r["name"] for r in await self.pool.fetch(self._sql.QUEUE_LIMITED)]
 
+    async def job_next_run_at(self) -> float | None:
+        with _wrapped("job_next_run_at"):
+            sql, most = self._sql.JOB_NEXT_RUN_AT, NEXT_RUN_PRIORITIES
+            seconds: float | None = await self.pool.fetchval(sql, self._now(), most)
+        return seconds
+
     def _answers(self, conn: Any) -> ops.Answers:
         return ops.Answers(conn, self._sql, self._claim_args, self._now(), self.channel)
 
@@ -431,6 +439,17 @@ class PostgresBackend:
         with _wrapped("job_reclaim_expired"):
             rows = await self.pool.fetch(
                 self._sql.JOB_RECLAIM_EXPIRED, self._now(), MAX_ERRORS_KEPT
+            )
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
+
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        with _wrapped("job_reclaim_worker"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id
             )
         if into is not None:
             into += reclaimed_jobs(rows)

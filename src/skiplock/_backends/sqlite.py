@@ -43,6 +43,7 @@ from . import sqlite_ops as ops
 from . import sqlite_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
     AuditRecordParams,
     ClaimParams,
     Clock,
@@ -287,6 +288,14 @@ class SQLiteBackend:
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
         return [r[0] for r in rows]
 
+    async def job_next_run_at(self) -> float | None:
+        def read(conn: sqlite3.Connection) -> float | None:
+            args = {"now": self._now(), "most": NEXT_RUN_PRIORITIES}
+            seconds: float | None = conn.execute(sql.JOB_NEXT_RUN_AT, args).fetchone()[0]
+            return seconds
+
+        return await self._run("job_next_run_at", read)
+
     async def warm_up(self) -> None:
         pass  # one connection, opened with the backend; statements compile in microseconds
 
@@ -345,6 +354,19 @@ class SQLiteBackend:
                 return conn.execute(sql.JOB_RECLAIM_EXPIRED, args).fetchall()
 
         rows = await self._run("job_reclaim_expired", reclaim)
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
+
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        def reclaim(conn: sqlite3.Connection) -> list[Any]:
+            with _immediate(conn):
+                args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT, "worker": worker_id}
+                return conn.execute(sql.JOB_RECLAIM_WORKER, args).fetchall()
+
+        rows = await self._run("job_reclaim_worker", reclaim)
         if into is not None:
             into += reclaimed_jobs(rows)
         return [r["id"] for r in rows]

@@ -39,6 +39,8 @@ class Job(models.Model):  # type: ignore[misc]
     attempted_at = Timestamp(null=True)
     finished_at = Timestamp(null=True)
     locked_by = models.TextField(null=True)
+    payload_version = models.IntegerField(null=True)
+    """The version of the task's arguments (NULL: a row from before skiplock migration 9, 1)."""
 
     class Meta:
         managed = False
