@@ -133,6 +133,20 @@ class CronSlotClaimParams:
 
 
 @dataclass(frozen=True, slots=True)
+class CronSlotSyncParams:
+    """One slot of one schedule claimed on the caller's own synchronous connection (sqlite3
+    or psycopg) inside the caller's transaction: a Django project's enqueue (on its own
+    backend, which may not be skiplock's) then commits or rolls back with the claim.
+    ``enqueue`` runs only when this claim took the slot and returns the skiplock job id it
+    wrote (None when the job lives elsewhere, such as django-tasks-db's table)."""
+
+    schedule: str
+    slot: datetime
+    connection: object
+    enqueue: Callable[[], int | None]
+
+
+@dataclass(frozen=True, slots=True)
 class TaskPauseParams:
     """Pause a task name everywhere: for ``for_s`` seconds of the database's clock (the
     breaker), or until a person resumes it (None)."""
@@ -336,6 +350,16 @@ class Backend(Protocol):
 
         A failed enqueue rolls the claim back, so the slot can be tried again.
         """
+        ...
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        """Claim (schedule, slot) on ``params.connection`` and, if this claim took it, run
+        ``params.enqueue`` and record its job; True if taken here. Nothing is committed: the
+        caller's transaction decides (a failed enqueue rolls the claim back)."""
+        ...
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        """``cron_slots_prune`` on the caller's own synchronous connection."""
         ...
 
     async def cron_last_slots(self) -> dict[str, datetime]:

@@ -44,6 +44,7 @@ from .base import (
     ClaimParams,
     Clock,
     CronSlotClaimParams,
+    CronSlotSyncParams,
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
@@ -447,6 +448,20 @@ class PostgresBackend:
         with _wrapped("cron_slot_claim"):
             async with self.pool.acquire() as conn, conn.transaction():
                 return await flows.drive_async(flows.cron_slot(params), self._answers(conn))
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
+        insert = ops.to_psycopg(self._sql.CRON_SLOT_INSERT)
+        if not execute(insert, {"p1": params.schedule, "p2": params.slot}).fetchall():
+            return False
+        job_id = params.enqueue()
+        outcome = ops.to_psycopg(self._sql.CRON_SLOT_SET_OUTCOME)
+        execute(outcome, {"p1": params.schedule, "p2": params.slot, "p3": job_id, "p4": False})
+        return True
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
+        return int(execute(ops.to_psycopg(self._sql.CRON_SLOTS_PRUNE), {"p1": before}).rowcount)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
