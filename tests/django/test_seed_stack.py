@@ -50,3 +50,61 @@ def test_two_seed_workers_fire_each_per_second_slot_once(workers: WorkerProcesse
     assert audited.return_value["source"] == "seed" and "timestamp" in audited.return_value
     for proc in procs:  # the seed's startup line, at the seed's defaults
         assert "Starting concurrent worker (concurrency=3, queue=default)" in proc.output()
+
+
+def _seed(workers: WorkerProcesses, *args: str) -> str:
+    """One ``manage.py`` command of the seed-stack project; its output (it must succeed)."""
+    proc = workers.start(*args, env=SEED)
+    assert proc.wait(60) == 0, proc.output()
+    return proc.output()
+
+
+ENQUEUE = """
+import json
+from tests.django.seedstack.shop import tasks
+print(json.dumps([tasks.add.enqueue(2, 3).id, tasks.explode.enqueue().id]))
+"""
+ENQUEUE_MORE = """
+import json
+from tests.django.seedstack.shop import tasks
+print(json.dumps(tasks.add.enqueue(4, 5).id))
+"""
+RESOLVE = """
+import json
+from django.tasks import task_backends
+out = {}
+for old in %s:
+    r = task_backends["skiplock"].get_result(old)
+    out[old] = [r.id, str(r.status), r.return_value if str(r.status) == "SUCCESSFUL" else None,
+                r.errors[0].exception_class_path if r.errors else None, r.args]
+print(json.dumps(out))
+"""
+
+
+def test_the_seed_projects_rows_move_and_their_old_ids_resolve(workers: WorkerProcesses) -> None:
+    import json
+
+    ran, failed = json.loads(_seed(workers, "shell", "-c", ENQUEUE).splitlines()[-1])
+    _seed(workers, "concurrent_worker", "--burst", "--no-scheduler", "--interval=0.1")
+    ready = json.loads(_seed(workers, "shell", "-c", ENQUEUE_MORE).splitlines()[-1])
+    rows = DBTaskResult.objects.filter(backend_name="default")
+    before = collections.Counter(str(s) for s in rows.values_list("status", flat=True))
+    assert DBTaskResult.objects.get(id=ran).status == "SUCCESSFUL"
+
+    preview = _seed(workers, "import_tasks_db", "--to=skiplock", "--dry-run")
+    expected = sum(before.values())
+    assert f"would move {expected} rows of 'default' to 'skiplock'" in preview, preview
+    assert rows.count() == expected  # a dry run writes nothing
+
+    output = _seed(workers, "import_tasks_db", "--to=skiplock")
+    assert f"moved {expected} rows of 'default' to 'skiplock'" in output, output
+    assert not rows.exists()
+
+    ids = [ran, failed, ready]
+    resolved = json.loads(_seed(workers, "shell", "-c", RESOLVE % json.dumps(ids)).splitlines()[-1])
+    assert resolved[ran] == [ran, "SUCCESSFUL", 5, None, [2, 3]]
+    assert resolved[failed][:2] == [failed, "FAILED"]
+    assert resolved[failed][3] == "builtins.RuntimeError"
+    assert resolved[ready] == [ready, "READY", None, None, [4, 5]]
+    again = _seed(workers, "import_tasks_db", "--to=skiplock")
+    assert "moved 0 rows" in again  # nothing left: running it twice moves nothing twice

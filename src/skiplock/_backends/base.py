@@ -147,6 +147,24 @@ class CronSlotSyncParams:
 
 
 @dataclass(frozen=True, slots=True)
+class JobImportOutcomeParams:
+    """The outcome a finished task had in another queue's table, given to the pending job
+    just inserted for it (same transaction, caller's own synchronous connection)."""
+
+    connection: object
+    job_id: int
+    state: str
+    """``succeeded`` or ``dead``."""
+    attempt: int
+    created_at: datetime
+    attempted_at: datetime | None
+    finished_at: datetime
+    result_json: str | None
+    errors_json: str
+    locked_by: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class TaskPauseParams:
     """Pause a task name everywhere: for ``for_s`` seconds of the database's clock (the
     breaker), or until a person resumes it (None)."""
@@ -360,6 +378,11 @@ class Backend(Protocol):
 
     def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
         """``cron_slots_prune`` on the caller's own synchronous connection."""
+        ...
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        """Give a pending job just inserted (``job_insert_many_sync``) a finished outcome;
+        False if it was no longer pending."""
         ...
 
     async def cron_last_slots(self) -> dict[str, datetime]:

@@ -48,6 +48,7 @@ from .base import (
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobImportOutcomeParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -462,6 +463,22 @@ class PostgresBackend:
     def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
         execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
         return int(execute(ops.to_psycopg(self._sql.CRON_SLOTS_PRUNE), {"p1": before}).rowcount)
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
+        values = (
+            params.job_id,
+            params.state,
+            params.attempt,
+            params.created_at,
+            params.attempted_at,
+            params.finished_at,
+            params.result_json,
+            params.errors_json,
+            params.locked_by,
+        )
+        named = {f"p{i}": v for i, v in enumerate(values, 1)}
+        return bool(execute(ops.to_psycopg(self._sql.JOB_IMPORT_OUTCOME), named).rowcount)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

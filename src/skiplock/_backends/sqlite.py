@@ -49,6 +49,7 @@ from .base import (
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobImportOutcomeParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -379,6 +380,22 @@ class SQLiteBackend:
         conn = _own_sqlite(connection)
         with _wrapped("cron_slots_prune"):
             return conn.execute(sql.CRON_SLOTS_PRUNE, {"before": before.timestamp()}).rowcount
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        conn = _own_sqlite(params.connection)
+        args = {
+            "id": params.job_id,
+            "state": params.state,
+            "attempt": params.attempt,
+            "created_at": params.created_at.timestamp(),
+            "attempted_at": params.attempted_at.timestamp() if params.attempted_at else None,
+            "finished_at": params.finished_at.timestamp(),
+            "result": params.result_json,
+            "errors": params.errors_json,
+            "locked_by": params.locked_by,
+        }
+        with _wrapped("job_import_outcome"):
+            return bool(conn.execute(sql.JOB_IMPORT_OUTCOME, args).rowcount)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

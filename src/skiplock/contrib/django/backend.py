@@ -143,11 +143,32 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         )
 
     def get_result(self, result_id: str) -> Any:
+        job_id = self._job_id(result_id)
         try:
-            record = self.app.run_sync(self.app.get_job(int(result_id)))
-        except (ValueError, JobNotFound):
+            if job_id is None:
+                raise JobNotFound(result_id)
+            record = self.app.run_sync(self.app.get_job(job_id))
+        except JobNotFound:
             raise TaskResultDoesNotExist(result_id) from None
-        return _results.to_task_result(import_string(record.task), record, self.alias)
+        result = _results.to_task_result(import_string(record.task), record, self.alias)
+        object.__setattr__(result, "id", str(result_id))  # a moved row keeps its old id
+        return result
+
+    def _job_id(self, result_id: str) -> int | None:
+        """The job of a result id: the job id itself, or the job a django-tasks-db row
+        became (``manage.py import_tasks_db`` keeps its old id)."""
+        text = str(result_id)
+        if text.isdigit():
+            return int(text)
+        from .models import ImportedTask
+
+        found = (
+            ImportedTask.objects.using(self.database)
+            .filter(old_id=text, backend=self.alias)
+            .values_list("job_id", flat=True)
+            .first()
+        )
+        return None if found is None else int(found)
 
     async def aget_result(self, result_id: str) -> Any:
         # On the app's own loop, not the caller's: a pool opened on a short-lived loop
