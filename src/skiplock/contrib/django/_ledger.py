@@ -99,3 +99,27 @@ def _cached(url: str) -> Backend:
     if backend is None:
         backend = _LEDGERS[url] = open_backend(url)
     return backend
+
+
+def check_periodic_backends(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``skiplock.E006``: a ``@periodic`` task on a backend no skiplock scheduler can enqueue
+    into (an ImmediateBackend, a backend on another engine...) is an error at startup, not a
+    schedule that silently never fires."""
+    from django.core import checks
+
+    from .periodic_tasks import registered_periodic_tasks
+
+    errors = []
+    for entry in registered_periodic_tasks():
+        try:
+            ledger_for(entry.bound_task.get_backend())
+        except PeriodicUnsupported as exc:
+            errors.append(
+                checks.Error(
+                    f"@periodic {entry.title} cannot be scheduled: {exc}",
+                    hint="periodic tasks run in concurrent_worker/task_worker of a "
+                    "SkiplockBackend or django_tasks_db.DatabaseBackend",
+                    id="skiplock.E006",
+                )
+            )
+    return errors

@@ -15,7 +15,8 @@ class SkiplockConfig(AppConfig):  # type: ignore[misc]
     def ready(self) -> None:
         from django.core import checks
 
-        from .checks import check_command_names, check_periodic_backends, check_settings
+        from ._ledger import check_periodic_backends
+        from .checks import check_command_names, check_settings
 
         checks.register(check_settings)
         checks.register(check_periodic_backends)

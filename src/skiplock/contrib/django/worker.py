@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypedDict
 from ..._config import WorkerConfig
 from ..._worker.supervisor import report_ready
 from ..._worker.worker import Worker
+from ._ledger import is_tasks_db as _is_tasks_db
 
 log = logging.getLogger("skiplock.contrib.django")
 
@@ -37,14 +38,6 @@ class _Stoppable(Protocol):
 
 
 TASKS_DB_BACKEND = "django_tasks_db.DatabaseBackend"
-
-
-def _is_tasks_db(backend: object) -> bool:
-    try:
-        from django_tasks_db import DatabaseBackend
-    except ImportError:
-        return False
-    return isinstance(backend, DatabaseBackend)
 
 
 def _backend(alias: str) -> Any:
