@@ -20,6 +20,7 @@ from .project.demo import tasks
 
 SEED_NAMES = {  # seed module -> names it exports there (spec C1)
     "": [
+        "ConcurrentWorker",
         "run_worker",
         "run_worker_async",
         "WorkerOptions",
@@ -28,7 +29,7 @@ SEED_NAMES = {  # seed module -> names it exports there (spec C1)
         "registered_periodic_tasks",
         "install_resilient_run",
     ],
-    ".worker": ["run_worker", "run_worker_async", "WorkerOptions"],
+    ".worker": ["ConcurrentWorker", "run_worker", "run_worker_async", "WorkerOptions"],
     ".periodic_tasks": ["periodic", "PeriodicTask", "registered_periodic_tasks", "PERIODIC_TASKS"],
     ".db_worker": ["install_resilient_run", "RECONNECT_MAX_BACKOFF_SECONDS"],
     ".scheduler": [
@@ -65,6 +66,13 @@ SIGNATURES = {  # (module, name) -> the seed's parameters, in order, with their 
         "periodic_id": "",
         "queue_name": "",
         "task_kwargs": None,
+    },
+    ("", "ConcurrentWorker"): {
+        "concurrency": inspect.Parameter.empty,
+        "interval": inspect.Parameter.empty,
+        "queue_name": inspect.Parameter.empty,
+        "backend_name": "default",
+        "scheduler_interval": 15.0,
     },
     (".scheduler", "defer_periodic_tasks"): {"now": None},
     (".scheduler", "defer_one"): {
@@ -192,3 +200,31 @@ def test_a_second_app_with_the_same_command_names_is_a_check_error(
     output = proc.output()
     assert "skiplock.E007" in output, output
     assert "'tests.django.project.rival'" in output and "manage.py concurrent_worker" in output
+
+
+def test_concurrent_worker_runs_until_shut_down() -> None:
+    import asyncio
+
+    from skiplock.contrib.django import ConcurrentWorker
+
+    worker = ConcurrentWorker(concurrency=2, interval=0.05, queue_name="default")
+    assert worker.worker_id.startswith("concurrent-") and len(worker.worker_id) == 43
+    assert (worker.backend_name, worker.scheduler_interval, worker.running) == (
+        "default",
+        15.0,
+        False,
+    )
+    result = tasks.add.enqueue(20, 22)
+
+    async def main() -> None:
+        running = asyncio.create_task(worker.run())
+        while str((await tasks.add.aget_result(result.id)).status) != "SUCCESSFUL":
+            await asyncio.sleep(0.05)  # the task's outcome is the event awaited
+        assert worker.running
+        worker.shutdown()
+        await asyncio.wait_for(running, 20)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert not worker.running
+    result.refresh()
+    assert result.return_value == 42

@@ -20,6 +20,7 @@ _EXPORTS = {
     "run_worker": ".worker",
     "run_worker_async": ".worker",
     "WorkerOptions": ".worker",
+    "ConcurrentWorker": ".worker",
     "install_resilient_run": ".resilience",
 }
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import signal
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Protocol, TypedDict
 
 from ..._config import WorkerConfig
@@ -258,8 +260,17 @@ _RUNNING: set[_Stoppable] = set()
 """Workers run_worker_async runs on this process's main-thread loop: one signal stops all."""
 
 
+_ON_START: contextvars.ContextVar[Callable[[_Stoppable], None] | None] = contextvars.ContextVar(
+    "skiplock_django_on_start", default=None
+)
+"""Told the worker ``run_worker_async`` built (``ConcurrentWorker`` keeps it to stop it)."""
+
+
 @contextlib.contextmanager
 def _stopped_by_signals(worker: _Stoppable) -> Iterator[None]:
+    started = _ON_START.get()
+    if started is not None:
+        started(worker)
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread; the caller stops this worker
         return
@@ -310,3 +321,55 @@ def run_worker(
             burst=burst,
         )
     )
+
+
+class ConcurrentWorker:
+    """django-tasks-concurrent's worker class, over ``run_worker_async`` (same options):
+    ``await worker.run()`` works the backend's tasks until ``shutdown()`` (which drains, as
+    SIGTERM does) or a signal."""
+
+    def __init__(
+        self,
+        concurrency: int,
+        interval: float,
+        queue_name: str,
+        backend_name: str = "default",
+        scheduler_interval: float = 15.0,
+    ) -> None:
+        self.concurrency = concurrency
+        self.interval = interval
+        self.queue_name = queue_name
+        self.backend_name = backend_name
+        self.scheduler_interval = scheduler_interval
+        self.worker_id = f"concurrent-{uuid.uuid4().hex}"
+        self.running = False
+        self.scheduler_task: asyncio.Task[None] | None = None
+        """Always None: the scheduler is a service inside the worker (its death stops it)."""
+        self._workers: list[_Stoppable] = []
+
+    async def run(self) -> None:
+        self.running = True
+        token = _ON_START.set(self._workers.append)
+        try:
+            await run_worker_async(
+                self.backend_name,
+                concurrency=self.concurrency,
+                interval=self.interval,
+                queue_name=self.queue_name,
+                scheduler_interval=self.scheduler_interval,
+            )
+        finally:
+            _ON_START.reset(token)
+            self.running = False
+
+    def shutdown(self) -> None:
+        """Stop claiming and drain (a second call skips the drain)."""
+        self.running = False
+        for worker in self._workers:
+            worker.request_stop()
+
+    def on_scheduler_finished(self, task: asyncio.Task[Any]) -> None:
+        """The seed's done-callback: a scheduler that died stops the worker."""
+        if not task.cancelled() and task.exception() is not None:
+            log.error("Periodic scheduler failed, stopping worker: %s", task.exception())
+            self.shutdown()
