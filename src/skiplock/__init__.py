@@ -3,6 +3,7 @@
 from ._app import App
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, WorkerConfig
 from ._job import (
+    AuditEntry,
     CronRun,
     DeadGroup,
     JobContext,
@@ -40,6 +41,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "App",
+    "AuditEntry",
     "BackendError",
     "BackendUnavailable",
     "Breaker",

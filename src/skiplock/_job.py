@@ -328,6 +328,21 @@ class CronRun:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One person action in the audit trail (``app.audit_trail()``): who did what, to what."""
+
+    id: int
+    at: datetime
+    who: str
+    what: str
+    """``pause queue``, ``set queue limits``, ``prune``, ``retry``, ``sign-in refused``..."""
+    target: str
+    """What it acted on: ``queue payments``, ``job 42``, ``dead jobs``, a client address."""
+    detail: str
+    """The rest: the limits set, how many rows, why it was refused."""
+
+
+@dataclass(frozen=True, slots=True)
 class TaskPause:
     task: str
     until: datetime | None

@@ -38,3 +38,10 @@ async def archived(n: int) -> None:
 @app.task(name="report", queue="work")
 async def report() -> None:
     pass
+
+
+@app.periodic("0 0 1 1 * 30", name="yearly-at-30s")
+@app.task(name="new_year", queue="archive")
+async def new_year() -> None:
+    """A schedule with a seconds field (00:00:30 on 1 January): the Schedules page shows its
+    fires to the second. It never fires during a test."""

@@ -14,6 +14,7 @@ from django_tasks_db.models import DBTaskResult
 from .processes import WorkerProcesses, wait_for
 
 SEED = {"DJANGO_SETTINGS_MODULE": "tests.django.seedstack.settings"}
+SWITCHED = {"DJANGO_SETTINGS_MODULE": "tests.django.seedstack.settings_switched"}
 HEARTBEAT = "tests.django.seedstack.shop.tasks.heartbeat"
 AUDIT = "tests.django.seedstack.shop.tasks.audit"
 
@@ -52,9 +53,9 @@ def test_two_seed_workers_fire_each_per_second_slot_once(workers: WorkerProcesse
         assert "Starting concurrent worker (concurrency=3, queue=default)" in proc.output()
 
 
-def _seed(workers: WorkerProcesses, *args: str) -> str:
+def _seed(workers: WorkerProcesses, *args: str, env: dict[str, str] = SEED) -> str:
     """One ``manage.py`` command of the seed-stack project; its output (it must succeed)."""
-    proc = workers.start(*args, env=SEED)
+    proc = workers.start(*args, env=env)
     assert proc.wait(60) == 0, proc.output()
     return proc.output()
 
@@ -71,10 +72,10 @@ print(json.dumps(tasks.add.enqueue(4, 5).id))
 """
 RESOLVE = """
 import json
-from django.tasks import task_backends
+from django.tasks import default_task_backend
 out = {}
 for old in %s:
-    r = task_backends["skiplock"].get_result(old)
+    r = default_task_backend.get_result(old)
     out[old] = [r.id, str(r.status), r.return_value if str(r.status) == "SUCCESSFUL" else None,
                 r.errors[0].exception_class_path if r.errors else None, r.args]
 print(json.dumps(out))
@@ -100,8 +101,9 @@ def test_the_seed_projects_rows_move_and_their_old_ids_resolve(workers: WorkerPr
     assert f"moved {expected} rows of 'default' to 'skiplock'" in output, output
     assert not rows.exists()
 
-    ids = [ran, failed, ready]
-    resolved = json.loads(_seed(workers, "shell", "-c", RESOLVE % json.dumps(ids)).splitlines()[-1])
+    ids = [ran, failed, ready]  # read once the project's default backend is skiplock's
+    script = RESOLVE % json.dumps(ids)
+    resolved = json.loads(_seed(workers, "shell", "-c", script, env=SWITCHED).splitlines()[-1])
     assert resolved[ran] == [ran, "SUCCESSFUL", 5, None, [2, 3]]
     assert resolved[failed][:2] == [failed, "FAILED"]
     assert resolved[failed][3] == "builtins.RuntimeError"

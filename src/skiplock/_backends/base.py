@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._job import (
+    AuditEntry,
     ClaimedJob,
     Completion,
     CronRun,
@@ -175,6 +176,16 @@ class TaskPauseParams:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditRecordParams:
+    """A person action for the audit trail (text checked by the App)."""
+
+    who: str
+    what: str
+    target: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobPruneParams:
     """Delete one batch of finished rows older, by the database's clock, than their retention:
     succeeded and cancelled rows ``finished_age_s`` after they finished, dead ones
@@ -292,6 +303,12 @@ class Backend(Protocol):
 
     async def task_pauses(self) -> list[TaskPause]: ...
 
+    async def audit_record(self, params: AuditRecordParams) -> None: ...
+
+    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+        """The audit trail, newest first; ``before_id`` pages by keyset."""
+        ...
+
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         """Apply outcomes to rows still running under their lease token; return those ids."""
         ...
@@ -330,6 +347,14 @@ class Backend(Protocol):
         """How many jobs ``job_list`` would find without its limit (a bulk action's preview)."""
         ...
 
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        """``job_count`` per state, in one pass (states with no job left out)."""
+        ...
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        """Jobs whose unique key or correlation id is exactly ``text``, newest first."""
+        ...
+
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         """Dead jobs grouped by task and last error message, the largest groups first."""
         ...
@@ -344,6 +369,11 @@ class Backend(Protocol):
 
     async def job_prune(self, params: JobPruneParams) -> int:
         """Delete one batch of rows past their retention; how many went."""
+        ...
+
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        """How many rows ``job_prune`` would delete now (batches aside), by state; the same
+        condition, so a dry run counts what the real run's rule takes."""
         ...
 
     async def warm_up(self) -> None:

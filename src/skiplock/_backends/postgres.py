@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from .._job import (
+    AuditEntry,
     ClaimedJob,
     Completion,
     CronRun,
@@ -41,6 +42,7 @@ from . import postgres_ops as ops
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    AuditRecordParams,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
@@ -415,10 +417,17 @@ class PostgresBackend:
                 self._sql.JOB_PRUNE,
                 params.finished_age_s,
                 params.dead_age_s,
-                params.batch,
                 self._now(),
+                params.batch,
             )
         return int(status.split()[-1])
+
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        with _wrapped("job_prune_preview"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_PRUNE_PREVIEW, params.finished_age_s, params.dead_age_s, self._now()
+            )
+        return {r["state"]: int(r["n"]) for r in rows}
 
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         with _wrapped("job_reclaim_expired"):
@@ -564,6 +573,22 @@ class PostgresBackend:
             rows = await self.pool.fetch(self._sql.TASK_PAUSES, self._now())
         return [TaskPause(*r) for r in rows]
 
+    async def audit_record(self, params: AuditRecordParams) -> None:
+        with _wrapped("audit_record"):
+            await self.pool.execute(
+                self._sql.AUDIT_RECORD,
+                params.who,
+                params.what,
+                params.target,
+                params.detail,
+                self._now(),
+            )
+
+    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+        with _wrapped("audit_list"):
+            rows = await self.pool.fetch(self._sql.AUDIT_LIST, limit, before_id)
+        return [AuditEntry(*r) for r in rows]
+
     async def job_get(self, job_id: int) -> JobRecord:
         with _wrapped("job_get"):
             r = await self.pool.fetchrow(self._sql.JOB_GET, job_id)
@@ -618,6 +643,20 @@ class PostgresBackend:
                 *ops.filter_params(params.where),
             )
         return int(count)
+
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        with _wrapped("job_count_states"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_COUNT_STATES,
+                params.state.value if params.state else None,
+                *ops.filter_params(params.where),
+            )
+        return {r["state"]: int(r["n"]) for r in rows}
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        with _wrapped("job_find"):
+            rows = await self.pool.fetch(self._sql.JOB_FIND, text, limit)
+        return [job_record(r) for r in rows]
 
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         with _wrapped("job_dead_groups"):

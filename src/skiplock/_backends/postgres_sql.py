@@ -168,6 +168,22 @@ CREATE TABLE {s}.skiplock_workers (
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN trace_context text;
 """,
     ),
+    (
+        11,
+        "audit trail",
+        """
+-- Every person action, with a job row or without one (queue pause, resume and limits,
+-- retention, task pause), and refused actions and sign-ins: who, when, what, on what.
+CREATE TABLE {s}.skiplock_audit (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at     timestamptz NOT NULL DEFAULT now(),
+    who    text NOT NULL,
+    what   text NOT NULL,
+    target text NOT NULL DEFAULT '',
+    detail text NOT NULL DEFAULT ''
+);
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -633,6 +649,28 @@ SELECT count(*) FROM {s}.skiplock_jobs"""
     + _LIST_WHERE
 )
 
+JOB_COUNT_STATES = (
+    """
+-- How many jobs match JOB_LIST's filter in each state ($1 is NULL: every state), in one
+-- pass (the Jobs page's counts).
+SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
+    + _LIST_WHERE
+    + """GROUP BY state
+"""
+)
+
+JOB_FIND = (
+    """
+-- Jobs whose unique key or correlation id is exactly $1, newest first (a person's search:
+-- no index serves a finished job's key or a correlation id, so this reads the table).
+SELECT """
+    + _RECORD
+    + """
+FROM {s}.skiplock_jobs WHERE unique_key = $1 OR correlation_id = $1
+ORDER BY id DESC LIMIT $2
+"""
+)
+
 JOB_DEAD_GROUPS = """
 -- Dead jobs by task and last error message, the largest groups first.
 SELECT task, coalesce(errors -> -1 ->> 'message', '') AS error, count(*) AS n,
@@ -704,20 +742,36 @@ WHERE state = 'dead'"""
     + "RETURNING id\n"
 )
 
-JOB_PRUNE = """
--- Delete one bounded batch of finished rows past their retention ($1, $2 seconds of the
--- database clock); SKIP LOCKED keeps
--- concurrent pruners off each other's rows and every lock short.
-DELETE FROM {s}.skiplock_jobs WHERE id IN (
-    SELECT id FROM {s}.skiplock_jobs
+_PAST_RETENTION = """
     WHERE (state IN ('succeeded', 'cancelled')
-           AND finished_at < coalesce($4::timestamptz, now()) - $1::float8 * interval '1 second')
+           AND finished_at < coalesce($3::timestamptz, now()) - $1::float8 * interval '1 second')
        OR (state = 'dead'
-           AND finished_at < coalesce($4::timestamptz, now()) - $2::float8 * interval '1 second')
-    LIMIT $3
+           AND finished_at < coalesce($3::timestamptz, now()) - $2::float8 * interval '1 second')
+"""
+
+JOB_PRUNE = (
+    """
+-- Delete one bounded batch ($4 rows) of finished rows past their retention ($1, $2 seconds
+-- of the database clock); SKIP LOCKED keeps concurrent pruners off each other's rows and
+-- every lock short.
+DELETE FROM {s}.skiplock_jobs WHERE id IN (
+    SELECT id FROM {s}.skiplock_jobs"""
+    + _PAST_RETENTION
+    + """    LIMIT $4
     FOR UPDATE SKIP LOCKED
 )
 """
+)
+
+JOB_PRUNE_PREVIEW = (
+    """
+-- What JOB_PRUNE would delete now, by state: the same condition, so a dry run counts
+-- exactly the rows the real run's rule takes.
+SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
+    + _PAST_RETENTION
+    + """GROUP BY state
+"""
+)
 
 QUEUE_LIMITED = """
 -- Queues whose claims must go through their row lock (global concurrency or a rate).
@@ -800,6 +854,19 @@ WHERE until IS NULL OR until > coalesce($1::timestamptz, now())
 ORDER BY task
 """
 
+AUDIT_RECORD = """
+-- One person action for the audit trail, at the database's time.
+INSERT INTO {s}.skiplock_audit (at, who, what, target, detail)
+VALUES (coalesce($5::timestamptz, now()), $1, $2, $3, $4)
+"""
+
+AUDIT_LIST = """
+-- The audit trail, newest first, a page before id $2 (NULL: from the newest).
+SELECT id, at, who, what, target, detail FROM {s}.skiplock_audit
+WHERE $2::bigint IS NULL OR id < $2
+ORDER BY id DESC LIMIT $1
+"""
+
 
 # -- observability: the health numbers and the worker registry (postgres_observe_sql.py) --
 
@@ -848,10 +915,13 @@ class Statements:
     JOB_CANCEL_REQUESTED: str
     JOB_LIST: str
     JOB_COUNT: str
+    JOB_COUNT_STATES: str
+    JOB_FIND: str
     JOB_DEAD_GROUPS: str
     JOB_REQUEUE_DEAD: str
     JOB_DISCARD_DEAD: str
     JOB_PRUNE: str
+    JOB_PRUNE_PREVIEW: str
     QUEUE_LIMITED: str
     QUEUE_LOCK: str
     QUEUE_RUNNING: str
@@ -862,6 +932,8 @@ class Statements:
     TASK_PAUSE: str
     TASK_RESUME: str
     TASK_PAUSES: str
+    AUDIT_RECORD: str
+    AUDIT_LIST: str
     JOB_STATS_NOW: str
     JOB_STATS_LIVE: str
     JOB_STATS_FINISHED: str

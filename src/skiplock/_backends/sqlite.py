@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._job import (
+    AuditEntry,
     ClaimedJob,
     Completion,
     CronRun,
@@ -42,6 +43,7 @@ from . import sqlite_ops as ops
 from . import sqlite_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    AuditRecordParams,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
@@ -116,6 +118,17 @@ def _own_sqlite(connection: object) -> sqlite3.Connection:
     return connection
 
 
+def _create_private(path: str, mode: int) -> None:
+    """Create the database file with ``mode`` before SQLite does (SQLite's own default is 0644
+    less the umask, and it gives the -wal and -shm the database file's mode). The chmod makes
+    the mode exact, whatever the umask; an existing file is left as it is."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode))
+    except OSError:  # it exists, or its directory does not: SQLite says which, as ever
+        return
+    os.chmod(path, mode)
+
+
 class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
@@ -126,6 +139,7 @@ class SQLiteBackend:
         options = parse_sqlite_url(url)
         self.path = options.path
         self.synchronous = options.synchronous
+        self.mode = options.mode
         self._clock = clock
         self._thread: DatabaseThread | None = None
         self._conn: sqlite3.Connection | None = None
@@ -165,6 +179,7 @@ class SQLiteBackend:
 
         def connect() -> sqlite3.Connection:
             with _wrapped("connect"):
+                _create_private(self.path, self.mode)
                 conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA journal_mode = WAL")
@@ -308,18 +323,27 @@ class SQLiteBackend:
         )
         return [r[0] for r in rows]
 
+    def _retention_args(self, params: JobPruneParams) -> dict[str, float]:
+        now = self._now()
+        return {
+            "finished_before": now - params.finished_age_s,
+            "dead_before": now - params.dead_age_s,
+        }
+
     async def job_prune(self, params: JobPruneParams) -> int:
         def prune(conn: sqlite3.Connection) -> int:
             with _immediate(conn):
-                now = self._now()
-                args = {
-                    "finished_before": now - params.finished_age_s,
-                    "dead_before": now - params.dead_age_s,
-                    "batch": params.batch,
-                }
+                args = {**self._retention_args(params), "batch": params.batch}
                 return conn.execute(sql.JOB_PRUNE, args).rowcount
 
         return await self._run("job_prune", prune)
+
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        def count(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute(sql.JOB_PRUNE_PREVIEW, self._retention_args(params)).fetchall()
+            return {str(state): int(n) for state, n in rows}
+
+        return await self._run("job_prune_preview", count)
 
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         def reclaim(conn: sqlite3.Connection) -> list[Any]:
@@ -505,6 +529,21 @@ class SQLiteBackend:
         )
         return [TaskPause(r[0], _opt_dt(r[1]), r[2]) for r in rows]
 
+    async def audit_record(self, params: AuditRecordParams) -> None:
+        args = {
+            "now": self._now(),
+            "who": params.who,
+            "what": params.what,
+            "target": params.target,
+            "detail": params.detail,
+        }
+        await self._write("audit_record", sql.AUDIT_RECORD, args)
+
+    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+        args = {"limit": limit, "before": before_id}
+        rows = await self._run("audit_list", lambda c: c.execute(sql.AUDIT_LIST, args).fetchall())
+        return [AuditEntry(r[0], _dt(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
+
     async def job_get(self, job_id: int) -> JobRecord:
         rows = await self._run("job_get", lambda c: ops.records(c, sql.JOB_GET, {"id": job_id}))
         if not rows:
@@ -564,6 +603,19 @@ class SQLiteBackend:
         args = {"state": state, **ops.filter_params(params.where)}
         row = await self._run("job_count", lambda c: c.execute(sql.JOB_COUNT, args).fetchone())
         return int(row[0])
+
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        state = params.state.value if params.state else None
+        args = {"state": state, **ops.filter_params(params.where)}
+
+        def count(conn: sqlite3.Connection) -> dict[str, int]:
+            return {str(s): int(n) for s, n in conn.execute(sql.JOB_COUNT_STATES, args)}
+
+        return await self._run("job_count_states", count)
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        args = {"text": text, "limit": limit}
+        return await self._run("job_find", lambda c: ops.records(c, sql.JOB_FIND, args))
 
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         def read(conn: sqlite3.Connection) -> list[DeadGroup]:

@@ -161,6 +161,21 @@ CREATE TABLE skiplock_workers (
 ALTER TABLE skiplock_jobs ADD COLUMN trace_context TEXT
 """,
     ),
+    (
+        11,
+        "audit trail",
+        """
+-- Every person action, with a job row or without one, and refused actions and sign-ins
+CREATE TABLE skiplock_audit (
+    id     INTEGER PRIMARY KEY,
+    at     REAL NOT NULL,
+    who    TEXT NOT NULL,
+    what   TEXT NOT NULL,
+    target TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT ''
+)
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -535,6 +550,26 @@ WHERE (:state IS NULL OR state = :state)"""
     + _FILTER
 )
 
+JOB_COUNT_STATES = (
+    """
+-- How many jobs match JOB_LIST's filter in each state (:state NULL: every state), in one
+-- pass (the Jobs page's counts).
+SELECT state, count(*) AS n FROM skiplock_jobs
+WHERE (:state IS NULL OR state = :state)"""
+    + _FILTER
+    + "GROUP BY state"
+)
+
+JOB_FIND = """
+-- Jobs whose unique key or correlation id is exactly :text, newest first (a person's search:
+-- no index serves a finished job's key or a correlation id, so this reads the table).
+SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
+       created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
+       correlation_id, audit, started_at, result, progress
+FROM skiplock_jobs WHERE unique_key = :text OR correlation_id = :text
+ORDER BY id DESC LIMIT :limit
+"""
+
 JOB_DEAD_GROUPS = """
 -- Dead jobs by task and last error message, the largest groups first.
 SELECT task,
@@ -581,15 +616,30 @@ WHERE state = 'dead'"""
     + "RETURNING id"
 )
 
-JOB_PRUNE = """
--- Delete one bounded batch of finished rows past their retention.
-DELETE FROM skiplock_jobs WHERE id IN (
-    SELECT id FROM skiplock_jobs
+_PAST_RETENTION = """
     WHERE (state IN ('succeeded', 'cancelled') AND finished_at < :finished_before)
        OR (state = 'dead' AND finished_at < :dead_before)
-    LIMIT :batch
+"""
+
+JOB_PRUNE = (
+    """
+-- Delete one bounded batch of finished rows past their retention.
+DELETE FROM skiplock_jobs WHERE id IN (
+    SELECT id FROM skiplock_jobs"""
+    + _PAST_RETENTION
+    + """    LIMIT :batch
 )
 """
+)
+
+JOB_PRUNE_PREVIEW = (
+    """
+-- What JOB_PRUNE would delete now, by state (the same condition).
+SELECT state, count(*) AS n FROM skiplock_jobs"""
+    + _PAST_RETENTION
+    + """GROUP BY state
+"""
+)
 
 QUEUE_LIMITED = """
 -- Queues whose claims must go through their own limit check (concurrency or a rate).
@@ -665,6 +715,19 @@ TASK_PAUSES = """
 -- Task pauses still in force.
 SELECT task, until, reason FROM skiplock_task_pauses
 WHERE until IS NULL OR until > :now ORDER BY task
+"""
+
+AUDIT_RECORD = """
+-- One person action for the audit trail.
+INSERT INTO skiplock_audit (at, who, what, target, detail)
+VALUES (:now, :who, :what, :target, :detail)
+"""
+
+AUDIT_LIST = """
+-- The audit trail, newest first, a page before :before (NULL: from the newest).
+SELECT id, at, who, what, target, detail FROM skiplock_audit
+WHERE :before IS NULL OR id < :before
+ORDER BY id DESC LIMIT :limit
 """
 
 DATA_VERSION = "PRAGMA data_version"

@@ -20,6 +20,7 @@ from django.tasks.signals import task_finished, task_started
 from django.utils.json import normalize_json
 
 from ..._job import current_job
+from ._result_ids import result_id
 
 log = logging.getLogger("skiplock.contrib.django")
 
@@ -31,7 +32,7 @@ def _running_result(
     now = datetime.now(UTC)
     result = TaskResult(
         task=task,
-        id=str(job.id),
+        id=result_id(job.id, task.backend),
         status=TaskResultStatus.RUNNING,
         enqueued_at=job.enqueued_at,
         started_at=now,

@@ -13,6 +13,7 @@ OPTIONS = {
     "database": "the DATABASES alias the jobs live in (default: 'default')",
     "schema": "the PostgreSQL schema of skiplock's tables (default: public)",
     "url": "a skiplock database URL, overriding the one built from DATABASES",
+    "signed_result_ids": "True: result ids signed with SECRET_KEY, not guessable (default False)",
 }
 ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
 
@@ -31,6 +32,10 @@ def check_options(alias: str, options: Any) -> Iterator[Any]:
         value = options.get(name)
         if value is not None and (not isinstance(value, str) or not value):
             yield checks.Error(f"{where}[{name!r}] must be a non-empty string", id="skiplock.E004")
+    if not isinstance(options.get("signed_result_ids", False), bool):
+        yield checks.Error(
+            f"{where}['signed_result_ids'] must be True or False", id="skiplock.E004"
+        )
 
 
 def _check_database(where: str, database: Any) -> Iterator[Any]:

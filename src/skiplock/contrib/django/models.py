@@ -44,6 +44,9 @@ class Job(models.Model):  # type: ignore[misc]
         managed = False
         db_table = "skiplock_jobs"
         ordering = ("-id",)
+        # Arguments, results and tracebacks routinely quote what a job was given: seeing them
+        # is a permission of its own, beyond view_job (the admin hides them without it).
+        permissions = (("view_job_payload", "Can view job arguments, results and errors"),)
 
     def __str__(self) -> str:
         return f"job {self.id} ({self.task}, {self.state})"
