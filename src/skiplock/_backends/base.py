@@ -139,6 +139,38 @@ class CronSlotClaimParams:
 
 
 @dataclass(frozen=True, slots=True)
+class CronSlotSyncParams:
+    """One slot of one schedule claimed on the caller's own synchronous connection (sqlite3
+    or psycopg) inside the caller's transaction: a Django project's enqueue (on its own
+    backend, which may not be skiplock's) then commits or rolls back with the claim.
+    ``enqueue`` runs only when this claim took the slot and returns the skiplock job id it
+    wrote (None when the job lives elsewhere, such as django-tasks-db's table)."""
+
+    schedule: str
+    slot: datetime
+    connection: object
+    enqueue: Callable[[], int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class JobImportOutcomeParams:
+    """The outcome a finished task had in another queue's table, given to the pending job
+    just inserted for it (same transaction, caller's own synchronous connection)."""
+
+    connection: object
+    job_id: int
+    state: str
+    """``succeeded`` or ``dead``."""
+    attempt: int
+    created_at: datetime
+    attempted_at: datetime | None
+    finished_at: datetime
+    result_json: str | None
+    errors_json: str
+    locked_by: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class TaskPauseParams:
     """Pause a task name everywhere: for ``for_s`` seconds of the database's clock (the
     breaker), or until a person resumes it (None)."""
@@ -385,6 +417,21 @@ class Backend(Protocol):
 
         A failed enqueue rolls the claim back, so the slot can be tried again.
         """
+        ...
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        """Claim (schedule, slot) on ``params.connection`` and, if this claim took it, run
+        ``params.enqueue`` and record its job; True if taken here. Nothing is committed: the
+        caller's transaction decides (a failed enqueue rolls the claim back)."""
+        ...
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        """``cron_slots_prune`` on the caller's own synchronous connection."""
+        ...
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        """Give a pending job just inserted (``job_insert_many_sync``) a finished outcome;
+        False if it was no longer pending."""
         ...
 
     async def cron_last_slots(self) -> dict[str, datetime]:

@@ -47,9 +47,11 @@ from .base import (
     ClaimParams,
     Clock,
     CronSlotClaimParams,
+    CronSlotSyncParams,
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobImportOutcomeParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -475,6 +477,36 @@ class PostgresBackend:
         with _wrapped("cron_slot_claim"):
             async with self.pool.acquire() as conn, conn.transaction():
                 return await flows.drive_async(flows.cron_slot(params), self._answers(conn))
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
+        insert = ops.to_psycopg(self._sql.CRON_SLOT_INSERT)
+        if not execute(insert, {"p1": params.schedule, "p2": params.slot}).fetchall():
+            return False
+        job_id = params.enqueue()
+        outcome = ops.to_psycopg(self._sql.CRON_SLOT_SET_OUTCOME)
+        execute(outcome, {"p1": params.schedule, "p2": params.slot, "p3": job_id, "p4": False})
+        return True
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
+        return int(execute(ops.to_psycopg(self._sql.CRON_SLOTS_PRUNE), {"p1": before}).rowcount)
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
+        values = (
+            params.job_id,
+            params.state,
+            params.attempt,
+            params.created_at,
+            params.attempted_at,
+            params.finished_at,
+            params.result_json,
+            params.errors_json,
+            params.locked_by,
+        )
+        named = {f"p{i}": v for i, v in enumerate(values, 1)}
+        return bool(execute(ops.to_psycopg(self._sql.JOB_IMPORT_OUTCOME), named).rowcount)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

@@ -621,6 +621,15 @@ SELECT DISTINCT ON (schedule) schedule, slot, job_id
 FROM {s}.skiplock_cron_slots ORDER BY schedule, slot DESC
 """
 
+JOB_IMPORT_OUTCOME = """
+-- A finished task moved in from another queue's table (Django's import_tasks_db): the row
+-- just inserted pending in this transaction takes the outcome it had there.
+UPDATE {s}.skiplock_jobs
+SET state = $2, attempt = $3, created_at = $4, attempted_at = $5, started_at = $5,
+    finished_at = $6, result = $7::jsonb, errors = $8::jsonb, locked_by = $9
+WHERE id = $1 AND state = 'pending'
+"""
+
 CRON_SLOTS_PRUNE = """
 -- Forget slots older than the cut-off.
 DELETE FROM {s}.skiplock_cron_slots WHERE slot < $1
@@ -956,6 +965,7 @@ class Statements:
     CRON_LAST_SLOTS: str
     CRON_LAST_RUNS: str
     CRON_SLOTS_PRUNE: str
+    JOB_IMPORT_OUTCOME: str
     JOB_CANCEL: str
     JOB_CANCEL_REQUESTED: str
     JOB_LIST: str

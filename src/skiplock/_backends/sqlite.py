@@ -48,9 +48,11 @@ from .base import (
     ClaimParams,
     Clock,
     CronSlotClaimParams,
+    CronSlotSyncParams,
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobImportOutcomeParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -106,6 +108,15 @@ def _identity(path: str) -> tuple[int, int] | None:
     except OSError:  # gone, or its directory gone: not the file opened, either way
         return None
     return st.st_dev, st.st_ino
+
+
+def _own_sqlite(connection: object) -> sqlite3.Connection:
+    """The caller's own connection, which a SQLite app needs to be a sqlite3 one."""
+    if not isinstance(connection, sqlite3.Connection):
+        raise TypeError(
+            f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
+        )
+    return connection
 
 
 def _create_private(path: str, mode: int) -> None:
@@ -233,11 +244,7 @@ class SQLiteBackend:
         return await self._run("job_insert_many", insert)
 
     def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
-        jobs, connection = params.jobs, params.connection
-        if not isinstance(connection, sqlite3.Connection):
-            raise TypeError(
-                f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
-            )
+        jobs, connection = params.jobs, _own_sqlite(params.connection)
         with _wrapped("job_insert_many"):
             return ops.insert_rows(connection, jobs, self._now())
 
@@ -401,6 +408,40 @@ class SQLiteBackend:
                 return flows.drive(flows.cron_slot(params), self._answerer(conn))
 
         return await self._run("cron_slot_claim", claim)
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        conn = _own_sqlite(params.connection)
+        slot = params.slot.timestamp()
+        with _wrapped("cron_slot_claim"):
+            args = {"schedule": params.schedule, "slot": slot, "now": self._now()}
+            if not conn.execute(sql.CRON_SLOT_INSERT, args).rowcount:
+                return False
+        job_id = params.enqueue()  # its errors are the caller's (a Django backend's)
+        with _wrapped("cron_slot_claim"):
+            args = {"schedule": params.schedule, "slot": slot, "job_id": job_id, "skipped": 0}
+            conn.execute(sql.CRON_SLOT_SET_OUTCOME, args)
+        return True
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        conn = _own_sqlite(connection)
+        with _wrapped("cron_slots_prune"):
+            return conn.execute(sql.CRON_SLOTS_PRUNE, {"before": before.timestamp()}).rowcount
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        conn = _own_sqlite(params.connection)
+        args = {
+            "id": params.job_id,
+            "state": params.state,
+            "attempt": params.attempt,
+            "created_at": params.created_at.timestamp(),
+            "attempted_at": params.attempted_at.timestamp() if params.attempted_at else None,
+            "finished_at": params.finished_at.timestamp(),
+            "result": params.result_json,
+            "errors": params.errors_json,
+            "locked_by": params.locked_by,
+        }
+        with _wrapped("job_import_outcome"):
+            return bool(conn.execute(sql.JOB_IMPORT_OUTCOME, args).rowcount)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

@@ -541,6 +541,16 @@ CRON_LAST_RUNS = """
 SELECT schedule, max(slot), job_id FROM skiplock_cron_slots GROUP BY schedule
 """
 
+JOB_IMPORT_OUTCOME = """
+-- A finished task moved in from another queue's table (Django's import_tasks_db): the row
+-- just inserted pending in this transaction takes the outcome it had there.
+UPDATE skiplock_jobs
+SET state = :state, attempt = :attempt, created_at = :created_at, attempted_at = :attempted_at,
+    started_at = :attempted_at, finished_at = :finished_at, result = :result, errors = :errors,
+    locked_by = :locked_by
+WHERE id = :id AND state = 'pending'
+"""
+
 CRON_SLOTS_PRUNE = """
 -- Forget slots older than the cut-off.
 DELETE FROM skiplock_cron_slots WHERE slot < :before
