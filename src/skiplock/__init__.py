@@ -24,6 +24,7 @@ from ._worker.worker import Worker
 from .errors import (
     BackendError,
     BackendUnavailable,
+    BlockingCallInLoop,
     ConfigurationError,
     DuplicateJob,
     JobCancelled,
@@ -46,6 +47,7 @@ __all__ = [
     "AuditEntry",
     "BackendError",
     "BackendUnavailable",
+    "BlockingCallInLoop",
     "Breaker",
     "Cancel",
     "ConfigurationError",

@@ -115,6 +115,19 @@ class AppControl:
         """One job row, or JobNotFound."""
         return await (await self.backend()).job_get(job_id)
 
+    async def release_worker(self, worker_id: str) -> list[int]:
+        """Return every lease a worker holds to pending now; the ids released.
+
+        For a worker known to be gone (its supervisor saw its process exit): its jobs and the
+        jobs it had claimed ahead would otherwise wait out their leases. ``worker_id`` is the
+        worker's ``Worker.id`` (its lease token prefix). The reclaim rule applies as when a
+        lease expires: the attempt stays spent (a job that kills its worker runs out of
+        attempts), spent attempts go to ``dead``, a cancel asked for goes to ``cancelled``.
+        Only rows still under that worker's tokens change, so a live worker is never robbed."""
+        if not isinstance(worker_id, str) or not worker_id.strip():
+            raise ConfigurationError(f"worker_id must be a worker's id (got {worker_id!r})")
+        return await (await self.backend()).job_reclaim_worker(worker_id)
+
     async def retry_job(self, job_id: int, *, who: str = "") -> bool:
         """Requeue a finished (usually dead) job with its attempts reset; recorded on the job.
 

@@ -43,6 +43,11 @@ MAX_TRACEBACK_CHARS = 8000
 """A traceback is cut to its last 8,000 characters, where the cause is."""
 
 
+NEXT_RUN_PRIORITIES = 64
+"""How many distinct pending priorities ``job_next_run_at`` looks at (each one an index
+probe); a job of a lower priority still due sooner waits for the poll backstop."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobInsertManyParams:
     """Jobs to insert all or none, ids back in input order. With ``connection`` (the caller's
@@ -134,6 +139,38 @@ class CronSlotClaimParams:
     slot: datetime
     job: NewJob
     overlap: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CronSlotSyncParams:
+    """One slot of one schedule claimed on the caller's own synchronous connection (sqlite3
+    or psycopg) inside the caller's transaction: a Django project's enqueue (on its own
+    backend, which may not be skiplock's) then commits or rolls back with the claim.
+    ``enqueue`` runs only when this claim took the slot and returns the skiplock job id it
+    wrote (None when the job lives elsewhere, such as django-tasks-db's table)."""
+
+    schedule: str
+    slot: datetime
+    connection: object
+    enqueue: Callable[[], int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class JobImportOutcomeParams:
+    """The outcome a finished task had in another queue's table, given to the pending job
+    just inserted for it (same transaction, caller's own synchronous connection)."""
+
+    connection: object
+    job_id: int
+    state: str
+    """``succeeded`` or ``dead``."""
+    attempt: int
+    created_at: datetime
+    attempted_at: datetime | None
+    finished_at: datetime
+    result_json: str | None
+    errors_json: str
+    locked_by: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +299,13 @@ class Backend(Protocol):
         """Queues that must be claimed through ``job_get_available_limited``."""
         ...
 
+    async def job_next_run_at(self) -> float | None:
+        """Seconds until the earliest pending job that is not due yet (None: there is none),
+        by the database's clock, so an idle worker can wake when it comes due. It reads at
+        most ``NEXT_RUN_PRIORITIES`` distinct priorities (a loose scan of the pending index):
+        past them the answer may be late, never early."""
+        ...
+
     async def queue_list(self) -> list[QueueInfo]:
         """Every queue with settings or live jobs; no finished row is read."""
         ...
@@ -371,6 +415,13 @@ class Backend(Protocol):
         their ids, and with ``into``, each row's details appended to it (for log events)."""
         ...
 
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        """``job_reclaim_expired`` for every lease of one worker (``Worker.id``, its lease
+        token prefix), expired or not: a supervisor saw that worker's process exit."""
+        ...
+
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         """Extend the leases of (id, token) pairs still running; return the pairs still held.
 
@@ -383,6 +434,21 @@ class Backend(Protocol):
 
         A failed enqueue rolls the claim back, so the slot can be tried again.
         """
+        ...
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        """Claim (schedule, slot) on ``params.connection`` and, if this claim took it, run
+        ``params.enqueue`` and record its job; True if taken here. Nothing is committed: the
+        caller's transaction decides (a failed enqueue rolls the claim back)."""
+        ...
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        """``cron_slots_prune`` on the caller's own synchronous connection."""
+        ...
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        """Give a pending job just inserted (``job_insert_many_sync``) a finished outcome;
+        False if it was no longer pending."""
         ...
 
     async def cron_last_slots(self) -> dict[str, datetime]:

@@ -42,13 +42,16 @@ from . import postgres_ops as ops
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
     AuditRecordParams,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
+    CronSlotSyncParams,
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobImportOutcomeParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -286,6 +289,7 @@ class PostgresBackend:
                     j.correlation_id,
                     j.lease_s,
                     j.trace_context,
+                    j.payload_version,
                 )
                 for job_id, j in zip(ids, jobs, strict=True)
             ]
@@ -366,6 +370,12 @@ class PostgresBackend:
         with _wrapped("queue_limited"):
             return [r["name"] for r in await self.pool.fetch(self._sql.QUEUE_LIMITED)]
 
+    async def job_next_run_at(self) -> float | None:
+        with _wrapped("job_next_run_at"):
+            sql, most = self._sql.JOB_NEXT_RUN_AT, NEXT_RUN_PRIORITIES
+            seconds: float | None = await self.pool.fetchval(sql, self._now(), most)
+        return seconds
+
     def _answers(self, conn: Any) -> ops.Answers:
         return ops.Answers(conn, self._sql, self._claim_args, self._now(), self.channel)
 
@@ -438,6 +448,17 @@ class PostgresBackend:
             into += reclaimed_jobs(rows)
         return [r["id"] for r in rows]
 
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        with _wrapped("job_reclaim_worker"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id
+            )
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
+
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
             return []
@@ -458,6 +479,36 @@ class PostgresBackend:
         with _wrapped("cron_slot_claim"):
             async with self.pool.acquire() as conn, conn.transaction():
                 return await flows.drive_async(flows.cron_slot(params), self._answers(conn))
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
+        insert = ops.to_psycopg(self._sql.CRON_SLOT_INSERT)
+        if not execute(insert, {"p1": params.schedule, "p2": params.slot}).fetchall():
+            return False
+        job_id = params.enqueue()
+        outcome = ops.to_psycopg(self._sql.CRON_SLOT_SET_OUTCOME)
+        execute(outcome, {"p1": params.schedule, "p2": params.slot, "p3": job_id, "p4": False})
+        return True
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
+        return int(execute(ops.to_psycopg(self._sql.CRON_SLOTS_PRUNE), {"p1": before}).rowcount)
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
+        values = (
+            params.job_id,
+            params.state,
+            params.attempt,
+            params.created_at,
+            params.attempted_at,
+            params.finished_at,
+            params.result_json,
+            params.errors_json,
+            params.locked_by,
+        )
+        named = {f"p{i}": v for i, v in enumerate(values, 1)}
+        return bool(execute(ops.to_psycopg(self._sql.JOB_IMPORT_OUTCOME), named).rowcount)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

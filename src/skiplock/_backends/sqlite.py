@@ -44,13 +44,16 @@ from . import sqlite_ops as ops
 from . import sqlite_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
     AuditRecordParams,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
+    CronSlotSyncParams,
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobImportOutcomeParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -106,6 +109,15 @@ def _identity(path: str) -> tuple[int, int] | None:
     except OSError:  # gone, or its directory gone: not the file opened, either way
         return None
     return st.st_dev, st.st_ino
+
+
+def _own_sqlite(connection: object) -> sqlite3.Connection:
+    """The caller's own connection, which a SQLite app needs to be a sqlite3 one."""
+    if not isinstance(connection, sqlite3.Connection):
+        raise TypeError(
+            f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
+        )
+    return connection
 
 
 def _queue_info(r: Any) -> QueueInfo:
@@ -253,11 +265,7 @@ class SQLiteBackend:
         return await self._run("job_insert_many", insert)
 
     def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
-        jobs, connection = params.jobs, params.connection
-        if not isinstance(connection, sqlite3.Connection):
-            raise TypeError(
-                f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
-            )
+        jobs, connection = params.jobs, _own_sqlite(params.connection)
         with _wrapped("job_insert_many"):
             return ops.insert_rows(connection, jobs, self._now())
 
@@ -307,6 +315,14 @@ class SQLiteBackend:
     async def queue_limited(self) -> list[str]:
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
         return [r[0] for r in rows]
+
+    async def job_next_run_at(self) -> float | None:
+        def read(conn: sqlite3.Connection) -> float | None:
+            args = {"now": self._now(), "most": NEXT_RUN_PRIORITIES}
+            seconds: float | None = conn.execute(sql.JOB_NEXT_RUN_AT, args).fetchone()[0]
+            return seconds
+
+        return await self._run("job_next_run_at", read)
 
     async def warm_up(self) -> None:
         pass  # one connection, opened with the backend; statements compile in microseconds
@@ -370,6 +386,19 @@ class SQLiteBackend:
             into += reclaimed_jobs(rows)
         return [r["id"] for r in rows]
 
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        def reclaim(conn: sqlite3.Connection) -> list[Any]:
+            with _immediate(conn):
+                args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT, "worker": worker_id}
+                return conn.execute(sql.JOB_RECLAIM_WORKER, args).fetchall()
+
+        rows = await self._run("job_reclaim_worker", reclaim)
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
+
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
             return []
@@ -400,6 +429,40 @@ class SQLiteBackend:
                 return flows.drive(flows.cron_slot(params), self._answerer(conn))
 
         return await self._run("cron_slot_claim", claim)
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        conn = _own_sqlite(params.connection)
+        slot = params.slot.timestamp()
+        with _wrapped("cron_slot_claim"):
+            args = {"schedule": params.schedule, "slot": slot, "now": self._now()}
+            if not conn.execute(sql.CRON_SLOT_INSERT, args).rowcount:
+                return False
+        job_id = params.enqueue()  # its errors are the caller's (a Django backend's)
+        with _wrapped("cron_slot_claim"):
+            args = {"schedule": params.schedule, "slot": slot, "job_id": job_id, "skipped": 0}
+            conn.execute(sql.CRON_SLOT_SET_OUTCOME, args)
+        return True
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        conn = _own_sqlite(connection)
+        with _wrapped("cron_slots_prune"):
+            return conn.execute(sql.CRON_SLOTS_PRUNE, {"before": before.timestamp()}).rowcount
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        conn = _own_sqlite(params.connection)
+        args = {
+            "id": params.job_id,
+            "state": params.state,
+            "attempt": params.attempt,
+            "created_at": params.created_at.timestamp(),
+            "attempted_at": params.attempted_at.timestamp() if params.attempted_at else None,
+            "finished_at": params.finished_at.timestamp(),
+            "result": params.result_json,
+            "errors": params.errors_json,
+            "locked_by": params.locked_by,
+        }
+        with _wrapped("job_import_outcome"):
+            return bool(conn.execute(sql.JOB_IMPORT_OUTCOME, args).rowcount)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

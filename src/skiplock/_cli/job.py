@@ -59,6 +59,7 @@ def job_details(job: JobRecord) -> dict[str, Any]:
         "result": job.result,
         "progress": job.progress,
         "priority": job.priority,
+        "payload_version": job.payload_version,
         "run_at": job.run_at,
         "created_at": job.created_at,
         "attempted_at": job.attempted_at,

@@ -12,6 +12,7 @@ run) before Django starts; a child process inherits them:
 - ``SKIPLOCK_DJANGO_CONN_MAX_AGE``: Django's ``CONN_MAX_AGE`` (persistent connections)
 - ``SKIPLOCK_DJANGO_USE_TZ``: ``0`` runs the project with ``USE_TZ=False``
 - ``SKIPLOCK_DJANGO_FAULTS``: fault injections for a test (see ``faults.py``)
+- ``SKIPLOCK_DJANGO_EXTRA_APPS``: more ``INSTALLED_APPS``, comma-separated, appended
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ INSTALLED_APPS = [
     "django_tasks_db",
     "skiplock.contrib.django",
     "tests.django.project.demo",
+    *filter(None, os.environ.get("SKIPLOCK_DJANGO_EXTRA_APPS", "").split(",")),
 ]
 TASKS = {
     "default": {
@@ -90,6 +92,7 @@ TASKS = {
         "BACKEND": "django_tasks_db.DatabaseBackend",
         "QUEUES": ["default", "other"],
     },
+    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
 }
 LOGGING = {
     "version": 1,

@@ -13,11 +13,14 @@ _EXPORTS = {
     "SkiplockBackend": ".backend",
     "skiplock_options": ".options",
     "periodic": ".periodic_tasks",
+    "PeriodicTask": ".periodic_tasks",
     "registered_periodic_tasks": ".periodic_tasks",
     "defer_periodic_tasks": ".scheduler",
     "run_scheduler_thread": ".scheduler",
     "run_worker": ".worker",
     "run_worker_async": ".worker",
+    "WorkerOptions": ".worker",
+    "ConcurrentWorker": ".worker",
     "install_resilient_run": ".resilience",
 }
 

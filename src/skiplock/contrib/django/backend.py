@@ -163,8 +163,10 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         )
 
     def get_result(self, result_id: str) -> Any:
+        moved = self._moved_job_id(str(result_id))
         try:
-            record = self.app.run_sync(self.app.get_job(_result_ids.job_id(result_id, self.alias)))
+            job_id = moved if moved is not None else _result_ids.job_id(result_id, self.alias)
+            record = self.app.run_sync(self.app.get_job(job_id))
         except (ValueError, JobNotFound):
             raise TaskResultDoesNotExist(result_id) from None
         task = registered_task(record.task)
@@ -174,7 +176,26 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
                 "(its module is imported at startup: a tasks module of an installed app, or one "
                 "imported from there)"
             )
-        return _results.to_task_result(task, record, self.alias)
+        result = _results.to_task_result(task, record, self.alias)
+        if moved is not None:
+            object.__setattr__(result, "id", str(result_id))  # a moved row keeps its old id
+        return result
+
+    def _moved_job_id(self, result_id: str) -> int | None:
+        """The job a django-tasks-db row became (``manage.py import_tasks_db`` keeps its old
+        id, a UUID: never a job id, signed or not), or None."""
+        if result_id.isdigit() or ":" in result_id:
+            return None  # a job id, plain or signed: no lookup for the ordinary case
+        from .models import ImportedTask
+
+        # not filtered by alias: the last step of a switch may rename the backend's alias
+        found = (
+            ImportedTask.objects.using(self.database)
+            .filter(old_id=result_id)
+            .values_list("job_id", flat=True)
+            .first()
+        )
+        return None if found is None else int(found)
 
     async def aget_result(self, result_id: str) -> Any:
         # On the app's own loop, not the caller's: a pool opened on a short-lived loop

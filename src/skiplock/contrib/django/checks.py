@@ -66,3 +66,34 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             id="skiplock.E005",
         )
     ]
+
+
+def check_command_names(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``skiplock.E007``: another installed app (django-tasks-concurrent, say) also provides
+    ``concurrent_worker`` or ``task_worker``: which one runs would be decided by the order
+    of ``INSTALLED_APPS``, silently."""
+    import os
+
+    from django.apps import apps
+    from django.core.management import find_commands, get_commands
+
+    ours = "skiplock.contrib.django"
+    mine = set(find_commands(os.path.join(apps.get_app_config("skiplock").path, "management")))
+    errors = []
+    for config in apps.get_app_configs():
+        if config.name == ours:
+            continue
+        clash = sorted(mine & set(find_commands(os.path.join(config.path, "management"))))
+        if not clash:
+            continue
+        runs = {name: get_commands().get(name) for name in clash}
+        errors.append(
+            checks.Error(
+                f"INSTALLED_APPS has both {config.name!r} and {ours!r}, which both provide "
+                + ", ".join(f"manage.py {n} (runs {runs[n]}'s)" for n in clash),
+                hint=f"remove {config.name!r} from INSTALLED_APPS (skiplock's commands take "
+                "its options)",
+                id="skiplock.E007",
+            )
+        )
+    return errors

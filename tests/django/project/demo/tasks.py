@@ -147,3 +147,30 @@ def append_line(path: str, line: str, seconds: float) -> str:
         out.write(line + "\n")
     time.sleep(seconds)
     return line
+
+
+@task(backend="tasksdb")
+def stamp(**kwargs: Any) -> dict[str, Any]:
+    """A django-tasks-db task that tests schedule with ``@periodic`` (registered per test)."""
+    return kwargs
+
+
+@task(backend="tasksdb")
+def stamp_too(**kwargs: Any) -> dict[str, Any]:
+    return kwargs
+
+
+@task(backend="jobs")
+def stamp_jobs(**kwargs: Any) -> dict[str, Any]:
+    """The same on a SkiplockBackend (the ``jobs`` database)."""
+    return kwargs
+
+
+@task(backend="jobs")
+def stamp_jobs_too(**kwargs: Any) -> dict[str, Any]:
+    return kwargs
+
+
+@task(backend="immediate")
+def at_once() -> None:
+    """On Django's ImmediateBackend, which no skiplock worker serves."""

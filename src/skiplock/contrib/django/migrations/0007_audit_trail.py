@@ -12,7 +12,7 @@ from ..schema import apply_skiplock_migrations
 
 class Migration(migrations.Migration):  # type: ignore[misc]
     atomic = False  # as 0001: skiplock migrates on its own connection
-    dependencies: ClassVar[list[Any]] = [("skiplock", "0004_trace_context")]
+    dependencies: ClassVar[list[Any]] = [("skiplock", "0005_payload_version")]
     operations: ClassVar[list[Any]] = [
         migrations.RunPython(apply_skiplock_migrations, migrations.RunPython.noop, elidable=False)
     ]
