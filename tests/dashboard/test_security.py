@@ -147,6 +147,40 @@ def test_a_spoofed_forwarded_for_does_not_sign_in(stack: Stack) -> None:
     assert ">admin<" not in answer
 
 
+def test_proxy_sign_in_behind_a_proxy_that_forwards_the_client_address(stack: Stack) -> None:
+    # --proxy-headers (for https links behind a TLS proxy): uvicorn takes the client address
+    # from X-Forwarded-For, which every proxy sets; the proxy is still the TCP peer, and that
+    # is what --proxy-trusted is compared with (it refused every person before)
+    server = Server(
+        stack,
+        "forwarding-proxy",
+        *("--proxy-header", "X-User", "--proxy-role-header", "X-Role", "--proxy-headers"),
+        SKIPLOCK_DASHBOARD_PROXY_SECRET=SECRET,
+    )
+    forwarded = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}
+    who = {"X-User": "boss", "X-Role": "admin", **forwarded}
+    status, page = server.get("/", **who, **{"X-Skiplock-Proxy-Secret": SECRET})
+    assert status == 200, page
+    assert ">admin<" in page and f'action="https://127.0.0.1:{server.port}/queues/' in page
+    assert server.get("/", **who)[0] == 401  # the secret still decides
+    assert "203.0.113.9" in server.log()  # the client address is the forwarded one
+
+
+def test_a_forwarded_for_naming_the_proxy_is_not_the_proxy(stack: Stack) -> None:
+    # with --proxy-headers a local client may write X-Forwarded-For (127.0.0.1 is a trusted
+    # forwarder by default), and make the client address the proxy's: the TCP peer is not
+    server = Server(
+        stack,
+        "far-forwarding-proxy",
+        *("--proxy-header", "X-User", "--proxy-role-header", "X-Role", "--proxy-headers"),
+        *("--proxy-trusted", "10.9.8.7"),
+        SKIPLOCK_DASHBOARD_PROXY_SECRET=SECRET,
+    )
+    spoof = {"X-Forwarded-For": "10.9.8.7", "X-User": "mallory", "X-Role": "admin"}
+    status, answer = server.get("/", **spoof, **{"X-Skiplock-Proxy-Secret": SECRET})
+    assert status == 401, answer
+
+
 def test_proxy_sign_in_needs_the_shared_secret(proxied: Server) -> None:
     who = {"X-User": "boss", "X-Role": "admin"}
     assert proxied.get("/", **who)[0] == 401
