@@ -116,6 +116,32 @@ def test_a_host_header_cannot_make_a_page_look_like_a_static_file(signed: Server
     assert status == 200 and "max-age" in answer
 
 
+async def test_the_guard_decides_on_the_routed_path_even_where_the_url_lies(
+    app_file: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The installed Starlette no longer rebuilds request.url.path from Host, so the test above
+    # passes whatever the guard reads. Here request.url is built as Starlette 0.37.2 built it
+    # ("scheme://" + Host + path): the guard must still ask for a sign-in.
+    from starlette.datastructures import URL
+    from starlette.requests import HTTPConnection
+
+    def host_built(self: HTTPConnection) -> URL:
+        host = dict(self.scope["headers"]).get(b"host", b"").decode("latin-1")
+        return URL(f"{self.scope.get('scheme', 'http')}://{host}{self.scope['path']}")
+
+    monkeypatch.setattr(HTTPConnection, "url", property(host_built))
+    auth = basic_auth({"vera": ("viewer", hash_password("arev"))})
+    async with serving(create_app(app_file, auth=auth)) as client:
+        lying = {"Host": "a/static/?x="}
+        probe = await client.get("/", headers=lying)
+        assert probe.url.path == "/"  # the path routed is the Overview's
+        for path in ("/", "/jobs", "/dead", "/workers"):
+            answer = await client.get(path, headers=lying)
+            assert answer.status_code == 401, (path, answer.status_code, answer.text[:200])
+        signed = await client.get("/jobs", headers={**lying, **credentials("vera", "arev")})
+        assert signed.status_code == 200
+
+
 SECRET = "proxy-secret-0123456789"
 
 
