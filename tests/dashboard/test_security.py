@@ -413,6 +413,35 @@ async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
         assert found.status_code == 200 and f"card {LEAKED} declined" in found.text
 
 
+async def test_a_viewer_sees_no_payload_quoted_by_a_row_skiplock_cannot_read(
+    app: skiplock.App,
+) -> None:
+    # another producer wrote the arguments as an object, not a list: the job page says the row
+    # holds a value skiplock did not write, and quotes it to operators only
+    from ..backends.test_odd_rows import write_raw
+
+    @app.task(name="charge", queue="payments")
+    async def charge() -> None:
+        pass
+
+    handle = await charge.aenqueue()
+    odd = f'{{"card": "{LEAKED}"}}'
+    await write_raw(
+        app,
+        f"UPDATE skiplock_jobs SET args = '{odd}' WHERE id = ?",
+        f"UPDATE skiplock_jobs SET args = '{odd}' WHERE id = $1",
+        handle.id,
+    )
+    users = {"vera": ("viewer", hash_password("arev")), "otto": ("operator", hash_password("otto"))}
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
+        seen = await client.get(f"/jobs/{handle.id}", headers=credentials("vera", "arev"))
+        assert seen.status_code == 200
+        assert LEAKED not in seen.text
+        assert "values skiplock did not write: args" in seen.text
+        operator = await client.get(f"/jobs/{handle.id}", headers=credentials("otto", "otto"))
+        assert LEAKED in operator.text
+
+
 # -- any name a user may enqueue, any verb a client may post -------------------------------
 
 ODD_QUEUES = ("a/b", "with space", "ünï cødé", "100%", "what?", "#1", "x/pause", "a&b=c")
