@@ -243,8 +243,9 @@ def test_the_proxy_options_are_checked() -> None:
 
 @pytest.fixture
 async def app_file(tmp_path: Path) -> AsyncIterator[skiplock.App]:
-    """A SQLite file (what these tests check does not depend on the database; the audit
-    trail's does, and uses the suite's ``app``, on both)."""
+    """A SQLite file, for what does not depend on the database (sign-in, TLS, the guard);
+    what reads or changes jobs and queues (the audit trail, what a viewer sees, odd queue
+    names, dead-letter verbs) uses the suite's ``app``, on both."""
     the_app = skiplock.App(f"sqlite:///{tmp_path / 'jobs.db'}")
     await the_app.migrate()
     yield the_app
@@ -380,19 +381,19 @@ LEAKED = "sk_live_do_not_show_4242"
 
 
 async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
-    app_file: skiplock.App,
+    app: skiplock.App,
 ) -> None:
-    @app_file.task(name="charge", queue="payments", max_attempts=1)
+    @app.task(name="charge", queue="payments", max_attempts=1)
     async def charge(card: str) -> None:
         job = skiplock.current_job()
         await job.set_progress(0.5, f"charging {card}")
         raise ValueError(f"card {card} declined")
 
     handle = await charge.aenqueue(LEAKED)
-    await app_file.drain()
+    await app.drain()
     users = {"vera": ("viewer", hash_password("arev")), "otto": ("operator", hash_password("otto"))}
     viewer, operator = credentials("vera", "arev"), credentials("otto", "otto")
-    async with serving(create_app(app_file, auth=basic_auth(users))) as client:
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
         for path in ("/", "/jobs", "/jobs?state=dead", f"/jobs/{handle.id}", "/dead", "/workers"):
             page = await client.get(path, headers=viewer)
             assert page.status_code == 200, path
@@ -453,15 +454,15 @@ def pause_actions(page: str) -> dict[str, str]:
     return {urllib.parse.unquote(a.split("/queues/", 1)[1][: -len("/pause")]): a for a in actions}
 
 
-async def test_any_queue_name_renders_and_is_acted_on_exactly(app_file: skiplock.App) -> None:
-    @app_file.task(name="t", queue="plain")
+async def test_any_queue_name_renders_and_is_acted_on_exactly(app: skiplock.App) -> None:
+    @app.task(name="t", queue="plain")
     async def t() -> None:
         pass
 
     handles = {queue: await t.using(queue=queue).aenqueue() for queue in ODD_QUEUES}
     users = {"ada": ("admin", hash_password("ada"))}
     admin = credentials("ada", "ada")
-    async with serving(create_app(app_file, auth=basic_auth(users))) as client:
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
         page = await client.get("/", headers=admin)
         assert page.status_code == 200, page.text[-2000:]
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
@@ -480,21 +481,21 @@ async def test_any_queue_name_renders_and_is_acted_on_exactly(app_file: skiplock
             assert job.status_code == 200 and html.escape(queue) in job.text, queue
             done = await client.post(actions[queue], headers=admin, data={"csrf": csrf})
             assert done.status_code == 303, (queue, done.text)
-            paused = {q.name for q in await app_file.queues() if q.paused}
+            paused = {q.name for q in await app.queues() if q.paused}
             assert queue in paused and paused <= set(ODD_QUEUES), (queue, paused)
-        assert {q.name for q in await app_file.queues() if q.paused} == set(ODD_QUEUES)
+        assert {q.name for q in await app.queues() if q.paused} == set(ODD_QUEUES)
 
 
-async def test_an_unknown_dead_letter_verb_is_refused(app_file: skiplock.App) -> None:
-    @app_file.task(name="doomed", queue="q", max_attempts=1)
+async def test_an_unknown_dead_letter_verb_is_refused(app: skiplock.App) -> None:
+    @app.task(name="doomed", queue="q", max_attempts=1)
     async def doomed() -> None:
         raise ValueError("no")
 
     await doomed.aenqueue()
-    await app_file.drain()
+    await app.drain()
     users = {"otto": ("operator", hash_password("otto"))}
     operator = credentials("otto", "otto")
-    async with serving(create_app(app_file, auth=basic_auth(users))) as client:
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
         page = await client.get("/dead/confirm?action=discard", headers=operator)
         token = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
         for verb in ("delete", "Requeue", "requeue2", "discard/x"):
@@ -502,7 +503,7 @@ async def test_an_unknown_dead_letter_verb_is_refused(app_file: skiplock.App) ->
                 f"/dead/{verb}", headers=operator, data={"csrf": token, "confirm": "yes"}
             )
             assert refused.status_code in (404, 405), (verb, refused.status_code)
-    assert await app_file.count_jobs(skiplock.JobState.DEAD) == 1  # nothing discarded
+    assert await app.count_jobs(skiplock.JobState.DEAD) == 1  # nothing discarded
 
 
 # -- TLS, sign-out, session expiry ---------------------------------------------------------
