@@ -166,6 +166,7 @@ def test_a_spoofed_forwarded_for_does_not_sign_in(stack: Stack) -> None:
         *("--proxy-header", "X-User", "--proxy-role-header", "X-Role"),
         *("--proxy-trusted", "10.9.8.7"),
         SKIPLOCK_DASHBOARD_PROXY_SECRET=SECRET,
+        FORWARDED_ALLOW_IPS="*",  # uvicorn's own proxy headers would believe anyone
     )
     spoof = {"X-Forwarded-For": "10.9.8.7", "X-User": "mallory", "X-Role": "admin"}
     status, answer = server.get("/", **spoof, **{"X-Skiplock-Proxy-Secret": SECRET})
