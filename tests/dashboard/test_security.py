@@ -116,6 +116,32 @@ def test_a_host_header_cannot_make_a_page_look_like_a_static_file(signed: Server
     assert status == 200 and "max-age" in answer
 
 
+async def test_the_guard_decides_on_the_routed_path_even_where_the_url_lies(
+    app_file: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The installed Starlette no longer rebuilds request.url.path from Host, so the test above
+    # passes whatever the guard reads. Here request.url is built as Starlette 0.37.2 built it
+    # ("scheme://" + Host + path): the guard must still ask for a sign-in.
+    from starlette.datastructures import URL
+    from starlette.requests import HTTPConnection
+
+    def host_built(self: HTTPConnection) -> URL:
+        host = dict(self.scope["headers"]).get(b"host", b"").decode("latin-1")
+        return URL(f"{self.scope.get('scheme', 'http')}://{host}{self.scope['path']}")
+
+    monkeypatch.setattr(HTTPConnection, "url", property(host_built))
+    auth = basic_auth({"vera": ("viewer", hash_password("arev"))})
+    async with serving(create_app(app_file, auth=auth)) as client:
+        lying = {"Host": "a/static/?x="}
+        probe = await client.get("/", headers=lying)
+        assert probe.url.path == "/"  # the path routed is the Overview's
+        for path in ("/", "/jobs", "/dead", "/workers"):
+            answer = await client.get(path, headers=lying)
+            assert answer.status_code == 401, (path, answer.status_code, answer.text[:200])
+        signed = await client.get("/jobs", headers={**lying, **credentials("vera", "arev")})
+        assert signed.status_code == 200
+
+
 SECRET = "proxy-secret-0123456789"
 
 
@@ -140,11 +166,46 @@ def test_a_spoofed_forwarded_for_does_not_sign_in(stack: Stack) -> None:
         *("--proxy-header", "X-User", "--proxy-role-header", "X-Role"),
         *("--proxy-trusted", "10.9.8.7"),
         SKIPLOCK_DASHBOARD_PROXY_SECRET=SECRET,
+        FORWARDED_ALLOW_IPS="*",  # uvicorn's own proxy headers would believe anyone
     )
     spoof = {"X-Forwarded-For": "10.9.8.7", "X-User": "mallory", "X-Role": "admin"}
     status, answer = server.get("/", **spoof, **{"X-Skiplock-Proxy-Secret": SECRET})
     assert status == 401, answer
     assert ">admin<" not in answer
+
+
+def test_proxy_sign_in_behind_a_proxy_that_forwards_the_client_address(stack: Stack) -> None:
+    # --proxy-headers (for https links behind a TLS proxy): uvicorn takes the client address
+    # from X-Forwarded-For, which every proxy sets; the proxy is still the TCP peer, and that
+    # is what --proxy-trusted is compared with (it refused every person before)
+    server = Server(
+        stack,
+        "forwarding-proxy",
+        *("--proxy-header", "X-User", "--proxy-role-header", "X-Role", "--proxy-headers"),
+        SKIPLOCK_DASHBOARD_PROXY_SECRET=SECRET,
+    )
+    forwarded = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}
+    who = {"X-User": "boss", "X-Role": "admin", **forwarded}
+    status, page = server.get("/", **who, **{"X-Skiplock-Proxy-Secret": SECRET})
+    assert status == 200, page
+    assert ">admin<" in page and f'action="https://127.0.0.1:{server.port}/queues/' in page
+    assert server.get("/", **who)[0] == 401  # the secret still decides
+    assert "203.0.113.9" in server.log()  # the client address is the forwarded one
+
+
+def test_a_forwarded_for_naming_the_proxy_is_not_the_proxy(stack: Stack) -> None:
+    # with --proxy-headers a local client may write X-Forwarded-For (127.0.0.1 is a trusted
+    # forwarder by default), and make the client address the proxy's: the TCP peer is not
+    server = Server(
+        stack,
+        "far-forwarding-proxy",
+        *("--proxy-header", "X-User", "--proxy-role-header", "X-Role", "--proxy-headers"),
+        *("--proxy-trusted", "10.9.8.7"),
+        SKIPLOCK_DASHBOARD_PROXY_SECRET=SECRET,
+    )
+    spoof = {"X-Forwarded-For": "10.9.8.7", "X-User": "mallory", "X-Role": "admin"}
+    status, answer = server.get("/", **spoof, **{"X-Skiplock-Proxy-Secret": SECRET})
+    assert status == 401, answer
 
 
 def test_proxy_sign_in_needs_the_shared_secret(proxied: Server) -> None:
@@ -183,8 +244,9 @@ def test_the_proxy_options_are_checked() -> None:
 
 @pytest.fixture
 async def app_file(tmp_path: Path) -> AsyncIterator[skiplock.App]:
-    """A SQLite file (what these tests check does not depend on the database; the audit
-    trail's does, and uses the suite's ``app``, on both)."""
+    """A SQLite file, for what does not depend on the database (sign-in, TLS, the guard);
+    what reads or changes jobs and queues (the audit trail, what a viewer sees, odd queue
+    names, dead-letter verbs) uses the suite's ``app``, on both."""
     the_app = skiplock.App(f"sqlite:///{tmp_path / 'jobs.db'}")
     await the_app.migrate()
     yield the_app
@@ -320,19 +382,19 @@ LEAKED = "sk_live_do_not_show_4242"
 
 
 async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
-    app_file: skiplock.App,
+    app: skiplock.App,
 ) -> None:
-    @app_file.task(name="charge", queue="payments", max_attempts=1)
+    @app.task(name="charge", queue="payments", max_attempts=1)
     async def charge(card: str) -> None:
         job = skiplock.current_job()
         await job.set_progress(0.5, f"charging {card}")
         raise ValueError(f"card {card} declined")
 
     handle = await charge.aenqueue(LEAKED)
-    await app_file.drain()
+    await app.drain()
     users = {"vera": ("viewer", hash_password("arev")), "otto": ("operator", hash_password("otto"))}
     viewer, operator = credentials("vera", "arev"), credentials("otto", "otto")
-    async with serving(create_app(app_file, auth=basic_auth(users))) as client:
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
         for path in ("/", "/jobs", "/jobs?state=dead", f"/jobs/{handle.id}", "/dead", "/workers"):
             page = await client.get(path, headers=viewer)
             assert page.status_code == 200, path
@@ -353,6 +415,35 @@ async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
         assert found.status_code == 200 and f"card {LEAKED} declined" in found.text
 
 
+async def test_a_viewer_sees_no_payload_quoted_by_a_row_skiplock_cannot_read(
+    app: skiplock.App,
+) -> None:
+    # another producer wrote the arguments as an object, not a list: the job page says the row
+    # holds a value skiplock did not write, and quotes it to operators only
+    from ..backends.test_odd_rows import write_raw
+
+    @app.task(name="charge", queue="payments")
+    async def charge() -> None:
+        pass
+
+    handle = await charge.aenqueue()
+    odd = f'{{"card": "{LEAKED}"}}'
+    await write_raw(
+        app,
+        f"UPDATE skiplock_jobs SET args = '{odd}' WHERE id = ?",
+        f"UPDATE skiplock_jobs SET args = '{odd}' WHERE id = $1",
+        handle.id,
+    )
+    users = {"vera": ("viewer", hash_password("arev")), "otto": ("operator", hash_password("otto"))}
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
+        seen = await client.get(f"/jobs/{handle.id}", headers=credentials("vera", "arev"))
+        assert seen.status_code == 200
+        assert LEAKED not in seen.text
+        assert "values skiplock did not write: args" in seen.text
+        operator = await client.get(f"/jobs/{handle.id}", headers=credentials("otto", "otto"))
+        assert LEAKED in operator.text
+
+
 # -- any name a user may enqueue, any verb a client may post -------------------------------
 
 ODD_QUEUES = ("a/b", "with space", "ünï cødé", "100%", "what?", "#1", "x/pause", "a&b=c")
@@ -364,15 +455,15 @@ def pause_actions(page: str) -> dict[str, str]:
     return {urllib.parse.unquote(a.split("/queues/", 1)[1][: -len("/pause")]): a for a in actions}
 
 
-async def test_any_queue_name_renders_and_is_acted_on_exactly(app_file: skiplock.App) -> None:
-    @app_file.task(name="t", queue="plain")
+async def test_any_queue_name_renders_and_is_acted_on_exactly(app: skiplock.App) -> None:
+    @app.task(name="t", queue="plain")
     async def t() -> None:
         pass
 
     handles = {queue: await t.using(queue=queue).aenqueue() for queue in ODD_QUEUES}
     users = {"ada": ("admin", hash_password("ada"))}
     admin = credentials("ada", "ada")
-    async with serving(create_app(app_file, auth=basic_auth(users))) as client:
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
         page = await client.get("/", headers=admin)
         assert page.status_code == 200, page.text[-2000:]
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
@@ -391,21 +482,21 @@ async def test_any_queue_name_renders_and_is_acted_on_exactly(app_file: skiplock
             assert job.status_code == 200 and html.escape(queue) in job.text, queue
             done = await client.post(actions[queue], headers=admin, data={"csrf": csrf})
             assert done.status_code == 303, (queue, done.text)
-            paused = {q.name for q in await app_file.queues() if q.paused}
+            paused = {q.name for q in await app.queues() if q.paused}
             assert queue in paused and paused <= set(ODD_QUEUES), (queue, paused)
-        assert {q.name for q in await app_file.queues() if q.paused} == set(ODD_QUEUES)
+        assert {q.name for q in await app.queues() if q.paused} == set(ODD_QUEUES)
 
 
-async def test_an_unknown_dead_letter_verb_is_refused(app_file: skiplock.App) -> None:
-    @app_file.task(name="doomed", queue="q", max_attempts=1)
+async def test_an_unknown_dead_letter_verb_is_refused(app: skiplock.App) -> None:
+    @app.task(name="doomed", queue="q", max_attempts=1)
     async def doomed() -> None:
         raise ValueError("no")
 
     await doomed.aenqueue()
-    await app_file.drain()
+    await app.drain()
     users = {"otto": ("operator", hash_password("otto"))}
     operator = credentials("otto", "otto")
-    async with serving(create_app(app_file, auth=basic_auth(users))) as client:
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
         page = await client.get("/dead/confirm?action=discard", headers=operator)
         token = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
         for verb in ("delete", "Requeue", "requeue2", "discard/x"):
@@ -413,7 +504,7 @@ async def test_an_unknown_dead_letter_verb_is_refused(app_file: skiplock.App) ->
                 f"/dead/{verb}", headers=operator, data={"csrf": token, "confirm": "yes"}
             )
             assert refused.status_code in (404, 405), (verb, refused.status_code)
-    assert await app_file.count_jobs(skiplock.JobState.DEAD) == 1  # nothing discarded
+    assert await app.count_jobs(skiplock.JobState.DEAD) == 1  # nothing discarded
 
 
 # -- TLS, sign-out, session expiry ---------------------------------------------------------

@@ -150,6 +150,28 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _behind_proxies(web: Any, forwarded_allow_ips: str | None) -> Any:
+    """``--proxy-headers``: uvicorn's proxy-headers middleware, applied here rather than by
+    uvicorn so that the TCP peer is kept first (``PEER`` in the scope). The client address
+    then becomes the person's (rate limits, logs, the audit trail), and proxy sign-in still
+    compares ``--proxy-trusted`` with the proxy itself: with uvicorn's own option it compared
+    the person's address, and refused everyone."""
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    from ..dashboard.auth import PEER
+
+    # the same default as uvicorn's own option
+    trusted = forwarded_allow_ips or os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+    rewrite = ProxyHeadersMiddleware(web, trusted_hosts=trusted)
+
+    async def keep_peer(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope[PEER] = scope.get("client")
+        await rewrite(scope, receive, send)
+
+    return keep_peer
+
+
 def _loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -298,14 +320,14 @@ def dashboard_command(
         await app.check_schema()  # a database to migrate fails here, in one line
         sock = _listen(host, port)
         config = uvicorn.Config(
-            web,
+            _behind_proxies(web, forwarded_allow_ips) if proxy_headers else web,
             host=host,
             port=port,
             log_level=log_level.lower(),
-            # off unless asked: uvicorn would otherwise take the client address from
-            # X-Forwarded-For, and proxy_auth's trusted addresses with it
-            proxy_headers=proxy_headers,
-            forwarded_allow_ips=forwarded_allow_ips,
+            # never uvicorn's own: it is on by default and takes the client address from
+            # X-Forwarded-For (FORWARDED_ALLOW_IPS=* believed anyone); --proxy-headers wraps
+            # the app in it above, keeping the TCP peer for proxy sign-in
+            proxy_headers=False,
             ssl_certfile=str(certfile) if certfile else None,
             ssl_keyfile=str(keyfile) if keyfile else None,
         )

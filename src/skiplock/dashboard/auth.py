@@ -330,6 +330,19 @@ def _basic_credentials(header: str) -> tuple[str, str]:
 PROXY_SECRET_HEADER = "X-Skiplock-Proxy-Secret"
 """The header in which the proxy proves it is the proxy (``proxy_auth(secret=...)``)."""
 
+PEER = "skiplock.peer"
+"""The ASGI scope key holding the TCP peer's ``(host, port)``, kept by ``skiplock dashboard
+--proxy-headers`` before uvicorn's proxy headers replace ``client`` with the address
+``X-Forwarded-For`` names: ``proxy_auth``'s trusted addresses are the proxy's, the peer."""
+
+
+def _peer(request: Any) -> str:
+    scope = getattr(request, "scope", {})
+    kept = scope.get(PEER) if isinstance(scope, dict) else None
+    if kept:
+        return str(kept[0])
+    return request.client.host if request.client else ""
+
 
 def proxy_auth(
     user_header: str = "X-Forwarded-User",
@@ -342,15 +355,16 @@ def proxy_auth(
     secret_header: str = PROXY_SECRET_HEADER,
 ) -> Auth:
     """A reverse proxy that authenticates people names them in ``user_header``; it is
-    believed only from the ``trusted`` client addresses and, when ``secret`` is given, only
+    believed only from the ``trusted`` addresses and, when ``secret`` is given, only
     when it also sends ``secret`` in ``secret_header`` (compared in constant time). A request
     failing either, or without the user header, is refused. The role comes from
     ``role_header`` if given, else from ``roles`` by user name, else ``default_role``.
 
     The proxy must *overwrite* the user, role and secret headers on every request (never pass
-    a client's own through): whatever reaches the dashboard in them is believed. The client
-    address is the TCP peer unless the server rewrites it from ``X-Forwarded-For`` (uvicorn's
-    proxy headers, off in ``skiplock dashboard`` unless asked): a secret holds even then."""
+    a client's own through): whatever reaches the dashboard in them is believed. The address
+    compared is the TCP peer: ``skiplock dashboard --proxy-headers`` keeps it (``PEER``) when
+    uvicorn rewrites the client address from ``X-Forwarded-For``. Served another way with
+    proxy headers on, the rewritten address is compared; a secret holds even then."""
     role_of = {name: Role.parse(r, f"roles[{name!r}]") for name, r in (roles or {}).items()}
     fallback = Role.parse(default_role, "default_role")
     allowed = frozenset(trusted)
@@ -359,9 +373,8 @@ def proxy_auth(
     expected = secret.encode() if secret is not None else None
 
     def auth(request: Any) -> User | None:
-        client = request.client.host if request.client else ""
         name = request.headers.get(user_header, "").strip()
-        if client not in allowed or not name:
+        if _peer(request) not in allowed or not name:
             return None
         if expected is not None:
             given = request.headers.get(secret_header, "").encode("latin-1", "replace")

@@ -233,7 +233,16 @@ async def job(request: Request) -> Response:
         events=timeline(record),
         payload=request.state.user.may(Role.OPERATOR),
         errors=list(reversed(record.errors)),
+        problems=shown_problems(record, request.state.user.may(Role.OPERATOR)),
     )
+
+
+def shown_problems(record: JobRecord, details: bool) -> list[str]:
+    """What the row holds that skiplock did not write. A problem quotes the value it could not
+    read (arguments, a result, an error): to a viewer only the column is named."""
+    if details:
+        return record.problems
+    return list(dict.fromkeys(p.split(":", 1)[0] for p in record.problems))
 
 
 async def dead(request: Request) -> Response:

@@ -1,7 +1,4 @@
-"""The map from a moved django-tasks-db row's id to its skiplock job (``import_tasks_db``).
-
-It depends on both 0005 and 0007 (each made from 0004 on its own branch), so it is also the
-point where the two lines join: one leaf again."""
+"""The map from a moved django-tasks-db row's id to its skiplock job (``import_tasks_db``)."""
 
 from __future__ import annotations
 
@@ -11,10 +8,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):  # type: ignore[misc]
-    dependencies: ClassVar[list[Any]] = [
-        ("skiplock", "0005_audit_trail"),
-        ("skiplock", "0007_job_payload_permission"),
-    ]
+    dependencies: ClassVar[list[Any]] = [("skiplock", "0008_job_payload_permission")]
     operations: ClassVar[list[Any]] = [
         migrations.CreateModel(
             name="ImportedTask",
