@@ -14,6 +14,7 @@ from skiplock import JobState, Worker
 from skiplock._backends.base import ClaimParams
 
 from .apps import cli_app
+from .backends.test_operations import bury_many
 from .test_cli import APP, Cli
 
 pytestmark = pytest.mark.slow
@@ -53,6 +54,31 @@ async def test_queue_commands(cli: Cli, app: skiplock.App) -> None:
     assert "max_depth=1" in ok(await run(cli, "queue", "list", APP))
     unknown = await run(cli, "queue", "pause", APP, "nope")
     assert unknown.returncode == 1 and "unknown queue 'nope'" in unknown.stderr  # type: ignore[attr-defined]
+    assert "--create" in unknown.stderr  # type: ignore[attr-defined]
+
+
+async def test_queue_control_by_url_knows_a_queue_by_any_of_its_jobs(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """``--url`` (no tasks): a queue whose jobs all finished, and no setting, is known; a
+    name nothing knows is refused saying to pass --create, and created with it."""
+    await cli_app.fail.using(queue="email").aenqueue("kaput")
+    await Worker(app, poll_interval_s=0.05, queues=("email",)).run(burst=True)
+    assert await app.counts("email") == {**dict.fromkeys(await app.counts(), 0), "dead": 1}
+    url = ("--url", cli.url)
+    limited = ok(await run(cli, "queue", "limit", *url, "email", "--max-depth", "10000"))
+    assert "queue email: max_depth=10000" in limited
+    ok(await run(cli, "queue", "pause", *url, "email"))
+    ok(await run(cli, "queue", "resume", *url, "email"))
+    for verb in ("pause", "resume", "limit"):
+        new = await run(cli, "queue", verb, *url, "newsletters")
+        assert new.returncode == 1, new.stdout  # type: ignore[attr-defined]
+        assert "unknown queue 'newsletters'" in new.stderr and "--create" in new.stderr  # type: ignore[attr-defined]
+    assert [q.name for q in await app.queues()] == ["email"]  # refused: nothing written
+    ok(await run(cli, "queue", "pause", *url, "newsletters", "--create"))
+    paused = {q.name: q.paused for q in await app.queues()}
+    assert paused == {"email": False, "newsletters": True}
+    ok(await run(cli, "queue", "resume", *url, "newsletters"))  # known now: its setting
 
 
 async def test_task_commands(cli: Cli, app: skiplock.App) -> None:
@@ -94,6 +120,33 @@ async def test_job_and_dead_letter_commands(cli: Cli, app: skiplock.App) -> None
     assert (await pending.fetch()).audit == []  # refused: nothing was done to it
     missing = await run(cli, "job", "show", APP, "999999")
     assert missing.returncode == 1 and "no job with id 999999" in missing.stderr  # type: ignore[attr-defined]
+
+
+async def test_dead_requeue_and_discard_act_on_at_most_their_limit(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """150 dead jobs: ``--limit 10`` requeues the 10 oldest (the ones ``dead list --limit 10``
+    shows) and says how many more match; ``discard --limit 5`` the next 5; ``dead list``
+    says when it shows fewer than match; the App's own calls keep the limit too."""
+    ids = await bury_many(await app.backend(), "fail", [f"kaput {n}" for n in range(150)])
+    listing = ok(await run(cli, "dead", "list", APP, "--task", "fail"))
+    assert "showing 100 of 150 dead jobs; --limit to see more" in listing
+    preview = ok(await run(cli, "dead", "list", APP, "--task", "fail", "--limit", "10"))
+    assert [int(line.split()[0]) for line in preview.splitlines()[:-1]] == ids[:10]
+    requeued = ok(await run(cli, "dead", "requeue", APP, "--task", "fail", "--limit", "10"))
+    assert f"requeued 10 jobs: {ids[:10]}; 140 more match" in requeued
+    discarded = ok(await run(cli, "dead", "discard", APP, "--task", "fail", "--limit", "5"))
+    assert f"discarded 5 jobs: {ids[10:15]}; 135 more match" in discarded
+    assert await app.requeue_dead(skiplock.JobFilter(task="fail", limit=5)) == ids[15:20]
+    assert await app.discard_dead(skiplock.JobFilter(task="fail", limit=5)) == ids[20:25]
+    assert await app.count_jobs(JobState.DEAD, skiplock.JobFilter(task="fail")) == 125
+    assert await app.count_jobs(JobState.PENDING) == 15
+    assert "125 dead jobs" in ok(await run(cli, "dead", "list", APP, "--limit", "200"))
+    named = [str(i) for i in ids[25:145]]  # 120 ids: the limit defaults to as many
+    assert "discarded 120 jobs" in ok(await run(cli, "dead", "discard", APP, *named))
+    five = [str(i) for i in ids[145:]]  # named, but past the limit: left, not "missing"
+    requeued = ok(await run(cli, "dead", "requeue", APP, *five, "--limit", "2"))
+    assert f"requeued 2 jobs: {ids[145:147]}; 3 more match" in requeued
 
 
 async def test_dead_requeue_says_which_jobs_a_unique_key_kept_dead(

@@ -12,6 +12,8 @@ import pytest
 
 import skiplock
 
+from .conftest import PG_URL
+from .helpers import free_port, wait_until
 from .test_cli import APP, ROOT, Cli
 from .test_schema_guard import LATEST, newer_schema
 
@@ -151,3 +153,105 @@ def test_out_of_range_numbers_are_refused_at_the_edge(
     result = cli.run(*command)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert option in result.stderr
+
+
+def _run_in(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI in ``cwd`` (where an empty URL used to leave ``skiplock.db``)."""
+    environ = {k: v for k, v in os.environ.items() if k != "SKIPLOCK_DATABASE_URL"}
+    return subprocess.run(
+        [sys.executable, "-m", "skiplock", *args],
+        env={**environ, "PYTHONPATH": str(ROOT), **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_an_empty_url_is_an_error_naming_the_flag_or_the_variable(tmp_path: Path) -> None:
+    """``--url "$DATABASE_URL"`` with the variable unset, or ``SKIPLOCK_DATABASE_URL=``: an
+    error naming which, exit 2, and no ./skiplock.db made and migrated."""
+    for url in ("", "  "):
+        error = one_line_error(_run_in(tmp_path, "migrate", "--url", url))
+        assert "--url is empty" in error
+    error = one_line_error(_run_in(tmp_path, "migrate", APP, SKIPLOCK_DATABASE_URL=""))
+    assert "SKIPLOCK_DATABASE_URL is set but empty" in error
+    error = one_line_error(_run_in(tmp_path, "queue", "list", APP, SKIPLOCK_DATABASE_URL=""))
+    assert "SKIPLOCK_DATABASE_URL is set but empty" in error
+    with pytest.raises(skiplock.ConfigurationError, match="url is empty"):
+        skiplock.App("")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_on_a_missing_sqlite_file_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    """Read-only commands, a worker and the dashboard on a path with no database: one line
+    saying so; the file is not created (only ``migrate`` makes one)."""
+    url = f"sqlite:///{tmp_path / 'missing.db'}"
+    for command in (
+        ["queue", "list", "--url", url],
+        ["job", "list", "--url", url],
+        ["dead", "list", "--url", url],
+        ["stats", "--url", url],
+        ["health", "--url", url],
+    ):
+        error = one_line_error(_run_in(tmp_path, *command))
+        assert f"no SQLite database at {tmp_path / 'missing.db'}" in error, command
+    for command in (["worker", APP, "--burst"], ["dashboard", APP, "--port", "0"]):
+        error = one_line_error(_run_in(tmp_path, *command, SKIPLOCK_DATABASE_URL=url))
+        assert "run `skiplock migrate` to create it" in error, command
+    assert list(tmp_path.iterdir()) == []
+    assert _run_in(tmp_path, "migrate", "--url", url).returncode == 0
+    assert "no queues" in _run_in(tmp_path, "queue", "list", "--url", url).stdout
+
+
+def _pg_with(query: str) -> str:
+    return f"{PG_URL}{'&' if '?' in PG_URL else '?'}{query}"
+
+
+def test_a_url_option_the_driver_refuses_fails_fast_not_retried(tmp_path: Path) -> None:
+    """``?sslmode=bogus`` is a person's mistake: one line, exit 2, at once (it looped on
+    "database unavailable ... retrying"), for a worker, the dashboard and a command."""
+    for query in ("sslmode=bogus", "target_session_attrs=bogus"):
+        url = _pg_with(query)
+        option = query.split("=")[0]
+        for command in (["worker", APP, "--burst"], ["dashboard", APP, "--port", "0"]):
+            error = one_line_error(_run_in(tmp_path, *command, SKIPLOCK_DATABASE_URL=url))
+            assert "the database URL" in error and option in error, (command, error)
+        error = one_line_error(_run_in(tmp_path, "queue", "list", "--url", url))
+        assert option in error
+
+
+def test_an_unreachable_database_is_still_retried(tmp_path: Path) -> None:
+    """Nothing listening at the address is an outage: the worker logs and retries (until
+    stopped), it does not exit."""
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/test"
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "skiplock", "worker", APP],
+            env={**os.environ, "PYTHONPATH": str(ROOT), "SKIPLOCK_DATABASE_URL": url},
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        retries = lambda: log.read_text().count("database unavailable")  # noqa: E731
+        wait_until(lambda: retries() >= 2, "the worker to retry twice", timeout=60)
+        assert worker.poll() is None, log.read_text()
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+
+def test_processes_are_bounded_by_the_cpus_unless_forced(tmp_path: Path) -> None:
+    """Above 4 per usable CPU ``--processes`` is refused in one line, nothing started;
+    ``--force-processes`` lets them start (each then stops on the missing database)."""
+    bound = 4 * len(os.sched_getaffinity(0))
+    env = {"SKIPLOCK_DATABASE_URL": f"sqlite:///{tmp_path / 'missing.db'}"}
+    too_many = ["worker", APP, "--burst", "--processes", str(bound + 1)]
+    error = one_line_error(_run_in(tmp_path, *too_many, **env))
+    assert f"--processes {bound + 1}: more than 4 per CPU ({bound} for the" in error
+    assert "--force-processes" in error
+    forced = _run_in(tmp_path, *too_many, "--force-processes", **env)
+    assert forced.returncode == 2 and "more than 4 per CPU" not in forced.stderr
+    assert f"supervisor started {bound + 1} workers" in forced.stderr, forced.stderr

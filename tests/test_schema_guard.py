@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,7 +20,7 @@ from skiplock._backends.postgres_url import parse_postgres_url
 from skiplock._url import mask_url
 
 from .conftest import PG_URL
-from .test_cli import Cli
+from .test_cli import ROOT, Cli
 
 LATEST = sqlite_sql.MIGRATIONS[-1][0]
 """The schema version this skiplock migrates to (the same on both backends)."""
@@ -136,3 +139,49 @@ def test_a_bad_url_is_reported_without_its_password(tmp_path: Path) -> None:
     result = Cli(f"sqlite:///{tmp_path / 'jobs.db'}", tmp_path).run("queue", "list", "--url", bad)
     assert result.returncode == 2 and "schema 'no-dashes'" in result.stderr, result.stderr
     assert "hunter2" not in result.stderr + result.stdout
+
+
+def test_parallel_migrations_into_a_new_schema_all_succeed(tmp_path: Path) -> None:
+    """Three ``skiplock migrate`` processes at once into a schema that does not exist yet (a
+    deploy's init containers), three rounds: every one exits 0, the schema migrated once.
+    Creating the schema outside the migration lock failed one of them on a duplicate key."""
+    sep = "&" if "?" in PG_URL else "?"
+    for _ in range(3):
+        schema = f"t_new_{uuid.uuid4().hex[:10]}"
+        url = f"{PG_URL}{sep}schema={schema}"
+        env = {**Cli(url, tmp_path).env(), "PYTHONPATH": str(ROOT)}
+        try:
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "skiplock", "migrate", "--url", url],
+                    env=env,
+                    cwd=tmp_path,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for _ in range(3)
+            ]
+            results = [(p.wait(timeout=90), *p.communicate()) for p in procs]
+            assert [code for code, _, _ in results] == [0, 0, 0], results
+            applied = sorted(out for _, out, _ in results)
+            assert applied[1:] == ["schema already up to date\n"] * 2, applied
+            app = skiplock.App(url)
+            assert asyncio.run(_version_and_close(app)) == (LATEST, LATEST)
+        finally:
+            asyncio.run(_drop(schema))
+
+
+async def _version_and_close(app: skiplock.App) -> tuple[int, int]:
+    try:
+        return await (await app.backend()).schema_version()
+    finally:
+        await app.close()
+
+
+async def _drop(schema: str) -> None:
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()

@@ -12,6 +12,7 @@ from ._job import (
     JobRecord,
     JobState,
     QueueInfo,
+    SchemaVersion,
     TaskPause,
     current_job,
 )
@@ -35,6 +36,7 @@ from .errors import (
     SchemaError,
     SkiplockError,
     UnknownTask,
+    UrlRefused,
 )
 
 __version__ = "0.1.0"
@@ -70,6 +72,7 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "SchemaError",
+    "SchemaVersion",
     "SkiplockError",
     "Snooze",
     "Stats",
@@ -77,6 +80,7 @@ __all__ = [
     "Task",
     "TaskPause",
     "UnknownTask",
+    "UrlRefused",
     "Worker",
     "WorkerConfig",
     "WorkerInfo",

@@ -21,7 +21,7 @@ from ._backends.base import Clock, JobInsertManyParams
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._cron import zone
 from ._eager import run_eager
-from ._job import JobOutcome, NewJob
+from ._job import JobOutcome, NewJob, SchemaVersion
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._schedule import (
     DEFAULT_MAX_CATCHUP,
@@ -75,6 +75,25 @@ def _ignore_ids(_ids: Sequence[int]) -> None:
     """What an untraced enqueue does with the ids it inserted."""
 
 
+def _database_url(url: str | None) -> str:
+    """The URL given, else ``SKIPLOCK_DATABASE_URL``, else the default file. An empty one is
+    a mistake (``--url "$DATABASE_URL"`` with the variable unset), never the default."""
+    if url is not None:
+        if not url.strip():
+            raise ConfigurationError(
+                "url is empty: name the database (sqlite:///path or postgresql://...); "
+                "a variable that is unset expands to nothing"
+            )
+        return url
+    env = os.environ.get("SKIPLOCK_DATABASE_URL")
+    if env is not None and not env.strip():
+        raise ConfigurationError(
+            "SKIPLOCK_DATABASE_URL is set but empty: set it to a database URL, or unset it "
+            f"for the default {DEFAULT_URL}"
+        )
+    return env or DEFAULT_URL
+
+
 class App(AppControl, AppResults, AppObserve):
     """Tasks, configuration and database access for one skiplock deployment.
 
@@ -91,7 +110,7 @@ class App(AppControl, AppResults, AppObserve):
         timezone: str = "UTC",
         eager: bool = False,
     ) -> None:
-        self.url = url or os.environ.get("SKIPLOCK_DATABASE_URL") or DEFAULT_URL
+        self.url = _database_url(url)
         require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
         self.max_payload_bytes = max_payload_bytes
         require(max_result_bytes > 0, "max_result_bytes", max_result_bytes, "must be > 0")
@@ -299,8 +318,11 @@ class App(AppControl, AppResults, AppObserve):
         """A fresh, unopened backend for this app's URL."""
         return open_backend(self.url, clock=self.clock)
 
-    async def backend(self) -> Backend:
-        """The open backend for the running event loop (one per loop: pools are per loop)."""
+    async def backend(self, *, create: bool = False) -> Backend:
+        """The open backend for the running event loop (one per loop: pools are per loop).
+
+        ``create``: opening it may make a missing SQLite file (``migrate`` does; anything else
+        on a missing file raises SchemaError rather than leave an empty database behind)."""
         loop = asyncio.get_running_loop()
         backend = self._backends.get(loop)
         if backend is not None:
@@ -312,7 +334,7 @@ class App(AppControl, AppResults, AppObserve):
             backend = self._backends.get(loop)
             if backend is None:
                 backend = self.new_backend()
-                await backend.open()  # cached only once open, so a failed open is retried
+                await backend.open(create=create)  # cached only once open: a failure retries
                 try:
                     await self._refuse_newer_schema(backend)
                 except SchemaError:
@@ -343,7 +365,7 @@ class App(AppControl, AppResults, AppObserve):
 
         SchemaError, naming both versions, if a newer skiplock already migrated the database
         (``backend()`` refuses it before anything is written)."""
-        return await (await self.backend()).migrate()
+        return await (await self.backend(create=True)).migrate()
 
     async def wait_for_database(self, stopping: asyncio.Event | None = None) -> bool:
         """Until the database answers with a current schema: unreachable is retried with
@@ -364,6 +386,13 @@ class App(AppControl, AppResults, AppObserve):
                         async with asyncio.timeout(delay):
                             await stopping.wait()
         return False
+
+    async def schema_version(self) -> SchemaVersion:
+        """The database's skiplock schema version and this skiplock's, in one cheap query (a
+        readiness probe's: ready when they are equal). A schema a newer skiplock wrote
+        raises SchemaError naming both, as every other call does."""
+        current, latest = await (await self.backend()).schema_version()
+        return SchemaVersion(current, latest)
 
     async def check_schema(self) -> None:
         """Raise SchemaError, saying what to run, unless the schema is exactly current."""

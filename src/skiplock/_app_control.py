@@ -42,10 +42,18 @@ def default_who() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
+def _checked(where: JobFilter) -> JobFilter:
+    """A bulk action's filter, its limit checked at the edge (the same bound on both
+    backends; SQLite would read a negative LIMIT as none)."""
+    check_int("limit", where.limit, 1)
+    return where
+
+
 def _dead(where: JobFilter) -> str:
-    pairs = (("task", where.task), ("error", where.error))
+    pairs = (("task", where.task), ("error", where.error), ("last_error", where.last_error))
     parts = [f"{k}={v[:200]!r}" for k, v in pairs if v]  # a filter may be 4000 characters
-    return "dead jobs" + (f" ({', '.join(parts)})" if parts else "")
+    parts.append(f"limit={where.limit}")
+    return f"dead jobs ({', '.join(parts)})"
 
 
 def _ids(ids: list[int]) -> str:
@@ -154,12 +162,17 @@ class AppControl:
         where: JobFilter | None = None,
         *,
         before_id: int | None = None,
+        oldest_first: bool = False,
     ) -> list[JobRecord]:
         """Jobs in a state (any if None) matching a filter, newest first; ``before_id`` (the
-        last id of the page before) pages by keyset, as fast deep in the table as at its top."""
+        last id of the page before) pages by keyset, as fast deep in the table as at its top.
+
+        ``oldest_first``: the order ``requeue_dead``/``discard_dead`` pick in, so a list with
+        the same filter and limit previews exactly the jobs they act on (``before_id`` then
+        pages forward: the last id of the page before, larger ids after it)."""
         if before_id is not None:
             check_int("before_id", before_id, 1, 2**63 - 1)
-        params = JobListParams(where or JobFilter(), state, before_id)
+        params = JobListParams(where or JobFilter(), state, before_id, oldest_first)
         return await (await self.backend()).job_list(params)
 
     async def count_jobs(
@@ -203,8 +216,11 @@ class AppControl:
     async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
         """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
 
-        A dead job whose unique key a live job now holds stays dead (not in the ids)."""
-        params = DeadActionParams(where, who or default_who())
+        At most ``where.limit`` of them, the oldest first (what ``list_jobs(JobState.DEAD,
+        where, oldest_first=True)`` shows), chosen and changed in one statement;
+        ``count_jobs(JobState.DEAD, where)`` afterwards says how many still match. A dead job
+        whose unique key a live job now holds stays dead (not in the ids)."""
+        params = DeadActionParams(_checked(where), who or default_who())
         ids = await (await self.backend()).job_requeue_dead(params)
         await self._audit("requeue dead", who, _dead(where), _ids(ids))
         if ids:
@@ -212,8 +228,10 @@ class AppControl:
         return ids
 
     async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids."""
-        params = DeadActionParams(where, who or default_who())
+        """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids.
+
+        At most ``where.limit``, the oldest first, as ``requeue_dead``."""
+        params = DeadActionParams(_checked(where), who or default_who())
         ids = await (await self.backend()).job_discard_dead(params)
         await self._audit("discard dead", who, _dead(where), _ids(ids))
         return ids
@@ -246,29 +264,46 @@ class AppControl:
 
     # -- queue and task controls ------------------------------------------------------------
 
-    async def _known_queue(self, queue: str) -> str:
+    async def _known_queue(self, queue: str, create: bool) -> str:
+        """``queue`` if something knows it: a task or schedule of this app, a settings row,
+        or any job row (finished ones too); else, unless ``create``, ConfigurationError (a
+        typo must not quietly set up a queue nothing uses)."""
+        check_text("queue", queue)
         known = {t.queue for t in self.tasks.values()}
         known |= {s.queue for s in self.schedules.values() if s.queue}
-        known |= {q.name for q in await self.queues()}
-        if queue not in known:
-            raise ConfigurationError(
-                f"unknown queue {queue!r}: no task uses it and it has no jobs or settings "
-                f"(known: {', '.join(sorted(known)) or 'none'})"
-            )
-        return queue
+        if create or queue in known or await (await self.backend()).queue_known(queue):
+            return queue
+        raise ConfigurationError(
+            f"unknown queue {queue!r}: no task of the app uses it and no job or setting names "
+            "it; to set up a new queue, pass create=True (skiplock queue ... --create)"
+        )
 
     async def queues(self) -> list[QueueInfo]:
-        """Every queue with settings or live jobs, with its settings and live counts."""
+        """Every queue with settings or live jobs, with its settings and live counts.
+
+        Cheap at any history: it reads the settings and the live rows through their indexes
+        (pending, claimed ahead, running), never a finished row."""
         return await (await self.backend()).queue_list()
 
-    async def pause_queue(self, queue: str, *, who: str = "") -> None:
-        """Workers stop claiming from ``queue`` within one poll interval; running jobs finish."""
-        params = QueueSetPausedParams(await self._known_queue(queue), True)
+    async def queue_info(self, queue: str) -> QueueInfo:
+        """One queue's settings and its pending, claimed and running counts, through the
+        live rows' indexes only (a probe or an adapter may call it often). A name nothing
+        uses reads as an empty queue without limits."""
+        check_text("queue", queue)
+        return await (await self.backend()).queue_info(queue)
+
+    async def pause_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
+        """Workers stop claiming from ``queue`` within one poll interval; running jobs finish.
+
+        ``queue`` must be known (a task of the app, a setting, or any job row names it)
+        unless ``create``: then a new name is set up (paused before its first job)."""
+        params = QueueSetPausedParams(await self._known_queue(queue, create), True)
         await (await self.backend()).queue_set_paused(params)
         await self._audit("pause queue", who, f"queue {queue}")
 
-    async def resume_queue(self, queue: str, *, who: str = "") -> None:
-        params = QueueSetPausedParams(await self._known_queue(queue), False)
+    async def resume_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
+        """Let workers claim from ``queue`` again (known, or ``create``, as ``pause_queue``)."""
+        params = QueueSetPausedParams(await self._known_queue(queue, create), False)
         await (await self.backend()).queue_set_paused(params)
         await self._audit("resume queue", who, f"queue {queue}")
         self._wake_queues([queue])
@@ -281,9 +316,11 @@ class AppControl:
         max_running: int | None = None,
         rate_per_s: float | None = None,
         who: str = "",
+        create: bool = False,
     ) -> None:
         """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
-        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts."""
+        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts.
+        The queue must be known unless ``create``, as ``pause_queue``."""
         if max_depth is not None:
             check_int("max_depth", max_depth, 0)
         if max_running is not None:
@@ -291,7 +328,7 @@ class AppControl:
         if rate_per_s is not None:
             check_rate("rate_per_s", rate_per_s)
         limits = QueueSetLimitsParams(
-            await self._known_queue(queue), max_depth, max_running, rate_per_s
+            await self._known_queue(queue, create), max_depth, max_running, rate_per_s
         )
         await (await self.backend()).queue_set_limits(limits)
         detail = f"max_depth={max_depth} max_running={max_running} rate_per_s={rate_per_s}"

@@ -10,7 +10,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._worker.progress import progress_record
 
@@ -243,7 +243,13 @@ class JobFilter:
     """Finished (or, if unfinished, created) at or after."""
     until: datetime | None = None
     """Finished (or, if unfinished, created) before."""
+    last_error: str | None = None
+    """The job's last recorded error message, exactly ('' for a job without one): a
+    dead-letter group's key (``DeadGroup.error``), so an action on the group reaches it and
+    no other group whose message merely contains the text."""
     limit: int = 100
+    """At most this many: a list shows that many, and ``requeue_dead``/``discard_dead`` act on
+    at most that many, the oldest first (``list_jobs(..., oldest_first=True)`` shows them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +316,15 @@ class QueueInfo:
     """Running jobs whose worker reported them started."""
     claimed: int = 0
     """Running in the row but not (yet reported) started: claimed ahead by a worker."""
+
+
+class SchemaVersion(NamedTuple):
+    """The database's skiplock schema version and the one this skiplock needs."""
+
+    current: int
+    """The last migration applied to the database (0: never migrated)."""
+    latest: int
+    """The last migration this skiplock knows: ``current == latest`` is ready to work."""
 
 
 @dataclass(frozen=True, slots=True)

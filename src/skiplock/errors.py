@@ -5,6 +5,7 @@ with the original kept as ``__cause__``::
 
     SkiplockError
      ├── ConfigurationError        a bad URL, option or task declaration
+     │    └── UrlRefused            the driver refused an option of the URL at connect
      ├── PayloadError              args that cannot become a job row
      │    └── PayloadTooLarge       over the app's ``max_payload_bytes``
      ├── UnknownTask               a task name nobody registered
@@ -39,6 +40,13 @@ class ConfigurationError(SkiplockError, ValueError):
     """A URL, option or task declaration is invalid; the message names the field."""
 
     default_message = "invalid configuration"
+
+
+class UrlRefused(ConfigurationError):
+    """The driver refused an option of the database URL (``?sslmode=bogus``) when connecting:
+    a person must fix the URL, so nobody retries it as an outage (exit 2 in the CLI)."""
+
+    default_message = "the database URL has an option the driver refuses"
 
 
 class PayloadError(SkiplockError, ValueError):

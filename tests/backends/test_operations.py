@@ -11,6 +11,7 @@ from skiplock._backends import Backend
 from skiplock._backends.base import (
     DeadActionParams,
     JobActionParams,
+    JobHeartbeatManyParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -52,6 +53,84 @@ async def bury(backend: Backend, task: str, error: str, queue: str = "default") 
         [Completion(job_id, c.lease_token, Disposition.DEAD, 0.0, err)]
     )
     return job_id
+
+
+async def bury_many(
+    backend: Backend, task: str, errors: list[str], queue: str = "default"
+) -> list[int]:
+    """Dead jobs of ``task`` in one batch, one per error message, oldest (lowest id) first."""
+    ids = await backend.job_insert_many(
+        JobInsertManyParams([new_job(task, queue=queue) for _ in errors])
+    )
+    claimed = {c.id: c for c in await backend.job_get_available(claim(len(ids), (queue,), "bury"))}
+    assert set(ids) <= claimed.keys()
+    await backend.job_set_state_if_running_many(
+        [
+            Completion(job_id, claimed[job_id].lease_token, Disposition.DEAD, 0.0, err)
+            for job_id, message in zip(ids, errors, strict=True)
+            for err in [{"attempt": 1, "message": message, "traceback": None, "at": "x"}]
+        ]
+    )
+    return sorted(ids)
+
+
+async def test_a_dead_action_acts_on_at_most_its_limit_the_oldest_first(
+    backend: Backend,
+) -> None:
+    """150 dead: requeue with limit 10 requeues 10, discard with limit 5 discards 5, each the
+    oldest still matching, and the oldest-first list with the same filter shows them."""
+    ids = await bury_many(backend, "mail", [f"SMTP timeout {n}" for n in range(150)])
+    await bury(backend, "sms", "SMTP timeout")  # another task: the filter keeps it out
+    where = JobFilter(task="mail", error="smtp", limit=10)
+    preview = await backend.job_list(JobListParams(where, JobState.DEAD, oldest_first=True))
+    assert [r.id for r in preview] == ids[:10]
+    assert await requeue(backend, where, "ops") == ids[:10]
+    assert await backend.job_count(JobListParams(where, JobState.DEAD)) == 140
+    assert await discard(backend, JobFilter(task="mail", limit=5), "ops") == ids[10:15]
+    assert await backend.job_count(JobListParams(JobFilter(task="mail"), JobState.DEAD)) == 135
+    page = JobListParams(JobFilter(task="mail", limit=3), JobState.DEAD, ids[20], True)
+    assert [r.id for r in await backend.job_list(page)] == ids[21:24]  # pages forward
+
+
+async def test_last_error_matches_a_dead_letter_group_exactly(backend: Backend) -> None:
+    """Groups "boom 1" (2 jobs), "boom 10", "boom 11", "boom 12": the group "boom 1" is two
+    jobs, not the five whose message contains it."""
+    messages = ["boom 1", "boom 10", "boom 1", "boom 11", "boom 12"]
+    ids = await bury_many(backend, "t", [f"RuntimeError: {m}" for m in messages])
+    groups = {g.error: g.count for g in await backend.job_dead_groups(10)}
+    assert groups["RuntimeError: boom 1"] == 2
+    group = JobFilter(task="t", last_error="RuntimeError: boom 1")
+    assert await backend.job_count(JobListParams(group, JobState.DEAD)) == 2
+    assert await requeue(backend, group, "ops") == [ids[0], ids[2]]
+    rest = await backend.job_count(JobListParams(JobFilter(task="t"), JobState.DEAD))
+    assert rest == 3
+    assert await discard(backend, JobFilter(last_error="RuntimeError: boom"), "ops") == []
+
+
+async def test_queue_counts_come_from_live_rows_only(clocked_app: skiplock.App) -> None:
+    """``queues()`` and ``queue_info()``: pending, claimed ahead and running per queue, the
+    settings, and no queue for finished rows alone; ``schema_version()`` for probes."""
+    backend = await clocked_app.backend()
+    await bury_many(backend, "t", ["gone"], queue="history")  # finished rows only
+    await clocked_app.set_queue_limits("idle", max_running=2, create=True)  # settings only
+    await backend.job_insert_many(
+        JobInsertManyParams([new_job(queue="q1") for _ in range(3)] + [new_job(queue="q2")])
+    )
+    a, _ = await backend.job_get_available(claim(2, ("q1",), "w"))
+    await backend.job_heartbeat_many(
+        JobHeartbeatManyParams([(a.id, "w")], 60.0, 5.0, frozenset({(a.id, "w")}))
+    )
+    listed = {q.name: (q.pending, q.claimed, q.running) for q in await clocked_app.queues()}
+    assert listed == {"idle": (0, 0, 0), "q1": (1, 1, 1), "q2": (1, 0, 0)}
+    q1 = await clocked_app.queue_info("q1")
+    assert (q1.name, q1.pending, q1.claimed, q1.running, q1.paused) == ("q1", 1, 1, 1, False)
+    idle = await clocked_app.queue_info("idle")
+    assert (idle.max_running, idle.pending, idle.running) == (2, 0, 0)
+    assert await clocked_app.queue_info("nobody") == skiplock.QueueInfo(
+        "nobody", None, None, None, False, 0, 0, 0
+    )
+    version = await clocked_app.schema_version()
+    assert version == (version.latest, version.latest) and version.latest >= 8
 
 
 async def test_cancel_pending_running_and_finished(backend: Backend) -> None:

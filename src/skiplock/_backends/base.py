@@ -103,6 +103,9 @@ class JobListParams:
     before_id: int | None = None
     """Keyset paging: only jobs with a smaller id (the last id of the page before), so a
     page deep in a million rows costs what the first one does (no OFFSET)."""
+    oldest_first: bool = False
+    """Oldest first (a bulk dead-letter action's order), ``before_id`` then pages forward:
+    only jobs with a larger id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +254,11 @@ class Backend(Protocol):
     supports_push: bool
     """True when ``listen`` delivers wake-ups from other processes (LISTEN/NOTIFY)."""
 
-    async def open(self) -> None: ...
+    async def open(self, *, create: bool = False) -> None:
+        """Connect. ``create``: the database may be made if it is missing (migrating only:
+        a read or a worker must never leave an empty database behind)."""
+        ...
+
     async def close(self) -> None: ...
 
     async def migrate(self) -> list[int]:
@@ -299,7 +306,17 @@ class Backend(Protocol):
         past them the answer may be late, never early."""
         ...
 
-    async def queue_list(self) -> list[QueueInfo]: ...
+    async def queue_list(self) -> list[QueueInfo]:
+        """Every queue with settings or live jobs; no finished row is read."""
+        ...
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        """One queue's settings and live counts; no finished row is read."""
+        ...
+
+    async def queue_known(self, queue: str) -> bool:
+        """Whether any job row (of any state, history too) or a settings row names ``queue``."""
+        ...
 
     async def queue_set_paused(self, params: QueueSetPausedParams) -> None: ...
 

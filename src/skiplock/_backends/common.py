@@ -109,7 +109,8 @@ def state_counts(rows: Iterable[tuple[str, int]]) -> dict[str, int]:
 
 def filter_values(where: JobFilter) -> dict[str, Any]:
     """A person's filter as the filtered statements take it, by name and in their order (ids,
-    task, queue, error, since, until); None means any. Dialects only convert types."""
+    task, queue, error, since, until, last_error); None means any. Dialects only convert
+    types."""
     return {
         "ids": list(where.ids) if where.ids is not None else None,
         "task": where.task,
@@ -117,6 +118,7 @@ def filter_values(where: JobFilter) -> dict[str, Any]:
         "error": where.error,
         "since": where.since,
         "until": where.until,
+        "last_error": where.last_error,
     }
 
 

@@ -138,7 +138,7 @@ class PostgresBackend:
             raise BackendError("the PostgreSQL backend is not open")
         return self._pool
 
-    async def open(self) -> None:
+    async def open(self, *, create: bool = False) -> None:  # a server's database: never made
         if self._pool is not None:
             return
         with _wrapped("connect"), self._connecting():
@@ -195,8 +195,10 @@ class PostgresBackend:
         applied: list[int] = []
         with _wrapped("migrate"):
             async with self.pool.acquire() as conn, conn.transaction():
-                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                # The lock first (its key is the schema's name, which need not exist yet):
+                # concurrent CREATE SCHEMA IF NOT EXISTS race on pg_namespace's unique index.
                 await conn.execute(self._sql.MIGRATIONS_LOCK, self.schema)
+                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 await conn.execute(self._sql.MIGRATIONS_TABLE)
                 done = {r["version"] for r in await conn.fetch(self._sql.MIGRATION_VERSIONS)}
                 for version, name, body in sql.MIGRATIONS:
@@ -566,6 +568,16 @@ class PostgresBackend:
             rows = await self.pool.fetch(self._sql.QUEUE_LIST)
         return [QueueInfo(*r) for r in rows]
 
+    async def queue_info(self, queue: str) -> QueueInfo:
+        with _wrapped("queue_info"):
+            row = await self.pool.fetchrow(self._sql.QUEUE_INFO, queue)
+        assert row is not None  # one row whatever the name
+        return QueueInfo(*row)
+
+    async def queue_known(self, queue: str) -> bool:
+        with _wrapped("queue_known"):
+            return bool(await self.pool.fetchval(self._sql.QUEUE_KNOWN, queue))
+
     async def queue_set_paused(self, params: QueueSetPausedParams) -> None:
         with _wrapped("queue_set_paused"):
             await self.pool.execute(self._sql.QUEUE_SET_PAUSED, params.queue, params.paused)
@@ -646,7 +658,7 @@ class PostgresBackend:
     async def job_list(self, params: JobListParams) -> list[JobRecord]:
         with _wrapped("job_list"):
             rows = await self.pool.fetch(
-                self._sql.JOB_LIST,
+                self._sql.JOB_LIST_OLDEST if params.oldest_first else self._sql.JOB_LIST,
                 params.state.value if params.state else None,
                 *ops.filter_params(params.where),
                 params.where.limit,
@@ -690,6 +702,7 @@ class PostgresBackend:
                 *ops.filter_params(params.where),
                 self._now(),
                 self.channel,
+                params.where.limit,
             )
         return [r["id"] for r in rows]
 
@@ -697,7 +710,7 @@ class PostgresBackend:
         where = ops.filter_params(params.where)
         with _wrapped("job_discard_dead"):
             rows = await self.pool.fetch(
-                self._sql.JOB_DISCARD_DEAD, params.who, *where, self._now()
+                self._sql.JOB_DISCARD_DEAD, params.who, *where, self._now(), params.where.limit
             )
         return [r["id"] for r in rows]
 

@@ -7,7 +7,13 @@ from contextlib import contextmanager
 
 import asyncpg
 
-from ..errors import BackendError, BackendUnavailable, DuplicateJob, SchemaError
+from ..errors import (
+    BackendError,
+    BackendUnavailable,
+    DuplicateJob,
+    SchemaError,
+    UrlRefused,
+)
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
@@ -30,12 +36,20 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 """What an outage looks like; any other PostgreSQL error is a fault no retry will cure."""
 
 
+def _misconfigured(operation: str, exc: Exception) -> UrlRefused:
+    """An option of the URL the driver refuses (``?sslmode=bogus``): a person must fix it,
+    so it is not an outage to retry (asyncpg files it under InterfaceError, as outages)."""
+    return UrlRefused(f"{operation}: the database URL: {exc}")
+
+
 @contextmanager
 def connecting(address: str, timeout_s: float) -> Iterator[None]:
     """Name the address in a failed connect, and say "timed out" where the driver's
     TimeoutError says nothing (its str() is empty)."""
     try:
         yield
+    except asyncpg.exceptions.ClientConfigurationError as exc:
+        raise _misconfigured("connect", exc) from exc
     except TimeoutError as exc:
         raise BackendUnavailable(
             f"connect: PostgreSQL at {address} unavailable: timed out after {timeout_s:g} s"
@@ -49,6 +63,8 @@ def wrapped(operation: str) -> Iterator[None]:
     """Re-raise driver errors as skiplock errors, keeping the driver's as ``__cause__``."""
     try:
         yield
+    except asyncpg.exceptions.ClientConfigurationError as exc:
+        raise _misconfigured(operation, exc) from exc
     except CONNECTION_ERRORS as exc:
         reason = str(exc) or type(exc).__name__  # a TimeoutError says nothing itself
         raise BackendUnavailable(f"{operation}: PostgreSQL unavailable: {reason}") from exc

@@ -665,6 +665,11 @@ _ERROR_MATCH = """CASE WHEN jsonb_typeof(errors) = 'array' THEN EXISTS (
 in any case (``lower`` under the database's ctype), never of the JSON around it. Another
 producer's row whose errors are not an array matches nothing rather than failing the read."""
 
+_LAST_ERROR = "coalesce(errors -> -1 ->> 'message', '')"
+"""A job's last recorded error message, '' if none: a dead-letter group's key (JOB_DEAD_GROUPS)
+and the ``last_error`` filter ($8), which matches it exactly, so a group's action reaches
+that group and no other whose message merely contains it."""
+
 _LIST_WHERE = (
     """
 WHERE ($1::text IS NULL OR state = $1)
@@ -676,12 +681,15 @@ WHERE ($1::text IS NULL OR state = $1)
     + """)
   AND ($6::timestamptz IS NULL OR coalesce(finished_at, created_at) >= $6)
   AND ($7::timestamptz IS NULL OR coalesce(finished_at, created_at) < $7)
+  AND ($8::text IS NULL OR """
+    + _LAST_ERROR
+    + """ = $8)
 """
 )
 
 JOB_LIST = (
     """
--- Jobs matching a filter, newest first; every condition is optional. $9 pages by keyset
+-- Jobs matching a filter, newest first; every condition is optional. $10 pages by keyset
 -- (ids below the previous page's last): a backward walk of the primary key from there, never
 -- OFFSET (a range on id, not "IS NULL OR", so even a generic plan seeks to it).
 SELECT """
@@ -689,9 +697,24 @@ SELECT """
     + """
 FROM {s}.skiplock_jobs"""
     + _LIST_WHERE
-    + """  AND id < coalesce($9::bigint, 9223372036854775807)
+    + """  AND id < coalesce($10::bigint, 9223372036854775807)
 ORDER BY id DESC
-LIMIT $8
+LIMIT $9
+"""
+)
+
+JOB_LIST_OLDEST = (
+    """
+-- Jobs matching a filter, oldest first: the ones a bulk action with the same filter and
+-- limit acts on ($10 pages forward: ids above the previous page's last).
+SELECT """
+    + _RECORD
+    + """
+FROM {s}.skiplock_jobs"""
+    + _LIST_WHERE
+    + """  AND id > coalesce($10::bigint, 0)
+ORDER BY id
+LIMIT $9
 """
 )
 
@@ -724,9 +747,12 @@ ORDER BY id DESC LIMIT $2
 """
 )
 
-JOB_DEAD_GROUPS = """
+JOB_DEAD_GROUPS = (
+    """
 -- Dead jobs by task and last error message, the largest groups first.
-SELECT task, coalesce(errors -> -1 ->> 'message', '') AS error, count(*) AS n,
+SELECT task, """
+    + _LAST_ERROR
+    + """ AS error, count(*) AS n,
        max(id) AS last_id, extract(epoch FROM max(finished_at)) AS last_at
 FROM {s}.skiplock_jobs
 WHERE state = 'dead'
@@ -734,6 +760,7 @@ GROUP BY 1, 2
 ORDER BY n DESC, task, error
 LIMIT $1
 """
+)
 
 _DEAD_FILTER = (
     """
@@ -745,7 +772,25 @@ _DEAD_FILTER = (
     + """)
   AND ($6::timestamptz IS NULL OR finished_at >= $6)
   AND ($7::timestamptz IS NULL OR finished_at < $7)
+  AND ($8::text IS NULL OR """
+    + _LAST_ERROR
+    + """ = $8)
 """
+)
+
+_PICKED = (
+    """
+-- at most the filter's limit ($limit), oldest first: the jobs JOB_LIST_OLDEST shows with the
+-- same filter, chosen and locked in this statement (a row another session changes meanwhile
+-- is re-checked against the filter and dropped, never replaced by one past the limit)
+picked AS (
+    SELECT id FROM {s}.skiplock_jobs
+    WHERE state = 'dead'"""
+    + _DEAD_FILTER
+    + """    ORDER BY id
+    LIMIT $limit
+    FOR UPDATE
+)"""
 )
 
 _KEY_FREE = (
@@ -764,19 +809,21 @@ _KEY_FREE = (
 JOB_REQUEUE_DEAD = (
     """
 -- A person requeues dead jobs matching a filter: pending now, attempts reset, action recorded.
-WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
+WITH now_ AS (SELECT coalesce($9::timestamptz, now()) AS t),
+"""
+    + _PICKED.replace("$limit", "$11")
+    + """,
 r AS (
     UPDATE {s}.skiplock_jobs
     SET state = 'pending', attempt = 0, run_at = (SELECT t FROM now_), finished_at = NULL,
         lease_token = NULL, lease_expires_at = NULL, cancel_requested = false,
         audit = audit || jsonb_build_array(jsonb_build_object(
             'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'requeue'))
-    WHERE state = 'dead'"""
-    + _DEAD_FILTER
+    WHERE state = 'dead' AND id IN (SELECT id FROM picked)"""
     + _KEY_FREE
     + """    RETURNING id, queue
 ), woken AS (
-    SELECT pg_notify($9, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+    SELECT pg_notify($10, q.queue) FROM (SELECT DISTINCT queue FROM r) q
 )
 SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0 ORDER BY id
 """
@@ -785,14 +832,17 @@ SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0 ORDER BY id
 JOB_DISCARD_DEAD = (
     """
 -- A person discards dead jobs matching a filter: they become cancelled, action recorded.
-WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t)
+WITH now_ AS (SELECT coalesce($9::timestamptz, now()) AS t),
+"""
+    + _PICKED.replace("$limit", "$10")
+    + """
 UPDATE {s}.skiplock_jobs
 SET state = 'cancelled', finished_at = (SELECT t FROM now_),
     audit = audit || jsonb_build_array(jsonb_build_object(
         'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'discard'))
-WHERE state = 'dead'"""
-    + _DEAD_FILTER
-    + "RETURNING id\n"
+WHERE state = 'dead' AND id IN (SELECT id FROM picked)
+RETURNING id
+"""
 )
 
 _PAST_RETENTION = """
@@ -864,16 +914,15 @@ SET max_depth = excluded.max_depth, max_running = excluded.max_running,
     rate_per_s = excluded.rate_per_s, recent_starts = '{}', updated_at = now()
 """
 
-QUEUE_LIST = (
-    """
--- Every queue with settings or live jobs: its settings and live counts.
-WITH names AS (
-    SELECT name FROM {s}.skiplock_queues
-    UNION
-    SELECT DISTINCT queue FROM {s}.skiplock_jobs WHERE state IN """
-    + _LIVE
-    + """
-)
+QUEUE_KNOWN = """
+-- Whether a settings row or any job row, finished ones too, names a queue (a person's queue
+-- command refuses a name nothing knows: a typo would otherwise make a new queue). A name
+-- with rows stops at its first; only an unknown one reads the whole table, once.
+SELECT EXISTS (SELECT 1 FROM {s}.skiplock_queues WHERE name = $1)
+    OR EXISTS (SELECT 1 FROM {s}.skiplock_jobs WHERE queue = $1)
+"""
+
+_QUEUE_ROW = """
 SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, false) AS paused,
        (SELECT count(*) FROM {s}.skiplock_jobs j
         WHERE j.queue = n.name AND j.state = 'pending') AS pending,
@@ -882,8 +931,40 @@ SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, fals
        (SELECT count(*) FROM {s}.skiplock_jobs j
         WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL) AS claimed
 FROM names n LEFT JOIN {s}.skiplock_queues q ON q.name = n.name
+"""
+"""A queue's settings and live counts, never a finished row: pending through the per-queue
+pending index, running and claimed through the lease index (running rows only)."""
+
+QUEUE_LIST = """
+-- Every queue with settings or live jobs: its settings and live counts, reading no history:
+-- the pending rows through the per-queue pending index, the running ones through the lease
+-- index, each once (a DISTINCT over "state IN (live)" read the whole table, and per-queue
+-- subqueries priced it past JIT's threshold: ~1 s of compiling for a sub-millisecond read).
+WITH pending AS (
+    SELECT queue, count(*) AS n FROM {s}.skiplock_jobs WHERE state = 'pending' GROUP BY queue
+), running AS (
+    SELECT queue, count(*) FILTER (WHERE started_at IS NOT NULL) AS started,
+           count(*) FILTER (WHERE started_at IS NULL) AS claimed
+    FROM {s}.skiplock_jobs WHERE state = 'running' GROUP BY queue
+), names AS (
+    SELECT name FROM {s}.skiplock_queues UNION SELECT queue FROM pending
+    UNION SELECT queue FROM running
+)
+SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, false) AS paused,
+       coalesce(p.n, 0) AS pending, coalesce(r.started, 0) AS running,
+       coalesce(r.claimed, 0) AS claimed
+FROM names n
+LEFT JOIN {s}.skiplock_queues q ON q.name = n.name
+LEFT JOIN pending p ON p.queue = n.name
+LEFT JOIN running r ON r.queue = n.name
 ORDER BY n.name
 """
+
+QUEUE_INFO = (
+    """
+-- One queue's settings and live counts (zeros and no limits for a name nothing uses)."""
+    + "\nWITH names AS (SELECT $1::text AS name)"
+    + _QUEUE_ROW
 )
 
 TASK_PAUSE = """
@@ -969,6 +1050,7 @@ class Statements:
     JOB_CANCEL: str
     JOB_CANCEL_REQUESTED: str
     JOB_LIST: str
+    JOB_LIST_OLDEST: str
     JOB_COUNT: str
     JOB_COUNT_STATES: str
     JOB_FIND: str
@@ -984,6 +1066,8 @@ class Statements:
     QUEUE_SET_PAUSED: str
     QUEUE_SET_LIMITS: str
     QUEUE_LIST: str
+    QUEUE_KNOWN: str
+    QUEUE_INFO: str
     TASK_PAUSE: str
     TASK_RESUME: str
     TASK_PAUSES: str

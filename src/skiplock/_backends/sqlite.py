@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from .._job import (
@@ -36,7 +37,7 @@ from .._job import (
     TaskPause,
 )
 from .._stats import WorkerInfo
-from ..errors import BackendError, JobNotFound
+from ..errors import BackendError, JobNotFound, SchemaError
 from . import flows
 from . import sqlite_observe as observe
 from . import sqlite_ops as ops
@@ -119,6 +120,10 @@ def _own_sqlite(connection: object) -> sqlite3.Connection:
     return connection
 
 
+def _queue_info(r: Any) -> QueueInfo:
+    return QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7])
+
+
 def _create_private(path: str, mode: int) -> None:
     """Create the database file with ``mode`` before SQLite does (SQLite's own default is 0644
     less the umask, and it gives the -wal and -shm the database file's mode). The chmod makes
@@ -173,15 +178,26 @@ class SQLiteBackend:
                 "restore the file or migrate a new one, then restart"
             )
 
-    async def open(self) -> None:
+    async def open(self, *, create: bool = False) -> None:
         if self._thread is not None:
             return
         self._thread = DatabaseThread("skiplock-sqlite")
 
         def connect() -> sqlite3.Connection:
+            if not create and not os.path.exists(self.path):
+                raise SchemaError(
+                    f"no SQLite database at {self.path}: run `skiplock migrate` to create "
+                    "it, or check the URL"
+                )
+            # Only a migration may make the file: else read-write without create (mode=rw),
+            # so a file deleted since the check is an error, not a new empty database.
+            target = self.path if create else f"{Path(self.path).absolute().as_uri()}?mode=rw"
             with _wrapped("connect"):
-                _create_private(self.path, self.mode)
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                if create:  # made with its private mode before SQLite makes it
+                    _create_private(self.path, self.mode)
+                conn = sqlite3.connect(
+                    target, isolation_level=None, check_same_thread=False, uri=not create
+                )
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
@@ -190,7 +206,12 @@ class SQLiteBackend:
                 self._file = _identity(self.path)  # the pragmas above opened the file
                 return conn
 
-        self._conn = await self._thread.call(connect)
+        try:
+            self._conn = await self._thread.call(connect)
+        except BaseException:
+            self._thread.shutdown()  # a failed open leaves nothing open: the next one retries
+            self._thread = None
+            raise
 
     async def close(self) -> None:
         thread, conn = self._thread, self._conn
@@ -513,7 +534,19 @@ class SQLiteBackend:
 
     async def queue_list(self) -> list[QueueInfo]:
         rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())
-        return [QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7]) for r in rows]
+        return [_queue_info(r) for r in rows]
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        row = await self._run(
+            "queue_info", lambda c: c.execute(sql.QUEUE_INFO, {"queue": queue}).fetchone()
+        )
+        return _queue_info(row)
+
+    async def queue_known(self, queue: str) -> bool:
+        row = await self._run(
+            "queue_known", lambda c: c.execute(sql.QUEUE_KNOWN, {"queue": queue}).fetchone()
+        )
+        return bool(row[0])
 
     async def _write(self, operation: str, statement: str, args: Any) -> int:
         def write(conn: sqlite3.Connection) -> int:
@@ -618,7 +651,8 @@ class SQLiteBackend:
             "before": params.before_id,
             **ops.filter_params(params.where),
         }
-        return await self._run("job_list", lambda c: ops.records(c, sql.JOB_LIST, args))
+        statement = sql.JOB_LIST_OLDEST if params.oldest_first else sql.JOB_LIST
+        return await self._run("job_list", lambda c: ops.records(c, statement, args))
 
     async def job_count(self, params: JobListParams) -> int:
         state = params.state.value if params.state else None
@@ -650,7 +684,12 @@ class SQLiteBackend:
     async def _dead_action(self, statement: str, params: DeadActionParams) -> list[int]:
         def act(conn: sqlite3.Connection) -> list[int]:
             with _immediate(conn):
-                args = {"who": params.who, "now": self._now(), **ops.filter_params(params.where)}
+                args = {
+                    "who": params.who,
+                    "now": self._now(),
+                    "limit": params.where.limit,
+                    **ops.filter_params(params.where),
+                }
                 return sorted(r[0] for r in conn.execute(statement, args).fetchall())
 
         return await self._run("dead-letter action", act)

@@ -577,7 +577,14 @@ SELECT id FROM skiplock_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND cancel_requested
 """
 
-_FILTER = """
+_LAST_ERROR = (
+    "coalesce(CASE WHEN json_valid(errors) THEN json_extract(errors, '$[#-1].message') END, '')"
+)
+"""A job's last recorded error message, '' if none: a dead-letter group's key (JOB_DEAD_GROUPS)
+and the ``last_error`` filter, which matches it exactly (as on PostgreSQL)."""
+
+_FILTER = (
+    """
       -- error: a literal substring of a recorded error's decoded message in any case, as on
       -- PostgreSQL (skiplock_lower is Python's str.lower, registered on the connection:
       -- SQLite's own lower() folds ASCII only); a row whose errors are not JSON matches nothing
@@ -591,7 +598,11 @@ _FILTER = """
                       skiplock_lower(:error)) > 0) ELSE 0 END)
       AND (:since IS NULL OR coalesce(finished_at, created_at) >= :since)
       AND (:until IS NULL OR coalesce(finished_at, created_at) < :until)
+      AND (:last_error IS NULL OR """
+    + _LAST_ERROR
+    + """ = :last_error)
 """
+)
 
 JOB_LIST = (
     """
@@ -606,6 +617,20 @@ WHERE (:state IS NULL OR state = :state)
       AND id < coalesce(:before, 9223372036854775807)"""
     + _FILTER
     + "ORDER BY id DESC LIMIT :limit"
+)
+
+JOB_LIST_OLDEST = (
+    """
+-- Jobs matching a filter, oldest first: the ones a bulk action with the same filter and
+-- limit acts on (:before pages forward here: ids above the previous page's last).
+SELECT """
+    + _RECORD
+    + """
+FROM skiplock_jobs
+WHERE (:state IS NULL OR state = :state)
+      AND id > coalesce(:before, 0)"""
+    + _FILTER
+    + "ORDER BY id LIMIT :limit"
 )
 
 JOB_COUNT = (
@@ -638,18 +663,28 @@ ORDER BY id DESC LIMIT :limit
 """
 )
 
-JOB_DEAD_GROUPS = """
+JOB_DEAD_GROUPS = (
+    """
 -- Dead jobs by task and last error message, the largest groups first.
-SELECT task,
-       coalesce(CASE WHEN json_valid(errors) THEN json_extract(errors, '$[#-1].message') END,
-                '') AS error,
-       count(*) AS n, max(id) AS last_id, max(finished_at) AS last_at
+SELECT task, """
+    + _LAST_ERROR
+    + """ AS error, count(*) AS n, max(id) AS last_id, max(finished_at) AS last_at
 FROM skiplock_jobs
 WHERE state = 'dead'
 GROUP BY 1, 2
 ORDER BY n DESC, task, error
 LIMIT :limit
 """
+)
+
+_PICKED = (
+    """
+      -- at most the filter's limit, oldest first: the jobs JOB_LIST_OLDEST shows with the
+      -- same filter, chosen in this statement (inside the write transaction)
+      AND id IN (SELECT id FROM skiplock_jobs WHERE state = 'dead'"""
+    + _FILTER
+    + """ ORDER BY id LIMIT :limit)"""
+)
 
 JOB_REQUEUE_DEAD = (
     """
@@ -659,7 +694,7 @@ SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'requeue'))
 WHERE state = 'dead'"""
-    + _FILTER
+    + _PICKED
     + """
       -- a dead job whose unique key a live job now holds stays dead (requeueing it would
       -- break the key's promise); the caller reports it
@@ -680,8 +715,8 @@ UPDATE skiplock_jobs
 SET state = 'cancelled', finished_at = :now,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'discard'))
 WHERE state = 'dead'"""
-    + _FILTER
-    + "RETURNING id"
+    + _PICKED
+    + "\nRETURNING id"
 )
 
 _PAST_RETENTION = """
@@ -745,16 +780,14 @@ SET max_depth = excluded.max_depth, max_running = excluded.max_running,
     rate_per_s = excluded.rate_per_s, recent_starts = '[]', updated_at = excluded.updated_at
 """
 
-QUEUE_LIST = (
-    """
--- Every queue with settings or live jobs: its settings and live counts.
-WITH names AS (
-    SELECT name FROM skiplock_queues
-    UNION
-    SELECT DISTINCT queue FROM skiplock_jobs WHERE state IN """
-    + _LIVE
-    + """
-)
+QUEUE_KNOWN = """
+-- Whether a settings row or any job row, finished ones too, names a queue (a person's queue
+-- command refuses a name nothing knows: a typo would otherwise make a new queue).
+SELECT EXISTS (SELECT 1 FROM skiplock_queues WHERE name = :queue)
+    OR EXISTS (SELECT 1 FROM skiplock_jobs WHERE queue = :queue)
+"""
+
+_QUEUE_ROW = """
 SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
        (SELECT count(*) FROM skiplock_jobs j WHERE j.queue = n.name AND j.state = 'pending'),
        (SELECT count(*) FROM skiplock_jobs j
@@ -762,8 +795,36 @@ SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
        (SELECT count(*) FROM skiplock_jobs j
         WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL)
 FROM names n LEFT JOIN skiplock_queues q ON q.name = n.name
+"""
+"""A queue's settings and live counts, never a finished row (as on PostgreSQL)."""
+
+QUEUE_LIST = """
+-- Every queue with settings or live jobs: its settings and live counts, reading no history:
+-- the pending rows through the per-queue pending index, the running ones through the lease
+-- index, each once (a DISTINCT over "state IN (live)" read the whole table).
+WITH pending AS (
+    SELECT queue, count(*) AS n FROM skiplock_jobs WHERE state = 'pending' GROUP BY queue
+), running AS (
+    SELECT queue, sum(started_at IS NOT NULL) AS started, sum(started_at IS NULL) AS claimed
+    FROM skiplock_jobs WHERE state = 'running' GROUP BY queue
+), names AS (
+    SELECT name FROM skiplock_queues UNION SELECT queue FROM pending
+    UNION SELECT queue FROM running
+)
+SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
+       coalesce(p.n, 0), coalesce(r.started, 0), coalesce(r.claimed, 0)
+FROM names n
+LEFT JOIN skiplock_queues q ON q.name = n.name
+LEFT JOIN pending p ON p.queue = n.name
+LEFT JOIN running r ON r.queue = n.name
 ORDER BY n.name
 """
+
+QUEUE_INFO = (
+    """
+-- One queue's settings and live counts (zeros and no limits for a name nothing uses)."""
+    + "\nWITH names AS (SELECT :queue AS name)"
+    + _QUEUE_ROW
 )
 
 TASK_PAUSE = """

@@ -5,18 +5,33 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from .._app import App
-from .._job import JobFilter, JobState
-from .job import echo_jobs, filter_options, job_filter, who_option
+from .._job import JobFilter, JobRecord, JobState
+from .job import echo_job, echo_jobs, filter_options, job_filter, who_option
 from .output import json_option
 from .support import CliError, Group, app_command, app_for, run_async
+
+LIMIT_HELP = (
+    "At most this many, the oldest first (list, requeue and discard alike); with job ids, "
+    "as many as are named unless given."
+)
 
 
 def dead_filter_options(fn: Any) -> Any:
     """Job ids, or ``job list``'s filters (times compared with when a job died)."""
-    fn = filter_options("that died")(fn)
+    fn = filter_options("that died", limit_help=LIMIT_HELP)(fn)
     return click.argument("ids", nargs=-1, type=click.IntRange(min=1, max=2**63 - 1))(fn)
+
+
+def dead_filter(**filters: Any) -> JobFilter:
+    """The filter a dead command means: named ids take a limit of as many as are named,
+    unless ``--limit`` was given (a limit is a promise: it is kept as given)."""
+    given = click.get_current_context().get_parameter_source("limit") != ParameterSource.DEFAULT
+    if filters["ids"] and not given:
+        filters["limit"] = max(filters["limit"], len(filters["ids"]))
+    return job_filter(**filters)
 
 
 @click.group(cls=Group)
@@ -30,10 +45,37 @@ def dead() -> None:
 @dead_filter_options
 @json_option
 def dead_list(app_spec: str, url: str | None, as_json: bool, **filters: Any) -> None:
-    """Dead jobs matching the filter, newest first."""
+    """Dead jobs matching the filter, oldest first: the ones requeue and discard act on with
+    the same filter and --limit."""
     app = app_for(app_spec, url)
-    jobs = run_async(app, lambda: app.list_jobs(JobState.DEAD, job_filter(**filters)))
+    where = dead_filter(**filters)
+    jobs, total = run_async(app, lambda: _listed(app, where))
+    if total > len(jobs) and not as_json:
+        for j in jobs:
+            echo_job(j, full=False)
+        click.echo(f"showing {len(jobs)} of {total} dead jobs; --limit to see more")
+        return
     echo_jobs(jobs, "dead jobs", as_json)
+
+
+async def _listed(app: App, where: JobFilter) -> tuple[list[JobRecord], int]:
+    jobs = await app.list_jobs(JobState.DEAD, where, oldest_first=True)
+    total = len(jobs) if len(jobs) < where.limit else await app.count_jobs(JobState.DEAD, where)
+    return jobs, total
+
+
+async def _more(app: App, where: JobFilter, kept: int) -> str:
+    """What a limited action left: the dead jobs still matching beyond those it kept dead."""
+    more = await app.count_jobs(JobState.DEAD, where) - kept
+    return f"; {more} more match (--limit {where.limit}: run again or raise it)" if more else ""
+
+
+async def _dead_now(app: App, ids: tuple[int, ...] | None) -> set[int]:
+    """Which of ``ids`` are dead now: left by the limit or a held key, not missing."""
+    if not ids:
+        return set()
+    still = await app.list_jobs(JobState.DEAD, JobFilter(ids=ids, limit=len(ids)))
+    return {j.id for j in still}
 
 
 @app_command(dead, "requeue")
@@ -42,30 +84,32 @@ def dead_list(app_spec: str, url: str | None, as_json: bool, **filters: Any) -> 
 def dead_requeue(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
     """Requeue dead jobs (by id, or by filter) with attempts reset.
 
-    A dead job whose unique key a live job holds stays dead, and is reported as skipped."""
+    At most --limit of them, the oldest first (what dead list shows with the same filter),
+    saying how many more match. A dead job whose unique key a live job holds stays dead, and
+    is reported as skipped."""
     app, where = _target(app_spec, url, filters)
-    ids, held = run_async(app, lambda: _requeue(app, where, who))
-    click.echo(f"requeued {len(ids)} jobs: {ids}")
+    ids, held, more, dead_now = run_async(app, lambda: _requeue(app, where, who))
+    click.echo(f"requeued {len(ids)} jobs: {ids}{more}")
     problems = []
     if held:
         problems.append(f"skipped {len(held)} jobs, a live job holds their unique key: {held}")
-    missing = sorted(set(where.ids or ()) - set(ids) - set(held))
+    missing = sorted(set(where.ids or ()) - set(ids) - dead_now)
     if missing:
         problems.append(f"not requeued: not dead, or unknown: {missing}")
     if problems:
         raise CliError("; ".join(problems))
 
 
-async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], list[int]]:
-    """The ids requeued, and the dead jobs the filter matched that stayed dead (their unique
-    key is held: the one reason ``requeue_dead`` leaves a matching dead job alone)."""
-    matched = {j.id for j in await app.list_jobs(JobState.DEAD, where)}
+async def _requeue(
+    app: App, where: JobFilter, who: str
+) -> tuple[list[int], list[int], str, set[int]]:
+    """The ids requeued, the dead jobs among those picked that stayed dead (their unique key
+    is held: the one reason ``requeue_dead`` leaves a picked dead job alone), what more
+    matches beyond the limit, and which of the ids named are still dead."""
+    matched = {j.id for j in await app.list_jobs(JobState.DEAD, where, oldest_first=True)}
     ids = await app.requeue_dead(where, who=who)
-    rest = tuple(sorted(matched - set(ids)))
-    if not rest:
-        return ids, []
-    still = await app.list_jobs(JobState.DEAD, JobFilter(ids=rest, limit=len(rest)))
-    return ids, sorted(j.id for j in still)
+    held = sorted(await _dead_now(app, tuple(sorted(matched - set(ids)))))
+    return ids, held, await _more(app, where, len(held)), await _dead_now(app, where.ids)
 
 
 @app_command(dead, "discard")
@@ -74,17 +118,23 @@ async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], lis
 def dead_discard(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
     """Discard dead jobs (by id, or by filter): they become cancelled.
 
-    Discarded jobs are kept until the retention deletes them."""
+    At most --limit of them, the oldest first, saying how many more match. Discarded jobs
+    are kept until the retention deletes them."""
     app, where = _target(app_spec, url, filters)
-    ids = run_async(app, lambda: app.discard_dead(where, who=who))
-    click.echo(f"discarded {len(ids)} jobs: {ids}")
-    missing = sorted(set(where.ids or ()) - set(ids))
+    ids, more, dead_now = run_async(app, lambda: _discard(app, where, who))
+    click.echo(f"discarded {len(ids)} jobs: {ids}{more}")
+    missing = sorted(set(where.ids or ()) - set(ids) - dead_now)
     if missing:
         raise CliError(f"not discarded: not dead, or unknown: {missing}")
 
 
+async def _discard(app: App, where: JobFilter, who: str) -> tuple[list[int], str, set[int]]:
+    ids = await app.discard_dead(where, who=who)
+    return ids, await _more(app, where, 0), await _dead_now(app, where.ids)
+
+
 def _target(app_spec: str, url: str | None, filters: dict[str, Any]) -> tuple[App, JobFilter]:
-    where = job_filter(**filters)
+    where = dead_filter(**filters)
     if where == JobFilter(limit=where.limit):
         raise click.UsageError("name job ids or a filter (--task, --queue, --error, --since)")
     return app_for(app_spec, url), where

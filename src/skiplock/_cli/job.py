@@ -77,10 +77,13 @@ TIME_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
 """What ``--since`` and ``--until`` accept: a date, or a date and a time (UTC)."""
 
 
-def filter_options(when: str) -> Callable[[Any], Any]:
+def filter_options(
+    when: str, limit_help: str = "At most this many jobs, newest first."
+) -> Callable[[Any], Any]:
     """``--task``, ``--queue``, ``--error``, ``--since``, ``--until`` and ``--limit``, shared by
     ``job list`` and the ``dead`` commands; ``when`` says which moment the times compare
-    (the moment a dead job died, or a job's finish)."""
+    (the moment a dead job died, or a job's finish), ``limit_help`` which jobs the limit
+    keeps (the dead commands': the oldest)."""
 
     def decorate(fn: Any) -> Any:
         for option in reversed(
@@ -109,7 +112,7 @@ def filter_options(when: str) -> Callable[[Any], Any]:
                     type=LIMIT,
                     default=100,
                     show_default=True,
-                    help="At most this many jobs, newest first.",
+                    help=limit_help,
                 ),
             ]
         ):

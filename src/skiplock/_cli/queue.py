@@ -41,21 +41,33 @@ def queue_list(app_spec: str, url: str | None) -> None:
         )
 
 
+CREATE = click.option(
+    "--create",
+    is_flag=True,
+    help="NAME may be new (no task, job or setting names it yet): set it up.",
+)
+
+
 @app_command(queue, "pause")
 @click.argument("name")
-def queue_pause(app_spec: str, url: str | None, name: str) -> None:
-    """Stop every worker claiming from NAME (running jobs finish)."""
+@CREATE
+def queue_pause(app_spec: str, url: str | None, name: str, create: bool) -> None:
+    """Stop every worker claiming from NAME (running jobs finish).
+
+    NAME must be known: a task of APP uses it, or a job (finished ones too) or a setting
+    names it; a new name needs --create."""
     app = app_for(app_spec, url)
-    run_async(app, lambda: app.pause_queue(name))
+    run_async(app, lambda: app.pause_queue(name, create=create))
     click.echo(f"queue {name} paused")
 
 
 @app_command(queue, "resume")
 @click.argument("name")
-def queue_resume(app_spec: str, url: str | None, name: str) -> None:
-    """Let workers claim from NAME again."""
+@CREATE
+def queue_resume(app_spec: str, url: str | None, name: str, create: bool) -> None:
+    """Let workers claim from NAME again (known, or --create, as for pause)."""
     app = app_for(app_spec, url)
-    run_async(app, lambda: app.resume_queue(name))
+    run_async(app, lambda: app.resume_queue(name, create=create))
     click.echo(f"queue {name} resumed")
 
 
@@ -76,6 +88,7 @@ def _limit(option: str, value: str | None, kind: type[int] | type[float]) -> int
 @click.option("--max-depth", help="Enqueue raises QueueFull past this many live jobs ('none').")
 @click.option("--max-running", help="At most this many running at once, everywhere ('none').")
 @click.option("--rate", help="At most this many starts per second, everywhere ('none').")
+@CREATE
 def queue_limit(
     app_spec: str,
     url: str | None,
@@ -83,8 +96,11 @@ def queue_limit(
     max_depth: str | None,
     max_running: str | None,
     rate: str | None,
+    create: bool,
 ) -> None:
-    """Set NAME's bound and limits; options left out are lifted."""
+    """Set NAME's bound and limits; options left out are lifted.
+
+    NAME must be known (as for pause); a new name needs --create."""
     app = app_for(app_spec, url)
     depth = _limit("--max-depth", max_depth, int)
     running = _limit("--max-running", max_running, int)
@@ -96,6 +112,7 @@ def queue_limit(
             max_depth=None if depth is None else int(depth),
             max_running=None if running is None else int(running),
             rate_per_s=rate_per_s,
+            create=create,
         ),
     )
     click.echo(f"queue {name}: max_depth={depth} max_running={running} rate_per_s={rate_per_s}")

@@ -27,7 +27,7 @@ from .._app import App
 from .._logging import FORMATS
 from .._logging import configure_logging as set_up_logging
 from .._url import mask_in
-from ..errors import ConfigurationError, SchemaError, SkiplockError
+from ..errors import ConfigurationError, SchemaError, SkiplockError, UrlRefused
 
 T = TypeVar("T")
 
@@ -133,6 +133,12 @@ def app_for(app_spec: str, url: str | None) -> App:
     database (no tasks: enough for queue and job operations, nothing of the user's imported)."""
     if url is None:
         return load_app(app_spec)
+    if not url.strip():  # what --url "$DATABASE_URL" passes when the variable is unset
+        raise CliError(
+            "--url is empty: name the database (sqlite:///path or postgresql://...); "
+            "a variable that is unset expands to nothing",
+            CANNOT_RUN,
+        )
     try:
         return App(url)
     except SkiplockError as exc:
@@ -240,7 +246,7 @@ def _sole_skiplock_error(group: ExceptionGroup[Exception]) -> SkiplockError | No
 
 
 def _cli_error(app: App, exc: SkiplockError, exit_code: int) -> CliError:
-    code = CANNOT_RUN if isinstance(exc, SchemaError) else exit_code
+    code = CANNOT_RUN if isinstance(exc, SchemaError | UrlRefused) else exit_code
     return CliError(mask_in(str(exc), app.url), code)
 
 

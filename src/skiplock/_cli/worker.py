@@ -20,6 +20,7 @@ from .options import build_config, worker_config_options
 from .support import (
     CANNOT_RUN,
     LOOPS,
+    CliError,
     app_command,
     app_for,
     configure_logging,
@@ -42,6 +43,11 @@ def migrate(app_spec: str, url: str | None) -> None:
     click.echo(f"applied migrations {applied}" if applied else "schema already up to date")
 
 
+PROCESSES_PER_CPU = 4
+"""The most worker processes per usable CPU ``--processes`` takes without
+``--force-processes``."""
+
+
 @click.command()
 @click.argument("app_spec", metavar="APP")
 @worker_config_options
@@ -51,7 +57,13 @@ def migrate(app_spec: str, url: str | None) -> None:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Worker processes under one supervisor (it stops if one fails at start-up).",
+    help="Worker processes under one supervisor (it stops if one fails at start-up); at "
+    f"most {PROCESSES_PER_CPU} per CPU unless --force-processes.",
+)
+@click.option(
+    "--force-processes",
+    is_flag=True,
+    help=f"Allow --processes above {PROCESSES_PER_CPU} per CPU.",
 )
 @click.option(
     "--loop",
@@ -66,6 +78,7 @@ def migrate(app_spec: str, url: str | None) -> None:
 def worker(
     app_spec: str,
     processes: int,
+    force_processes: bool,
     loop_name: str,
     burst: bool,
     log_level: str,
@@ -80,12 +93,38 @@ def worker(
     signal.signal(signal.SIGINT, exit_before_start)
     configure_logging(log_level, log_format)
     config = build_config(fields)  # bad values fail once, here, not in every child
+    check_processes(processes, force_processes)
     if processes > 1:
         sys.exit(supervise(sys.argv[1:], processes))
     app = load_app(app_spec)
     warn_unknown_queues(app, config.queues)
     config = process_ports(config)  # a supervised child's ports: the options' + its index
     run_worker(app, config, burst=burst, loop=loop_name)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, as a container's cpuset sets it),
+    else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def check_processes(processes: int, force: bool) -> None:
+    """Refuse more worker processes than PROCESSES_PER_CPU per usable CPU unless forced: each
+    is a whole worker (an event loop, a database pool, its own claims), so past that they
+    only contend (1000 on 2 cores ran at load 177 and took minutes to stop)."""
+    cpus = usable_cpus()
+    bound = PROCESSES_PER_CPU * cpus
+    if processes > bound and not force:
+        raise CliError(
+            f"--processes {processes}: more than {PROCESSES_PER_CPU} per CPU "
+            f"({bound} for the {cpus} this process may use); each is a whole worker with its "
+            "own event loop and database connections. Raise --concurrency instead, or pass "
+            "--force-processes to run them anyway",
+            CANNOT_RUN,
+        )
 
 
 def warn_unknown_queues(app: App, queues: Iterable[str] | None) -> None:

@@ -11,7 +11,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -21,7 +21,7 @@ from .._job import JobFilter, JobState
 from ..errors import SkiplockError
 from .audit import audit
 from .auth import Role, User
-from .filters import BadFilter, job_id, selected_ids, text_field
+from .filters import BadFilter, exact_text_field, job_id, selected_ids, text_field
 from .pages import dashboard
 from .security import same_origin
 
@@ -105,18 +105,38 @@ def _text(form: FormData, name: str) -> str | None:
 
 @action(Role.OPERATOR)
 async def dead_bulk(request: Request, user: User, form: FormData) -> Response:
-    """Requeue or discard the dead jobs a confirmation page previewed."""
+    """Requeue or discard the dead jobs a confirmation page previewed: the group (task and
+    exact last error), at most as many as the preview counted (the oldest first), so jobs
+    that joined the group since are left for their own preview."""
     verb = request.path_params["action"]
     if verb not in ("requeue", "discard"):  # the route admits only these; never a default
         raise BadFilter(f"action {verb!r}: must be requeue or discard")
     if form.get("confirm") != "yes":
         raise BadFilter("bulk changes need the confirmation page's Confirm button")
-    where = JobFilter(task=_text(form, "task"), error=_text(form, "error"), limit=1)
+    where = JobFilter(
+        task=_text(form, "task"),
+        # percent-encoded in the form: a browser rewrites a field's line breaks as CRLF
+        last_error=(
+            exact_text_field({"error": unquote(str(form["error"]))}, "error")
+            if "error" in form
+            else None
+        ),
+        limit=_count(form),
+    )
     app = dashboard(request).app
     act = {"requeue": app.requeue_dead, "discard": app.discard_dead}[verb]
     ids = await act(where, who=who(user))
-    log.info("%s %sd %d dead jobs (%s)", who(user), verb, len(ids), where)
-    return back(request, "dead", f"{verb.capitalize()}d {len(ids)} dead jobs.")
+    done = {"requeue": "requeued", "discard": "discarded"}[verb]
+    log.info("%s %s %d dead jobs (%s)", who(user), done, len(ids), where)
+    return back(request, "dead", f"{done.capitalize()} {len(ids)} dead jobs.")
+
+
+def _count(form: FormData) -> int:
+    """The preview's count, the most a confirmed bulk action may touch."""
+    text = str(form.get("count") or "").strip()
+    if not text.isdigit() or not 1 <= int(text) <= 2**63 - 1:
+        raise BadFilter(f"count {text!r}: the preview's job count (a whole number, 1 or more)")
+    return int(text)
 
 
 @action(Role.OPERATOR)

@@ -92,8 +92,15 @@ def text_field(params: Any, name: str) -> str:
     return _text(params, name)
 
 
-def _text(params: Any, name: str) -> str:
-    value = str(params.get(name) or "").strip()
+def exact_text_field(params: Any, name: str) -> str:
+    """A text field kept exactly as sent (a dead-letter group's error is its key: trimming
+    it would name another group), at most MAX_TEXT characters, no NUL."""
+    return _text(params, name, strip=False)
+
+
+def _text(params: Any, name: str, strip: bool = True) -> str:
+    value = str(params.get(name) or "")
+    value = value.strip() if strip else value
     if len(value) > MAX_TEXT or "\x00" in value:
         raise BadFilter(f"{name}: at most {MAX_TEXT} characters, without NUL")
     return value

@@ -14,7 +14,15 @@ from .._job import JobFilter, JobRecord, JobState
 from .._stats import StatsGroup
 from ..errors import JobNotFound
 from .auth import Role
-from .filters import PAGE_SIZE, BadFilter, job_id, job_query, selected_ids, text_field
+from .filters import (
+    PAGE_SIZE,
+    BadFilter,
+    exact_text_field,
+    job_id,
+    job_query,
+    selected_ids,
+    text_field,
+)
 
 if TYPE_CHECKING:
     from .app import Dashboard
@@ -256,10 +264,12 @@ async def dead_confirm(request: Request) -> Response:
         problem = f"action {action!r}: must be requeue or discard"
         return dash.render.page(request, "problem.html", 400, problem=problem)
     try:
-        task, error = text_field(params, "task"), text_field(params, "error")
+        task, error = text_field(params, "task"), exact_text_field(params, "error")
     except BadFilter as exc:
         return dash.render.page(request, "problem.html", 400, problem=str(exc))
-    where = JobFilter(task=task or None, error=error or None)
+    # a group is its task and its exact last error: "boom 1" must not reach "boom 10" (no
+    # error at all in the link: any error; an empty one: the group of jobs without one)
+    where = JobFilter(task=task or None, last_error=error if "error" in params else None)
     count = await dash.app.count_jobs(JobState.DEAD, where)
     return dash.render.page(request, "confirm.html", action=action, where=where, count=count)
 
