@@ -150,7 +150,7 @@ async def _downgrade_to_version_5(app: skiplock.App, db_url: str) -> None:
         "ALTER TABLE {t} DROP COLUMN trace_context",
         "ALTER TABLE {t} DROP COLUMN payload_version",  # migration 9
         "DROP TABLE {w}",
-        "DROP TABLE {a}",  # migration 11 (the audit trail)
+        "DROP TABLE {a}",  # migration 10 (the audit trail)
         "DELETE FROM {m} WHERE version >= 6",
     ]
     if db_url.startswith("sqlite"):
@@ -192,7 +192,7 @@ async def test_a_populated_version_5_database_upgrades_and_runs_its_jobs(db_url:
     try:
         with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
             await app.check_schema()
-        assert await app.migrate() == [6, 7, 8, 9, 11]
+        assert await app.migrate() == [6, 7, 8, 9, 10]
         await burst(app)
         records = [await app.get_job(h.id) for h in handles]
         assert [r.result for r in records] == [1, 2, 3, 4, 5]

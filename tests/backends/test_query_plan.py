@@ -155,7 +155,7 @@ async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(
     )
     with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
         await pg.app.check_schema()
-    assert await pg.app.migrate() == [4, 5, 6, 7, 8, 9, 11]
+    assert await pg.app.migrate() == [4, 5, 6, 7, 8, 9, 10]
     await pg.app.check_schema()
     indexes = await pg.conn.fetch(
         "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", pg.schema
@@ -200,7 +200,7 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
             [("a",)] * 30 + [("b",)] * 5,
         )
         conn.close()
-        assert await app.migrate() == [4, 5, 6, 7, 8, 9, 11]
+        assert await app.migrate() == [4, 5, 6, 7, 8, 9, 10]
         conn = sqlite3.connect(path)  # a session that knows the new schema
         claim = sqlite_sql.job_get_available_in_queues(2)
         args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}

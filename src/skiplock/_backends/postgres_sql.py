@@ -179,7 +179,7 @@ ALTER TABLE {s}.skiplock_jobs ADD COLUMN payload_version integer;
 """,
     ),
     (
-        11,
+        10,
         "audit trail",
         """
 -- Every person action, with a job row or without one (queue pause, resume and limits,

@@ -171,7 +171,7 @@ ALTER TABLE skiplock_jobs ADD COLUMN payload_version INTEGER
 """,
     ),
     (
-        11,
+        10,
         "audit trail",
         """
 -- Every person action, with a job row or without one, and refused actions and sign-ins

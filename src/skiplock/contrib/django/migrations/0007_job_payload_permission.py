@@ -9,7 +9,7 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):  # type: ignore[misc]
-    dependencies: ClassVar[list[Any]] = [("skiplock", "0007_audit_trail")]
+    dependencies: ClassVar[list[Any]] = [("skiplock", "0006_audit_trail")]
     operations: ClassVar[list[Any]] = [
         migrations.AlterModelOptions(
             name="job",

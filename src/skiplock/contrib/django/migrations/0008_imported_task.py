@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):  # type: ignore[misc]
-    dependencies: ClassVar[list[Any]] = [("skiplock", "0008_job_payload_permission")]
+    dependencies: ClassVar[list[Any]] = [("skiplock", "0007_job_payload_permission")]
     operations: ClassVar[list[Any]] = [
         migrations.CreateModel(
             name="ImportedTask",

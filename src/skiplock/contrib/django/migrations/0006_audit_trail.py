@@ -1,4 +1,4 @@
-"""skiplock migration 11 (the audit trail of person actions): runs skiplock's own migration
+"""skiplock migration 10 (the audit trail of person actions): runs skiplock's own migration
 list again, which applies only what is missing."""
 
 from __future__ import annotations
