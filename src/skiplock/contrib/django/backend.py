@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime
-from inspect import iscoroutinefunction
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -19,6 +18,7 @@ from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from ..._app import App
@@ -35,21 +35,34 @@ class _ResolvingTasks(dict[str, SkiplockTask[Any, Any]]):
     """The task table of a worker: a job naming a Django task not yet registered here imports
     it by module path and registers it with this backend, so no task list has to be kept in
     sync (Django's backends are per thread: a worker on another thread than the one that
-    imported the tasks has a backend of its own, whose table starts empty)."""
+    imported the tasks has a backend of its own, whose table starts empty).
 
-    def __init__(self, register: Callable[[Any], Any]) -> None:
+    A module path that fails to import runs as a task raising that ImportError (with the
+    import's traceback), so the job is FAILED with the real reason; nothing is registered, so
+    a later deploy that fixes the module is picked up by the next job."""
+
+    def __init__(self, app: App, register: Callable[[Any], Any]) -> None:
         super().__init__()
+        self._app = app
         self._register = register
 
     def get(self, name: str, default: Any = None) -> Any:
         if name not in self:
             try:
                 found = import_string(name)
-            except ImportError:
-                return default
+            except ImportError as exc:
+                return self._unimportable(name, exc)
             if name not in self and isinstance(found, Task):
                 self._register(found)
         return super().get(name, default)
+
+    def _unimportable(self, name: str, error: ImportError) -> SkiplockTask[Any, Any]:
+        def unimportable(*args: Any, **kwargs: Any) -> None:
+            raise error
+
+        return SkiplockTask(
+            app=self._app, fn=unimportable, name=name, max_attempts=1, permanent=(ImportError,)
+        )
 
 
 class DjangoTaskApp(App):
@@ -57,7 +70,7 @@ class DjangoTaskApp(App):
 
     def __init__(self, url: str, register: Callable[[Any], Any]) -> None:
         super().__init__(url)
-        self.tasks = _ResolvingTasks(register)
+        self.tasks = _ResolvingTasks(self, register)
 
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the app's own loop thread from sync Django code (views, admin,
@@ -67,6 +80,15 @@ class DjangoTaskApp(App):
     def wake(self, queues: Iterable[str]) -> None:
         """Wake this process's workers of ``queues`` (called at commit: see ``enqueue``)."""
         self._wake_queues(queues)
+
+
+def _aware(when: datetime | None) -> datetime | None:
+    """``run_after`` as an aware time: with ``USE_TZ=False`` Django's ``timezone.now()`` is
+    naive local time (``TIME_ZONE``), which skiplock, storing UTC, would refuse."""
+    if when is None or timezone.is_aware(when):
+        return when
+    aware: datetime = timezone.make_aware(when, timezone.get_default_timezone())
+    return aware
 
 
 class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -102,16 +124,17 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
     def skiplock_task(self, task: Any) -> SkiplockTask[Any, Any]:
         """The skiplock task running ``task`` (registered once, by module path)."""
         name = task.module_path
-        if name not in self.app.tasks:
-            runner = _runner.async_runner if iscoroutinefunction(task.func) else _runner.sync_runner
-            self.app.task(name=name, **registered_options(task.func))(runner(task, type(self)))
-        return self.app.tasks[name]
+        tasks = self.app.tasks
+        if name not in tasks:
+            _, run = _runner.runner(task, type(self), lambda: tasks[name])
+            self.app.task(name=name, **registered_options(task))(run)
+        return tasks[name]
 
     def _prepared(self, task: Any) -> SkiplockTask[Any, Any]:
         return self.skiplock_task(task).using(
             queue=task.queue_name,
             priority=task.priority,
-            run_after=task.run_after,
+            run_after=_aware(task.run_after),
             **per_job_options(task.func),
         )
 

@@ -23,6 +23,7 @@ REGISTERED = frozenset(
         "visibility_timeout",
         "breaker",
         "keep_result",
+        "max_reclaims",
     }
 )
 """Options of the skiplock task itself (``app.task(...)``)."""
@@ -46,10 +47,30 @@ def skiplock_options(**options: Any) -> Callable[[F], F]:
     return attach
 
 
-def registered_options(fn: Callable[..., Any]) -> dict[str, Any]:
-    """``fn``'s task options (Django tasks default to one attempt, as Django's own do)."""
-    chosen = getattr(fn, ATTRIBUTE, {})
-    return {"max_attempts": 1, **{k: v for k, v in chosen.items() if k in REGISTERED}}
+MAX_RECLAIMS = 2
+"""Default of how many times a one-attempt task is run again after its worker died under it
+(SIGKILL, OOM, a lost host): a worker's death is not the task's failure, but a task that
+kills its worker every time still ends, FAILED "lease expired", after ``1 + MAX_RECLAIMS``."""
+
+
+def registered_options(task: Any) -> dict[str, Any]:
+    """The skiplock task options of Django ``task``.
+
+    Django tasks get one attempt, as Django's own backends give them. An exception (or a
+    timeout) fails that attempt for good (``permanent``); the attempts the row has beyond it,
+    ``max_reclaims``, are spent only by reclaims of a lease whose worker died. A task given
+    ``max_attempts`` > 1 retries by skiplock's rules, each reclaim spending an attempt.
+    """
+    chosen = {k: v for k, v in getattr(task.func, ATTRIBUTE, {}).items() if k in REGISTERED}
+    reclaims = chosen.pop("max_reclaims", MAX_RECLAIMS)
+    if not isinstance(reclaims, int) or isinstance(reclaims, bool) or not 0 <= reclaims <= 100:
+        raise ConfigurationError(
+            f"{task.module_path}: max_reclaims must be an int in 0..100 (got {reclaims!r})"
+        )
+    attempts = chosen.get("max_attempts", 1)
+    if attempts == 1:
+        return {**chosen, "max_attempts": 1 + reclaims, "permanent": (BaseException,)}
+    return {"max_attempts": 1, **chosen}
 
 
 def per_job_options(fn: Callable[..., Any]) -> dict[str, Any]:

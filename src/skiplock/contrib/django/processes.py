@@ -28,7 +28,7 @@ def child_command(command: str, options: Mapping[str, Any]) -> list[str]:
     else:
         launcher = [sys.executable, "-m", "django"]
     args = [command, "--processes", "1", f"--verbosity={options.get('verbosity', 1)}"]
-    for name in ("backend", "interval", "shutdown_timeout", "concurrency"):
+    for name in ("backend", "interval", "shutdown_timeout", "concurrency", "lease"):
         if options.get(name) is not None:
             args.append(f"--{name.replace('_', '-')}={options[name]}")
     for queue in options.get("queue_names") or ():
@@ -48,7 +48,8 @@ def supervise(command: str, options: Mapping[str, Any], processes: int) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", settings.SETTINGS_MODULE or "")
     supervisor = Supervisor(child_command(command, options))
     previous = {
-        sig: signal.signal(sig, supervisor.forward) for sig in (signal.SIGTERM, signal.SIGINT)
+        sig: signal.signal(sig, supervisor.forward)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
     }
     try:
         return supervisor.run(processes)

@@ -6,9 +6,14 @@ is valid. A ``SkiplockBackend`` alias runs skiplock's own ``Worker`` (there is n
 worker); a django-tasks-db ``DatabaseBackend`` alias runs ``TasksDbWorker`` on that package's
 table, so a project on the seed's stack switches worker without migrating data.
 
-Signal handlers (SIGTERM/SIGINT: drain; a second one skips the drain) are installed only when
-running on the main thread, so ``run_worker`` also works from another thread (the caller
-stops it there with ``request_stop`` or by ending the process).
+Signal handlers (SIGTERM/SIGINT/SIGQUIT: drain; a second one skips the drain) are installed
+only when running on the main thread, so ``run_worker`` also works from another thread: pass it
+a ``WorkerHandle`` and call ``handle.stop()`` from anywhere. Cancelling ``run_worker_async``
+stops the worker the same way (running tasks are drained or released, never left RUNNING)
+before the cancellation goes on.
+
+Django's workers claim no job ahead of a free slot (``prefetch=0``), so a RUNNING row is one
+whose code has started, from its claim on; their lease defaults to ``DJANGO_LEASE_S``.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, Protocol
 
 from ..._config import WorkerConfig
 from ..._worker.supervisor import report_ready
 from ..._worker.worker import Worker
+from ...errors import SchemaError
 
 log = logging.getLogger("skiplock.contrib.django")
 
@@ -34,6 +40,46 @@ class WorkerOptionError(ValueError):
 
 class _Stoppable(Protocol):
     def request_stop(self) -> None: ...
+
+
+DJANGO_LEASE_S = 60.0
+"""The lease of a Django task without a timeout (skiplock's own default is 300 s): Django's
+tasks are short, and a task whose worker died waits out this much before it runs again.
+Heartbeats renew it every third of it while the worker lives, so a longer task keeps it."""
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+
+
+class WorkerHandle:
+    """Stops a ``run_worker``/``run_worker_async`` from any thread: ``stop()`` drains (running
+    tasks get the shutdown timeout, then are released), a second ``stop()`` skips the drain.
+    A stop asked before the worker started stops it as soon as it starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._worker: _Stoppable | None = None
+        self._stops = 0
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stops += 1
+            loop, worker = self._loop, self._worker
+        if loop is not None and worker is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already ended: nothing to stop
+                loop.call_soon_threadsafe(worker.request_stop)
+
+    @contextlib.contextmanager
+    def _serving(self, worker: _Stoppable) -> Iterator[None]:
+        with self._lock:
+            self._loop, self._worker, pending = asyncio.get_running_loop(), worker, self._stops
+        for _ in range(min(pending, 2)):
+            worker.request_stop()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._loop = self._worker = None
 
 
 TASKS_DB_BACKEND = "django_tasks_db.DatabaseBackend"
@@ -99,16 +145,31 @@ def build_config(
     queue_names: Sequence[str] | None,
     shutdown_timeout: float,
     scheduler: bool,
+    lease: float = DJANGO_LEASE_S,
 ) -> WorkerConfig:
     """The WorkerConfig of these options, or a WorkerOptionError naming the bad one."""
     _check_numbers(concurrency, interval, shutdown_timeout)
+    check_lease(lease)
     return WorkerConfig(
         queues=_queues(backend, queue_names),
         concurrency=concurrency,
         poll_interval_s=interval,
         shutdown_timeout_s=shutdown_timeout,
         scheduler=scheduler,
+        default_lease_s=lease,
+        prefetch=0,
     )
+
+
+MIN_LEASE_S, MAX_LEASE_S = 1.0, 86400.0
+
+
+def check_lease(lease: float) -> None:
+    if not isinstance(lease, int | float) or not MIN_LEASE_S <= lease <= MAX_LEASE_S:
+        raise WorkerOptionError(
+            f"--lease must be a number of seconds in {MIN_LEASE_S:g}..{MAX_LEASE_S:g} "
+            f"(got {lease!r})"
+        )
 
 
 async def run_worker_async(
@@ -120,10 +181,14 @@ async def run_worker_async(
     shutdown_timeout: float = 30.0,
     scheduler: bool = True,
     burst: bool = False,
+    lease: float = DJANGO_LEASE_S,
+    handle: WorkerHandle | None = None,
 ) -> None:
-    """Work the backend's tasks on this loop until SIGTERM/SIGINT (a second one skips the
-    drain) or, with ``burst``, until nothing is ready. Raises when the worker (or its
-    scheduler) dies, so the command exits non-zero."""
+    """Work the backend's tasks on this loop until SIGTERM/SIGINT/SIGQUIT (a second one skips
+    the drain), ``handle.stop()`` or, with ``burst``, until nothing is ready. Raises when the
+    worker (or its scheduler) dies, so the command exits non-zero. Cancelled, it stops the
+    worker gracefully first (see the module doc)."""
+    handle = handle or WorkerHandle()
     backend = _backend(backend_alias)
     if _is_tasks_db(backend):
         from .tasks_db_worker import TasksDbWorker
@@ -136,8 +201,9 @@ async def run_worker_async(
             queue_names=_queues(backend, queue_names),
             shutdown_timeout=shutdown_timeout,
         )
-        with _stopped_by_signals(tasks_db), _reporting_ready(tasks_db.ready):
-            await tasks_db.run(burst=burst)
+        ready = _reporting_ready(tasks_db.ready)
+        with _stopped_by_signals(tasks_db), ready, handle._serving(tasks_db):
+            await _stopped_when_cancelled(tasks_db, tasks_db.run(burst=burst))
         global ABANDONED_THREADS
         ABANDONED_THREADS += tasks_db.abandoned_threads
         return
@@ -148,17 +214,55 @@ async def run_worker_async(
         queue_names=queue_names,
         shutdown_timeout=shutdown_timeout,
         scheduler=scheduler,
+        lease=lease,
     )
     if scheduler:
         from .periodic_tasks import attach_periodic_tasks
 
         attach_periodic_tasks(backend)
     worker = Worker(backend.app, config)
+    _SERVING[backend.app] = _SERVING.get(backend.app, 0) + 1
     try:
-        with _stopped_by_signals(worker), _reporting_ready(worker.ready):
-            await worker.run(burst=burst)
+        with _stopped_by_signals(worker), _reporting_ready(worker.ready), handle._serving(worker):
+            await _stopped_when_cancelled(worker, worker.run(burst=burst))
+    except SchemaError as exc:
+        raise SchemaError(migrate_hint(backend, exc)) from exc
     finally:
-        await backend.app.close()  # this loop's pool: the loop may end with the worker
+        _SERVING[backend.app] -= 1
+        if not _SERVING[backend.app]:  # the last worker of this app here: close its pool, as
+            del _SERVING[backend.app]  # the loop may end with it (not under another worker)
+            await backend.app.close()
+
+
+_SERVING: dict[Any, int] = {}
+"""Workers running per app in this process (several may share one loop and one app)."""
+
+
+async def _stopped_when_cancelled(worker: _Stoppable, run: Coroutine[Any, Any, None]) -> None:
+    """Run the worker; a cancellation from outside asks it to stop and waits for that stop
+    (its tasks drained or released to pending) before it is passed on, so no job is left
+    RUNNING under a lease nobody renews."""
+    task = asyncio.ensure_future(run)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if task.done():
+            raise
+        worker.request_stop()
+        with contextlib.suppress(asyncio.CancelledError):  # a second cancel: skip the drain
+            await asyncio.shield(task)
+        if not task.done():
+            worker.request_stop()
+            await asyncio.gather(task, return_exceptions=True)
+        raise
+
+
+def migrate_hint(backend: Any, exc: SchemaError) -> str:
+    """skiplock's schema error in a Django project's words: ``manage.py migrate`` creates the
+    schema (``skiplock migrate`` is the CLI's verb, for projects without Django)."""
+    detail = str(exc).split(": run `skiplock migrate", 1)[0]
+    database = "" if backend.database == "default" else f" --database={backend.database}"
+    return f"task backend {backend.alias!r}: {detail}: run `manage.py migrate{database}`"
 
 
 ABANDONED_THREADS = 0
@@ -192,7 +296,7 @@ def _stopped_by_signals(worker: _Stoppable) -> Iterator[None]:
         return
     loop = asyncio.get_running_loop()
     if not _RUNNING:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, _stop_all, sig)
     _RUNNING.add(worker)
     try:
@@ -200,7 +304,7 @@ def _stopped_by_signals(worker: _Stoppable) -> Iterator[None]:
     finally:
         _RUNNING.discard(worker)
         if not _RUNNING:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in STOP_SIGNALS:
                 loop.remove_signal_handler(sig)
 
 
@@ -211,5 +315,6 @@ def _stop_all(sig: int) -> None:
 
 
 def run_worker(backend_alias: str = "default", **options: Any) -> None:
-    """``run_worker_async`` on a loop of its own (the management commands' entry)."""
+    """``run_worker_async`` on a loop of its own (the management commands' entry); pass
+    ``handle=WorkerHandle()`` to stop it from another thread."""
     asyncio.run(run_worker_async(backend_alias, **options))

@@ -11,9 +11,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from .....errors import SchemaError
 from ... import worker as worker_module
 from ...processes import supervise
-from ...worker import WorkerOptionError, run_worker
+from ...worker import DJANGO_LEASE_S, WorkerOptionError, check_lease, run_worker
 
 LEVELS = {0: logging.CRITICAL, 1: logging.INFO}
 
@@ -49,6 +50,13 @@ class Command(BaseCommand):  # type: ignore[misc]
             default=30.0,
             help="On SIGTERM, seconds running tasks may finish before they are given back.",
         )
+        parser.add_argument(
+            "--lease",
+            type=float,
+            default=DJANGO_LEASE_S,
+            help="Seconds a task without a timeout is leased for (renewed while its worker "
+            "lives): how long a task whose worker died waits before it runs again.",
+        )
         parser.add_argument("--no-scheduler", action="store_true", help="Run no @periodic.")
         parser.add_argument("--burst", action="store_true", help="Exit once nothing is ready.")
         parser.add_argument(
@@ -77,6 +85,7 @@ class Command(BaseCommand):  # type: ignore[misc]
             backend = _backend(opts["backend"])
             _check_numbers(opts.get("concurrency", 1), opts["interval"], opts["shutdown_timeout"])
             _queues(backend, opts["queue_names"])
+            check_lease(opts["lease"])
         except WorkerOptionError as exc:
             raise CommandError(str(exc)) from exc
 
@@ -90,8 +99,9 @@ class Command(BaseCommand):  # type: ignore[misc]
                 shutdown_timeout=opts["shutdown_timeout"],
                 scheduler=not opts["no_scheduler"],
                 burst=opts["burst"],
+                lease=opts["lease"],
             )
-        except WorkerOptionError as exc:
+        except (WorkerOptionError, SchemaError) as exc:
             raise CommandError(str(exc)) from exc
         if _stuck_threads(opts):
             # sync tasks left running past the shutdown timeout cannot be joined: do not wait
