@@ -9,10 +9,14 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
+from .retention import OPTIONS as RETENTION_OPTIONS
+from .retention import retention_problem
+
 OPTIONS = {
     "database": "the DATABASES alias the jobs live in (default: 'default')",
     "schema": "the PostgreSQL schema of skiplock's tables (default: public)",
     "url": "a skiplock database URL, overriding the one built from DATABASES",
+    **RETENTION_OPTIONS,
 }
 ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
 
@@ -31,6 +35,10 @@ def check_options(alias: str, options: Any) -> Iterator[Any]:
         value = options.get(name)
         if value is not None and (not isinstance(value, str) or not value):
             yield checks.Error(f"{where}[{name!r}] must be a non-empty string", id="skiplock.E004")
+    for name in RETENTION_OPTIONS:
+        problem = retention_problem(name, options.get(name))
+        if problem is not None:
+            yield checks.Error(f"{where}: {problem}", id="skiplock.E004")
 
 
 def _check_database(where: str, database: Any) -> Iterator[Any]:

@@ -148,9 +148,14 @@ def build_config(
     lease: float = DJANGO_LEASE_S,
 ) -> WorkerConfig:
     """The WorkerConfig of these options, or a WorkerOptionError naming the bad one."""
+    from .retention import retention_of
+
     _check_numbers(concurrency, interval, shutdown_timeout)
     check_lease(lease)
+    finished_s, dead_s = retention_of(getattr(backend, "options", None))
     return WorkerConfig(
+        retention_finished_s=finished_s,
+        retention_dead_s=dead_s,
         queues=_queues(backend, queue_names),
         concurrency=concurrency,
         poll_interval_s=interval,
