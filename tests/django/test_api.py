@@ -158,8 +158,8 @@ def test_in_process_workers_are_woken_after_commit(backend: Any) -> None:
 
 
 def test_a_running_row_reads_running_from_its_claim(backend: Any) -> None:
-    """Django's workers claim no task ahead (prefetch 0): a running row's code has started,
-    whether or not a heartbeat has marked it yet (it took 1.6-2.8 s to)."""
+    """A running row reads RUNNING from its claim, not from the heartbeat that marks it
+    started (1.6-2.8 s later)."""
     import dataclasses
     from datetime import UTC, datetime
 

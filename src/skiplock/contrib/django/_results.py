@@ -52,8 +52,9 @@ def worker_ids(record: JobRecord) -> list[str]:
 
 def to_task_result(task: Any, record: JobRecord, backend_alias: str) -> Any:
     """Build the frozen ``TaskResult`` (with its return value) of one job row."""
-    # Django's workers claim no job ahead (``worker.build_config``): a running row is a
-    # started one, from its claim on (the heartbeat's started_at comes seconds later)
+    # RUNNING from the claim: the heartbeat's started_at comes seconds later. A worker claims
+    # ahead only short tasks (none before its first task finished, none while tasks take
+    # over a second), so a claimed-ahead row reads RUNNING at most that long too early
     status = STATUS[record.state]
     result = TaskResult(
         task=task,

@@ -12,8 +12,9 @@ a ``WorkerHandle`` and call ``handle.stop()`` from anywhere. Cancelling ``run_wo
 stops the worker the same way (running tasks are drained or released, never left RUNNING)
 before the cancellation goes on.
 
-Django's workers claim no job ahead of a free slot (``prefetch=0``), so a RUNNING row is one
-whose code has started, from its claim on; their lease defaults to ``DJANGO_LEASE_S``.
+A Django task's lease defaults to ``DJANGO_LEASE_S``. (Claiming no job ahead, ``prefetch=0``,
+would make every RUNNING row a started one, but cut the no-op drain rate from 9,607 to 1,331
+tasks/s on PostgreSQL, measured: the adaptive prefetch is kept; see ``_results.py``.)
 """
 
 from __future__ import annotations
@@ -162,7 +163,6 @@ def build_config(
         shutdown_timeout_s=shutdown_timeout,
         scheduler=scheduler,
         default_lease_s=lease,
-        prefetch=0,
     )
 
 
