@@ -16,6 +16,7 @@ lost lease) has not finished: it sends no ``task_finished`` and runs again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import os
@@ -40,9 +41,15 @@ log = logging.getLogger("skiplock.contrib.django")
 FINAL = (Disposition.DEAD, Disposition.CANCEL)
 
 
+@functools.cache
+def _host() -> str:
+    return socket.gethostname()
+
+
 def worker_name() -> str:
-    """How this process's worker signs its claims by default (``Worker.name``)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """How this process's worker signs its claims by default (``Worker.name``); the host
+    is read once (a system call per task otherwise), the pid each time (a fork changes it)."""
+    return f"{_host()}:{os.getpid()}"
 
 
 class _Run:
