@@ -30,15 +30,19 @@ from django.tasks import TaskContext, TaskResult, TaskResultStatus
 from django.tasks.signals import task_finished, task_started
 from django.utils.json import normalize_json
 
+from ..._config import RetryPolicy
 from ..._job import Disposition, current_job
 from ..._payload import encode_result
 from ..._task import Task as SkiplockTask
-from ..._worker.classify import JobTimeout, classify
+from ..._worker.classify import JobTimeout, classify, error_record
 from ...errors import PayloadError
+from . import retries
+from .options import django_attempts
 
 log = logging.getLogger("skiplock.contrib.django")
 
 FINAL = (Disposition.DEAD, Disposition.CANCEL)
+_ANY_POLICY = RetryPolicy()
 
 
 @functools.cache
@@ -62,6 +66,8 @@ class _Run:
         self.task = task
         self.sender = sender
         self._skiplock_task = skiplock_task
+        self.attempts = django_attempts(task)
+        """The attempts the task's own failures may spend (``retries.py``)."""
 
     def started(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         job = current_job()
@@ -94,30 +100,53 @@ class _Run:
             value = normalize_json(value)
             encode_result(self.task.module_path, value, self._skiplock_task().app.max_result_bytes)
         except (TypeError, PayloadError) as exc:
-            self.failed(result, exc)  # the row records this very error (dead for a one-attempt
-            raise  # task; a retried one would return the same: see options.registered_options)
+            self.failed(result, exc, final=True)  # the row records this very error: a retry
+            raise  # would return the same
         _finish(self.sender, result, TaskResultStatus.SUCCESSFUL)
         return value
 
-    def failed(self, result: Any, exc: BaseException) -> None:
-        """Send ``task_finished`` with the status the row gets for this failure."""
+    def failed(
+        self, result: Any, exc: BaseException, reclaims: int = 0, *, final: bool = False
+    ) -> None:
+        """Decide this failure (``retries.decide``: the worker then records the same) and
+        send ``task_finished`` with the status the row gets for it."""
+        from ._results import task_error
+
         job = current_job()
+        error = error_record(job.attempt, exc)
+        object.__setattr__(result, "status", TaskResultStatus.FAILED)
+        object.__setattr__(result, "errors", [task_error(error)])
+        retries.decide(
+            exc,
+            result,
+            attempts=1 if final else self.attempts,
+            backoff=getattr(self.task, "backoff", None),
+            reclaims=0 if final else reclaims,
+        )
         sk = self._skiplock_task()
-        decision = classify(
+        decision = classify(  # a plain policy: the decided delay is the worker's to read
             exc,
             attempt=job.attempt,
             max_attempts=job.max_attempts,
-            retry=sk.retry,
             permanent=sk.permanent,
+            retry=_ANY_POLICY,
         )
         status = TaskResultStatus.FAILED if decision.disposition in FINAL else None
-        if status is None:
-            status = TaskResultStatus.READY  # retried: back to ready, this attempt's error kept
-        if decision.error is not None:
-            from ._results import task_error
+        _finish(self.sender, result, status or TaskResultStatus.READY)  # READY: retried
 
-            object.__setattr__(result, "errors", [task_error(decision.error)])
-        _finish(self.sender, result, status)
+    def reclaims_sync(self) -> int:
+        """The running job's reclaims, when deciding its failure needs them (sync side)."""
+        if not retries.needs_reclaims(self.attempts):
+            return 0
+        app = self._skiplock_task().app
+        record = app.run_sync(app.get_job(current_job().id))  # type: ignore[attr-defined]
+        return retries.reclaims_in(record.errors)
+
+    async def reclaims_async(self) -> int:
+        if not retries.needs_reclaims(self.attempts):
+            return 0
+        record = await self._skiplock_task().app.get_job(current_job().id)
+        return retries.reclaims_in(record.errors)
 
 
 def _finish(sender: type[Any], result: Any, status: str) -> None:
@@ -160,13 +189,13 @@ def sync_runner(run_: _Run) -> Callable[..., Any]:
             try:
                 value = run_.task.func(*run_.call_args(result, args), **kwargs)
             except BaseException as exc:
-                run_.failed(result, exc)
+                run_.failed(result, exc, run_.reclaims_sync())
                 raise
             if _past_deadline():
                 # the worker recorded (or will record) a timeout: say so, and end the same way
                 timeout = current_job().deadline
                 late = JobTimeout(f"timed out (its deadline {timeout} passed before it returned)")
-                run_.failed(result, late)
+                run_.failed(result, late, run_.reclaims_sync())
                 raise late
             return run_.succeeded(result, value)
         finally:
@@ -186,12 +215,12 @@ def async_runner(run_: _Run) -> Callable[..., Any]:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 if _past_deadline():  # the task's timeout: the worker records it as failed
-                    run_.failed(result, JobTimeout("timed out"))
+                    run_.failed(result, JobTimeout("timed out"), await run_.reclaims_async())
                 raise  # else the worker cut it short (shutdown, lost lease): it runs again
-            run_.failed(result, exc)
+            run_.failed(result, exc, await run_.reclaims_async())
             raise
         except BaseException as exc:
-            run_.failed(result, exc)
+            run_.failed(result, exc, await run_.reclaims_async())
             raise
         return run_.succeeded(result, value)
 

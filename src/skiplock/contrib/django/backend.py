@@ -27,6 +27,7 @@ from ...errors import JobNotFound
 from . import _results, _runner, checks
 from ._urls import database_url
 from .options import per_job_options, registered_options
+from .task_class import SkiplockDjangoTask
 
 T = TypeVar("T")
 
@@ -92,6 +93,7 @@ def _aware(when: datetime | None) -> datetime | None:
 
 
 class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
+    task_class = SkiplockDjangoTask
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -127,6 +129,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         tasks = self.app.tasks
         if name not in tasks:
             _, run = _runner.runner(task, type(self), lambda: tasks[name])
+            # each using() copy validates again: the first registration is the task's
             self.app.task(name=name, **registered_options(task))(run)
         return tasks[name]
 

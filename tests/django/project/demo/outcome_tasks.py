@@ -64,3 +64,33 @@ def kills_its_worker(log: str) -> None:
     with open(log, "a") as out:
         out.write("run\n")
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+BACKOFF_CALLS: list[dict[str, Any]] = []
+
+
+def stop_after_two(exception: BaseException, task_result: Any) -> float | None:
+    """new-features#142's backoff: seconds to the next attempt, or None to stop."""
+    BACKOFF_CALLS.append(
+        {
+            "exception": type(exception).__name__,
+            "status": task_result.status,
+            "attempts": task_result.attempts,
+            "error": task_result.errors[0].exception_class_path,
+        }
+    )
+    return 0 if task_result.attempts < 2 else None
+
+
+@task(max_attempts=5, backoff=stop_after_two)
+def fails_with_a_backoff() -> None:
+    raise ValueError("always")
+
+
+def a_minute_later(exception: BaseException, task_result: Any) -> float | None:
+    return 60
+
+
+@task(max_attempts=2, backoff=a_minute_later)
+def retried_a_minute_later() -> None:
+    raise ValueError("once")
