@@ -121,3 +121,39 @@ def test_enqueue_on_commit_outside_a_transaction_enqueues_now() -> None:
 
     tasks.elsewhere.enqueue_on_commit(7004)
     assert _queued(7004) == 1
+
+
+def _decided(attempt: int, reclaims: int, attempts: int, backoff: Any = None) -> tuple[bool, float]:
+    """Decide a failure of attempt ``attempt`` (``reclaims`` of them lost with a worker) of
+    a task with ``attempts`` of its own, as the worker's classify then reads it back."""
+    import contextvars
+    from datetime import UTC, datetime
+
+    from skiplock._job import JobContext, set_current_job
+    from skiplock.contrib.django import retries
+
+    def run() -> tuple[bool, float]:
+        now = datetime.now(UTC)
+        job_id = 10**12 + attempt * 1000 + reclaims * 10 + attempts
+        set_current_job(JobContext(job_id, "t", "q", attempt, attempts + 2, now, None, now))
+        error = ValueError("x")
+        retries.decide(error, None, attempts=attempts, backoff=backoff, reclaims=reclaims)
+        final = isinstance(error, retries.FinalForDjango)
+        return final, retries.DecidedDelay(base_s=7.0, jitter=False).delay(attempt)
+
+    return contextvars.copy_context().run(run)
+
+
+def test_reclaims_do_not_spend_a_task_s_own_attempts() -> None:
+    """max_attempts=3: the third attempt after one reclaim is only its second failure."""
+    assert _decided(attempt=3, reclaims=0, attempts=3)[0] is True
+    assert _decided(attempt=3, reclaims=1, attempts=3)[0] is False
+    assert _decided(attempt=4, reclaims=1, attempts=3)[0] is True
+    assert _decided(attempt=1, reclaims=0, attempts=1)[0] is True
+
+
+def test_backoff_decides_the_delay_the_worker_reads() -> None:
+    assert _decided(1, 0, 3, backoff=lambda exc, result: 42) == (False, 42.0)
+    assert _decided(1, 0, 3, backoff=lambda exc, result: None)[0] is True
+    assert _decided(2, 0, 3, backoff=lambda exc, result: float("nan"))[0] is True  # logged
+    assert _decided(2, 0, 5) == (False, 14.0)  # no backoff: its own policy (7 s, doubled)

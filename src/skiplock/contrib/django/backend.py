@@ -19,6 +19,7 @@ from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
+from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from ..._app import App
@@ -143,6 +144,9 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         self.validate_task(task)
+        # Django's own JSON rules first (tuples → lists, bytes → str; anything else is its
+        # "Unsupported type" TypeError), as every Django backend's TaskResult applies them
+        args, kwargs = normalize_json(args), normalize_json(kwargs)
         conn = connections[self.database]
         conn.ensure_connection()
         sk = self._prepared(task).using(connection=conn.connection)

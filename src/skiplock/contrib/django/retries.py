@@ -27,8 +27,10 @@ from ..._limits import MAX_SECONDS
 
 log = logging.getLogger("skiplock.contrib.django")
 
-_DECIDED: dict[tuple[int, int], float | None] = {}
-"""(job id, attempt) -> the retry delay decided for that failure, or None: final."""
+_DECIDED: dict[tuple[int, int], float | str | None] = {}
+"""(job id, attempt) -> the retry delay decided for that failure, ``BY_POLICY`` (retried by
+the task's own retry policy), or None: final."""
+BY_POLICY = "by-policy"
 _MAX_DECIDED = 10_000
 """Decisions the worker never read back (a sync task's thread returning after its timeout was
 recorded) are dropped oldest first beyond this."""
@@ -70,7 +72,8 @@ class FinalForDjango(BaseException, metaclass=_FinalForDjango):
 
 class DecidedDelay(RetryPolicy):
     """The delay ``backoff`` returned for this failure (the default policy's if none was
-    decided: a sync task's timeout the worker saw before its thread returned)."""
+    decided: a sync task's timeout the worker saw before its thread returned). Used only
+    with ``backoff``; a task without one keeps its own policy."""
 
     def delay(self, attempt: int, rng: Any = None) -> float:
         key = _key()
@@ -80,7 +83,7 @@ class DecidedDelay(RetryPolicy):
         return super().delay(attempt, rng)
 
 
-def _record(key: tuple[int, int], delay: float | None) -> None:
+def _record(key: tuple[int, int], delay: float | str | None) -> None:
     while len(_DECIDED) >= _MAX_DECIDED:
         _DECIDED.pop(next(iter(_DECIDED)))
     _DECIDED[key] = delay
@@ -114,7 +117,8 @@ def decide(
         _record(key, None)
         return
     if backoff is None:
-        return  # the skiplock task's own retry policy decides the delay
+        _record(key, BY_POLICY)  # retried; the skiplock task's own policy decides the delay
+        return
     try:
         delay = backoff(exc, result)
     except Exception:
