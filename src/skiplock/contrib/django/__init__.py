@@ -18,6 +18,8 @@ _EXPORTS = {
     "run_scheduler_thread": ".scheduler",
     "run_worker": ".worker",
     "run_worker_async": ".worker",
+    "WorkerHandle": ".worker",
+    "SkiplockDjangoTask": ".task_class",
     "install_resilient_run": ".resilience",
 }
 
