@@ -235,3 +235,22 @@ def test_a_task_that_kills_its_worker_runs_again_then_ends(
     done = task.get_result(result.id)
     assert "lease expired" in done.errors[0].traceback
     assert len(done.worker_ids) == 2
+
+
+@pytest.mark.parametrize(("options", "lease_s"), [((), 60.0), (("--lease=7",), 37.0)])
+def test_a_django_task_s_lease_is_short_and_set_by_lease(
+    workers: WorkerProcesses, tmp_path: Path, backend: Any, options: tuple[str, ...], lease_s: float
+) -> None:
+    """A task without a timeout is leased for ``--lease`` (default 30 s) plus the worker's
+    30 s margin: a task whose worker died runs again within a minute (skiplock's own default
+    was 300 + 30 s)."""
+    marker = tmp_path / "started"
+    result = outcome_tasks.marks_then_sleeps.enqueue(str(marker), 2.0)
+    proc = workers.start("concurrent_worker", "--no-scheduler", "--interval=0.05", *options)
+    wait_for(marker.exists, 60, "the task's start")
+    job = backend.app.run_sync(backend.app.get_job(int(result.id)))
+    assert job.lease_expires_at is not None and job.attempted_at is not None
+    leased = (job.lease_expires_at - job.attempted_at).total_seconds()
+    assert lease_s - 1 <= leased <= lease_s + 1
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(60) == 0, proc.output()

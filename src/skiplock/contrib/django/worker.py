@@ -43,10 +43,11 @@ class _Stoppable(Protocol):
     def request_stop(self) -> None: ...
 
 
-DJANGO_LEASE_S = 60.0
-"""The lease of a Django task without a timeout (skiplock's own default is 300 s): Django's
-tasks are short, and a task whose worker died waits out this much before it runs again.
-Heartbeats renew it every third of it while the worker lives, so a longer task keeps it."""
+DJANGO_LEASE_S = 30.0
+"""The lease of a Django task without a timeout, before the worker's 30 s margin is added
+(60 s in all; skiplock's own default here was 300 + 30 s): Django's tasks are short, and a
+task whose worker died waits out its lease before it runs again. Heartbeats renew it every
+third of it while the worker lives, so a longer task keeps it."""
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 

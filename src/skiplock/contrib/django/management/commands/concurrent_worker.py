@@ -54,8 +54,8 @@ class Command(BaseCommand):  # type: ignore[misc]
             "--lease",
             type=float,
             default=DJANGO_LEASE_S,
-            help="Seconds a task without a timeout is leased for (renewed while its worker "
-            "lives): how long a task whose worker died waits before it runs again.",
+            help="Seconds a task without a timeout is leased for, plus a 30 s margin (renewed "
+            "while its worker lives): how long a task whose worker died waits to run again.",
         )
         parser.add_argument("--no-scheduler", action="store_true", help="Run no @periodic.")
         parser.add_argument("--burst", action="store_true", help="Exit once nothing is ready.")
