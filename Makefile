@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django profile screenshots
+.PHONY: demo test lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django profile screenshots audit
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,8 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples benchmarks
-	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/ruff check src tests examples benchmarks tools
+	$(BIN)/ruff format --check src tests examples benchmarks tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
@@ -47,7 +47,13 @@ docs: $(STAMP)
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
-test: lint typecheck docs pytest pytest-django
+# Known vulnerabilities (pip-audit) in the lowest release each pyproject.toml bound admits and in
+# .venv. Out of reach of the vulnerability service it says so and passes;
+# SKIPLOCK_AUDIT_REQUIRED=1 makes that a failure. tools/audit.py says why.
+audit: $(STAMP)
+	$(BIN)/python tools/audit.py
+
+test: lint typecheck docs audit pytest pytest-django
 
 # The dashboard's screenshots in docs/images, taken by its browser tests (Debian's chromium).
 screenshots: $(STAMP)

@@ -114,13 +114,16 @@ def test_passwords_never_reach_the_screen(pg_url: str, tmp_path: Path) -> None:
     assert "postgres:***@" in error and "hunter2" not in result.stderr + result.stdout
 
 
-def test_the_worker_start_line_masks_a_password_in_the_query(pg_url: str, tmp_path: Path) -> None:
-    with_password = f"{pg_url}&password=hunter2"
+@pytest.mark.parametrize("secret", ["password=hunter2", "sslpassword=hunter2"])
+def test_the_worker_start_line_masks_a_password_in_the_query(
+    pg_url: str, tmp_path: Path, secret: str
+) -> None:
+    with_password = f"{pg_url}&{secret}"
     cli = Cli(with_password, tmp_path)
     assert cli.run("migrate", APP).returncode == 0
     result = cli.run("worker", APP, "--burst")
     assert result.returncode == 0, result.stderr
-    assert "started" in result.stderr and "password=***" in result.stderr
+    assert "started" in result.stderr and secret.replace("hunter2", "***") in result.stderr
     assert "hunter2" not in result.stderr + result.stdout
 
 

@@ -74,13 +74,50 @@ async def test_json_has_every_number_under_its_field_name(app: skiplock.App) -> 
     assert code == 0 and [t["name"] for t in json.loads(out)["tasks"]] == ["u"]
 
 
+def run_at_width(url: str, columns: str | None, *args: str) -> str:
+    """``skiplock stats`` piped (not a terminal), with $COLUMNS set to ``columns`` or unset."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env |= {"PYTHONPATH": str(ROOT)} | ({"COLUMNS": columns} if columns else {})
+    done = subprocess.run(
+        [sys.executable, "-m", "skiplock", "stats", *args, "--url", url],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 async def test_the_tables_show_each_group(app: skiplock.App) -> None:
     await a_history(app)
-    code, out, err = run(app.url, "stats", "--queue", "q")
-    assert code == 0, err
+    out = run_at_width(app.url, "200", "--queue", "q")
     for title in ("queues now", "queues, last 5.0m", "tasks now", "tasks, last 5.0m"):
         assert title in out
     assert "(all)" in out and " t " in out and " u " in out
+    assert "┃ scheduled ┃" in out  # wide enough: the tables, headers whole
+
+
+@pytest.mark.parametrize("columns", ["80", None])
+async def test_stats_fit_80_columns_and_a_pipe(app: skiplock.App, columns: str | None) -> None:
+    """At 80 columns (or piped with no $COLUMNS) the tables would fold every header and name;
+    the narrow listing keeps each whole and no line past 80."""
+
+    @app.task(name="myapp.tasks.synchronise_crm_contacts", queue="email-notifications-eu")
+    def long_named() -> None: ...
+
+    await a_history(app)
+    await long_named.aenqueue()
+    out = run_at_width(app.url, columns)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80, out
+    assert "myapp.tasks.synchronise_crm_contacts" in lines  # a name on a line, whole
+    assert "email-notifications-eu" in lines
+    assert "  pending 1  ready 1  scheduled 0  retrying 0  claimed 0  running 0" in lines
+    assert any("claim p50/p95/max" in line and "dead 1" in out for line in lines)
+    for title in ("queues now", "queues, last 5.0m", "tasks now", "tasks, last 5.0m"):
+        assert title in lines
 
 
 async def test_bad_options_are_one_line_errors(app: skiplock.App) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import signal
 import time
 
@@ -68,10 +69,45 @@ async def test_a_job_that_kills_its_worker_ends_dead(cli: Cli, app: skiplock.App
         await asyncio.sleep(0.2)
     job = await handle.fetch()
     assert job.attempt == 3
-    assert "lease expired" in job.errors[-1]["message"]
+    assert "released by its supervisor" in job.errors[-1]["message"]
     assert sum(ln.startswith("suicide") for ln in cli.lines()) == 3
     supervisor.send_signal(signal.SIGTERM)
     assert supervisor.wait(30) == 0
+
+
+async def test_a_killed_childs_leases_are_released_at_once(cli: Cli, app: skiplock.App) -> None:
+    """SIGKILL one of two supervised children holding jobs with the default lease (60 s):
+    its jobs, started and claimed ahead alike, are pending again within seconds, released by
+    the supervisor (a rescuer would write "lease expired", and only after the lease)."""
+    handles = [await crash_app.hold.aenqueue(n, 300.0) for n in range(4)]
+    supervisor = cli.start(
+        *FAST, "--processes", "2", "--concurrency", "2", "--shutdown-timeout", "1"
+    )
+    await await_until(
+        lambda: sum(ln.startswith("start") for ln in cli.lines()) >= 4, "four starts", 60
+    )
+    victim = int(cli.lines()[0].split()[2])
+    os.kill(victim, signal.SIGKILL)
+    killed = {int(ln.split()[1]) for ln in cli.lines() if ln.endswith(f" {victim}")}
+    ids = [h.id for h in handles if h.id - handles[0].id in killed]
+    assert len(ids) == 2
+
+    async def released() -> bool:
+        rows = [await app.get_job(i) for i in ids]
+        return all(
+            row.errors and "released by its supervisor" in row.errors[-1]["message"] for row in rows
+        )
+
+    deadline = time.monotonic() + 20  # well inside the 60 s lease
+    while not await released():
+        assert time.monotonic() < deadline, cli.output()
+        await asyncio.sleep(0.1)
+    for i in ids:
+        row = await app.get_job(i)
+        assert row.errors[-1]["attempt"] == 1 and row.state in (JobState.PENDING, JobState.RUNNING)
+    assert f"worker {victim} exited" in cli.output()
+    supervisor.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(supervisor.wait, 30) == 0
 
 
 async def test_a_revived_worker_cannot_overwrite_the_result(cli: Cli, app: skiplock.App) -> None:

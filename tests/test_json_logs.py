@@ -49,6 +49,9 @@ async def test_a_workers_json_log_has_each_event_and_no_payload(
     assert (await echo.result(timeout=30)) == SENTINEL * 2
     with pytest.raises(skiplock.JobFailed):
         await flaky.result(timeout=30)
+    # an outcome is logged once written, just after the write that woke the waiters
+    wait_until(lambda: '"event": "dead"' in cli.output(0), "the dead event logged")
+    wait_until(lambda: '"event": "succeeded"' in cli.output(0), "the success logged")
     os.kill(first.pid, signal.SIGKILL)  # sleepy's lease now expires unrenewed
     first.wait()
     second = cli.start(*json_args, "--maintenance-interval", "0.3", "--shutdown-timeout", "0")

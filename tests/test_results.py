@@ -148,7 +148,9 @@ async def _downgrade_to_version_5(app: skiplock.App, db_url: str) -> None:
         "ALTER TABLE {t} DROP COLUMN reclaims",
         "ALTER TABLE {t} DROP COLUMN reclaimed_at",
         "ALTER TABLE {t} DROP COLUMN trace_context",
+        "ALTER TABLE {t} DROP COLUMN payload_version",  # migration 9
         "DROP TABLE {w}",
+        "DROP TABLE {a}",  # migration 11 (the audit trail)
         "DELETE FROM {m} WHERE version >= 6",
     ]
     if db_url.startswith("sqlite"):
@@ -157,6 +159,7 @@ async def _downgrade_to_version_5(app: skiplock.App, db_url: str) -> None:
             for s in statements:
                 names = {"t": "skiplock_jobs", "m": "skiplock_migrations"}
                 names |= {"i": "skiplock_jobs_reclaimed_idx", "w": "skiplock_workers"}
+                names |= {"a": "skiplock_audit"}
                 conn.execute(s.format(**names))
         finally:
             conn.close()
@@ -167,6 +170,7 @@ async def _downgrade_to_version_5(app: skiplock.App, db_url: str) -> None:
         for s in statements:
             names = {"t": "skiplock_jobs", "m": "skiplock_migrations"}
             names |= {"i": "skiplock_jobs_reclaimed_idx", "w": "skiplock_workers"}
+            names |= {"a": "skiplock_audit"}
             await pg.execute(s.format(**{k: f'"{schema}".{v}' for k, v in names.items()}))
     finally:
         await pg.close()
@@ -188,7 +192,7 @@ async def test_a_populated_version_5_database_upgrades_and_runs_its_jobs(db_url:
     try:
         with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
             await app.check_schema()
-        assert await app.migrate() == [6, 7, 8]
+        assert await app.migrate() == [6, 7, 8, 9, 11]
         await burst(app)
         records = [await app.get_job(h.id) for h in handles]
         assert [r.result for r in records] == [1, 2, 3, 4, 5]

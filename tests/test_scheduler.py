@@ -164,6 +164,56 @@ async def test_the_task_receives_the_slot_when_it_asks(app: skiplock.App) -> Non
     assert "plain" in seen
 
 
+async def test_a_task_taking_kwargs_receives_the_timestamp(app: skiplock.App) -> None:
+    @app.periodic("*/5 * * * *")
+    @app.task(name="anything")
+    async def anything(**kwargs: object) -> None:
+        pass
+
+    s = await scheduler(app)
+    await s.tick(T0)
+    await s.tick(T0 + timedelta(minutes=5))
+    (pending,) = await app.list_jobs(skiplock.JobState.PENDING, skiplock.JobFilter(limit=10))
+    assert pending.kwargs == {"timestamp": int((T0 + timedelta(minutes=5)).timestamp())}
+
+
+async def test_one_schedules_failing_slot_is_retried_and_the_others_go_on(
+    app: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slot whose job cannot be built (a non-transient error of one schedule) no longer
+    kills the scheduler: logged, retried for that schedule after 1 s, others enqueue."""
+    from skiplock._schedule import Schedule
+
+    @app.periodic("* * * * *", name="broken")
+    @app.task(name="broken")
+    async def broken() -> None:
+        pass
+
+    @app.periodic("* * * * *", name="fine")
+    @app.task(name="fine")
+    async def fine() -> None:
+        pass
+
+    original = Schedule.job_for
+    failing = {"left": 1}
+
+    def job_for(self: Schedule, slot: datetime) -> NewJob:
+        if self.id == "broken" and failing["left"]:
+            failing["left"] -= 1
+            raise ValueError("this slot's job cannot be built")
+        return original(self, slot)
+
+    monkeypatch.setattr(Schedule, "job_for", job_for)
+    s = await scheduler(app)
+    await s.tick(T0)
+    now = T0 + timedelta(minutes=1)
+    assert [(n, o) for n, _, o in await s.tick(now)] == [("fine", SlotOutcome.ENQUEUED)]
+    assert s.next_wake(now) == now + timedelta(seconds=1)  # the retry, before the next slot
+    assert await s.tick(now + timedelta(milliseconds=500)) == []  # not yet
+    retried = await s.tick(now + timedelta(seconds=1))
+    assert [(n, slot, o) for n, slot, o in retried] == [("broken", now, SlotOutcome.ENQUEUED)]
+
+
 async def test_schedule_with_queue_priority_and_name(app: skiplock.App) -> None:
     @app.task(name="report")
     async def report(kind: str) -> None:

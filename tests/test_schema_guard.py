@@ -13,6 +13,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import sqlite_sql
+from skiplock._backends.postgres_url import parse_postgres_url
 from skiplock._url import mask_url
 
 from .conftest import PG_URL
@@ -74,10 +75,46 @@ async def test_producers_and_migrate_refuse_a_newer_schema(db_url: str) -> None:
         ),
         ("postgresql://u@db/app", "postgresql://u@db/app"),
         ("sqlite:///var/jobs.db", "sqlite:///var/jobs.db"),
+        # issue 22 low 7: libpq's key passphrase, and a listen_url percent-encoded in the query
+        (
+            "postgresql://u@db/app?sslkey=/k&sslpassword=s3cret",
+            "postgresql://u@db/app?sslkey=/k&sslpassword=***",
+        ),
+        (
+            "postgresql://u@pool/app?pooler=transaction"
+            "&listen_url=postgresql%3A%2F%2Fu%3As3cret%40db%2Fapp",
+            "postgresql://u@pool/app?pooler=transaction&listen_url=postgresql://u:***@db/app",
+        ),
+        (
+            "postgresql://u@pool/app?listen_url=postgresql://u:s3cret@db/app%3Fsslpassword%3Dk3y",
+            "postgresql://u@pool/app?listen_url=postgresql://u:***@db/app?sslpassword%3D***",
+        ),
     ],
 )
 def test_mask_url(url: str, shown: str) -> None:
     assert mask_url(url) == shown
+    assert "s3cret" not in mask_url(url) and "k3y" not in mask_url(url)
+
+
+def test_the_query_is_re_encoded_when_skiplock_s_options_are_split_off() -> None:
+    # A value holding "&sslmode=disable" stays one value: it must not turn TLS off.
+    parsed = parse_postgres_url(
+        "postgresql://u@db/app?schema=jobs&sslrootcert=%2Fx%26sslmode%3Ddisable&sslmode=verify-full"
+    )
+    query = parse_qs(urlsplit(parsed.dsn).query)
+    assert query == {"sslrootcert": ["/x&sslmode=disable"], "sslmode": ["verify-full"]}
+
+
+def test_repr_and_errors_mask_sslpassword_and_an_encoded_listen_url() -> None:
+    url = (
+        "postgresql://u@db/app?sslpassword=hunter2&pooler=transaction"
+        "&listen_url=postgresql%3A%2F%2Fu%3Ahunter3%40db%2Fapp&schema=no-dashes"
+    )
+    with pytest.raises(skiplock.ConfigurationError) as caught:
+        skiplock.App(url)
+    assert "hunter2" not in str(caught.value) and "hunter3" not in str(caught.value)
+    good = skiplock.App(url.replace("&schema=no-dashes", ""))
+    assert "hunter2" not in repr(good) and "hunter3" not in repr(good)
 
 
 async def test_schema_errors_and_repr_mask_the_password(pg_url: str) -> None:

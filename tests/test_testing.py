@@ -36,7 +36,9 @@ async def test_eager_runs_at_enqueue_with_a_json_round_trip(tmp_path: Path) -> N
     assert await app.gather([handle]) == [["x", 3]]
 
 
-async def test_eager_sync_enqueue_and_sync_tasks(tmp_path: Path) -> None:
+def test_eager_sync_enqueue_and_sync_tasks(tmp_path: Path) -> None:
+    """Sync code (no running loop): result_sync() inside one is refused, eager or not, as a
+    worker's process would have to."""
     app = nowhere_app(tmp_path, eager=True)
 
     @app.task(name="inc")

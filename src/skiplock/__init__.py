@@ -3,6 +3,7 @@
 from ._app import App
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, WorkerConfig
 from ._job import (
+    AuditEntry,
     CronRun,
     DeadGroup,
     JobContext,
@@ -22,6 +23,7 @@ from ._worker.worker import Worker
 from .errors import (
     BackendError,
     BackendUnavailable,
+    BlockingCallInLoop,
     ConfigurationError,
     DuplicateJob,
     JobCancelled,
@@ -40,8 +42,10 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "App",
+    "AuditEntry",
     "BackendError",
     "BackendUnavailable",
+    "BlockingCallInLoop",
     "Breaker",
     "Cancel",
     "ConfigurationError",

@@ -30,7 +30,7 @@ from ._schedule import (
     Schedule,
     build_schedule,
 )
-from ._task import JobHandle, Task
+from ._task import JobHandle, Task, Upcast
 from ._tracing import Tracing
 from ._url import mask_in, mask_url
 from .errors import (
@@ -150,6 +150,8 @@ class App(AppControl, AppResults, AppObserve):
         visibility_timeout: float | None = None,
         breaker: Breaker | None = None,
         keep_result: bool = True,
+        version: int = 1,
+        upcast: Mapping[int, Upcast] | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -167,8 +169,14 @@ class App(AppControl, AppResults, AppObserve):
         visibility_timeout: float | None = None,
         breaker: Breaker | None = None,
         keep_result: bool = True,
+        version: int = 1,
+        upcast: Mapping[int, Upcast] | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
-        """Register a function (async or sync) as a task; usable bare or with options."""
+        """Register a function (async or sync) as a task; usable bare or with options.
+
+        ``version`` is its payload version (stored on each job it enqueues) and ``upcast``
+        maps each older version to a function bringing such a payload one version up:
+        ``upcast={1: v1_to_v2}``, each ``fn(args, kwargs) -> (args, kwargs)``."""
 
         def register(f: Callable[P, R]) -> Task[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"
@@ -187,6 +195,8 @@ class App(AppControl, AppResults, AppObserve):
                 visibility_timeout=visibility_timeout,
                 breaker=breaker,
                 keep_result=keep_result,
+                version=version,
+                upcast=dict(upcast) if upcast is not None else {},
             )
             self.tasks[task_name] = task
             return task

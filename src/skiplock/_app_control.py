@@ -12,6 +12,7 @@ from typing import Any
 
 from ._backends import Backend
 from ._backends.base import (
+    AuditRecordParams,
     DeadActionParams,
     JobActionParams,
     JobListParams,
@@ -20,8 +21,17 @@ from ._backends.base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from ._job import CronRun, DeadGroup, JobFilter, JobRecord, JobState, QueueInfo, TaskPause
-from ._limits import check_int, check_rate, check_seconds
+from ._job import (
+    AuditEntry,
+    CronRun,
+    DeadGroup,
+    JobFilter,
+    JobRecord,
+    JobState,
+    QueueInfo,
+    TaskPause,
+)
+from ._limits import MAX_TEXT_CHARS, check_int, check_rate, check_seconds, check_text
 from ._schedule import Schedule
 from ._task import Task
 from .errors import ConfigurationError, DuplicateJob
@@ -30,6 +40,17 @@ from .errors import ConfigurationError, DuplicateJob
 def default_who() -> str:
     """Who a person's action is recorded as when they do not say: user@host."""
     return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def _dead(where: JobFilter) -> str:
+    pairs = (("task", where.task), ("error", where.error))
+    parts = [f"{k}={v[:200]!r}" for k, v in pairs if v]  # a filter may be 4000 characters
+    return "dead jobs" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def _ids(ids: list[int]) -> str:
+    shown = ", ".join(map(str, ids[:20]))
+    return f"{len(ids)} jobs: {shown}{' ...' if len(ids) > 20 else ''}"
 
 
 class AppControl:
@@ -47,11 +68,57 @@ class AppControl:
     def _wake_queues(self, queues: Iterable[str]) -> None:
         raise NotImplementedError
 
+    # -- the audit trail ----------------------------------------------------------------------
+
+    async def record_action(
+        self, what: str, *, who: str = "", target: str = "", detail: str = ""
+    ) -> None:
+        """Store a person action in the audit trail (``audit_trail()`` reads it). skiplock's
+        own operations below record themselves; a front end records what only it sees
+        (the dashboard: refused actions, failed sign-ins)."""
+        check_text("what", what)
+        for name, value in (("who", who), ("target", target), ("detail", detail)):
+            if value:
+                check_text(name, value)
+        await self._audit(what, who, target, detail)
+
+    async def _audit(self, what: str, who: str, target: str, detail: str = "") -> None:
+        """``record_action`` for skiplock's own operations: a 4000-character queue name or
+        filter is cut to fit, never a refusal of an action that already happened."""
+        fit = [
+            v.replace("\x00", "")[:MAX_TEXT_CHARS]
+            for v in (what, who or default_who(), target, detail)
+        ]
+        params = AuditRecordParams(fit[1], fit[0], fit[2], fit[3])
+        await (await self.backend()).audit_record(params)
+
+    async def audit_trail(
+        self, *, limit: int = 100, before_id: int | None = None
+    ) -> list[AuditEntry]:
+        """Who did what, newest first; ``before_id`` (the last id of the page before) pages."""
+        check_int("limit", limit, 1, 10_000)
+        if before_id is not None:
+            check_int("before_id", before_id, 1, 2**63 - 1)
+        return await (await self.backend()).audit_list(limit, before_id)
+
     # -- jobs and dead letters ----------------------------------------------------------------
 
     async def get_job(self, job_id: int) -> JobRecord:
         """One job row, or JobNotFound."""
         return await (await self.backend()).job_get(job_id)
+
+    async def release_worker(self, worker_id: str) -> list[int]:
+        """Return every lease a worker holds to pending now; the ids released.
+
+        For a worker known to be gone (its supervisor saw its process exit): its jobs and the
+        jobs it had claimed ahead would otherwise wait out their leases. ``worker_id`` is the
+        worker's ``Worker.id`` (its lease token prefix). The reclaim rule applies as when a
+        lease expires: the attempt stays spent (a job that kills its worker runs out of
+        attempts), spent attempts go to ``dead``, a cancel asked for goes to ``cancelled``.
+        Only rows still under that worker's tokens change, so a live worker is never robbed."""
+        if not isinstance(worker_id, str) or not worker_id.strip():
+            raise ConfigurationError(f"worker_id must be a worker's id (got {worker_id!r})")
+        return await (await self.backend()).job_reclaim_worker(worker_id)
 
     async def retry_job(self, job_id: int, *, who: str = "") -> bool:
         """Requeue a finished (usually dead) job with its attempts reset; recorded on the job.
@@ -65,6 +132,7 @@ class AppControl:
             raise DuplicateJob(
                 f"job {job_id} was not retried: a live job holds its unique key"
             ) from exc
+        await self._audit("retry", who, f"job {job_id}", "" if done else "not finished")
         if done:
             job = await self.get_job(job_id)
             self._wake_queues([job.queue])
@@ -74,9 +142,11 @@ class AppControl:
         """Cancel a job: a pending one never runs; a running one is flagged and cancelled by
         its worker within about a second, or, if that worker is gone, by the sweep that finds
         its lease expired (final state ``cancelled`` either way). Returns the state after."""
-        return await (await self.backend()).job_cancel(
+        state = await (await self.backend()).job_cancel(
             JobActionParams(job_id, who or default_who())
         )
+        await self._audit("cancel", who, f"job {job_id}", state.value)
+        return state
 
     async def list_jobs(
         self,
@@ -98,6 +168,29 @@ class AppControl:
         """How many jobs ``list_jobs`` would find without its limit (a bulk action's preview)."""
         return await (await self.backend()).job_count(JobListParams(where or JobFilter(), state))
 
+    async def count_jobs_by_state(self, where: JobFilter | None = None) -> dict[str, int]:
+        """How many jobs match ``where`` in each state, in one pass (states with none left
+        out; claimed jobs count as running, their state)."""
+        return await (await self.backend()).job_count_states(JobListParams(where or JobFilter()))
+
+    async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
+        """The jobs a person means by ``text``: the job with that id (if ``text`` is one),
+        then, newest first, those whose unique key or correlation id is exactly ``text``.
+        A search, not a hot path: a key or correlation id is looked for by reading the table."""
+        check_int("limit", limit, 1, 10_000)
+        if not isinstance(text, str) or len(text) > 4000 or "\x00" in text:
+            raise ConfigurationError(f"find_jobs: text {text!r:.80}: a string, at most 4000 chars")
+        text = text.strip()
+        if not text:
+            return []
+        found: list[JobRecord] = []
+        if text.isascii() and text.isdigit() and 0 < int(text) <= 2**63 - 1:
+            found = await self.list_jobs(None, JobFilter(ids=(int(text),), limit=1))
+        backend = await self.backend()
+        seen = {j.id for j in found}
+        found += [j for j in await backend.job_find(text, limit) if j.id not in seen]
+        return found[:limit]
+
     async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
         """Dead jobs grouped by task and last error message, the largest groups first."""
         check_int("limit", limit, 1)
@@ -113,6 +206,7 @@ class AppControl:
         A dead job whose unique key a live job now holds stays dead (not in the ids)."""
         params = DeadActionParams(where, who or default_who())
         ids = await (await self.backend()).job_requeue_dead(params)
+        await self._audit("requeue dead", who, _dead(where), _ids(ids))
         if ids:
             self._wake_queues([where.queue] if where.queue else ["*"])
         return ids
@@ -120,22 +214,31 @@ class AppControl:
     async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
         """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids."""
         params = DeadActionParams(where, who or default_who())
-        return await (await self.backend()).job_discard_dead(params)
+        ids = await (await self.backend()).job_discard_dead(params)
+        await self._audit("discard dead", who, _dead(where), _ids(ids))
+        return ids
 
-    async def prune(self, *, finished_age_s: float, dead_age_s: float, batch: int = 1000) -> int:
+    async def prune(
+        self, *, finished_age_s: float, dead_age_s: float, batch: int = 1000, who: str = ""
+    ) -> int:
         """Delete now, in batches, what is past a retention (the same statement the workers'
         pruner runs): succeeded and cancelled jobs finished ``finished_age_s`` ago, dead ones
         ``dead_age_s`` ago. How many rows went."""
-        params = JobPruneParams(
-            check_seconds("finished_age_s", finished_age_s),
-            check_seconds("dead_age_s", dead_age_s),
-            check_int("batch", batch, 1),
-        )
+        params = _prune_params(finished_age_s, dead_age_s, batch)
         backend = await self.backend()
         total = 0
         while (deleted := await backend.job_prune(params)) > 0:
             total += deleted
+        ages = f"finished_age_s={finished_age_s} dead_age_s={dead_age_s}"
+        await self._audit("prune", who, "jobs", f"{total} rows; {ages}")
         return total
+
+    async def prune_preview(self, *, finished_age_s: float, dead_age_s: float) -> dict[str, int]:
+        """What ``prune`` with these retentions would delete now, counted by state (states
+        with nothing to delete left out): the same condition, so a dry run names the set the
+        real run's rule takes (rows that age past it in between go too)."""
+        params = _prune_params(finished_age_s, dead_age_s, 1)
+        return await (await self.backend()).job_prune_preview(params)
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""
@@ -158,14 +261,16 @@ class AppControl:
         """Every queue with settings or live jobs, with its settings and live counts."""
         return await (await self.backend()).queue_list()
 
-    async def pause_queue(self, queue: str) -> None:
+    async def pause_queue(self, queue: str, *, who: str = "") -> None:
         """Workers stop claiming from ``queue`` within one poll interval; running jobs finish."""
         params = QueueSetPausedParams(await self._known_queue(queue), True)
         await (await self.backend()).queue_set_paused(params)
+        await self._audit("pause queue", who, f"queue {queue}")
 
-    async def resume_queue(self, queue: str) -> None:
+    async def resume_queue(self, queue: str, *, who: str = "") -> None:
         params = QueueSetPausedParams(await self._known_queue(queue), False)
         await (await self.backend()).queue_set_paused(params)
+        await self._audit("resume queue", who, f"queue {queue}")
         self._wake_queues([queue])
 
     async def set_queue_limits(
@@ -175,6 +280,7 @@ class AppControl:
         max_depth: int | None = None,
         max_running: int | None = None,
         rate_per_s: float | None = None,
+        who: str = "",
     ) -> None:
         """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
         every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts."""
@@ -188,21 +294,38 @@ class AppControl:
             await self._known_queue(queue), max_depth, max_running, rate_per_s
         )
         await (await self.backend()).queue_set_limits(limits)
+        detail = f"max_depth={max_depth} max_running={max_running} rate_per_s={rate_per_s}"
+        await self._audit("set queue limits", who, f"queue {queue}", detail)
 
-    async def pause_task(self, task: str, *, for_s: float | None = None, reason: str = "") -> None:
+    async def pause_task(
+        self, task: str, *, for_s: float | None = None, reason: str = "", who: str = ""
+    ) -> None:
         """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""
         self.get_task(task)
         if for_s is not None:
             check_seconds("for_s", for_s, open_=True)
-        who = reason or f"paused by {default_who()}"
-        await (await self.backend()).task_pause(TaskPauseParams(task, who, for_s))
+        person = who or default_who()
+        why = reason or f"paused by {person}"
+        await (await self.backend()).task_pause(TaskPauseParams(task, why, for_s))
+        detail = f"for {for_s} s; {why}" if for_s is not None else why
+        await self._audit("pause task", person, f"task {task}", detail)
 
-    async def resume_task(self, task: str) -> bool:
+    async def resume_task(self, task: str, *, who: str = "") -> bool:
         """Lift a task's pause (a person's or the breaker's); False if it was not paused."""
         self.get_task(task)
         resumed = await (await self.backend()).task_resume(task)
+        detail = "" if resumed else "was not paused"
+        await self._audit("resume task", who, f"task {task}", detail)
         self._wake_queues([self.tasks[task].queue])
         return resumed
 
     async def task_pauses(self) -> list[TaskPause]:
         return await (await self.backend()).task_pauses()
+
+
+def _prune_params(finished_age_s: float, dead_age_s: float, batch: int) -> JobPruneParams:
+    return JobPruneParams(
+        check_seconds("finished_age_s", finished_age_s),
+        check_seconds("dead_age_s", dead_age_s),
+        check_int("batch", batch, 1),
+    )

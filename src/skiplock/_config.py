@@ -94,8 +94,13 @@ class WorkerConfig:
     lease_margin_s: float = 30.0
     """Added to a job's timeout to form its lease, in seconds. (One thing, two names: a
     task's lease is ``visibility_timeout`` in the API and ``lease_s`` in the jobs table.)"""
-    default_lease_s: float = 300.0
-    """Lease of a job whose task has no timeout, in seconds."""
+    # Short because the heartbeat (at most every 5 s, a twelfth of 60 s) renews it while the
+    # worker lives: a worker killed without a supervisor frees such a job within a minute,
+    # not 330 s (the old default). The trade: a database away for longer than the lease lets
+    # another worker reclaim a job this one still runs (fencing rejects the loser's writes).
+    default_lease_s: float = 30.0
+    """Lease of a job whose task has no timeout, in seconds (with the margin: 60 s);
+    heartbeats renew it while the worker lives."""
     maintenance_interval_s: float = 5.0
     """How often this worker reclaims leases that expired anywhere, in seconds."""
     retention_finished_s: float = 7 * 86400.0
@@ -114,8 +119,9 @@ class WorkerConfig:
     health_port: int | None = None
     """Serve /livez and /readyz (every service ready) on this port, for Kubernetes probes; it
     may equal metrics_port. With --processes N, process i serves port + i."""
-    http_host: str = "0.0.0.0"
-    """The address the metrics and health ports listen on."""
+    http_host: str = "127.0.0.1"
+    """The address the metrics and health ports listen on (loopback, like the dashboard;
+    0.0.0.0 for a scraper or a Kubernetes probe, which reaches the pod's IP)."""
     stats_refresh_s: float = 5.0
     """How often the database gauges of /metrics are recomputed (by one worker for all)."""
 

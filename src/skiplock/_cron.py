@@ -137,6 +137,12 @@ class CronExpression:
         except CroniterError as exc:
             raise ConfigurationError(f"cron {self.text!r}: {exc}") from exc
 
+    @property
+    def has_seconds(self) -> bool:
+        """Whether the expression has the optional 6th (seconds) field: its fires are then
+        shown to the second."""
+        return len(self.normalized.split()) == 6
+
     def matches(self, wall: datetime) -> bool:
         """Whether a naive wall-clock time matches the expression."""
         return bool(croniter.match(self.normalized, wall))

@@ -68,6 +68,8 @@ class NewJob:
     """The key stays taken after the job succeeds (``unique_while="live_or_succeeded"``)."""
     trace_context: str | None = None
     """The enqueuing span's W3C trace context as JSON (the otel extra sets it), or None."""
+    payload_version: int = 1
+    """The enqueuing task's ``version``: which shape of arguments the row holds."""
 
 
 @dataclass(slots=True)
@@ -94,6 +96,8 @@ class ClaimedJob:
     correlation_id: str | None = None
     trace_context: str | None = None
     """The enqueuing span's W3C trace context (JSON), for the run's span; None: untraced."""
+    payload_version: int = 1
+    """The version of the task's arguments the row holds (a row from before migration 9: 1)."""
 
 
 class Disposition(enum.StrEnum):
@@ -133,6 +137,9 @@ class Completion:
     queue: str = ""
     task: str = ""
     """The job's queue and task, for the worker's own counters (never written)."""
+    on_recorded: Callable[[], None] | None = None
+    """Logs the outcome, called once the row took it (never for a lease lost, or an outcome
+    replaced by a dead-letter), so a log line says what the table holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +207,8 @@ class JobRecord:
     """What the task returned (decoded JSON), once it succeeded; None otherwise."""
     progress: dict[str, Any] | None = None
     """The last ``set_progress`` record: ``{"fraction", "message", "at"}``, or None."""
+    payload_version: int = 1
+    """The version of the task's arguments the row holds (``@app.task(version=...)``)."""
 
     @property
     def worker(self) -> str | None:
@@ -325,6 +334,21 @@ class CronRun:
     slot: datetime
     job_id: int | None
     """None when the slot was skipped (its previous run still live, no overlap allowed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One person action in the audit trail (``app.audit_trail()``): who did what, to what."""
+
+    id: int
+    at: datetime
+    who: str
+    what: str
+    """``pause queue``, ``set queue limits``, ``prune``, ``retry``, ``sign-in refused``..."""
+    target: str
+    """What it acted on: ``queue payments``, ``job 42``, ``dead jobs``, a client address."""
+    detail: str
+    """The rest: the limits set, how many rows, why it was refused."""
 
 
 @dataclass(frozen=True, slots=True)

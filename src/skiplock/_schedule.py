@@ -55,12 +55,17 @@ class Schedule:
         self.job_for(datetime(2000, 1, 1, tzinfo=UTC))  # arguments must encode now, not later
 
     def slot_parameters(self) -> tuple[str, ...]:
-        """Which of ``timestamp`` / ``scheduled_at`` the task's signature asks for."""
+        """Which of ``timestamp`` / ``scheduled_at`` the task's signature asks for; a task
+        taking ``**kwargs`` (and neither by name) gets ``timestamp``."""
         try:
             parameters = inspect.signature(self.task.fn).parameters
         except (TypeError, ValueError):
             return ()
-        return tuple(name for name in SLOT_PARAMETERS if name in parameters)
+        named = tuple(name for name in SLOT_PARAMETERS if name in parameters)
+        if named:
+            return named
+        kinds = {p.kind for p in parameters.values()}
+        return ("timestamp",) if inspect.Parameter.VAR_KEYWORD in kinds else ()
 
     def job_for(self, slot: datetime) -> NewJob:
         """The job one slot enqueues: the fixed arguments, plus the slot if asked for."""

@@ -41,6 +41,8 @@ MAX_SLEEP_S = 60.0
 """The longest single sleep: a wall-clock jump is noticed within a minute."""
 SLOT_RETENTION = MAX_LOOKBACK
 PRUNE_EVERY_S = 3600.0
+RETRY_FIRST_S = 1.0
+RETRY_CAP_S = 30.0
 
 
 class Scheduler(Service):
@@ -64,6 +66,8 @@ class Scheduler(Service):
         self._after: dict[str, datetime] = {}
         self._started_at: datetime | None = None
         self._last_prune = float("-inf")
+        self._retry: dict[str, tuple[int, datetime]] = {}
+        """Schedules whose last claim failed: (failures in a row, when to retry)."""
         self.lateness: collections.deque[float] = collections.deque(maxlen=10_000)
         """Seconds from each slot to its enqueue committing, as this process measured."""
 
@@ -80,15 +84,38 @@ class Scheduler(Service):
                 self._after[schedule.id] = last.get(schedule.id, now)
         results: list[tuple[str, datetime, SlotOutcome]] = []
         for schedule in self.schedules:
-            for slot in self._to_claim(schedule, now):
-                outcome, job_id = await self.backend.cron_slot_claim(
-                    CronSlotClaimParams(schedule.id, slot, schedule.job_for(slot), schedule.overlap)
-                )
-                self._after[schedule.id] = slot
-                results.append((schedule.id, slot, outcome))
-                self._note(schedule, slot, outcome, job_id)
+            retry = self._retry.get(schedule.id)
+            if retry is not None and now < retry[1]:
+                continue  # its failed slot is retried at its own time
+            try:
+                for slot in self._to_claim(schedule, now):
+                    outcome, job_id = await self.backend.cron_slot_claim(
+                        CronSlotClaimParams(
+                            schedule.id, slot, schedule.job_for(slot), schedule.overlap
+                        )
+                    )
+                    self._after[schedule.id] = slot
+                    results.append((schedule.id, slot, outcome))
+                    self._note(schedule, slot, outcome, job_id)
+            except BackendUnavailable:
+                raise  # the database, not this schedule: the outage handling retries all
+            except Exception:
+                self._failed(schedule, now)
+                continue
+            self._retry.pop(schedule.id, None)
             self._after[schedule.id] = max(self._after[schedule.id], now)
         return results
+
+    def _failed(self, schedule: Schedule, now: datetime) -> None:
+        """One schedule's slot could not be enqueued (a non-transient error: its job cannot
+        be built or written). Logged and retried for that schedule alone (1 s doubling to
+        ``RETRY_CAP_S``); its slot stays due, the other schedules go on."""
+        failures = self._retry.get(schedule.id, (0, now))[0] + 1
+        delay = min(RETRY_FIRST_S * 2 ** (failures - 1), RETRY_CAP_S)
+        self._retry[schedule.id] = (failures, now + timedelta(seconds=delay))
+        log.exception(
+            "schedule %s: enqueueing a slot failed; retrying in %.0fs", schedule.id, delay
+        )
 
     def _to_claim(self, schedule: Schedule, now: datetime) -> list[datetime]:
         assert self._started_at is not None
@@ -122,7 +149,8 @@ class Scheduler(Service):
         """The earliest next slot of any schedule, or ``MAX_SLEEP_S`` from now."""
         horizon = now + timedelta(seconds=MAX_SLEEP_S)
         fires = [s.next_fires(now, 1) for s in self.schedules]
-        return min([f[0] for f in fires if f] + [horizon])
+        retries = [when for _, when in self._retry.values()]
+        return min([f[0] for f in fires if f] + retries + [horizon])
 
     async def prune(self, now: datetime) -> None:
         keep = max([SLOT_RETENTION] + [timedelta(seconds=s.max_delay) for s in self.schedules])

@@ -6,6 +6,7 @@ The vocabulary follows Django Tasks: ``using(...)`` returns a configured copy.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import inspect
@@ -19,9 +20,13 @@ from ._job import JobRecord, NewJob
 from ._limits import MAX_ATTEMPTS, MAX_INT, check_int, check_run_after, check_seconds, check_text
 from ._payload import encode_args
 from ._waiting import unwrap
+from .errors import BlockingCallInLoop
 
 if TYPE_CHECKING:
     from ._app import App
+
+Upcast = Callable[[list[Any], dict[str, Any]], tuple[list[Any], dict[str, Any]]]
+"""Brings a payload one version up: ``fn(args, kwargs) -> (args, kwargs)``."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -63,8 +68,18 @@ class JobHandle:
         return unwrap(outcomes[self.id])
 
     def result_sync(self, timeout: float | None = None) -> Any:
-        """``result`` for code without an event loop (run on the app's private loop)."""
-        return self.app._run_sync(self.result(timeout))
+        """``result`` for code without an event loop (run on the app's private loop).
+
+        Refused at once with BlockingCallInLoop inside a running event loop: waiting there
+        would block that loop (a worker on it could not finish the job) until the timeout."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop running here: the ordinary case
+            return self.app._run_sync(self.result(timeout))
+        raise BlockingCallInLoop(
+            f"job {self.id}: handle.result_sync() inside a running event loop would block it; "
+            "use await handle.result()"
+        )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -103,6 +118,27 @@ def _validate_options(task: Task[Any, Any]) -> None:
     check_text("correlation_id", task.correlation_id, optional=True)
     check_run_after(task.run_after)
     require(isinstance(task.keep_result, bool), "keep_result", task.keep_result, "must be a bool")
+    _validate_versions(task.version, task.upcast)
+
+
+def _validate_versions(version: object, upcast: object) -> None:
+    """``version`` a positive int; ``upcast`` maps versions below it to callables."""
+    require(
+        isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= MAX_INT,
+        "version",
+        version,
+        f"must be a whole number from 1 to {MAX_INT}",
+    )
+    require(isinstance(upcast, dict), "upcast", upcast, "must map versions to functions")
+    assert isinstance(upcast, dict) and isinstance(version, int)
+    for old, fn in upcast.items():
+        require(
+            isinstance(old, int) and not isinstance(old, bool) and 1 <= old < version,
+            "upcast",
+            old,
+            f"keys must be payload versions from 1 to {version - 1} (below version={version})",
+        )
+        require(callable(fn), f"upcast[{old}]", fn, "must be a function (args, kwargs)")
 
 
 @dataclass(frozen=True)
@@ -137,6 +173,11 @@ class Task(Generic[P, R]):
     correlation_id: str | None = None
     keep_result: bool = True
     """Store what the function returns on the job row (False: a hot path that needs none)."""
+    version: int = 1
+    """The payload version this code expects; stored on every job it enqueues."""
+    upcast: dict[int, Upcast] = field(default_factory=dict, repr=False, compare=False)
+    """Older version -> a function bringing such a payload one version up (see ``Upcast``);
+    a worker runs the chain (1 -> 2 -> 3) before the call."""
     _fitting_shapes: set[object] = field(default_factory=set, init=False, repr=False, compare=False)
     """Call shapes known to bind: prepare's check is one set lookup after the first. A field,
     not a cached_property: a key added to ``__dict__`` after ``__init__`` turns off CPython's
@@ -225,6 +266,7 @@ class Task(Generic[P, R]):
             unique_key=self.unique_key,
             on_duplicate=self.on_duplicate,
             unique_succeeded=self.unique_while == "live_or_succeeded",
+            payload_version=self.version,
         )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:

@@ -7,17 +7,42 @@ a URL pasted into a bug report or a shared terminal must not carry the credentia
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 # From the scheme to the last "@" of the authority: "user:secret@" becomes "user:***@".
 _NETLOC_PASSWORD = re.compile(r"(?<=://)([^:/@]*):[^/]*@")
-# libpq also takes the password as a query parameter.
-_QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&]*")
+# libpq also takes the password (and the client key's passphrase) as query parameters.
+_QUERY_PASSWORD = re.compile(r"(?i)([?&](?:ssl)?password=)[^&]*")
+_SECRET_PARAMS = ("password", "sslpassword")
 
 
 def mask_url(url: str) -> str:
     """``url`` with any password replaced by ``***``; the rest (host, port, database) kept,
-    because that is what a person needs to tell which database an error is about."""
-    return _QUERY_PASSWORD.sub(r"\1***", _NETLOC_PASSWORD.sub(r"\1:***@", url))
+    because that is what a person needs to tell which database an error is about.
+
+    The query is decoded before it is masked (issue 22: a percent-encoded ``listen_url`` hid its
+    password from a pattern over the raw text), a URL inside it masked the same way, and the
+    query written back encoded, readable where the characters allow."""
+    masked = _NETLOC_PASSWORD.sub(r"\1:***@", url)
+    try:
+        parts = urlsplit(masked)
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:  # not a URL Python can take apart: the patterns alone
+        return _QUERY_PASSWORD.sub(r"\1***", masked)
+    if not pairs:
+        return _QUERY_PASSWORD.sub(r"\1***", masked)
+    shown = [
+        (
+            key,
+            "***"
+            if key.lower() in _SECRET_PARAMS
+            else mask_url(value)
+            if "://" in value
+            else value,
+        )
+        for key, value in pairs
+    ]
+    return parts._replace(query=urlencode(shown, safe=":/@*?")).geturl()
 
 
 def mask_in(text: str, url: str) -> str:

@@ -14,6 +14,7 @@ with the original kept as ``__cause__``::
      ├── SchemaError               the database schema is missing or outdated
      ├── JobFailed                 an awaited job ended dead (carries its last error)
      ├── JobCancelled              an awaited job was cancelled
+     ├── BlockingCallInLoop        a blocking call (``result_sync``) on a running event loop
      └── BackendError              the database failed; ``__cause__`` holds the driver error
           └── BackendUnavailable   the database could not be reached
 
@@ -117,6 +118,13 @@ class JobCancelled(SkiplockError):
     def __init__(self, message: str | None = None, *, job_id: int | None = None) -> None:
         super().__init__(message)
         self.job_id = job_id
+
+
+class BlockingCallInLoop(SkiplockError, RuntimeError):
+    """A blocking call was made from a running event loop: it would stall that loop (and any
+    worker on it that must finish the job waited for). The message names the async call."""
+
+    default_message = "a blocking call inside a running event loop"
 
 
 class BackendError(SkiplockError):

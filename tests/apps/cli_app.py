@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import skiplock
 
@@ -57,3 +58,13 @@ async def flaky(secret: str) -> None:
 @app.task(name="echo")
 async def echo(secret: str, *, also: str = "") -> str:
     return secret + also
+
+
+def _v1_to_v2(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    return [*args, "en"], kwargs
+
+
+@app.task(name="greet", version=2, upcast={1: _v1_to_v2})
+async def greet(name: str, lang: str) -> str:
+    """A task at payload version 2 (``job show`` shows the version)."""
+    return f"{name}/{lang}"

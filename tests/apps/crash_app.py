@@ -30,3 +30,11 @@ async def soak(n: int) -> None:
     _record(f"start {n} {os.getpid()} {skiplock.current_job().id}")
     await asyncio.sleep(0.2)
     _record(f"done {n} {os.getpid()}")
+
+
+@app.task(name="hold")
+async def hold(n: int, seconds: float) -> None:
+    """No timeout, no visibility_timeout: the worker's default lease (60 s)."""
+    _record(f"start {n} {os.getpid()}")
+    await asyncio.sleep(seconds)
+    _record(f"done {n} {os.getpid()}")

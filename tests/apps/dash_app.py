@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import skiplock
 
@@ -38,3 +39,19 @@ async def archived(n: int) -> None:
 @app.task(name="report", queue="work")
 async def report() -> None:
     pass
+
+
+@app.periodic("0 0 1 1 * 30", name="yearly-at-30s")
+@app.task(name="new_year", queue="archive")
+async def new_year() -> None:
+    """A schedule with a seconds field (00:00:30 on 1 January): the Schedules page shows its
+    fires to the second. It never fires during a test."""
+
+
+def _v1_to_v2(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    return [*args, "en"], kwargs
+
+
+@app.task(name="greet", queue="archive", version=2, upcast={1: _v1_to_v2})
+async def greet(name: str, lang: str) -> None:
+    """A task at payload version 2 (its job page shows the version)."""

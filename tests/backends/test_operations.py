@@ -146,9 +146,15 @@ async def test_prune_deletes_past_retention_in_batches(backend: Backend, clock: 
     )
     dead = await bury(backend, "x", "boom")
     clock.advance(3600)
+    assert await backend.job_prune_preview(JobPruneParams(1800, 86400, 1)) == {"succeeded": 5}
+    assert await backend.job_prune_preview(JobPruneParams(1800, 1800, 1)) == {
+        "succeeded": 5,
+        "dead": 1,
+    }
     assert await backend.job_prune(JobPruneParams(1800, 86400, 2)) == 2
     assert await backend.job_prune(JobPruneParams(1800, 86400, 10)) == 3
     assert await backend.job_prune(JobPruneParams(1800, 86400, 10)) == 0
+    assert await backend.job_prune_preview(JobPruneParams(1800, 86400, 1)) == {}
     assert (await backend.job_get(dead)).state is JobState.DEAD  # dead rows keep longer
     with pytest.raises(JobNotFound):
         await backend.job_get(ids[0])
@@ -184,3 +190,27 @@ async def test_a_flagged_job_whose_lease_expires_is_cancelled_not_run_again(
     record = await backend.job_get(job_id)
     assert (record.state, record.finished_at) == (JobState.CANCELLED, clock.now)
     assert await backend.job_get_available(claim()) == []
+
+
+async def test_state_counts_and_the_search_by_key_or_correlation_id(backend: Backend) -> None:
+    dead = await bury(backend, "x", "boom")
+    keyed, correlated, plain = await backend.job_insert_many(
+        JobInsertManyParams(
+            [
+                new_job(unique_key="order-7"),
+                new_job(correlation_id="req-abc", queue="other"),
+                new_job(correlation_id="order-7x"),  # not an exact match: not found
+            ]
+        )
+    )
+    counts = await backend.job_count_states(JobListParams(JobFilter(), None))
+    assert counts == {"pending": 3, "dead": 1}
+    in_default = await backend.job_count_states(JobListParams(JobFilter(queue="default"), None))
+    assert in_default == {"pending": 2, "dead": 1}
+    assert await backend.job_count_states(JobListParams(JobFilter(error="BOOM"), None)) == {
+        "dead": 1
+    }
+    assert [j.id for j in await backend.job_find("order-7", 10)] == [keyed]
+    assert [j.id for j in await backend.job_find("req-abc", 10)] == [correlated]
+    assert await backend.job_find("req", 10) == []
+    assert dead and plain

@@ -145,15 +145,17 @@ async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(
                 WHERE state IN ('pending', 'running');
             ALTER TABLE {pg.table} DROP COLUMN started_at, DROP COLUMN result, DROP COLUMN progress,
                 DROP COLUMN ready_at, DROP COLUMN run_s, DROP COLUMN reclaims,
-                DROP COLUMN reclaimed_at, DROP COLUMN trace_context;
+                DROP COLUMN reclaimed_at, DROP COLUMN trace_context,
+                DROP COLUMN payload_version;
             DROP TABLE "{pg.schema}".skiplock_workers;
+            DROP TABLE "{pg.schema}".skiplock_audit;
             DELETE FROM "{pg.schema}".skiplock_migrations WHERE version >= 4;
             INSERT INTO {pg.table} (queue, task, max_attempts)
                 SELECT 'a', 'queued-before', 3 FROM generate_series(1, 30);"""
     )
     with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
         await pg.app.check_schema()
-    assert await pg.app.migrate() == [4, 5, 6, 7, 8]
+    assert await pg.app.migrate() == [4, 5, 6, 7, 8, 9, 11]
     await pg.app.check_schema()
     indexes = await pg.conn.fetch(
         "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", pg.schema
@@ -187,7 +189,9 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
                ALTER TABLE skiplock_jobs DROP COLUMN reclaims;
                ALTER TABLE skiplock_jobs DROP COLUMN reclaimed_at;
                ALTER TABLE skiplock_jobs DROP COLUMN trace_context;
+               ALTER TABLE skiplock_jobs DROP COLUMN payload_version;
                DROP TABLE skiplock_workers;
+               DROP TABLE skiplock_audit;
                DELETE FROM skiplock_migrations WHERE version >= 4;"""
         )
         conn.executemany(
@@ -196,7 +200,7 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
             [("a",)] * 30 + [("b",)] * 5,
         )
         conn.close()
-        assert await app.migrate() == [4, 5, 6, 7, 8]
+        assert await app.migrate() == [4, 5, 6, 7, 8, 9, 11]
         conn = sqlite3.connect(path)  # a session that knows the new schema
         claim = sqlite_sql.job_get_available_in_queues(2)
         args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -258,3 +260,31 @@ async def test_the_bulk_preview_checks_what_it_is_given(client: httpx.AsyncClien
     assert nul.status_code == 400 and "task: at most 4000 characters, without NUL" in nul.text
     odd = await client.get("/dead/confirm?action=delete", headers=operator)
     assert odd.status_code == 400 and "must be requeue or discard" in odd.text
+
+
+@pytest.mark.parametrize(("mode", "warned"), [(0o644, True), (0o640, True), (0o600, False)])
+def test_a_users_file_readable_by_others_is_warned_about(
+    tmp_path: Path, mode: int, warned: bool
+) -> None:
+    # The hashes are slow to crack, not impossible (issue 22 low 8). The file's content is bad
+    # on purpose: the command stops right after reading it, with the warning already out.
+    users = tmp_path / "users.toml"
+    users.write_text('[users.bob]\nrole = "operator"\n')
+    users.chmod(mode)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "skiplock",
+            "dashboard",
+            "tests.apps.dash_app:app",
+            "--users",
+            users,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert ("readable by others" in proc.stderr) is warned, proc.stderr

@@ -1,6 +1,6 @@
 """What Django is told is what was stored: ``task_finished``'s status, ``started_at`` and
-RUNNING, ``worker_ids``, an unimportable task's ImportError, ``USE_TZ=False``, stopping a
-worker run from code (a handle, a cancellation, SIGQUIT) and the missing-schema hint."""
+RUNNING, ``worker_ids``, ``USE_TZ=False``, stopping a worker run from code (a handle, a
+cancellation, SIGQUIT) and the missing-schema hint."""
 
 from __future__ import annotations
 
@@ -115,19 +115,6 @@ def test_worker_ids_name_the_worker_that_ran_each_attempt() -> None:
     me = f"{socket.gethostname()}:{__import__('os').getpid()}"
     assert done.return_value == {"worker_ids": [me], "attempt": 1}
     assert done.worker_ids == [me]
-
-
-def test_a_task_whose_module_fails_to_import_fails_with_that_import_error(backend: Any) -> None:
-    result = tasks.add.enqueue(1, 2)
-    path = "tests.django.project.demo.broken_tasks.some_task"
-    Job.objects.filter(id=int(result.id)).update(task=path)
-    burst()
-    job = backend.app.run_sync(backend.app.get_job(int(result.id)))
-    assert job.state == "dead"
-    error = job.errors[-1]
-    assert error["type"] == "builtins.ModuleNotFoundError"
-    assert "skiplock_no_such_dependency" in error["traceback"]
-    assert "broken_tasks.py" in error["traceback"]  # the import's own frames
 
 
 def test_use_tz_false_run_after_from_timezone_now(workers: WorkerProcesses) -> None:

@@ -25,7 +25,10 @@ from .project.demo import tasks
     ("options", "message"),
     [
         (["--concurrency=0"], "--concurrency must be at least 1"),
-        (["--backend=nope"], "--backend: unknown backend 'nope' (valid: default, jobs, tasksdb)"),
+        (
+            ["--backend=nope"],
+            "--backend: unknown backend 'nope' (valid: default, immediate, jobs, tasksdb)",
+        ),
         (["--queue-name=typo"], "--queue-name: unknown queue 'typo' (valid: default, other, *)"),
         (["--interval=0"], "--interval must be a positive"),
     ],

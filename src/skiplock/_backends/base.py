@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._job import (
+    AuditEntry,
     ClaimedJob,
     Completion,
     CronRun,
@@ -40,6 +41,11 @@ MAX_ERRORS_KEPT = 10
 """Each job keeps the errors of its last ten attempts; older ones are dropped."""
 MAX_TRACEBACK_CHARS = 8000
 """A traceback is cut to its last 8,000 characters, where the cause is."""
+
+
+NEXT_RUN_PRIORITIES = 64
+"""How many distinct pending priorities ``job_next_run_at`` looks at (each one an index
+probe); a job of a lower priority still due sooner waits for the poll backstop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +139,38 @@ class CronSlotClaimParams:
 
 
 @dataclass(frozen=True, slots=True)
+class CronSlotSyncParams:
+    """One slot of one schedule claimed on the caller's own synchronous connection (sqlite3
+    or psycopg) inside the caller's transaction: a Django project's enqueue (on its own
+    backend, which may not be skiplock's) then commits or rolls back with the claim.
+    ``enqueue`` runs only when this claim took the slot and returns the skiplock job id it
+    wrote (None when the job lives elsewhere, such as django-tasks-db's table)."""
+
+    schedule: str
+    slot: datetime
+    connection: object
+    enqueue: Callable[[], int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class JobImportOutcomeParams:
+    """The outcome a finished task had in another queue's table, given to the pending job
+    just inserted for it (same transaction, caller's own synchronous connection)."""
+
+    connection: object
+    job_id: int
+    state: str
+    """``succeeded`` or ``dead``."""
+    attempt: int
+    created_at: datetime
+    attempted_at: datetime | None
+    finished_at: datetime
+    result_json: str | None
+    errors_json: str
+    locked_by: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class TaskPauseParams:
     """Pause a task name everywhere: for ``for_s`` seconds of the database's clock (the
     breaker), or until a person resumes it (None)."""
@@ -140,6 +178,16 @@ class TaskPauseParams:
     task: str
     reason: str
     for_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecordParams:
+    """A person action for the audit trail (text checked by the App)."""
+
+    who: str
+    what: str
+    target: str
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +292,13 @@ class Backend(Protocol):
         """Queues that must be claimed through ``job_get_available_limited``."""
         ...
 
+    async def job_next_run_at(self) -> float | None:
+        """Seconds until the earliest pending job that is not due yet (None: there is none),
+        by the database's clock, so an idle worker can wake when it comes due. It reads at
+        most ``NEXT_RUN_PRIORITIES`` distinct priorities (a loose scan of the pending index):
+        past them the answer may be late, never early."""
+        ...
+
     async def queue_list(self) -> list[QueueInfo]: ...
 
     async def queue_set_paused(self, params: QueueSetPausedParams) -> None: ...
@@ -259,6 +314,12 @@ class Backend(Protocol):
         ...
 
     async def task_pauses(self) -> list[TaskPause]: ...
+
+    async def audit_record(self, params: AuditRecordParams) -> None: ...
+
+    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+        """The audit trail, newest first; ``before_id`` pages by keyset."""
+        ...
 
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         """Apply outcomes to rows still running under their lease token; return those ids."""
@@ -298,6 +359,14 @@ class Backend(Protocol):
         """How many jobs ``job_list`` would find without its limit (a bulk action's preview)."""
         ...
 
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        """``job_count`` per state, in one pass (states with no job left out)."""
+        ...
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        """Jobs whose unique key or correlation id is exactly ``text``, newest first."""
+        ...
+
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         """Dead jobs grouped by task and last error message, the largest groups first."""
         ...
@@ -314,6 +383,11 @@ class Backend(Protocol):
         """Delete one batch of rows past their retention; how many went."""
         ...
 
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        """How many rows ``job_prune`` would delete now (batches aside), by state; the same
+        condition, so a dry run counts what the real run's rule takes."""
+        ...
+
     async def warm_up(self) -> None:
         """Open the sessions a worker uses and prepare its hot statements, touching no row,
         so the first jobs do not pay for connecting and planning."""
@@ -322,6 +396,13 @@ class Backend(Protocol):
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         """Return running rows whose lease expired to pending (dead if attempts are spent);
         their ids, and with ``into``, each row's details appended to it (for log events)."""
+        ...
+
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        """``job_reclaim_expired`` for every lease of one worker (``Worker.id``, its lease
+        token prefix), expired or not: a supervisor saw that worker's process exit."""
         ...
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
@@ -336,6 +417,21 @@ class Backend(Protocol):
 
         A failed enqueue rolls the claim back, so the slot can be tried again.
         """
+        ...
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        """Claim (schedule, slot) on ``params.connection`` and, if this claim took it, run
+        ``params.enqueue`` and record its job; True if taken here. Nothing is committed: the
+        caller's transaction decides (a failed enqueue rolls the claim back)."""
+        ...
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        """``cron_slots_prune`` on the caller's own synchronous connection."""
+        ...
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        """Give a pending job just inserted (``job_insert_many_sync``) a finished outcome;
+        False if it was no longer pending."""
         ...
 
     async def cron_last_slots(self) -> dict[str, datetime]:

@@ -143,6 +143,7 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
             lease_s=r["lease_s"],
             correlation_id=r["correlation_id"],
             trace_context=r["trace_context"],
+            payload_version=r["payload_version"],
         )
         for r in rows
     ]
@@ -173,7 +174,7 @@ def _error(text: str | None) -> dict[str, Any] | None:
 RECORD_COLUMNS = (
     "id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at, created_at,"
     " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit,"
-    " started_at, result, progress"
+    " started_at, result, progress, payload_version"
 )
 """The columns of an inspection read. Each dialect selects them under these names, times as
 Unix seconds (PostgreSQL: exact numeric) and JSON as text, so one reader maps both."""
@@ -232,6 +233,7 @@ def job_record(row: Row) -> JobRecord:
         started_at=_started_at(read.time("started_at"), attempted_at, state),
         result=read.any_json("result"),
         progress=read.object_or_none("progress"),
+        payload_version=row["payload_version"] or 1,
         problems=read.problems,
     )
 

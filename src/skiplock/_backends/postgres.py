@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from .._job import (
+    AuditEntry,
     ClaimedJob,
     Completion,
     CronRun,
@@ -41,12 +42,16 @@ from . import postgres_ops as ops
 from . import postgres_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
+    AuditRecordParams,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
+    CronSlotSyncParams,
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobImportOutcomeParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -282,6 +287,7 @@ class PostgresBackend:
                     j.correlation_id,
                     j.lease_s,
                     j.trace_context,
+                    j.payload_version,
                 )
                 for job_id, j in zip(ids, jobs, strict=True)
             ]
@@ -362,6 +368,12 @@ class PostgresBackend:
         with _wrapped("queue_limited"):
             return [r["name"] for r in await self.pool.fetch(self._sql.QUEUE_LIMITED)]
 
+    async def job_next_run_at(self) -> float | None:
+        with _wrapped("job_next_run_at"):
+            sql, most = self._sql.JOB_NEXT_RUN_AT, NEXT_RUN_PRIORITIES
+            seconds: float | None = await self.pool.fetchval(sql, self._now(), most)
+        return seconds
+
     def _answers(self, conn: Any) -> ops.Answers:
         return ops.Answers(conn, self._sql, self._claim_args, self._now(), self.channel)
 
@@ -413,15 +425,33 @@ class PostgresBackend:
                 self._sql.JOB_PRUNE,
                 params.finished_age_s,
                 params.dead_age_s,
-                params.batch,
                 self._now(),
+                params.batch,
             )
         return int(status.split()[-1])
+
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        with _wrapped("job_prune_preview"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_PRUNE_PREVIEW, params.finished_age_s, params.dead_age_s, self._now()
+            )
+        return {r["state"]: int(r["n"]) for r in rows}
 
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         with _wrapped("job_reclaim_expired"):
             rows = await self.pool.fetch(
                 self._sql.JOB_RECLAIM_EXPIRED, self._now(), MAX_ERRORS_KEPT
+            )
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
+
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        with _wrapped("job_reclaim_worker"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id
             )
         if into is not None:
             into += reclaimed_jobs(rows)
@@ -447,6 +477,36 @@ class PostgresBackend:
         with _wrapped("cron_slot_claim"):
             async with self.pool.acquire() as conn, conn.transaction():
                 return await flows.drive_async(flows.cron_slot(params), self._answers(conn))
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
+        insert = ops.to_psycopg(self._sql.CRON_SLOT_INSERT)
+        if not execute(insert, {"p1": params.schedule, "p2": params.slot}).fetchall():
+            return False
+        job_id = params.enqueue()
+        outcome = ops.to_psycopg(self._sql.CRON_SLOT_SET_OUTCOME)
+        execute(outcome, {"p1": params.schedule, "p2": params.slot, "p3": job_id, "p4": False})
+        return True
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
+        return int(execute(ops.to_psycopg(self._sql.CRON_SLOTS_PRUNE), {"p1": before}).rowcount)
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
+        values = (
+            params.job_id,
+            params.state,
+            params.attempt,
+            params.created_at,
+            params.attempted_at,
+            params.finished_at,
+            params.result_json,
+            params.errors_json,
+            params.locked_by,
+        )
+        named = {f"p{i}": v for i, v in enumerate(values, 1)}
+        return bool(execute(ops.to_psycopg(self._sql.JOB_IMPORT_OUTCOME), named).rowcount)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
@@ -532,6 +592,22 @@ class PostgresBackend:
             rows = await self.pool.fetch(self._sql.TASK_PAUSES, self._now())
         return [TaskPause(*r) for r in rows]
 
+    async def audit_record(self, params: AuditRecordParams) -> None:
+        with _wrapped("audit_record"):
+            await self.pool.execute(
+                self._sql.AUDIT_RECORD,
+                params.who,
+                params.what,
+                params.target,
+                params.detail,
+                self._now(),
+            )
+
+    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+        with _wrapped("audit_list"):
+            rows = await self.pool.fetch(self._sql.AUDIT_LIST, limit, before_id)
+        return [AuditEntry(*r) for r in rows]
+
     async def job_get(self, job_id: int) -> JobRecord:
         with _wrapped("job_get"):
             r = await self.pool.fetchrow(self._sql.JOB_GET, job_id)
@@ -586,6 +662,20 @@ class PostgresBackend:
                 *ops.filter_params(params.where),
             )
         return int(count)
+
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        with _wrapped("job_count_states"):
+            rows = await self.pool.fetch(
+                self._sql.JOB_COUNT_STATES,
+                params.state.value if params.state else None,
+                *ops.filter_params(params.where),
+            )
+        return {r["state"]: int(r["n"]) for r in rows}
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        with _wrapped("job_find"):
+            rows = await self.pool.fetch(self._sql.JOB_FIND, text, limit)
+        return [job_record(r) for r in rows]
 
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         with _wrapped("job_dead_groups"):

@@ -49,6 +49,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         [j.unique_key for j in jobs],
         [j.unique_succeeded for j in jobs],
         [j.trace_context for j in jobs],
+        [j.payload_version for j in jobs],
     ]
 
 

@@ -168,6 +168,32 @@ CREATE TABLE {s}.skiplock_workers (
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN trace_context text;
 """,
     ),
+    (
+        9,
+        "payload version",
+        """
+-- Which version of its task's arguments a job holds (``@app.task(version=...)``), so a worker
+-- can upcast an older payload and leave a newer one to a worker that knows it. NULL (rows
+-- written before this migration) is version 1. Nullable: adding it rewrites no row.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN payload_version integer;
+""",
+    ),
+    (
+        11,
+        "audit trail",
+        """
+-- Every person action, with a job row or without one (queue pause, resume and limits,
+-- retention, task pause), and refused actions and sign-ins: who, when, what, on what.
+CREATE TABLE {s}.skiplock_audit (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at     timestamptz NOT NULL DEFAULT now(),
+    who    text NOT NULL,
+    what   text NOT NULL,
+    target text NOT NULL DEFAULT '',
+    detail text NOT NULL DEFAULT ''
+);
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -226,10 +252,10 @@ JOB_INSERT_MANY = (
 WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
-                         $14::text[], $15::bool[], $16::text[])
+                         $14::text[], $15::bool[], $16::text[], $17::int[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
-                              unique_succeeded, trace_context, ord)
+                              unique_succeeded, trace_context, payload_version, ord)
 ), full_ AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
@@ -237,12 +263,12 @@ WITH batch AS (
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-         lease_s, unique_key, unique_succeeded, trace_context)
+         lease_s, unique_key, unique_succeeded, trace_context, payload_version)
     SELECT u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
            u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
-           u.trace_context
+           u.trace_context, u.payload_version
     FROM batch u
     WHERE NOT EXISTS (SELECT 1 FROM full_)
     ORDER BY u.ord
@@ -290,7 +316,7 @@ SELECT array(SELECT name FROM full_) AS full,
 
 COPY_COLUMNS = (
     "id task queue args kwargs priority max_attempts run_at timeout correlation_id lease_s"
-    " trace_context"
+    " trace_context payload_version"
 )
 """The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults)."""
 
@@ -317,7 +343,7 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM c))
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
           coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s, j.correlation_id,
-          j.trace_context
+          j.trace_context, coalesce(j.payload_version, 1) AS payload_version
 """
 """What both claims do with the ids their CTE ``c`` picked at the time in ``now_``: running,
 attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6."""
@@ -373,6 +399,27 @@ c AS MATERIALIZED (
     + _CLAIM_UPDATE
 )
 
+JOB_NEXT_RUN_AT = """
+-- Seconds from now ($1, NULL: the database's) until the earliest pending job not yet due,
+-- NULL if none (an idle worker sleeps until then rather than a whole poll interval). The
+-- pending index leads with priority, so a min over run_at would read every pending row: walk
+-- its distinct priorities instead (a loose index scan, at most $2 of them) and take each
+-- priority's first future run_at, a probe of the same index.
+WITH RECURSIVE now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
+p(priority, n) AS (
+    SELECT max(priority), 1 FROM {s}.skiplock_jobs WHERE state = 'pending'
+    UNION ALL
+    SELECT (SELECT max(j.priority) FROM {s}.skiplock_jobs j
+            WHERE j.state = 'pending' AND j.priority < p.priority), p.n + 1
+    FROM p WHERE p.priority IS NOT NULL AND p.n < $2
+)
+SELECT extract(epoch FROM min((
+    SELECT j.run_at FROM {s}.skiplock_jobs j
+    WHERE j.state = 'pending' AND j.priority = p.priority AND j.run_at > (SELECT t FROM now_)
+    ORDER BY j.run_at LIMIT 1)) - (SELECT t FROM now_))::float8
+FROM p WHERE p.priority IS NOT NULL
+"""
+
 JOB_SET_STATE_IF_RUNNING_MANY = """
 -- Write a batch of outcomes (decided in Python: _transitions.py), each only where the row is
 -- still running under its lease token: a worker whose lease was lost changes nothing. Errors
@@ -421,7 +468,7 @@ _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs,
        extract(epoch FROM finished_at) AS finished_at, locked_by,
        extract(epoch FROM lease_expires_at) AS lease_expires_at, errors::text AS errors,
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
-       result::text AS result, progress::text AS progress"""
+       result::text AS result, progress::text AS progress, payload_version"""
 """An inspection read's columns (common.RECORD_COLUMNS): times as exact epoch seconds, which
 any timestamptz has, even one beyond the driver's datetime range ('infinity', year 20000)."""
 
@@ -471,6 +518,27 @@ SELECT pg_notify($2, queue) FROM r
 """
 )
 
+_RECLAIM_UPDATE = """UPDATE {s}.skiplock_jobs j
+SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                 WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
+                       THEN (SELECT t FROM now_) END,
+    run_at = (SELECT t FROM now_),
+    lease_token = NULL, lease_expires_at = NULL,
+    reclaims = j.reclaims + 1, reclaimed_at = (SELECT t FROM now_), run_s = NULL,
+    errors = CASE WHEN jsonb_array_length(j.errors) >= $2 THEN j.errors - 0 ELSE j.errors END
+             || jsonb_build_array(jsonb_build_object(
+                    'attempt', j.attempt, 'at', (SELECT t FROM now_),
+                    'message', {why},
+                    'traceback', NULL))
+FROM x WHERE j.id = x.id
+RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
+          j.locked_by
+"""
+"""What both reclaims do with the rows their CTE ``x`` picked at the time in ``now_``: the
+attempt stays spent; pending, or dead when attempts are spent, or cancelled when a person
+asked; the error ``{why}`` recorded (keeping the last $2)."""
+
 JOB_RECLAIM_EXPIRED = """
 -- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
 -- person asked to cancel them, whose worker is gone), noting why; each row as it now stands,
@@ -483,24 +551,25 @@ x AS MATERIALIZED (
     ORDER BY lease_expires_at LIMIT 1000
     FOR UPDATE SKIP LOCKED
 )
-UPDATE {s}.skiplock_jobs j
-SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
-                 WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-    finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
-                       THEN (SELECT t FROM now_) END,
-    run_at = (SELECT t FROM now_),
-    lease_token = NULL, lease_expires_at = NULL,
-    reclaims = j.reclaims + 1, reclaimed_at = (SELECT t FROM now_), run_s = NULL,
-    errors = CASE WHEN jsonb_array_length(j.errors) >= $2 THEN j.errors - 0 ELSE j.errors END
-             || jsonb_build_array(jsonb_build_object(
-                    'attempt', j.attempt, 'at', (SELECT t FROM now_),
-                    'message', 'lease expired (worker ' || coalesce(j.locked_by, '?')
-                               || ' stopped heartbeating)',
-                    'traceback', NULL))
-FROM x WHERE j.id = x.id
-RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
-          j.locked_by
-"""
+""" + _RECLAIM_UPDATE.replace(
+    "{why}",
+    "'lease expired (worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating)'",
+)
+
+JOB_RECLAIM_WORKER = """
+-- JOB_RECLAIM_EXPIRED for every lease of worker $3 (its token prefix: tokens are
+-- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, so nothing renews them.
+-- A row a live worker holds has another token and is never touched (fencing unchanged).
+WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
+x AS MATERIALIZED (
+    SELECT id FROM {s}.skiplock_jobs
+    WHERE state = 'running' AND lease_expires_at IS NOT NULL
+      AND left(lease_token, length($3) + 1) = $3 || ':'
+    FOR UPDATE
+)
+""" + _RECLAIM_UPDATE.replace(
+    "{why}", "'worker ' || coalesce(j.locked_by, '?') || ' exited; released by its supervisor'"
+)
 
 JOB_HEARTBEAT_MANY = """
 -- Extend the leases of (id, token) pairs still running, marking those started ($6) that were
@@ -550,6 +619,15 @@ CRON_LAST_RUNS = """
 -- Each schedule's most recent slot and the job it enqueued.
 SELECT DISTINCT ON (schedule) schedule, slot, job_id
 FROM {s}.skiplock_cron_slots ORDER BY schedule, slot DESC
+"""
+
+JOB_IMPORT_OUTCOME = """
+-- A finished task moved in from another queue's table (Django's import_tasks_db): the row
+-- just inserted pending in this transaction takes the outcome it had there.
+UPDATE {s}.skiplock_jobs
+SET state = $2, attempt = $3, created_at = $4, attempted_at = $5, started_at = $5,
+    finished_at = $6, result = $7::jsonb, errors = $8::jsonb, locked_by = $9
+WHERE id = $1 AND state = 'pending'
 """
 
 CRON_SLOTS_PRUNE = """
@@ -624,6 +702,28 @@ SELECT count(*) FROM {s}.skiplock_jobs"""
     + _LIST_WHERE
 )
 
+JOB_COUNT_STATES = (
+    """
+-- How many jobs match JOB_LIST's filter in each state ($1 is NULL: every state), in one
+-- pass (the Jobs page's counts).
+SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
+    + _LIST_WHERE
+    + """GROUP BY state
+"""
+)
+
+JOB_FIND = (
+    """
+-- Jobs whose unique key or correlation id is exactly $1, newest first (a person's search:
+-- no index serves a finished job's key or a correlation id, so this reads the table).
+SELECT """
+    + _RECORD
+    + """
+FROM {s}.skiplock_jobs WHERE unique_key = $1 OR correlation_id = $1
+ORDER BY id DESC LIMIT $2
+"""
+)
+
 JOB_DEAD_GROUPS = """
 -- Dead jobs by task and last error message, the largest groups first.
 SELECT task, coalesce(errors -> -1 ->> 'message', '') AS error, count(*) AS n,
@@ -695,20 +795,36 @@ WHERE state = 'dead'"""
     + "RETURNING id\n"
 )
 
-JOB_PRUNE = """
--- Delete one bounded batch of finished rows past their retention ($1, $2 seconds of the
--- database clock); SKIP LOCKED keeps
--- concurrent pruners off each other's rows and every lock short.
-DELETE FROM {s}.skiplock_jobs WHERE id IN (
-    SELECT id FROM {s}.skiplock_jobs
+_PAST_RETENTION = """
     WHERE (state IN ('succeeded', 'cancelled')
-           AND finished_at < coalesce($4::timestamptz, now()) - $1::float8 * interval '1 second')
+           AND finished_at < coalesce($3::timestamptz, now()) - $1::float8 * interval '1 second')
        OR (state = 'dead'
-           AND finished_at < coalesce($4::timestamptz, now()) - $2::float8 * interval '1 second')
-    LIMIT $3
+           AND finished_at < coalesce($3::timestamptz, now()) - $2::float8 * interval '1 second')
+"""
+
+JOB_PRUNE = (
+    """
+-- Delete one bounded batch ($4 rows) of finished rows past their retention ($1, $2 seconds
+-- of the database clock); SKIP LOCKED keeps concurrent pruners off each other's rows and
+-- every lock short.
+DELETE FROM {s}.skiplock_jobs WHERE id IN (
+    SELECT id FROM {s}.skiplock_jobs"""
+    + _PAST_RETENTION
+    + """    LIMIT $4
     FOR UPDATE SKIP LOCKED
 )
 """
+)
+
+JOB_PRUNE_PREVIEW = (
+    """
+-- What JOB_PRUNE would delete now, by state: the same condition, so a dry run counts
+-- exactly the rows the real run's rule takes.
+SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
+    + _PAST_RETENTION
+    + """GROUP BY state
+"""
+)
 
 QUEUE_LIMITED = """
 -- Queues whose claims must go through their row lock (global concurrency or a rate).
@@ -791,6 +907,19 @@ WHERE until IS NULL OR until > coalesce($1::timestamptz, now())
 ORDER BY task
 """
 
+AUDIT_RECORD = """
+-- One person action for the audit trail, at the database's time.
+INSERT INTO {s}.skiplock_audit (at, who, what, target, detail)
+VALUES (coalesce($5::timestamptz, now()), $1, $2, $3, $4)
+"""
+
+AUDIT_LIST = """
+-- The audit trail, newest first, a page before id $2 (NULL: from the newest).
+SELECT id, at, who, what, target, detail FROM {s}.skiplock_audit
+WHERE $2::bigint IS NULL OR id < $2
+ORDER BY id DESC LIMIT $1
+"""
+
 
 # -- observability: the health numbers and the worker registry (postgres_observe_sql.py) --
 
@@ -821,12 +950,14 @@ class Statements:
     JOB_LIVE_BY_UNIQUE_KEY: str
     JOB_GET_AVAILABLE: str
     JOB_GET_AVAILABLE_IN_QUEUES: str
+    JOB_NEXT_RUN_AT: str
     JOB_SET_STATE_IF_RUNNING_MANY: str
     JOB_GET: str
     JOB_OUTCOME_MANY: str
     JOB_COUNT_BY_STATE: str
     JOB_RETRY: str
     JOB_RECLAIM_EXPIRED: str
+    JOB_RECLAIM_WORKER: str
     JOB_HEARTBEAT_MANY: str
     CRON_SLOT_INSERT: str
     CRON_PREVIOUS_RUN_LIVE: str
@@ -834,14 +965,18 @@ class Statements:
     CRON_LAST_SLOTS: str
     CRON_LAST_RUNS: str
     CRON_SLOTS_PRUNE: str
+    JOB_IMPORT_OUTCOME: str
     JOB_CANCEL: str
     JOB_CANCEL_REQUESTED: str
     JOB_LIST: str
     JOB_COUNT: str
+    JOB_COUNT_STATES: str
+    JOB_FIND: str
     JOB_DEAD_GROUPS: str
     JOB_REQUEUE_DEAD: str
     JOB_DISCARD_DEAD: str
     JOB_PRUNE: str
+    JOB_PRUNE_PREVIEW: str
     QUEUE_LIMITED: str
     QUEUE_LOCK: str
     QUEUE_RUNNING: str
@@ -852,6 +987,8 @@ class Statements:
     TASK_PAUSE: str
     TASK_RESUME: str
     TASK_PAUSES: str
+    AUDIT_RECORD: str
+    AUDIT_LIST: str
     JOB_STATS_NOW: str
     JOB_STATS_LIVE: str
     JOB_STATS_FINISHED: str

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from .._url import mask_url
 from ..errors import ConfigurationError
@@ -68,7 +68,9 @@ def parse_postgres_url(url: str) -> PostgresUrl:
     listen_url = _last(query, "listen_url")
     if listen_url is not None and urlsplit(listen_url).scheme not in ("postgresql", "postgres"):
         raise ConfigurationError("url: listen_url must be a postgresql:// URL")
-    rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
+    # Re-encoded: parse_qs decoded the values, and a value holding "&" or "=" written back raw
+    # would become parameters of its own (a path "x&sslmode=disable" turning TLS off).
+    rest = urlencode([(k, v) for k, vs in query.items() for v in vs])
     dsn = parts._replace(query=rest, scheme="postgresql").geturl()
     listen = listen_url.replace("postgres://", "postgresql://", 1) if listen_url else None
     listen_dsn = listen or (None if pooler else dsn)

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._job import (
+    AuditEntry,
     ClaimedJob,
     Completion,
     CronRun,
@@ -42,12 +43,16 @@ from . import sqlite_ops as ops
 from . import sqlite_sql as sql
 from .base import (
     MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
+    AuditRecordParams,
     ClaimParams,
     Clock,
     CronSlotClaimParams,
+    CronSlotSyncParams,
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,
+    JobImportOutcomeParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
@@ -105,6 +110,26 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _own_sqlite(connection: object) -> sqlite3.Connection:
+    """The caller's own connection, which a SQLite app needs to be a sqlite3 one."""
+    if not isinstance(connection, sqlite3.Connection):
+        raise TypeError(
+            f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
+        )
+    return connection
+
+
+def _create_private(path: str, mode: int) -> None:
+    """Create the database file with ``mode`` before SQLite does (SQLite's own default is 0644
+    less the umask, and it gives the -wal and -shm the database file's mode). The chmod makes
+    the mode exact, whatever the umask; an existing file is left as it is."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode))
+    except OSError:  # it exists, or its directory does not: SQLite says which, as ever
+        return
+    os.chmod(path, mode)
+
+
 class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
@@ -115,6 +140,7 @@ class SQLiteBackend:
         options = parse_sqlite_url(url)
         self.path = options.path
         self.synchronous = options.synchronous
+        self.mode = options.mode
         self._clock = clock
         self._thread: DatabaseThread | None = None
         self._conn: sqlite3.Connection | None = None
@@ -154,6 +180,7 @@ class SQLiteBackend:
 
         def connect() -> sqlite3.Connection:
             with _wrapped("connect"):
+                _create_private(self.path, self.mode)
                 conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA journal_mode = WAL")
@@ -217,11 +244,7 @@ class SQLiteBackend:
         return await self._run("job_insert_many", insert)
 
     def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
-        jobs, connection = params.jobs, params.connection
-        if not isinstance(connection, sqlite3.Connection):
-            raise TypeError(
-                f"connection: a SQLite app takes a sqlite3.Connection, got {type(connection)!r}"
-            )
+        jobs, connection = params.jobs, _own_sqlite(params.connection)
         with _wrapped("job_insert_many"):
             return ops.insert_rows(connection, jobs, self._now())
 
@@ -272,6 +295,14 @@ class SQLiteBackend:
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
         return [r[0] for r in rows]
 
+    async def job_next_run_at(self) -> float | None:
+        def read(conn: sqlite3.Connection) -> float | None:
+            args = {"now": self._now(), "most": NEXT_RUN_PRIORITIES}
+            seconds: float | None = conn.execute(sql.JOB_NEXT_RUN_AT, args).fetchone()[0]
+            return seconds
+
+        return await self._run("job_next_run_at", read)
+
     async def warm_up(self) -> None:
         pass  # one connection, opened with the backend; statements compile in microseconds
 
@@ -301,18 +332,27 @@ class SQLiteBackend:
         )
         return [r[0] for r in rows]
 
+    def _retention_args(self, params: JobPruneParams) -> dict[str, float]:
+        now = self._now()
+        return {
+            "finished_before": now - params.finished_age_s,
+            "dead_before": now - params.dead_age_s,
+        }
+
     async def job_prune(self, params: JobPruneParams) -> int:
         def prune(conn: sqlite3.Connection) -> int:
             with _immediate(conn):
-                now = self._now()
-                args = {
-                    "finished_before": now - params.finished_age_s,
-                    "dead_before": now - params.dead_age_s,
-                    "batch": params.batch,
-                }
+                args = {**self._retention_args(params), "batch": params.batch}
                 return conn.execute(sql.JOB_PRUNE, args).rowcount
 
         return await self._run("job_prune", prune)
+
+    async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
+        def count(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute(sql.JOB_PRUNE_PREVIEW, self._retention_args(params)).fetchall()
+            return {str(state): int(n) for state, n in rows}
+
+        return await self._run("job_prune_preview", count)
 
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         def reclaim(conn: sqlite3.Connection) -> list[Any]:
@@ -321,6 +361,19 @@ class SQLiteBackend:
                 return conn.execute(sql.JOB_RECLAIM_EXPIRED, args).fetchall()
 
         rows = await self._run("job_reclaim_expired", reclaim)
+        if into is not None:
+            into += reclaimed_jobs(rows)
+        return [r["id"] for r in rows]
+
+    async def job_reclaim_worker(
+        self, worker_id: str, into: list[ReclaimedJob] | None = None
+    ) -> list[int]:
+        def reclaim(conn: sqlite3.Connection) -> list[Any]:
+            with _immediate(conn):
+                args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT, "worker": worker_id}
+                return conn.execute(sql.JOB_RECLAIM_WORKER, args).fetchall()
+
+        rows = await self._run("job_reclaim_worker", reclaim)
         if into is not None:
             into += reclaimed_jobs(rows)
         return [r["id"] for r in rows]
@@ -355,6 +408,40 @@ class SQLiteBackend:
                 return flows.drive(flows.cron_slot(params), self._answerer(conn))
 
         return await self._run("cron_slot_claim", claim)
+
+    def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
+        conn = _own_sqlite(params.connection)
+        slot = params.slot.timestamp()
+        with _wrapped("cron_slot_claim"):
+            args = {"schedule": params.schedule, "slot": slot, "now": self._now()}
+            if not conn.execute(sql.CRON_SLOT_INSERT, args).rowcount:
+                return False
+        job_id = params.enqueue()  # its errors are the caller's (a Django backend's)
+        with _wrapped("cron_slot_claim"):
+            args = {"schedule": params.schedule, "slot": slot, "job_id": job_id, "skipped": 0}
+            conn.execute(sql.CRON_SLOT_SET_OUTCOME, args)
+        return True
+
+    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+        conn = _own_sqlite(connection)
+        with _wrapped("cron_slots_prune"):
+            return conn.execute(sql.CRON_SLOTS_PRUNE, {"before": before.timestamp()}).rowcount
+
+    def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
+        conn = _own_sqlite(params.connection)
+        args = {
+            "id": params.job_id,
+            "state": params.state,
+            "attempt": params.attempt,
+            "created_at": params.created_at.timestamp(),
+            "attempted_at": params.attempted_at.timestamp() if params.attempted_at else None,
+            "finished_at": params.finished_at.timestamp(),
+            "result": params.result_json,
+            "errors": params.errors_json,
+            "locked_by": params.locked_by,
+        }
+        with _wrapped("job_import_outcome"):
+            return bool(conn.execute(sql.JOB_IMPORT_OUTCOME, args).rowcount)
 
     @asynccontextmanager
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
@@ -464,6 +551,21 @@ class SQLiteBackend:
         )
         return [TaskPause(r[0], _opt_dt(r[1]), r[2]) for r in rows]
 
+    async def audit_record(self, params: AuditRecordParams) -> None:
+        args = {
+            "now": self._now(),
+            "who": params.who,
+            "what": params.what,
+            "target": params.target,
+            "detail": params.detail,
+        }
+        await self._write("audit_record", sql.AUDIT_RECORD, args)
+
+    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+        args = {"limit": limit, "before": before_id}
+        rows = await self._run("audit_list", lambda c: c.execute(sql.AUDIT_LIST, args).fetchall())
+        return [AuditEntry(r[0], _dt(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
+
     async def job_get(self, job_id: int) -> JobRecord:
         rows = await self._run("job_get", lambda c: ops.records(c, sql.JOB_GET, {"id": job_id}))
         if not rows:
@@ -523,6 +625,19 @@ class SQLiteBackend:
         args = {"state": state, **ops.filter_params(params.where)}
         row = await self._run("job_count", lambda c: c.execute(sql.JOB_COUNT, args).fetchone())
         return int(row[0])
+
+    async def job_count_states(self, params: JobListParams) -> dict[str, int]:
+        state = params.state.value if params.state else None
+        args = {"state": state, **ops.filter_params(params.where)}
+
+        def count(conn: sqlite3.Connection) -> dict[str, int]:
+            return {str(s): int(n) for s, n in conn.execute(sql.JOB_COUNT_STATES, args)}
+
+        return await self._run("job_count_states", count)
+
+    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+        args = {"text": text, "limit": limit}
+        return await self._run("job_find", lambda c: ops.records(c, sql.JOB_FIND, args))
 
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         def read(conn: sqlite3.Connection) -> list[DeadGroup]:

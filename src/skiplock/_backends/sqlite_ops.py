@@ -71,6 +71,7 @@ def _values(j: NewJob, now: float) -> tuple[Any, ...]:
         j.unique_key,
         j.unique_succeeded,
         j.trace_context,
+        j.payload_version,
     )
 
 
@@ -90,6 +91,7 @@ def _row(j: NewJob, now: float) -> dict[str, Any]:
         "unique_key": j.unique_key,
         "unique_succeeded": j.unique_succeeded,
         "trace_context": j.trace_context,
+        "payload_version": j.payload_version,
     }
 
 

@@ -161,6 +161,30 @@ CREATE TABLE skiplock_workers (
 ALTER TABLE skiplock_jobs ADD COLUMN trace_context TEXT
 """,
     ),
+    (
+        9,
+        "payload version",
+        """
+-- Which version of its task's arguments a job holds (see PostgreSQL's migration 9). NULL
+-- (rows written before it) is version 1.
+ALTER TABLE skiplock_jobs ADD COLUMN payload_version INTEGER
+""",
+    ),
+    (
+        11,
+        "audit trail",
+        """
+-- Every person action, with a job row or without one, and refused actions and sign-ins
+CREATE TABLE skiplock_audit (
+    id     INTEGER PRIMARY KEY,
+    at     REAL NOT NULL,
+    who    TEXT NOT NULL,
+    what   TEXT NOT NULL,
+    target TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT ''
+)
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -195,9 +219,10 @@ JOB_INSERT = """
 -- Insert one job of a batch (the batch shares one transaction).
 INSERT INTO skiplock_jobs
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at, lease_s, unique_key, unique_succeeded, trace_context)
+     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
-        :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context)
+        :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
+        :payload_version)
 """
 
 JOB_INSERT_ROWS = """
@@ -205,15 +230,15 @@ JOB_INSERT_ROWS = """
 -- statement, so one statement per row costs 2.5 times as much (10,000 jobs: 111 ms vs 45 ms).
 INSERT INTO skiplock_jobs
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at, lease_s, unique_key, unique_succeeded, trace_context)
+     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
 VALUES {rows}
 """
 
-JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 """One row of JOB_INSERT_ROWS."""
 
-JOB_INSERT_ROWS_MAX = 999 // 14
-"""Rows a statement: 14 values each, within the 999 parameters older SQLite builds allow."""
+JOB_INSERT_ROWS_MAX = 999 // 15
+"""Rows a statement: 15 values each, within the 999 parameters older SQLite builds allow."""
 
 
 JOB_INSERT_UNIQUE = (
@@ -260,7 +285,7 @@ _CLAIM_RETURNING = """
 RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeout,
           lease_token, created_at, lease_expires_at,
           coalesce(lease_s, coalesce(timeout, :default_lease) + :margin) AS lease_s,
-          correlation_id, trace_context
+          correlation_id, trace_context, coalesce(payload_version, 1) AS payload_version
 """
 """Both claims' update of the rows they picked: running, attempt + 1, leased to :worker under
 :token for the job's lease, or its timeout (else :default_lease) + :margin."""
@@ -286,6 +311,26 @@ JOB_GET_AVAILABLE = (
 """
     + _CLAIM_RETURNING
 )
+
+
+JOB_NEXT_RUN_AT = """
+-- Seconds from :now until the earliest pending job not yet due, NULL if none (an idle worker
+-- sleeps until then rather than a whole poll interval). The pending index leads with
+-- priority, so a min over run_at would read every pending row: walk its distinct priorities
+-- instead (a loose index scan, at most :most of them) and probe each one's first future run_at.
+WITH RECURSIVE p(priority, n) AS (
+    SELECT max(priority), 1 FROM skiplock_jobs WHERE state = 'pending'
+    UNION ALL
+    SELECT (SELECT max(j.priority) FROM skiplock_jobs j
+            WHERE j.state = 'pending' AND j.priority < p.priority), p.n + 1
+    FROM p WHERE p.priority IS NOT NULL AND p.n < :most
+)
+SELECT min((
+    SELECT j.run_at FROM skiplock_jobs j
+    WHERE j.state = 'pending' AND j.priority = p.priority AND j.run_at > :now
+    ORDER BY j.run_at LIMIT 1)) - :now
+FROM p WHERE p.priority IS NOT NULL
+"""
 
 
 def job_get_available_in_queues(count: int) -> str:
@@ -353,13 +398,20 @@ JOB_SET_STATE_KEEPING_RESULT = _SET_STATE.replace(
 """The same with the job's result (:result) and a progress record left since the last
 heartbeat (:progress, NULL: none)."""
 
-JOB_GET = """
--- One job row, for inspection.
-SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
+_RECORD = """id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit, started_at, result, progress
+       correlation_id, audit, started_at, result, progress, payload_version"""
+"""An inspection read's columns (common.RECORD_COLUMNS), one list for every such read."""
+
+JOB_GET = (
+    """
+-- One job row, for inspection.
+SELECT """
+    + _RECORD
+    + """
 FROM skiplock_jobs WHERE id = :id
 """
+)
 
 JOB_OUTCOME_MANY = """
 -- Where the waited-for jobs (:ids, a JSON array) stand: state, the result of a succeeded one,
@@ -392,10 +444,7 @@ WHERE id = :id AND state IN """
 """
 )
 
-JOB_RECLAIM_EXPIRED = """
--- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
--- person asked to cancel them, whose worker is gone), noting why.
-UPDATE skiplock_jobs
+_RECLAIM_SET = """UPDATE skiplock_jobs
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
                  WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
     finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN :now END,
@@ -407,13 +456,45 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
              ELSE errors END,
         '$[#]',
         json_object('attempt', attempt, 'at', :now,
-                    'message', 'lease expired (worker ' || coalesce(locked_by, '?')
-                               || ' stopped heartbeating)',
+                    'message', {why},
                     'traceback', NULL))
-WHERE id IN (SELECT id FROM skiplock_jobs
-             WHERE state = 'running' AND lease_expires_at < :now LIMIT 1000)
+"""
+"""What both reclaims do with the rows they pick (see PostgreSQL's _RECLAIM_UPDATE)."""
+
+_RECLAIM_RETURNING = """
 RETURNING id, task, queue, state, attempt, max_attempts, correlation_id, locked_by
 """
+
+JOB_RECLAIM_EXPIRED = (
+    """
+-- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
+-- person asked to cancel them, whose worker is gone), noting why.
+"""
+    + _RECLAIM_SET.replace(
+        "{why}",
+        "'lease expired (worker ' || coalesce(locked_by, '?') || ' stopped heartbeating)'",
+    )
+    + """WHERE id IN (SELECT id FROM skiplock_jobs
+             WHERE state = 'running' AND lease_expires_at < :now LIMIT 1000)
+"""
+    + _RECLAIM_RETURNING
+)
+
+JOB_RECLAIM_WORKER = (
+    """
+-- JOB_RECLAIM_EXPIRED for every lease of worker :worker (its token prefix: tokens are
+-- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, so nothing renews them.
+-- A row a live worker holds has another token and is never touched (fencing unchanged).
+"""
+    + _RECLAIM_SET.replace(
+        "{why}", "'worker ' || coalesce(locked_by, '?') || ' exited; released by its supervisor'"
+    )
+    + """WHERE id IN (SELECT id FROM skiplock_jobs
+             WHERE state = 'running' AND lease_expires_at IS NOT NULL
+               AND substr(lease_token, 1, length(:worker) + 1) = :worker || ':')
+"""
+    + _RECLAIM_RETURNING
+)
 
 JOB_HEARTBEAT_MANY = """
 -- Extend one lease of a batch if the row is still running under its token; mark it started
@@ -458,6 +539,16 @@ CRON_LAST_RUNS = """
 -- Each schedule's most recent slot and the job it enqueued (SQLite gives the bare job_id
 -- column from the row holding the max).
 SELECT schedule, max(slot), job_id FROM skiplock_cron_slots GROUP BY schedule
+"""
+
+JOB_IMPORT_OUTCOME = """
+-- A finished task moved in from another queue's table (Django's import_tasks_db): the row
+-- just inserted pending in this transaction takes the outcome it had there.
+UPDATE skiplock_jobs
+SET state = :state, attempt = :attempt, created_at = :created_at, attempted_at = :attempted_at,
+    started_at = :attempted_at, finished_at = :finished_at, result = :result, errors = :errors,
+    locked_by = :locked_by
+WHERE id = :id AND state = 'pending'
 """
 
 CRON_SLOTS_PRUNE = """
@@ -507,9 +598,9 @@ JOB_LIST = (
 -- Jobs matching a filter, newest first; every condition is optional. :before pages by
 -- keyset (ids below the previous page's last): a backward walk of the rowid from there,
 -- never OFFSET (written as a range on id, not "IS NULL OR", so the planner seeks to it).
-SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
-       created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit, started_at, result, progress
+SELECT """
+    + _RECORD
+    + """
 FROM skiplock_jobs
 WHERE (:state IS NULL OR state = :state)
       AND id < coalesce(:before, 9223372036854775807)"""
@@ -523,6 +614,28 @@ JOB_COUNT = (
 SELECT count(*) FROM skiplock_jobs
 WHERE (:state IS NULL OR state = :state)"""
     + _FILTER
+)
+
+JOB_COUNT_STATES = (
+    """
+-- How many jobs match JOB_LIST's filter in each state (:state NULL: every state), in one
+-- pass (the Jobs page's counts).
+SELECT state, count(*) AS n FROM skiplock_jobs
+WHERE (:state IS NULL OR state = :state)"""
+    + _FILTER
+    + "GROUP BY state"
+)
+
+JOB_FIND = (
+    """
+-- Jobs whose unique key or correlation id is exactly :text, newest first (a person's search:
+-- no index serves a finished job's key or a correlation id, so this reads the table).
+SELECT """
+    + _RECORD
+    + """
+FROM skiplock_jobs WHERE unique_key = :text OR correlation_id = :text
+ORDER BY id DESC LIMIT :limit
+"""
 )
 
 JOB_DEAD_GROUPS = """
@@ -571,15 +684,30 @@ WHERE state = 'dead'"""
     + "RETURNING id"
 )
 
-JOB_PRUNE = """
--- Delete one bounded batch of finished rows past their retention.
-DELETE FROM skiplock_jobs WHERE id IN (
-    SELECT id FROM skiplock_jobs
+_PAST_RETENTION = """
     WHERE (state IN ('succeeded', 'cancelled') AND finished_at < :finished_before)
        OR (state = 'dead' AND finished_at < :dead_before)
-    LIMIT :batch
+"""
+
+JOB_PRUNE = (
+    """
+-- Delete one bounded batch of finished rows past their retention.
+DELETE FROM skiplock_jobs WHERE id IN (
+    SELECT id FROM skiplock_jobs"""
+    + _PAST_RETENTION
+    + """    LIMIT :batch
 )
 """
+)
+
+JOB_PRUNE_PREVIEW = (
+    """
+-- What JOB_PRUNE would delete now, by state (the same condition).
+SELECT state, count(*) AS n FROM skiplock_jobs"""
+    + _PAST_RETENTION
+    + """GROUP BY state
+"""
+)
 
 QUEUE_LIMITED = """
 -- Queues whose claims must go through their own limit check (concurrency or a rate).
@@ -655,6 +783,19 @@ TASK_PAUSES = """
 -- Task pauses still in force.
 SELECT task, until, reason FROM skiplock_task_pauses
 WHERE until IS NULL OR until > :now ORDER BY task
+"""
+
+AUDIT_RECORD = """
+-- One person action for the audit trail.
+INSERT INTO skiplock_audit (at, who, what, target, detail)
+VALUES (:now, :who, :what, :target, :detail)
+"""
+
+AUDIT_LIST = """
+-- The audit trail, newest first, a page before :before (NULL: from the newest).
+SELECT id, at, who, what, target, detail FROM skiplock_audit
+WHERE :before IS NULL OR id < :before
+ORDER BY id DESC LIMIT :limit
 """
 
 DATA_VERSION = "PRAGMA data_version"

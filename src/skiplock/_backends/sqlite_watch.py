@@ -8,14 +8,15 @@ the next tick (5.6 ms p50, 19 ms p99 across processes). Every commit in WAL mode
 step of milliseconds, which is the delay being removed here.
 
 A notification is a hint, never the truth: it arrives when the WAL is *written*, before the
-commit is synced (about a millisecond at ``synchronous=full`` here) and visible. So a
-dedicated thread waits on the descriptor and, after a hint, reads ``data_version`` on its
-own connection every 0.1 ms, 30 % longer each time, until the commit shows (then it wakes
-the loop) or ~37 ms pass. The thread exists because the event loop cannot wait less than a
-millisecond: epoll rounds every timeout up to one, which kept wake-ups ~0.8 ms behind the
-commit. Our own commits write the file too; those wake-ups cost a claim that finds nothing
-new, as the timer's did. Where inotify is missing (macOS, Windows, a kernel without it),
-``open_wal_watch`` returns None and the caller polls as before.
+commit is synced (about a millisecond at ``synchronous=full`` here) and visible. So a dedicated
+thread waits on the descriptor and, after a hint, reads ``data_version`` on its own connection
+every 0.1 ms, 30 % longer each time, for ~37 ms after the last hint, waking the loop at each
+commit that shows (and once at the end if the last hint never showed one). The thread exists
+because the event loop cannot wait less than a millisecond: epoll rounds every timeout up to
+one, which kept wake-ups ~0.8 ms behind the commit. Our own commits write the file too; those
+wake-ups cost a claim that finds nothing new, as the timer's did. Where inotify is missing
+(macOS, Windows, a kernel without it), ``open_wal_watch`` returns None and the caller polls as
+before.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class WalWatch:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                if self._hinted(self._inotify.read(timeout=READ_TIMEOUT_MS)):
+                if self._hinted(self._read(READ_TIMEOUT_MS)):
                     self._confirm()
         except (OSError, ValueError) as exc:  # the descriptor failed: the poll carries on
             if not self._stop.is_set():
@@ -87,6 +88,12 @@ class WalWatch:
         finally:
             self._inotify.close()
             self._conn.close()
+
+    def _read(self, timeout_ms: int) -> list[Any]:
+        """The descriptor's events, waiting up to ``timeout_ms`` (0: only what is there).
+        Every wait on the descriptor goes through here, which is also where a test holds
+        the watcher to make an interleaving certain."""
+        return list(self._inotify.read(timeout=timeout_ms))
 
     def _hinted(self, events: list[Any]) -> bool:
         """Whether ``events`` say the WAL was written (re-watching a WAL created anew)."""
@@ -96,35 +103,49 @@ class WalWatch:
         return bool(ours)
 
     def _confirm(self) -> None:
-        """Look until the commit the hint announced is visible, then wake the loop once.
-        A write seen meanwhile (another commit on its way) starts the quick looks again:
-        a hint that announced nothing new (a WAL write that is not a commit, or one already
-        seen) must not leave the next commit to the slow end of the schedule. So the pauses
-        of a millisecond or more wait on the descriptor itself, and a write ends them at
-        once: sleeping them out left a commit that landed during a 2-8 ms pause unseen
-        until the pause ended (W4 at ``synchronous=normal``: p99 6.2 ms, the late hints
-        traced to these sleeps)."""
-        step = 0
+        """Follow a hint until the schedule's window closes: wake the loop at every commit
+        that becomes visible, and end the window in a wake-up anyway if the last hint was
+        never confirmed, so a commit is never left to the poll backstop in silence.
+
+        A hint is read when the WAL is written, before the commit is visible, and one read
+        may carry the writes of several commits; so seeing one change does not end the
+        look (the next commit of the batch shows a moment later), and a write seen meanwhile
+        starts the quick looks again. The pauses of a millisecond or more wait on the
+        descriptor itself, so a write ends them at once (sleeping them out left a commit
+        that landed during a 2-8 ms pause unseen until it ended: W4 at
+        ``synchronous=normal`` p99 6.2 ms). A window that closes with its last hint
+        unconfirmed (the commit slower to show than the window, or a write that was no
+        commit) wakes the loop once: a claim that finds nothing costs less than a job left
+        for the backstop (issue 23: the lost wake-up the short schedule used to hide)."""
+        step, unconfirmed = 0, True
         while step <= len(CONFIRM_S) and not self._stop.is_set():
             version = self._data_version()
             if version is not None and version != self._version:
                 self._version = version
-                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                    self._loop.call_soon_threadsafe(self._on_change)
-                return
-            step = 0 if self._hinted(self._pause(step)) else step + 1
+                unconfirmed = False
+                self._wake()
+            if self._hinted(self._pause(step)):
+                step, unconfirmed = 0, True
+            else:
+                step += 1
+        if unconfirmed and not self._stop.is_set():
+            self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            self._loop.call_soon_threadsafe(self._on_change)
 
     def _pause(self, step: int) -> list[Any]:
         """Wait the schedule's pause number ``step`` (none past its end), or less if a write
         comes: the events read. Under a millisecond the wait is a sleep (poll's timeout is
         in whole milliseconds), then one look at the descriptor."""
         if step >= len(CONFIRM_S):
-            return list(self._inotify.read(timeout=0))
+            return self._read(0)
         pause = CONFIRM_S[step]
         if pause < 0.001:
             time.sleep(pause)
-            return list(self._inotify.read(timeout=0))
-        return list(self._inotify.read(timeout=int(pause * 1000)))
+            return self._read(0)
+        return self._read(int(pause * 1000))
 
     def close(self) -> None:
         """Stop the thread (it ends within READ_TIMEOUT_MS and closes what it holds)."""

@@ -7,14 +7,17 @@ import contextlib
 import logging
 import signal
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 
 from .._schedule import Schedule
 from .._scheduler import Scheduler
+from .output import echo_json, json_option
 from .support import (
     CANNOT_RUN,
     CliError,
+    Group,
     configure_logging,
     exit_before_start,
     load_app,
@@ -29,7 +32,7 @@ log = logging.getLogger("skiplock")
 @click.argument("app_spec", metavar="APP")
 @log_level_option
 def scheduler_command(app_spec: str, log_level: str, log_format: str) -> None:
-    """Run only APP's cron scheduler (it enqueues; workers elsewhere run the jobs)."""
+    """Run only APP's cron scheduler; workers elsewhere run the jobs."""
     signal.signal(signal.SIGTERM, exit_before_start)
     configure_logging(log_level, log_format)
     app = load_app(app_spec)
@@ -50,25 +53,57 @@ def scheduler_command(app_spec: str, log_level: str, log_format: str) -> None:
     run_async(app, work, exit_code=CANNOT_RUN)
 
 
-@click.group()
+@click.group(cls=Group)
 def cron() -> None:
     """Inspect cron schedules."""
 
 
 @cron.command(name="list")
 @click.argument("app_spec", metavar="APP")
-def cron_list(app_spec: str) -> None:
-    """Each schedule: expression, zone, missed policy, next three fires, last slot enqueued."""
+@json_option
+def cron_list(app_spec: str, as_json: bool) -> None:
+    """Each schedule with its next three fires and last slot.
+
+    Also its expression, zone, missed-run policy and whether runs may overlap."""
     app = load_app(app_spec)
 
     async def last_slots() -> dict[str, datetime]:
         return await (await app.backend()).cron_last_slots()
 
     last = run_async(app, last_slots)
+    if as_json:
+        now = datetime.now(UTC)
+        echo_json(
+            {
+                "schedules": [
+                    schedule_details(s, last.get(s.id), now) for s in app.schedules.values()
+                ]
+            }
+        )
+        return
     if not app.schedules:
         click.echo("no schedules")
     for schedule in app.schedules.values():
         _echo_schedule(schedule, last.get(schedule.id))
+
+
+def schedule_details(
+    schedule: Schedule, previous: datetime | None, now: datetime
+) -> dict[str, Any]:
+    """One schedule as ``cron list --json`` prints it (times UTC)."""
+    return {
+        "id": schedule.id,
+        "task": schedule.task.name,
+        "queue": schedule.queue or schedule.task.queue,
+        "cron": schedule.cron.text,
+        "zone": schedule.tz.key,
+        "missed": schedule.missed,
+        "max_delay_s": schedule.max_delay,
+        "max_catchup": schedule.max_catchup,
+        "overlap": schedule.overlap,
+        "next_fires": [f.astimezone(UTC) for f in schedule.next_fires(now, 3)],
+        "last_slot": previous.astimezone(UTC) if previous else None,
+    }
 
 
 def _echo_schedule(schedule: Schedule, previous: datetime | None) -> None:

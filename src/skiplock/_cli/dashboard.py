@@ -6,9 +6,13 @@ when the command runs, so the core CLI never needs them.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import ipaddress
 import logging
 import os
+import socket
+import ssl
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,15 @@ def _dashboard_module() -> Any:
 
 def _users(path: Path) -> dict[str, tuple[str, str]]:
     """A TOML users file: ``[users.NAME]`` tables with ``role`` and ``password`` (a hash)."""
+    with contextlib.suppress(OSError):  # unreadable: the read below says so
+        if path.stat().st_mode & 0o077:
+            # scrypt hashes are slow to crack, not impossible: another account on the host
+            # should not get to try.
+            log.warning(
+                "--users %s is readable by others (mode %o): chmod 600 it",
+                path,
+                path.stat().st_mode & 0o777,
+            )
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -64,21 +77,77 @@ def _auth(
     proxy_header: str | None,
     role_header: str | None,
     trusted: str,
+    proxy_secret: str | None,
+    session_s: float,
 ) -> Any:
     if users and proxy_header:
         raise CliError("--users and --proxy-header: choose one way to sign in", CANNOT_RUN)
+    if proxy_secret and not proxy_header:
+        raise CliError("--proxy-secret: only with --proxy-header", CANNOT_RUN)
     try:
         if users:
-            return dashboard.basic_auth(_users(users))
+            return dashboard.basic_auth(_users(users), session_s=session_s)
         if proxy_header:
+            if not proxy_secret:
+                # without it any process on the proxy's host could name itself admin
+                raise CliError(
+                    "--proxy-header needs --proxy-secret (or SKIPLOCK_DASHBOARD_PROXY_SECRET): "
+                    f"the proxy sends it in {dashboard.PROXY_SECRET_HEADER} on every request",
+                    CANNOT_RUN,
+                )
             return dashboard.proxy_auth(
                 proxy_header,
                 role_header=role_header,
                 trusted=[t.strip() for t in trusted.split(",") if t.strip()],
+                secret=proxy_secret,
             )
     except ConfigurationError as exc:
         raise CliError(str(exc), CANNOT_RUN) from exc
     return None
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+"""The Host names ``skiplock dashboard`` answers to unless ``--allowed-host`` adds more."""
+
+
+def _allowed_hosts(host: str, extra: tuple[str, ...]) -> list[str] | None:
+    """Loopback names, the bound address when it is a specific one, and ``--allowed-host``."""
+    if "*" in extra:
+        return None
+    hosts = [*LOOPBACK_NAMES, *extra]
+    if host not in ("0.0.0.0", "::", ""):
+        hosts.append(host)
+    return hosts
+
+
+def _check_tls(certfile: Path, keyfile: Path) -> None:
+    """Load the pair now: a wrong file is one line here, not a traceback from the server."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (ssl.SSLError, OSError) as exc:
+        raise CliError(f"--certfile {certfile} / --keyfile {keyfile}: {exc}", CANNOT_RUN) from exc
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The dashboard's listening socket, bound here rather than by uvicorn: a port in use
+    (or an address this machine does not have) is then one ``Error:`` line and exit 2, where
+    uvicorn logs the OSError itself and exits 1."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise CliError(f"--host {host}: {exc.strerror or exc}", CANNOT_RUN) from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or exc
+        raise CliError(f"--host {host} --port {port}: cannot listen: {reason}", CANNOT_RUN) from exc
+    return sock
 
 
 def _loopback(host: str) -> bool:
@@ -98,12 +167,56 @@ def _loopback(host: str) -> bool:
     help="TOML file of [users.NAME] role/password-hash tables (HTTP basic sign-in).",
 )
 @click.option("--proxy-header", help="Trust a reverse proxy naming the user in this header.")
-@click.option("--proxy-role-header", help="...and their role in this one (else viewer).")
+@click.option(
+    "--proxy-role-header",
+    help="With --proxy-header: the header naming the user's role (else viewer).",
+)
 @click.option(
     "--proxy-trusted",
     default="127.0.0.1,::1",
     show_default=True,
     help="Proxy addresses whose headers are believed (comma-separated).",
+)
+@click.option(
+    "--proxy-secret",
+    envvar="SKIPLOCK_DASHBOARD_PROXY_SECRET",
+    help="With --proxy-header: the secret the proxy sends in X-Skiplock-Proxy-Secret "
+    "(at least 16 characters; better from SKIPLOCK_DASHBOARD_PROXY_SECRET than the command line).",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="A Host name it answers to besides localhost, 127.0.0.1, ::1 and --host "
+    "(repeat; *.example.com for a domain; * for any). Others get 400.",
+)
+@click.option(
+    "--proxy-headers",
+    is_flag=True,
+    help="Believe X-Forwarded-For/-Proto from --forwarded-allow-ips (off: the client "
+    "address is the TCP peer).",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    help="With --proxy-headers: the proxy addresses whose X-Forwarded-* are believed "
+    "(comma-separated; default 127.0.0.1).",
+)
+@click.option(
+    "--certfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Serve HTTPS with this certificate (PEM; with --keyfile).",
+)
+@click.option(
+    "--keyfile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The certificate's private key (PEM).",
+)
+@click.option(
+    "--session",
+    type=Seconds(60, 30 * 86400),
+    default=8 * 3600.0,
+    show_default=True,
+    help="With --users: seconds a sign-in lasts before the browser asks again.",
 )
 @click.option(
     "--refresh",
@@ -128,6 +241,13 @@ def dashboard_command(
     proxy_header: str | None,
     proxy_role_header: str | None,
     proxy_trusted: str,
+    proxy_secret: str | None,
+    allowed_hosts: tuple[str, ...],
+    proxy_headers: bool,
+    forwarded_allow_ips: str | None,
+    certfile: Path | None,
+    keyfile: Path | None,
+    session: float,
     refresh: float,
     sample_every: float,
     log_level: str,
@@ -140,7 +260,21 @@ def dashboard_command(
     import uvicorn
 
     app = load_app(app_spec)
-    auth = _auth(dashboard, users, proxy_header, proxy_role_header, proxy_trusted)
+    if bool(certfile) != bool(keyfile):
+        raise CliError("--certfile and --keyfile: give both (HTTPS) or neither", CANNOT_RUN)
+    if certfile and keyfile:
+        _check_tls(certfile, keyfile)
+    auth = _auth(
+        dashboard, users, proxy_header, proxy_role_header, proxy_trusted, proxy_secret, session
+    )
+    if users and not certfile and not _loopback(host):
+        log.warning(
+            "--users on %s without TLS: passwords cross the network readable by anyone on "
+            "the path; give --certfile/--keyfile or put a TLS proxy in front",
+            host,
+        )
+    if forwarded_allow_ips and not proxy_headers:
+        raise CliError("--forwarded-allow-ips: only with --proxy-headers", CANNOT_RUN)
     if auth is None and not _loopback(host):
         log.warning(
             "no sign-in configured and bound to %s: anyone who can reach it sees "
@@ -148,15 +282,37 @@ def dashboard_command(
             host,
         )
     secret = os.environ.get("SKIPLOCK_DASHBOARD_SECRET") or None
-    web = dashboard.create_app(
-        app, auth=auth, secret=secret, refresh_s=refresh, sample_every_s=sample_every
-    )
+    try:
+        web = dashboard.create_app(
+            app,
+            auth=auth,
+            secret=secret,
+            refresh_s=refresh,
+            sample_every_s=sample_every,
+            allowed_hosts=_allowed_hosts(host, allowed_hosts),
+        )
+    except ConfigurationError as exc:
+        raise CliError(str(exc).removeprefix("create_app: "), CANNOT_RUN) from exc
 
     async def serve() -> None:
         await app.check_schema()  # a database to migrate fails here, in one line
-        config = uvicorn.Config(web, host=host, port=port, log_level=log_level.lower())
-        log.info("skiplock dashboard on http://%s:%d", host, port)
-        await uvicorn.Server(config).serve()
+        sock = _listen(host, port)
+        config = uvicorn.Config(
+            web,
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            # off unless asked: uvicorn would otherwise take the client address from
+            # X-Forwarded-For, and proxy_auth's trusted addresses with it
+            proxy_headers=proxy_headers,
+            forwarded_allow_ips=forwarded_allow_ips,
+            ssl_certfile=str(certfile) if certfile else None,
+            ssl_keyfile=str(keyfile) if keyfile else None,
+        )
+        scheme = "https" if certfile else "http"
+        log.info("skiplock dashboard on %s://%s:%d", scheme, host, sock.getsockname()[1])
+        with sock:
+            await uvicorn.Server(config).serve(sockets=[sock])
 
     run_async(app, serve, exit_code=CANNOT_RUN)
 

@@ -2,71 +2,42 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from .._app import App
 from .._job import JobFilter, JobState
-from .job import echo_job, who_option
-from .support import LIMIT, CliError, app_command, app_for, run_async
+from .job import echo_jobs, filter_options, job_filter, who_option
+from .output import json_option
+from .support import CliError, Group, app_command, app_for, run_async
 
 
-def filter_options(fn: Any) -> Any:
-    for option in reversed(
-        [
-            click.argument("ids", nargs=-1, type=click.IntRange(min=1, max=2**63 - 1)),
-            click.option("--task", "task_name", help="Only this task."),
-            click.option("--queue", "queue_name", help="Only this queue."),
-            click.option("--error", help="Only errors containing this text (any case)."),
-            click.option("--since", type=click.DateTime(), help="Died at or after (UTC)."),
-            click.option("--until", type=click.DateTime(), help="Died before (UTC)."),
-            click.option("--limit", type=LIMIT, default=100, show_default=True),
-        ]
-    ):
-        fn = option(fn)
-    return fn
+def dead_filter_options(fn: Any) -> Any:
+    """Job ids, or ``job list``'s filters (times compared with when a job died)."""
+    fn = filter_options("that died")(fn)
+    return click.argument("ids", nargs=-1, type=click.IntRange(min=1, max=2**63 - 1))(fn)
 
 
-def _filter(
-    ids: tuple[int, ...],
-    task_name: str | None,
-    queue_name: str | None,
-    error: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    limit: int,
-) -> JobFilter:
-    return JobFilter(
-        ids=ids or None,
-        task=task_name,
-        queue=queue_name,
-        error=error,
-        since=since.replace(tzinfo=UTC) if since else None,
-        until=until.replace(tzinfo=UTC) if until else None,
-        limit=limit,
-    )
-
-
-@click.group()
+@click.group(cls=Group)
 def dead() -> None:
-    """Review dead jobs: list, requeue (attempts reset) or discard them."""
+    """Review dead jobs: list, requeue or discard them.
+
+    A requeued job starts again with its attempts reset; a discarded one is cancelled."""
 
 
 @app_command(dead, "list")
-@filter_options
-def dead_list(app_spec: str, url: str | None, **filters: Any) -> None:
+@dead_filter_options
+@json_option
+def dead_list(app_spec: str, url: str | None, as_json: bool, **filters: Any) -> None:
     """Dead jobs matching the filter, newest first."""
     app = app_for(app_spec, url)
-    jobs = run_async(app, lambda: app.list_jobs(JobState.DEAD, _filter(**filters)))
-    for j in jobs:
-        echo_job(j, full=False)
-    click.echo(f"{len(jobs)} dead jobs")
+    jobs = run_async(app, lambda: app.list_jobs(JobState.DEAD, job_filter(**filters)))
+    echo_jobs(jobs, "dead jobs", as_json)
 
 
 @app_command(dead, "requeue")
-@filter_options
+@dead_filter_options
 @who_option
 def dead_requeue(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
     """Requeue dead jobs (by id, or by filter) with attempts reset.
@@ -98,10 +69,12 @@ async def _requeue(app: App, where: JobFilter, who: str) -> tuple[list[int], lis
 
 
 @app_command(dead, "discard")
-@filter_options
+@dead_filter_options
 @who_option
 def dead_discard(app_spec: str, url: str | None, who: str, **filters: Any) -> None:
-    """Discard dead jobs (by id, or by filter): they become cancelled, kept until retention."""
+    """Discard dead jobs (by id, or by filter): they become cancelled.
+
+    Discarded jobs are kept until the retention deletes them."""
     app, where = _target(app_spec, url, filters)
     ids = run_async(app, lambda: app.discard_dead(where, who=who))
     click.echo(f"discarded {len(ids)} jobs: {ids}")
@@ -111,7 +84,7 @@ def dead_discard(app_spec: str, url: str | None, who: str, **filters: Any) -> No
 
 
 def _target(app_spec: str, url: str | None, filters: dict[str, Any]) -> tuple[App, JobFilter]:
-    where = _filter(**filters)
+    where = job_filter(**filters)
     if where == JobFilter(limit=where.limit):
         raise click.UsageError("name job ids or a filter (--task, --queue, --error, --since)")
     return app_for(app_spec, url), where

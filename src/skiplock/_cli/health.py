@@ -14,6 +14,7 @@ from datetime import timedelta
 import click
 
 from .._stats import StatsGroup, WorkerInfo
+from .output import echo_json, json_option
 from .support import Seconds, app_command, app_for, run_async
 
 DEFAULT_MAX_BACKLOG_AGE_S = 300.0
@@ -60,8 +61,11 @@ def problems(
     show_default=True,
     help="Seconds since some worker's last heartbeat (and, with old work, its last claim).",
 )
-def health(app_spec: str, url: str | None, max_backlog_age: float, max_silence: float) -> None:
-    """Exit 0 if APP's queues are being worked, 1 (with the reason) if not."""
+@json_option
+def health(
+    app_spec: str, url: str | None, max_backlog_age: float, max_silence: float, as_json: bool
+) -> None:
+    """Exit 0 if APP's queues are being worked, else 1 and say why."""
     app = app_for(app_spec, url)
 
     async def read() -> tuple[StatsGroup, list[WorkerInfo]]:
@@ -69,6 +73,17 @@ def health(app_spec: str, url: str | None, max_backlog_age: float, max_silence: 
 
     total, workers = run_async(app, read)
     found = problems(total, workers, max_backlog_age, max_silence)
+    if as_json:
+        echo_json(
+            {
+                "healthy": not found,
+                "problems": found,
+                "workers_beating": sum(w.silent_s <= max_silence for w in workers),
+                "ready": total.ready,
+                "backlog_age_s": total.backlog_age_s,
+            }
+        )
+        sys.exit(1 if found else 0)
     if found:
         click.echo(f"unhealthy: {'; '.join(found)}", err=True)
         sys.exit(1)

@@ -6,15 +6,16 @@ user@host. Unknown ids, queues and tasks are clear errors, never silent no-ops.
 
 from __future__ import annotations
 
-import json
-from datetime import UTC
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
-from .support import LIMIT, CliError, app_command, app_for, run_async
+from .output import echo_json, json_option, to_json
+from .support import LIMIT, CliError, Group, app_command, app_for, run_async
 
 JOB_ID = click.IntRange(min=1, max=2**63 - 1)
 """Ids are 64-bit on both databases: a larger number is a typo, said so before any query."""
@@ -40,7 +41,7 @@ def echo_job(job: JobRecord, *, full: bool) -> None:
         details = job_details(job)
         for key in ("id", "task", "queue", "state", "attempt", "max_attempts"):
             del details[key]  # already on the line above
-        click.echo(json.dumps(details, indent=2, default=_iso))
+        click.echo(to_json(details, indent=2))
 
 
 def job_details(job: JobRecord) -> dict[str, Any]:
@@ -58,6 +59,7 @@ def job_details(job: JobRecord) -> dict[str, Any]:
         "result": job.result,
         "progress": job.progress,
         "priority": job.priority,
+        "payload_version": job.payload_version,
         "run_at": job.run_at,
         "created_at": job.created_at,
         "attempted_at": job.attempted_at,
@@ -71,48 +73,116 @@ def job_details(job: JobRecord) -> dict[str, Any]:
     }
 
 
-def _iso(value: object) -> str:
-    isoformat = getattr(value, "isoformat", None)
-    return str(isoformat()) if callable(isoformat) else str(value)
+TIME_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
+"""What ``--since`` and ``--until`` accept: a date, or a date and a time (UTC)."""
 
 
-@click.group()
+def filter_options(when: str) -> Callable[[Any], Any]:
+    """``--task``, ``--queue``, ``--error``, ``--since``, ``--until`` and ``--limit``, shared by
+    ``job list`` and the ``dead`` commands; ``when`` says which moment the times compare
+    (the moment a dead job died, or a job's finish)."""
+
+    def decorate(fn: Any) -> Any:
+        for option in reversed(
+            [
+                click.option("--task", "task_name", help="Only jobs of this task."),
+                click.option("--queue", "queue_name", help="Only jobs in this queue."),
+                click.option(
+                    "--error", help="Only jobs with an error containing this text (any case)."
+                ),
+                click.option(
+                    "--since",
+                    type=click.DateTime(TIME_FORMATS),
+                    metavar="UTC-TIME",
+                    help=f"Only jobs {when} at or after this UTC date or date and time, "
+                    "e.g. 2026-01-31 or 2026-01-31T14:00:00.",
+                ),
+                click.option(
+                    "--until",
+                    type=click.DateTime(TIME_FORMATS),
+                    metavar="UTC-TIME",
+                    help=f"Only jobs {when} before this UTC date or date and time, "
+                    "e.g. 2026-02-01.",
+                ),
+                click.option(
+                    "--limit",
+                    type=LIMIT,
+                    default=100,
+                    show_default=True,
+                    help="At most this many jobs, newest first.",
+                ),
+            ]
+        ):
+            fn = option(fn)
+        return fn
+
+    return decorate
+
+
+def job_filter(
+    ids: tuple[int, ...],
+    task_name: str | None,
+    queue_name: str | None,
+    error: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+) -> JobFilter:
+    """The JobFilter of ``filter_options``' values (their times are UTC)."""
+    return JobFilter(
+        ids=ids or None,
+        task=task_name,
+        queue=queue_name,
+        error=error,
+        since=since.replace(tzinfo=UTC) if since else None,
+        until=until.replace(tzinfo=UTC) if until else None,
+        limit=limit,
+    )
+
+
+def echo_jobs(jobs: list[JobRecord], noun: str, as_json: bool) -> None:
+    """A listing: one line per job and a count, or ``{"count": n, "jobs": [...]}``."""
+    if as_json:
+        echo_json({"count": len(jobs), "jobs": [job_details(j) for j in jobs]})
+        return
+    for j in jobs:
+        echo_job(j, full=False)
+    click.echo(f"{len(jobs)} {noun}")
+
+
+@click.group(cls=Group)
 def job() -> None:
     """List, show, cancel or retry jobs."""
 
 
 @app_command(job, "list")
-@click.option("--state", type=click.Choice([s.value for s in JobState]), help="Only this state.")
-@click.option("--queue", "queue_name", help="Only this queue.")
-@click.option("--task", "task_name", help="Only this task.")
-@click.option("--limit", type=LIMIT, default=100, show_default=True)
+@click.option(
+    "--state", type=click.Choice([s.value for s in JobState]), help="Only jobs in this state."
+)
+@filter_options("finished (or, if unfinished, created)")
+@json_option
 def job_list(
-    app_spec: str,
-    url: str | None,
-    state: str | None,
-    queue_name: str | None,
-    task_name: str | None,
-    limit: int,
+    app_spec: str, url: str | None, state: str | None, as_json: bool, **filters: Any
 ) -> None:
     """Jobs matching the filters, newest first."""
     app = app_for(app_spec, url)
-    where = JobFilter(queue=queue_name, task=task_name, limit=limit)
+    where = job_filter((), **filters)
     jobs = run_async(app, lambda: app.list_jobs(JobState(state) if state else None, where))
-    for j in jobs:
-        echo_job(j, full=False)
-    click.echo(f"{len(jobs)} jobs")
+    echo_jobs(jobs, "jobs", as_json)
 
 
 @app_command(job, "show")
 @click.argument("job_id", type=JOB_ID)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
+@json_option
 def job_show(app_spec: str, url: str | None, job_id: int, as_json: bool) -> None:
-    """Everything about one job: state, arguments, result, progress, which worker ran it,
-    each attempt's error, and what people did to it."""
+    """Everything about one job.
+
+    Its state, arguments, result, progress, which worker ran it, each attempt's error, and
+    what people did to it."""
     app = app_for(app_spec, url)
     record = run_async(app, lambda: app.get_job(job_id))
     if as_json:
-        click.echo(json.dumps(job_details(record), default=_iso))
+        echo_json(job_details(record))
     else:
         echo_job(record, full=True)
 
@@ -121,8 +191,10 @@ def job_show(app_spec: str, url: str | None, job_id: int, as_json: bool) -> None
 @click.argument("job_id", type=JOB_ID)
 @who_option
 def job_cancel(app_spec: str, url: str | None, job_id: int, who: str) -> None:
-    """Cancel a job: pending never runs; running is flagged, and cancelled by its worker
-    within ~1 s or, if that worker is gone, when its lease expires."""
+    """Cancel a job; a running one is flagged for its worker.
+
+    A pending job never runs; a running one is cancelled by its worker within about a
+    second or, if that worker is gone, when its lease expires."""
     app = app_for(app_spec, url)
 
     async def cancel() -> tuple[JobState, JobRecord | None]:

@@ -48,7 +48,8 @@ def field_docs() -> dict[str, str]:
         named = isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
         documented = isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
         if named and documented:
-            docs[node.target.id] = " ".join(str(following.value.value).split())  # type: ignore[attr-defined]
+            text = " ".join(str(following.value.value).split())  # type: ignore[attr-defined]
+            docs[node.target.id] = text.replace("``", "")  # type: ignore[attr-defined]  # no reST in --help
     return docs
 
 
@@ -67,7 +68,13 @@ def _option(field: dataclasses.Field[Any], kind: Any) -> Callable[[F], F]:
     default = field.default
     if kind is bool:
         negative = "--no-" + flag(field.name).removeprefix("--")
-        return click.option(f"{names[0]}/{negative}", field.name, default=default, help=help_text)
+        return click.option(
+            f"{names[0]}/{negative}",
+            field.name,
+            default=default,
+            show_default=True,
+            help=help_text,
+        )
     if field.name == "queues":
         help_text = "Comma-separated queues to work (default: all)."
         return click.option(
@@ -79,6 +86,7 @@ def _option(field: dataclasses.Field[Any], kind: Any) -> Callable[[F], F]:
         *names,
         field.name,
         type=base if base in (int, float, str) else str,
+        metavar="SECONDS" if field.name.endswith("_s") else None,
         default=default,
         show_default=not optional and default != "",
         help=help_text,

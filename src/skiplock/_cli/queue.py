@@ -5,12 +5,23 @@ from __future__ import annotations
 import click
 
 from .._job import QueueInfo
-from .support import CANNOT_RUN, MAX_COUNT, CliError, app_command, app_for, bounded, run_async
+from .support import (
+    CANNOT_RUN,
+    MAX_COUNT,
+    CliError,
+    Group,
+    app_command,
+    app_for,
+    bounded,
+    run_async,
+)
 
 
-@click.group()
+@click.group(cls=Group)
 def queue() -> None:
-    """Pause, resume, bound and limit queues (stored in the database for every worker)."""
+    """Pause, resume, bound and limit queues, for every worker.
+
+    The settings are stored in the database, so every worker follows them."""
 
 
 @app_command(queue, "list")

@@ -4,7 +4,6 @@ alert threshold is crossed), or as JSON for scripts, once or refreshed in place.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,11 +11,13 @@ from dataclasses import dataclass
 import click
 from rich.console import Console, Group
 from rich.live import Live
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from .._app_observe import DEFAULT_WINDOW_S
 from .._stats import Stats, StatsGroup
+from .output import to_json
 from .support import Seconds, app_command, app_for, run_async
 
 DEFAULT_ALERT_BACKLOG_AGE_S = 300.0
@@ -113,23 +114,72 @@ def table(
     return out
 
 
-def render(stats: Stats, alerts: Alerts) -> Group:
-    """Per queue (the total first), then per task: the depths now, then the window."""
+_NARROW = {
+    "claim_latency": "claim p50/p95/max",
+    "attempts": "attempts 1/2/3/4+",
+    "run_duration": "run p50/p95",
+}
+"""A joined cell's label in the narrow layout, its values joined by "/" to match."""
+
+
+def listing(
+    title: str, groups: list[StatsGroup], columns: list[tuple[str, str]], alerts: Alerts, width: int
+) -> Group:
+    """The narrow layout of ``table``: each group's name on a line of its own, then its numbers
+    as ``label value`` pairs packed into indented lines no wider than ``width``."""
+    lines: list[Text] = [Text(title, style="bold")]
+    for group in groups:
+        crossed = alerts.crossed(group)
+        lines.append(Text(group.name or "(all)", style="bold", overflow="fold"))
+        line = Text("  ")
+        for name, header in columns:
+            value = _cell(group, name)
+            label = _NARROW.get(name, header)
+            if name in _NARROW:
+                value = value.replace(" ", "/")
+            pair = Text(f"{label} ")
+            pair.append(value, style="bold red" if name in crossed else "")
+            if len(line) > 2 and len(line) + 2 + len(pair) > width:
+                lines.append(line)
+                line = Text("  ")
+            if len(line) > 2:
+                line.append("  ")
+            line.append_text(pair)
+        lines.append(line)
+    return Group(*lines)
+
+
+def render(stats: Stats, alerts: Alerts, width: int = 10_000) -> Group:
+    """Per queue (the total first), then per task: the depths now, then the window; as tables
+    where they fit in ``width`` columns, else as the narrow listing (a terminal of 80, a
+    pipe), so no number is folded or a header cut in two."""
     when = stats.at.strftime("%Y-%m-%d %H:%M:%S %Z")
     window = f"last {_duration(stats.window_s)}"
     queues = [stats.total, *stats.queues]
     tasks = list(stats.tasks)
+    sections = [
+        ("queues now", queues, NOW_COLUMNS),
+        (f"queues, {window}", queues, WINDOW_COLUMNS),
+        ("tasks now", tasks, NOW_COLUMNS),
+        (f"tasks, {window}", tasks, WINDOW_COLUMNS),
+    ]
+    tables = [table(title, groups, columns, alerts) for title, groups, columns in sections]
+    if all(_natural_width(t) <= width for t in tables):
+        return Group(Text(f"skiplock at {when}", style="bold"), *tables)
     return Group(
         Text(f"skiplock at {when}", style="bold"),
-        table("queues now", queues, NOW_COLUMNS, alerts),
-        table(f"queues, {window}", queues, WINDOW_COLUMNS, alerts),
-        table("tasks now", tasks, NOW_COLUMNS, alerts),
-        table(f"tasks, {window}", tasks, WINDOW_COLUMNS, alerts),
+        *(listing(title, groups, columns, alerts, width) for title, groups, columns in sections),
     )
 
 
+def _natural_width(out: Table) -> int:
+    """How wide ``out`` is with nothing folded."""
+    console = Console(width=10_000)
+    return Measurement.get(console, console.options, out).maximum
+
+
 def as_json(stats: Stats) -> str:
-    return json.dumps(stats.as_dict(), sort_keys=False)
+    return to_json(stats.as_dict())
 
 
 @app_command(None, "stats")
@@ -138,7 +188,7 @@ def as_json(stats: Stats) -> str:
 @click.option(
     "--window",
     "window_s",
-    type=float,
+    type=Seconds(0),
     default=DEFAULT_WINDOW_S,
     show_default=True,
     help="Seconds back over which rates, latencies and counts are taken (depths are now).",
@@ -169,8 +219,10 @@ def stats_command(
     watch: float | None,
     alert_backlog_age: float,
 ) -> None:
-    """The health numbers of APP's database: depth, backlog age, claim latency, attempts,
-    reclaims, dead jobs, run time and throughput, per queue and per task."""
+    """Is the queue keeping up? The health numbers, per queue and per task.
+
+    Depth, backlog age, claim latency, attempts, reclaims, dead jobs, run time and
+    throughput, from APP's database."""
     app = app_for(app_spec, url)
     alerts = Alerts(alert_backlog_age)
 
@@ -182,7 +234,8 @@ def stats_command(
         if as_json_:
             click.echo(as_json(reading))
         else:
-            Console().print(render(reading, alerts))
+            console = Console()
+            console.print(render(reading, alerts, console.width))
         return
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
         _watch(read, watch, as_json_, alerts)
@@ -194,7 +247,8 @@ def _watch(read: Callable[[], Stats], every_s: float, as_json_: bool, alerts: Al
         while True:
             click.echo(as_json(read()))
             time.sleep(every_s)
-    with Live(render(read(), alerts), auto_refresh=False) as live:
+    console = Console()
+    with Live(render(read(), alerts, console.width), console=console, auto_refresh=False) as live:
         while True:
             time.sleep(every_s)
-            live.update(render(read(), alerts), refresh=True)
+            live.update(render(read(), alerts, console.width), refresh=True)

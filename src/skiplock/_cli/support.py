@@ -35,6 +35,25 @@ REFUSED = 1
 CANNOT_RUN = 2
 URL_INSTEAD = "<--url>"
 """What APP holds when ``--url`` names the database instead (see ``AppCommand``)."""
+USAGE_APP = "(APP | --url URL)"
+
+
+class Group(click.Group):
+    """A command group whose list of commands shows each one's whole first sentence.
+
+    click cuts a summary to fit one line and ends it with "..."; a cut sentence reads as a
+    broken one, so the summary is wrapped instead (the docstrings keep first sentences short).
+    """
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 class CliError(click.ClickException):
@@ -126,6 +145,11 @@ class AppCommand(click.Command):
     With ``--url`` the APP argument is left out (``skiplock queue list --url URL``); the
     parser is handed a placeholder in its place so the arguments after it keep their meaning.
     """
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        """The usage line says APP and ``--url`` are alternatives: ``(APP | --url URL)``."""
+        pieces = super().collect_usage_pieces(ctx)
+        return [USAGE_APP if piece == "APP" else piece for piece in pieces]
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         before_dashes = args[: args.index("--")] if "--" in args else args

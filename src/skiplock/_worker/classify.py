@@ -24,6 +24,15 @@ class UnrunnableJob(Exception):
     """The job cannot run at all here (unknown task, corrupt payload): it goes to dead."""
 
 
+class NewerPayload(Exception):
+    """The job's payload is a version newer than this worker's task knows (a rolled-back
+    deploy): it is put back for ``in_s`` seconds, its attempt given back, the reason kept."""
+
+    def __init__(self, message: str, in_s: float) -> None:
+        super().__init__(message)
+        self.in_s = in_s
+
+
 class UnstorableResult(UnrunnableJob):
     """The task returned a value that cannot be stored (not strict JSON, over
     ``max_result_bytes``): a retry would return the same, so the job goes to dead."""
@@ -98,6 +107,8 @@ def classify(
     if isinstance(exc, Snooze):
         return Decision(Disposition.SNOOZE, exc.in_s)
     error = error_record(attempt, exc)
+    if isinstance(exc, NewerPayload):
+        return Decision(Disposition.SNOOZE, exc.in_s, error)
     if isinstance(exc, Cancel):
         return Decision(Disposition.CANCEL, error=error)
     if isinstance(exc, UnrunnableJob) or (permanent and isinstance(exc, permanent)):

@@ -44,6 +44,10 @@ FINISHING = frozenset({Disposition.SUCCEED, Disposition.CANCEL, Disposition.DEAD
 """The outcomes a result waiter is woken by."""
 
 
+REQUEUED = frozenset({Disposition.RETRY, Disposition.SNOOZE, Disposition.RELEASE})
+"""The outcomes that put a job back to pending, due again after the outcome's delay."""
+
+
 class Completer(Service):
     name = "completer"
 
@@ -73,6 +77,9 @@ class Completer(Service):
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = False
+        self.on_requeued: Callable[[float], None] | None = None
+        """Told, after a batch is written, the shortest delay of the jobs it put back to
+        pending (a retry, a snooze): the producer wakes when that one comes due."""
 
     def put(self, completion: Completion) -> None:
         if not self._pending:
@@ -123,9 +130,17 @@ class Completer(Service):
                 if self._on_finished is not None:
                     self._on_finished(c.job_id for c in batch if c.disposition in FINISHING)
                 self._signals.flushed.fire([c.job_id for c in batch])
+                self._tell_requeued(batch)
             self._idle.set()
             if self._closing:
                 return
+
+    def _tell_requeued(self, batch: list[Completion]) -> None:
+        if self.on_requeued is None:
+            return
+        delays = [c.delay_s for c in batch if c.disposition in REQUEUED]
+        if delays:
+            self.on_requeued(min(delays))
 
     async def _write(self, batch: list[Completion]) -> None:
         batch = [c if 0.0 <= c.delay_s <= MAX_SECONDS else _out_of_bounds(c) for c in batch]
@@ -141,7 +156,10 @@ class Completer(Service):
             for c in batch:
                 applied |= await self._write_alone(c)
         for c in batch:
-            if c.job_id not in applied:
+            if c.job_id in applied:
+                if c.on_recorded is not None:
+                    c.on_recorded()
+            else:
                 log.warning(
                     "job %d: lease lost before its outcome (%s) was recorded; another "
                     "worker owns it now",
@@ -172,6 +190,7 @@ class Completer(Service):
             except BAD_ROW_ERRORS as exc:
                 error = exc
                 await asyncio.sleep(0.05 * attempt)
+        completion.on_recorded = None  # its own outcome was never recorded: the dead one is
         log.error(
             "job %d: its outcome (%s) cannot be recorded (%s); recording it as dead",
             completion.job_id,
@@ -200,7 +219,9 @@ def _buried(completion: Completion, exc: BaseException) -> Completion:
         "message": reason[:MAX_MESSAGE_CHARS],
         "traceback": "",
     }
-    return replace(completion, disposition=Disposition.DEAD, delay_s=0.0, error=error)
+    return replace(
+        completion, disposition=Disposition.DEAD, delay_s=0.0, error=error, on_recorded=None
+    )
 
 
 def _out_of_bounds(completion: Completion) -> Completion:

@@ -1,5 +1,6 @@
-"""A job's life as log events on ``skiplock.jobs``: one each when it starts, when its attempt
-ends (succeeded, retry, snoozed, released, cancelled, dead) and when its expired lease is
+"""A job's life as log events on ``skiplock.jobs``: one each when it starts, when its attempt's
+outcome is recorded (succeeded, retry, snoozed, released, cancelled, dead: logged after the
+write took it, so a lease lost never logs "succeeded") and when its expired lease is
 reclaimed. Plain text reads as a sentence; the fields ride on the record for
 ``JsonFormatter``. Never arguments, results or error messages; the error's type only.
 
@@ -8,7 +9,9 @@ Each call checks the level first, so a worker logging at WARNING pays one compar
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 
 from .._job import ClaimedJob, Disposition, ReclaimedJob
 from .classify import Decision
@@ -50,6 +53,16 @@ def started(job: ClaimedJob, worker: str) -> None:
             job.max_attempts,
             extra=fields,
         )
+
+
+def on_recorded(
+    job: ClaimedJob, decision: Decision, duration_s: float, worker: str
+) -> Callable[[], None] | None:
+    """The ``ended`` event of an attempt, to log once its outcome is recorded (None while
+    that level is off: no closure a job)."""
+    if not log.isEnabledFor(EVENTS[decision.disposition][1]):
+        return None
+    return functools.partial(ended, job, decision, duration_s, worker)
 
 
 def ended(job: ClaimedJob, decision: Decision, duration_s: float, worker: str) -> None:

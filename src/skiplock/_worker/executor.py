@@ -22,13 +22,27 @@ from .._job import ClaimedJob, JobContext, current_job, set_current_job
 from .._payload import decode_args, encode_result
 from .._task import Task, argument_misfit
 from ..errors import PayloadError
-from .classify import Decision, JobTimeout, UnrunnableJob, UnstorableResult, classify
+from .classify import (
+    Decision,
+    JobTimeout,
+    NewerPayload,
+    UnrunnableJob,
+    UnstorableResult,
+    classify,
+)
 from .pool import JobPool, SyncPool, Work
 
 if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
     from .._app import App
 
 _NO_TASK_RETRY = RetryPolicy()
+
+NEWER_PAYLOAD_RETRY_S = 60.0
+"""How long a job whose payload is newer than this worker knows is put back for (its
+attempt given back), for a worker that knows its version to take it."""
+NEWER_PAYLOAD_PATIENCE_S = 24 * 3600.0
+"""How long after its enqueue such a job keeps being put back; past it, it goes to dead
+saying which version it needed (a person can requeue it once such workers run)."""
 
 
 def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[str, Any]]:
@@ -40,10 +54,54 @@ def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[
         args, kwargs = decode_args(job.args_json, job.kwargs_json)
     except Exception as exc:  # any decoding failure dead-letters the row; the worker goes on
         raise UnrunnableJob(str(exc) or type(exc).__name__) from exc
+    if job.payload_version != task.version:
+        args, kwargs = to_version(app, task, job, args, kwargs)
     misfit = argument_misfit(task.fn, len(args), tuple(kwargs))
     if misfit is not None:
         raise UnrunnableJob(f"{job.task}: {misfit}")
     return task, args, kwargs
+
+
+def to_version(
+    app: App, task: Task[Any, Any], job: ClaimedJob, args: list[Any], kwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """An older payload upcast to the task's version, one step at a time (1 -> 2 -> 3);
+    NewerPayload for one newer than the task knows (UnrunnableJob past the patience)."""
+    have, want = job.payload_version, task.version
+    if have > want:
+        raise _newer(app, task, job)
+    for version in range(have, want):
+        upcast = task.upcast.get(version)
+        if upcast is None:
+            raise UnrunnableJob(
+                f"{task.name}: payload version {version} has no upcast (version={want}, "
+                f"upcast from {sorted(task.upcast) or 'none'})"
+            )
+        try:
+            args, kwargs = upcast(list(args), dict(kwargs))
+        except Exception as exc:  # a bug in the upcast: the row stays as written, dead
+            why = f"{task.name}: upcast from version {version} failed: {exc!r}"
+            raise UnrunnableJob(why) from exc
+        if not (isinstance(args, list) and isinstance(kwargs, dict)):
+            raise UnrunnableJob(
+                f"{task.name}: upcast from version {version} must return (list, dict)"
+            )
+    return args, kwargs
+
+
+def _newer(app: App, task: Task[Any, Any], job: ClaimedJob) -> Exception:
+    needed = (
+        f"{task.name}: payload version {job.payload_version} is newer than this worker's "
+        f"(version {task.version})"
+    )
+    now = app.clock() if app.clock is not None else datetime.now(UTC)
+    if (now - job.created_at).total_seconds() > NEWER_PAYLOAD_PATIENCE_S:
+        hours = NEWER_PAYLOAD_PATIENCE_S / 3600
+        return UnrunnableJob(
+            f"{needed}: needs a worker that knows version {job.payload_version}, and none "
+            f"took it within {hours:g} h of its enqueue"
+        )
+    return NewerPayload(f"{needed}: left for a worker that knows it", NEWER_PAYLOAD_RETRY_S)
 
 
 def job_context(
@@ -206,7 +264,7 @@ async def execute(
     result_json = None
     try:
         task, args, kwargs = resolve(app, job)
-    except UnrunnableJob as exc:
+    except (UnrunnableJob, NewerPayload) as exc:
         failure: BaseException | None = exc
     else:
         timeout = job.timeout if job.timeout is not None else task.timeout

@@ -1,5 +1,6 @@
 """A worker's small HTTP endpoint: ``/metrics`` for Prometheus, ``/livez`` and ``/readyz`` for
-Kubernetes probes. A few routes, GET only, one request per connection, on the worker's own
+Kubernetes probes. A few routes, GET only, one request per connection, at most
+MAX_CONNECTIONS at once (loopback unless ``http_host`` says otherwise), on the worker's own
 event loop (a worker whose loop is stuck or stopped answers nothing, which is what a liveness
 probe should see); no web framework, no thread.
 """
@@ -23,6 +24,10 @@ Route = Callable[[], Awaitable[Response]]
 REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 READ_TIMEOUT_S = 5.0
 MAX_HEADER_LINES = 100
+MAX_CONNECTIONS = 32
+"""Connections served at once; one more is closed unanswered as soon as it is accepted. A
+scraper and two probes need three: the bound keeps a flood of idle connections (each held
+for up to READ_TIMEOUT_S) from costing the worker's loop more than this many."""
 
 
 class HttpEndpoint(Service):
@@ -34,6 +39,10 @@ class HttpEndpoint(Service):
         self.option = option
         self.host, self.port = host, port
         self.routes = routes
+        self.open = 0
+        """Connections being served now (at most MAX_CONNECTIONS)."""
+        self.refused = 0
+        """Connections closed unanswered because MAX_CONNECTIONS were open."""
 
     async def serve(self) -> None:
         try:
@@ -49,6 +58,25 @@ class HttpEndpoint(Service):
             await server.serve_forever()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.open >= MAX_CONNECTIONS:
+            self.refused += 1
+            if self.refused == 1 or self.refused % 1000 == 0:
+                log.warning(
+                    "%s: %d connections open, the most served at once: closing new ones "
+                    "unanswered (%d so far)",
+                    self.name,
+                    self.open,
+                    self.refused,
+                )
+            writer.transport.abort()  # no read, no reply, no lingering close
+            return
+        self.open += 1
+        try:
+            await self._serve_one(reader, writer)
+        finally:
+            self.open -= 1
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             async with asyncio.timeout(READ_TIMEOUT_S):
                 method, path = await _request(reader)

@@ -84,6 +84,8 @@ class Producer(Service):
         self._limited_at = float("-inf")
         self._claim_s: float | None = None
         """A moving average of one claim's round trip (the W in the window's Little's law)."""
+        self._due_at = math.inf
+        """The loop time the earliest job known not yet due comes due (inf: none known)."""
 
     def stop(self) -> None:
         self._stopped = True
@@ -93,6 +95,13 @@ class Producer(Service):
         if self.config.queues is None or queue in self.config.queues or queue == "*":
             self.wake.set()
             self.signals.woke.fire(queue)
+
+    def due_in(self, delay_s: float) -> None:
+        """A job this worker put back to pending comes due in ``delay_s``: wake then."""
+        due_at = asyncio.get_running_loop().time() + delay_s
+        if due_at < self._due_at:
+            self._due_at = due_at
+            self.wake.set()  # the idle wait re-reads its deadline
 
     async def serve(self) -> None:
         while not self._stopped:
@@ -143,8 +152,24 @@ class Producer(Service):
         claim again (woken, or the poll backstop)."""
         if self.burst:
             return not await self._burst_done()
-        await _wait(self.wake, self.config.poll_interval_s)
+        await self._sleep()
         return True
+
+    async def _sleep(self) -> None:
+        """Until woken, the next pending job comes due, or the poll backstop, the first.
+
+        The database is asked when its next pending job comes due (a few index probes) only
+        here, after a claim came up short, so a busy worker never asks it; the jobs this
+        worker puts back itself wake it through ``due_in``."""
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(BackendUnavailable):  # the next claim meets the outage
+            due_in = await self.backend.job_next_run_at()
+            self._due_at = math.inf if due_in is None else loop.time() + max(due_in, 0.0)
+        await _wait(
+            self.wake, max(0.0, min(self.config.poll_interval_s, self._due_at - loop.time()))
+        )
+        if loop.time() >= self._due_at:
+            self._due_at = math.inf
 
     async def _claim(self, limit: int) -> list[ClaimedJob]:
         self.wake.clear()

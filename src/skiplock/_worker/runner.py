@@ -238,6 +238,7 @@ class Runner(Service):
                 duration,
                 job.queue,
                 job.task,
+                events.on_recorded(job, decision, duration, self.config.name),
             )
         )
         self.processed += 1
@@ -245,7 +246,6 @@ class Runner(Service):
             self.requeues += 1
         if decision.disposition in FAILURES:
             self.breakers.count_failure(job.task)
-        events.ended(job, decision, duration, self.config.name)
 
     # -- shutdown -----------------------------------------------------------------------------
 

@@ -6,7 +6,14 @@ forwards SIGTERM/SIGINT and exits when all children have exited after a stop, wi
 exit code among them.
 
 Each child reports once that it is ready (APP imported, database answering with a current
-schema) by writing a byte to a pipe the supervisor passes it (``SKIPLOCK_READY_FD``). A child
+schema) by writing a line to a pipe the supervisor passes it (``SKIPLOCK_READY_FD``), and each
+worker it runs writes its id (``Worker.id``, the prefix of its lease tokens) there before its
+first claim. When a child exits for any reason (SIGKILL, ``os._exit``, the OOM killer), the
+supervisor releases every lease under those ids at once (``release``, e.g.
+``App.release_worker``): nothing renews them any more, and without this its jobs and the ones
+it had claimed ahead waited out their whole lease (up to 330 s for a task without a timeout).
+The reclaim rule applies (the attempt stays spent); fencing is unchanged, since a released
+row's lease token is cleared and a write under the dead worker's token matches nothing. A child
 that exits before it was ever ready failed at start-up (bad APP, import error, unmigrated
 schema): restarting it cannot help, so the supervisor stops every child and exits with that
 child's code (its one-line error is already on stderr). A child that dies after it was ready
@@ -17,25 +24,33 @@ kills its worker every time must not make the supervisor spin).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
 from .._config import WorkerConfig
+from .report import READY_FD_ENV, READY_LINE, WORKER_PREFIX, report_ready, report_worker
+
+__all__ = ["Supervisor", "process_ports", "report_ready", "report_worker", "supervise"]
 
 log = logging.getLogger("skiplock.supervisor")
 
-READY_FD_ENV = "SKIPLOCK_READY_FD"
 PROCESS_INDEX_ENV = "SKIPLOCK_PROCESS_INDEX"
 """Set by the supervisor for each child: 0..N-1 (``process_ports`` offsets its ports by it)."""
 POLL_S = 0.2
+RELEASE_TIMEOUT_S = 10.0
+"""The longest a child's death holds the supervisor releasing its leases (the database away:
+they expire and are reclaimed as before)."""
 STABLE_S = 60.0
 """A child up this long after it was ready ends a run of deaths: the next restart waits 1 s."""
 
@@ -54,14 +69,27 @@ def process_ports(config: WorkerConfig) -> WorkerConfig:
     return dataclasses.replace(config, **ports)
 
 
-def report_ready() -> None:
-    """In a child: tell the supervisor this worker started (nothing without a supervisor)."""
-    fd = os.environ.pop(READY_FD_ENV, None)
-    if fd is None:
-        return
-    with contextlib.suppress(OSError, ValueError):
-        os.write(int(fd), b"1")
-        os.close(int(fd))
+def release_by_url(workers: list[tuple[str, str]]) -> list[int]:
+    """Release the leases of these (worker id, database URL) pairs, on a loop of its own,
+    within RELEASE_TIMEOUT_S; the job ids released."""
+    from .._app import App  # the supervisor's only use of an App, at a child's death
+
+    async def release() -> list[int]:
+        released: list[int] = []
+        for url in dict.fromkeys(url for _, url in workers):
+            app = App(url)
+            try:
+                for worker_id in (w for w, u in workers if u == url):
+                    released += await app.release_worker(worker_id)
+            finally:
+                await app.close()
+        return released
+
+    async def bounded() -> list[int]:
+        async with asyncio.timeout(RELEASE_TIMEOUT_S):
+            return await release()
+
+    return asyncio.run(bounded())
 
 
 @dataclass
@@ -90,6 +118,10 @@ class Child:
     stable: bool = False
     index: int = 0
     """Its place among the supervisor's N processes: its ports are the options' + index."""
+    workers: list[tuple[str, str]] = field(default_factory=list)
+    """The workers it reported running, (id, database URL): their leases are released when
+    it exits."""
+    _partial: bytes = b""
 
     @property
     def ready(self) -> bool:
@@ -108,13 +140,24 @@ class Child:
         return cls(process, read_fd, index=index)
 
     def poll_ready(self) -> bool:
-        """True the first time the child's byte has arrived."""
-        if self.ready:
-            return False
-        with contextlib.suppress(BlockingIOError):
-            if os.read(self.ready_fd, 1) == b"1":
+        """Read what the child reported; True the first time it reported ready."""
+        was_ready = self.ready
+        for line in self._read_lines():
+            if line == READY_LINE and self.ready_at is None:
                 self.ready_at = time.monotonic()
-        return self.ready
+            elif line.startswith(WORKER_PREFIX):
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    worker = json.loads(line[len(WORKER_PREFIX) :])
+                    self.workers.append((str(worker["id"]), str(worker["url"])))
+        return self.ready and not was_ready
+
+    def _read_lines(self) -> list[bytes]:
+        data = b""
+        with contextlib.suppress(BlockingIOError, OSError):
+            while chunk := os.read(self.ready_fd, 65536):
+                data += chunk
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        return lines
 
     def became_stable(self) -> bool:
         """True the first time the child has been ready for ``STABLE_S``."""
@@ -145,9 +188,16 @@ def _child_argv(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", "skiplock", *out, "--processes", "1"]
 
 
+Release = Callable[[list[tuple[str, str]]], list[int]]
+"""Returns every lease of these (worker id, database URL) pairs to pending; the ids released."""
+
+
 @dataclass
 class Supervisor:
     command: list[str]
+    release: Release | None = release_by_url
+    """Called with a child's workers when it exits (None: their leases wait out their
+    expiry)."""
     children: list[Child] = field(default_factory=list)
     backoff: Backoff = field(default_factory=Backoff)
     stopping: bool = False
@@ -187,10 +237,36 @@ class Supervisor:
         code = child.process.poll()
         if code is None:
             return
-        child.poll_ready()  # a byte written just before exiting still counts
+        child.poll_ready()  # a line written just before exiting still counts
         self.children.remove(child)
         child.close()
+        self.release_leases(child, code)
         self.exited(child, code)
+
+    def release_leases(self, child: Child, code: int) -> None:
+        """The leases the exited child's workers held, back to pending now (an outage or any
+        error only logged: the leases then expire and the rescuers reclaim them, as before)."""
+        if self.release is None or not child.workers:
+            return
+        try:
+            released = self.release(child.workers)
+        except Exception as exc:  # never let one cleanup stop the supervision of the rest
+            log.warning(
+                "worker %d exited (%d); could not release its leases (%s): they return to "
+                "pending when they expire",
+                child.process.pid,
+                code,
+                exc,
+            )
+            return
+        if released:
+            log.warning(
+                "worker %d exited (%d): released its %d leased jobs back at once: %s",
+                child.process.pid,
+                code,
+                len(released),
+                released[:20],
+            )
 
     def exited(self, child: Child, code: int) -> None:
         pid = child.process.pid

@@ -41,6 +41,7 @@ from .meter import Meter
 from .outage import Outage
 from .presence import Presence
 from .producer import Producer
+from .report import report_worker
 from .runner import Runner
 from .service import Service
 from .services import Canceller, Notifier, Pruner, Rescuer
@@ -212,11 +213,13 @@ class Worker:
         self._runner = runner = Runner(self.app, config, completer, breakers, signals, self.meter)
         leases = LeaseKeeper(backend, config, runner, completer, signals, outage)
         self.id = token = f"{self.name}:{uuid.uuid4().hex[:12]}"
+        report_worker(token, self.app.url)  # a supervisor releases its leases when it dies
         parts = (runner, completer, leases)
         self._producer = producer = Producer(
             backend, config, parts, signals, token_prefix=token, burst=burst, outage=outage
         )
         outage.on_back = producer.wake.set  # claims resume as soon as any service gets through
+        completer.on_requeued = producer.due_in
         services: list[Service] = [completer, runner, leases]
         services.append(Rescuer(backend, config, signals, outage, self.meter))
         services += [Canceller(backend, runner, outage=outage), Pruner(backend, config, outage)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .app import create_app
 from .auth import (
+    PROXY_SECRET_HEADER,
     Auth,
     Role,
     User,
@@ -19,6 +20,7 @@ from .auth import (
 )
 
 __all__ = [
+    "PROXY_SECRET_HEADER",
     "Auth",
     "Role",
     "User",

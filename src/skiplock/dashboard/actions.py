@@ -17,10 +17,11 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from .._job import JobFilter
+from .._job import JobFilter, JobState
 from ..errors import SkiplockError
+from .audit import audit
 from .auth import Role, User
-from .filters import BadFilter, job_id, text_field
+from .filters import BadFilter, job_id, selected_ids, text_field
 from .pages import dashboard
 from .security import same_origin
 
@@ -37,14 +38,26 @@ def action(role: Role) -> Callable[[Handler], Callable[[Request], Awaitable[Resp
             dash = dashboard(request)
             user: User = request.state.user
             form = await request.form()
-            origin_ok = same_origin(request.headers.get("origin"), request.headers.get("host"))
-            if not origin_ok or not dash.csrf.valid(user, form.get("csrf")):
+            what = f"refused {handler.__name__.replace('_', ' ')}"
+            target = request.scope["path"]
+            origin = request.headers.get("origin")
+            if not same_origin(origin, request.headers.get("host")):
+                await audit(dash, what, who(user), target, f"Origin {origin!r} is another site")
+                return PlainTextResponse(
+                    f"Refused: this request came from another site (its Origin header is "
+                    f"{origin!r}, not this dashboard's address). Open the dashboard itself "
+                    "and act from its pages.",
+                    status_code=403,
+                )
+            if not dash.csrf.valid(user, form.get("csrf")):
+                await audit(dash, what, who(user), target, "CSRF token missing or wrong")
                 return PlainTextResponse(
                     "Refused: this form did not come from this dashboard (CSRF token missing "
                     "or wrong). Reload the page and try again.",
                     status_code=403,
                 )
             if not user.may(role):
+                await audit(dash, what, who(user), target, f"needs the {role.label} role")
                 return PlainTextResponse(
                     f"Refused: this needs the {role.label} role; {user.name} is {user.role.label}.",
                     status_code=403,
@@ -52,6 +65,7 @@ def action(role: Role) -> Callable[[Handler], Callable[[Request], Awaitable[Resp
             try:
                 return await handler(request, user, form)
             except (BadFilter, SkiplockError) as exc:
+                await audit(dash, what, who(user), target, str(exc))
                 return PlainTextResponse(f"Refused: {exc}", status_code=400)
 
         endpoint.__name__ = handler.__name__
@@ -93,20 +107,50 @@ def _text(form: FormData, name: str) -> str | None:
 async def dead_bulk(request: Request, user: User, form: FormData) -> Response:
     """Requeue or discard the dead jobs a confirmation page previewed."""
     verb = request.path_params["action"]
+    if verb not in ("requeue", "discard"):  # the route admits only these; never a default
+        raise BadFilter(f"action {verb!r}: must be requeue or discard")
     if form.get("confirm") != "yes":
         raise BadFilter("bulk changes need the confirmation page's Confirm button")
     where = JobFilter(task=_text(form, "task"), error=_text(form, "error"), limit=1)
     app = dashboard(request).app
-    act = app.requeue_dead if verb == "requeue" else app.discard_dead
+    act = {"requeue": app.requeue_dead, "discard": app.discard_dead}[verb]
     ids = await act(where, who=who(user))
     log.info("%s %sd %d dead jobs (%s)", who(user), verb, len(ids), where)
     return back(request, "dead", f"{verb.capitalize()}d {len(ids)} dead jobs.")
 
 
 @action(Role.OPERATOR)
+async def selected_bulk(request: Request, user: User, form: FormData) -> Response:
+    """Retry or cancel exactly the jobs a selection's confirmation page listed, one by one
+    through the App's own operation (each audited); a job that changed state since the
+    preview is left as it is, and counted so."""
+    verb = request.path_params["action"]
+    if verb not in ("retry", "cancel"):
+        raise BadFilter(f"action {verb!r}: must be retry or cancel")
+    if form.get("confirm") != "yes":
+        raise BadFilter("bulk changes need the confirmation page's Confirm button")
+    ids = selected_ids([str(v) for v in form.getlist("ids")])
+    app = dashboard(request).app
+    done = 0
+    for job in ids:
+        try:
+            if verb == "retry":
+                done += await app.retry_job(job, who=who(user))
+            elif (await app.get_job(job)).state in (JobState.PENDING, JobState.RUNNING):
+                await app.cancel_job(job, who=who(user))
+                done += 1
+        except SkiplockError:  # pruned since the preview, or a live job holds its unique key
+            continue
+    log.info("%s %s %d of %d selected jobs %s", who(user), verb, done, len(ids), list(ids))
+    past = "Retried" if verb == "retry" else "Cancel asked for"
+    notice = f"{past} {done} of {len(ids)} selected jobs."
+    return back(request, "jobs", notice)
+
+
+@action(Role.OPERATOR)
 async def pause_queue(request: Request, user: User, form: FormData) -> Response:
     queue = request.path_params["queue"]
-    await dashboard(request).app.pause_queue(queue)
+    await dashboard(request).app.pause_queue(queue, who=who(user))
     log.info("%s paused queue %r", who(user), queue)
     return back(request, "overview", f"Paused queue {queue}.")
 
@@ -114,7 +158,7 @@ async def pause_queue(request: Request, user: User, form: FormData) -> Response:
 @action(Role.OPERATOR)
 async def resume_queue(request: Request, user: User, form: FormData) -> Response:
     queue = request.path_params["queue"]
-    await dashboard(request).app.resume_queue(queue)
+    await dashboard(request).app.resume_queue(queue, who=who(user))
     log.info("%s resumed queue %r", who(user), queue)
     return back(request, "overview", f"Resumed queue {queue}.")
 
@@ -141,7 +185,7 @@ async def queue_limits(request: Request, user: User, form: FormData) -> Response
         "max_running": _number(form, "max_running", True),
         "rate_per_s": _number(form, "rate_per_s", False),
     }
-    await dashboard(request).app.set_queue_limits(queue, **limits)
+    await dashboard(request).app.set_queue_limits(queue, **limits, who=who(user))
     log.info("%s set queue %r limits %s", who(user), queue, limits)
     return back(request, "overview", f"Limits of {queue} set.")
 
@@ -153,7 +197,9 @@ async def prune(request: Request, user: User, form: FormData) -> Response:
     if None in days.values():
         raise BadFilter("finished_days and dead_days: both are needed (days, e.g. 7 and 30)")
     deleted = await dashboard(request).app.prune(
-        finished_age_s=days["finished_days"] * 86400.0, dead_age_s=days["dead_days"] * 86400.0
+        finished_age_s=days["finished_days"] * 86400.0,
+        dead_age_s=days["dead_days"] * 86400.0,
+        who=who(user),
     )
     log.info("%s pruned %d jobs past retention %s", who(user), deleted, days)
     return back(request, "overview", f"Deleted {deleted} jobs past retention.")

@@ -12,17 +12,25 @@ discards; ``admin`` also sets queue limits and prunes past retention.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import enum
 import hashlib
 import hmac
 import inspect
+import logging
+import math
 import secrets
+import threading
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError
+
+log = logging.getLogger("skiplock.dashboard")
 
 
 class Role(enum.IntEnum):
@@ -65,13 +73,28 @@ Auth = Callable[[Any], AuthResult | Awaitable[AuthResult]]
 
 
 async def resolve(auth: Auth, request: Any) -> User | None:
-    """Run an auth (sync or async) and read its answer as a User."""
+    """Run an auth (sync or async) and read its answer as a User. A bare role is recorded
+    under the name of the user the app around signed in (Starlette's ``request.user``, set by
+    its AuthenticationMiddleware), else the basic credentials' name, else "anonymous"."""
     answer = auth(request)
     if inspect.isawaitable(answer):
         answer = await answer
     if answer is None or isinstance(answer, User):
         return answer
-    return User("anonymous", Role.parse(answer, "the auth callable's answer"))
+    role = Role.parse(answer, "the auth callable's answer")
+    return User(signed_in_name(request) or "anonymous", role)
+
+
+def signed_in_name(request: Any) -> str:
+    """Who the request says it is (not checked here): the app's signed-in user, else the
+    basic credentials' name, else an empty string."""
+    scope = getattr(request, "scope", {})
+    user = scope.get("user") if isinstance(scope, dict) else None
+    if user is not None and getattr(user, "is_authenticated", False):
+        name = str(getattr(user, "display_name", "") or getattr(user, "identity", "") or "")
+        if name:
+            return name
+    return _basic_credentials(request.headers.get("authorization", ""))[0]
 
 
 def no_auth(request: Any) -> User:
@@ -122,9 +145,83 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(candidate, digest)
 
 
-def basic_auth(users: Mapping[str, tuple[str | Role, str]]) -> Auth:
-    """HTTP basic: ``{"alice": ("operator", hash_password("..."))}``. A request without
-    matching credentials is refused with 401 (the browser then asks for them)."""
+SESSION_S = 8 * 3600.0
+"""How long a basic sign-in lasts: after it, the next request is answered 401 and the browser
+asks for the password again (``basic_auth(session_s=...)``)."""
+
+EXPIRED = "skiplock.sign_in_expired"
+"""Set in the ASGI scope of the request that found its sign-in past ``session_s``."""
+
+SIGN_IN_WINDOW_S = 60.0
+FAILURES_PER_CLIENT = 20
+FAILURES_PER_USER = 10
+"""Failed sign-ins allowed in ``SIGN_IN_WINDOW_S`` from one client address, and for one user
+name from anywhere; past either the answer is 429 with ``Retry-After`` and no hash is tried."""
+
+
+class SignInThrottled(Exception):
+    """Too many failed sign-ins: the dashboard answers 429 with ``Retry-After``."""
+
+    def __init__(self, retry_after_s: float, why: str) -> None:
+        super().__init__(why)
+        self.retry_after_s = max(1, math.ceil(retry_after_s))
+
+
+class SlidingWindow:
+    """Events (failed and in-flight sign-ins...) per key in a sliding window, for a bounded
+    number of keys: a flood of made-up user names drops the oldest keys, never grows."""
+
+    MAX_KEYS = 10_000
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._times: dict[str, deque[float]] = {}
+
+    def wait(self, key: str, limit: int, now: float) -> float:
+        """Seconds until ``key`` may try again (0: now)."""
+        times = self._times.get(key)
+        if times is None:
+            return 0.0
+        while times and times[0] <= now - self.window_s:
+            times.popleft()
+        if not times:
+            del self._times[key]
+            return 0.0
+        return times[0] + self.window_s - now if len(times) >= limit else 0.0
+
+    def add(self, key: str, now: float) -> None:
+        if key not in self._times and len(self._times) >= self.MAX_KEYS:
+            del self._times[next(iter(self._times))]
+        self._times.setdefault(key, deque()).append(now)
+
+    def forget(self, key: str, at: float) -> None:
+        times = self._times.get(key)
+        if times is not None and at in times:
+            times.remove(at)
+
+
+def _positive(value: object, option: str, whole: bool) -> None:
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value <= 1e6:
+        kind = "a whole number" if whole else "a number"
+        raise ConfigurationError(f"basic_auth: {option} {value!r}: must be {kind} above 0")
+
+
+_HASHING = threading.BoundedSemaphore(2)
+"""scrypt checks at once (16 MiB and a core each): a flood of guesses queues here, in
+threads, and leaves the event loop and the other core to everyone else."""
+
+
+def _verify_in_turn(password: str, stored: str) -> bool:
+    with _HASHING:
+        return verify_password(password, stored)
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+def _user_table(users: Mapping[str, tuple[str | Role, str]]) -> dict[str, tuple[Role, str]]:
     table: dict[str, tuple[Role, str]] = {}
     for name, entry in users.items():
         if not isinstance(name, str) or not name or ":" in name:
@@ -134,20 +231,84 @@ def basic_auth(users: Mapping[str, tuple[str | Role, str]]) -> Auth:
         role, stored = entry
         _parse_hash(stored, f"user {name!r}'s password hash")
         table[name] = (Role.parse(role, f"user {name!r}'s role"), stored)
-    checked: dict[tuple[str, str], bool] = {}
+    return table
 
-    def auth(request: Any) -> User | None:
+
+def basic_auth(
+    users: Mapping[str, tuple[str | Role, str]],
+    *,
+    failures_per_client: int = FAILURES_PER_CLIENT,
+    failures_per_user: int = FAILURES_PER_USER,
+    window_s: float = SIGN_IN_WINDOW_S,
+    session_s: float = SESSION_S,
+) -> Auth:
+    """HTTP basic: ``{"alice": ("operator", hash_password("..."))}``. A request without
+    matching credentials is refused with 401 (the browser then asks for them).
+
+    scrypt runs in a thread, never on the event loop; an unknown name is checked against a
+    dummy hash (it answers as slowly as a known one); past ``failures_per_client`` failed
+    sign-ins from one address or ``failures_per_user`` for one name in ``window_s`` seconds
+    the answer is 429. Only successes are remembered (browsers resend the credentials with
+    every request: scrypt once per person, not per page), keyed by an HMAC under a key of
+    this process; failures are logged on ``skiplock.dashboard``. A sign-in lasts
+    ``session_s`` seconds, then the browser is asked again; ``auth.sign_out(request)`` (the
+    dashboard's Sign out) forgets the one a request carries."""
+    table = _user_table(users)
+    _positive(failures_per_client, "failures_per_client", True)
+    _positive(failures_per_user, "failures_per_user", True)
+    _positive(window_s, "window_s", False)
+    _positive(session_s, "session_s", False)
+    dummy = hash_password(secrets.token_urlsafe(16))  # what an unknown name is checked against
+    cache_key = secrets.token_bytes(32)
+    signed_in: dict[bytes, tuple[User, float]] = {}  # key -> (who, signed in at)
+    failures = SlidingWindow(float(window_s))
+
+    def session_key(request: Any) -> tuple[str, str, bytes]:
         name, password = _basic_credentials(request.headers.get("authorization", ""))
-        if name not in table:
-            return None
-        role, stored = table[name]
-        key = (name, hashlib.sha256(password.encode()).hexdigest())
-        if key not in checked:  # scrypt once per credential, not once per request
-            if len(checked) > 1000:
-                checked.clear()
-            checked[key] = verify_password(password, stored)
-        return User(name, role) if checked[key] else None
+        key = hmac.new(cache_key, f"{name}\x00{password}".encode(), hashlib.sha256).digest()
+        return name, password, key
 
+    async def auth(request: Any) -> User | None:
+        name, password, key = session_key(request)
+        if not name:
+            return None  # no credentials yet: the challenge, not a failed sign-in
+        now = _now()
+        if (known := signed_in.get(key)) is not None:
+            if now - known[1] <= session_s:
+                return known[0]
+            del signed_in[key]  # expired: this request is refused, the browser asks again
+            log.info("sign-in of %r expired after %.0f s", name, session_s)
+            request.scope[EXPIRED] = True  # not a refused sign-in for the audit trail
+            return None
+        client = f"client {request.client.host if request.client else '?'}"
+        user_key = f"user {name}"
+        wait = max(
+            failures.wait(client, failures_per_client, now),
+            failures.wait(user_key, failures_per_user, now),
+        )
+        if wait:
+            log.warning("sign-in refused (too many failures): %r from %s", name, client)
+            raise SignInThrottled(wait, f"too many failed sign-ins; try again in {wait:.0f} s")
+        # counted before the hash, so concurrent guesses cannot all slip under the limit
+        failures.add(client, now)
+        failures.add(user_key, now)
+        role, stored = table.get(name, (Role.VIEWER, dummy))
+        matched = await asyncio.to_thread(_verify_in_turn, password, stored)
+        if not matched or name not in table:
+            log.warning("failed sign-in: %r from %s", name, client)
+            return None
+        failures.forget(client, now)
+        failures.forget(user_key, now)
+        if len(signed_in) >= 1000:
+            signed_in.clear()
+        signed_in[key] = (User(name, role), now)
+        return signed_in[key][0]
+
+    def sign_out(request: Any) -> bool:
+        """Forget the sign-in these credentials made (True if there was one)."""
+        return signed_in.pop(session_key(request)[2], None) is not None
+
+    auth.sign_out = sign_out  # type: ignore[attr-defined]
     auth.challenge = 'Basic realm="skiplock", charset="UTF-8"'  # type: ignore[attr-defined]
     return auth
 
@@ -166,6 +327,10 @@ def _basic_credentials(header: str) -> tuple[str, str]:
 # -- a trusted reverse proxy ---------------------------------------------------------------
 
 
+PROXY_SECRET_HEADER = "X-Skiplock-Proxy-Secret"
+"""The header in which the proxy proves it is the proxy (``proxy_auth(secret=...)``)."""
+
+
 def proxy_auth(
     user_header: str = "X-Forwarded-User",
     *,
@@ -173,23 +338,39 @@ def proxy_auth(
     roles: Mapping[str, str | Role] | None = None,
     default_role: str | Role = Role.VIEWER,
     trusted: Iterable[str] = ("127.0.0.1", "::1"),
+    secret: str | None = None,
+    secret_header: str = PROXY_SECRET_HEADER,
 ) -> Auth:
     """A reverse proxy that authenticates people names them in ``user_header``; it is
-    believed only from the ``trusted`` client addresses (a request from anywhere else, or
-    without the header, is refused). The role comes from ``role_header`` if given, else from
-    ``roles`` by user name, else ``default_role``."""
+    believed only from the ``trusted`` client addresses and, when ``secret`` is given, only
+    when it also sends ``secret`` in ``secret_header`` (compared in constant time). A request
+    failing either, or without the user header, is refused. The role comes from
+    ``role_header`` if given, else from ``roles`` by user name, else ``default_role``.
+
+    The proxy must *overwrite* the user, role and secret headers on every request (never pass
+    a client's own through): whatever reaches the dashboard in them is believed. The client
+    address is the TCP peer unless the server rewrites it from ``X-Forwarded-For`` (uvicorn's
+    proxy headers, off in ``skiplock dashboard`` unless asked): a secret holds even then."""
     role_of = {name: Role.parse(r, f"roles[{name!r}]") for name, r in (roles or {}).items()}
     fallback = Role.parse(default_role, "default_role")
     allowed = frozenset(trusted)
+    if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
+        raise ConfigurationError("proxy secret: must be a string of at least 16 characters")
+    expected = secret.encode() if secret is not None else None
 
     def auth(request: Any) -> User | None:
         client = request.client.host if request.client else ""
         name = request.headers.get(user_header, "").strip()
         if client not in allowed or not name:
             return None
+        if expected is not None:
+            given = request.headers.get(secret_header, "").encode("latin-1", "replace")
+            if not hmac.compare_digest(given, expected):
+                return None
         role = role_of.get(name, fallback)
         if role_header and request.headers.get(role_header):
             role = Role.parse(request.headers[role_header].strip(), role_header)
         return User(name, role)
 
+    auth.user_header = user_header  # type: ignore[attr-defined]  # for the audit of refusals
     return auth

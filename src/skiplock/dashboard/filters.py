@@ -14,6 +14,8 @@ from urllib.parse import urlencode
 from .._job import JobFilter, JobState
 
 PAGE_SIZE = 50
+MAX_SELECTED = 500
+"""At most this many jobs ticked for one bulk action (ten pages)."""
 MAX_TEXT = 4000
 """Longer than any error message a job keeps (2,000 characters), so a dead-letter group's
 message always fits in a filter."""
@@ -35,6 +37,8 @@ class JobQuery:
     since: str
     until: str
     before: int | None
+    find: str = ""
+    """A search: a job id, a unique key or a correlation id, exactly (the filters aside)."""
 
     def job_filter(self, limit: int = PAGE_SIZE) -> JobFilter:
         return JobFilter(
@@ -56,6 +60,7 @@ class JobQuery:
             "since": self.since,
             "until": self.until,
             "before": self.before or "",
+            "find": self.find,
         } | changes
         return urlencode({k: v for k, v in fields.items() if v not in ("", None)})
 
@@ -76,6 +81,7 @@ def job_query(params: Any) -> JobQuery:
         since=_text(params, "since"),
         until=_text(params, "until"),
         before=_id(params, "before"),
+        find=_text(params, "find"),
     )
     query.job_filter()  # a bad time fails here, at the edge
     return query
@@ -100,6 +106,18 @@ def _id(params: Any, name: str) -> int | None:
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_ID:
         raise BadFilter(f"{name} {text!r}: must be a job id (a positive whole number)")
     return int(text)
+
+
+def selected_ids(values: list[str]) -> tuple[int, ...]:
+    """The job ids ticked for a bulk action, each checked, in the order given, once each."""
+    if not values:
+        raise BadFilter("select at least one job (tick its box) first")
+    if len(values) > MAX_SELECTED:
+        raise BadFilter(f"ids: at most {MAX_SELECTED} jobs at once, got {len(values)}")
+    ids = tuple(dict.fromkeys(i for v in values if (i := _id({"ids": v}, "ids")) is not None))
+    if not ids:
+        raise BadFilter("select at least one job (tick its box) first")
+    return ids
 
 
 def job_id(text: str) -> int:

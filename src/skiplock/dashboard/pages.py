@@ -14,7 +14,7 @@ from .._job import JobFilter, JobRecord, JobState
 from .._stats import StatsGroup
 from ..errors import JobNotFound
 from .auth import Role
-from .filters import PAGE_SIZE, BadFilter, job_id, job_query, text_field
+from .filters import PAGE_SIZE, BadFilter, job_id, job_query, selected_ids, text_field
 
 if TYPE_CHECKING:
     from .app import Dashboard
@@ -27,6 +27,9 @@ any dead job or reclaim in the window is red too, as there."""
 STATS_WINDOW_S = 300.0
 """The Overview's rates (throughput, claim latency, retries) are over the last 5 minutes."""
 
+
+FINISHED = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD})
+LIVE = frozenset({JobState.PENDING, JobState.RUNNING})
 
 SILENT_AFTER_S = 30.0
 """A worker beats every 5 s by default: one silent for 30 s is flagged (stalled or gone)."""
@@ -93,11 +96,16 @@ async def overview(request: Request) -> Response:
         row.spark = dash.sampler.depths(name)
         rows.append(row)
     totals = {s: sum(r.counts[s] for r in rows) for s in ("pending", "claimed", "running", "dead")}
+    live_workers = sum(w.silent_s <= SILENT_AFTER_S for w in await app.workers())
     return dash.render.page(
         request,
         "overview.html",
         rows=rows,
         totals=totals,
+        live_workers=live_workers,
+        ready=stats.total.ready,
+        # ready work and nobody to run it: the one state an operator must see at a glance
+        workers_alert=live_workers == 0 and stats.total.ready > 0,
         pauses=await app.task_pauses(),
         sample_every_s=dash.sampler.every_s,
         window_s=STATS_WINDOW_S,
@@ -105,19 +113,37 @@ async def overview(request: Request) -> Response:
     )
 
 
+def errors_hidden(request: Request, params: Any) -> Response | None:
+    """A viewer may not read error messages, so may not search them either (a filter on the
+    error text would answer "is the card number in it?" one guess at a time)."""
+    if params.get("error") and not request.state.user.may(Role.OPERATOR):
+        problem = "error: searching error messages needs the operator role"
+        return dashboard(request).render.page(request, "problem.html", 403, problem=problem)
+    return None
+
+
 async def jobs(request: Request) -> Response:
     dash = dashboard(request)
+    if (refused := errors_hidden(request, request.query_params)) is not None:
+        return refused
     try:
         query = job_query(request.query_params)
     except BadFilter as exc:
-        return dash.render.page(request, "jobs.html", 400, query=None, error=str(exc), rows=[])
+        return dash.render.page(
+            request, "jobs.html", 400, query=None, error=str(exc), rows=[], counts={}
+        )
     started = time.perf_counter()
-    rows = await dash.app.list_jobs(
-        query.state, query.job_filter(PAGE_SIZE + 1), before_id=query.before
-    )
+    if query.find:  # a search names jobs exactly: the other filters do not apply
+        rows = await dash.app.find_jobs(query.find, limit=PAGE_SIZE)
+        more, counts = False, {}
+    else:
+        rows = await dash.app.list_jobs(
+            query.state, query.job_filter(PAGE_SIZE + 1), before_id=query.before
+        )
+        more = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        counts = await dash.app.count_jobs_by_state(query.job_filter())
     elapsed_ms = (time.perf_counter() - started) * 1000
-    more = len(rows) > PAGE_SIZE
-    rows = rows[:PAGE_SIZE]
     next_link = query.link(before=rows[-1].id) if more else None
     return dash.render.page(
         request,
@@ -125,11 +151,43 @@ async def jobs(request: Request) -> Response:
         query=query,
         error=None,
         rows=rows,
+        counts=counts,
         next_link=next_link,
         first_link=query.link(before=None) if query.before else None,
         elapsed_ms=elapsed_ms,
         tasks=sorted(dash.app.tasks),
         queues=sorted({t.queue for t in dash.app.tasks.values()}),
+    )
+
+
+SELECTION_VERBS = {"retry": FINISHED, "cancel": LIVE}
+"""What each bulk verb on selected jobs acts on: retry a finished job, cancel a live one."""
+
+
+async def selected_confirm(request: Request) -> Response:
+    """The preview of a bulk action on jobs ticked on the Jobs page: exactly those ids, which
+    of them the action would change (and which it would leave, and why), and a form that
+    carries exactly the changeable ones."""
+    dash = dashboard(request)
+    action = request.query_params.get("action", "")
+    try:
+        if action not in SELECTION_VERBS:
+            raise BadFilter(f"action {action!r}: must be retry or cancel")
+        ids = selected_ids(request.query_params.getlist("ids"))
+    except BadFilter as exc:
+        return dash.render.page(request, "problem.html", 400, problem=str(exc))
+    found = {j.id: j for j in await dash.app.list_jobs(None, JobFilter(ids=ids, limit=len(ids)))}
+    acted = [found[i] for i in ids if i in found and found[i].state in SELECTION_VERBS[action]]
+    left = [found[i] for i in ids if i in found and found[i].state not in SELECTION_VERBS[action]]
+    missing = [i for i in ids if i not in found]
+    return dash.render.page(
+        request,
+        "selected.html",
+        action=action,
+        acted=acted,
+        left=left,
+        missing=missing,
+        count=len(acted),
     )
 
 
@@ -181,6 +239,9 @@ async def dead_confirm(request: Request) -> Response:
     """The preview of a bulk action: how many dead jobs it would touch, and a form to do it."""
     dash = dashboard(request)
     params = request.query_params
+    if not request.state.user.may(Role.OPERATOR):
+        problem = "the bulk actions' preview needs the operator role"
+        return dash.render.page(request, "problem.html", 403, problem=problem)
     action = params.get("action", "")
     if action not in ("requeue", "discard"):
         problem = f"action {action!r}: must be requeue or discard"

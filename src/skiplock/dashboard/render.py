@@ -95,6 +95,9 @@ class Renderer:
             url_for=request.url_for,
             root=request.scope.get("root_path", ""),
             user=user,
+            # error messages, tracebacks and progress messages quote arguments: operators only
+            details=user.may(Role.OPERATOR),
+            signs_out=hasattr(request.app.state.dashboard.auth, "sign_out"),
             csrf=self.csrf.token(user),
             refresh_s=self.refresh_s,
             notice=self.csrf.notice(

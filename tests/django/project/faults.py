@@ -27,4 +27,21 @@ def _scheduler_dies() -> None:
     Scheduler.tick = tick  # type: ignore[method-assign]
 
 
-FAULTS = {"scheduler-dies": _scheduler_dies}
+def _slot_enqueue_fails() -> None:
+    """The per-second tick's first two slots cannot be built (a non-transient error of that
+    one schedule): the worker must log it, retry that schedule and keep running."""
+    from skiplock._schedule import Schedule
+
+    original = Schedule.job_for
+    calls = {"n": 0}
+
+    def job_for(self: Any, slot: Any) -> Any:
+        if self.id == "tick-every-second" and slot.year > 2000 and calls["n"] < 2:
+            calls["n"] += 1
+            raise ValueError("injected fault: this slot's job cannot be built")
+        return original(self, slot)
+
+    Schedule.job_for = job_for  # type: ignore[method-assign]
+
+
+FAULTS = {"scheduler-dies": _scheduler_dies, "slot-enqueue-fails": _slot_enqueue_fails}

@@ -14,6 +14,7 @@ run) before Django starts; a child process inherits them:
 - ``SKIPLOCK_DJANGO_CONN_MAX_AGE``: Django's ``CONN_MAX_AGE`` (persistent connections)
 - ``SKIPLOCK_DJANGO_USE_TZ``: ``0`` runs the project with ``USE_TZ=False``
 - ``SKIPLOCK_DJANGO_FAULTS``: fault injections for a test (see ``faults.py``)
+- ``SKIPLOCK_DJANGO_EXTRA_APPS``: more ``INSTALLED_APPS``, comma-separated, appended
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ INSTALLED_APPS = [
     "django_tasks_db",
     "skiplock.contrib.django",
     "tests.django.project.demo",
+    *filter(None, os.environ.get("SKIPLOCK_DJANGO_EXTRA_APPS", "").split(",")),
 ]
 TASKS = {
     "default": {
@@ -106,6 +108,7 @@ TASKS = {
         "BACKEND": "django_tasks_db.DatabaseBackend",
         "QUEUES": ["default", "other"],
     },
+    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
 }
 LOGGING = {
     "version": 1,

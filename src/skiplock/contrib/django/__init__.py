@@ -13,6 +13,7 @@ _EXPORTS = {
     "SkiplockBackend": ".backend",
     "skiplock_options": ".options",
     "periodic": ".periodic_tasks",
+    "PeriodicTask": ".periodic_tasks",
     "registered_periodic_tasks": ".periodic_tasks",
     "defer_periodic_tasks": ".scheduler",
     "run_scheduler_thread": ".scheduler",
@@ -20,6 +21,8 @@ _EXPORTS = {
     "run_worker_async": ".worker",
     "WorkerHandle": ".worker",
     "SkiplockDjangoTask": ".task_class",
+    "WorkerOptions": ".worker",
+    "ConcurrentWorker": ".worker",
     "install_resilient_run": ".resilience",
 }
 

@@ -9,6 +9,7 @@ from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
 
 from ..._job import JobRecord, JobState
+from ._result_ids import result_id
 
 STATUS = {
     JobState.PENDING: TaskResultStatus.READY,
@@ -58,7 +59,7 @@ def to_task_result(task: Any, record: JobRecord, backend_alias: str) -> Any:
     status = STATUS[record.state]
     result = TaskResult(
         task=task,
-        id=str(record.id),
+        id=result_id(record.id, backend_alias),
         status=status,
         enqueued_at=record.created_at,
         started_at=record.attempted_at,

@@ -37,6 +37,7 @@ from ..._task import Task as SkiplockTask
 from ..._worker.classify import JobTimeout, classify, error_record
 from ...errors import PayloadError
 from . import retries
+from ._result_ids import result_id
 from .options import django_attempts
 
 log = logging.getLogger("skiplock.contrib.django")
@@ -74,7 +75,7 @@ class _Run:
         now = datetime.now(UTC)
         result = TaskResult(
             task=self.task,
-            id=str(job.id),
+            id=result_id(job.id, self.task.backend),
             status=TaskResultStatus.RUNNING,
             enqueued_at=job.enqueued_at,
             started_at=now,

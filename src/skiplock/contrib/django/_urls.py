@@ -1,9 +1,43 @@
-"""The skiplock URL of a Django database alias: skiplock opens its own pool on the same DB."""
+"""The skiplock URL of a Django database alias: skiplock opens its own pool on the same DB.
+
+Django hands ``OPTIONS`` to psycopg as libpq parameters; skiplock's pools are asyncpg's, which
+read the same names from the URL's query. Every TLS option is carried across (issue 22: without
+them skiplock's workers, ``get_result`` and admin actions fell back to asyncpg's ``prefer``, no
+certificate check and a plaintext fallback). A TLS option asyncpg has no equivalent for is an
+error, never dropped: dropping ``sslcrldir`` would silently stop checking revocations.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import quote, urlencode
+
+# The libpq TLS parameters asyncpg reads from a URL (asyncpg.connect_utils, 0.30+).
+TLS_OPTIONS = (
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "sslcrl",
+    "sslnegotiation",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+)
+
+
+def _tls_params(options: dict[str, Any]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for key, value in options.items():
+        if key in TLS_OPTIONS:
+            if value is not None:
+                params[key] = str(value)
+        elif key.startswith("ssl") or key == "requiressl":
+            raise ValueError(
+                f"DATABASES OPTIONS {key!r}: skiplock's own connections (asyncpg) cannot honour "
+                f"this TLS option; the ones they take: {', '.join(TLS_OPTIONS)}"
+            )
+    return params
 
 
 def database_url(db: dict[str, Any], schema: str | None) -> str:
@@ -19,7 +53,9 @@ def database_url(db: dict[str, Any], schema: str | None) -> str:
     host = db.get("HOST") or "localhost"
     port = f":{db['PORT']}" if db.get("PORT") else ""
     params = {"schema": schema} if schema else {}
-    app_name = (db.get("OPTIONS") or {}).get("application_name")
+    options = db.get("OPTIONS") or {}
+    params.update(_tls_params(options))
+    app_name = options.get("application_name")
     if app_name:  # skiplock's sessions carry the project's name too (pg_stat_activity)
         params["application_name"] = str(app_name)
     query = "?" + urlencode(params) if params else ""

@@ -1,6 +1,8 @@
 """skiplock's jobs in the Django admin: read-only, filtered by state, queue and task, with
 actions to requeue dead jobs and cancel pending ones (staff with ``skiplock.change_job``),
-each recorded in the job's audit trail under the admin user's name.
+each recorded in the job's audit trail under the admin user's name. A job's arguments, result
+and errors (its last traceback too) are shown only to staff with ``skiplock.view_job_payload``;
+an action acts through the SkiplockBackend on the database the selected rows were read from.
 
 A job's page is a view, never a form (a Save would write the row behind skiplock's back: the
 change permission applies to the list's actions only); its last error's traceback is shown as
@@ -17,16 +19,33 @@ from django.utils.html import format_html
 
 from .models import Job
 
+PAYLOAD = ("args", "kwargs", "result", "errors")
+"""The fields ``skiplock.view_job_payload`` is needed to see."""
 
-def _app() -> Any:
+
+def _app(database: str) -> Any:
+    """The app of the SkiplockBackend on ``database``: the rows an action was given came from
+    there (the first backend configured may be on another database, holding other jobs under
+    the same ids). Two backends on it with different schemas are refused: the admin reads one
+    table through the connection's search_path and cannot tell which."""
     from django.tasks import task_backends
 
+    from ..._backends.postgres_url import parse_postgres_url
     from .backend import SkiplockBackend
 
+    places: dict[str, Any] = {}
     for backend in task_backends.all():
-        if isinstance(backend, SkiplockBackend):
-            return backend.app
-    raise LookupError("no SkiplockBackend is configured in TASKS")
+        if isinstance(backend, SkiplockBackend) and backend.database == database:
+            url = backend.app.url
+            schema = parse_postgres_url(url).schema if url.startswith("postgres") else ""
+            places.setdefault(schema, backend.app)
+    if len(places) != 1:
+        found = "none" if not places else f"schemas {', '.join(sorted(places))}"
+        raise LookupError(
+            f"the jobs were read from database {database!r}: it needs exactly one "
+            f"SkiplockBackend's schema there, found {found}"
+        )
+    return next(iter(places.values()))
 
 
 @admin.register(Job)
@@ -37,7 +56,12 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
     actions = ("requeue_dead", "cancel_pending")
 
     def get_readonly_fields(self, request: Any, obj: Any = None) -> list[str]:
-        return [field.name for field in Job._meta.fields] + ["last_traceback"]
+        return self.get_fields(request, obj)
+
+    def get_fields(self, request: Any, obj: Any = None) -> list[str]:
+        shown = request.user.has_perm("skiplock.view_job_payload")
+        fields = [f.name for f in Job._meta.fields if shown or f.name not in PAYLOAD]
+        return [*fields, "last_traceback"] if shown else fields  # a traceback quotes arguments
 
     def last_traceback(self, obj: Any) -> Any:
         """The last recorded error's traceback, as lines of text (not a JSON string)."""
@@ -78,17 +102,29 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
         return False
 
     def requeue_dead(self, request: Any, queryset: Any) -> None:
-        app, who = _app(), request.user.get_username()
-        ids = list(queryset.filter(state="dead").values_list("id", flat=True))
-        done = [i for i in ids if app.run_sync(app.retry_job(i, who=who))]
-        self.message_user(request, f"Requeued {len(done)} dead job(s).", messages.SUCCESS)
+        app = self._app(request, queryset)
+        if app is not None:
+            who = request.user.get_username()
+            ids = list(queryset.filter(state="dead").values_list("id", flat=True))
+            done = [i for i in ids if app.run_sync(app.retry_job(i, who=who))]
+            self.message_user(request, f"Requeued {len(done)} dead job(s).", messages.SUCCESS)
 
     def cancel_pending(self, request: Any, queryset: Any) -> None:
-        app, who = _app(), request.user.get_username()
-        ids = list(queryset.filter(state="pending").values_list("id", flat=True))
-        for job_id in ids:
-            app.run_sync(app.cancel_job(job_id, who=who))
-        self.message_user(request, f"Cancelled {len(ids)} pending job(s).", messages.SUCCESS)
+        app = self._app(request, queryset)
+        if app is not None:
+            who = request.user.get_username()
+            ids = list(queryset.filter(state="pending").values_list("id", flat=True))
+            for job_id in ids:
+                app.run_sync(app.cancel_job(job_id, who=who))
+            self.message_user(request, f"Cancelled {len(ids)} pending job(s).", messages.SUCCESS)
+
+    def _app(self, request: Any, queryset: Any) -> Any:
+        """The app of the rows' database, or None with the reason told to the user."""
+        try:
+            return _app(queryset.db)
+        except LookupError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return None
 
 
 # What @admin.action sets, without its untyped decorator (mypy --strict runs without Django).

@@ -15,9 +15,12 @@ class SkiplockConfig(AppConfig):  # type: ignore[misc]
     def ready(self) -> None:
         from django.core import checks
 
-        from .checks import check_settings
+        from ._ledger import check_periodic_backends
+        from .checks import check_command_names, check_settings
 
         checks.register(check_settings)
+        checks.register(check_periodic_backends)
+        checks.register(check_command_names)
         # A worker resolves tasks by module path, but importing every app's ``tasks`` module
         # up front registers them (and their options) before the first job is claimed.
         autodiscover_modules("tasks")

@@ -25,7 +25,7 @@ from django.utils.module_loading import import_string
 from ..._app import App
 from ..._task import Task as SkiplockTask
 from ...errors import JobNotFound
-from . import _results, _runner, checks
+from . import _result_ids, _results, _runner, checks
 from ._urls import database_url
 from .options import per_job_options, registered_options
 from .task_class import SkiplockDjangoTask
@@ -33,38 +33,44 @@ from .task_class import SkiplockDjangoTask
 T = TypeVar("T")
 
 
+_REGISTERED: set[str] = set()
+"""The ``module_path`` of every Django task any SkiplockBackend of this process registered (on
+any thread): the only names a job row may resolve to."""
+
+
+def registered_task(name: str) -> Any:
+    """The Django task a job row's ``name`` denotes, or None: only a name registered in this
+    process resolves (issue 22: ``import_string`` on whatever a row held let anyone who can
+    write the jobs table pick a module for the worker or a ``get_result`` view to import). Its
+    module is already imported, so the look-up imports nothing new."""
+    if name not in _REGISTERED:
+        return None
+    try:
+        found = import_string(name)
+    except ImportError:
+        return None
+    return found if isinstance(found, Task) else None
+
+
 class _ResolvingTasks(dict[str, SkiplockTask[Any, Any]]):
-    """The task table of a worker: a job naming a Django task not yet registered here imports
-    it by module path and registers it with this backend, so no task list has to be kept in
-    sync (Django's backends are per thread: a worker on another thread than the one that
-    imported the tasks has a backend of its own, whose table starts empty).
+    """The task table of a worker: a job naming a Django task registered in this process but not
+    with this backend registers it here, so no task list has to be kept in sync (Django's
+    backends are per thread: a worker on another thread than the one that imported the tasks
+    has a backend of its own, whose table starts empty). Any other name is unknown: the job
+    goes to dead saying so."""
 
-    A module path that fails to import runs as a task raising that ImportError (with the
-    import's traceback), so the job is FAILED with the real reason; nothing is registered, so
-    a later deploy that fixes the module is picked up by the next job."""
-
-    def __init__(self, app: App, register: Callable[[Any], Any]) -> None:
+    def __init__(self, register: Callable[[Any], Any]) -> None:
         super().__init__()
-        self._app = app
         self._register = register
 
     def get(self, name: str, default: Any = None) -> Any:
         if name not in self:
-            try:
-                found = import_string(name)
-            except ImportError as exc:
-                return self._unimportable(name, exc)
-            if name not in self and isinstance(found, Task):
+            found = registered_task(name)
+            if found is None:
+                return default
+            if name not in self:
                 self._register(found)
         return super().get(name, default)
-
-    def _unimportable(self, name: str, error: ImportError) -> SkiplockTask[Any, Any]:
-        def unimportable(*args: Any, **kwargs: Any) -> None:
-            raise error
-
-        return SkiplockTask(
-            app=self._app, fn=unimportable, name=name, max_attempts=1, permanent=(ImportError,)
-        )
 
 
 class DjangoTaskApp(App):
@@ -72,7 +78,7 @@ class DjangoTaskApp(App):
 
     def __init__(self, url: str, register: Callable[[Any], Any]) -> None:
         super().__init__(url)
-        self.tasks = _ResolvingTasks(self, register)
+        self.tasks = _ResolvingTasks(register)
 
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the app's own loop thread from sync Django code (views, admin,
@@ -127,6 +133,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
     def skiplock_task(self, task: Any) -> SkiplockTask[Any, Any]:
         """The skiplock task running ``task`` (registered once, by module path)."""
         name = task.module_path
+        _REGISTERED.add(name)
         tasks = self.app.tasks
         if name not in tasks:
             _, run = _runner.runner(task, type(self), lambda: tasks[name])
@@ -159,7 +166,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
     def _ready_result(self, task: Any, job_id: int, args: Any, kwargs: Any) -> Any:
         return TaskResult(
             task=task,
-            id=str(job_id),
+            id=_result_ids.result_id(job_id, self.alias),
             status=TaskResultStatus.READY,
             enqueued_at=datetime.now(UTC),
             started_at=None,
@@ -173,11 +180,39 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         )
 
     def get_result(self, result_id: str) -> Any:
+        moved = self._moved_job_id(str(result_id))
         try:
-            record = self.app.run_sync(self.app.get_job(int(result_id)))
+            job_id = moved if moved is not None else _result_ids.job_id(result_id, self.alias)
+            record = self.app.run_sync(self.app.get_job(job_id))
         except (ValueError, JobNotFound):
             raise TaskResultDoesNotExist(result_id) from None
-        return _results.to_task_result(import_string(record.task), record, self.alias)
+        task = registered_task(record.task)
+        if task is None:
+            raise TaskResultDoesNotExist(
+                f"{result_id}: its task {record.task!r} is not a registered task of this process "
+                "(its module is imported at startup: a tasks module of an installed app, or one "
+                "imported from there)"
+            )
+        result = _results.to_task_result(task, record, self.alias)
+        if moved is not None:
+            object.__setattr__(result, "id", str(result_id))  # a moved row keeps its old id
+        return result
+
+    def _moved_job_id(self, result_id: str) -> int | None:
+        """The job a django-tasks-db row became (``manage.py import_tasks_db`` keeps its old
+        id, a UUID: never a job id, signed or not), or None."""
+        if result_id.isdigit() or ":" in result_id:
+            return None  # a job id, plain or signed: no lookup for the ordinary case
+        from .models import ImportedTask
+
+        # not filtered by alias: the last step of a switch may rename the backend's alias
+        found = (
+            ImportedTask.objects.using(self.database)
+            .filter(old_id=result_id)
+            .values_list("job_id", flat=True)
+            .first()
+        )
+        return None if found is None else int(found)
 
     async def aget_result(self, result_id: str) -> Any:
         # On the app's own loop, not the caller's: a pool opened on a short-lived loop

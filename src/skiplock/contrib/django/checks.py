@@ -16,6 +16,7 @@ OPTIONS = {
     "database": "the DATABASES alias the jobs live in (default: 'default')",
     "schema": "the PostgreSQL schema of skiplock's tables (default: public)",
     "url": "a skiplock database URL, overriding the one built from DATABASES",
+    "signed_result_ids": "True: result ids signed with SECRET_KEY, not guessable (default False)",
     **RETENTION_OPTIONS,
 }
 ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
@@ -39,6 +40,10 @@ def check_options(alias: str, options: Any) -> Iterator[Any]:
         problem = retention_problem(name, options.get(name))
         if problem is not None:
             yield checks.Error(f"{where}: {problem}", id="skiplock.E004")
+    if not isinstance(options.get("signed_result_ids", False), bool):
+        yield checks.Error(
+            f"{where}['signed_result_ids'] must be True or False", id="skiplock.E004"
+        )
 
 
 def _check_database(where: str, database: Any) -> Iterator[Any]:
@@ -69,3 +74,34 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             id="skiplock.E005",
         )
     ]
+
+
+def check_command_names(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``skiplock.E007``: another installed app (django-tasks-concurrent, say) also provides
+    ``concurrent_worker`` or ``task_worker``: which one runs would be decided by the order
+    of ``INSTALLED_APPS``, silently."""
+    import os
+
+    from django.apps import apps
+    from django.core.management import find_commands, get_commands
+
+    ours = "skiplock.contrib.django"
+    mine = set(find_commands(os.path.join(apps.get_app_config("skiplock").path, "management")))
+    errors = []
+    for config in apps.get_app_configs():
+        if config.name == ours:
+            continue
+        clash = sorted(mine & set(find_commands(os.path.join(config.path, "management"))))
+        if not clash:
+            continue
+        runs = {name: get_commands().get(name) for name in clash}
+        errors.append(
+            checks.Error(
+                f"INSTALLED_APPS has both {config.name!r} and {ours!r}, which both provide "
+                + ", ".join(f"manage.py {n} (runs {runs[n]}'s)" for n in clash),
+                hint=f"remove {config.name!r} from INSTALLED_APPS (skiplock's commands take "
+                "its options)",
+                id="skiplock.E007",
+            )
+        )
+    return errors

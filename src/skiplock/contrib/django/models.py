@@ -51,11 +51,32 @@ class Job(models.Model):  # type: ignore[misc]
     attempted_at = Timestamp(null=True)
     finished_at = Timestamp(null=True)
     locked_by = models.TextField(null=True)
+    payload_version = models.IntegerField(null=True)
+    """The version of the task's arguments (NULL: a row from before skiplock migration 9, 1)."""
 
     class Meta:
         managed = False
         db_table = "skiplock_jobs"
         ordering = ("-id",)
+        # Arguments, results and tracebacks routinely quote what a job was given: seeing them
+        # is a permission of its own, beyond view_job (the admin hides them without it).
+        permissions = (("view_job_payload", "Can view job arguments, results and errors"),)
 
     def __str__(self) -> str:
         return f"job {self.id} ({self.task}, {self.state})"
+
+
+class ImportedTask(models.Model):  # type: ignore[misc]
+    """A django-tasks-db row moved to skiplock (``manage.py import_tasks_db``): its old id,
+    so ``get_result(old_id)`` still finds it, and the job it became."""
+
+    old_id = models.CharField(max_length=64, primary_key=True)
+    job_id = models.BigIntegerField()
+    backend = models.CharField(max_length=32)
+    """The SkiplockBackend alias the job was moved to."""
+
+    class Meta:
+        db_table = "skiplock_django_imported_task"
+
+    def __str__(self) -> str:
+        return f"{self.old_id} -> job {self.job_id}"

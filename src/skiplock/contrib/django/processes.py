@@ -28,14 +28,17 @@ def child_command(command: str, options: Mapping[str, Any]) -> list[str]:
     else:
         launcher = [sys.executable, "-m", "django"]
     args = [command, "--processes", "1", f"--verbosity={options.get('verbosity', 1)}"]
-    for name in ("backend", "interval", "shutdown_timeout", "concurrency", "lease"):
+    if options.get("backend_name") is not None:
+        args.append(f"--backend={options['backend_name']}")
+    for name in ("interval", "shutdown_timeout", "concurrency", "scheduler_interval", "lease"):
         if options.get(name) is not None:
             args.append(f"--{name.replace('_', '-')}={options[name]}")
     for queue in options.get("queue_names") or ():
         args.append(f"--queue-name={queue}")
-    for flag in ("no_scheduler", "burst"):
-        if options.get(flag):
-            args.append(f"--{flag.replace('_', '-')}")
+    if options.get("scheduler") is False:
+        args.append("--no-scheduler")
+    if options.get("burst"):
+        args.append("--burst")
     if options.get("reload") is False:
         args.append("--no-reload")
     return [*launcher, *args]

@@ -24,13 +24,15 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
-from typing import Any, Protocol
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from typing import Any, Protocol, TypedDict
 
 from ..._config import WorkerConfig
 from ..._worker.supervisor import report_ready
 from ..._worker.worker import Worker
 from ...errors import SchemaError
+from ._ledger import is_tasks_db as _is_tasks_db
 
 log = logging.getLogger("skiplock.contrib.django")
 
@@ -85,14 +87,6 @@ class WorkerHandle:
 
 
 TASKS_DB_BACKEND = "django_tasks_db.DatabaseBackend"
-
-
-def _is_tasks_db(backend: object) -> bool:
-    try:
-        from django_tasks_db import DatabaseBackend
-    except ImportError:
-        return False
-    return isinstance(backend, DatabaseBackend)
 
 
 def _backend(alias: str) -> Any:
@@ -178,11 +172,54 @@ def check_lease(lease: float) -> None:
         )
 
 
+class WorkerOptions(TypedDict, total=False):
+    """``run_worker``'s options: the seed's five, then skiplock's own."""
+
+    concurrency: int
+    interval: float
+    queue_name: str
+    backend_name: str
+    scheduler_interval: float
+    queue_names: Sequence[str] | None
+    shutdown_timeout: float
+    scheduler: bool
+    burst: bool
+    lease: float
+    handle: WorkerHandle | None
+
+
+DEFAULT_CONCURRENCY = 3
+"""The seed's default; ``--concurrency`` takes more (async and sync tasks alike run at once)."""
+
+
+def default_queue_name() -> str:
+    """``settings.TASK_QUEUE_NAME`` (the seed's setting), else Django's ``default``."""
+    from django.conf import settings
+
+    return str(getattr(settings, "TASK_QUEUE_NAME", "") or "default")
+
+
+def worker_queue_names(queue_name: str = "", queue_names: Sequence[str] | None = None) -> list[str]:
+    """The queues a worker works: ``queue_names`` (repeatable option), else ``queue_name``
+    (both take comma lists and ``*``), else the default queue."""
+    names = split_queue_names(queue_names) or split_queue_names([queue_name] if queue_name else [])
+    return names or [default_queue_name()]
+
+
+def _check_scheduler_interval(scheduler_interval: float) -> None:
+    if not isinstance(scheduler_interval, int | float) or not 0 < scheduler_interval < 1e9:
+        raise WorkerOptionError(
+            f"--scheduler-interval must be a positive number of seconds (got {scheduler_interval})"
+        )
+
+
 async def run_worker_async(
-    backend_alias: str = "default",
+    backend_name: str = "default",
     *,
-    concurrency: int = 10,
+    concurrency: int = DEFAULT_CONCURRENCY,
     interval: float = 1.0,
+    queue_name: str = "",
+    scheduler_interval: float = 15.0,
     queue_names: Sequence[str] | None = None,
     shutdown_timeout: float = 30.0,
     scheduler: bool = True,
@@ -193,9 +230,15 @@ async def run_worker_async(
     """Work the backend's tasks on this loop until SIGTERM/SIGINT/SIGQUIT (a second one skips
     the drain), ``handle.stop()`` or, with ``burst``, until nothing is ready. Raises when the
     worker (or its scheduler) dies, so the command exits non-zero. Cancelled, it stops the
-    worker gracefully first (see the module doc)."""
+    worker gracefully first (see the module doc).
+
+    The seed's options keep their meaning: ``queue_name`` (default ``TASK_QUEUE_NAME`` or
+    ``default``; here also a comma list or ``*``), ``backend_name``, ``scheduler_interval``
+    (the ceiling of one scheduler sleep: schedules wake at their next slot)."""
     handle = handle or WorkerHandle()
-    backend = _backend(backend_alias)
+    backend = _backend(backend_name)
+    _check_scheduler_interval(scheduler_interval)
+    queues = worker_queue_names(queue_name, queue_names)
     if _is_tasks_db(backend):
         from .tasks_db_worker import TasksDbWorker
 
@@ -204,12 +247,13 @@ async def run_worker_async(
             backend,
             concurrency=concurrency,
             interval=interval,
-            queue_names=_queues(backend, queue_names),
+            queue_names=_queues(backend, queues),
             shutdown_timeout=shutdown_timeout,
         )
         ready = _reporting_ready(tasks_db.ready)
         with _stopped_by_signals(tasks_db), ready, handle._serving(tasks_db):
-            await _stopped_when_cancelled(tasks_db, tasks_db.run(burst=burst))
+            async with _tasks_db_scheduler(tasks_db, backend_name, scheduler, scheduler_interval):
+                await _stopped_when_cancelled(tasks_db, tasks_db.run(burst=burst))
         global ABANDONED_THREADS
         ABANDONED_THREADS += tasks_db.abandoned_threads
         return
@@ -217,7 +261,7 @@ async def run_worker_async(
         backend=backend,
         concurrency=concurrency,
         interval=interval,
-        queue_names=queue_names,
+        queue_names=queues,
         shutdown_timeout=shutdown_timeout,
         scheduler=scheduler,
         lease=lease,
@@ -271,6 +315,38 @@ def migrate_hint(backend: Any, exc: SchemaError) -> str:
     return f"task backend {backend.alias!r}: {detail}: run `manage.py migrate{database}`"
 
 
+@contextlib.asynccontextmanager
+async def _tasks_db_scheduler(
+    worker: _Stoppable, alias: str, scheduler: bool, interval: float
+) -> AsyncIterator[None]:
+    """The ``@periodic`` tasks of a django-tasks-db backend, swept beside its worker (the
+    seed's side task): the worker's end cancels it; its death (not one schedule's failed
+    enqueue, which it retries) stops the worker, which then raises that error."""
+    from .scheduler import _entries, defer_periodic_forever
+
+    if not scheduler or not _entries(alias):
+        yield
+        return
+    sweeping = asyncio.create_task(
+        defer_periodic_forever(interval, alias), name="periodic-scheduler"
+    )
+
+    def finished(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("Periodic scheduler failed, stopping worker: %s", task.exception())
+            worker.request_stop()
+
+    sweeping.add_done_callback(finished)
+    try:
+        yield
+    finally:
+        sweeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeping
+    if not sweeping.cancelled() and sweeping.exception() is not None:
+        raise RuntimeError("the periodic scheduler died") from sweeping.exception()
+
+
 ABANDONED_THREADS = 0
 """Sync tasks still running on a thread when their worker gave up waiting (shutdown timeout):
 the management command exits without joining them."""
@@ -320,7 +396,86 @@ def _stop_all(sig: int) -> None:
         worker.request_stop()
 
 
-def run_worker(backend_alias: str = "default", **options: Any) -> None:
-    """``run_worker_async`` on a loop of its own (the management commands' entry); pass
-    ``handle=WorkerHandle()`` to stop it from another thread."""
-    asyncio.run(run_worker_async(backend_alias, **options))
+def run_worker(
+    backend_name: str = "default",
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    interval: float = 1.0,
+    queue_name: str = "",
+    scheduler_interval: float = 15.0,
+    queue_names: Sequence[str] | None = None,
+    shutdown_timeout: float = 30.0,
+    scheduler: bool = True,
+    burst: bool = False,
+    lease: float = DJANGO_LEASE_S,
+    handle: WorkerHandle | None = None,
+) -> None:
+    """``run_worker_async`` on a loop of its own (the management commands' entry); the
+    options are ``WorkerOptions``: pass ``handle=WorkerHandle()`` to stop it from another
+    thread."""
+    asyncio.run(
+        run_worker_async(
+            backend_name,
+            concurrency=concurrency,
+            interval=interval,
+            queue_name=queue_name,
+            scheduler_interval=scheduler_interval,
+            queue_names=queue_names,
+            shutdown_timeout=shutdown_timeout,
+            scheduler=scheduler,
+            burst=burst,
+            lease=lease,
+            handle=handle,
+        )
+    )
+
+
+class ConcurrentWorker:
+    """django-tasks-concurrent's worker class, over ``run_worker_async`` (same options):
+    ``await worker.run()`` works the backend's tasks until ``shutdown()`` (which drains, as
+    SIGTERM does) or a signal."""
+
+    def __init__(
+        self,
+        concurrency: int,
+        interval: float,
+        queue_name: str,
+        backend_name: str = "default",
+        scheduler_interval: float = 15.0,
+    ) -> None:
+        self.concurrency = concurrency
+        self.interval = interval
+        self.queue_name = queue_name
+        self.backend_name = backend_name
+        self.scheduler_interval = scheduler_interval
+        self.worker_id = f"concurrent-{uuid.uuid4().hex}"
+        self.running = False
+        self.scheduler_task: asyncio.Task[None] | None = None
+        """Always None: the scheduler is a service inside the worker (its death stops it)."""
+        self._handle = WorkerHandle()
+
+    async def run(self) -> None:
+        self.running = True
+        self._handle = WorkerHandle()  # a shutdown() before this run does not stop it
+        try:
+            await run_worker_async(
+                self.backend_name,
+                concurrency=self.concurrency,
+                interval=self.interval,
+                queue_name=self.queue_name,
+                scheduler_interval=self.scheduler_interval,
+                handle=self._handle,
+            )
+        finally:
+            self.running = False
+
+    def shutdown(self) -> None:
+        """Stop claiming and drain (a second call skips the drain)."""
+        self.running = False
+        self._handle.stop()
+
+    def on_scheduler_finished(self, task: asyncio.Task[Any]) -> None:
+        """The seed's done-callback: a scheduler that died stops the worker."""
+        if not task.cancelled() and task.exception() is not None:
+            log.error("Periodic scheduler failed, stopping worker: %s", task.exception())
+            self.shutdown()

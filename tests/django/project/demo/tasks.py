@@ -9,6 +9,10 @@ from django.tasks import TaskContext, task
 from skiplock import RetryPolicy, current_job
 from skiplock.contrib.django import periodic, skiplock_options
 
+# a worker runs only the tasks its process registered (docs/django.md): the outcome tests'
+# tasks live in a module of their own, so this autodiscovered one imports it
+from . import outcome_tasks  # noqa: F401
+
 
 @task
 def add(a: int, b: int) -> int:
@@ -147,3 +151,30 @@ def append_line(path: str, line: str, seconds: float) -> str:
         out.write(line + "\n")
     time.sleep(seconds)
     return line
+
+
+@task(backend="tasksdb")
+def stamp(**kwargs: Any) -> dict[str, Any]:
+    """A django-tasks-db task that tests schedule with ``@periodic`` (registered per test)."""
+    return kwargs
+
+
+@task(backend="tasksdb")
+def stamp_too(**kwargs: Any) -> dict[str, Any]:
+    return kwargs
+
+
+@task(backend="jobs")
+def stamp_jobs(**kwargs: Any) -> dict[str, Any]:
+    """The same on a SkiplockBackend (the ``jobs`` database)."""
+    return kwargs
+
+
+@task(backend="jobs")
+def stamp_jobs_too(**kwargs: Any) -> dict[str, Any]:
+    return kwargs
+
+
+@task(backend="immediate")
+def at_once() -> None:
+    """On Django's ImmediateBackend, which no skiplock worker serves."""

@@ -3,6 +3,7 @@ DatabaseBackend (see ``worker.py``), in one process or N supervised ones (``proc
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -14,7 +15,14 @@ from django.core.management.base import BaseCommand, CommandError
 from .....errors import SchemaError
 from ... import worker as worker_module
 from ...processes import supervise
-from ...worker import DJANGO_LEASE_S, WorkerOptionError, check_lease, run_worker
+from ...worker import (
+    DEFAULT_CONCURRENCY,
+    DJANGO_LEASE_S,
+    WorkerOptionError,
+    check_lease,
+    run_worker,
+    worker_queue_names,
+)
 
 LEVELS = {0: logging.CRITICAL, 1: logging.INFO}
 
@@ -34,15 +42,29 @@ class Command(BaseCommand):  # type: ignore[misc]
     sequential = False
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--backend", default="default", help="Task backend alias.")
+        parser.add_argument(
+            "--backend", dest="backend_name", default="default", help="Task backend alias."
+        )
         if not self.sequential:
-            parser.add_argument("--concurrency", type=int, default=10, help="Tasks at once.")
+            parser.add_argument(
+                "--concurrency",
+                type=int,
+                default=DEFAULT_CONCURRENCY,
+                help=f"Tasks at once, async and sync alike (default {DEFAULT_CONCURRENCY}).",
+            )
         parser.add_argument("--interval", type=float, default=1.0, help="Poll interval (s).")
         parser.add_argument(
             "--queue-name",
             action="append",
             dest="queue_names",
-            help="Queue to work (repeatable, or comma-separated; * for all). Default: all.",
+            help="Queue to work (repeatable, or comma-separated; * for all). "
+            "Default: settings.TASK_QUEUE_NAME, else 'default'.",
+        )
+        parser.add_argument(
+            "--scheduler-interval",
+            type=float,
+            default=15.0,
+            help="Longest single sleep of the @periodic scheduler (s); it wakes at each slot.",
         )
         parser.add_argument(
             "--shutdown-timeout",
@@ -57,7 +79,12 @@ class Command(BaseCommand):  # type: ignore[misc]
             help="Seconds a task without a timeout is leased for, plus a 30 s margin (renewed "
             "while its worker lives): how long a task whose worker died waits to run again.",
         )
-        parser.add_argument("--no-scheduler", action="store_true", help="Run no @periodic.")
+        parser.add_argument(
+            "--scheduler",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="Run the @periodic schedules of the backend too (default; --no-scheduler: not).",
+        )
         parser.add_argument("--burst", action="store_true", help="Exit once nothing is ready.")
         parser.add_argument(
             "--processes", type=int, default=1, help="Worker processes under one supervisor."
@@ -79,25 +106,34 @@ class Command(BaseCommand):  # type: ignore[misc]
         return "task_worker" if self.sequential else "concurrent_worker"
 
     def _check(self, opts: dict[str, Any]) -> None:
-        from ...worker import _backend, _check_numbers, _queues
+        from ...worker import _backend, _check_numbers, _check_scheduler_interval, _queues
 
         try:
-            backend = _backend(opts["backend"])
+            backend = _backend(opts["backend_name"])
             _check_numbers(opts.get("concurrency", 1), opts["interval"], opts["shutdown_timeout"])
-            _queues(backend, opts["queue_names"])
+            _check_scheduler_interval(opts["scheduler_interval"])
+            _queues(backend, worker_queue_names(queue_names=opts["queue_names"]))
             check_lease(opts["lease"])
         except WorkerOptionError as exc:
             raise CommandError(str(exc)) from exc
 
+    def _banner(self, opts: dict[str, Any]) -> None:
+        """The seed's startup line (scripts and supervisors grep for it)."""
+        queue = ",".join(worker_queue_names(queue_names=opts["queue_names"]))
+        concurrency = opts.get("concurrency", 1)
+        self.stdout.write(f"Starting concurrent worker (concurrency={concurrency}, queue={queue})")
+
     def _run(self, opts: dict[str, Any]) -> None:
+        self._banner(opts)
         try:
             run_worker(
-                opts["backend"],
+                opts["backend_name"],
                 concurrency=opts.get("concurrency", 1),
                 interval=opts["interval"],
-                queue_names=opts["queue_names"],
+                queue_names=worker_queue_names(queue_names=opts["queue_names"]),
+                scheduler_interval=opts["scheduler_interval"],
                 shutdown_timeout=opts["shutdown_timeout"],
-                scheduler=not opts["no_scheduler"],
+                scheduler=opts["scheduler"],
                 burst=opts["burst"],
                 lease=opts["lease"],
             )

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import autoreload
 
+from ...worker import worker_queue_names
 from .concurrent_worker import Command as ConcurrentWorker
 
 
@@ -29,6 +30,14 @@ class Command(ConcurrentWorker):
             default=None,
             help="Restart on code changes (default: settings.DEBUG).",
         )
+
+    def _banner(self, opts: dict[str, Any]) -> None:
+        """The seed's startup lines."""
+        queue = ",".join(worker_queue_names(queue_names=opts["queue_names"]))
+        self.stdout.write(f"Starting task worker for queue: {queue}")
+        if opts["scheduler"]:
+            every = f"{opts['scheduler_interval']:g}"
+            self.stdout.write(f"Periodic scheduler running (every {every}s)")
 
     def _run(self, opts: dict[str, Any]) -> None:
         reload = settings.DEBUG if opts["reload"] is None else opts["reload"]

@@ -1,0 +1,43 @@
+"""What ``--json`` prints, the same way for every command that lists or shows.
+
+One object per command (never a bare list, so a key can be added without breaking a script),
+datetimes as ISO 8601 strings with their offset, keys in a fixed order; each command's keys are
+documented in docs/operations/cli.md and tested there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _iso(value: object) -> str:
+    """A datetime (anything with ``isoformat``) as ISO 8601; anything else as its str."""
+    isoformat = getattr(value, "isoformat", None)
+    return str(isoformat()) if callable(isoformat) else str(value)
+
+
+def to_json(value: object, *, indent: int | None = None) -> str:
+    """``value`` as JSON, datetimes as ISO 8601 strings."""
+    return json.dumps(value, default=_iso, indent=indent)
+
+
+def echo_json(value: object) -> None:
+    """Print ``value`` as one line of JSON on stdout."""
+    click.echo(to_json(value))
+
+
+def json_option(fn: F) -> F:
+    """``--json``: the command's output as one JSON object (its keys: docs/operations/cli.md);
+    the command receives it as ``as_json``."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print one JSON object instead (keys listed in the docs), for scripts.",
+    )(fn)

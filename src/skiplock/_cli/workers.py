@@ -1,0 +1,79 @@
+"""``skiplock workers``: the live workers, from the registry each worker beats into (see
+``_worker/presence.py``): where each runs, what it claims from, how busy it is, and when it last
+beat. A row silent past ``--max-silence`` belongs to a worker that stopped without a word; it
+is left out unless ``--all``, and forgotten by the other workers after an hour."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .._stats import WorkerInfo
+from .health import DEFAULT_MAX_SILENCE_S
+from .output import echo_json, json_option
+from .support import Seconds, app_command, app_for, run_async
+
+
+def worker_details(worker: WorkerInfo, max_silence_s: float) -> dict[str, Any]:
+    """One registry row as ``workers --json`` prints it."""
+    return {
+        "id": worker.id,
+        "name": worker.name,
+        "host": worker.host,
+        "pid": worker.pid,
+        "queues": list(worker.queues) if worker.queues is not None else None,
+        "concurrency": worker.concurrency,
+        "running": worker.running,
+        "processed": worker.processed,
+        "started_at": worker.started_at,
+        "heartbeat_at": worker.heartbeat_at,
+        "last_claim_at": worker.last_claim_at,
+        "silent_s": worker.silent_s,
+        "live": worker.silent_s <= max_silence_s,
+    }
+
+
+def _line(worker: WorkerInfo) -> str:
+    queues = ",".join(worker.queues) if worker.queues is not None else "all"
+    return (
+        f"{worker.host}:{worker.pid} {worker.name or '-'} queues={queues} "
+        f"concurrency={worker.concurrency} running={worker.running} "
+        f"processed={worker.processed} last beat {worker.silent_s:.1f}s ago"
+    )
+
+
+@app_command(None, "workers")
+@click.option(
+    "--max-silence",
+    type=Seconds(0),
+    default=DEFAULT_MAX_SILENCE_S,
+    show_default=True,
+    help="A worker is live if it beat within this many seconds (as for health).",
+)
+@click.option("--all", "show_all", is_flag=True, help="Also list silent workers' rows.")
+@json_option
+def workers_command(
+    app_spec: str, url: str | None, max_silence: float, show_all: bool, as_json: bool
+) -> None:
+    """The live workers: host, pid, queues, load and last beat."""
+    app = app_for(app_spec, url)
+    rows = run_async(app, app.workers)
+    live = [w for w in rows if w.silent_s <= max_silence]
+    shown = rows if show_all else live
+    if as_json:
+        echo_json(
+            {
+                "live": len(live),
+                "silent": len(rows) - len(live),
+                "workers": [worker_details(w, max_silence) for w in shown],
+            }
+        )
+        return
+    for worker in shown:
+        silent = "" if worker.silent_s <= max_silence else "  (silent)"
+        click.echo(_line(worker) + silent)
+    hidden = (
+        "" if show_all or len(rows) == len(live) else f" ({len(rows) - len(live)} silent: --all)"
+    )
+    click.echo(f"{len(live)} live workers{hidden}")

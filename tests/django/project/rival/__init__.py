@@ -1,0 +1,1 @@
+"""An app that also ships a ``concurrent_worker`` command (the command-name collision test)."""

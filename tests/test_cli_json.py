@@ -1,0 +1,126 @@
+"""``--json`` on every command that lists or shows, through the real CLI on SQLite and
+PostgreSQL: the output parses, and its keys are exactly the ones docs/operations/cli.md lists
+for that command (so the documented schema cannot drift from what scripts read)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import skiplock
+from skiplock import Worker
+
+from .apps import cli_app
+from .test_cli import ROOT, Cli, cli_fixtures
+from .test_cli_admin import run
+
+pytestmark = pytest.mark.slow
+APP = "tests.apps.cli_app:app"
+CRON_APP = "tests.apps.cron_app:app"
+DOC = ROOT / "docs" / "operations" / "cli.md"
+
+cli, app = cli_fixtures(cli_app)
+
+
+def documented(heading: str) -> set[str]:
+    """The keys in the table under the docs' ``### `heading`...`` section."""
+    text = DOC.read_text()
+    start = text.index(f"### {heading}")
+    end = text.find("\n### ", start + 1)
+    section = text[start : end if end > 0 else None]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.MULTILINE))
+
+
+def keys(value: dict[str, Any], prefix: str = "") -> set[str]:
+    """Top-level keys, and ``name[].key`` for the keys of a list of objects; a list of jobs
+    is checked against the job table separately, so only its name counts here."""
+    found = set()
+    for key, item in value.items():
+        found.add(prefix + key)
+        if key != "jobs" and isinstance(item, list) and item and isinstance(item[0], dict):
+            for element in item:
+                found |= keys(element, f"{prefix}{key}[].")
+    return found
+
+
+def parsed(result: object, code: int = 0) -> dict[str, Any]:
+    assert result.returncode == code, (result.stdout, result.stderr)  # type: ignore[attr-defined]
+    lines = result.stdout.splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1, lines  # one object on one line
+    value = json.loads(lines[0])
+    assert isinstance(value, dict)
+    return value
+
+
+JOB = documented("A job")
+
+
+async def test_job_list_show_and_dead_list_print_the_documented_keys(
+    cli: Cli, app: skiplock.App
+) -> None:
+    assert "state" in JOB and "audit" in JOB  # the docs table was found
+    doomed = await cli_app.fail.aenqueue("kaput")
+    await Worker(app, poll_interval_s=0.05).run(burst=True)
+    waiting = await cli_app.record.aenqueue(1)
+
+    listing = parsed(await run(cli, "job", "list", "--url", cli.url, "--json"))
+    assert keys(listing) == documented("`job list --json`")
+    assert listing["count"] == 2 and [j["id"] for j in listing["jobs"]] == [waiting.id, doomed.id]
+    assert all(set(j) == JOB for j in listing["jobs"])
+    shown = parsed(await run(cli, "job", "show", APP, str(doomed.id), "--json"))
+    assert set(shown) == JOB and shown["state"] == "dead"
+    assert "kaput" in shown["errors"][-1]["message"]
+    datetime.fromisoformat(shown["finished_at"])  # a time is an ISO 8601 string
+    dead = parsed(await run(cli, "dead", "list", APP, "--json"))
+    assert keys(dead) == documented("`job list --json`")
+    assert [j["id"] for j in dead["jobs"]] == [doomed.id]
+
+
+async def test_job_list_takes_the_dead_lists_filters(cli: Cli, app: skiplock.App) -> None:
+    doomed = await cli_app.fail.aenqueue("kaput")
+    other = await cli_app.fail.aenqueue("different")
+    await Worker(app, poll_interval_s=0.05).run(burst=True)
+    waiting = await cli_app.record.aenqueue(1)
+
+    async def ids(*args: str) -> list[int]:
+        value = parsed(await run(cli, "job", "list", APP, "--json", *args))
+        return [j["id"] for j in value["jobs"]]
+
+    assert await ids("--error", "KAPUT") == [doomed.id]
+    ahead = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    behind = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    assert await ids("--since", ahead) == []
+    assert await ids("--since", behind) == [waiting.id, other.id, doomed.id]
+    assert await ids("--until", ahead, "--error", "different") == [other.id]
+    assert await ids("--until", behind) == []
+    text = await run(cli, "job", "list", APP, "--error", "kaput")
+    assert "1 jobs" in text.stdout  # type: ignore[attr-defined]
+    bad = await run(cli, "job", "list", APP, "--since", "yesterday")
+    assert bad.returncode == 2 and "--since" in bad.stderr  # type: ignore[attr-defined]
+
+
+async def test_cron_list_json_is_each_schedule(cli: Cli) -> None:
+    assert (await run(cli, "migrate", CRON_APP)).returncode == 0  # type: ignore[attr-defined]
+    value = parsed(await run(cli, "cron", "list", CRON_APP, "--json"))
+    assert keys(value) == documented("`cron list --json`")
+    (tick,) = value["schedules"]
+    assert (tick["id"], tick["cron"], tick["zone"], tick["last_slot"]) == (
+        "tick",
+        "* * * * * *",
+        "UTC",
+        None,
+    )
+    fires = [datetime.fromisoformat(f) for f in tick["next_fires"]]
+    assert len(fires) == 3 and fires == sorted(fires)
+
+
+async def test_health_json_says_why_with_the_same_exit_code(cli: Cli, app: skiplock.App) -> None:
+    await cli_app.record.aenqueue(1)
+    value = parsed(await run(cli, "health", "--url", cli.url, "--json"), code=1)
+    assert keys(value) == documented("`health --json`")
+    assert value["healthy"] is False and value["workers_beating"] == 0 and value["ready"] == 1
+    assert "no worker has heartbeated" in value["problems"][0]

@@ -1,0 +1,73 @@
+"""An idle worker wakes when the next job comes due, not at its next poll (issue 20, defect 6).
+
+The poll interval is set long (5 s) so that a worker waiting for its poll starts these jobs
+late: its next claim comes a poll interval after the one that found the job not yet due, so
+the start delay read from the row (its claim time minus the time it came due) is the poll
+interval less the job's short delay (~4.7 s). Under half the interval means the worker woke at
+the job's ``run_at``, with seconds to spare on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import skiplock
+from skiplock import Retry, Worker
+
+POLL_S = 5.0
+
+
+async def run_until_done(app: skiplock.App, handle: skiplock.JobHandle) -> skiplock.JobRecord:
+    worker = Worker(app, poll_interval_s=POLL_S)
+    running = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(handle.result(), timeout=30)
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(running, timeout=30)
+    return await handle.fetch()
+
+
+def start_delay(record: skiplock.JobRecord) -> float:
+    """How long after it came due the job's last attempt was claimed (the database's clock)."""
+    assert record.attempted_at is not None
+    return (record.attempted_at - record.run_at).total_seconds()
+
+
+async def test_a_short_retry_starts_at_its_delay_not_at_the_poll(app: skiplock.App) -> None:
+    @app.task(name="flaky")
+    async def flaky() -> None:
+        if skiplock.current_job().attempt == 1:
+            raise Retry(in_s=0.2)
+
+    handle = await flaky.aenqueue()
+    record = await run_until_done(app, handle)
+    assert record.state is skiplock.JobState.SUCCEEDED
+    assert record.attempt == 2
+    assert start_delay(record) < POLL_S / 2
+
+
+async def test_a_short_run_after_starts_at_its_time_not_at_the_poll(app: skiplock.App) -> None:
+    @app.task(name="later")
+    async def later() -> None:
+        pass
+
+    handle = await later.using(run_after=timedelta(seconds=0.3)).aenqueue()
+    record = await run_until_done(app, handle)
+    assert record.state is skiplock.JobState.SUCCEEDED
+    assert start_delay(record) < POLL_S / 2
+
+
+async def test_the_next_due_job_is_read_from_the_database(app: skiplock.App) -> None:
+    @app.task(name="t")
+    async def t() -> None:
+        pass
+
+    backend = await app.backend()
+    assert await backend.job_next_run_at() is None
+    await t.aenqueue()  # due now: not "next"
+    await t.using(run_after=timedelta(hours=1), priority=5).aenqueue()
+    await t.using(run_after=timedelta(seconds=60), priority=-3).aenqueue()
+    due_in = await backend.job_next_run_at()
+    assert due_in is not None and 0 < due_in <= 60

@@ -1,0 +1,75 @@
+"""The SQLite file and its -wal/-shm are created readable by their owner alone (issue 22 low 8):
+jobs carry arguments and results. ``?mode=`` chooses another mode for a new file; an existing
+file keeps the mode it has."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import skiplock
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    old = os.umask(0o022)  # the usual umask: files 0644 unless skiplock says otherwise
+    yield
+    os.umask(old)
+
+
+def _modes(db: Path) -> dict[str, int]:
+    return {
+        p.name: stat.S_IMODE(p.stat().st_mode)
+        for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
+    }
+
+
+async def _open_and_enqueue(url: str) -> skiplock.App:
+    app = skiplock.App(url)
+
+    @app.task
+    async def noop() -> None:
+        pass
+
+    await app.migrate()
+    await noop.aenqueue()
+    return app
+
+
+async def test_a_new_database_and_its_wal_files_are_0600(tmp_path: Path, umask_022: None) -> None:
+    db = tmp_path / "jobs.db"
+    app = await _open_and_enqueue(f"sqlite:///{db}")
+    try:
+        assert _modes(db) == {"jobs.db": 0o600, "jobs.db-wal": 0o600, "jobs.db-shm": 0o600}
+    finally:
+        await app.close()
+
+
+async def test_mode_chooses_the_mode_of_a_new_file(tmp_path: Path, umask_022: None) -> None:
+    db = tmp_path / "jobs.db"
+    app = await _open_and_enqueue(f"sqlite:///{db}?mode=0640")
+    try:
+        assert set(_modes(db).values()) == {0o640}
+    finally:
+        await app.close()
+
+
+async def test_an_existing_file_keeps_its_mode(tmp_path: Path, umask_022: None) -> None:
+    db = tmp_path / "jobs.db"
+    db.touch(mode=0o660)
+    db.chmod(0o660)
+    app = await _open_and_enqueue(f"sqlite:///{db}")
+    try:
+        assert _modes(db)["jobs.db"] == 0o660
+    finally:
+        await app.close()
+
+
+@pytest.mark.parametrize("mode", ["644x", "0o600", "1777", "0400", "", "99999"])
+def test_a_bad_mode_is_refused_naming_it(tmp_path: Path, mode: str) -> None:
+    with pytest.raises(skiplock.ConfigurationError, match="mode='"):
+        skiplock.App(f"sqlite:///{tmp_path / 'x.db'}?mode={mode}")
