@@ -33,8 +33,10 @@ else:
         directory = tempfile.mkdtemp(prefix="skiplock-django-")
         os.environ["SKIPLOCK_DJANGO_SQLITE"] = os.path.join(directory, "db.sqlite3")
         os.environ["SKIPLOCK_DJANGO_JOBS_SQLITE"] = os.path.join(directory, "jobs.sqlite3")
+        os.environ["SKIPLOCK_DJANGO_UPSTREAM_SQLITE"] = os.path.join(directory, "up.sqlite3")
         if KIND == "postgres":
             _pg(f'CREATE SCHEMA "{SCHEMA}"')
+            _pg(f'CREATE SCHEMA "{SCHEMA}_up"')
             os.environ["SKIPLOCK_DJANGO_SCHEMA"] = SCHEMA
         os.environ["DJANGO_SETTINGS_MODULE"] = "tests.django.project.settings"
 
@@ -54,6 +56,7 @@ else:
         connections.close_all()
         if KIND == "postgres":
             _pg(f'DROP SCHEMA "{SCHEMA}" CASCADE')
+            _pg(f'DROP SCHEMA "{SCHEMA}_up" CASCADE')
 
     @pytest.fixture
     def backend() -> Any:

@@ -7,6 +7,8 @@ run) before Django starts; a child process inherits them:
 - ``SKIPLOCK_DJANGO_DB``: ``postgres`` or ``sqlite``
 - ``SKIPLOCK_DJANGO_SCHEMA``: the PostgreSQL schema of this run (postgres only)
 - ``SKIPLOCK_DJANGO_SQLITE`` / ``SKIPLOCK_DJANGO_JOBS_SQLITE``: the files of ``default``/``jobs``
+- ``SKIPLOCK_DJANGO_UPSTREAM_SQLITE``: the file of ``upstream`` (Django's own tests; on
+  PostgreSQL the schema ``<SCHEMA>_up``)
 - ``SKIPLOCK_DJANGO_APP_NAME``: the PostgreSQL ``application_name`` of this process's
   connections (Django's and skiplock's), so a test can terminate exactly its worker's backends
 - ``SKIPLOCK_DJANGO_CONN_MAX_AGE``: Django's ``CONN_MAX_AGE`` (persistent connections)
@@ -47,7 +49,21 @@ DEBUG = False
 USE_TZ = os.environ.get("SKIPLOCK_DJANGO_USE_TZ", "1") != "0"
 TIME_ZONE = "Europe/London"
 SECRET_KEY = "tests"
-DATABASES = {"default": _default(), "jobs": _sqlite("SKIPLOCK_DJANGO_JOBS_SQLITE")}
+
+
+def _upstream() -> dict[str, Any]:
+    """The store of Django's own task tests (tests/django/upstream): a fresh one, as in
+    Django's test run (they assert, say, that result id 123 does not exist)."""
+    if KIND == "postgres":
+        return {**_default(), "OPTIONS": {"options": f"-c search_path={SCHEMA}_up"}}
+    return _sqlite("SKIPLOCK_DJANGO_UPSTREAM_SQLITE")
+
+
+DATABASES = {
+    "default": _default(),
+    "jobs": _sqlite("SKIPLOCK_DJANGO_JOBS_SQLITE"),
+    "upstream": _upstream(),
+}
 ROOT_URLCONF = "tests.django.project.urls"
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

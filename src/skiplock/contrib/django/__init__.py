@@ -19,6 +19,8 @@ _EXPORTS = {
     "run_scheduler_thread": ".scheduler",
     "run_worker": ".worker",
     "run_worker_async": ".worker",
+    "WorkerHandle": ".worker",
+    "SkiplockDjangoTask": ".task_class",
     "WorkerOptions": ".worker",
     "ConcurrentWorker": ".worker",
     "install_resilient_run": ".resilience",

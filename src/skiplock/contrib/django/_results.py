@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.tasks import TaskResult, TaskResultStatus
@@ -35,26 +36,40 @@ def task_error(error: dict[str, Any]) -> Any:
     )
 
 
+_LOST_BY = re.compile(r"^lease expired \(worker (.*) stopped heartbeating\)$")
+
+
+def worker_ids(record: JobRecord) -> list[str]:
+    """Who ran each attempt: an attempt reclaimed from a dead worker names it in its error
+    record; the others ran on the worker that claimed the job last (``locked_by``)."""
+    last = record.locked_by or "skiplock"
+    lost: dict[int, str] = {}
+    for error in record.errors:
+        found = _LOST_BY.match(str(error.get("message") or ""))
+        if found and isinstance(error.get("attempt"), int):
+            lost[error["attempt"]] = found.group(1)
+    return [lost.get(attempt, last) for attempt in range(1, record.attempt + 1)]
+
+
 def to_task_result(task: Any, record: JobRecord, backend_alias: str) -> Any:
     """Build the frozen ``TaskResult`` (with its return value) of one job row."""
+    # RUNNING from the claim: the heartbeat's started_at comes seconds later. A worker claims
+    # ahead only short tasks (none before its first task finished, none while tasks take
+    # over a second), so a claimed-ahead row reads RUNNING at most that long too early
     status = STATUS[record.state]
-    if record.state is JobState.RUNNING and record.started_at is None:
-        # claimed ahead by a worker but not started: its code has not run, and a worker
-        # that shuts down gives it back, so Django's "currently running" would be untrue
-        status = TaskResultStatus.READY
     result = TaskResult(
         task=task,
         id=result_id(record.id, backend_alias),
         status=status,
         enqueued_at=record.created_at,
-        started_at=record.started_at or record.attempted_at,
+        started_at=record.attempted_at,
         finished_at=record.finished_at,
         last_attempted_at=record.attempted_at,
         args=list(record.args),
         kwargs=dict(record.kwargs),
         backend=backend_alias,
         errors=[task_error(e) for e in record.errors[-1:]] if status == "FAILED" else [],
-        worker_ids=[record.locked_by or "skiplock"] * record.attempt,
+        worker_ids=worker_ids(record),
     )
     object.__setattr__(result, "_return_value", record.result)
     return result

@@ -4,12 +4,23 @@ The skiplock task registered for a Django task is a thin wrapper: it rebuilds th
 ``TaskResult`` from the running job, sends Django's own ``task_started``/``task_finished``
 (sent robustly: a receiver that raises is logged, never strands the job), and returns the
 function's value as JSON for the job row.
+
+``task_finished`` carries the outcome the row gets, decided here by the same rules the worker
+applies (``classify``) before the signal is sent: a value JSON cannot hold is FAILED (the row
+is dead with that TypeError), a sync task that ran past its timeout is FAILED (its thread
+raises ``JobTimeout`` on return, so the worker records the same whichever sees it first), a
+failure that will be retried is READY. An attempt the worker itself cuts short (shutdown, a
+lost lease) has not finished: it sends no ``task_finished`` and runs again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 import logging
+import os
+import socket
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -19,33 +30,124 @@ from django.tasks import TaskContext, TaskResult, TaskResultStatus
 from django.tasks.signals import task_finished, task_started
 from django.utils.json import normalize_json
 
-from ..._job import current_job
+from ..._config import RetryPolicy
+from ..._job import Disposition, current_job
+from ..._payload import encode_result
+from ..._task import Task as SkiplockTask
+from ..._worker.classify import JobTimeout, classify, error_record
+from ...errors import PayloadError
+from . import retries
 from ._result_ids import result_id
+from .options import django_attempts
 
 log = logging.getLogger("skiplock.contrib.django")
 
+FINAL = (Disposition.DEAD, Disposition.CANCEL)
+_ANY_POLICY = RetryPolicy()
 
-def _running_result(
-    task: Any, sender: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    job = current_job()
-    now = datetime.now(UTC)
-    result = TaskResult(
-        task=task,
-        id=result_id(job.id, task.backend),
-        status=TaskResultStatus.RUNNING,
-        enqueued_at=job.enqueued_at,
-        started_at=now,
-        finished_at=None,
-        last_attempted_at=now,
-        args=list(args),
-        kwargs=dict(kwargs),
-        backend=task.backend,
-        errors=[],
-        worker_ids=["skiplock"] * job.attempt,
-    )
-    _send(task_started, sender, result)
-    return result
+
+@functools.cache
+def _host() -> str:
+    return socket.gethostname()
+
+
+def worker_name() -> str:
+    """How this process's worker signs its claims by default (``Worker.name``); the host
+    is read once (a system call per task otherwise), the pid each time (a fork changes it)."""
+    return f"{_host()}:{os.getpid()}"
+
+
+class _Run:
+    """What each call of one Django task's wrapper needs: the task, the sender of the
+    signals, and the skiplock task (for its retry rules and the app's result limit)."""
+
+    def __init__(
+        self, task: Any, sender: type[Any], skiplock_task: Callable[[], SkiplockTask[Any, Any]]
+    ) -> None:
+        self.task = task
+        self.sender = sender
+        self._skiplock_task = skiplock_task
+        self.attempts = django_attempts(task)
+        """The attempts the task's own failures may spend (``retries.py``)."""
+
+    def started(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        job = current_job()
+        now = datetime.now(UTC)
+        result = TaskResult(
+            task=self.task,
+            id=result_id(job.id, self.task.backend),
+            status=TaskResultStatus.RUNNING,
+            enqueued_at=job.enqueued_at,
+            started_at=now,
+            finished_at=None,
+            last_attempted_at=now,
+            args=list(args),
+            kwargs=dict(kwargs),
+            backend=self.task.backend,
+            errors=[],
+            worker_ids=[worker_name()] * job.attempt,
+        )
+        _send(task_started, self.sender, result)
+        return result
+
+    def call_args(self, result: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        if self.task.takes_context:
+            return (TaskContext(task_result=result), *args)
+        return args
+
+    def succeeded(self, result: Any, value: Any) -> Any:
+        """The value to store, or (not storable) the failure the row records, raised."""
+        try:
+            value = normalize_json(value)
+            encode_result(self.task.module_path, value, self._skiplock_task().app.max_result_bytes)
+        except (TypeError, PayloadError) as exc:
+            self.failed(result, exc, final=True)  # the row records this very error: a retry
+            raise  # would return the same
+        _finish(self.sender, result, TaskResultStatus.SUCCESSFUL)
+        return value
+
+    def failed(
+        self, result: Any, exc: BaseException, reclaims: int = 0, *, final: bool = False
+    ) -> None:
+        """Decide this failure (``retries.decide``: the worker then records the same) and
+        send ``task_finished`` with the status the row gets for it."""
+        from ._results import task_error
+
+        job = current_job()
+        error = error_record(job.attempt, exc)
+        object.__setattr__(result, "status", TaskResultStatus.FAILED)
+        object.__setattr__(result, "errors", [task_error(error)])
+        retries.decide(
+            exc,
+            result,
+            attempts=1 if final else self.attempts,
+            backoff=getattr(self.task, "backoff", None),
+            reclaims=0 if final else reclaims,
+        )
+        sk = self._skiplock_task()
+        decision = classify(  # a plain policy: the decided delay is the worker's to read
+            exc,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            permanent=sk.permanent,
+            retry=_ANY_POLICY,
+        )
+        status = TaskResultStatus.FAILED if decision.disposition in FINAL else None
+        _finish(self.sender, result, status or TaskResultStatus.READY)  # READY: retried
+
+    def reclaims_sync(self) -> int:
+        """The running job's reclaims, when deciding its failure needs them (sync side)."""
+        if not retries.needs_reclaims(self.attempts):
+            return 0
+        app = self._skiplock_task().app
+        record = app.run_sync(app.get_job(current_job().id))  # type: ignore[attr-defined]
+        return retries.reclaims_in(record.errors)
+
+    async def reclaims_async(self) -> int:
+        if not retries.needs_reclaims(self.attempts):
+            return 0
+        record = await self._skiplock_task().app.get_job(current_job().id)
+        return retries.reclaims_in(record.errors)
 
 
 def _finish(sender: type[Any], result: Any, status: str) -> None:
@@ -61,12 +163,6 @@ def _send(signal: Any, sender: type[Any], result: Any) -> None:
             log.error("%s receiver %r raised", signal, receiver, exc_info=outcome)
 
 
-def _call_args(task: Any, result: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    if task.takes_context:
-        return (TaskContext(task_result=result), *args)
-    return args
-
-
 def _with_signature(run: Callable[..., Any], task: Any) -> Callable[..., Any]:
     """Give ``run`` the task's call signature (without the context parameter), so skiplock
     checks arity at enqueue and its scheduler passes ``timestamp`` only where it is asked."""
@@ -79,37 +175,63 @@ def _with_signature(run: Callable[..., Any], task: Any) -> Callable[..., Any]:
     return run
 
 
-def sync_runner(task: Any, sender: type[Any]) -> Callable[..., Any]:
+def _past_deadline() -> bool:
+    deadline = current_job().deadline
+    return deadline is not None and datetime.now(UTC) >= deadline
+
+
+def sync_runner(run_: _Run) -> Callable[..., Any]:
     """The skiplock function of a sync Django task (run on skiplock's thread pool)."""
 
     def run(*args: Any, **kwargs: Any) -> Any:
         close_old_connections()
         try:
-            result = _running_result(task, sender, args, kwargs)
+            result = run_.started(args, kwargs)
             try:
-                value = task.func(*_call_args(task, result, args), **kwargs)
-            except BaseException:
-                _finish(sender, result, TaskResultStatus.FAILED)
+                value = run_.task.func(*run_.call_args(result, args), **kwargs)
+            except BaseException as exc:
+                run_.failed(result, exc, run_.reclaims_sync())
                 raise
-            _finish(sender, result, TaskResultStatus.SUCCESSFUL)
-            return normalize_json(value)
+            if _past_deadline():
+                # the worker recorded (or will record) a timeout: say so, and end the same way
+                timeout = current_job().deadline
+                late = JobTimeout(f"timed out (its deadline {timeout} passed before it returned)")
+                run_.failed(result, late, run_.reclaims_sync())
+                raise late
+            return run_.succeeded(result, value)
         finally:
             close_old_connections()
 
-    return _with_signature(run, task)
+    return _with_signature(run, run_.task)
 
 
-def async_runner(task: Any, sender: type[Any]) -> Callable[..., Any]:
+def async_runner(run_: _Run) -> Callable[..., Any]:
     """The skiplock function of an async Django task (run on the worker's loop)."""
 
     async def run(*args: Any, **kwargs: Any) -> Any:
-        result = _running_result(task, sender, args, kwargs)
+        result = run_.started(args, kwargs)
         try:
-            value = await task.func(*_call_args(task, result, args), **kwargs)
-        except BaseException:
-            _finish(sender, result, TaskResultStatus.FAILED)
+            value = await run_.task.func(*run_.call_args(result, args), **kwargs)
+        except asyncio.CancelledError as exc:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                if _past_deadline():  # the task's timeout: the worker records it as failed
+                    run_.failed(result, JobTimeout("timed out"), await run_.reclaims_async())
+                raise  # else the worker cut it short (shutdown, lost lease): it runs again
+            run_.failed(result, exc, await run_.reclaims_async())
             raise
-        _finish(sender, result, TaskResultStatus.SUCCESSFUL)
-        return normalize_json(value)
+        except BaseException as exc:
+            run_.failed(result, exc, await run_.reclaims_async())
+            raise
+        return run_.succeeded(result, value)
 
-    return _with_signature(run, task)
+    return _with_signature(run, run_.task)
+
+
+def runner(
+    task: Any, sender: type[Any], skiplock_task: Callable[[], SkiplockTask[Any, Any]]
+) -> tuple[_Run, Callable[..., Any]]:
+    """The run state and the skiplock function of one Django task."""
+    run_ = _Run(task, sender, skiplock_task)
+    make = async_runner if inspect.iscoroutinefunction(task.func) else sync_runner
+    return run_, make(run_)

@@ -1,14 +1,21 @@
 """skiplock's jobs in the Django admin: read-only, filtered by state, queue and task, with
 actions to requeue dead jobs and cancel pending ones (staff with ``skiplock.change_job``),
 each recorded in the job's audit trail under the admin user's name. A job's arguments, result
-and errors are shown only to staff with ``skiplock.view_job_payload``; an action acts through
-the SkiplockBackend on the database the selected rows were read from."""
+and errors (its last traceback too) are shown only to staff with ``skiplock.view_job_payload``;
+an action acts through the SkiplockBackend on the database the selected rows were read from.
+
+A job's page is a view, never a form (a Save would write the row behind skiplock's back: the
+change permission applies to the list's actions only); its last error's traceback is shown as
+text. A database that has no skiplock table yet gets a page saying to migrate, not a 500."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import DatabaseError, connections, router
+from django.template.response import TemplateResponse
+from django.utils.html import format_html
 
 from .models import Job
 
@@ -53,7 +60,40 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
 
     def get_fields(self, request: Any, obj: Any = None) -> list[str]:
         shown = request.user.has_perm("skiplock.view_job_payload")
-        return [f.name for f in Job._meta.fields if shown or f.name not in PAYLOAD]
+        fields = [f.name for f in Job._meta.fields if shown or f.name not in PAYLOAD]
+        return [*fields, "last_traceback"] if shown else fields  # a traceback quotes arguments
+
+    def last_traceback(self, obj: Any) -> Any:
+        """The last recorded error's traceback, as lines of text (not a JSON string)."""
+        errors = obj.errors if isinstance(obj.errors, list) else []
+        last = errors[-1] if errors and isinstance(errors[-1], dict) else {}
+        text = last.get("traceback") or last.get("message") or ""
+        return (
+            format_html('<pre style="white-space: pre-wrap">{}</pre>', str(text)) if text else "-"
+        )
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        if obj is not None:
+            return False  # the page of one job is read-only: see the module doc
+        return bool(super().has_change_permission(request, obj))
+
+    def changelist_view(self, request: Any, extra_context: Any = None) -> Any:
+        database = router.db_for_read(Job)
+        try:
+            tables = connections[database].introspection.table_names()
+        except DatabaseError:
+            tables = []
+        if Job._meta.db_table not in tables:
+            flag = "" if database == "default" else f" --database={database}"
+            self.message_user(
+                request,
+                f"skiplock's job table does not exist in database {database!r} yet: "
+                f"run `manage.py migrate{flag}`.",
+                messages.ERROR,
+            )
+            context = {**self.admin_site.each_context(request), "title": "skiplock jobs"}
+            return TemplateResponse(request, "admin/base_site.html", context)
+        return super().changelist_view(request, extra_context)
 
     def has_add_permission(self, request: Any) -> bool:
         return False
@@ -94,3 +134,4 @@ for _action, _label in (
 ):
     _action.short_description = _label  # type: ignore[attr-defined]
     _action.allowed_permissions = ("change",)  # type: ignore[attr-defined]
+JobAdmin.last_traceback.short_description = "Last traceback"  # type: ignore[attr-defined]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable
 from datetime import UTC, datetime
-from inspect import iscoroutinefunction
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -19,6 +18,8 @@ from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
+from django.utils import timezone
+from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from ..._app import App
@@ -27,6 +28,7 @@ from ...errors import JobNotFound
 from . import _result_ids, _results, _runner, checks
 from ._urls import database_url
 from .options import per_job_options, registered_options
+from .task_class import SkiplockDjangoTask
 
 T = TypeVar("T")
 
@@ -88,7 +90,17 @@ class DjangoTaskApp(App):
         self._wake_queues(queues)
 
 
+def _aware(when: datetime | None) -> datetime | None:
+    """``run_after`` as an aware time: with ``USE_TZ=False`` Django's ``timezone.now()`` is
+    naive local time (``TIME_ZONE``), which skiplock, storing UTC, would refuse."""
+    if when is None or timezone.is_aware(when):
+        return when
+    aware: datetime = timezone.make_aware(when, timezone.get_default_timezone())
+    return aware
+
+
 class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
+    task_class = SkiplockDjangoTask
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -122,21 +134,26 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         """The skiplock task running ``task`` (registered once, by module path)."""
         name = task.module_path
         _REGISTERED.add(name)
-        if name not in self.app.tasks:
-            runner = _runner.async_runner if iscoroutinefunction(task.func) else _runner.sync_runner
-            self.app.task(name=name, **registered_options(task.func))(runner(task, type(self)))
-        return self.app.tasks[name]
+        tasks = self.app.tasks
+        if name not in tasks:
+            _, run = _runner.runner(task, type(self), lambda: tasks[name])
+            # each using() copy validates again: the first registration is the task's
+            self.app.task(name=name, **registered_options(task))(run)
+        return tasks[name]
 
     def _prepared(self, task: Any) -> SkiplockTask[Any, Any]:
         return self.skiplock_task(task).using(
             queue=task.queue_name,
             priority=task.priority,
-            run_after=task.run_after,
+            run_after=_aware(task.run_after),
             **per_job_options(task.func),
         )
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         self.validate_task(task)
+        # Django's own JSON rules first (tuples → lists, bytes → str; anything else is its
+        # "Unsupported type" TypeError), as every Django backend's TaskResult applies them
+        args, kwargs = normalize_json(args), normalize_json(kwargs)
         conn = connections[self.database]
         conn.ensure_connection()
         sk = self._prepared(task).using(connection=conn.connection)

@@ -9,11 +9,15 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
+from .retention import OPTIONS as RETENTION_OPTIONS
+from .retention import retention_problem
+
 OPTIONS = {
     "database": "the DATABASES alias the jobs live in (default: 'default')",
     "schema": "the PostgreSQL schema of skiplock's tables (default: public)",
     "url": "a skiplock database URL, overriding the one built from DATABASES",
     "signed_result_ids": "True: result ids signed with SECRET_KEY, not guessable (default False)",
+    **RETENTION_OPTIONS,
 }
 ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
 
@@ -32,6 +36,10 @@ def check_options(alias: str, options: Any) -> Iterator[Any]:
         value = options.get(name)
         if value is not None and (not isinstance(value, str) or not value):
             yield checks.Error(f"{where}[{name!r}] must be a non-empty string", id="skiplock.E004")
+    for name in RETENTION_OPTIONS:
+        problem = retention_problem(name, options.get(name))
+        if problem is not None:
+            yield checks.Error(f"{where}: {problem}", id="skiplock.E004")
     if not isinstance(options.get("signed_result_ids", False), bool):
         yield checks.Error(
             f"{where}['signed_result_ids'] must be True or False", id="skiplock.E004"

@@ -17,6 +17,18 @@ class Timestamp(models.FloatField):  # type: ignore[misc]
             return datetime.fromtimestamp(value, UTC)
         return value
 
+    def get_prep_value(self, value: Any) -> Any:
+        if isinstance(value, datetime):
+            return value  # a time compared or written: converted per database below
+        return super().get_prep_value(value)
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        """A datetime as the column stores it: epoch seconds on SQLite, itself on PostgreSQL
+        (a FloatField's float() of a datetime raised TypeError: filters and saves failed)."""
+        if isinstance(value, datetime):
+            return value.timestamp() if connection.vendor == "sqlite" else value
+        return super().get_db_prep_value(value, connection, prepared)
+
 
 STATES = [(s, s) for s in ("pending", "running", "succeeded", "cancelled", "dead")]
 

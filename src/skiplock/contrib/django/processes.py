@@ -30,7 +30,7 @@ def child_command(command: str, options: Mapping[str, Any]) -> list[str]:
     args = [command, "--processes", "1", f"--verbosity={options.get('verbosity', 1)}"]
     if options.get("backend_name") is not None:
         args.append(f"--backend={options['backend_name']}")
-    for name in ("interval", "shutdown_timeout", "concurrency", "scheduler_interval"):
+    for name in ("interval", "shutdown_timeout", "concurrency", "scheduler_interval", "lease"):
         if options.get(name) is not None:
             args.append(f"--{name.replace('_', '-')}={options[name]}")
     for queue in options.get("queue_names") or ():
@@ -51,7 +51,8 @@ def supervise(command: str, options: Mapping[str, Any], processes: int) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", settings.SETTINGS_MODULE or "")
     supervisor = Supervisor(child_command(command, options))
     previous = {
-        sig: signal.signal(sig, supervisor.forward) for sig in (signal.SIGTERM, signal.SIGINT)
+        sig: signal.signal(sig, supervisor.forward)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
     }
     try:
         return supervisor.run(processes)

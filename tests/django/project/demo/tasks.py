@@ -9,6 +9,10 @@ from django.tasks import TaskContext, task
 from skiplock import RetryPolicy, current_job
 from skiplock.contrib.django import periodic, skiplock_options
 
+# a worker runs only the tasks its process registered (docs/django.md): the outcome tests'
+# tasks live in a module of their own, so this autodiscovered one imports it
+from . import outcome_tasks  # noqa: F401
+
 
 @task
 def add(a: int, b: int) -> int:

@@ -12,9 +12,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from .....errors import SchemaError
 from ... import worker as worker_module
 from ...processes import supervise
-from ...worker import DEFAULT_CONCURRENCY, WorkerOptionError, run_worker, worker_queue_names
+from ...worker import (
+    DEFAULT_CONCURRENCY,
+    DJANGO_LEASE_S,
+    WorkerOptionError,
+    check_lease,
+    run_worker,
+    worker_queue_names,
+)
 
 LEVELS = {0: logging.CRITICAL, 1: logging.INFO}
 
@@ -65,6 +73,13 @@ class Command(BaseCommand):  # type: ignore[misc]
             help="On SIGTERM, seconds running tasks may finish before they are given back.",
         )
         parser.add_argument(
+            "--lease",
+            type=float,
+            default=DJANGO_LEASE_S,
+            help="Seconds a task without a timeout is leased for, plus a 30 s margin (renewed "
+            "while its worker lives): how long a task whose worker died waits to run again.",
+        )
+        parser.add_argument(
             "--scheduler",
             action=argparse.BooleanOptionalAction,
             default=True,
@@ -98,6 +113,7 @@ class Command(BaseCommand):  # type: ignore[misc]
             _check_numbers(opts.get("concurrency", 1), opts["interval"], opts["shutdown_timeout"])
             _check_scheduler_interval(opts["scheduler_interval"])
             _queues(backend, worker_queue_names(queue_names=opts["queue_names"]))
+            check_lease(opts["lease"])
         except WorkerOptionError as exc:
             raise CommandError(str(exc)) from exc
 
@@ -119,8 +135,9 @@ class Command(BaseCommand):  # type: ignore[misc]
                 shutdown_timeout=opts["shutdown_timeout"],
                 scheduler=opts["scheduler"],
                 burst=opts["burst"],
+                lease=opts["lease"],
             )
-        except WorkerOptionError as exc:
+        except (WorkerOptionError, SchemaError) as exc:
             raise CommandError(str(exc)) from exc
         if _stuck_threads(opts):
             # sync tasks left running past the shutdown timeout cannot be joined: do not wait

@@ -1,0 +1,60 @@
+"""The admin's job pages never 500: a Save is refused, tracebacks read as text, and a
+project that has not migrated is told to."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connections
+from django.test import Client
+
+from .project.demo import tasks
+
+CHANGELIST = "/admin/skiplock/job/"
+
+
+@pytest.fixture
+def superuser() -> Client:
+    user = User.objects.create_superuser(f"root-{uuid.uuid4().hex[:8]}", "r@example.com", "x")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def dead(run_worker: Any) -> Any:
+    result = tasks.explode.enqueue("for the admin's change page")
+    run_worker()
+    return result
+
+
+def test_saving_the_change_page_does_not_500(superuser: Client, dead: Any) -> None:
+    page = f"{CHANGELIST}{dead.id}/change/"
+    assert superuser.get(page).status_code == 200
+    response = superuser.post(page, {"_save": "Save"})
+    assert response.status_code in (302, 403), response.status_code
+    assert b'name="_save"' not in superuser.get(page).content  # read-only: nothing to save
+
+
+def test_the_traceback_renders_as_text(superuser: Client, dead: Any) -> None:
+    html = superuser.get(f"{CHANGELIST}{dead.id}/change/").content.decode()
+    assert "<pre" in html
+    assert "Traceback (most recent call last):" in html
+    assert "Boom: for the admin&#x27;s change page" in html
+    assert "\\n" not in html.split("<pre", 1)[1].split("</pre>", 1)[0]  # lines, not JSON
+
+
+def test_an_unmigrated_project_is_told_to_migrate(superuser: Client) -> None:
+    conn = connections["default"]
+    with conn.cursor() as cursor:
+        cursor.execute("ALTER TABLE skiplock_jobs RENAME TO skiplock_jobs_away")
+    try:
+        page = superuser.get(CHANGELIST)
+    finally:
+        with conn.cursor() as cursor:
+            cursor.execute("ALTER TABLE skiplock_jobs_away RENAME TO skiplock_jobs")
+    assert page.status_code == 200
+    assert b"manage.py migrate" in page.content
