@@ -13,6 +13,7 @@ from django.tasks.exceptions import TaskResultDoesNotExist
 
 import skiplock
 
+from .processes import WorkerProcesses
 from .project.demo import tasks
 
 FOREIGN = "tests.django.project.sideeffect.boom"
@@ -59,3 +60,21 @@ def test_a_registered_task_still_resolves_on_a_fresh_thread_s_backend(run_worker
     run_worker()
     result.refresh()
     assert result.return_value == 5
+
+
+def test_a_tasks_module_that_fails_to_import_stops_the_worker_with_that_error(
+    workers: WorkerProcesses,
+) -> None:
+    """Issue 21 asked that a task whose module fails to import show that ImportError, not
+    "unknown task". With names resolved only against registered tasks (issue 22), the worker
+    imports every app's ``tasks`` module when it starts: one that fails stops it there, with
+    the ImportError and its traceback, before any job is claimed and failed as unknown."""
+    proc = workers.start(
+        "concurrent_worker",
+        "--burst",
+        env={"SKIPLOCK_DJANGO_EXTRA_APPS": "tests.django.project.brokentasks"},
+    )
+    assert proc.wait(60) != 0
+    output = proc.output()
+    assert "ModuleNotFoundError" in output and "no_such_module" in output, output
+    assert "brokentasks/tasks.py" in output, output  # the traceback names the broken module

@@ -49,7 +49,11 @@ def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[
     """The task and decoded arguments, or UnrunnableJob saying why this job cannot run."""
     task = app.tasks.get(job.task)
     if task is None:
-        raise UnrunnableJob(f"unknown task {job.task!r}: no task is registered under this name")
+        raise UnrunnableJob(
+            f"unknown task {job.task!r}: no task is registered under this name in this worker "
+            "(it knows the tasks its app defines when it starts; a name a row holds is never "
+            "imported)"
+        )
     try:
         args, kwargs = decode_args(job.args_json, job.kwargs_json)
     except Exception as exc:  # any decoding failure dead-letters the row; the worker goes on

@@ -21,6 +21,8 @@ class SkiplockConfig(AppConfig):  # type: ignore[misc]
         checks.register(check_settings)
         checks.register(check_periodic_backends)
         checks.register(check_command_names)
-        # A worker resolves tasks by module path, but importing every app's ``tasks`` module
-        # up front registers them (and their options) before the first job is claimed.
+        # A worker runs only tasks registered in its process (a module path a job row holds is
+        # never imported: issue 22), so every app's ``tasks`` module is imported up front; one
+        # that fails to import stops the process here with that ImportError, loudly, before
+        # any job is claimed (issue 21 asked for that error to be seen, not "unknown task").
         autodiscover_modules("tasks")
