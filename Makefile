@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django profile screenshots audit
+.PHONY: demo test test-fast lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django profile screenshots audit
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ audit: $(STAMP)
 	$(BIN)/python tools/audit.py
 
 test: lint typecheck docs audit pytest pytest-django
+
+# The inner loop's tier: lint and the in-process tests on both databases (no worker processes,
+# browser or Django venv; ~1,000 tests in about two minutes here). `make test` runs everything.
+test-fast: $(STAMP)
+	$(BIN)/ruff check src tests examples benchmarks tools
+	$(BIN)/pytest -q -x -m "not slow and not soak" --ignore=tests/django --ignore=tests/dashboard
 
 # The dashboard's screenshots in docs/images, taken by its browser tests (Debian's chromium).
 screenshots: $(STAMP)
