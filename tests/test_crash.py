@@ -87,6 +87,8 @@ async def test_a_killed_childs_leases_are_released_at_once(cli: Cli, app: skiplo
         lambda: sum(ln.startswith("start") for ln in cli.lines()) >= 4, "four starts", 60
     )
     victim = int(cli.lines()[0].split()[2])
+    registered = {w.pid for w in await app.workers()}
+    assert victim in registered  # each child registers before its first claim
     os.kill(victim, signal.SIGKILL)
     killed = {int(ln.split()[1]) for ln in cli.lines() if ln.endswith(f" {victim}")}
     ids = [h.id for h in handles if h.id - handles[0].id in killed]
@@ -106,6 +108,9 @@ async def test_a_killed_childs_leases_are_released_at_once(cli: Cli, app: skiplo
         row = await app.get_job(i)
         assert row.errors[-1]["attempt"] == 1 and row.state in (JobState.PENDING, JobState.RUNNING)
     assert f"worker {victim} exited" in cli.output()
+    # the registry forgets it too: `skiplock workers`, health and the dashboard count the
+    # living, not a dead child that beat within the last minute
+    assert victim not in [w.pid for w in await app.workers()]
     supervisor.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(supervisor.wait, 30) == 0
 
