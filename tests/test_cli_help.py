@@ -61,6 +61,7 @@ def test_help_reads_well(path: tuple[str, ...]) -> None:
         if not isinstance(param, click.Option) or param.hidden or param.name == "help":
             continue
         flag = param.opts[0]
+        assert (param.help or "").strip(), f"{' '.join(path)} {flag}: no help"
         default = param.get_default(click.Context(command), call=False)
         # an empty string is "not set" (its help says what happens then), not a default
         defaulted = default not in (None, UNSET, "") and not (param.is_flag and not default)
@@ -70,6 +71,9 @@ def test_help_reads_well(path: tuple[str, ...]) -> None:
             isinstance(param.type, click.types.FloatParamType) and _a_duration(flag)
         ):
             assert "SECONDS" in param.make_metavar(click.Context(command)), flag
+            if isinstance(default, float) and default >= 3600:  # 28800.0 is not read at a glance
+                said = f"{param.help} {param.show_default}"
+                assert re.search(r"\d+ (hour|day)s?\b", said), f"{flag}: {default} s in words"
         if isinstance(param.type, click.DateTime):
             assert "UTC" in (param.help or "") and "e.g." in (param.help or ""), flag
             assert param.metavar and "%" not in param.metavar, flag

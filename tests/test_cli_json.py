@@ -101,6 +101,14 @@ async def test_job_list_takes_the_dead_lists_filters(cli: Cli, app: skiplock.App
     assert "1 jobs" in text.stdout  # type: ignore[attr-defined]
     bad = await run(cli, "job", "list", APP, "--since", "yesterday")
     assert bad.returncode == 2 and "--since" in bad.stderr  # type: ignore[attr-defined]
+    # a window that ends before it starts is a mistake, not "no jobs"
+    for verb in (("job", "list"), ("dead", "list")):
+        empty = await run(cli, *verb, APP, "--since", ahead, "--until", behind)
+        assert empty.returncode == 2, (verb, empty.stdout)  # type: ignore[attr-defined]
+        start, end = ahead.replace("T", " "), behind.replace("T", " ")
+        assert empty.stderr.splitlines() == [  # type: ignore[attr-defined]
+            f"Error: --until {end} is not after --since {start}"
+        ]
 
 
 async def test_cron_list_json_is_each_schedule(cli: Cli) -> None:

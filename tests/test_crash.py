@@ -7,6 +7,7 @@ import collections
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -87,6 +88,8 @@ async def test_a_killed_childs_leases_are_released_at_once(cli: Cli, app: skiplo
         lambda: sum(ln.startswith("start") for ln in cli.lines()) >= 4, "four starts", 60
     )
     victim = int(cli.lines()[0].split()[2])
+    registered = {w.pid for w in await app.workers()}
+    assert victim in registered  # each child registers before its first claim
     os.kill(victim, signal.SIGKILL)
     killed = {int(ln.split()[1]) for ln in cli.lines() if ln.endswith(f" {victim}")}
     ids = [h.id for h in handles if h.id - handles[0].id in killed]
@@ -106,6 +109,51 @@ async def test_a_killed_childs_leases_are_released_at_once(cli: Cli, app: skiplo
         row = await app.get_job(i)
         assert row.errors[-1]["attempt"] == 1 and row.state in (JobState.PENDING, JobState.RUNNING)
     assert f"worker {victim} exited" in cli.output()
+    # the registry forgets it too: `skiplock workers`, health and the dashboard count the
+    # living, not a dead child that beat within the last minute
+    assert victim not in [w.pid for w in await app.workers()]
+    supervisor.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(supervisor.wait, 30) == 0
+
+
+async def test_a_killed_childs_jobs_claimed_ahead_are_released_too(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """The innocent batch-mates: one slot and two jobs claimed ahead per child; the SIGKILLed
+    child's three rows, the two it never started included, are released by its supervisor
+    (a rescuer, after the 60 s lease, would write "lease expired")."""
+    await app.enqueue_many(crash_app.hold.prepare(n, 300.0) for n in range(6))
+    supervisor = cli.start(
+        *FAST, "--processes", "2", "--concurrency", "1", "--prefetch", "2",
+        "--shutdown-timeout", "1",
+    )  # fmt: skip
+
+    async def held() -> dict[int, str]:
+        return {r.id: r.worker or "" for r in await app.list_jobs(JobState.RUNNING)}
+
+    async def wait_for(condition: Callable[[], Awaitable[bool]], what: str) -> None:
+        deadline = time.monotonic() + 60
+        while not await condition():
+            assert time.monotonic() < deadline, f"{what}: {cli.output()}"
+            await asyncio.sleep(0.1)
+
+    async def all_claimed() -> bool:
+        return len(await held()) == 6 and sum(ln.startswith("start") for ln in cli.lines()) >= 2
+
+    await wait_for(all_claimed, "six jobs claimed, two started")
+    victim = int(cli.lines()[0].split()[2])
+    ids = sorted(i for i, w in (await held()).items() if w.endswith(f":{victim}"))
+    assert len(ids) == 3  # one running, two claimed ahead
+    assert sum(ln.endswith(f" {victim}") for ln in cli.lines()) == 1  # one slot
+    os.kill(victim, signal.SIGKILL)
+
+    async def released() -> bool:
+        rows = [await app.get_job(i) for i in ids]
+        return all(
+            r.errors and "released by its supervisor" in r.errors[-1]["message"] for r in rows
+        )
+
+    await wait_for(released, "the dead child's three jobs released")
     supervisor.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(supervisor.wait, 30) == 0
 

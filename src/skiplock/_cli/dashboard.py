@@ -182,7 +182,13 @@ def _loopback(host: str) -> bool:
 @click.command(name="dashboard")
 @click.argument("app_spec", metavar="APP")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="Port to listen on.",
+)
 @click.option(
     "--users",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -237,7 +243,7 @@ def _loopback(host: str) -> bool:
     "--session",
     type=Seconds(60, 30 * 86400),
     default=8 * 3600.0,
-    show_default=True,
+    show_default="8 hours",
     help="With --users: seconds a sign-in lasts before the browser asks again.",
 )
 @click.option(

@@ -15,7 +15,7 @@ import click
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
 from .output import echo_json, json_option, to_json
-from .support import LIMIT, CliError, Group, app_command, app_for, run_async
+from .support import CANNOT_RUN, LIMIT, CliError, Group, app_command, app_for, run_async
 
 JOB_ID = click.IntRange(min=1, max=2**63 - 1)
 """Ids are 64-bit on both databases: a larger number is a typo, said so before any query."""
@@ -131,7 +131,10 @@ def job_filter(
     until: datetime | None,
     limit: int,
 ) -> JobFilter:
-    """The JobFilter of ``filter_options``' values (their times are UTC)."""
+    """The JobFilter of ``filter_options``' values (their times are UTC); a window that ends
+    before it starts is refused (a person swapped them: "no jobs" would hide it)."""
+    if since is not None and until is not None and until <= since:
+        raise CliError(f"--until {until} is not after --since {since}", CANNOT_RUN)
     return JobFilter(
         ids=ids or None,
         task=task_name,

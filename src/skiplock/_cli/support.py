@@ -278,6 +278,7 @@ def log_level_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         type=click.Choice(LOG_LEVELS, case_sensitive=False),
         default="info",
         show_default=True,
+        help="The least severe log records written to stderr.",
     )(fn)
 
 

@@ -102,7 +102,9 @@ def task_list(app_spec: str, as_json: bool) -> None:
 @task.command(name="pause")
 @click.argument("app_spec", metavar="APP")
 @click.argument("name")
-@click.option("--for", "for_s", type=Seconds(0.1), help="Seconds (default: until resumed).")
+@click.option(
+    "--for", "for_s", type=Seconds(0.1), help="Seconds the pause lasts (default: until resumed)."
+)
 def task_pause(app_spec: str, name: str, for_s: float | None) -> None:
     """Stop every worker claiming jobs of task NAME."""
     app = load_app(app_spec)

@@ -36,8 +36,10 @@ def worker_details(worker: WorkerInfo, max_silence_s: float) -> dict[str, Any]:
 
 def _line(worker: WorkerInfo) -> str:
     queues = ",".join(worker.queues) if worker.queues is not None else "all"
+    where = f"{worker.host}:{worker.pid}"
+    named = f" name={worker.name}" if worker.name and worker.name != where else ""
     return (
-        f"{worker.host}:{worker.pid} {worker.name or '-'} queues={queues} "
+        f"{where}{named} queues={queues} "
         f"concurrency={worker.concurrency} running={worker.running} "
         f"processed={worker.processed} last beat {worker.silent_s:.1f}s ago"
     )
@@ -76,4 +78,4 @@ def workers_command(
     hidden = (
         "" if show_all or len(rows) == len(live) else f" ({len(rows) - len(live)} silent: --all)"
     )
-    click.echo(f"{len(live)} live workers{hidden}")
+    click.echo(f"{len(live)} live worker{'' if len(live) == 1 else 's'}{hidden}")

@@ -12,6 +12,7 @@ first claim. When a child exits for any reason (SIGKILL, ``os._exit``, the OOM k
 supervisor releases every lease under those ids at once (``release``, e.g.
 ``App.release_worker``): nothing renews them any more, and without this its jobs and the ones
 it had claimed ahead waited out their whole lease (up to 330 s for a task without a timeout).
+Its row in the live-worker registry goes too (it counted as live for a minute of silence).
 The reclaim rule applies (the attempt stays spent); fencing is unchanged, since a released
 row's lease token is cleared and a write under the dead worker's token matches nothing. A child
 that exits before it was ever ready failed at start-up (bad APP, import error, unmigrated
@@ -70,8 +71,8 @@ def process_ports(config: WorkerConfig) -> WorkerConfig:
 
 
 def release_by_url(workers: list[tuple[str, str]]) -> list[int]:
-    """Release the leases of these (worker id, database URL) pairs, on a loop of its own,
-    within RELEASE_TIMEOUT_S; the job ids released."""
+    """Release the leases of these (worker id, database URL) pairs and forget their registry
+    rows, on a loop of its own, within RELEASE_TIMEOUT_S; the job ids released."""
     from .._app import App  # the supervisor's only use of an App, at a child's death
 
     async def release() -> list[int]:
@@ -81,6 +82,9 @@ def release_by_url(workers: list[tuple[str, str]]) -> list[int]:
             try:
                 for worker_id in (w for w, u in workers if u == url):
                     released += await app.release_worker(worker_id)
+                    # and its registry row, which would count it live (workers, health, the
+                    # dashboard) until a minute of silence
+                    await (await app.backend()).worker_delete(worker_id)
             finally:
                 await app.close()
         return released
