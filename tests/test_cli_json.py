@@ -111,6 +111,19 @@ async def test_job_list_takes_the_dead_lists_filters(cli: Cli, app: skiplock.App
         ]
 
 
+async def test_queue_list_json_is_each_queue_with_its_counts(cli: Cli, app: skiplock.App) -> None:
+    await cli_app.record.aenqueue(1)
+    await cli_app.record.aenqueue(2)
+    assert (await run(cli, "queue", "pause", "--url", cli.url, "idle", "--create")).returncode == 0  # type: ignore[attr-defined]
+    value = parsed(await run(cli, "queue", "list", "--url", cli.url, "--json"))
+    assert keys(value) == documented("`queue list --json`")
+    queues = {q["name"]: q for q in value["queues"]}
+    record_queue = cli_app.record.queue
+    assert queues[record_queue]["pending"] == 2 and queues[record_queue]["paused"] is False
+    assert queues["idle"]["paused"] is True and queues["idle"]["pending"] == 0
+    assert [q["name"] for q in value["queues"]] == sorted(queues)
+
+
 async def test_cron_list_json_is_each_schedule(cli: Cli) -> None:
     assert (await run(cli, "migrate", CRON_APP)).returncode == 0  # type: ignore[attr-defined]
     value = parsed(await run(cli, "cron", "list", CRON_APP, "--json"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .._job import QueueInfo
+from .output import echo_json, json_option
 from .support import (
     CANNOT_RUN,
     MAX_COUNT,
@@ -25,20 +26,39 @@ def queue() -> None:
 
 
 @app_command(queue, "list")
-def queue_list(app_spec: str, url: str | None) -> None:
+@json_option
+def queue_list(app_spec: str, url: str | None, as_json: bool) -> None:
     """Each queue with its settings and live counts, idle ones (used by APP's tasks) too."""
     app = app_for(app_spec, url)
     listed = {q.name: q for q in run_async(app, app.queues)}
     for name in {t.queue for t in app.tasks.values()} - listed.keys():
         listed[name] = QueueInfo(name, None, None, None, False, 0, 0)
-    if not listed:
+    queues = sorted(listed.values(), key=lambda info: info.name)
+    if as_json:
+        echo_json({"queues": [_queue_json(q) for q in queues]})
+        return
+    if not queues:
         click.echo("no queues")
-    for q in sorted(listed.values(), key=lambda info: info.name):
+    for q in queues:
         click.echo(
             f"{q.name:<20} pending={q.pending:<6} running={q.running:<5} claimed={q.claimed:<5} "
             f"paused={'yes' if q.paused else 'no'} max_depth={q.max_depth} "
             f"max_running={q.max_running} rate_per_s={q.rate_per_s}"
         )
+
+
+def _queue_json(q: QueueInfo) -> dict[str, object]:
+    """One queue of ``queue list --json`` (keys: docs/operations/cli.md)."""
+    return {
+        "name": q.name,
+        "pending": q.pending,
+        "claimed": q.claimed,
+        "running": q.running,
+        "paused": q.paused,
+        "max_depth": q.max_depth,
+        "max_running": q.max_running,
+        "rate_per_s": q.rate_per_s,
+    }
 
 
 CREATE = click.option(
