@@ -78,6 +78,8 @@ for old in %s:
     r = default_task_backend.get_result(old)
     out[old] = [r.id, str(r.status), r.return_value if str(r.status) == "SUCCESSFUL" else None,
                 r.errors[0].exception_class_path if r.errors else None, r.args]
+from tests.django.seedstack.shop import tasks
+out["via-task"] = tasks.add.get_result(%r).return_value  # the seed's own @task object
 print(json.dumps(out))
 """
 
@@ -102,11 +104,12 @@ def test_the_seed_projects_rows_move_and_their_old_ids_resolve(workers: WorkerPr
     assert not rows.exists()
 
     ids = [ran, failed, ready]  # read once the project's default backend is skiplock's
-    script = RESOLVE % json.dumps(ids)
+    script = RESOLVE % (json.dumps(ids), ran)
     resolved = json.loads(_seed(workers, "shell", "-c", script, env=SWITCHED).splitlines()[-1])
     assert resolved[ran] == [ran, "SUCCESSFUL", 5, None, [2, 3]]
     assert resolved[failed][:2] == [failed, "FAILED"]
     assert resolved[failed][3] == "builtins.RuntimeError"
     assert resolved[ready] == [ready, "READY", None, None, [4, 5]]
+    assert resolved["via-task"] == 5
     again = _seed(workers, "import_tasks_db", "--to=skiplock")
     assert "moved 0 rows" in again  # nothing left: running it twice moves nothing twice

@@ -18,6 +18,7 @@ DATABASES = {"default": DATABASES["default"]}
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
+    "django_tasks",  # the seed's README: the backport, its @task
     "django_tasks_db",
     "skiplock.contrib.django",  # was "django_tasks_concurrent"
     "tests.django.seedstack.shop",
