@@ -53,6 +53,26 @@ def test_two_seed_workers_fire_each_per_second_slot_once(workers: WorkerProcesse
         assert "Starting concurrent worker (concurrency=3, queue=default)" in proc.output()
 
 
+def test_a_schedule_that_always_fails_does_not_stop_the_seed_worker(
+    workers: WorkerProcesses,
+) -> None:
+    """Every enqueue of the heartbeat (registered first) is refused by a project's receiver:
+    the django-tasks-db worker logs it, retries it, and the audit schedule after it and the
+    worker go on (a failing schedule exited the worker)."""
+    started = int(time.time()) + 1
+    proc = workers.start("concurrent_worker", env={**SEED, "SEEDSTACK_REFUSE": HEARTBEAT})
+
+    def audited() -> bool:
+        assert proc.process.poll() is None, proc.output()  # still running
+        return len(_slots(AUDIT, started)) >= 3
+
+    wait_for(audited, 60, "three audit slots beside a schedule that always fails")
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.output()
+    assert not _slots(HEARTBEAT, started)  # refused: no row, its claims given back
+    assert "heartbeat (* * * * * *) could not be deferred; retrying in" in proc.output()
+
+
 def _seed(workers: WorkerProcesses, *args: str, env: dict[str, str] = SEED) -> str:
     """One ``manage.py`` command of the seed-stack project; its output (it must succeed)."""
     proc = workers.start(*args, env=env)
