@@ -6,9 +6,12 @@ per-second schedule enqueued once per slot into django-tasks-db's table."""
 from __future__ import annotations
 
 import collections
+import os
 import signal
 import time
+from typing import Any
 
+from django.db import connection
 from django_tasks_db.models import DBTaskResult
 
 from .processes import WorkerProcesses, wait_for
@@ -71,6 +74,32 @@ def test_a_schedule_that_always_fails_does_not_stop_the_seed_worker(
     assert proc.wait() == 0, proc.output()
     assert not _slots(HEARTBEAT, started)  # refused: no row, its claims given back
     assert "heartbeat (* * * * * *) could not be deferred; retrying in" in proc.output()
+
+
+def test_a_switch_that_skipped_migrate_stops_the_worker_saying_so(
+    workers: WorkerProcesses, tmp_path: Any
+) -> None:
+    """Step 4 forgotten: django-tasks-db's table is there, skiplock's slot ledger is not. The
+    worker stops at once naming the command to run (it served tasks and logged a traceback
+    for every slot, forever, with ``manage.py check`` clean)."""
+    from tests.django.project.settings import KIND
+
+    if KIND == "postgres":
+        fresh = {"SKIPLOCK_DJANGO_SCHEMA": f"rev_unmigrated_{os.getpid()}"}
+        with connection.cursor() as cursor:
+            cursor.execute(f'CREATE SCHEMA "{fresh["SKIPLOCK_DJANGO_SCHEMA"]}"')
+    else:
+        fresh = {"SKIPLOCK_DJANGO_SQLITE": str(tmp_path / "unmigrated.sqlite3")}
+    env = {**SEED, **fresh}
+    try:
+        _seed(workers, "migrate", "django_tasks_database", env=env)  # the seed's tables only
+        proc = workers.start("concurrent_worker", env=env)
+        assert proc.wait(60) != 0, proc.output()
+        assert "not migrated" in proc.output() and "manage.py migrate" in proc.output()
+    finally:
+        if KIND == "postgres":
+            with connection.cursor() as cursor:
+                cursor.execute(f'DROP SCHEMA "{fresh["SKIPLOCK_DJANGO_SCHEMA"]}" CASCADE')
 
 
 def _seed(workers: WorkerProcesses, *args: str, env: dict[str, str] = SEED) -> str:
