@@ -167,6 +167,16 @@ def test_a_failing_schedule_is_retried_after_1s_then_2s(alias: str, schedule: An
     assert sweeper.sweep(at(4)) == 0  # fired: claimed, once per slot
 
 
+def test_a_task_taking_no_timestamp_gets_only_its_task_kwargs(
+    schedule: Any, enqueued: list[Any]
+) -> None:
+    schedule(tasks.stamp_args, "* * * * *", periodic_id="no-timestamp")
+    assert defer_periodic_tasks(NOON, backend_alias="tasksdb") == 1
+    (fired,) = _of(enqueued, tasks.stamp_args)
+    assert (fired.args, fired.kwargs) == ([], {})
+    assert fired.task.call(*fired.args, **fired.kwargs) == []  # it runs (the seed's: TypeError)
+
+
 def test_seconds_until_next_slot_is_the_next_real_slot(schedule: Any) -> None:
     schedule(tasks.stamp, "* * * * *", periodic_id="sleep")
     assert seconds_until_next_slot(NOON, 3600, backend_alias="tasksdb") == 30.5
