@@ -56,6 +56,13 @@ def test_two_seed_workers_fire_each_per_second_slot_once(workers: WorkerProcesse
         assert "Starting concurrent worker (concurrency=3, queue=default)" in proc.output()
 
 
+def test_the_switched_seed_project_is_migrated_and_checks_clean(workers: WorkerProcesses) -> None:
+    """Steps 4 and 5 of docs/django.md's switch: migrate (already applied: nothing to do) and
+    check (no E006/E007: the seed's periodic tasks are schedulable, no rival commands)."""
+    _seed(workers, "migrate", "--check")  # exit 0: every migration applied
+    assert "no issues" in _seed(workers, "check")
+
+
 def test_a_schedule_that_always_fails_does_not_stop_the_seed_worker(
     workers: WorkerProcesses,
 ) -> None:
