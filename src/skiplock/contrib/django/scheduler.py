@@ -229,6 +229,9 @@ async def _check_ledgers(backend_alias: str | None) -> None:
         app = App(url)
         try:
             current, latest = await (await app.backend()).schema_version()
+        except Exception as exc:  # a database down at startup: the sweeps retry, as ever
+            log.warning("could not check the @periodic ledger on %r: %s", database, exc)
+            continue
         finally:
             await app.close()
         if current < latest:
