@@ -35,7 +35,7 @@ def test_the_aliases_are_checked(args: list[str], message: str) -> None:
 
 def test_a_dry_run_counts_says_what_stays_and_writes_nothing() -> None:
     on_db = tasks.add.using(backend="tasksdb")
-    running, gone = on_db.enqueue(1, 2), on_db.enqueue(3, 4)
+    running, gone, movable = on_db.enqueue(1, 2), on_db.enqueue(3, 4), on_db.enqueue(5, 6)
     DBTaskResult.objects.filter(id=running.id).update(status="RUNNING")
     DBTaskResult.objects.filter(id=gone.id).update(task_path="tests.django.nowhere.gone")
     before = DBTaskResult.objects.filter(backend_name="tasksdb").count()
@@ -44,4 +44,5 @@ def test_a_dry_run_counts_says_what_stays_and_writes_nothing() -> None:
     assert "RUNNING rows not moved: stop the workers of 'tasksdb'" in out
     assert f"not moved, its task cannot be imported: {gone.id} (tests.django.nowhere.gone" in out
     assert DBTaskResult.objects.filter(backend_name="tasksdb").count() == before
-    DBTaskResult.objects.filter(id__in=[running.id, gone.id]).delete()
+    assert DBTaskResult.objects.filter(id=movable.id).exists()  # counted, not moved
+    DBTaskResult.objects.filter(id__in=[running.id, gone.id, movable.id]).delete()

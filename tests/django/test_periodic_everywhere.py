@@ -133,6 +133,50 @@ def test_a_failed_enqueue_gives_its_slot_back_and_the_others_fire(
     assert stored() == before + 1
 
 
+@pytest.mark.parametrize("alias", sorted(BACKENDS))
+def test_a_failing_schedule_is_retried_after_1s_then_2s(alias: str, schedule: Any) -> None:
+    """The loops' sweeper (run_scheduler_thread, the worker's) retries a failed schedule
+    after 1 s, doubling, as docs/django.md says, and wakes for it; not at every sweep."""
+    from skiplock.contrib.django.scheduler import _Sweeper
+
+    task, _ = BACKENDS[alias]
+    schedule(task, "* * * * *", periodic_id=f"backoff-{alias}")
+    attempts = {"n": 0, "refuse": True}
+
+    def refuse(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        if task_result.task.module_path == task.module_path:
+            attempts["n"] += 1
+            if attempts["refuse"]:
+                raise RuntimeError("a project's task_enqueued receiver failed")
+
+    def at(seconds: float) -> datetime:
+        return NOON + timedelta(seconds=seconds)
+
+    sweeper = _Sweeper(alias)
+    task_enqueued.connect(refuse, weak=False)
+    try:
+        assert (sweeper.sweep(at(0)), attempts["n"]) == (0, 1)
+        assert sweeper.sleep_s(15, at(0.5)) == 0.5  # it wakes for the retry
+        assert (sweeper.sweep(at(0.5)), attempts["n"]) == (0, 1)  # not yet
+        assert (sweeper.sweep(at(1)), attempts["n"]) == (0, 2)  # 1 s later
+        attempts["refuse"] = False
+        assert (sweeper.sweep(at(2.5)), attempts["n"]) == (0, 2)  # then 2 s
+        assert (sweeper.sweep(at(3)), attempts["n"]) == (1, 3)
+    finally:
+        task_enqueued.disconnect(refuse)
+    assert sweeper.sweep(at(4)) == 0  # fired: claimed, once per slot
+
+
+def test_a_task_taking_no_timestamp_gets_only_its_task_kwargs(
+    schedule: Any, enqueued: list[Any]
+) -> None:
+    schedule(tasks.stamp_args, "* * * * *", periodic_id="no-timestamp")
+    assert defer_periodic_tasks(NOON, backend_alias="tasksdb") == 1
+    (fired,) = _of(enqueued, tasks.stamp_args)
+    assert (fired.args, fired.kwargs) == ([], {})
+    assert fired.task.call(*fired.args, **fired.kwargs) == []  # it runs (the seed's: TypeError)
+
+
 def test_seconds_until_next_slot_is_the_next_real_slot(schedule: Any) -> None:
     schedule(tasks.stamp, "* * * * *", periodic_id="sleep")
     assert seconds_until_next_slot(NOON, 3600, backend_alias="tasksdb") == 30.5

@@ -6,9 +6,12 @@ per-second schedule enqueued once per slot into django-tasks-db's table."""
 from __future__ import annotations
 
 import collections
+import os
 import signal
 import time
+from typing import Any
 
+from django.db import connection
 from django_tasks_db.models import DBTaskResult
 
 from .processes import WorkerProcesses, wait_for
@@ -53,6 +56,59 @@ def test_two_seed_workers_fire_each_per_second_slot_once(workers: WorkerProcesse
         assert "Starting concurrent worker (concurrency=3, queue=default)" in proc.output()
 
 
+def test_the_switched_seed_project_is_migrated_and_checks_clean(workers: WorkerProcesses) -> None:
+    """Steps 4 and 5 of docs/django.md's switch: migrate (already applied: nothing to do) and
+    check (no E006/E007: the seed's periodic tasks are schedulable, no rival commands)."""
+    _seed(workers, "migrate", "--check")  # exit 0: every migration applied
+    assert "no issues" in _seed(workers, "check")
+
+
+def test_a_schedule_that_always_fails_does_not_stop_the_seed_worker(
+    workers: WorkerProcesses,
+) -> None:
+    """Every enqueue of the heartbeat (registered first) is refused by a project's receiver:
+    the django-tasks-db worker logs it, retries it, and the audit schedule after it and the
+    worker go on (a failing schedule exited the worker)."""
+    started = int(time.time()) + 1
+    proc = workers.start("concurrent_worker", env={**SEED, "SEEDSTACK_REFUSE": HEARTBEAT})
+
+    def audited() -> bool:
+        assert proc.process.poll() is None, proc.output()  # still running
+        return len(_slots(AUDIT, started)) >= 3
+
+    wait_for(audited, 60, "three audit slots beside a schedule that always fails")
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0, proc.output()
+    assert not _slots(HEARTBEAT, started)  # refused: no row, its claims given back
+    assert "heartbeat (* * * * * *) could not be deferred; retrying in" in proc.output()
+
+
+def test_a_switch_that_skipped_migrate_stops_the_worker_saying_so(
+    workers: WorkerProcesses, tmp_path: Any
+) -> None:
+    """Step 4 forgotten: django-tasks-db's table is there, skiplock's slot ledger is not. The
+    worker stops at once naming the command to run (it served tasks and logged a traceback
+    for every slot, forever, with ``manage.py check`` clean)."""
+    from tests.django.project.settings import KIND
+
+    if KIND == "postgres":
+        fresh = {"SKIPLOCK_DJANGO_SCHEMA": f"rev_unmigrated_{os.getpid()}"}
+        with connection.cursor() as cursor:
+            cursor.execute(f'CREATE SCHEMA "{fresh["SKIPLOCK_DJANGO_SCHEMA"]}"')
+    else:
+        fresh = {"SKIPLOCK_DJANGO_SQLITE": str(tmp_path / "unmigrated.sqlite3")}
+    env = {**SEED, **fresh}
+    try:
+        _seed(workers, "migrate", "django_tasks_database", env=env)  # the seed's tables only
+        proc = workers.start("concurrent_worker", env=env)
+        assert proc.wait(60) != 0, proc.output()
+        assert "not migrated" in proc.output() and "manage.py migrate" in proc.output()
+    finally:
+        if KIND == "postgres":
+            with connection.cursor() as cursor:
+                cursor.execute(f'DROP SCHEMA "{fresh["SKIPLOCK_DJANGO_SCHEMA"]}" CASCADE')
+
+
 def _seed(workers: WorkerProcesses, *args: str, env: dict[str, str] = SEED) -> str:
     """One ``manage.py`` command of the seed-stack project; its output (it must succeed)."""
     proc = workers.start(*args, env=env)
@@ -78,6 +134,8 @@ for old in %s:
     r = default_task_backend.get_result(old)
     out[old] = [r.id, str(r.status), r.return_value if str(r.status) == "SUCCESSFUL" else None,
                 r.errors[0].exception_class_path if r.errors else None, r.args]
+from tests.django.seedstack.shop import tasks
+out["via-task"] = tasks.add.get_result(%r).return_value  # the seed's own @task object
 print(json.dumps(out))
 """
 
@@ -102,11 +160,12 @@ def test_the_seed_projects_rows_move_and_their_old_ids_resolve(workers: WorkerPr
     assert not rows.exists()
 
     ids = [ran, failed, ready]  # read once the project's default backend is skiplock's
-    script = RESOLVE % json.dumps(ids)
+    script = RESOLVE % (json.dumps(ids), ran)
     resolved = json.loads(_seed(workers, "shell", "-c", script, env=SWITCHED).splitlines()[-1])
     assert resolved[ran] == [ran, "SUCCESSFUL", 5, None, [2, 3]]
     assert resolved[failed][:2] == [failed, "FAILED"]
     assert resolved[failed][3] == "builtins.RuntimeError"
     assert resolved[ready] == [ready, "READY", None, None, [4, 5]]
+    assert resolved["via-task"] == 5
     again = _seed(workers, "import_tasks_db", "--to=skiplock")
     assert "moved 0 rows" in again  # nothing left: running it twice moves nothing twice

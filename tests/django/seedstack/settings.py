@@ -8,6 +8,8 @@ in ``INSTALLED_APPS``, and a ``SkiplockBackend`` alias was added for the move of
 
 from __future__ import annotations
 
+import os
+
 from tests.django.project.settings import DATABASES, KIND, SCHEMA
 
 DEBUG = False
@@ -18,10 +20,13 @@ DATABASES = {"default": DATABASES["default"]}
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
+    "django_tasks",  # the seed's README: the backport, its @task
     "django_tasks_db",
     "skiplock.contrib.django",  # was "django_tasks_concurrent"
     "tests.django.seedstack.shop",
 ]
+if os.environ.get("SEEDSTACK_REFUSE"):  # a test's schedule that always fails to enqueue
+    INSTALLED_APPS.append("tests.django.seedstack.refuse")
 TASKS = {
     "default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]},
     "skiplock": {

@@ -29,6 +29,8 @@ class Ledger:
     """The Django ``DATABASES`` alias of the claim and the enqueue."""
     backend: Backend
     """An unopened skiplock backend: its statements run on Django's connection."""
+    url: str
+    """Where that backend's schema is (to check it is migrated)."""
 
 
 _LEDGERS: dict[str, Backend] = {}
@@ -75,7 +77,7 @@ def ledger_for(backend: Any) -> Ledger:
     from .checks import ENGINES
 
     if isinstance(backend, SkiplockBackend):
-        return Ledger(backend.database, _cached(backend.app.url))
+        return Ledger(backend.database, _cached(backend.app.url), backend.app.url)
     if not is_tasks_db(backend):
         raise PeriodicUnsupported(
             f"backend {backend.alias!r} is a {type(backend).__name__}: no skiplock worker "
@@ -91,7 +93,7 @@ def ledger_for(backend: Any) -> Ledger:
         )
     owner = skiplock_backend_on(database)
     url = owner.app.url if owner is not None else default_ledger_url(database)
-    return Ledger(database, _cached(url))
+    return Ledger(database, _cached(url), url)
 
 
 def _cached(url: str) -> Backend:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..._backends.base import CronSlotSyncParams
+from ...errors import SchemaError
 from ._ledger import ledger_for
 from .periodic_tasks import (
     DEFAULT_MAX_DELAY_S,
@@ -214,11 +215,40 @@ def _sweep_and_sleep_s(sweeper: _Sweeper, interval: float) -> float:
     return sweeper.sleep_s(interval)
 
 
+async def _check_ledgers(backend_alias: str | None) -> None:
+    """``SchemaError`` naming ``manage.py migrate`` if a schedule's slot ledger is not
+    migrated: every slot would fail (a traceback each, forever) while its worker looked
+    healthy. Checked once, where the loop starts, on a connection of its own."""
+    from ..._app import App
+
+    ledgers: dict[str, str] = {}
+    for entry in _entries(backend_alias):
+        ledger = ledger_for(entry.bound_task.get_backend())
+        ledgers.setdefault(ledger.url, ledger.database)
+    for url, database in ledgers.items():
+        app = App(url)
+        try:
+            current, latest = await (await app.backend()).schema_version()
+        except Exception as exc:  # a database down at startup: the sweeps retry, as ever
+            log.warning("could not check the @periodic ledger on %r: %s", database, exc)
+            continue
+        finally:
+            await app.close()
+        if current < latest:
+            raise SchemaError(
+                f"@periodic: skiplock's slot ledger on database {database!r} is not migrated "
+                f"(schema version {current}, this skiplock needs {latest}): run "
+                "`python manage.py migrate`"
+            )
+
+
 async def defer_periodic_forever(interval: float = 15.0, backend_alias: str | None = None) -> None:
     """Sweep until cancelled, sleeping until the next slot (``interval``: the ceiling of one
     sleep). The sweeps run on one thread of their own (one Django connection, recycled as
-    Django's ``CONN_MAX_AGE`` says), never on the event loop or a task's thread."""
+    Django's ``CONN_MAX_AGE`` says), never on the event loop or a task's thread. An
+    unmigrated ledger is an error at once (``SchemaError``), not a failure every slot."""
     _check_interval(interval)
+    await _check_ledgers(backend_alias)
     sweeper = _Sweeper(backend_alias)
     log.info("Starting scheduler interval=%s schedules=%d", interval, len(_entries(backend_alias)))
     loop = asyncio.get_running_loop()

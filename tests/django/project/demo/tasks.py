@@ -178,3 +178,10 @@ def stamp_jobs_too(**kwargs: Any) -> dict[str, Any]:
 @task(backend="immediate")
 def at_once() -> None:
     """On Django's ImmediateBackend, which no skiplock worker serves."""
+
+
+@task(backend="tasksdb")
+def stamp_args(*args: Any) -> list[Any]:
+    """A periodic task taking neither ``timestamp`` nor ``**kwargs`` (the seed's "ignore it
+    with ``*args``", which failed every slot)."""
+    return list(args)

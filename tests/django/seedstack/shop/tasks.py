@@ -1,11 +1,12 @@
-"""The seed project's tasks, as its README writes them; only the import of ``periodic``
-changed (``from django_tasks_concurrent import periodic``)."""
+"""The seed project's tasks, as its README writes them (``@task`` from the ``django_tasks``
+backport); only the import of ``periodic`` changed (``from django_tasks_concurrent import
+periodic``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.tasks import task
+from django_tasks import task
 
 from skiplock.contrib.django import periodic
 
