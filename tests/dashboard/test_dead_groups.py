@@ -46,6 +46,18 @@ def test_a_group_action_reaches_exactly_its_group(stack: Stack, pages: Pages) ->
     ids = stack.run(bury())
     page = pages.as_user("otto")
     page.goto("/dead")
+    group_row(page, "RuntimeError: boom 1").locator("td.num a").click()
+    expect(page.locator("tr[data-job]")).to_have_count(2)
+    shown = sorted(
+        int(i)
+        for i in page.locator("tr[data-job]").evaluate_all("rows => rows.map(r => r.dataset.job)")
+    )
+    assert shown == [ids[0], ids[2]]
+    expect(page.locator("[data-state-count='dead']")).to_have_text("2")
+    page.get_by_role("button", name="Filter").click()  # the form keeps the group
+    expect(page.locator("[data-last-error]")).to_contain_text("RuntimeError: boom 1")
+    expect(page.locator("tr[data-job]")).to_have_count(2)
+    page.goto("/dead")
     group_row(page, "RuntimeError: boom 1").get_by_text("Requeue…").click()
     expect(page.locator("[data-preview-count]")).to_have_text("2")
     page.get_by_role("button", name="Requeue 2 jobs").click()

@@ -406,6 +406,10 @@ async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
         assert probe.status_code == 403 and LEAKED not in probe.text
         preview = await client.get("/dead/confirm?action=requeue&error=sk_live", headers=viewer)
         assert preview.status_code == 403
+        # nor by guessing a dead-letter group's exact error (1 job or 0 would answer it)
+        guess = {"state": "dead", "last_error": f"ValueError: card {LEAKED} declined"}
+        exact = await client.get("/jobs", params=guess, headers=viewer)
+        assert exact.status_code == 403 and LEAKED not in exact.text
         # an operator sees all of it
         page = (await client.get(f"/jobs/{handle.id}", headers=operator)).text
         assert f"card {LEAKED} declined" in page and "Traceback" in page

@@ -129,3 +129,19 @@ def test_run_worker_runs_on_a_thread_that_is_not_main() -> None:
 def test_processes_must_be_positive() -> None:
     with pytest.raises(CommandError, match="--processes must be at least 1"):
         call_command("concurrent_worker", "--processes=0", "--burst")
+
+
+@pytest.mark.parametrize("command", ["concurrent_worker", "task_worker"])
+def test_processes_are_bounded_by_the_cpus_unless_forced(command: str) -> None:
+    """Above 4 per usable CPU ``--processes`` is refused before any child starts, as
+    ``skiplock worker`` refuses it; ``--force-processes`` passes the bound (the bad interval
+    then stops the command before it starts any child)."""
+    bound = 4 * len(os.sched_getaffinity(0))
+    with pytest.raises(CommandError) as err:
+        call_command(command, f"--processes={bound + 1}", "--burst")
+    assert f"--processes {bound + 1}: more than 4 per CPU ({bound} for the" in str(err.value)
+    assert "--force-processes" in str(err.value)
+    with pytest.raises(CommandError, match="--interval must be a positive"):
+        call_command(
+            command, f"--processes={bound + 1}", "--force-processes", "--interval=0", "--burst"
+        )

@@ -14,7 +14,13 @@ import click
 
 from .._app import App
 from .._config import WorkerConfig
-from .._worker.supervisor import process_ports, report_ready, supervise
+from .._worker.supervisor import (
+    PROCESSES_PER_CPU,
+    process_ports,
+    report_ready,
+    supervise,
+    too_many_processes,
+)
 from .._worker.worker import Worker
 from .options import build_config, worker_config_options
 from .support import (
@@ -41,11 +47,6 @@ def migrate(app_spec: str, url: str | None) -> None:
     app = app_for(app_spec, url)
     applied = run_async(app, app.migrate, exit_code=CANNOT_RUN)
     click.echo(f"applied migrations {applied}" if applied else "schema already up to date")
-
-
-PROCESSES_PER_CPU = 4
-"""The most worker processes per usable CPU ``--processes`` takes without
-``--force-processes``."""
 
 
 @click.command()
@@ -102,29 +103,11 @@ def worker(
     run_worker(app, config, burst=burst, loop=loop_name)
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask, as a container's cpuset sets it),
-    else the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        return os.cpu_count() or 1
-
-
 def check_processes(processes: int, force: bool) -> None:
-    """Refuse more worker processes than PROCESSES_PER_CPU per usable CPU unless forced: each
-    is a whole worker (an event loop, a database pool, its own claims), so past that they
-    only contend (1000 on 2 cores ran at load 177 and took minutes to stop)."""
-    cpus = usable_cpus()
-    bound = PROCESSES_PER_CPU * cpus
-    if processes > bound and not force:
-        raise CliError(
-            f"--processes {processes}: more than {PROCESSES_PER_CPU} per CPU "
-            f"({bound} for the {cpus} this process may use); each is a whole worker with its "
-            "own event loop and database connections. Raise --concurrency instead, or pass "
-            "--force-processes to run them anyway",
-            CANNOT_RUN,
-        )
+    """Refuse more worker processes than PROCESSES_PER_CPU per usable CPU unless forced."""
+    refusal = too_many_processes(processes, "Raise --concurrency instead")
+    if refusal and not force:
+        raise CliError(refusal, CANNOT_RUN)
 
 
 def warn_unknown_queues(app: App, queues: Iterable[str] | None) -> None:

@@ -55,6 +55,35 @@ they expire and are reclaimed as before)."""
 STABLE_S = 60.0
 """A child up this long after it was ready ends a run of deaths: the next restart waits 1 s."""
 
+PROCESSES_PER_CPU = 4
+"""The most worker processes per usable CPU a ``--processes`` option takes unless forced
+(``skiplock worker``, Django's ``concurrent_worker`` and ``task_worker``)."""
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, as a container's cpuset sets it),
+    else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def too_many_processes(processes: int, instead: str) -> str | None:
+    """Why ``processes`` is refused without ``--force-processes`` (more than PROCESSES_PER_CPU
+    per usable CPU), else None. Each is a whole worker (an event loop, a database pool, its
+    own claims), so past that they only contend: 1000 on 2 cores ran at load 177 and took
+    minutes to stop. ``instead`` is what to do instead, as a clause."""
+    cpus = usable_cpus()
+    bound = PROCESSES_PER_CPU * cpus
+    if processes <= bound:
+        return None
+    return (
+        f"--processes {processes}: more than {PROCESSES_PER_CPU} per CPU ({bound} for the "
+        f"{cpus} this process may use); each is a whole worker with its own event loop and "
+        f"database connections. {instead}, or pass --force-processes to run them anyway"
+    )
+
 
 def process_ports(config: WorkerConfig) -> WorkerConfig:
     """``config`` with its metrics and health ports offset by this child's process index, so

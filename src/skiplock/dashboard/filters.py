@@ -39,12 +39,16 @@ class JobQuery:
     before: int | None
     find: str = ""
     """A search: a job id, a unique key or a correlation id, exactly (the filters aside)."""
+    last_error: str | None = None
+    """A dead-letter group's exact last error (None: any; "": the jobs without one), so the
+    group's link lists its jobs and no other ("boom 1" is not "boom 10")."""
 
     def job_filter(self, limit: int = PAGE_SIZE) -> JobFilter:
         return JobFilter(
             task=self.task or None,
             queue=self.queue or None,
             error=self.error or None,
+            last_error=self.last_error,
             since=_time("since", self.since),
             until=_time("until", self.until),
             limit=limit,
@@ -62,7 +66,11 @@ class JobQuery:
             "before": self.before or "",
             "find": self.find,
         } | changes
-        return urlencode({k: v for k, v in fields.items() if v not in ("", None)})
+        last_error = fields.pop("last_error", self.last_error)
+        kept = {k: v for k, v in fields.items() if v not in ("", None)}
+        if last_error is not None:  # kept even when empty: the group without an error
+            kept["last_error"] = last_error
+        return urlencode(kept)
 
 
 def job_query(params: Any) -> JobQuery:
@@ -82,6 +90,7 @@ def job_query(params: Any) -> JobQuery:
         until=_text(params, "until"),
         before=_id(params, "before"),
         find=_text(params, "find"),
+        last_error=exact_text_field(params, "last_error") if "last_error" in params else None,
     )
     query.job_filter()  # a bad time fails here, at the edge
     return query

@@ -124,7 +124,8 @@ async def overview(request: Request) -> Response:
 def errors_hidden(request: Request, params: Any) -> Response | None:
     """A viewer may not read error messages, so may not search them either (a filter on the
     error text would answer "is the card number in it?" one guess at a time)."""
-    if params.get("error") and not request.state.user.may(Role.OPERATOR):
+    searched = params.get("error") or "last_error" in params
+    if searched and not request.state.user.may(Role.OPERATOR):
         problem = "error: searching error messages needs the operator role"
         return dashboard(request).render.page(request, "problem.html", 403, problem=problem)
     return None

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ....._worker.supervisor import PROCESSES_PER_CPU, too_many_processes
 from .....errors import SchemaError
 from ... import worker as worker_module
 from ...processes import supervise
@@ -87,13 +88,30 @@ class Command(BaseCommand):  # type: ignore[misc]
         )
         parser.add_argument("--burst", action="store_true", help="Exit once nothing is ready.")
         parser.add_argument(
-            "--processes", type=int, default=1, help="Worker processes under one supervisor."
+            "--processes",
+            type=int,
+            default=1,
+            help="Worker processes under one supervisor (default 1); at most "
+            f"{PROCESSES_PER_CPU} per CPU unless --force-processes.",
+        )
+        parser.add_argument(
+            "--force-processes",
+            action="store_true",
+            help=f"Allow --processes above {PROCESSES_PER_CPU} per CPU.",
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         self._configure_logging(opts.get("verbosity", 1))
         if opts["processes"] < 1:
             raise CommandError(f"--processes must be at least 1 (got {opts['processes']})")
+        instead = (
+            "Use concurrent_worker --concurrency instead"
+            if self.sequential
+            else "Raise --concurrency instead"
+        )
+        refusal = too_many_processes(opts["processes"], instead)
+        if refusal and not opts["force_processes"]:
+            raise CommandError(refusal)
         if opts["processes"] > 1:
             self._check(opts)  # a bad option fails once, here, not in every child
             code = supervise(self._name(), opts, opts["processes"])
