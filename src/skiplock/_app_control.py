@@ -274,8 +274,8 @@ class AppControl:
         if create or queue in known or await (await self.backend()).queue_known(queue):
             return queue
         raise ConfigurationError(
-            f"unknown queue {queue!r}: no task of the app uses it and no job or setting names "
-            "it; to set up a new queue, pass create=True (skiplock queue ... --create)"
+            f"unknown queue {queue!r}: no task, job or setting names it (a typo?); to set up a "
+            "new queue, pass --create (create=True from Python)"
         )
 
     async def queues(self) -> list[QueueInfo]:
