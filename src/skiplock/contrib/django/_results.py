@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.tasks import TaskResult, TaskResultStatus
@@ -10,6 +9,7 @@ from django.tasks.base import TaskError
 
 from ..._job import JobRecord, JobState
 from ._result_ids import result_id
+from .retries import lost_by
 
 STATUS = {
     JobState.PENDING: TaskResultStatus.READY,
@@ -36,18 +36,15 @@ def task_error(error: dict[str, Any]) -> Any:
     )
 
 
-_LOST_BY = re.compile(r"^lease expired \(worker (.*) stopped heartbeating\)$")
-
-
 def worker_ids(record: JobRecord) -> list[str]:
     """Who ran each attempt: an attempt reclaimed from a dead worker names it in its error
     record; the others ran on the worker that claimed the job last (``locked_by``)."""
     last = record.locked_by or "skiplock"
     lost: dict[int, str] = {}
     for error in record.errors:
-        found = _LOST_BY.match(str(error.get("message") or ""))
-        if found and isinstance(error.get("attempt"), int):
-            lost[error["attempt"]] = found.group(1)
+        by = lost_by(error.get("message"))
+        if by is not None and isinstance(error.get("attempt"), int):
+            lost[error["attempt"]] = by
     return [lost.get(attempt, last) for attempt in range(1, record.attempt + 1)]
 
 

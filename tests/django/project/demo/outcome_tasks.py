@@ -94,3 +94,18 @@ def a_minute_later(exception: BaseException, task_result: Any) -> float | None:
 @task(max_attempts=2, backoff=a_minute_later)
 def retried_a_minute_later() -> None:
     raise ValueError("once")
+
+
+@task(max_attempts=2, backoff=lambda exception, task_result: 0)
+def killed_then_fails_then_succeeds(marker: str) -> int:
+    """Attempt 1 marks ``marker`` and sleeps (a test SIGKILLs its worker process); attempt 2
+    fails; attempt 3 returns its attempt. Two attempts of its own: the death is not one."""
+    from skiplock import current_job
+
+    attempt = current_job().attempt
+    if attempt == 1:
+        pathlib.Path(marker).touch()
+        time.sleep(120)
+    if attempt == 2:
+        raise ValueError("its own first failure")
+    return attempt
