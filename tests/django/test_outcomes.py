@@ -125,7 +125,10 @@ def test_use_tz_false_run_after_from_timezone_now(workers: WorkerProcesses) -> N
         "r = tasks.add.using(run_after=timezone.now() + timedelta(seconds=30)).enqueue(1, 1)\n"
         "print('ENQUEUED', r.id)\n"
     )
-    proc = workers.start("shell", "-c", code, env={"SKIPLOCK_DJANGO_USE_TZ": "0"})
+    # Kolkata is UTC+5:30 all year: a naive local time read as UTC is 5.5 h off (London is
+    # UTC in winter, so it could not tell)
+    local = {"SKIPLOCK_DJANGO_USE_TZ": "0", "SKIPLOCK_DJANGO_TIME_ZONE": "Asia/Kolkata"}
+    proc = workers.start("shell", "-c", code, env=local)
     assert proc.wait(60) == 0, proc.output()
     job_id = int(proc.output().split("ENQUEUED", 1)[1].split()[0])
     job = Job.objects.get(id=job_id)
