@@ -103,9 +103,10 @@ def test_a_killed_child_s_task_comes_back_at_once_as_a_reclaim(
     wait_for(lambda: task.get_result(result.id).is_finished, 40, "the task to end")
     done = task.get_result(result.id)
     assert done.status == TaskResultStatus.SUCCESSFUL, done.errors
-    assert done.return_value == 3
+    assert done.return_value["attempt"] == 3
     assert done.worker_ids[0].endswith(f":{victim}")  # the dead child ran attempt 1
     assert len(done.worker_ids) == 3
+    assert done.return_value["worker_ids"] == done.worker_ids  # the task was told the same
     errors = Job.objects.get(id=int(result.id)).errors
     assert "released by its supervisor" in errors[0]["message"]  # not a lease's expiry
     proc.signal(signal.SIGTERM)

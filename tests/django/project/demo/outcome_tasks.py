@@ -96,16 +96,15 @@ def retried_a_minute_later() -> None:
     raise ValueError("once")
 
 
-@task(max_attempts=2, backoff=lambda exception, task_result: 0)
-def killed_then_fails_then_succeeds(marker: str) -> int:
+@task(max_attempts=2, backoff=lambda exception, task_result: 0, takes_context=True)
+def killed_then_fails_then_succeeds(context: TaskContext, marker: str) -> dict[str, Any]:
     """Attempt 1 marks ``marker`` and sleeps (a test SIGKILLs its worker process); attempt 2
-    fails; attempt 3 returns its attempt. Two attempts of its own: the death is not one."""
-    from skiplock import current_job
-
-    attempt = current_job().attempt
+    fails; attempt 3 returns its attempt and the worker_ids it was given. Two attempts of its
+    own: the death is not one."""
+    attempt = context.attempt
     if attempt == 1:
         pathlib.Path(marker).touch()
         time.sleep(120)
     if attempt == 2:
         raise ValueError("its own first failure")
-    return attempt
+    return {"attempt": attempt, "worker_ids": context.task_result.worker_ids}
