@@ -244,3 +244,15 @@ def test_a_django_task_s_lease_is_short_and_set_by_lease(
     assert lease_s - 1 <= leased <= lease_s + 1
     proc.signal(signal.SIGTERM)
     assert proc.wait(60) == 0, proc.output()
+
+
+@pytest.mark.parametrize("lease", ["0", "nan", "86401"])
+def test_a_bad_lease_is_one_error_before_the_startup_line(
+    workers: WorkerProcesses, lease: str
+) -> None:
+    proc = workers.start("concurrent_worker", f"--lease={lease}", "--burst", "--no-scheduler")
+    assert proc.wait(60) != 0
+    output = proc.output()
+    assert "--lease must be a number of seconds in 1..86400" in output, output
+    assert "Starting concurrent worker" not in output, output  # a script grepping it: not up
+    assert "Traceback" not in output, output
