@@ -113,7 +113,7 @@ def test_worker_ids_name_the_worker_that_ran_each_attempt() -> None:
     burst()
     done = outcome_tasks.who_runs_me.get_result(result.id)
     me = f"{socket.gethostname()}:{__import__('os').getpid()}"
-    assert done.return_value == {"worker_ids": [me], "attempt": 1}
+    assert done.return_value == {"worker_ids": [me], "attempt": 1, "started_at": "aware"}
     assert done.worker_ids == [me]
 
 
@@ -134,6 +134,33 @@ def test_use_tz_false_run_after_from_timezone_now(workers: WorkerProcesses) -> N
     job = Job.objects.get(id=job_id)
     ahead = job.run_at - job.created_at
     assert timedelta(seconds=25) < ahead < timedelta(seconds=35)  # local time read as local
+
+
+def test_use_tz_false_results_carry_naive_local_times(workers: WorkerProcesses) -> None:
+    """As Django's own backends under ``USE_TZ=False``: ``timezone.now() - result.enqueued_at``
+    works (an aware UTC time raised TypeError) and reads local time in ``TIME_ZONE``."""
+    code = (
+        "from django.core.management import call_command\n"
+        "from django.utils import timezone\n"
+        "from tests.django.project.demo import outcome_tasks, tasks\n"
+        "r = tasks.add.enqueue(1, 1)\n"
+        "seen = [r.enqueued_at]\n"
+        "call_command('concurrent_worker', '--burst', '--no-scheduler', '--interval=0.05')\n"
+        "done = tasks.add.get_result(r.id)\n"
+        "seen += [done.enqueued_at, done.started_at, done.finished_at, done.last_attempted_at]\n"
+        "w = outcome_tasks.who_runs_me.enqueue()\n"
+        "call_command('concurrent_worker', '--burst', '--no-scheduler', '--interval=0.05')\n"
+        "seen.append(outcome_tasks.who_runs_me.get_result(w.id).return_value['started_at'])\n"
+        "ages = [abs((timezone.now() - t).total_seconds()) for t in seen[:-1]]\n"
+        "print('AGES', max(ages), 'NAIVE', all(t.tzinfo is None for t in seen[:-1]), seen[-1])\n"
+    )
+    local = {"SKIPLOCK_DJANGO_USE_TZ": "0", "SKIPLOCK_DJANGO_TIME_ZONE": "Asia/Kolkata"}
+    proc = workers.start("shell", "-c", code, env=local)
+    assert proc.wait(90) == 0, proc.output()
+    ages, _, naive, context = proc.output().split("AGES", 1)[1].split()[:4]
+    assert float(ages) < 60, proc.output()  # local, not 5.5 h away
+    assert naive == "True", proc.output()
+    assert context == "naive", proc.output()  # the running task's TaskResult too
 
 
 def _status(task: Any, result_id: str) -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
+from django.utils import timezone
 
 from ..._job import JobRecord, JobState
 from ._result_ids import result_id
@@ -18,6 +21,16 @@ STATUS = {
     JobState.DEAD: TaskResultStatus.FAILED,
     JobState.CANCELLED: TaskResultStatus.FAILED,
 }
+
+
+def django_time(when: datetime | None) -> datetime | None:
+    """A stored (aware, UTC) time as Django's own backends give it: unchanged with
+    ``USE_TZ``, else naive local time in ``TIME_ZONE`` (``timezone.now()``'s kind then), so
+    ``timezone.now() - result.enqueued_at`` works either way."""
+    if when is None or settings.USE_TZ:
+        return when
+    naive: datetime = timezone.make_naive(when, timezone.get_default_timezone())
+    return naive
 
 
 def exception_class_path(error: dict[str, Any]) -> str:
@@ -58,10 +71,10 @@ def to_task_result(task: Any, record: JobRecord, backend_alias: str) -> Any:
         task=task,
         id=result_id(record.id, backend_alias),
         status=status,
-        enqueued_at=record.created_at,
-        started_at=record.attempted_at,
-        finished_at=record.finished_at,
-        last_attempted_at=record.attempted_at,
+        enqueued_at=django_time(record.created_at),
+        started_at=django_time(record.attempted_at),
+        finished_at=django_time(record.finished_at),
+        last_attempted_at=django_time(record.attempted_at),
         args=list(record.args),
         kwargs=dict(record.kwargs),
         backend=backend_alias,

@@ -28,6 +28,7 @@ from typing import Any
 from django.db import close_old_connections
 from django.tasks import TaskContext, TaskResult, TaskResultStatus
 from django.tasks.signals import task_finished, task_started
+from django.utils import timezone
 from django.utils.json import normalize_json
 
 from ..._config import RetryPolicy
@@ -38,7 +39,7 @@ from ..._worker.classify import JobTimeout, classify, error_record
 from ...errors import PayloadError
 from . import retries
 from ._result_ids import result_id
-from ._results import worker_ids
+from ._results import django_time, worker_ids
 from .options import django_attempts
 
 log = logging.getLogger("skiplock.contrib.django")
@@ -77,12 +78,12 @@ class _Run:
         """The RUNNING ``TaskResult`` the task and ``task_started`` see; ``history``: who ran
         the attempts before this one, as ``get_result`` reads them (None: a first attempt)."""
         job = current_job()
-        now = datetime.now(UTC)
+        now = timezone.now()  # naive local under USE_TZ=False, as Django's own backends
         result = TaskResult(
             task=self.task,
             id=result_id(job.id, self.task.backend),
             status=TaskResultStatus.RUNNING,
-            enqueued_at=job.enqueued_at,
+            enqueued_at=django_time(job.enqueued_at),
             started_at=now,
             finished_at=None,
             last_attempted_at=now,
@@ -180,7 +181,7 @@ class _Run:
 
 def _finish(sender: type[Any], result: Any, status: str) -> None:
     object.__setattr__(result, "status", status)
-    object.__setattr__(result, "finished_at", datetime.now(UTC))
+    object.__setattr__(result, "finished_at", timezone.now())
     _send(task_finished, sender, result)
 
 

@@ -42,7 +42,12 @@ def marks_then_sleeps(marker: str, seconds: float) -> float:
 
 @task(takes_context=True)
 def who_runs_me(context: TaskContext) -> dict[str, Any]:
-    return {"worker_ids": context.task_result.worker_ids, "attempt": context.attempt}
+    started = context.task_result.started_at
+    return {
+        "worker_ids": context.task_result.worker_ids,
+        "attempt": context.attempt,
+        "started_at": "naive" if started.tzinfo is None else "aware",
+    }
 
 
 @task
