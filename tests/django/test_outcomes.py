@@ -117,6 +117,17 @@ def test_worker_ids_name_the_worker_that_ran_each_attempt() -> None:
     assert done.worker_ids == [me]
 
 
+def _local_shell(workers: WorkerProcesses, code: str, marker: str) -> list[str]:
+    """Run ``code`` in ``manage.py shell`` under ``USE_TZ=False``; the words it printed after
+    ``marker``. Kolkata is UTC+5:30 all year: a naive local time read as UTC is 5.5 h off
+    (London, the project's zone, is UTC in winter, so it could not tell)."""
+    local = {"SKIPLOCK_DJANGO_USE_TZ": "0", "SKIPLOCK_DJANGO_TIME_ZONE": "Asia/Kolkata"}
+    proc = workers.start("shell", "-c", code, env=local)
+    assert proc.wait(90) == 0, proc.output()
+    assert marker in proc.output(), proc.output()
+    return proc.output().split(marker, 1)[1].split()
+
+
 def test_use_tz_false_run_after_from_timezone_now(workers: WorkerProcesses) -> None:
     code = (
         "from datetime import timedelta\n"
@@ -125,12 +136,7 @@ def test_use_tz_false_run_after_from_timezone_now(workers: WorkerProcesses) -> N
         "r = tasks.add.using(run_after=timezone.now() + timedelta(seconds=30)).enqueue(1, 1)\n"
         "print('ENQUEUED', r.id)\n"
     )
-    # Kolkata is UTC+5:30 all year: a naive local time read as UTC is 5.5 h off (London is
-    # UTC in winter, so it could not tell)
-    local = {"SKIPLOCK_DJANGO_USE_TZ": "0", "SKIPLOCK_DJANGO_TIME_ZONE": "Asia/Kolkata"}
-    proc = workers.start("shell", "-c", code, env=local)
-    assert proc.wait(60) == 0, proc.output()
-    job_id = int(proc.output().split("ENQUEUED", 1)[1].split()[0])
+    job_id = int(_local_shell(workers, code, "ENQUEUED")[0])
     job = Job.objects.get(id=job_id)
     ahead = job.run_at - job.created_at
     assert timedelta(seconds=25) < ahead < timedelta(seconds=35)  # local time read as local
@@ -154,13 +160,10 @@ def test_use_tz_false_results_carry_naive_local_times(workers: WorkerProcesses) 
         "ages = [abs((timezone.now() - t).total_seconds()) for t in seen[:-1]]\n"
         "print('AGES', max(ages), 'NAIVE', all(t.tzinfo is None for t in seen[:-1]), seen[-1])\n"
     )
-    local = {"SKIPLOCK_DJANGO_USE_TZ": "0", "SKIPLOCK_DJANGO_TIME_ZONE": "Asia/Kolkata"}
-    proc = workers.start("shell", "-c", code, env=local)
-    assert proc.wait(90) == 0, proc.output()
-    ages, _, naive, context = proc.output().split("AGES", 1)[1].split()[:4]
-    assert float(ages) < 60, proc.output()  # local, not 5.5 h away
-    assert naive == "True", proc.output()
-    assert context == "naive", proc.output()  # the running task's TaskResult too
+    ages, _, naive, context = _local_shell(workers, code, "AGES")[:4]
+    assert float(ages) < 60  # local, not 5.5 h away
+    assert naive == "True"
+    assert context == "naive"  # the running task's TaskResult too
 
 
 def _status(task: Any, result_id: str) -> str:
