@@ -84,6 +84,14 @@ def _worker(system: str, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
+def _check_alive(system: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Stop the run if the worker exited on its own: its error is the result, not a rate of 0."""
+    code = proc.poll()
+    if code is not None:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-8:])
+        raise SystemExit(f"{system}'s worker exited ({code}) before it was stopped:\n{tail}")
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -167,8 +175,9 @@ def _drain(system: str, n: int, timeout: float, log: Path) -> dict[str, Any]:
     try:
         while time.monotonic() < deadline:
             done = rows.finished()
-            if done >= n or proc.poll() is not None:
+            if done >= n:
                 break
+            _check_alive(system, proc, log)
             time.sleep(0.2)
     finally:
         _stop(proc)
@@ -196,6 +205,7 @@ def _latency(system: str, log: Path) -> dict[str, Any]:
         task.enqueue()  # a probe: the worker is up once it has run
         deadline = time.monotonic() + 60
         while rows.finished() < 1 and time.monotonic() < deadline:
+            _check_alive(system, proc, log)
             time.sleep(0.05)
         rows.clear()
         for _ in range(LATENCY_TASKS):
@@ -258,7 +268,9 @@ def _run_db(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         ",".join(args.systems),
     ]
     try:
-        done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=True)
+        done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the {kind} run failed ({done.returncode}): see its error above")
         result: dict[str, Any] = json.loads(done.stdout)
         return result
     finally:

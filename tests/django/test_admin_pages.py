@@ -47,12 +47,14 @@ def test_the_traceback_renders_as_text(superuser: Client, dead: Any) -> None:
     assert "\\n" not in html.split("<pre", 1)[1].split("</pre>", 1)[0]  # lines, not JSON
 
 
-def test_an_unmigrated_project_is_told_to_migrate(superuser: Client) -> None:
+@pytest.mark.parametrize("page", ["", "{id}/change/", "{id}/history/"])
+def test_an_unmigrated_project_is_told_to_migrate(superuser: Client, dead: Any, page: str) -> None:
+    """The list, and a job's page (a bookmark, a link from a log), once the table is gone."""
     conn = connections["default"]
     with conn.cursor() as cursor:
         cursor.execute("ALTER TABLE skiplock_jobs RENAME TO skiplock_jobs_away")
     try:
-        page = superuser.get(CHANGELIST)
+        page = superuser.get(CHANGELIST + page.format(id=dead.id))
     finally:
         with conn.cursor() as cursor:
             cursor.execute("ALTER TABLE skiplock_jobs_away RENAME TO skiplock_jobs")

@@ -113,8 +113,19 @@ def test_worker_ids_name_the_worker_that_ran_each_attempt() -> None:
     burst()
     done = outcome_tasks.who_runs_me.get_result(result.id)
     me = f"{socket.gethostname()}:{__import__('os').getpid()}"
-    assert done.return_value == {"worker_ids": [me], "attempt": 1}
+    assert done.return_value == {"worker_ids": [me], "attempt": 1, "started_at": "aware"}
     assert done.worker_ids == [me]
+
+
+def _local_shell(workers: WorkerProcesses, code: str, marker: str) -> list[str]:
+    """Run ``code`` in ``manage.py shell`` under ``USE_TZ=False``; the words it printed after
+    ``marker``. Kolkata is UTC+5:30 all year: a naive local time read as UTC is 5.5 h off
+    (London, the project's zone, is UTC in winter, so it could not tell)."""
+    local = {"SKIPLOCK_DJANGO_USE_TZ": "0", "SKIPLOCK_DJANGO_TIME_ZONE": "Asia/Kolkata"}
+    proc = workers.start("shell", "-c", code, env=local)
+    assert proc.wait(90) == 0, proc.output()
+    assert marker in proc.output(), proc.output()
+    return proc.output().split(marker, 1)[1].split()
 
 
 def test_use_tz_false_run_after_from_timezone_now(workers: WorkerProcesses) -> None:
@@ -125,12 +136,34 @@ def test_use_tz_false_run_after_from_timezone_now(workers: WorkerProcesses) -> N
         "r = tasks.add.using(run_after=timezone.now() + timedelta(seconds=30)).enqueue(1, 1)\n"
         "print('ENQUEUED', r.id)\n"
     )
-    proc = workers.start("shell", "-c", code, env={"SKIPLOCK_DJANGO_USE_TZ": "0"})
-    assert proc.wait(60) == 0, proc.output()
-    job_id = int(proc.output().split("ENQUEUED", 1)[1].split()[0])
+    job_id = int(_local_shell(workers, code, "ENQUEUED")[0])
     job = Job.objects.get(id=job_id)
     ahead = job.run_at - job.created_at
     assert timedelta(seconds=25) < ahead < timedelta(seconds=35)  # local time read as local
+
+
+def test_use_tz_false_results_carry_naive_local_times(workers: WorkerProcesses) -> None:
+    """As Django's own backends under ``USE_TZ=False``: ``timezone.now() - result.enqueued_at``
+    works (an aware UTC time raised TypeError) and reads local time in ``TIME_ZONE``."""
+    code = (
+        "from django.core.management import call_command\n"
+        "from django.utils import timezone\n"
+        "from tests.django.project.demo import outcome_tasks, tasks\n"
+        "r = tasks.add.enqueue(1, 1)\n"
+        "seen = [r.enqueued_at]\n"
+        "call_command('concurrent_worker', '--burst', '--no-scheduler', '--interval=0.05')\n"
+        "done = tasks.add.get_result(r.id)\n"
+        "seen += [done.enqueued_at, done.started_at, done.finished_at, done.last_attempted_at]\n"
+        "w = outcome_tasks.who_runs_me.enqueue()\n"
+        "call_command('concurrent_worker', '--burst', '--no-scheduler', '--interval=0.05')\n"
+        "seen.append(outcome_tasks.who_runs_me.get_result(w.id).return_value['started_at'])\n"
+        "ages = [abs((timezone.now() - t).total_seconds()) for t in seen[:-1]]\n"
+        "print('AGES', max(ages), 'NAIVE', all(t.tzinfo is None for t in seen[:-1]), seen[-1])\n"
+    )
+    ages, _, naive, context = _local_shell(workers, code, "AGES")[:4]
+    assert float(ages) < 60  # local, not 5.5 h away
+    assert naive == "True"
+    assert context == "naive"  # the running task's TaskResult too
 
 
 def _status(task: Any, result_id: str) -> str:
@@ -241,3 +274,15 @@ def test_a_django_task_s_lease_is_short_and_set_by_lease(
     assert lease_s - 1 <= leased <= lease_s + 1
     proc.signal(signal.SIGTERM)
     assert proc.wait(60) == 0, proc.output()
+
+
+@pytest.mark.parametrize("lease", ["0", "nan", "86401"])
+def test_a_bad_lease_is_one_error_before_the_startup_line(
+    workers: WorkerProcesses, lease: str
+) -> None:
+    proc = workers.start("concurrent_worker", f"--lease={lease}", "--burst", "--no-scheduler")
+    assert proc.wait(60) != 0
+    output = proc.output()
+    assert "--lease must be a number of seconds in 1..86400" in output, output
+    assert "Starting concurrent worker" not in output, output  # a script grepping it: not up
+    assert "Traceback" not in output, output

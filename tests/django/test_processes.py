@@ -83,6 +83,36 @@ def test_sigkilled_workers_task_is_recovered(workers: WorkerProcesses, tmp_path:
     assert tasks.survives_a_kill.get_result(result.id).return_value == 2  # the second attempt
 
 
+def test_a_killed_child_s_task_comes_back_at_once_as_a_reclaim(
+    workers: WorkerProcesses, tmp_path: Path
+) -> None:
+    """``--processes 2``: a child SIGKILLed mid-task has its lease released by the supervisor
+    at once (the task has no timeout: its lease is a minute), and that release is a reclaim,
+    not one of the task's own two attempts: attempt 2 fails, attempt 3 succeeds."""
+    from .project.demo import outcome_tasks
+
+    task = outcome_tasks.killed_then_fails_then_succeeds
+    marker = tmp_path / "started"
+    result = task.enqueue(str(marker))
+    proc = workers.start("concurrent_worker", "--processes=2", "--no-scheduler", *FAST)
+    wait_for(marker.exists, 60, "the first attempt")
+    victim = int(Job.objects.get(id=int(result.id)).locked_by.rsplit(":", 1)[-1])
+    import os
+
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: task.get_result(result.id).is_finished, 40, "the task to end")
+    done = task.get_result(result.id)
+    assert done.status == TaskResultStatus.SUCCESSFUL, done.errors
+    assert done.return_value["attempt"] == 3
+    assert done.worker_ids[0].endswith(f":{victim}")  # the dead child ran attempt 1
+    assert len(done.worker_ids) == 3
+    assert done.return_value["worker_ids"] == done.worker_ids  # the task was told the same
+    errors = Job.objects.get(id=int(result.id)).errors
+    assert "released by its supervisor" in errors[0]["message"]  # not a lease's expiry
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, proc.output()
+
+
 def test_five_two_second_sync_tasks_run_at_once(workers: WorkerProcesses) -> None:
     results = [tasks.nap.enqueue(2.0) for _ in range(5)]
     proc = workers.start("concurrent_worker", "--concurrency=5", "--no-scheduler", *FAST)

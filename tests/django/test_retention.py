@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from django.test import override_settings
 from skiplock.contrib.django.models import Job
 from skiplock.contrib.django.retention import retention_of
 
+from .processes import WorkerProcesses
 from .project.demo import tasks
 
 
@@ -69,3 +71,17 @@ def test_a_bad_retention_is_a_check_error() -> None:
 def test_prune_refuses_a_backend_that_is_not_skiplocks() -> None:
     with pytest.raises(CommandError, match="not a SkiplockBackend"):
         _prune("--backend=tasksdb")
+
+
+@pytest.mark.parametrize("options", [(), ("--dry-run",)])
+def test_prune_on_an_unmigrated_database_says_to_migrate(
+    workers: WorkerProcesses, tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    empty = str(tmp_path / "unmigrated.sqlite3")
+    proc = workers.start(
+        "prune_task_results", "--backend=jobs", *options, env={"SKIPLOCK_DJANGO_JOBS_SQLITE": empty}
+    )
+    assert proc.wait(60) != 0
+    output = proc.output()
+    assert "manage.py migrate --database=jobs" in output, output
+    assert "Traceback" not in output, output  # one line, not a traceback

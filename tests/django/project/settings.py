@@ -13,6 +13,7 @@ run) before Django starts; a child process inherits them:
   connections (Django's and skiplock's), so a test can terminate exactly its worker's backends
 - ``SKIPLOCK_DJANGO_CONN_MAX_AGE``: Django's ``CONN_MAX_AGE`` (persistent connections)
 - ``SKIPLOCK_DJANGO_USE_TZ``: ``0`` runs the project with ``USE_TZ=False``
+- ``SKIPLOCK_DJANGO_TIME_ZONE``: ``TIME_ZONE`` (default ``Europe/London``, UTC half the year)
 - ``SKIPLOCK_DJANGO_FAULTS``: fault injections for a test (see ``faults.py``)
 - ``SKIPLOCK_DJANGO_EXTRA_APPS``: more ``INSTALLED_APPS``, comma-separated, appended
 """
@@ -47,7 +48,7 @@ def _default() -> dict[str, Any]:
 
 DEBUG = False
 USE_TZ = os.environ.get("SKIPLOCK_DJANGO_USE_TZ", "1") != "0"
-TIME_ZONE = "Europe/London"
+TIME_ZONE = os.environ.get("SKIPLOCK_DJANGO_TIME_ZONE", "Europe/London")
 SECRET_KEY = "tests"
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import re
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
+from django.utils import timezone
 
 from ..._job import JobRecord, JobState
 from ._result_ids import result_id
+from .retries import lost_by
 
 STATUS = {
     JobState.PENDING: TaskResultStatus.READY,
@@ -18,6 +21,16 @@ STATUS = {
     JobState.DEAD: TaskResultStatus.FAILED,
     JobState.CANCELLED: TaskResultStatus.FAILED,
 }
+
+
+def django_time(when: datetime | None) -> datetime | None:
+    """A stored (aware, UTC) time as Django's own backends give it: unchanged with
+    ``USE_TZ``, else naive local time in ``TIME_ZONE`` (``timezone.now()``'s kind then), so
+    ``timezone.now() - result.enqueued_at`` works either way."""
+    if when is None or settings.USE_TZ:
+        return when
+    naive: datetime = timezone.make_naive(when, timezone.get_default_timezone())
+    return naive
 
 
 def exception_class_path(error: dict[str, Any]) -> str:
@@ -36,18 +49,15 @@ def task_error(error: dict[str, Any]) -> Any:
     )
 
 
-_LOST_BY = re.compile(r"^lease expired \(worker (.*) stopped heartbeating\)$")
-
-
 def worker_ids(record: JobRecord) -> list[str]:
     """Who ran each attempt: an attempt reclaimed from a dead worker names it in its error
     record; the others ran on the worker that claimed the job last (``locked_by``)."""
     last = record.locked_by or "skiplock"
     lost: dict[int, str] = {}
     for error in record.errors:
-        found = _LOST_BY.match(str(error.get("message") or ""))
-        if found and isinstance(error.get("attempt"), int):
-            lost[error["attempt"]] = found.group(1)
+        by = lost_by(error.get("message"))
+        if by is not None and isinstance(error.get("attempt"), int):
+            lost[error["attempt"]] = by
     return [lost.get(attempt, last) for attempt in range(1, record.attempt + 1)]
 
 
@@ -61,10 +71,10 @@ def to_task_result(task: Any, record: JobRecord, backend_alias: str) -> Any:
         task=task,
         id=result_id(record.id, backend_alias),
         status=status,
-        enqueued_at=record.created_at,
-        started_at=record.attempted_at,
-        finished_at=record.finished_at,
-        last_attempted_at=record.attempted_at,
+        enqueued_at=django_time(record.created_at),
+        started_at=django_time(record.attempted_at),
+        finished_at=django_time(record.finished_at),
+        last_attempted_at=django_time(record.attempted_at),
         args=list(record.args),
         kwargs=dict(record.kwargs),
         backend=backend_alias,

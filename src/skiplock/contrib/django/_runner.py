@@ -28,6 +28,7 @@ from typing import Any
 from django.db import close_old_connections
 from django.tasks import TaskContext, TaskResult, TaskResultStatus
 from django.tasks.signals import task_finished, task_started
+from django.utils import timezone
 from django.utils.json import normalize_json
 
 from ..._config import RetryPolicy
@@ -38,6 +39,7 @@ from ..._worker.classify import JobTimeout, classify, error_record
 from ...errors import PayloadError
 from . import retries
 from ._result_ids import result_id
+from ._results import django_time, worker_ids
 from .options import django_attempts
 
 log = logging.getLogger("skiplock.contrib.django")
@@ -70,14 +72,18 @@ class _Run:
         self.attempts = django_attempts(task)
         """The attempts the task's own failures may spend (``retries.py``)."""
 
-    def started(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def started(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], history: list[str] | None = None
+    ) -> Any:
+        """The RUNNING ``TaskResult`` the task and ``task_started`` see; ``history``: who ran
+        the attempts before this one, as ``get_result`` reads them (None: a first attempt)."""
         job = current_job()
-        now = datetime.now(UTC)
+        now = timezone.now()  # naive local under USE_TZ=False, as Django's own backends
         result = TaskResult(
             task=self.task,
             id=result_id(job.id, self.task.backend),
             status=TaskResultStatus.RUNNING,
-            enqueued_at=job.enqueued_at,
+            enqueued_at=django_time(job.enqueued_at),
             started_at=now,
             finished_at=None,
             last_attempted_at=now,
@@ -85,7 +91,7 @@ class _Run:
             kwargs=dict(kwargs),
             backend=self.task.backend,
             errors=[],
-            worker_ids=[worker_name()] * job.attempt,
+            worker_ids=[*(history or [])[: job.attempt - 1], worker_name()],
         )
         _send(task_started, self.sender, result)
         return result
@@ -135,6 +141,29 @@ class _Run:
         status = TaskResultStatus.FAILED if decision.disposition in FINAL else None
         _finish(self.sender, result, status or TaskResultStatus.READY)  # READY: retried
 
+    def history_sync(self) -> list[str] | None:
+        """Who ran the earlier attempts (read from the row only for a later attempt; a read
+        that fails is logged and the task runs, told only of this attempt's worker)."""
+        if current_job().attempt == 1:
+            return None
+        app = self._skiplock_task().app
+        try:
+            record = app.run_sync(app.get_job(current_job().id))  # type: ignore[attr-defined]
+        except Exception:
+            log.warning("could not read the attempts of job %d", current_job().id, exc_info=True)
+            return None
+        return worker_ids(record)
+
+    async def history_async(self) -> list[str] | None:
+        if current_job().attempt == 1:
+            return None
+        try:
+            record = await self._skiplock_task().app.get_job(current_job().id)
+        except Exception:
+            log.warning("could not read the attempts of job %d", current_job().id, exc_info=True)
+            return None
+        return worker_ids(record)
+
     def reclaims_sync(self) -> int:
         """The running job's reclaims, when deciding its failure needs them (sync side)."""
         if not retries.needs_reclaims(self.attempts):
@@ -152,7 +181,7 @@ class _Run:
 
 def _finish(sender: type[Any], result: Any, status: str) -> None:
     object.__setattr__(result, "status", status)
-    object.__setattr__(result, "finished_at", datetime.now(UTC))
+    object.__setattr__(result, "finished_at", timezone.now())
     _send(task_finished, sender, result)
 
 
@@ -186,7 +215,7 @@ def sync_runner(run_: _Run) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         close_old_connections()
         try:
-            result = run_.started(args, kwargs)
+            result = run_.started(args, kwargs, run_.history_sync())
             try:
                 value = run_.task.func(*run_.call_args(result, args), **kwargs)
             except BaseException as exc:
@@ -209,7 +238,7 @@ def async_runner(run_: _Run) -> Callable[..., Any]:
     """The skiplock function of an async Django task (run on the worker's loop)."""
 
     async def run(*args: Any, **kwargs: Any) -> Any:
-        result = run_.started(args, kwargs)
+        result = run_.started(args, kwargs, await run_.history_async())
         try:
             value = await run_.task.func(*run_.call_args(result, args), **kwargs)
         except asyncio.CancelledError as exc:

@@ -77,23 +77,38 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
             return False  # the page of one job is read-only: see the module doc
         return bool(super().has_change_permission(request, obj))
 
-    def changelist_view(self, request: Any, extra_context: Any = None) -> Any:
+    def _unmigrated(self, request: Any) -> TemplateResponse | None:
+        """The page saying to migrate when the job table does not exist (else None)."""
         database = router.db_for_read(Job)
         try:
             tables = connections[database].introspection.table_names()
         except DatabaseError:
             tables = []
-        if Job._meta.db_table not in tables:
-            flag = "" if database == "default" else f" --database={database}"
-            self.message_user(
-                request,
-                f"skiplock's job table does not exist in database {database!r} yet: "
-                f"run `manage.py migrate{flag}`.",
-                messages.ERROR,
-            )
-            context = {**self.admin_site.each_context(request), "title": "skiplock jobs"}
-            return TemplateResponse(request, "admin/base_site.html", context)
-        return super().changelist_view(request, extra_context)
+        if Job._meta.db_table in tables:
+            return None
+        flag = "" if database == "default" else f" --database={database}"
+        self.message_user(
+            request,
+            f"skiplock's job table does not exist in database {database!r} yet: "
+            f"run `manage.py migrate{flag}`.",
+            messages.ERROR,
+        )
+        context = {**self.admin_site.each_context(request), "title": "skiplock jobs"}
+        return TemplateResponse(request, "admin/base_site.html", context)
+
+    def changelist_view(self, request: Any, extra_context: Any = None) -> Any:
+        return self._unmigrated(request) or super().changelist_view(request, extra_context)
+
+    def change_view(
+        self, request: Any, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        # a job's page is reached without the list too (a bookmark, a link in a log)
+        return self._unmigrated(request) or super().change_view(
+            request, object_id, form_url, extra_context
+        )
+
+    def history_view(self, request: Any, object_id: str, extra_context: Any = None) -> Any:
+        return self._unmigrated(request) or super().history_view(request, object_id, extra_context)
 
     def has_add_permission(self, request: Any) -> bool:
         return False

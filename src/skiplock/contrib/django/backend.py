@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -168,7 +168,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
             task=task,
             id=_result_ids.result_id(job_id, self.alias),
             status=TaskResultStatus.READY,
-            enqueued_at=datetime.now(UTC),
+            enqueued_at=timezone.now(),  # naive local under USE_TZ=False, as Django's own
             started_at=None,
             finished_at=None,
             last_attempted_at=None,

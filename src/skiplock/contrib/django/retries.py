@@ -36,8 +36,18 @@ _MAX_DECIDED = 10_000
 recorded) are dropped oldest first beyond this."""
 _MISSING = object()
 
-LOST = re.compile(r"^lease expired \(worker (.*) stopped heartbeating\)$")
-"""The error record of an attempt reclaimed from a dead worker (the lease sweep writes it)."""
+LOST = re.compile(
+    r"^(?:lease expired \(worker (?P<expired>.*) stopped heartbeating\)"
+    r"|worker (?P<exited>.*) exited; released by its supervisor)$"
+)
+"""The error record of an attempt lost with its worker: the lease sweep writes the first form,
+a ``--processes`` supervisor that saw its child exit the second (both are reclaims)."""
+
+
+def lost_by(message: object) -> str | None:
+    """The worker an attempt was lost with, if its error record says so (else None)."""
+    found = LOST.match(str(message or ""))
+    return found.group("expired") or found.group("exited") if found else None
 
 
 ATTEMPTS: dict[str, int] = {}
@@ -97,7 +107,7 @@ def needs_reclaims(attempts: int) -> bool:
 
 def reclaims_in(errors: list[dict[str, Any]]) -> int:
     """How many attempts the row's error records say were lost with their worker."""
-    return sum(1 for e in errors if LOST.match(str(e.get("message") or "")))
+    return sum(1 for e in errors if lost_by(e.get("message")) is not None)
 
 
 def decide(

@@ -42,7 +42,12 @@ def marks_then_sleeps(marker: str, seconds: float) -> float:
 
 @task(takes_context=True)
 def who_runs_me(context: TaskContext) -> dict[str, Any]:
-    return {"worker_ids": context.task_result.worker_ids, "attempt": context.attempt}
+    started = context.task_result.started_at
+    return {
+        "worker_ids": context.task_result.worker_ids,
+        "attempt": context.attempt,
+        "started_at": "naive" if started.tzinfo is None else "aware",
+    }
 
 
 @task
@@ -94,3 +99,17 @@ def a_minute_later(exception: BaseException, task_result: Any) -> float | None:
 @task(max_attempts=2, backoff=a_minute_later)
 def retried_a_minute_later() -> None:
     raise ValueError("once")
+
+
+@task(max_attempts=2, backoff=lambda exception, task_result: 0, takes_context=True)
+def killed_then_fails_then_succeeds(context: TaskContext, marker: str) -> dict[str, Any]:
+    """Attempt 1 marks ``marker`` and sleeps (a test SIGKILLs its worker process); attempt 2
+    fails; attempt 3 returns its attempt and the worker_ids it was given. Two attempts of its
+    own: the death is not one."""
+    attempt = context.attempt
+    if attempt == 1:
+        pathlib.Path(marker).touch()
+        time.sleep(120)
+    if attempt == 2:
+        raise ValueError("its own first failure")
+    return {"attempt": attempt, "worker_ids": context.task_result.worker_ids}

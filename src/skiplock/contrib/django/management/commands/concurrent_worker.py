@@ -142,6 +142,7 @@ class Command(BaseCommand):  # type: ignore[misc]
         self.stdout.write(f"Starting concurrent worker (concurrency={concurrency}, queue={queue})")
 
     def _run(self, opts: dict[str, Any]) -> None:
+        self._check(opts)  # a bad option is its one error, before the line saying it started
         self._banner(opts)
         try:
             run_worker(

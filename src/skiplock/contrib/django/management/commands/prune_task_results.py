@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from .....errors import ConfigurationError
+from .....errors import ConfigurationError, SchemaError
 from ...retention import retention_of
 
 
@@ -37,6 +37,13 @@ class Command(BaseCommand):  # type: ignore[misc]
             finished_s, dead_s = retention_of(backend.options)
         except ConfigurationError as exc:
             raise CommandError(f"TASKS[{alias!r}]['OPTIONS']: {exc}") from exc
+        app = backend.app
+        try:  # an unmigrated database: the one line saying to migrate, not a traceback
+            app.run_sync(app.check_schema())
+        except SchemaError as exc:
+            from ...worker import migrate_hint
+
+            raise CommandError(migrate_hint(backend, exc)) from exc
         if opts["dry_run"]:
             finished, dead = self._count(backend.database, finished_s, dead_s)
             self.stdout.write(
@@ -44,7 +51,6 @@ class Command(BaseCommand):  # type: ignore[misc]
                 f"{dead} failed result(s) older than {dead_s:g}s (nothing deleted: --dry-run)"
             )
             return
-        app = backend.app
         deleted = app.run_sync(app.prune(finished_age_s=finished_s, dead_age_s=dead_s))
         self.stdout.write(f"deleted {deleted} result(s) past retention")
 
