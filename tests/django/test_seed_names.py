@@ -44,6 +44,8 @@ SEED_NAMES = {  # seed module -> names it exports there (spec C1)
         "DEFER_RETENTION_DAYS",
         "TICK_MARGIN_SECONDS",
     ],
+    ".models": ["PeriodicDefer", "PeriodicDeferManager"],
+    ".admin": ["PeriodicDeferAdmin"],
 }
 
 SIGNATURES = {  # (module, name) -> the seed's parameters, in order, with their defaults
@@ -86,11 +88,29 @@ SIGNATURES = {  # (module, name) -> the seed's parameters, in order, with their 
     (".scheduler", "run_scheduler_thread"): {"interval": 15.0},
     (".scheduler", "max_delay_seconds"): {},
     (".db_worker", "install_resilient_run"): {"max_backoff_seconds": 30.0},
+    (".models", "PeriodicDefer.objects.claim_slot"): {
+        "task_name": inspect.Parameter.empty,
+        "periodic_id": inspect.Parameter.empty,
+        "defer_at": inspect.Parameter.empty,
+        "created": inspect.Parameter.empty,
+    },
+    (".admin", "PeriodicDeferAdmin"): {
+        "model": inspect.Parameter.empty,
+        "admin_site": inspect.Parameter.empty,
+    },
 }
 
 
 def _module(name: str) -> Any:
     return importlib.import_module("skiplock.contrib.django" + name)
+
+
+def _named(module: str, name: str) -> Any:
+    """``name`` in ``module``, through attributes (``PeriodicDefer.objects.claim_slot``)."""
+    found = _module(module)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
 
 
 @pytest.mark.parametrize("module", sorted(SEED_NAMES))
@@ -104,7 +124,7 @@ def test_the_seeds_signatures(where: tuple[str, str], expected: dict[str, Any]) 
     """The seed's parameters are all there, with its defaults (extra skiplock keywords may
     follow, all optional)."""
     module, name = where
-    parameters = inspect.signature(getattr(_module(module), name)).parameters
+    parameters = inspect.signature(_named(module, name)).parameters
     assert {p: parameters[p].default for p in expected if p in parameters} == expected
     extra = [p for p in parameters.values() if p.name not in expected]
     assert all(p.default is not inspect.Parameter.empty for p in extra), extra
@@ -125,6 +145,11 @@ def test_the_seeds_constants_and_types() -> None:
     assert five <= set(WorkerOptions.__annotations__)
     fields = list(PeriodicTask.__dataclass_fields__)
     assert fields == ["task", "cron", "periodic_id", "queue_name", "task_kwargs"]
+    from skiplock.contrib.django.models import PeriodicDefer, PeriodicDeferManager
+
+    assert isinstance(PeriodicDefer.objects, PeriodicDeferManager)
+    seed_fields = ("task_name", "periodic_id", "defer_at", "created", "title")  # spec C12
+    assert [f for f in seed_fields if not hasattr(PeriodicDefer, f)] == []
 
 
 def test_periodic_task_properties_are_the_seeds() -> None:

@@ -153,6 +153,8 @@ class CronSlotSyncParams:
     slot: datetime
     connection: object
     enqueue: Callable[[], int | None]
+    created: datetime | None = None
+    """When the claim was made, if the caller says (the ledger row's ``created_at``; else now)."""
 
 
 @dataclass(frozen=True, slots=True)

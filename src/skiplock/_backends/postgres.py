@@ -482,8 +482,9 @@ class PostgresBackend:
 
     def cron_slot_claim_sync(self, params: CronSlotSyncParams) -> bool:
         execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
-        insert = ops.to_psycopg(self._sql.CRON_SLOT_INSERT)
-        if not execute(insert, {"p1": params.schedule, "p2": params.slot}).fetchall():
+        insert = ops.to_psycopg(self._sql.CRON_SLOT_INSERT_AT)
+        claim = {"p1": params.schedule, "p2": params.slot, "p3": params.created}
+        if not execute(insert, claim).fetchall():
             return False
         job_id = params.enqueue()
         outcome = ops.to_psycopg(self._sql.CRON_SLOT_SET_OUTCOME)

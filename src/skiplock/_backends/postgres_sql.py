@@ -593,6 +593,13 @@ INSERT INTO {s}.skiplock_cron_slots (schedule, slot) VALUES ($1, $2)
 ON CONFLICT DO NOTHING RETURNING 1
 """
 
+CRON_SLOT_INSERT_AT = """
+-- Claim one slot with the time the claim was made given (Django's PeriodicDefer.created).
+INSERT INTO {s}.skiplock_cron_slots (schedule, slot, created_at)
+VALUES ($1, $2, coalesce($3::timestamptz, now()))
+ON CONFLICT DO NOTHING RETURNING 1
+"""
+
 CRON_PREVIOUS_RUN_LIVE = (
     """
 -- Whether a job this schedule enqueued is still pending or running (for overlap=False).
@@ -1041,6 +1048,7 @@ class Statements:
     JOB_RECLAIM_WORKER: str
     JOB_HEARTBEAT_MANY: str
     CRON_SLOT_INSERT: str
+    CRON_SLOT_INSERT_AT: str
     CRON_PREVIOUS_RUN_LIVE: str
     CRON_SLOT_SET_OUTCOME: str
     CRON_LAST_SLOTS: str

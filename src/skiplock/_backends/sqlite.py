@@ -434,8 +434,9 @@ class SQLiteBackend:
         conn = _own_sqlite(params.connection)
         slot = params.slot.timestamp()
         with _wrapped("cron_slot_claim"):
-            args = {"schedule": params.schedule, "slot": slot, "now": self._now()}
-            if not conn.execute(sql.CRON_SLOT_INSERT, args).rowcount:
+            created = params.created.timestamp() if params.created else None
+            args = {"schedule": params.schedule, "slot": slot, "created": created}
+            if not conn.execute(sql.CRON_SLOT_INSERT_AT, {**args, "now": self._now()}).rowcount:
                 return False
         job_id = params.enqueue()  # its errors are the caller's (a Django backend's)
         with _wrapped("cron_slot_claim"):

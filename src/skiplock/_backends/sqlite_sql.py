@@ -512,6 +512,12 @@ INSERT OR IGNORE INTO skiplock_cron_slots (schedule, slot, created_at)
 VALUES (:schedule, :slot, :now)
 """
 
+CRON_SLOT_INSERT_AT = """
+-- Claim one slot with the time the claim was made given (Django's PeriodicDefer.created).
+INSERT OR IGNORE INTO skiplock_cron_slots (schedule, slot, created_at)
+VALUES (:schedule, :slot, coalesce(:created, :now))
+"""
+
 CRON_PREVIOUS_RUN_LIVE = (
     """
 -- Whether a job this schedule enqueued is still pending or running (for overlap=False).

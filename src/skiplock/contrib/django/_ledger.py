@@ -91,6 +91,12 @@ def ledger_for(backend: Any) -> Ledger:
             f"backend {backend.alias!r} stores its tasks in database {database!r} ({engine}); "
             f"skiplock's slot ledger needs one of {', '.join(ENGINES)}"
         )
+    return ledger_on(database)
+
+
+def ledger_on(database: str) -> Ledger:
+    """The slot ledger of a Django database: its SkiplockBackend's schema, else skiplock's
+    default schema there (``PeriodicDefer`` reads and claims this one)."""
     owner = skiplock_backend_on(database)
     url = owner.app.url if owner is not None else default_ledger_url(database)
     return Ledger(database, _cached(url), url)

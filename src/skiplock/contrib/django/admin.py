@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, connections, router
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from .models import Job
+from .models import Job, PeriodicDefer
 
 PAYLOAD = ("args", "kwargs", "result", "errors")
 """The fields ``skiplock.view_job_payload`` is needed to see."""
@@ -46,6 +47,27 @@ def _app(database: str) -> Any:
             f"SkiplockBackend's schema there, found {found}"
         )
     return next(iter(places.values()))
+
+
+def _missing_table(model_admin: Any, request: Any, what: str, title: str) -> Any:
+    """A page saying to migrate when the model's table is not in its database, else None."""
+    model = model_admin.model
+    database = router.db_for_read(model)
+    try:
+        tables = connections[database].introspection.table_names()
+    except DatabaseError:
+        tables = []
+    if model._meta.db_table in tables:
+        return None
+    flag = "" if database == "default" else f" --database={database}"
+    model_admin.message_user(
+        request,
+        f"skiplock's {what} does not exist in database {database!r} yet: "
+        f"run `manage.py migrate{flag}`.",
+        messages.ERROR,
+    )
+    context = {**model_admin.admin_site.each_context(request), "title": title}
+    return TemplateResponse(request, "admin/base_site.html", context)
 
 
 @admin.register(Job)
@@ -77,24 +99,9 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
             return False  # the page of one job is read-only: see the module doc
         return bool(super().has_change_permission(request, obj))
 
-    def _unmigrated(self, request: Any) -> TemplateResponse | None:
+    def _unmigrated(self, request: Any) -> Any:
         """The page saying to migrate when the job table does not exist (else None)."""
-        database = router.db_for_read(Job)
-        try:
-            tables = connections[database].introspection.table_names()
-        except DatabaseError:
-            tables = []
-        if Job._meta.db_table in tables:
-            return None
-        flag = "" if database == "default" else f" --database={database}"
-        self.message_user(
-            request,
-            f"skiplock's job table does not exist in database {database!r} yet: "
-            f"run `manage.py migrate{flag}`.",
-            messages.ERROR,
-        )
-        context = {**self.admin_site.each_context(request), "title": "skiplock jobs"}
-        return TemplateResponse(request, "admin/base_site.html", context)
+        return _missing_table(self, request, "job table", "skiplock jobs")
 
     def changelist_view(self, request: Any, extra_context: Any = None) -> Any:
         return self._unmigrated(request) or super().changelist_view(request, extra_context)
@@ -140,6 +147,40 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
         except LookupError as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return None
+
+
+@admin.register(PeriodicDefer)
+class PeriodicDeferAdmin(admin.ModelAdmin):  # type: ignore[misc]
+    """skiplock's slot ledger, as django-tasks-concurrent's PeriodicDefer admin listed it, and
+    only listed: no add, change or delete (a deleted row would let its slot fire again while
+    it is inside the max delay), no page per row (the ledger has no single-column key)."""
+
+    list_display = ("task_name", "periodic_id", "defer_at", "created", "job_id", "skipped")
+    list_display_links = None
+    list_filter = ("schedule",)
+    search_fields = ("schedule",)
+
+    def changelist_view(self, request: Any, extra_context: Any = None) -> Any:
+        missing = _missing_table(self, request, "slot table", "skiplock periodic slots")
+        return missing or super().changelist_view(request, extra_context)
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def change_view(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionDenied("the periodic slot ledger is read-only")
+
+    def delete_view(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionDenied("the periodic slot ledger is read-only")
+
+    def history_view(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionDenied("the periodic slot ledger has no per-row pages")
 
 
 # What @admin.action sets, without its untyped decorator (mypy --strict runs without Django).

@@ -80,3 +80,94 @@ class ImportedTask(models.Model):  # type: ignore[misc]
 
     def __str__(self) -> str:
         return f"{self.old_id} -> job {self.job_id}"
+
+
+class PeriodicDeferManager(models.Manager):  # type: ignore[misc]
+    def claim_slot(
+        self, task_name: str, periodic_id: str, defer_at: datetime, created: datetime
+    ) -> bool:
+        """Claim one slot of a ``@periodic`` schedule (django-tasks-concurrent's C13): True if
+        this call took it, False if another claim has it (not an error: the caller's
+        transaction stays usable). It goes through the same backend claim skiplock's own
+        schedulers make, on the router's database for writes, so one slot has one winner
+        whoever claims it. Nothing is enqueued here: the caller enqueues, in its transaction."""
+        from django.db import connections, router, transaction
+
+        from ..._backends.base import CronSlotSyncParams
+        from ._ledger import ledger_on
+
+        for name, value in (("task_name", task_name), ("periodic_id", periodic_id)):
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+        if not task_name:
+            raise ValueError("task_name must not be empty")
+        for label, when in (("defer_at", defer_at), ("created", created)):
+            if not isinstance(when, datetime) or when.tzinfo is None:
+                raise ValueError(f"{label} must be a timezone-aware datetime, got {when!r}")
+        ledger = ledger_on(router.db_for_write(self.model))
+        with transaction.atomic(using=ledger.database):
+            conn = connections[ledger.database]
+            conn.ensure_connection()
+            params = CronSlotSyncParams(
+                schedule_key(task_name, periodic_id),
+                defer_at,
+                conn.connection,
+                lambda: None,
+                created=created,
+            )
+            return ledger.backend.cron_slot_claim_sync(params)
+
+
+def schedule_key(task_name: str, periodic_id: str) -> str:
+    """The ledger's ``schedule`` of a registration: ``PeriodicTask.schedule_id``'s rule."""
+    return periodic_id or task_name
+
+
+class PeriodicDefer(models.Model):  # type: ignore[misc]
+    """One claimed slot of a schedule: a row of skiplock's slot ledger (``skiplock_cron_slots``,
+    written by skiplock's schedulers and by ``claim_slot``), under django-tasks-concurrent's
+    names. The ledger keys a slot by one ``schedule`` string (the ``periodic_id``, else the
+    task's path), so ``task_name`` and ``periodic_id`` are read back through the registered
+    ``@periodic`` tasks; the seed's ``id`` has no column (``schedule`` stands in as the
+    primary key Django needs: rows are only listed, never fetched or saved by it)."""
+
+    schedule = models.TextField(primary_key=True)
+    defer_at = Timestamp(db_column="slot")
+    """The slot, not the run time."""
+    created = Timestamp(db_column="created_at")
+    """When the claim was made."""
+    job_id = models.BigIntegerField(null=True)
+    """The skiplock job the slot enqueued (None: skipped, or a task stored elsewhere)."""
+    skipped = models.BooleanField()
+
+    objects = PeriodicDeferManager()
+
+    class Meta:
+        managed = False
+        db_table = "skiplock_cron_slots"
+        ordering = ("-defer_at",)
+
+    def _registration(self) -> tuple[str, str]:
+        from .periodic_tasks import registered_periodic_tasks
+
+        for entry in registered_periodic_tasks():
+            if entry.schedule_id == self.schedule:
+                return entry.key
+        return (self.schedule, "")  # no such registration (any more): the key is the name
+
+    @property
+    def task_name(self) -> str:
+        return self._registration()[0]
+
+    @property
+    def periodic_id(self) -> str:
+        return self._registration()[1]
+
+    @property
+    def title(self) -> str:
+        task_name, periodic_id = self._registration()
+        where = f"{task_name}@{periodic_id}" if periodic_id else task_name
+        return f"{where} @ {self.defer_at}"
+
+    def __str__(self) -> str:
+        return str(self.title)
