@@ -45,6 +45,22 @@ async def test_async_and_sync_jobs_succeed(app: skiplock.App) -> None:
     assert await state_of(app, h1) == await state_of(app, h2) == JobState.SUCCEEDED
 
 
+async def test_a_failed_attempts_record_names_the_worker_that_ran_it(app: skiplock.App) -> None:
+    """Each attempt's error record says which worker raised it (Django's worker_ids reads it:
+    without it every failed attempt named the worker that claimed the job last)."""
+
+    @app.task(name="fails_once", max_attempts=2, retry=RetryPolicy(base_s=0.0, jitter=False))
+    async def fails_once() -> None:
+        if skiplock.current_job().attempt == 1:
+            raise RuntimeError("first")
+
+    handle = await fails_once.aenqueue()
+    await Worker(app, name="first-worker", poll_interval_s=0.05).run(burst=True)
+    record = await handle.fetch()
+    assert record.state is JobState.SUCCEEDED and record.attempt == 2
+    assert [(e["attempt"], e["worker"]) for e in record.errors] == [(1, "first-worker")]
+
+
 async def test_calling_a_task_calls_the_function(app: skiplock.App) -> None:
     @app.task
     def double(x: int) -> int:

@@ -125,7 +125,8 @@ class Completion:
     disposition: Disposition
     delay_s: float = 0.0
     error: dict[str, Any] | None = None
-    """``{"attempt", "at", "message", "traceback"}``; appended to the job's bounded error list."""
+    """``{"attempt", "at", "message", "type", "traceback", "worker"}``; appended to the job's
+    bounded error list (``worker``: the name of the worker that ran the attempt)."""
     lease_s: float | None = None
     """The job's lease length: until the outcome is written the worker still heartbeats it."""
     result_json: str | None = None

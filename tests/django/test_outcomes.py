@@ -286,3 +286,28 @@ def test_a_bad_lease_is_one_error_before_the_startup_line(
     assert "--lease must be a number of seconds in 1..86400" in output, output
     assert "Starting concurrent worker" not in output, output  # a script grepping it: not up
     assert "Traceback" not in output, output
+
+
+def test_worker_ids_name_the_worker_of_each_failed_attempt(backend: Any) -> None:
+    """A failed attempt's error record names its worker (core writes ``worker``), a reclaimed
+    one names the worker that died in its message, and the attempt without a record ran on
+    the worker that claimed it last: three attempts, three workers (the history used to
+    give every failed attempt the last claimer's name)."""
+    import dataclasses
+
+    from skiplock.contrib.django._results import worker_ids
+
+    result = outcome_tasks.who_runs_me.enqueue()
+    burst()
+    record = backend.app.run_sync(backend.app.get_job(int(result.id)))
+    lost = "lease expired (worker gone:7 stopped heartbeating)"
+    history = dataclasses.replace(
+        record,
+        attempt=3,
+        locked_by="last:3",
+        errors=[
+            {"attempt": 1, "message": "ValueError: boom", "worker": "first:1"},
+            {"attempt": 2, "message": lost, "worker": ""},
+        ],
+    )
+    assert worker_ids(history) == ["first:1", "gone:7", "last:3"]

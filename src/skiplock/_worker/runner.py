@@ -225,6 +225,8 @@ class Runner(Service):
         return Decision(Disposition.CANCEL, error=error)
 
     def _record(self, job: ClaimedJob, decision: Decision, duration: float) -> None:
+        if decision.error is not None:  # who ran the failed attempt (Django's worker_ids)
+            decision.error["worker"] = self.config.name
         self.completer.put(
             Completion(
                 job.id,

@@ -50,15 +50,17 @@ def task_error(error: dict[str, Any]) -> Any:
 
 
 def worker_ids(record: JobRecord) -> list[str]:
-    """Who ran each attempt: an attempt reclaimed from a dead worker names it in its error
-    record; the others ran on the worker that claimed the job last (``locked_by``)."""
+    """Who ran each attempt: a failed attempt's error record names its worker (``worker``),
+    one reclaimed from a dead worker names it in its message; an attempt with no record (the
+    last one, still running or succeeded) ran on the worker that claimed it (``locked_by``)."""
     last = record.locked_by or "skiplock"
-    lost: dict[int, str] = {}
+    ran: dict[int, str] = {}
     for error in record.errors:
-        by = lost_by(error.get("message"))
-        if by is not None and isinstance(error.get("attempt"), int):
-            lost[error["attempt"]] = by
-    return [lost.get(attempt, last) for attempt in range(1, record.attempt + 1)]
+        attempt = error.get("attempt")
+        by = lost_by(error.get("message")) or error.get("worker")
+        if isinstance(by, str) and isinstance(attempt, int):
+            ran[attempt] = by
+    return [ran.get(attempt, last) for attempt in range(1, record.attempt + 1)]
 
 
 def to_task_result(task: Any, record: JobRecord, backend_alias: str) -> Any:
