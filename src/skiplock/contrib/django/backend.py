@@ -203,8 +203,11 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         id, a UUID: never a job id, signed or not), or None."""
         if result_id.isdigit() or ":" in result_id:
             return None  # a job id, plain or signed: no lookup for the ordinary case
-        from .models import ImportedTask
+        from django.apps import apps
 
+        # by the app registry, not an import: models reach up to the ledger (PeriodicDefer's
+        # claim_slot), which reaches this backend, and the import graph keeps no circle
+        ImportedTask = apps.get_model("skiplock", "ImportedTask")
         # not filtered by alias: the last step of a switch may rename the backend's alias
         found = (
             ImportedTask.objects.using(self.database)
