@@ -267,6 +267,9 @@ class Supervisor:
             log.info("worker %d ready", child.process.pid)
         if child.became_stable():
             self.backoff.reset()
+        # Read before the exit: a stop that arrives while the exit is handled (a SIGTERM during
+        # the lease release below) must not turn a crash seen before it into a failed shutdown.
+        stopping = self.stopping
         code = child.process.poll()
         if code is None:
             return
@@ -274,7 +277,7 @@ class Supervisor:
         self.children.remove(child)
         child.close()
         self.release_leases(child, code)
-        self.exited(child, code)
+        self.exited(child, code, stopping)
 
     def release_leases(self, child: Child, code: int) -> None:
         """The leases the exited child's workers held, back to pending now (an outage or any
@@ -301,9 +304,12 @@ class Supervisor:
                 released[:20],
             )
 
-    def exited(self, child: Child, code: int) -> None:
+    def exited(self, child: Child, code: int, stopping: bool) -> None:
+        """Judge an exit by whether the stop had been asked for when it was seen: after it,
+        only an exit other than the forwarded signal's counts against the exit code; before
+        it, a crash is restarted (unless the stop has come since), never counted."""
         pid = child.process.pid
-        if self.stopping:
+        if stopping:
             # Exits by the signal we forwarded (before a handler was installed) are clean.
             if -code not in (signal.SIGTERM, signal.SIGINT):
                 self.worst = max(self.worst, abs(code))

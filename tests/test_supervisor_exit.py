@@ -1,0 +1,63 @@
+"""The supervisor's exit code with real child processes and no database: a stop that arrives
+while a crash is being handled (the SIGTERM that lands during the lease release) must not turn
+that crash into a failed shutdown, and a child that dies another way after the stop still does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+from skiplock._worker.supervisor import Supervisor
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
+
+
+def run_in_thread(supervisor: Supervisor, processes: int) -> tuple[threading.Thread, list[int]]:
+    code: list[int] = []
+    thread = threading.Thread(target=lambda: code.append(supervisor.run(processes)), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while len(supervisor.children) < processes:
+        assert time.monotonic() < deadline, "children never started"
+        time.sleep(0.01)
+    return thread, code
+
+
+def test_a_stop_during_a_crashs_release_exits_zero() -> None:
+    """The crash was seen before the stop: it would have been restarted, so it is not counted;
+    the stop then ends the rest cleanly (the forwarded SIGTERM)."""
+    released: list[list[tuple[str, str]]] = []
+
+    def release(workers: list[tuple[str, str]]) -> list[int]:
+        released.append(workers)
+        supervisor.forward(signal.SIGTERM, None)  # the stop lands mid-release
+        return [1]
+
+    supervisor = Supervisor(SLEEPER, release=release)
+    thread, code = run_in_thread(supervisor, 2)
+    for child in supervisor.children:
+        child.ready_at = time.monotonic()  # as if each had written its ready line
+    victim = supervisor.children[0]
+    victim.workers.append(("host:1:abc", "sqlite:///unused.db"))
+    os.kill(victim.process.pid, signal.SIGKILL)
+    thread.join(30)
+    assert not thread.is_alive()
+    assert released == [[("host:1:abc", "sqlite:///unused.db")]]
+    assert code == [0]
+    assert supervisor.children == []
+
+
+def test_a_child_killed_after_the_stop_is_counted() -> None:
+    """After the stop, a child that ends by anything but the forwarded signal (here SIGKILL
+    before it could exit) makes the supervisor exit non-zero."""
+    supervisor = Supervisor(SLEEPER, release=None)
+    thread, code = run_in_thread(supervisor, 1)
+    child = supervisor.children[0]
+    supervisor.stopping = True  # the stop, without forwarding: the child is then SIGKILLed
+    os.kill(child.process.pid, signal.SIGKILL)
+    thread.join(30)
+    assert code == [signal.SIGKILL]
