@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from ._attempt import error_record
 from ._job import JobContext, JobOutcome, JobState, NewJob, reset_current_job, set_current_job
 from ._outcomes import Cancel
 from ._payload import decode_args, encode_result
 from ._task import JobHandle
-from ._worker.classify import error_record
 
 if TYPE_CHECKING:
     from ._app import App
