@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 try:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -45,12 +45,14 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     ) from exc
 
 from ._stats import StatsGroup
-from ._worker.gauges import DEFAULT_REFRESH_S, DEFAULT_WINDOW_S, GaugeCache, live_workers
+from ._worker.gauges import (
+    DEFAULT_REFRESH_S,
+    DEFAULT_WINDOW_S,
+    GaugeCache,
+    HealthReads,
+    live_workers,
+)
 from ._worker.meter import MAX_SERIES, OUTCOMES, Histogram, Meter
-
-if TYPE_CHECKING:
-    from ._app import App
-    from ._worker.worker import Worker
 
 __all__ = ["CONTENT_TYPE", "SkiplockCollector", "metrics_app", "render"]
 
@@ -247,10 +249,19 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
+class Metered(Protocol):
+    """What ``metrics_app`` reads of a worker: its ``meter`` (a ``skiplock.Worker`` has one).
+    A protocol: the worker imports this module for its ``/metrics``, so this one names no
+    worker class (no import circle)."""
+
+    @property
+    def meter(self) -> Meter: ...
+
+
 def metrics_app(
-    app: App,
+    app: HealthReads,
     *,
-    worker: Worker | None = None,
+    worker: Metered | None = None,
     refresh_s: float = DEFAULT_REFRESH_S,
     window_s: float = DEFAULT_WINDOW_S,
 ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
