@@ -156,9 +156,9 @@ def layer_of(module: str, layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYE
     best: tuple[int, int] | None = None
     for index, (_, prefixes) in enumerate(layers):
         for prefix in prefixes:
-            if module == prefix or module.startswith(prefix + "."):
-                if best is None or len(prefix) > best[0]:
-                    best = (len(prefix), index)
+            named = module == prefix or module.startswith(prefix + ".")
+            if named and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
     if best is None:
         raise KeyError(f"{module} is in no layer: add it to LAYERS")
     return best[1]
