@@ -100,8 +100,11 @@ class App:
     ) -> None:
         self.url = _database_url(url)
         require(isinstance(eager, bool), "eager", eager, "must be a bool")
+        require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
+        self.max_payload_bytes = max_payload_bytes
+        """The largest arguments a job may carry, in bytes of JSON (a plain attribute:
+        ``Task.prepare`` reads it on every enqueue)."""
         self.registry = Registry(
-            max_payload_bytes=max_payload_bytes,
             max_result_bytes=max_result_bytes,
             clock=clock,
             timezone=timezone,
@@ -152,11 +155,6 @@ class App:
     def clock(self) -> Clock | None:
         """A replacement for the database's now() (tests that pin time); None: the real one."""
         return self.registry.clock
-
-    @property
-    def max_payload_bytes(self) -> int:
-        """The largest arguments a job may carry, in bytes of JSON."""
-        return self.registry.max_payload_bytes
 
     @property
     def max_result_bytes(self) -> int:

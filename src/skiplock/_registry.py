@@ -1,6 +1,6 @@
 """``Registry``: what a worker needs of an app to run its jobs, and nothing else.
 
-The tasks by name, the schedules, the tracing hooks, the clock and the size limits, plus the
+The tasks by name, the schedules, the tracing hooks, the clock and the result limit, plus the
 two in-process shortcuts between an app's callers and the workers in the same process: the
 wake-up after a local enqueue commits, and the note a worker gives the result waiters when it
 writes outcomes. ``App`` fills it (``@app.task``, ``app.schedule``) and hands it on; a
@@ -16,7 +16,7 @@ from typing import Any
 from ._backends.base import Clock
 from ._config import require
 from ._cron import zone
-from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
+from ._payload import DEFAULT_MAX_RESULT_BYTES
 from ._schedule import Schedule
 from ._task import Task
 from ._tracing import Tracing
@@ -30,19 +30,18 @@ FinishedListener = Callable[[Iterable[int]], None]
 
 
 class Registry:
-    """Tasks, schedules, tracing, clock and limits of one app; the in-process hints."""
+    """Tasks, schedules, tracing, clock and result limit of one app; the in-process hints.
+
+    (The payload limit stays on the App: enqueue checks it, a worker never does.)"""
 
     def __init__(
         self,
         *,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         clock: Clock | None = None,
         timezone: str = "UTC",
     ) -> None:
-        require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
         require(max_result_bytes > 0, "max_result_bytes", max_result_bytes, "must be > 0")
-        self.max_payload_bytes = max_payload_bytes
         self.max_result_bytes = max_result_bytes
         self.clock = clock
         """Replaces the database's now() (tests that pin time); None: the real clock."""
