@@ -20,6 +20,7 @@ from .._job import ClaimedJob, Completion, Disposition
 from .._outcomes import Cancel
 from . import events
 from .breaker import Breakers
+from .claim_window import ClaimWindow
 from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
@@ -62,7 +63,9 @@ class Runner(Service):
         """Progress its jobs report, until the lease keeper's next beat writes it."""
         self.breakers = breakers
         self.signals = signals
-        self.ledger = ledger or Ledger(config.concurrency)
+        self.ledger = ledger or Ledger(
+            config.concurrency, ClaimWindow(config.concurrency, config.prefetch)
+        )
         """Every lease the worker holds; this service moves them through their phases."""
         self.forced = asyncio.Event()
         self._drain_now = asyncio.Event()
