@@ -27,6 +27,7 @@ import collections
 import enum
 import time
 from collections.abc import Callable, Iterable
+from typing import NoReturn
 
 from .._job import ClaimedJob, Disposition
 from .claim_window import ClaimWindow
@@ -79,6 +80,15 @@ TRANSITIONS: dict[tuple[Phase, Verb], Phase] = {
 _NEXT: dict[Verb, dict[Phase, Phase]] = {verb: {} for verb in Verb}
 for (_phase, _verb), _to in TRANSITIONS.items():
     _NEXT[_verb][_phase] = _to
+# The table by verb, and the phases, as module names: the verbs on every job's path read
+# them without a call or an enum attribute lookup (this is the claim/complete hot path).
+_ON_START = _NEXT[Verb.START]
+_ON_FINISH = _NEXT[Verb.FINISH]
+_ON_WRITTEN = _NEXT[Verb.WRITTEN]
+_TAKEN = TRANSITIONS[Phase.NEW, Verb.TAKE]
+_RUNNING = Phase.RUNNING
+_FINISHING = Phase.FINISHING
+_CLAIMED = Phase.CLAIMED
 
 
 class LedgerError(RuntimeError):
@@ -100,7 +110,8 @@ class Lease:
 
     def __init__(self, job: ClaimedJob) -> None:
         self.job = job
-        self.phase = Phase.NEW
+        self.phase = _TAKEN
+        """Born by ``take``: the table's (new, take) row."""
         self.started_at = 0.0
         """When it started (the ledger's clock): how long the slots have been busy."""
         self.task: asyncio.Task[None] | None = None
@@ -147,7 +158,7 @@ class Ledger:
         job held under another token lapsed and was swept while we held it, so the old
         lease is lost (its attempt, if it runs, is for the caller to cancel)."""
         displaced: list[Lease] = []
-        held = self._held
+        held, claimed = self._held, self._claimed
         for job in jobs:
             old = held.get(job.id)
             if old is not None:
@@ -156,9 +167,8 @@ class Ledger:
                 self._lose(old)
                 displaced.append(old)
             lease = Lease(job)
-            self._move(lease, Verb.TAKE)
             held[job.id] = lease
-            self._claimed.append(lease)
+            claimed.append(lease)
         return displaced
 
     def next_ready(self) -> Lease | None:
@@ -171,7 +181,10 @@ class Ledger:
         """A claimed lease's attempt starts in a free slot (``task`` runs it)."""
         if self._busy >= self.concurrency:
             raise LedgerError(f"{lease!r}: started with every slot busy")
-        self._move(lease, Verb.START)
+        to = _ON_START.get(lease.phase)
+        if to is None:
+            self._refuse(lease, Verb.START)
+        lease.phase = to
         claimed = self._claimed
         if claimed[0] is lease:
             claimed.popleft()
@@ -191,8 +204,11 @@ class Ledger:
         if not lease.in_slot:
             raise LedgerError(f"{lease!r}: finished without a slot")
         was = lease.phase
-        self._move(lease, Verb.FINISH)
-        if was is Phase.RUNNING:
+        to = _ON_FINISH.get(was)
+        if to is None:
+            self._refuse(lease, Verb.FINISH)
+        lease.phase = to
+        if was is _RUNNING:
             del self._running[lease.job.id]
         lease.in_slot = False
         lease.task = None
@@ -220,7 +236,10 @@ class Ledger:
         lease = self._held.get(job_id)
         if lease is None or lease.job.lease_token != token:
             return
-        self._move(lease, Verb.WRITTEN)
+        to = _ON_WRITTEN.get(lease.phase)
+        if to is None:
+            self._refuse(lease, Verb.WRITTEN)
+        lease.phase = to
         del self._held[job_id]
 
     def lost(self, job_id: int, token: str) -> Lease | None:
@@ -255,7 +274,7 @@ class Ledger:
         return frozenset(
             (lease.job.id, lease.job.lease_token)
             for lease in self._held.values()
-            if lease.phase is Phase.RUNNING or lease.phase is Phase.FINISHING
+            if lease.phase is _RUNNING or lease.phase is _FINISHING
         )
 
     @property
@@ -312,17 +331,21 @@ class Ledger:
     def _move(self, lease: Lease, verb: Verb) -> None:
         to = _NEXT[verb].get(lease.phase)
         if to is None:
-            raise LedgerError(
-                f"job {lease.job.id} (lease {lease.job.lease_token}): cannot {verb.value} "
-                f"a lease that is {lease.phase.value}"
-            )
+            self._refuse(lease, verb)
         lease.phase = to
+
+    @staticmethod
+    def _refuse(lease: Lease, verb: Verb) -> NoReturn:
+        raise LedgerError(
+            f"job {lease.job.id} (lease {lease.job.lease_token}): cannot {verb.value} "
+            f"a lease that is {lease.phase.value}"
+        )
 
     def _lose(self, lease: Lease) -> None:
         was = lease.phase
         self._move(lease, Verb.LOST)
         del self._held[lease.job.id]
-        if was is Phase.CLAIMED:
+        if was is _CLAIMED:
             self._claimed.remove(lease)
-        elif was is Phase.RUNNING:
+        elif was is _RUNNING:
             del self._running[lease.job.id]
