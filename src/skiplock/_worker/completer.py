@@ -6,9 +6,10 @@ few seconds (an outcome is the most valuable write a worker makes); an outcome i
 A write that fails for any other reason (``BAD_ROW_ERRORS``) is split: the batch is written
 row by row, so one outcome the database refuses is recorded ``dead`` with the reason and never
 holds back the others (issue 9: one ``Retry(in_s=inf)`` left a whole batch ``running``).
-Until it is written its job's lease is still the worker's, so ``unwritten`` tells the heartbeat
-which leases to keep renewing. Rows the database no longer holds under our lease are logged as
-lost. It is a ``Service``: ``stop`` is graceful (write what is pending, then end).
+Until it is written its job's lease is still the worker's: the ledger holds it (and the
+heartbeat renews it) until the completer marks it written. Rows the database no longer holds
+under our lease are logged and marked lost. It is a ``Service``: ``stop`` is graceful (write
+what is pending, then end).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .._job import Completion, Disposition
 from .._limits import MAX_SECONDS
 from ..errors import BackendError, BackendUnavailable
 from .classify import MAX_MESSAGE_CHARS
+from .ledger import Ledger
 from .meter import Meter
 from .outage import Outage, retry_delay
 from .service import Service
@@ -77,6 +79,9 @@ class Completer(Service):
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = False
+        self.ledger: Ledger | None = None
+        """The worker's ledger, told each outcome written (or its lease lost): until then
+        the lease is held (None: a completer on its own, as in a test)."""
         self.on_requeued: Callable[[float], None] | None = None
         """Told, after a batch is written, the shortest delay of the jobs it put back to
         pending (a retry, a snooze): the producer wakes when that one comes due."""
@@ -143,6 +148,7 @@ class Completer(Service):
             self.on_requeued(min(delays))
 
     async def _write(self, batch: list[Completion]) -> None:
+        ledger = self.ledger
         batch = [c if 0.0 <= c.delay_s <= MAX_SECONDS else _out_of_bounds(c) for c in batch]
         try:
             applied = await self._write_through_outages(batch)
@@ -157,9 +163,13 @@ class Completer(Service):
                 applied |= await self._write_alone(c)
         for c in batch:
             if c.job_id in applied:
+                if ledger is not None:
+                    ledger.written(c.job_id, c.lease_token)
                 if c.on_recorded is not None:
                     c.on_recorded()
             else:
+                if ledger is not None:
+                    ledger.lost(c.job_id, c.lease_token)
                 log.warning(
                     "job %d: lease lost before its outcome (%s) was recorded; another "
                     "worker owns it now",

@@ -5,7 +5,8 @@ database is away: the lease must outlive the outage or another worker runs the j
 It beats at a third of the shortest lease held, so two beats can fail before one expires,
 and every claim re-arms it: a job claimed with a short lease while the keeper slept on a
 long interval is renewed in time, not after it lapsed (issue 9, item 5). A lease the beat
-finds gone belongs to another worker now: the runner cancels that job here.
+finds gone belongs to another worker now: the runner cancels that job here. What is held
+it reads from the worker's ``Ledger``; it never changes it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .._backends import Backend
 from .._backends.base import JobHeartbeatManyParams
 from .._config import WorkerConfig
 from ..errors import BackendUnavailable
-from .completer import Completer
+from .ledger import Ledger
 from .outage import Outage
 from .progress import PROGRESS_INTERVAL_S
 from .runner import Runner
@@ -39,7 +40,7 @@ class LeaseKeeper(Service):
         backend: Backend,
         config: WorkerConfig,
         runner: Runner,
-        completer: Completer,
+        ledger: Ledger,
         signals: WorkerSignals,
         outage: Outage | None = None,
     ) -> None:
@@ -47,7 +48,8 @@ class LeaseKeeper(Service):
         self.backend = backend
         self.config = config
         self.runner = runner
-        self.completer = completer
+        """Told the leases a beat found lost (it cancels their attempts); its progress board."""
+        self.ledger = ledger
         self.signals = signals
         self.outage = outage or Outage()
         self._rearm = asyncio.Event()
@@ -83,19 +85,9 @@ class LeaseKeeper(Service):
         return max(MIN_BEAT_S, min(ceiling, shortest / 3))
 
     def held(self) -> list[tuple[int, str, float | None]]:
-        """Every lease this worker holds, as (job id, token, length)."""
-        jobs = self.runner.held()
-        return [(job.id, job.lease_token, job.lease_s) for job in jobs] + [
-            (c.job_id, c.lease_token, c.lease_s) for c in self.completer.unwritten()
-        ]
-
-    def started(self) -> frozenset[tuple[int, str]]:
-        """The leases of jobs whose code has started (running, or finished with the outcome
-        still to write), which the beat marks started in their rows: the rest of what is
-        held was claimed ahead."""
-        running = [(job.id, job.lease_token) for _, job in self.runner.running.values()]
-        done = [(c.job_id, c.lease_token) for c in self.completer.unwritten()]
-        return frozenset(running + done)
+        """Every lease this worker holds, as (job id, token, length): claimed ahead,
+        running, and finished with the outcome not yet written (the ledger's ``held``)."""
+        return self.ledger.held()
 
     def shortest(self) -> tuple[int, float] | None:
         """The shortest lease held now, as (job id, seconds); None when none is held."""
@@ -113,7 +105,7 @@ class LeaseKeeper(Service):
             held,
             self.config.default_lease_s,
             self.config.lease_margin_s,
-            started=self.started(),
+            started=self.ledger.started(),
             progress=self.runner.progress.take({job_id for job_id, _ in held}),
         )
         try:

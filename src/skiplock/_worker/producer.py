@@ -1,10 +1,11 @@
 """The producer: claims batches while the runner has room, and sleeps until woken.
 
-It claims up to the free slots plus the prefetch depth, hands the jobs to the runner and
-re-arms the lease keeper. When a claim comes back short it waits for a wake-up (notifier,
-in-process enqueue) or the poll backstop. In burst mode it ends once nothing is left to run.
-While the database is away it retries at least once a second (and at once when another
-service reaches it), so claims resume within about a second of the database answering.
+It claims as many as the ledger has room for (the free slots plus the claim window's
+prefetch depth), hands the jobs to the runner and re-arms the lease keeper. When a claim
+comes back short it waits for a wake-up (notifier, in-process enqueue) or the poll backstop.
+In burst mode it ends once nothing is left to run. While the database is away it retries at
+least once a second (and at once when another service reaches it), so claims resume within
+about a second of the database answering.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from .._backends.base import ClaimParams
 from .._config import WorkerConfig
 from .._job import ClaimedJob
 from ..errors import BackendUnavailable
+from .claim_window import PREFETCH_SHORT_JOB_S
 from .completer import Completer
 from .leases import LeaseKeeper
+from .ledger import Ledger
+from .meter import Meter
 from .outage import Outage, retry_delay
 from .runner import Runner
 from .service import Service
@@ -31,16 +35,6 @@ CLAIM_RETRY_FIRST_S = 0.1
 CLAIM_RETRY_CAP_S = 1.0
 """The longest the producer waits between claims while the database is away: claims resume
 within about a second of it answering (an outage costs at most one claim a second)."""
-PREFETCH_SHORT_JOB_S = 1.0
-"""Claim ahead (by default) only while jobs take less than this on average; once every slot
-has been busy this long, jobs claimed ahead are given back for idle workers elsewhere."""
-PREFETCH_CEILING = 1000
-"""The most jobs the adaptive window holds claimed ahead (each one leased and heartbeated)."""
-PREFETCH_COVER = 2.0
-"""How many claim round trips the adaptive window covers: the one in flight, and one spare
-for a slow one (a completer flush sharing the database, a checkpoint)."""
-SHORTEST_JOB_S = 1e-5
-"""Mean durations below this count as this (a no-op job), so the window stays finite."""
 
 
 async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
@@ -63,12 +57,17 @@ class Producer(Service):
         *,
         token_prefix: str,
         burst: bool,
+        ledger: Ledger,
         outage: Outage | None = None,
+        meter: Meter | None = None,
     ) -> None:
         super().__init__()
         self.backend = backend
         self.config = config
         self.runner, self.completer, self.leases = parts
+        self.ledger = ledger
+        """What the worker holds: the room to claim, the slots, the claim window."""
+        self.meter = meter or Meter()
         self.signals = signals
         self.burst = burst
         self.outage = outage or Outage()
@@ -82,8 +81,6 @@ class Producer(Service):
         """The loop time of the last claim that took a job (the worker registry reports it)."""
         self._limited: list[str] = []
         self._limited_at = float("-inf")
-        self._claim_s: float | None = None
-        """A moving average of one claim's round trip (the W in the window's Little's law)."""
         self._due_at = math.inf
         """The loop time the earliest job known not yet due comes due (inf: none known)."""
 
@@ -105,7 +102,7 @@ class Producer(Service):
 
     async def serve(self) -> None:
         while not self._stopped:
-            room = self._room()
+            room = self.ledger.room()
             if room <= 0:
                 await self._wait_for_slot()
                 continue
@@ -134,17 +131,13 @@ class Producer(Service):
         self.outage.answered()
         return jobs
 
-    def _room(self) -> int:
-        self.runner.start_ready()
-        return self.runner.free + self._prefetch_depth() - len(self.runner.ready)
-
     async def _wait_for_slot(self) -> None:
         """Until a slot frees; meanwhile, once every slot has run one job for longer than a
         short job takes, give the jobs claimed ahead back (they would wait that long here)."""
-        self.runner.slot_freed.clear()
-        while not await _wait(self.runner.slot_freed, PREFETCH_SHORT_JOB_S):
-            held_ahead = self.config.prefetch is None and self.runner.ready
-            if held_ahead and self.runner.busy_for() >= PREFETCH_SHORT_JOB_S:
+        ledger = self.ledger
+        ledger.slot_freed.clear()
+        while not await _wait(ledger.slot_freed, PREFETCH_SHORT_JOB_S):
+            if ledger.claimed_ahead and ledger.window.gives_back(ledger.busy_for()):
                 self.runner.give_back(0)
 
     async def _idle(self) -> bool:
@@ -174,14 +167,14 @@ class Producer(Service):
     async def _claim(self, limit: int) -> list[ClaimedJob]:
         self.wake.clear()
         if self.completer.idle:  # every outcome so far is in the table: this claim sees it
-            self._requeues_claimed = self.runner.requeues
+            self._requeues_claimed = self.ledger.requeues
         loop = asyncio.get_running_loop()
         began = loop.time()
         jobs = await self._claim_all(limit)
         now = loop.time()
-        took, mean = now - began, self._claim_s
-        self._claim_s = took if mean is None else mean + 0.2 * (took - mean)
-        self.runner.meter.claim(len(jobs), took)
+        took = now - began
+        self.ledger.window.claim_took(took)
+        self.meter.claim(len(jobs), took)
         if jobs:
             self.last_claim_at = now
         self.runner.take(jobs)
@@ -204,41 +197,19 @@ class Producer(Service):
             jobs += await self.backend.job_get_available_limited(params)
         return jobs
 
-    def _prefetch_depth(self) -> int:
-        """How many jobs to hold claimed beyond the free slots (WorkerConfig.prefetch).
-
-        Adaptive by default, by Little's law: the jobs this worker's slots would start
-        during ``PREFETCH_COVER`` claim round trips, at the mean job duration seen so far,
-        so the runner never waits for a claim; at least ``concurrency``, at most
-        ``PREFETCH_CEILING`` (or ``concurrency`` if that is larger).
-        None before the first job finishes, and none while jobs are long (a long job is
-        better left in the table for an idle worker)."""
-        if self.config.prefetch is not None:
-            return self.config.prefetch
-        mean, claim_s = self.runner.mean_duration, self._claim_s
-        if mean is None or claim_s is None or mean > PREFETCH_SHORT_JOB_S:
-            return 0
-        if self.runner.busy_for() >= PREFETCH_SHORT_JOB_S:  # turning long: hold none
-            return 0
-        concurrency = self.config.concurrency
-        little = math.ceil(concurrency / max(mean, SHORTEST_JOB_S) * claim_s * PREFETCH_COVER)
-        # Never below the concurrency: slots free in bursts (a batch started together ends
-        # together), which an average rate does not see (W3 lost ~3 ms without this floor).
-        return min(max(concurrency, little), max(PREFETCH_CEILING, concurrency))
-
     def _serves(self, queue: str) -> bool:
         return self.config.queues is None or queue in self.config.queues
 
     async def _burst_done(self) -> bool:
         """Burst mode ends once a claim came up short, nothing is running, every outcome is
         written, and none of those outcomes put a job back to pending since that claim."""
-        if self.runner.running or self.runner.ready:
+        if self.ledger.busy or self.ledger.claimed_ahead:
             await self._wait_for_slot()
             return False
         if not self.completer.idle:
             await self.completer.wait_idle()
         # a retry written after the last claim began may be due now: claim once more
-        return self._requeues_claimed == self.runner.requeues
+        return self._requeues_claimed == self.ledger.requeues
 
     def _claim_params(self, limit: int) -> ClaimParams:
         return ClaimParams(

@@ -1,15 +1,15 @@
 """The executor service: gives claimed jobs slots, runs each in its own task, records outcomes.
 
-It owns the worker's job bookkeeping: jobs running (at most ``concurrency``), jobs claimed
-ahead waiting for a slot, and the outcome of each handed to the completer. Its lifecycle is
-the shutdown protocol: once the worker stops, running jobs get ``shutdown_timeout_s`` to
-finish, then the rest are cancelled and released to pending with their attempt given back.
+It moves jobs through the worker's ``Ledger`` (which owns what the worker holds): claimed
+jobs start while a slot is free, each ends with its outcome handed to the completer. Its
+lifecycle is the shutdown protocol: once the worker stops, running jobs get
+``shutdown_timeout_s`` to finish, then the rest are cancelled and released to pending with
+their attempt given back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 from collections.abc import Iterable
@@ -20,9 +20,11 @@ from .._outcomes import Cancel
 from .._registry import Registry
 from . import events
 from .breaker import Breakers
+from .claim_window import ClaimWindow
 from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
+from .ledger import Lease, Ledger
 from .meter import Meter
 from .pool import JobPool
 from .progress import ProgressBoard
@@ -31,7 +33,6 @@ from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")
 
-REQUEUES = (Disposition.RETRY, Disposition.SNOOZE, Disposition.RELEASE)
 FAILURES = (Disposition.RETRY, Disposition.DEAD)
 
 
@@ -48,6 +49,7 @@ class Runner(Service):
         breakers: Breakers,
         signals: WorkerSignals,
         meter: Meter | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         super().__init__()
         self.meter = meter or Meter()
@@ -58,19 +60,12 @@ class Runner(Service):
         """Progress its jobs report, until the lease keeper's next beat writes it."""
         self.breakers = breakers
         self.signals = signals
-        self.running: dict[int, tuple[asyncio.Task[None], ClaimedJob]] = {}
-        self.started_at: dict[int, float] = {}
-        """When each running job started (loop time): how long the slots have been busy."""
-        self.ready: collections.deque[ClaimedJob] = collections.deque()
-        """Claimed ahead (``prefetch``), waiting for a slot; heartbeated like running jobs."""
-        self.slot_freed = asyncio.Event()
-        self.stopping = asyncio.Event()
-        """Set once the worker stops: no job starts any more."""
+        self.ledger = ledger or Ledger(
+            config.concurrency, ClaimWindow(config.concurrency, config.prefetch)
+        )
+        """Every lease the worker holds; this service moves them through their phases."""
         self.forced = asyncio.Event()
         self._drain_now = asyncio.Event()
-        self.mean_duration: float | None = None
-        self.requeues = 0
-        """Outcomes recorded that put a job back to pending (retry, snooze, release)."""
         self.processed = 0
         self._cancel_requested: set[int] = set()
         self._tg: asyncio.TaskGroup | None = None
@@ -92,8 +87,7 @@ class Runner(Service):
 
     def hold(self) -> None:
         """Start no more jobs (the worker is stopping; the producer may still be claiming)."""
-        self.stopping.set()
-        self.slot_freed.set()  # a producer waiting for a slot (all busy) must see the stop
+        self.ledger.hold()  # also wakes a producer waiting for a slot (all busy)
 
     def stop(self) -> None:
         """Drain: running jobs get the grace period, then are released. Idempotent."""
@@ -105,84 +99,69 @@ class Runner(Service):
         """Skip what is left of the grace period (a second stop request)."""
         self.forced.set()
 
-    @property
-    def free(self) -> int:
-        return self.config.concurrency - len(self.running)
-
     def take(self, jobs: Iterable[ClaimedJob]) -> None:
         """Jobs just claimed: start them while slots are free, hold the rest.
 
         A job this worker already holds under another token lapsed and was swept while we
-        held it: this claim proves the old lease lost, so the old attempt is cancelled here,
-        before the new one can take its entry in ``running`` (keyed by id); the next
-        heartbeat, which answers (id, token) pairs, would also report it."""
-        jobs = list(jobs)
-        held = {job.id: job.lease_token for job in self.held()}
-        stale = {(j.id, held[j.id]) for j in jobs if held.get(j.id, j.lease_token) != j.lease_token}
-        if stale:
-            self.leases_lost(stale)
-        self.ready.extend(jobs)
+        held it: this claim proves the old lease lost, so the ledger drops it and its stale
+        attempt is cancelled here, before the new one starts."""
+        for lease in self.ledger.take(jobs):
+            self._lost(lease)
         self.start_ready()
 
     def start_ready(self) -> None:
         """Start claimed jobs while there are free slots (not once stopping)."""
-        while self.ready and self.free > 0 and not self.stopping.is_set():
-            job = self.ready.popleft()
+        ledger = self.ledger
+        while (lease := ledger.next_ready()) is not None:
+            job = lease.job
             assert self._tg is not None and self._pool is not None
-            task = self._tg.create_task(self._run(job, self._pool), name=f"skiplock-job-{job.id}")
-            self.running[job.id] = (task, job)
+            task = self._tg.create_task(self._run(lease, self._pool), name=f"skiplock-job-{job.id}")
+            ledger.start(lease, task)
             self.meter.start(job.queue, job.task)
             events.started(job, self.config.name)
-            self.started_at[job.id] = asyncio.get_running_loop().time()
             self.signals.started.fire(job.id)
 
     def cancel_requested(self, job_id: int) -> None:
         """A person asked to cancel this running job: cancel its task (once)."""
-        entry = self.running.get(job_id)
-        if entry is not None and job_id not in self._cancel_requested:
+        lease = self.ledger.running(job_id)
+        if lease is not None and lease.task is not None and job_id not in self._cancel_requested:
             log.info("job %d: cancel requested; cancelling it", job_id)
             self._cancel_requested.add(job_id)
-            entry[0].cancel()
+            lease.task.cancel()
 
     def leases_lost(self, lost: set[tuple[int, str]]) -> None:
         """Another worker owns these now: forget those claimed ahead, cancel those running."""
-        self.ready = collections.deque(j for j in self.ready if (j.id, j.lease_token) not in lost)
         for job_id, token in lost:
-            self.signals.lease_lost.fire(job_id)
-            entry = self.running.get(job_id)
-            if entry is not None and entry[1].lease_token == token:
-                log.warning(
-                    "job %d: lease lost while running (reclaimed elsewhere); cancelling it here",
-                    job_id,
-                )
-                entry[0].cancel()
+            lease = self.ledger.lost(job_id, token)
+            if lease is None:
+                self.signals.lease_lost.fire(job_id)
+            else:
+                self._lost(lease)
 
-    def busy_for(self) -> float:
-        """How long the most recently started running job has run: every slot has been busy
-        at least this long (0 when a slot is free)."""
-        if self.free > 0 or not self.started_at:
-            return 0.0
-        return asyncio.get_running_loop().time() - max(self.started_at.values())
+    def _lost(self, lease: Lease) -> None:
+        self.signals.lease_lost.fire(lease.job.id)
+        if lease.in_slot and lease.task is not None:
+            log.warning(
+                "job %d: lease lost while running (reclaimed elsewhere); cancelling it here",
+                lease.job.id,
+            )
+            lease.task.cancel()
 
     def give_back(self, keep: int) -> int:
         """Release jobs claimed ahead beyond the first ``keep`` to pending, their attempt
         given back, so an idle worker elsewhere can take them. Returns how many."""
-        released = 0
-        while len(self.ready) > keep:
-            job = self.ready.pop()
+        given = self.ledger.give_back(keep)
+        for lease in given:
+            job = lease.job
             self.completer.put(
                 Completion(job.id, job.lease_token, Disposition.RELEASE, lease_s=job.lease_s)
             )
-            released += 1
-        return released
-
-    def held(self) -> list[ClaimedJob]:
-        """Jobs whose lease this service holds: running and claimed ahead."""
-        return [job for _, job in self.running.values()] + list(self.ready)
+        return len(given)
 
     # -- one job ------------------------------------------------------------------------------
 
-    async def _run(self, job: ClaimedJob, pool: JobPool) -> None:
+    async def _run(self, lease: Lease, pool: JobPool) -> None:
+        job = lease.job
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
@@ -191,19 +170,9 @@ class Runner(Service):
             else:
                 decision = await self._traced(job, pool)
         except asyncio.CancelledError:
-            self._record(job, self._cancelled(job), loop.time() - started)
+            self._record(lease, self._cancelled(job), loop.time() - started, measured=False)
             raise
-        finally:
-            entry = self.running.get(job.id)
-            if entry is not None and entry[1] is job:  # not a later claim of the same job
-                del self.running[job.id]
-                self.started_at.pop(job.id, None)
-            self.start_ready()  # the next claimed job takes the slot at once
-            self.slot_freed.set()
-        duration = loop.time() - started
-        mean = self.mean_duration
-        self.mean_duration = duration if mean is None else mean + 0.1 * (duration - mean)
-        self._record(job, decision, duration)
+        self._record(lease, decision, loop.time() - started, measured=True)
 
     async def _traced(self, job: ClaimedJob, pool: JobPool) -> Decision:
         """``execute`` inside the attempt's span (current while the task runs)."""
@@ -221,7 +190,10 @@ class Runner(Service):
         error = error_record(job.attempt, Cancel("cancelled by request while running"))
         return Decision(Disposition.CANCEL, error=error)
 
-    def _record(self, job: ClaimedJob, decision: Decision, duration: float) -> None:
+    def _record(self, lease: Lease, decision: Decision, duration: float, measured: bool) -> None:
+        """The outcome to the completer, then the slot freed for the next claimed job
+        (``measured``: the job ran to its end, so its duration feeds the claim window)."""
+        job = lease.job
         if decision.error is not None:  # who ran the failed attempt (Django's worker_ids)
             decision.error["worker"] = self.config.name
         self.completer.put(
@@ -240,9 +212,9 @@ class Runner(Service):
                 events.on_recorded(job, decision, duration, self.config.name),
             )
         )
+        self.ledger.finish(lease, decision.disposition, duration if measured else None)
+        self.start_ready()  # the next claimed job takes the slot at once
         self.processed += 1
-        if decision.disposition in REQUEUES:
-            self.requeues += 1
         if decision.disposition in FAILURES:
             self.breakers.count_failure(job.task)
 
@@ -251,16 +223,17 @@ class Runner(Service):
     async def _drain(self) -> None:
         """Let running jobs finish within the grace period, then release the rest."""
         self._release_ready()
-        if self.running:
+        ledger = self.ledger
+        if ledger.busy:
             log.info(
                 "stopping: waiting up to %.0fs for %d running jobs",
                 self.config.shutdown_timeout_s,
-                len(self.running),
+                ledger.busy,
             )
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.shutdown_timeout_s):
                     await self._until_idle_or_forced()
-        leftover = [task for task, _ in self.running.values()]
+        leftover = ledger.attempts()
         if leftover:
             log.warning("releasing %d unfinished jobs back to pending", len(leftover))
             for task in leftover:
@@ -268,10 +241,11 @@ class Runner(Service):
             await asyncio.gather(*leftover, return_exceptions=True)
 
     async def _until_idle_or_forced(self) -> None:
-        while self.running and not self.forced.is_set():
-            self.slot_freed.clear()
+        slot_freed = self.ledger.slot_freed
+        while self.ledger.busy and not self.forced.is_set():
+            slot_freed.clear()
             forced = asyncio.ensure_future(self.forced.wait())
-            freed = asyncio.ensure_future(self.slot_freed.wait())
+            freed = asyncio.ensure_future(slot_freed.wait())
             try:
                 await asyncio.wait([forced, freed], return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -280,10 +254,11 @@ class Runner(Service):
 
     def _release_ready(self) -> None:
         """Jobs claimed ahead never started: back to pending, their attempt given back."""
-        if self.ready:
-            log.info("releasing %d jobs claimed ahead back to pending", len(self.ready))
-        while self.ready:
-            job = self.ready.popleft()
+        given = self.ledger.give_back(0)
+        if given:
+            log.info("releasing %d jobs claimed ahead back to pending", len(given))
+        for lease in reversed(given):  # in claim order
+            job = lease.job
             self.completer.put(
                 Completion(
                     job.id,

@@ -18,6 +18,7 @@ from .._config import WorkerConfig
 from .._job import ReclaimedJob
 from ..errors import BackendUnavailable
 from . import events
+from .ledger import Ledger
 from .meter import Meter
 from .outage import Outage, retry_delay
 from .runner import Runner
@@ -115,12 +116,16 @@ class Canceller(Service):
         self,
         backend: Backend,
         runner: Runner,
+        ledger: Ledger,
         poll_s: float = CANCEL_POLL_S,
         outage: Outage | None = None,
     ) -> None:
         super().__init__()
         self.backend = backend
         self.runner = runner
+        """Told which running jobs a person cancelled (it cancels their tasks)."""
+        self.ledger = ledger
+        """Read only: which jobs run now."""
         self.poll_s = poll_s
         self.outage = outage or Outage()
 
@@ -128,10 +133,11 @@ class Canceller(Service):
         self.mark_ready()
         while True:
             await asyncio.sleep(self.poll_s)
-            if not self.runner.running:
+            running = self.ledger.running_ids()
+            if not running:
                 continue
             try:
-                wanted = await self.backend.job_cancel_requested(list(self.runner.running))
+                wanted = await self.backend.job_cancel_requested(running)
             except BackendUnavailable as exc:
                 self.outage.failed(self.name, exc)
                 continue

@@ -40,10 +40,12 @@ from .._registry import Registry
 from .._url import mask_url
 from ..errors import BackendError
 from .breaker import Breakers
+from .claim_window import ClaimWindow
 from .completer import Completer
 from .gauges import GaugeCache, Gauges
 from .http import HttpEndpoint, Response, Route
 from .leases import LeaseKeeper
+from .ledger import Ledger
 from .meter import Meter
 from .outage import Outage
 from .presence import Presence
@@ -143,6 +145,7 @@ class Worker:
         self._services: list[Service] = []
         self._producer: Producer | None = None
         self._runner: Runner | None = None
+        self._ledger: Ledger | None = None
         self.outage = Outage()
         """The database's health as every service sees it: one log line per change."""
         self.meter = Meter()
@@ -155,14 +158,14 @@ class Worker:
 
     def status(self) -> dict[str, Any]:
         """What a health probe or the dashboard shows: readiness and each service's state."""
-        runner = self._runner
+        ledger = self._ledger
         return {
             "name": self.name,
             "ready": self.ready.is_set(),
             "database_unavailable": self.outage.down,
             "services": {s.name: s.state.value for s in self._services},
-            "running": len(runner.running) if runner else 0,
-            "claimed_ahead": len(runner.ready) if runner else 0,
+            "running": ledger.busy if ledger else 0,
+            "claimed_ahead": ledger.claimed_ahead if ledger else 0,
             "processed": self.processed,
         }
 
@@ -262,6 +265,8 @@ class Worker:
     ) -> tuple[Producer, Runner, Completer]:
         """Every service of this worker, in start order (the producer last)."""
         config, signals, outage = self.config, self.signals, self.outage
+        window = ClaimWindow(config.concurrency, config.prefetch)
+        self._ledger = ledger = Ledger(config.concurrency, window)
         completer = Completer(
             backend,
             config.completion_batch,
@@ -270,26 +275,36 @@ class Worker:
             outage,
             self.meter,
         )
+        completer.ledger = ledger
         breakers = Breakers(self.registry, self.name, backend, tg.create_task, signals)
         self._runner = runner = Runner(
-            self.registry, config, completer, breakers, signals, self.meter
+            self.registry, config, completer, breakers, signals, self.meter, ledger
         )
-        leases = LeaseKeeper(backend, config, runner, completer, signals, outage)
+        leases = LeaseKeeper(backend, config, runner, ledger, signals, outage)
         self.id = token = f"{self.name}:{uuid.uuid4().hex[:12]}"
         report_worker(token, backend.url)  # a supervisor releases its leases when it dies
         parts = (runner, completer, leases)
         self._producer = producer = Producer(
-            backend, config, parts, signals, token_prefix=token, burst=burst, outage=outage
+            backend,
+            config,
+            parts,
+            signals,
+            token_prefix=token,
+            burst=burst,
+            ledger=ledger,
+            outage=outage,
+            meter=self.meter,
         )
         outage.on_back = producer.wake.set  # claims resume as soon as any service gets through
         completer.on_requeued = producer.due_in
         services: list[Service] = [completer, runner, leases]
         services.append(Rescuer(backend, config, signals, outage, self.meter))
-        services += [Canceller(backend, runner, outage=outage), Pruner(backend, config, outage)]
+        canceller = Canceller(backend, runner, ledger, outage=outage)
+        services += [canceller, Pruner(backend, config, outage)]
         services.append(Watchdog(leases.shortest))
 
         def load() -> tuple[int, int, float | None]:
-            return len(runner.running) + len(runner.ready), runner.processed, producer.last_claim_at
+            return ledger.busy + ledger.claimed_ahead, runner.processed, producer.last_claim_at
 
         services.append(Presence(backend, config, token, load, outage))
         services += self._endpoints(backend)
