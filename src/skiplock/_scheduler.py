@@ -9,7 +9,7 @@ Slots that came due while this scheduler was running are all enqueued (at most
 ``max_catchup`` per schedule if it stalled). Slots that passed before it started, and that no
 other scheduler claimed, are "missed" and follow the schedule's ``missed`` policy.
 
-Inside a worker it is one of the worker's services (``_worker.service.Service``), ready once
+Inside a worker it is one of the worker's services (``_service.Service``), ready once
 its first round of claims is done; ``skiplock scheduler`` runs it alone through ``run``.
 """
 
@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 from ._backends import Backend
 from ._backends.base import CronSlotClaimParams
 from ._job import SlotOutcome
+from ._outage import Outage, retry_delay
 from ._schedule import MAX_LOOKBACK, Schedule
-from ._worker.outage import Outage, retry_delay
-from ._worker.service import Service
+from ._service import Service
 from ._worker.signals import WorkerSignals
 from .errors import BackendUnavailable
 

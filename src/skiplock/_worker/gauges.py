@@ -16,10 +16,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from .._outage import Outage
+from .._service import Service
 from .._stats import Stats, WorkerInfo
 from ..errors import BackendUnavailable
-from .outage import Outage
-from .service import Service
 
 if TYPE_CHECKING:
     from .._app import App

@@ -19,12 +19,12 @@ from .._backends import Backend
 from .._backends.base import ClaimParams
 from .._config import WorkerConfig
 from .._job import ClaimedJob
+from .._outage import Outage, retry_delay
+from .._service import Service
 from ..errors import BackendUnavailable
 from .completer import Completer
 from .leases import LeaseKeeper
-from .outage import Outage, retry_delay
 from .runner import Runner
-from .service import Service
 from .signals import WorkerSignals
 
 CLAIM_RETRY_FIRST_S = 0.1

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
 from .._outcomes import Cancel
+from .._service import Service
 from . import events
 from .breaker import Breakers
 from .classify import Decision, error_record
@@ -26,7 +27,6 @@ from .executor import execute
 from .meter import Meter
 from .pool import JobPool
 from .progress import ProgressBoard
-from .service import Service
 from .signals import WorkerSignals
 
 if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md

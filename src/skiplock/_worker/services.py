@@ -16,12 +16,12 @@ from .._backends import Backend
 from .._backends.base import JobPruneParams
 from .._config import WorkerConfig
 from .._job import ReclaimedJob
+from .._outage import Outage, retry_delay
+from .._service import Service
 from ..errors import BackendUnavailable
 from . import events
 from .meter import Meter
-from .outage import Outage, retry_delay
 from .runner import Runner
-from .service import Service
 from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")

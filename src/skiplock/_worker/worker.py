@@ -9,7 +9,7 @@
     scheduler: enqueues cron slots (when the app has schedules)
     presence: keeps this worker's row in the live-worker registry (``app.workers()``)
 
-Every service has one lifecycle (``service.Service``: start, ready, stop) and lives in the
+Every service has one lifecycle (``_service.Service``: start, ready, stop) and lives in the
 worker's TaskGroup. If any of them dies the TaskGroup cancels the rest and ``run`` raises: a
 worker that has quietly stopped consuming is worse than one that exits loudly.
 """
@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from .._backends import Backend
 from .._config import WorkerConfig, WorkerOptions
+from .._outage import Outage
 from .._scheduler import Scheduler
+from .._service import Service
 from .._url import mask_url
 from ..errors import BackendError
 from .breaker import Breakers
@@ -38,12 +40,10 @@ from .gauges import GaugeCache, Gauges
 from .http import HttpEndpoint, Response, Route
 from .leases import LeaseKeeper
 from .meter import Meter
-from .outage import Outage
 from .presence import Presence
 from .producer import Producer
 from .report import report_worker
 from .runner import Runner
-from .service import Service
 from .services import Canceller, Notifier, Pruner, Rescuer
 from .signals import WorkerSignals
 from .watchdog import Watchdog
