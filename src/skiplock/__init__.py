@@ -17,8 +17,8 @@ from ._job import (
     current_job,
 )
 from ._logging import JsonFormatter, configure_logging
+from ._observe.stats import Stats, StatsGroup, WorkerInfo
 from ._outcomes import Cancel, JobControl, Retry, Snooze
-from ._stats import Stats, StatsGroup, WorkerInfo
 from ._task import JobHandle, Task
 from ._worker.worker import Worker
 from .errors import (

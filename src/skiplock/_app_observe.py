@@ -7,7 +7,7 @@ from __future__ import annotations
 from ._backends import Backend
 from ._backends.base import JobStatsParams
 from ._limits import check_seconds, check_text
-from ._stats import Stats, WorkerInfo, build_stats
+from ._observe.stats import Stats, WorkerInfo, build_stats
 from .errors import ConfigurationError
 
 DEFAULT_WINDOW_S = 300.0

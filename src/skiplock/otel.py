@@ -37,7 +37,7 @@ from ._job import ClaimedJob, Disposition, NewJob
 
 if TYPE_CHECKING:
     from ._app import App
-    from ._worker.classify import Decision
+    from ._observe.plugins import Decision
 
 __all__ = ["SkiplockTracing", "instrument", "uninstrument"]
 

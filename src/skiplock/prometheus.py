@@ -7,7 +7,7 @@ Two kinds of series, every one listed in docs/metrics.md:
   ``Meter``: what this process did since it started;
 - **database-derived** gauges (depth, backlog age, claim latency, attempts, reclaims, dead
   jobs... per queue and per task), from a cached ``app.stats()`` reading that one process
-  computes every few seconds (a worker: the registry's leader, see ``_worker/gauges.py``;
+  computes every few seconds (a worker: the registry's leader, see ``_observe/gauges.py``;
   an ASGI mount: at most once per ``refresh_s`` per process).
 
 ``skiplock worker --metrics-port 9108`` serves ``/metrics``. To serve them from your own ASGI
@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 try:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -44,21 +44,36 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
         "Prometheus metrics need prometheus-client: pip install 'skiplock[prometheus]'"
     ) from exc
 
-from ._stats import StatsGroup
-from ._worker.gauges import DEFAULT_REFRESH_S, DEFAULT_WINDOW_S, GaugeCache, live_workers
-from ._worker.meter import MAX_SERIES, OUTCOMES, Histogram, Meter
+from ._observe.gauges import DEFAULT_REFRESH_S, DEFAULT_WINDOW_S, GaugeCache, live_workers
+from ._observe.meter import MAX_SERIES, OUTCOMES, Histogram, Meter
+from ._observe.stats import StatsGroup
 
 if TYPE_CHECKING:
     from ._app import App
-    from ._worker.worker import Worker
 
-__all__ = ["CONTENT_TYPE", "SkiplockCollector", "metrics_app", "render"]
+__all__ = ["CONTENT_TYPE", "PrometheusExporter", "SkiplockCollector", "metrics_app", "render"]
 
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 """The exposition's content type."""
 
 QUEUE_STATES = ("ready", "scheduled", "retrying", "claimed", "running")
 FINISHED = ("completed", "cancelled", "dead")
+
+
+class Metered(Protocol):
+    """What ``metrics_app(worker=...)`` reads of a worker: its ``Meter`` (a ``Worker`` is one)."""
+
+    @property
+    def meter(self) -> Meter: ...
+
+
+class PrometheusExporter:
+    """The ``_observe.plugins.MetricsExporter`` a worker's ``--metrics-port`` serves."""
+
+    content_type: str = CONTENT_TYPE_LATEST
+
+    def render(self, meter: Meter | None, gauges: GaugeCache) -> bytes:
+        return render(SkiplockCollector(meter, gauges))
 
 
 class SkiplockCollector(Collector):
@@ -250,7 +265,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 def metrics_app(
     app: App,
     *,
-    worker: Worker | None = None,
+    worker: Metered | None = None,
     refresh_s: float = DEFAULT_REFRESH_S,
     window_s: float = DEFAULT_WINDOW_S,
 ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:

@@ -32,7 +32,7 @@ from .._job import (
 )
 
 if TYPE_CHECKING:
-    from .._stats import WorkerInfo
+    from .._observe.stats import WorkerInfo
 
 Clock = Callable[[], datetime]
 """A replacement for the database's now(), for tests that pin time."""
@@ -466,7 +466,7 @@ class Backend(Protocol):
         ...
 
     async def job_stats(self, params: JobStatsParams) -> JobStatsRows:
-        """One consistent reading of the health numbers' rows (see ``_stats.py``)."""
+        """One consistent reading of the health numbers' rows (see ``_observe/stats.py``)."""
         ...
 
     async def worker_beat(self, params: WorkerBeatParams) -> None:

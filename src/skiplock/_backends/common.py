@@ -22,7 +22,7 @@ from .._job import (
     NewJob,
     ReclaimedJob,
 )
-from .._stats import WorkerInfo
+from .._observe.stats import WorkerInfo
 from ..errors import DuplicateJob
 
 T = TypeVar("T")

@@ -34,7 +34,7 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
-from .._stats import WorkerInfo
+from .._observe.stats import WorkerInfo
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows, postgres_url
 from . import postgres_observe as observe

@@ -36,7 +36,7 @@ from .._job import (
     SlotOutcome,
     TaskPause,
 )
-from .._stats import WorkerInfo
+from .._observe.stats import WorkerInfo
 from ..errors import BackendError, JobNotFound, SchemaError
 from . import flows
 from . import sqlite_observe as observe

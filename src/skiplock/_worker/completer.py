@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from .._backends import Backend
 from .._job import Completion, Disposition
 from .._limits import MAX_SECONDS
+from .._observe.meter import Meter
 from .._outage import Outage, retry_delay
 from .._service import Service
 from ..errors import BackendError, BackendUnavailable
 from .classify import MAX_MESSAGE_CHARS
-from .meter import Meter
 from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")

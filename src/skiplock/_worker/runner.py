@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
+from .._observe import events
+from .._observe.meter import Meter
 from .._outcomes import Cancel
 from .._service import Service
-from . import events
 from .breaker import Breakers
 from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
-from .meter import Meter
 from .pool import JobPool
 from .progress import ProgressBoard
 from .signals import WorkerSignals

@@ -16,11 +16,11 @@ from .._backends import Backend
 from .._backends.base import JobPruneParams
 from .._config import WorkerConfig
 from .._job import ReclaimedJob
+from .._observe import events
+from .._observe.meter import Meter
 from .._outage import Outage, retry_delay
 from .._service import Service
 from ..errors import BackendUnavailable
-from . import events
-from .meter import Meter
 from .runner import Runner
 from .signals import WorkerSignals
 

@@ -29,6 +29,11 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from .._backends import Backend
 from .._config import WorkerConfig, WorkerOptions
+from .._observe.gauges import GaugeCache, Gauges
+from .._observe.http import HttpEndpoint, Response, Route
+from .._observe.meter import Meter
+from .._observe.plugins import MetricsExporter, default_metrics_exporter
+from .._observe.presence import Presence
 from .._outage import Outage
 from .._scheduler import Scheduler
 from .._service import Service
@@ -36,11 +41,7 @@ from .._url import mask_url
 from ..errors import BackendError
 from .breaker import Breakers
 from .completer import Completer
-from .gauges import GaugeCache, Gauges
-from .http import HttpEndpoint, Response, Route
 from .leases import LeaseKeeper
-from .meter import Meter
-from .presence import Presence
 from .producer import Producer
 from .report import report_worker
 from .runner import Runner
@@ -64,6 +65,10 @@ class Worker:
     Options come as a ``WorkerConfig``, or as its fields by keyword
     (``Worker(app, concurrency=20)``), or both (the keywords win).
     """
+
+    metrics_exporter: MetricsExporter | None = None
+    """What renders ``/metrics`` when ``metrics_port`` is set (an ``_observe.plugins``
+    plug-in, set before ``run``); None: the Prometheus exporter."""
 
     def __init__(
         self, app: App, config: WorkerConfig | None = None, **options: Unpack[WorkerOptions]
@@ -257,17 +262,17 @@ class Worker:
         return services
 
     def _metrics(self) -> tuple[Service, Route]:
-        """The gauges' refresher and the /metrics route (imports prometheus-client)."""
-        from .. import prometheus  # the extra: a ConfigurationError naming it if missing
-
+        """The gauges' refresher and the /metrics route, rendered by the exporter this
+        worker was handed (none: Prometheus, which needs its extra)."""
+        exporter = self.metrics_exporter or default_metrics_exporter()
         config = self.config
         cache = GaugeCache()
         silent_s = 3 * config.maintenance_interval_s + 5.0
         gauges = Gauges(self.app, self.id, cache, config.stats_refresh_s, silent_s, self.outage)
-        collector = prometheus.SkiplockCollector(self.meter, cache)
+        meter = self.meter
 
         async def metrics() -> Response:
-            return 200, prometheus.CONTENT_TYPE, prometheus.render(collector)
+            return 200, exporter.content_type, exporter.render(meter, cache)
 
         return gauges, metrics
 

@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from .. import Worker
 from .._app import App
 from .._config import WorkerConfig
 from .._service import Service, ServiceState
-from .._worker.worker import Worker
 from ..errors import ConfigurationError
 
 log = logging.getLogger("skiplock.contrib.starlette")

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 
 from .._job import ClaimedJob, Disposition, ReclaimedJob
-from .classify import Decision
+from .plugins import Decision
 
 log = logging.getLogger("skiplock.jobs")
 

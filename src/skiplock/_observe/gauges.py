@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from .._outage import Outage
 from .._service import Service
-from .._stats import Stats, WorkerInfo
 from ..errors import BackendUnavailable
+from .stats import Stats, WorkerInfo
 
 if TYPE_CHECKING:
     from .._app import App

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ._backends.base import JobStatsRows
+from .._backends.base import JobStatsRows
 
 TOTAL = ""
 """The name of the group that counts every queue and task."""
