@@ -45,7 +45,8 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     ) from exc
 
 from ._observe.gauges import DEFAULT_REFRESH_S, DEFAULT_WINDOW_S, GaugeCache, live_workers
-from ._observe.meter import MAX_SERIES, OUTCOMES, Histogram, Meter
+from ._observe.meter import MAX_SERIES, Histogram, Meter
+from ._observe.outcomes import FINISHED, OUTCOMES
 from ._observe.stats import StatsGroup
 
 if TYPE_CHECKING:
@@ -57,7 +58,6 @@ CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 """The exposition's content type."""
 
 QUEUE_STATES = ("ready", "scheduled", "retrying", "claimed", "running")
-FINISHED = ("completed", "cancelled", "dead")
 
 
 class Metered(Protocol):
@@ -118,7 +118,7 @@ def worker_metrics(meter: Meter) -> Iterator[Metric]:
     for (queue, task), one in series:
         for disposition, n in list(one.outcomes.items()):
             if n:
-                finished.add_metric([queue, task, OUTCOMES[disposition]], n)
+                finished.add_metric([queue, task, OUTCOMES[disposition].label], n)
     yield finished
     run = HistogramMetricFamily(
         "skiplock_job_run_seconds",
@@ -237,8 +237,8 @@ def _windowed(groups: list[StatsGroup]) -> Iterator[Metric]:
             latency.add_metric([*q, quantile], _seconds(value))
         for quantile, value in (("0.5", g.run_duration_p50_s), ("0.95", g.run_duration_p95_s)):
             run.add_metric([*q, quantile], _seconds(value))
-        for outcome, n in zip(FINISHED, (g.completed, g.cancelled, g.dead), strict=True):
-            finished.add_metric([*q, outcome], n)
+        for outcome in FINISHED:  # each a StatsGroup field: completed, cancelled, dead
+            finished.add_metric([*q, outcome], getattr(g, outcome))
         counts = (g.attempts_1, g.attempts_2, g.attempts_3, g.attempts_4_plus)
         for bucket, n in zip(("1", "2", "3", "4+"), counts, strict=True):
             attempts.add_metric([*q, bucket], n)
