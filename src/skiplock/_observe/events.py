@@ -20,7 +20,6 @@ from .plugins import Decision
 log = logging.getLogger("skiplock.jobs")
 
 
-
 def _fields(job: ClaimedJob | ReclaimedJob, worker: str) -> dict[str, object]:
     return {
         "job_id": job.id,

@@ -30,7 +30,6 @@ BATCH_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
 """Jobs per claim."""
 
 
-
 @dataclass(slots=True)
 class Histogram:
     """Counts per bucket (not cumulative: the exporter adds them up), a sum and a count."""
