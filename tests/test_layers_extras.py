@@ -152,3 +152,15 @@ def test_the_walk_catches_each_kind_of_import(
     bad.write_text(source)
     monkeypatch.setattr(f"{__name__}.ROOT", copy)
     assert any(v.startswith(expected) for v in violations(copy)), violations(copy)
+
+
+def test_observe_sits_below_the_worker() -> None:
+    """Nothing in ``_observe/`` imports ``skiplock._worker`` (the events and the tracer read
+    ``_observe.plugins.Decision``, a protocol the worker's class satisfies)."""
+    upward = [
+        f"{module_name(path)} imports {name}"
+        for path in sorted((ROOT / "_observe").rglob("*.py"))
+        for name in sorted(imported(path))
+        if name == "skiplock._worker" or name.startswith("skiplock._worker.")
+    ]
+    assert upward == []
