@@ -172,6 +172,10 @@ class TasksDbWorker:
                 raise group.exceptions[0] from None
             raise
         finally:
+            left = list(self._running)  # none after a drain; a dead writer's waiting tasks
+            for task in left:
+                task.cancel()
+            await asyncio.gather(*left, return_exceptions=True)
             await self._on_db(_close_thread_connections)
             self._db.shutdown(wait=True)
             self._pool.shutdown(wait=False, cancel_futures=True)
