@@ -1,8 +1,10 @@
-"""The import graph of ``src/skiplock`` has no circle (issue 10).
+"""The import graph of ``src/skiplock``: no circle, and no arrow from a lower layer up
+(issues 10 and 23).
 
-Every import counts, at module level or inside a function, except those under
-``if TYPE_CHECKING:`` (annotations only: ``_task.py`` names ``App`` that way). A circle means
-two modules cannot be understood, or loaded, one before the other.
+Every import counts: at module level, inside a function, and under ``if TYPE_CHECKING:``
+(an annotation names a module as surely as a call does: two modules that name each other
+cannot be understood one before the other). A circle means two modules cannot be understood,
+or loaded, one before the other; an upward import means a lower layer knows one above it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,74 @@ import skiplock
 
 ROOT = Path(skiplock.__file__).parent
 
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "records",  # values, limits and errors: they know nothing of storage
+        (
+            "skiplock.errors",
+            "skiplock._limits",
+            "skiplock._url",
+            "skiplock._cron",
+            "skiplock._config",
+            "skiplock._outcomes",
+            "skiplock._payload",
+            "skiplock._logging",
+            "skiplock._job",
+            "skiplock._attempt",
+            "skiplock._transitions",
+            "skiplock._handback",
+            "skiplock._service",
+            "skiplock._outage",
+        ),
+    ),
+    (
+        "storage",  # the backends and what reads through them
+        (
+            "skiplock._backends",
+            "skiplock._sqlalchemy",
+            "skiplock._waiting",
+            "skiplock._schema",
+        ),
+    ),
+    (
+        "app parts",  # the registry a worker runs by, and the parts App composes
+        (
+            "skiplock._task",
+            "skiplock._schedule",
+            "skiplock._tracing",
+            "skiplock._registry",
+            "skiplock._eager",
+            "skiplock._enqueue",
+            "skiplock._app_control",
+            "skiplock._app_observe",
+            "skiplock._app_results",
+            "skiplock._observe",
+        ),
+    ),
+    (
+        "worker",  # the worker and its services get the registry and a backend, never the App
+        ("skiplock._worker", "skiplock.testing._burst"),
+    ),
+    ("app", ("skiplock._app",)),  # the facade
+    (
+        "edges",  # what users import and run
+        (
+            "skiplock",
+            "skiplock.__main__",
+            "skiplock.testing",
+            "skiplock.contrib",
+            "skiplock.dashboard",
+            "skiplock._cli",
+            "skiplock.otel",
+            "skiplock.prometheus",
+        ),
+    ),
+)
+
+KNOWN_UPWARD: set[tuple[str, str]] = set()
+"""None left: the worker receives its metrics exporter (``_observe.plugins``; the edge
+registers Prometheus), so it no longer imports ``skiplock.prometheus`` (issue 23)."""
+
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT.parent).with_suffix("").parts
@@ -21,19 +91,12 @@ def module_name(path: Path) -> str:
 
 
 class Imports(ast.NodeVisitor):
-    """The skiplock modules one module imports, TYPE_CHECKING blocks left out."""
+    """The skiplock modules one module imports, wherever the import statement stands."""
 
     def __init__(self, name: str, is_package: bool, known: set[str]) -> None:
         self.package = name if is_package else name.rpartition(".")[0]
         self.known = known
         self.found: set[str] = set()
-
-    def visit_If(self, node: ast.If) -> None:
-        if "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                self.visit(child)
-            return
-        self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
         self.found |= {a.name for a in node.names if a.name in self.known}
@@ -51,15 +114,19 @@ class Imports(ast.NodeVisitor):
                 self.found.add(target)
 
 
+def imports_of(source: str, name: str, is_package: bool, known: set[str]) -> set[str]:
+    visitor = Imports(name, is_package, known)
+    visitor.visit(ast.parse(source))
+    return visitor.found - {name}
+
+
 def import_graph() -> dict[str, set[str]]:
     paths = {module_name(p): p for p in ROOT.rglob("*.py")}
     known = set(paths)
-    graph = {}
-    for name, path in paths.items():
-        visitor = Imports(name, path.name == "__init__.py", known)
-        visitor.visit(ast.parse(path.read_text()))
-        graph[name] = visitor.found - {name}
-    return graph
+    return {
+        name: imports_of(path.read_text(), name, path.name == "__init__.py", known)
+        for name, path in paths.items()
+    }
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -84,6 +151,31 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def layer_of(module: str, layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS) -> int:
+    """The index of the layer whose longest prefix names ``module``; KeyError if none."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(layers):
+        for prefix in prefixes:
+            named = module == prefix or module.startswith(prefix + ".")
+            if named and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
+    if best is None:
+        raise KeyError(f"{module} is in no layer: add it to LAYERS")
+    return best[1]
+
+
+def upward(
+    graph: dict[str, set[str]], layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS
+) -> list[tuple[str, str]]:
+    """Every import from a module to one in a higher layer."""
+    return sorted(
+        (module, dep)
+        for module, deps in graph.items()
+        for dep in deps
+        if layer_of(dep, layers) > layer_of(module, layers)
+    )
+
+
 def test_the_import_graph_has_no_circle() -> None:
     graph = import_graph()
     assert graph.get("skiplock._worker.worker")
@@ -92,3 +184,28 @@ def test_the_import_graph_has_no_circle() -> None:
 
 def test_a_circle_would_be_found() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_an_import_under_type_checking_counts() -> None:
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n"
+    graph = {
+        "p.a": imports_of(source, "p.a", False, {"p.a", "p.b"}),
+        "p.b": imports_of("from .a import A\n", "p.b", False, {"p.a", "p.b"}),
+    }
+    assert graph["p.a"] == {"p.b"}
+    assert circles(graph) == [["p.a", "p.b", "p.a"]]
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for module in import_graph():
+        layer_of(module)
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    assert set(upward(import_graph())) - KNOWN_UPWARD == set()
+
+
+def test_an_upward_import_would_be_found() -> None:
+    layers = (("low", ("p.low",)), ("high", ("p.high", "p.low.special")))
+    graph = {"p.low.x": {"p.high"}, "p.high": {"p.low.x"}, "p.low.special": {"p.low.x"}}
+    assert upward(graph, layers) == [("p.low.x", "p.high")]

@@ -10,7 +10,7 @@ import pytest
 
 import skiplock
 from skiplock import JobFilter, JobState, Worker
-from skiplock._scheduler import Scheduler
+from skiplock._worker.scheduler import Scheduler
 
 
 async def burst(app: skiplock.App) -> None:
@@ -65,7 +65,7 @@ async def test_last_run_of_each_schedule_names_its_job(app: skiplock.App) -> Non
 
     app.schedule(tick, "* * * * *", name="every-minute")
     assert await app.cron_last_runs() == []
-    scheduler = Scheduler(app, await app.backend())
+    scheduler = Scheduler(app.registry, await app.backend())
     await scheduler.tick(datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC))
     await scheduler.tick(datetime(2026, 1, 1, 0, 1, 30, tzinfo=UTC))
     [run] = await app.cron_last_runs()

@@ -156,7 +156,7 @@ def test_the_walk_catches_each_kind_of_import(
 
 def test_observe_sits_below_the_worker() -> None:
     """Nothing in ``_observe/`` imports ``skiplock._worker`` (the events and the tracer read
-    ``_observe.plugins.Decision``, a protocol the worker's class satisfies)."""
+    ``_attempt.Decision``, a record below the worker)."""
     upward = [
         f"{module_name(path)} imports {name}"
         for path in sorted((ROOT / "_observe").rglob("*.py"))

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from skiplock import StatsGroup
+from skiplock._attempt import Decision
 from skiplock._job import ClaimedJob, Disposition
 from skiplock._observe import events
 from skiplock._observe.meter import Meter
 from skiplock._observe.outcomes import FAILED, FINISHED, OUTCOMES
-from skiplock._worker.classify import Decision
 
 DOC = (Path(__file__).parents[1] / "docs" / "metrics.md").read_text()
 

@@ -12,7 +12,7 @@ from skiplock import ConfigurationError, Worker
 from skiplock._backends import Backend
 from skiplock._backends.base import CronSlotClaimParams
 from skiplock._job import NewJob, SlotOutcome
-from skiplock._scheduler import Scheduler
+from skiplock._worker.scheduler import Scheduler
 
 T0 = datetime(2026, 1, 5, 11, 0, tzinfo=UTC)
 
@@ -28,7 +28,7 @@ async def claim_slot(
 
 
 async def scheduler(app: skiplock.App) -> Scheduler:
-    return Scheduler(app, await app.backend())
+    return Scheduler(app.registry, await app.backend())
 
 
 async def test_slot_claim_is_once_per_slot_and_enqueues_in_the_same_transaction(

@@ -170,7 +170,7 @@ async def test_two_thousand_handles_awaited_together(app: skiplock.App) -> None:
         gathering = asyncio.create_task(app.gather(handles, timeout=120))
         async with running(app, concurrency=50):
             assert await gathering == list(range(2000))
-        waiters = await app._loop_waiters()
+        waiters = await app._results._loop_waiters()
     finally:
         if conn is not None:
             await conn.close()
@@ -196,7 +196,7 @@ async def test_results_come_back_from_a_cli_worker_in_another_process(
         hf = await cli_app.fail.aenqueue("it broke")
         hc = await cli_app.cancel_me.aenqueue()
         # no backstop within the test's time: only the completion's wake-up can answer
-        (await cli_app.app._loop_waiters()).backstop_s = 600
+        (await cli_app.app._results._loop_waiters()).backstop_s = 600
         cli.start()
         assert await ha.result(timeout=30) == {"sum": 5}
         assert await hs.result(timeout=30) == [4, 5, 9]
@@ -222,7 +222,7 @@ async def test_an_error_in_the_result_watch_is_logged_at_once_and_fails_the_wait
         return 1
 
     handle = await one.aenqueue()
-    waiters = await app._loop_waiters()
+    waiters = await app._results._loop_waiters()
     real = waiters._backend.job_outcome_many
     calls = 0
 

@@ -1,28 +1,49 @@
-"""``App``: the task registry, the configuration, and the way in to the database."""
+"""``App``: the public facade of one skiplock deployment.
+
+It declares tasks and schedules into a ``Registry`` (what a worker needs to run them), keeps
+one open backend per event loop, and composes named parts over that backend, each kept in a
+module of its own: the enqueue and wake path (``_enqueue.Enqueuer``), the operations a person
+runs (``_app_control.Operations``), the health reads (``_app_observe.Observe``) and the result
+reads (``_app_results.Results``). Its public methods are one-line delegations carrying the
+documentation; the parts never see the App, and the App imports no worker (``drain`` is
+``skiplock.testing``'s burst worker).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import os
-import random
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar, overload
 
-from . import _sqlalchemy
-from ._app_control import AppControl
-from ._app_observe import AppObserve
-from ._app_results import AppResults
+from . import _schema
+from ._app_control import Operations
+from ._app_observe import DEFAULT_WINDOW_S, Observe
+from ._app_results import Results
 from ._backends import Backend, open_backend
-from ._backends.base import Clock, JobInsertManyParams
+from ._backends.base import Clock
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
-from ._cron import zone
-from ._eager import run_eager
-from ._job import JobOutcome, NewJob, SchemaVersion
+from ._eager import EagerMode
+from ._enqueue import Enqueuer
+from ._job import (
+    AuditEntry,
+    CronRun,
+    DeadGroup,
+    JobFilter,
+    JobOutcome,
+    JobRecord,
+    JobState,
+    NewJob,
+    QueueInfo,
+    SchemaVersion,
+    TaskPause,
+    WorkerInfo,
+)
+from ._observe.stats import Stats
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
+from ._registry import Registry
 from ._schedule import (
     DEFAULT_MAX_CATCHUP,
     DEFAULT_MAX_DELAY_S,
@@ -33,46 +54,13 @@ from ._schedule import (
 from ._task import JobHandle, Task, Upcast
 from ._tracing import Tracing
 from ._url import mask_in, mask_url
-from .errors import (
-    BackendUnavailable,
-    ConfigurationError,
-    SchemaError,
-    UnknownTask,
-)
+from .errors import ConfigurationError, SchemaError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 
-log = logging.getLogger("skiplock")
-
 DEFAULT_URL = "sqlite:///skiplock.db"
-
-
-async def _unless_set(stopping: asyncio.Event | None, work: Coroutine[Any, Any, None]) -> bool:
-    """Await ``work``, unless ``stopping`` is set first: then cancel it and answer False.
-    A connect to a server that accepts and never answers must not hold a signal back."""
-    if stopping is None:
-        await work
-        return True
-    task = asyncio.ensure_future(work)
-    stopped = asyncio.ensure_future(stopping.wait())
-    try:
-        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopped.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if task.cancelled():
-        return False
-    task.result()  # raises what the work raised
-    return True
-
-
-def _ignore_ids(_ids: Sequence[int]) -> None:
-    """What an untraced enqueue does with the ids it inserted."""
 
 
 def _database_url(url: str | None) -> str:
@@ -94,7 +82,7 @@ def _database_url(url: str | None) -> str:
     return env or DEFAULT_URL
 
 
-class App(AppControl, AppResults, AppObserve):
+class App:
     """Tasks, configuration and database access for one skiplock deployment.
 
     ``App()`` reads ``SKIPLOCK_DATABASE_URL`` and falls back to ``sqlite:///skiplock.db``.
@@ -111,20 +99,17 @@ class App(AppControl, AppResults, AppObserve):
         eager: bool = False,
     ) -> None:
         self.url = _database_url(url)
+        require(isinstance(eager, bool), "eager", eager, "must be a bool")
         require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
         self.max_payload_bytes = max_payload_bytes
-        require(max_result_bytes > 0, "max_result_bytes", max_result_bytes, "must be > 0")
-        self.max_result_bytes = max_result_bytes
-        """The largest return value a job may store, in bytes of JSON (default 256 KiB)."""
-        self.clock = clock
-        require(isinstance(eager, bool), "eager", eager, "must be a bool")
-        self.eager = eager
-        """Run each task at enqueue, in the caller's loop, with no database (unit tests)."""
-        self.eager_outcomes: dict[int, JobOutcome] = {}
-        self.timezone = zone(timezone).key
-        """The default zone of schedules that name none."""
-        self.tasks: dict[str, Task[Any, Any]] = {}
-        self.schedules: dict[str, Schedule] = {}
+        """The largest arguments a job may carry, in bytes of JSON (a plain attribute:
+        ``Task.prepare`` reads it on every enqueue)."""
+        self.registry = Registry(
+            max_result_bytes=max_result_bytes,
+            clock=clock,
+            timezone=timezone,
+        )
+        """What a worker needs to run this app's jobs (``Worker(app.registry, backend)``)."""
         self._check_url()
         self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Backend] = (
             weakref.WeakKeyDictionary()
@@ -132,12 +117,68 @@ class App(AppControl, AppResults, AppObserve):
         self._opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
-        self._wakers: set[Callable[[str], None]] = set()
-        self._waiters = weakref.WeakKeyDictionary()
-        self.tracing: Tracing | None = None
-        """Span hooks (``skiplock.otel.instrument(app)``); None: untraced, free."""
+        self._eager = EagerMode(eager)
+        self._enqueuer = Enqueuer(self.registry, self.backend, self.new_backend, self._eager, self)
+        self._operations = Operations(self.backend, self.registry)
+        self._observe = Observe(self.backend)
+        self._results = Results(self.backend, self._eager, self)
+        self.registry.on_finished(self._results.note_finished)
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
+
+    # -- what the registry holds, read and set through the App as before -----------------------
+
+    @property
+    def tasks(self) -> dict[str, Task[Any, Any]]:
+        """The registered tasks by name."""
+        return self.registry.tasks
+
+    @tasks.setter
+    def tasks(self, tasks: dict[str, Task[Any, Any]]) -> None:
+        self.registry.tasks = tasks
+
+    @property
+    def schedules(self) -> dict[str, Schedule]:
+        """The cron schedules by name."""
+        return self.registry.schedules
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """Span hooks (``skiplock.otel.instrument(app)``); None: untraced, free."""
+        return self.registry.tracing
+
+    @tracing.setter
+    def tracing(self, tracing: Tracing | None) -> None:
+        self.registry.tracing = tracing
+
+    @property
+    def clock(self) -> Clock | None:
+        """A replacement for the database's now() (tests that pin time); None: the real one."""
+        return self.registry.clock
+
+    @property
+    def max_result_bytes(self) -> int:
+        """The largest return value a job may store, in bytes of JSON (default 256 KiB)."""
+        return self.registry.max_result_bytes
+
+    @property
+    def timezone(self) -> str:
+        """The default zone of schedules that name none."""
+        return self.registry.timezone
+
+    @property
+    def eager(self) -> bool:
+        """Run each task at enqueue, in the caller's loop, with no database (unit tests)."""
+        return self._eager.on
+
+    @eager.setter
+    def eager(self, on: bool) -> None:
+        self._eager.on = on
+
+    @property
+    def eager_outcomes(self) -> dict[int, JobOutcome]:
+        """The outcomes of the jobs eager mode ran, by id."""
+        return self._eager.outcomes
 
     def _check_url(self) -> None:
         """Validate the URL now, not at first use; the error shows it with the password
@@ -198,13 +239,10 @@ class App(AppControl, AppResults, AppObserve):
         ``upcast={1: v1_to_v2}``, each ``fn(args, kwargs) -> (args, kwargs)``."""
 
         def register(f: Callable[P, R]) -> Task[P, R]:
-            task_name = name or f"{f.__module__}.{f.__qualname__}"
-            if task_name in self.tasks:
-                raise ValueError(f"name={task_name!r}: a task is already registered as this")
             task = Task(
                 app=self,
                 fn=f,
-                name=task_name,
+                name=name or f"{f.__module__}.{f.__qualname__}",
                 queue=queue,
                 priority=priority,
                 max_attempts=max_attempts,
@@ -217,7 +255,7 @@ class App(AppControl, AppResults, AppObserve):
                 version=version,
                 upcast=dict(upcast) if upcast is not None else {},
             )
-            self.tasks[task_name] = task
+            self.registry.add_task(task)
             return task
 
         return register(fn) if fn is not None else register
@@ -262,12 +300,7 @@ class App(AppControl, AppResults, AppObserve):
             priority=priority,
             overlap=overlap,
         )
-        if schedule.id in self.schedules:
-            raise ConfigurationError(
-                f"name={schedule.id!r}: a schedule already has this name; pass name= to tell "
-                "two schedules of one task apart"
-            )
-        self.schedules[schedule.id] = schedule
+        self.registry.add_schedule(schedule)
         return schedule
 
     def periodic(
@@ -307,10 +340,8 @@ class App(AppControl, AppResults, AppObserve):
         return register
 
     def get_task(self, name: str) -> Task[Any, Any]:
-        try:
-            return self.tasks[name]
-        except KeyError:
-            raise UnknownTask(f"no task is registered as {name!r}") from None
+        """The task registered as ``name``, or UnknownTask."""
+        return self.registry.get_task(name)
 
     # -- the database -------------------------------------------------------------------------
 
@@ -336,26 +367,16 @@ class App(AppControl, AppResults, AppObserve):
                 backend = self.new_backend()
                 await backend.open(create=create)  # cached only once open: a failure retries
                 try:
-                    await self._refuse_newer_schema(backend)
+                    await _schema.refuse_newer(backend, self.url)
                 except SchemaError:
                     await backend.close()
                     raise
                 self._backends[loop] = backend
         return backend
 
-    async def _refuse_newer_schema(self, backend: Backend) -> None:
-        """Refuse a schema a newer skiplock wrote, once per opened backend (one query): this
-        skiplock's statements could silently write rows the newer one misreads."""
-        current, latest = await backend.schema_version()
-        if current > latest:
-            raise SchemaError(
-                f"the database at {mask_url(self.url)} has skiplock schema version {current}, "
-                f"newer than this skiplock's {latest}: upgrade skiplock"
-            )
-
     async def close(self) -> None:
         """Close this loop's backend (a worker or script calls this on the way out)."""
-        await self._close_waiters()
+        await self._results.close()
         backend = self._backends.pop(asyncio.get_running_loop(), None)
         if backend is not None:
             await backend.close()
@@ -371,21 +392,7 @@ class App(AppControl, AppResults, AppObserve):
         """Until the database answers with a current schema: unreachable is retried with
         capped, jittered backoff (a worker started during a database restart waits for it);
         an outdated schema raises SchemaError at once. False if ``stopping`` was set first."""
-        failures = 0
-        while stopping is None or not stopping.is_set():
-            try:
-                return await _unless_set(stopping, self.check_schema())
-            except BackendUnavailable as exc:
-                failures += 1
-                delay = random.uniform(0, min(30.0, 0.5 * 2**failures))
-                log.warning("database unavailable (%s); retrying in %.1fs", exc, delay)
-                if stopping is None:
-                    await asyncio.sleep(delay)
-                else:
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(delay):
-                            await stopping.wait()
-        return False
+        return await _schema.wait_until_current(self.check_schema, stopping)
 
     async def schema_version(self) -> SchemaVersion:
         """The database's skiplock schema version and this skiplock's, in one cheap query (a
@@ -396,17 +403,7 @@ class App(AppControl, AppResults, AppObserve):
 
     async def check_schema(self) -> None:
         """Raise SchemaError, saying what to run, unless the schema is exactly current."""
-        current, latest = await (await self.backend()).schema_version()
-        if current < latest:
-            raise SchemaError(
-                f"the database at {mask_url(self.url)} has skiplock schema version {current}, "
-                f"this skiplock needs {latest}: run `skiplock migrate APP` first"
-            )
-        if current > latest:
-            raise SchemaError(
-                f"the database schema (version {current}) is newer than this skiplock "
-                f"(version {latest}): upgrade skiplock"
-            )
+        await _schema.check_current(await self.backend(), self.url)
 
     # -- enqueueing ---------------------------------------------------------------------------
 
@@ -422,64 +419,270 @@ class App(AppControl, AppResults, AppObserve):
         in-process (that would fire before the commit, when a woken worker finds nothing and
         goes back to sleep).
         """
-        batch = list(jobs)
-        if self.eager:
-            return await run_eager(self, batch)
-        backend = await self.backend()
-        with self._traced(batch) as inserted:
-            if _sqlalchemy.is_sqlalchemy(connection):
-                ids = await _sqlalchemy.insert_many(backend, batch, connection)
-            else:
-                ids = await backend.job_insert_many(JobInsertManyParams(batch, connection))
-            inserted(ids)
-        if connection is None:
-            self._wake_local(batch)
-        return self._handles(batch, ids)
+        return await self._enqueuer.enqueue_many(jobs, connection=connection)
 
     def enqueue_many_sync(
         self, jobs: Iterable[NewJob], *, connection: object | None = None
     ) -> list[JobHandle]:
         """``enqueue_many`` without an event loop; ``connection`` may be sqlite3 or psycopg, or a
         SQLAlchemy Session or Connection on one of them."""
-        batch = list(jobs)
-        if connection is None or self.eager:
-            return self._run_sync(self.enqueue_many(batch))
-        if _sqlalchemy.is_sqlalchemy(connection):
-            connection = _sqlalchemy.driver_connection_sync(connection)
-        if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
-            raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
-        with self._traced(batch) as inserted:
-            params = JobInsertManyParams(batch, connection)
-            ids = self.new_backend().job_insert_many_sync(params)
-            inserted(ids)
-        return self._handles(batch, ids)  # woken at commit, not here (see enqueue_many)
-
-    def _traced(
-        self, batch: Sequence[NewJob]
-    ) -> contextlib.AbstractContextManager[Callable[[Sequence[int]], None]]:
-        """The enqueue's span if the app is traced (its context stored on each job)."""
-        if self.tracing is None or not batch:
-            return contextlib.nullcontext(_ignore_ids)
-        return self.tracing.enqueue(batch)
-
-    def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:
-        return [JobHandle(i, j.task, j.queue, self) for i, j in zip(ids, batch, strict=True)]
+        return self._enqueuer.enqueue_many_sync(
+            jobs, connection=connection, run_sync=self._run_sync
+        )
 
     # -- in-process wake-ups ------------------------------------------------------------------
 
     def add_waker(self, waker: Callable[[str], None]) -> Callable[[], None]:
         """Call ``waker(queue)`` after this process commits an enqueue of its own (not one on
         a caller's connection: see enqueue_many); returns the unsubscribe."""
-        self._wakers.add(waker)
-        return lambda: self._wakers.discard(waker)
-
-    def _wake_local(self, batch: Sequence[NewJob]) -> None:
-        self._wake_queues({job.queue for job in batch})
+        return self.registry.add_waker(waker)
 
     def _wake_queues(self, queues: Iterable[str]) -> None:
-        for queue in queues:
-            for waker in list(self._wakers):
-                waker(queue)
+        self.registry.wake_queues(queues)
+
+    def note_finished(self, job_ids: Iterable[int]) -> None:
+        """A worker on this loop wrote these jobs' final outcomes: wake its waiters directly."""
+        self.registry.note_finished(job_ids)
+
+    # -- results ------------------------------------------------------------------------------
+
+    async def job(self, job_id: int) -> JobHandle:
+        """A handle for a job enqueued earlier (a web request that comes back with the id);
+        JobNotFound if no such job exists."""
+        return await self._results.job(job_id)
+
+    async def gather(
+        self,
+        handles: Iterable[JobHandle],
+        *,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> list[Any]:
+        """The results of many jobs, in the handles' order, woken together (one query per
+        wake-up, however many handles). The first dead or cancelled job raises JobFailed or
+        JobCancelled, unless ``return_exceptions``, which puts the error in its place;
+        TimeoutError if they are not all finished in ``timeout`` s (the jobs go on)."""
+        return await self._results.gather(
+            handles, timeout=timeout, return_exceptions=return_exceptions
+        )
+
+    async def wait_for_outcomes(
+        self, job_ids: Sequence[int], timeout: float | None = None
+    ) -> dict[int, JobOutcome]:
+        """Until every job is final: succeeded, dead or cancelled."""
+        return await self._results.wait_for_outcomes(job_ids, timeout)
+
+    async def drain(self, *, queues: Sequence[str] | None = None) -> list[JobOutcome]:
+        """Run every ready job in this process until none is left (a burst worker), and
+        return the outcome of each job it ran, in the order they were written. For tests
+        (``skiplock.testing.drain``, which this calls)."""
+        from .testing._burst import drain  # the testing side runs the worker: the App has none
+
+        return await drain(self, queues=queues)
+
+    # -- operations (``Operations``) -------------------------------------------------------
+
+    async def record_action(
+        self, what: str, *, who: str = "", target: str = "", detail: str = ""
+    ) -> None:
+        """Store a person action in the audit trail (``audit_trail()`` reads it). skiplock's
+        own operations below record themselves; a front end records what only it sees
+        (the dashboard: refused actions, failed sign-ins)."""
+        return await self._operations.record_action(what, who=who, target=target, detail=detail)
+
+    async def audit_trail(
+        self, *, limit: int = 100, before_id: int | None = None
+    ) -> list[AuditEntry]:
+        """Who did what, newest first; ``before_id`` (the last id of the page before) pages."""
+        return await self._operations.audit_trail(limit=limit, before_id=before_id)
+
+    async def get_job(self, job_id: int) -> JobRecord:
+        """One job row, or JobNotFound."""
+        return await self._operations.get_job(job_id)
+
+    async def release_worker(self, worker_id: str) -> list[int]:
+        """Return every lease a worker holds to pending now; the ids released.
+
+        For a worker known to be gone (its supervisor saw its process exit): its jobs and the
+        jobs it had claimed ahead would otherwise wait out their leases. ``worker_id`` is the
+        worker's ``Worker.id`` (its lease token prefix). The reclaim rule applies as when a
+        lease expires: the attempt stays spent (a job that kills its worker runs out of
+        attempts), spent attempts go to ``dead``, a cancel asked for goes to ``cancelled``.
+        Only rows still under that worker's tokens change, so a live worker is never robbed."""
+        return await self._operations.release_worker(worker_id)
+
+    async def retry_job(self, job_id: int, *, who: str = "") -> bool:
+        """Requeue a finished (usually dead) job with its attempts reset; recorded on the job.
+
+        DuplicateJob if a live job now holds the job's unique key (it stays as it was)."""
+        return await self._operations.retry_job(job_id, who=who)
+
+    async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
+        """Cancel a job: a pending one never runs; a running one is flagged and cancelled by
+        its worker within about a second, or, if that worker is gone, by the sweep that finds
+        its lease expired (final state ``cancelled`` either way). Returns the state after."""
+        return await self._operations.cancel_job(job_id, who=who)
+
+    async def list_jobs(
+        self,
+        state: JobState | None = None,
+        where: JobFilter | None = None,
+        *,
+        before_id: int | None = None,
+        oldest_first: bool = False,
+    ) -> list[JobRecord]:
+        """Jobs in a state (any if None) matching a filter, newest first; ``before_id`` (the
+        last id of the page before) pages by keyset, as fast deep in the table as at its top.
+
+        ``oldest_first``: the order ``requeue_dead``/``discard_dead`` pick in, so a list with
+        the same filter and limit previews exactly the jobs they act on (``before_id`` then
+        pages forward: the last id of the page before, larger ids after it)."""
+        return await self._operations.list_jobs(
+            state, where, before_id=before_id, oldest_first=oldest_first
+        )
+
+    async def count_jobs(
+        self, state: JobState | None = None, where: JobFilter | None = None
+    ) -> int:
+        """How many jobs ``list_jobs`` would find without its limit (a bulk action's preview)."""
+        return await self._operations.count_jobs(state, where)
+
+    async def count_jobs_by_state(self, where: JobFilter | None = None) -> dict[str, int]:
+        """How many jobs match ``where`` in each state, in one pass (states with none left
+        out; claimed jobs count as running, their state)."""
+        return await self._operations.count_jobs_by_state(where)
+
+    async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
+        """The jobs a person means by ``text``: the job with that id (if ``text`` is one),
+        then, newest first, those whose unique key or correlation id is exactly ``text``.
+        A search, not a hot path: a key or correlation id is looked for by reading the table."""
+        return await self._operations.find_jobs(text, limit=limit)
+
+    async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
+        """Dead jobs grouped by task and last error message, the largest groups first."""
+        return await self._operations.dead_groups(limit)
+
+    async def cron_last_runs(self) -> list[CronRun]:
+        """Each schedule's most recent slot and the job it enqueued."""
+        return await self._operations.cron_last_runs()
+
+    async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
+        """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
+
+        At most ``where.limit`` of them, the oldest first (what ``list_jobs(JobState.DEAD,
+        where, oldest_first=True)`` shows), chosen and changed in one statement;
+        ``count_jobs(JobState.DEAD, where)`` afterwards says how many still match. A dead job
+        whose unique key a live job now holds stays dead (not in the ids)."""
+        return await self._operations.requeue_dead(where, who=who)
+
+    async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
+        """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids.
+
+        At most ``where.limit``, the oldest first, as ``requeue_dead``."""
+        return await self._operations.discard_dead(where, who=who)
+
+    async def prune(
+        self, *, finished_age_s: float, dead_age_s: float, batch: int = 1000, who: str = ""
+    ) -> int:
+        """Delete now, in batches, what is past a retention (the same statement the workers'
+        pruner runs): succeeded and cancelled jobs finished ``finished_age_s`` ago, dead ones
+        ``dead_age_s`` ago. How many rows went."""
+        return await self._operations.prune(
+            finished_age_s=finished_age_s, dead_age_s=dead_age_s, batch=batch, who=who
+        )
+
+    async def prune_preview(self, *, finished_age_s: float, dead_age_s: float) -> dict[str, int]:
+        """What ``prune`` with these retentions would delete now, counted by state (states
+        with nothing to delete left out): the same condition, so a dry run names the set the
+        real run's rule takes (rows that age past it in between go too)."""
+        return await self._operations.prune_preview(
+            finished_age_s=finished_age_s, dead_age_s=dead_age_s
+        )
+
+    async def counts(self, queue: str | None = None) -> dict[str, int]:
+        """How many jobs are in each state."""
+        return await self._operations.counts(queue)
+
+    async def queues(self) -> list[QueueInfo]:
+        """Every queue with settings or live jobs, with its settings and live counts.
+
+        Cheap at any history: it reads the settings and the live rows through their indexes
+        (pending, claimed ahead, running), never a finished row."""
+        return await self._operations.queues()
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        """One queue's settings and its pending, claimed and running counts, through the
+        live rows' indexes only (a probe or an adapter may call it often). A name nothing
+        uses reads as an empty queue without limits."""
+        return await self._operations.queue_info(queue)
+
+    async def pause_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
+        """Workers stop claiming from ``queue`` within one poll interval; running jobs finish.
+
+        ``queue`` must be known (a task of the app, a setting, or any job row names it)
+        unless ``create``: then a new name is set up (paused before its first job)."""
+        return await self._operations.pause_queue(queue, who=who, create=create)
+
+    async def resume_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
+        """Let workers claim from ``queue`` again (known, or ``create``, as ``pause_queue``)."""
+        return await self._operations.resume_queue(queue, who=who, create=create)
+
+    async def set_queue_limits(
+        self,
+        queue: str,
+        *,
+        max_depth: int | None = None,
+        max_running: int | None = None,
+        rate_per_s: float | None = None,
+        who: str = "",
+        create: bool = False,
+    ) -> None:
+        """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
+        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts.
+        The queue must be known unless ``create``, as ``pause_queue``."""
+        return await self._operations.set_queue_limits(
+            queue,
+            max_depth=max_depth,
+            max_running=max_running,
+            rate_per_s=rate_per_s,
+            who=who,
+            create=create,
+        )
+
+    async def pause_task(
+        self, task: str, *, for_s: float | None = None, reason: str = "", who: str = ""
+    ) -> None:
+        """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""
+        return await self._operations.pause_task(task, for_s=for_s, reason=reason, who=who)
+
+    async def resume_task(self, task: str, *, who: str = "") -> bool:
+        """Lift a task's pause (a person's or the breaker's); False if it was not paused."""
+        return await self._operations.resume_task(task, who=who)
+
+    async def task_pauses(self) -> list[TaskPause]:
+        return await self._operations.task_pauses()
+
+    # -- health reads (``Observe``) ----------------------------------------------------------
+
+    async def stats(
+        self,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        window_s: float = DEFAULT_WINDOW_S,
+    ) -> Stats:
+        """The health numbers now, per queue, per task and in total, over the last
+        ``window_s`` seconds (depths are now), optionally of one ``queue`` and/or ``task``.
+
+        One consistent reading (one snapshot, one database now); cheap at any history size:
+        every part reads a partial index or the window's range of one.
+        """
+        return await self._observe.stats(queue=queue, task=task, window_s=window_s)
+
+    async def workers(self) -> list[WorkerInfo]:
+        """Every worker in the live-worker registry (each upserts its row on its maintenance
+        beat and removes it when it stops; rows silent for an hour are forgotten), by name."""
+        return await self._observe.workers()
 
     # -- the sync bridge ----------------------------------------------------------------------
 

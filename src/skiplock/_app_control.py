@@ -1,16 +1,17 @@
-"""The operations a person drives through ``App``: inspecting jobs, retrying and cancelling
-them, the dead-letter actions, and the queue and task controls stored in the database (so
-every producer and worker agrees). Kept apart from declaring tasks and enqueueing them in
-``_app.py``."""
+"""``Operations``: what a person drives through ``App``: inspecting jobs, retrying and
+cancelling them, the dead-letter actions, the audit trail, and the queue and task controls
+stored in the database (so every producer and worker agrees).
+
+A part the App composes, over the backend and the ``Registry`` (the tasks and queues it
+knows, the wake-ups after a requeue); it never sees the App. The public methods' documentation
+is on ``App``, which delegates to these one to one."""
 
 from __future__ import annotations
 
 import getpass
 import socket
-from collections.abc import Iterable
-from typing import Any
 
-from ._backends import Backend
+from ._backends import BackendGetter
 from ._backends.base import (
     AuditRecordParams,
     DeadActionParams,
@@ -32,8 +33,7 @@ from ._job import (
     TaskPause,
 )
 from ._limits import MAX_TEXT_CHARS, check_int, check_rate, check_seconds, check_text
-from ._schedule import Schedule
-from ._task import Task
+from ._registry import Registry
 from .errors import ConfigurationError, DuplicateJob
 
 
@@ -61,29 +61,18 @@ def _ids(ids: list[int]) -> str:
     return f"{len(ids)} jobs: {shown}{' ...' if len(ids) > 20 else ''}"
 
 
-class AppControl:
-    """Mixed into App, which provides the tasks, the schedules, the backend and the wake-ups."""
+class Operations:
+    """The person-driven operations of one app, over its backend and its registry."""
 
-    tasks: dict[str, Task[Any, Any]]
-    schedules: dict[str, Schedule]
-
-    async def backend(self) -> Backend:
-        raise NotImplementedError
-
-    def get_task(self, name: str) -> Task[Any, Any]:
-        raise NotImplementedError
-
-    def _wake_queues(self, queues: Iterable[str]) -> None:
-        raise NotImplementedError
+    def __init__(self, backend: BackendGetter, registry: Registry) -> None:
+        self.backend = backend
+        self._registry = registry
 
     # -- the audit trail ----------------------------------------------------------------------
 
     async def record_action(
         self, what: str, *, who: str = "", target: str = "", detail: str = ""
     ) -> None:
-        """Store a person action in the audit trail (``audit_trail()`` reads it). skiplock's
-        own operations below record themselves; a front end records what only it sees
-        (the dashboard: refused actions, failed sign-ins)."""
         check_text("what", what)
         for name, value in (("who", who), ("target", target), ("detail", detail)):
             if value:
@@ -103,7 +92,6 @@ class AppControl:
     async def audit_trail(
         self, *, limit: int = 100, before_id: int | None = None
     ) -> list[AuditEntry]:
-        """Who did what, newest first; ``before_id`` (the last id of the page before) pages."""
         check_int("limit", limit, 1, 10_000)
         if before_id is not None:
             check_int("before_id", before_id, 1, 2**63 - 1)
@@ -112,26 +100,14 @@ class AppControl:
     # -- jobs and dead letters ----------------------------------------------------------------
 
     async def get_job(self, job_id: int) -> JobRecord:
-        """One job row, or JobNotFound."""
         return await (await self.backend()).job_get(job_id)
 
     async def release_worker(self, worker_id: str) -> list[int]:
-        """Return every lease a worker holds to pending now; the ids released.
-
-        For a worker known to be gone (its supervisor saw its process exit): its jobs and the
-        jobs it had claimed ahead would otherwise wait out their leases. ``worker_id`` is the
-        worker's ``Worker.id`` (its lease token prefix). The reclaim rule applies as when a
-        lease expires: the attempt stays spent (a job that kills its worker runs out of
-        attempts), spent attempts go to ``dead``, a cancel asked for goes to ``cancelled``.
-        Only rows still under that worker's tokens change, so a live worker is never robbed."""
         if not isinstance(worker_id, str) or not worker_id.strip():
             raise ConfigurationError(f"worker_id must be a worker's id (got {worker_id!r})")
         return await (await self.backend()).job_reclaim_worker(worker_id)
 
     async def retry_job(self, job_id: int, *, who: str = "") -> bool:
-        """Requeue a finished (usually dead) job with its attempts reset; recorded on the job.
-
-        DuplicateJob if a live job now holds the job's unique key (it stays as it was)."""
         try:
             done = await (await self.backend()).job_retry(
                 JobActionParams(job_id, who or default_who())
@@ -143,13 +119,10 @@ class AppControl:
         await self._audit("retry", who, f"job {job_id}", "" if done else "not finished")
         if done:
             job = await self.get_job(job_id)
-            self._wake_queues([job.queue])
+            self._registry.wake_queues([job.queue])
         return done
 
     async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
-        """Cancel a job: a pending one never runs; a running one is flagged and cancelled by
-        its worker within about a second, or, if that worker is gone, by the sweep that finds
-        its lease expired (final state ``cancelled`` either way). Returns the state after."""
         state = await (await self.backend()).job_cancel(
             JobActionParams(job_id, who or default_who())
         )
@@ -164,12 +137,6 @@ class AppControl:
         before_id: int | None = None,
         oldest_first: bool = False,
     ) -> list[JobRecord]:
-        """Jobs in a state (any if None) matching a filter, newest first; ``before_id`` (the
-        last id of the page before) pages by keyset, as fast deep in the table as at its top.
-
-        ``oldest_first``: the order ``requeue_dead``/``discard_dead`` pick in, so a list with
-        the same filter and limit previews exactly the jobs they act on (``before_id`` then
-        pages forward: the last id of the page before, larger ids after it)."""
         if before_id is not None:
             check_int("before_id", before_id, 1, 2**63 - 1)
         params = JobListParams(where or JobFilter(), state, before_id, oldest_first)
@@ -178,18 +145,12 @@ class AppControl:
     async def count_jobs(
         self, state: JobState | None = None, where: JobFilter | None = None
     ) -> int:
-        """How many jobs ``list_jobs`` would find without its limit (a bulk action's preview)."""
         return await (await self.backend()).job_count(JobListParams(where or JobFilter(), state))
 
     async def count_jobs_by_state(self, where: JobFilter | None = None) -> dict[str, int]:
-        """How many jobs match ``where`` in each state, in one pass (states with none left
-        out; claimed jobs count as running, their state)."""
         return await (await self.backend()).job_count_states(JobListParams(where or JobFilter()))
 
     async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
-        """The jobs a person means by ``text``: the job with that id (if ``text`` is one),
-        then, newest first, those whose unique key or correlation id is exactly ``text``.
-        A search, not a hot path: a key or correlation id is looked for by reading the table."""
         check_int("limit", limit, 1, 10_000)
         if not isinstance(text, str) or len(text) > 4000 or "\x00" in text:
             raise ConfigurationError(f"find_jobs: text {text!r:.80}: a string, at most 4000 chars")
@@ -205,32 +166,21 @@ class AppControl:
         return found[:limit]
 
     async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
-        """Dead jobs grouped by task and last error message, the largest groups first."""
         check_int("limit", limit, 1)
         return await (await self.backend()).job_dead_groups(limit)
 
     async def cron_last_runs(self) -> list[CronRun]:
-        """Each schedule's most recent slot and the job it enqueued."""
         return await (await self.backend()).cron_last_runs()
 
     async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
-
-        At most ``where.limit`` of them, the oldest first (what ``list_jobs(JobState.DEAD,
-        where, oldest_first=True)`` shows), chosen and changed in one statement;
-        ``count_jobs(JobState.DEAD, where)`` afterwards says how many still match. A dead job
-        whose unique key a live job now holds stays dead (not in the ids)."""
         params = DeadActionParams(_checked(where), who or default_who())
         ids = await (await self.backend()).job_requeue_dead(params)
         await self._audit("requeue dead", who, _dead(where), _ids(ids))
         if ids:
-            self._wake_queues([where.queue] if where.queue else ["*"])
+            self._registry.wake_queues([where.queue] if where.queue else ["*"])
         return ids
 
     async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids.
-
-        At most ``where.limit``, the oldest first, as ``requeue_dead``."""
         params = DeadActionParams(_checked(where), who or default_who())
         ids = await (await self.backend()).job_discard_dead(params)
         await self._audit("discard dead", who, _dead(where), _ids(ids))
@@ -239,9 +189,6 @@ class AppControl:
     async def prune(
         self, *, finished_age_s: float, dead_age_s: float, batch: int = 1000, who: str = ""
     ) -> int:
-        """Delete now, in batches, what is past a retention (the same statement the workers'
-        pruner runs): succeeded and cancelled jobs finished ``finished_age_s`` ago, dead ones
-        ``dead_age_s`` ago. How many rows went."""
         params = _prune_params(finished_age_s, dead_age_s, batch)
         backend = await self.backend()
         total = 0
@@ -252,14 +199,10 @@ class AppControl:
         return total
 
     async def prune_preview(self, *, finished_age_s: float, dead_age_s: float) -> dict[str, int]:
-        """What ``prune`` with these retentions would delete now, counted by state (states
-        with nothing to delete left out): the same condition, so a dry run names the set the
-        real run's rule takes (rows that age past it in between go too)."""
         params = _prune_params(finished_age_s, dead_age_s, 1)
         return await (await self.backend()).job_prune_preview(params)
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
-        """How many jobs are in each state."""
         return await (await self.backend()).job_count_by_state(queue)
 
     # -- queue and task controls ------------------------------------------------------------
@@ -269,8 +212,8 @@ class AppControl:
         or any job row (finished ones too); else, unless ``create``, ConfigurationError (a
         typo must not quietly set up a queue nothing uses)."""
         check_text("queue", queue)
-        known = {t.queue for t in self.tasks.values()}
-        known |= {s.queue for s in self.schedules.values() if s.queue}
+        known = {t.queue for t in self._registry.tasks.values()}
+        known |= {s.queue for s in self._registry.schedules.values() if s.queue}
         if create or queue in known or await (await self.backend()).queue_known(queue):
             return queue
         raise ConfigurationError(
@@ -279,34 +222,22 @@ class AppControl:
         )
 
     async def queues(self) -> list[QueueInfo]:
-        """Every queue with settings or live jobs, with its settings and live counts.
-
-        Cheap at any history: it reads the settings and the live rows through their indexes
-        (pending, claimed ahead, running), never a finished row."""
         return await (await self.backend()).queue_list()
 
     async def queue_info(self, queue: str) -> QueueInfo:
-        """One queue's settings and its pending, claimed and running counts, through the
-        live rows' indexes only (a probe or an adapter may call it often). A name nothing
-        uses reads as an empty queue without limits."""
         check_text("queue", queue)
         return await (await self.backend()).queue_info(queue)
 
     async def pause_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
-        """Workers stop claiming from ``queue`` within one poll interval; running jobs finish.
-
-        ``queue`` must be known (a task of the app, a setting, or any job row names it)
-        unless ``create``: then a new name is set up (paused before its first job)."""
         params = QueueSetPausedParams(await self._known_queue(queue, create), True)
         await (await self.backend()).queue_set_paused(params)
         await self._audit("pause queue", who, f"queue {queue}")
 
     async def resume_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
-        """Let workers claim from ``queue`` again (known, or ``create``, as ``pause_queue``)."""
         params = QueueSetPausedParams(await self._known_queue(queue, create), False)
         await (await self.backend()).queue_set_paused(params)
         await self._audit("resume queue", who, f"queue {queue}")
-        self._wake_queues([queue])
+        self._registry.wake_queues([queue])
 
     async def set_queue_limits(
         self,
@@ -318,9 +249,6 @@ class AppControl:
         who: str = "",
         create: bool = False,
     ) -> None:
-        """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
-        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts.
-        The queue must be known unless ``create``, as ``pause_queue``."""
         if max_depth is not None:
             check_int("max_depth", max_depth, 0)
         if max_running is not None:
@@ -337,8 +265,7 @@ class AppControl:
     async def pause_task(
         self, task: str, *, for_s: float | None = None, reason: str = "", who: str = ""
     ) -> None:
-        """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""
-        self.get_task(task)
+        self._registry.get_task(task)
         if for_s is not None:
             check_seconds("for_s", for_s, open_=True)
         person = who or default_who()
@@ -348,12 +275,11 @@ class AppControl:
         await self._audit("pause task", person, f"task {task}", detail)
 
     async def resume_task(self, task: str, *, who: str = "") -> bool:
-        """Lift a task's pause (a person's or the breaker's); False if it was not paused."""
-        self.get_task(task)
+        self._registry.get_task(task)
         resumed = await (await self.backend()).task_resume(task)
         detail = "" if resumed else "was not paused"
         await self._audit("resume task", who, f"task {task}", detail)
-        self._wake_queues([self.tasks[task].queue])
+        self._registry.wake_queues([self._registry.tasks[task].queue])
         return resumed
 
     async def task_pauses(self) -> list[TaskPause]:

@@ -15,32 +15,46 @@ import itertools
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
+from ._attempt import error_record
 from ._job import JobContext, JobOutcome, JobState, NewJob, reset_current_job, set_current_job
 from ._outcomes import Cancel
 from ._payload import decode_args, encode_result
-from ._task import JobHandle
-from ._worker.classify import error_record
-
-if TYPE_CHECKING:
-    from ._app import App
+from ._registry import Registry
+from ._task import Enqueuing, JobHandle
+from .errors import JobNotFound
 
 _ids = itertools.count(1)
 
 
-async def run_eager(app: App, batch: Sequence[NewJob]) -> list[JobHandle]:
-    """Run each job now, in order; their outcomes are kept for ``result()`` and ``gather``."""
-    handles: list[JobHandle] = []
-    for job in batch:
-        handle = JobHandle(next(_ids), job.task, job.queue, app)
-        app.eager_outcomes[handle.id] = await _run_one(app, handle.id, job)
-        handles.append(handle)
-    return handles
+class EagerMode:
+    """Whether an app runs its tasks at enqueue, and the outcomes of the jobs it ran so
+    (``result()`` and ``gather`` read them: there is nothing to wait for)."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.outcomes: dict[int, JobOutcome] = {}
+
+    def outcome(self, job_id: int) -> JobOutcome:
+        try:
+            return self.outcomes[job_id]
+        except KeyError:
+            raise JobNotFound(f"no job with id {job_id} ran in eager mode") from None
+
+    async def run(
+        self, registry: Registry, owner: Enqueuing, batch: Sequence[NewJob]
+    ) -> list[JobHandle]:
+        """Run each job now, in order; ``owner`` (the app) is what the handles call."""
+        handles: list[JobHandle] = []
+        for job in batch:
+            handle = JobHandle(next(_ids), job.task, job.queue, owner)
+            self.outcomes[handle.id] = await _run_one(registry, handle.id, job)
+            handles.append(handle)
+        return handles
 
 
-async def _run_one(app: App, job_id: int, job: NewJob) -> JobOutcome:
-    task = app.get_task(job.task)
+async def _run_one(registry: Registry, job_id: int, job: NewJob) -> JobOutcome:
+    task = registry.get_task(job.task)
     args, kwargs = decode_args(job.args_json, job.kwargs_json)  # the JSON round trip
     now = datetime.now(UTC)
     token = set_current_job(JobContext(job_id, job.task, job.queue, 1, 1, now, None, now))
@@ -52,7 +66,9 @@ async def _run_one(app: App, job_id: int, job: NewJob) -> JobOutcome:
         return _failed(job_id, exc)
     finally:
         reset_current_job(token)
-    stored = encode_result(task.name, value, app.max_result_bytes) if task.keep_result else None
+    if not task.keep_result:
+        return JobOutcome(job_id, JobState.SUCCEEDED, None)
+    stored = encode_result(task.name, value, registry.max_result_bytes)
     return JobOutcome(job_id, JobState.SUCCEEDED, stored)
 
 

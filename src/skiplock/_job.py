@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from ._worker.progress import progress_record
+from ._config import require
+from ._limits import MAX_TEXT_CHARS
 
 
 class JobState(enum.StrEnum):
@@ -253,6 +256,26 @@ class JobFilter:
     at most that many, the oldest first (``list_jobs(..., oldest_first=True)`` shows them)."""
 
 
+def progress_record(fraction: float, message: str) -> str:
+    """A progress record as JSON, after checking what the task passed."""
+    require(
+        isinstance(fraction, int | float) and not isinstance(fraction, bool),
+        "fraction",
+        fraction,
+        "must be a number from 0 to 1",
+    )
+    require(math.isfinite(fraction) and 0 <= fraction <= 1, "fraction", fraction, "must be 0..1")
+    require(isinstance(message, str), "message", message, "must be a str")
+    require(
+        len(message) <= MAX_TEXT_CHARS and "\x00" not in message,
+        "message",
+        message[:50],
+        f"must be at most {MAX_TEXT_CHARS} characters, without NUL",
+    )
+    record = {"fraction": float(fraction), "message": message, "at": datetime.now(UTC).isoformat()}
+    return json.dumps(record, ensure_ascii=False)
+
+
 @dataclass(frozen=True, slots=True)
 class JobContext:
     """What a running task may know about its own job, to make itself idempotent.
@@ -373,3 +396,27 @@ class TaskPause:
     until: datetime | None
     """None: until a person resumes it. A time: the breaker's cool-down end."""
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker in the live-worker registry, as of its last maintenance beat."""
+
+    id: str
+    """Unique per worker run (its lease token prefix): ``name:random``."""
+    name: str
+    host: str
+    pid: int
+    queues: tuple[str, ...] | None
+    """The queues it claims from; None: every queue."""
+    concurrency: int
+    running: int
+    """Jobs it held (claimed or running) at its last beat."""
+    processed: int
+    """Outcomes it recorded since it started."""
+    started_at: datetime
+    heartbeat_at: datetime
+    last_claim_at: datetime | None
+    """When it last claimed a job (None: never)."""
+    silent_s: float
+    """Seconds since its last beat, by the database clock, when this was read."""

@@ -32,6 +32,9 @@ the keeper renews in one statement, and maybe a pool thread."""
 MAX_BATCH = 10_000
 """Rows one claim locks or one completion round trip writes: a statement, not a bulk load."""
 
+MAX_TRACEBACK_CHARS = 8000
+"""A traceback is cut to its last 8,000 characters, where the cause is."""
+
 MAX_TEXT_CHARS = 1000
 """Queue names, unique keys and correlation ids: short labels, not documents."""
 

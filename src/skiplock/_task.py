@@ -10,26 +10,49 @@ import asyncio
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
+from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
-from ._job import JobRecord, NewJob
+from ._job import JobOutcome, JobRecord, NewJob
 from ._limits import MAX_ATTEMPTS, MAX_INT, check_int, check_run_after, check_seconds, check_text
 from ._payload import encode_args
 from ._waiting import unwrap
 from .errors import BlockingCallInLoop
-
-if TYPE_CHECKING:
-    from ._app import App
 
 Upcast = Callable[[list[Any], dict[str, Any]], tuple[list[Any], dict[str, Any]]]
 """Brings a payload one version up: ``fn(args, kwargs) -> (args, kwargs)``."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
+
+
+class Enqueuing(Protocol):
+    """What a ``Task`` and its ``JobHandle`` call on the app that made them (``App`` is one):
+    the enqueue, the row and outcome reads a handle makes, and the sync bridge. A protocol,
+    so this module knows nothing of the App above it."""
+
+    @property
+    def max_payload_bytes(self) -> int: ...
+
+    async def enqueue_many(
+        self, jobs: Iterable[NewJob], *, connection: object | None = None
+    ) -> list[JobHandle]: ...
+
+    def enqueue_many_sync(
+        self, jobs: Iterable[NewJob], *, connection: object | None = None
+    ) -> list[JobHandle]: ...
+
+    async def get_job(self, job_id: int) -> JobRecord: ...
+
+    async def wait_for_outcomes(
+        self, job_ids: Sequence[int], timeout: float | None = None
+    ) -> dict[int, JobOutcome]: ...
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T: ...
 
 
 @dataclass(slots=True)
@@ -44,7 +67,7 @@ class JobHandle:
     id: int
     task: str
     queue: str
-    app: App = field(repr=False, compare=False)
+    app: Enqueuing = field(repr=False, compare=False)
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -145,7 +168,7 @@ def _validate_versions(version: object, upcast: object) -> None:
 class Task(Generic[P, R]):
     """A registered function and its enqueue options. Build it with ``@app.task(...)``."""
 
-    app: App = field(repr=False)
+    app: Enqueuing = field(repr=False)
     fn: Callable[P, R] = field(repr=False)
     name: str
     queue: str = "default"

@@ -12,8 +12,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ._attempt import Decision
     from ._job import ClaimedJob, NewJob
-    from ._worker.classify import Decision
 
 
 class Tracing(Protocol):

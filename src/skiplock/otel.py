@@ -38,7 +38,7 @@ from ._observe.outcomes import FAILED
 
 if TYPE_CHECKING:
     from ._app import App
-    from ._observe.plugins import Decision
+    from ._attempt import Decision
 
 __all__ = ["SkiplockTracing", "instrument", "uninstrument"]
 

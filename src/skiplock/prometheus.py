@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 try:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -44,13 +44,16 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
         "Prometheus metrics need prometheus-client: pip install 'skiplock[prometheus]'"
     ) from exc
 
-from ._observe.gauges import DEFAULT_REFRESH_S, DEFAULT_WINDOW_S, GaugeCache, live_workers
+from ._observe.gauges import (
+    DEFAULT_REFRESH_S,
+    DEFAULT_WINDOW_S,
+    GaugeCache,
+    HealthReads,
+    live_workers,
+)
 from ._observe.meter import MAX_SERIES, Histogram, Meter
 from ._observe.outcomes import FINISHED, OUTCOMES
 from ._observe.stats import StatsGroup
-
-if TYPE_CHECKING:
-    from ._app import App
 
 __all__ = ["CONTENT_TYPE", "PrometheusExporter", "SkiplockCollector", "metrics_app", "render"]
 
@@ -58,13 +61,6 @@ CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 """The exposition's content type."""
 
 QUEUE_STATES = ("ready", "scheduled", "retrying", "claimed", "running")
-
-
-class Metered(Protocol):
-    """What ``metrics_app(worker=...)`` reads of a worker: its ``Meter`` (a ``Worker`` is one)."""
-
-    @property
-    def meter(self) -> Meter: ...
 
 
 class PrometheusExporter:
@@ -262,8 +258,17 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
+class Metered(Protocol):
+    """What ``metrics_app`` reads of a worker: its ``meter`` (a ``skiplock.Worker`` has one).
+    A protocol: the worker imports this module for its ``/metrics``, so this one names no
+    worker class (no import circle)."""
+
+    @property
+    def meter(self) -> Meter: ...
+
+
 def metrics_app(
-    app: App,
+    app: HealthReads,
     *,
     worker: Metered | None = None,
     refresh_s: float = DEFAULT_REFRESH_S,

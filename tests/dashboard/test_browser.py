@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from skiplock import JobFilter, JobState
-from skiplock._scheduler import Scheduler
+from skiplock._worker.scheduler import Scheduler
 
 from ..apps import dash_app
 from .conftest import Pages, Stack, save, wait_until
@@ -194,7 +194,7 @@ def test_schedules_show_next_fires_and_the_last_slots_job(
     stack: Stack, pages: Pages, shots: Path
 ) -> None:
     async def fire_one_slot() -> None:
-        scheduler = Scheduler(stack.app, await stack.app.backend())
+        scheduler = Scheduler(stack.app.registry, await stack.app.backend())
         now = datetime.now(UTC)
         await scheduler.tick(now - timedelta(minutes=16))
         await scheduler.tick(now)

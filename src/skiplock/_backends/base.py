@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .._job import (
     AuditEntry,
@@ -29,18 +29,14 @@ from .._job import (
     ReclaimedJob,
     SlotOutcome,
     TaskPause,
+    WorkerInfo,
 )
-
-if TYPE_CHECKING:
-    from .._observe.stats import WorkerInfo
 
 Clock = Callable[[], datetime]
 """A replacement for the database's now(), for tests that pin time."""
 
 MAX_ERRORS_KEPT = 10
 """Each job keeps the errors of its last ten attempts; older ones are dropped."""
-MAX_TRACEBACK_CHARS = 8000
-"""A traceback is cut to its last 8,000 characters, where the cause is."""
 
 
 NEXT_RUN_PRIORITIES = 64

@@ -21,8 +21,8 @@ from .._job import (
     JobState,
     NewJob,
     ReclaimedJob,
+    WorkerInfo,
 )
-from .._observe.stats import WorkerInfo
 from ..errors import DuplicateJob
 
 T = TypeVar("T")

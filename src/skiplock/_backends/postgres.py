@@ -33,8 +33,8 @@ from .._job import (
     ReclaimedJob,
     SlotOutcome,
     TaskPause,
+    WorkerInfo,
 )
-from .._observe.stats import WorkerInfo
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows, postgres_url
 from . import postgres_observe as observe

@@ -35,8 +35,8 @@ from .._job import (
     ReclaimedJob,
     SlotOutcome,
     TaskPause,
+    WorkerInfo,
 )
-from .._observe.stats import WorkerInfo
 from ..errors import BackendError, JobNotFound, SchemaError
 from . import flows
 from . import sqlite_observe as observe

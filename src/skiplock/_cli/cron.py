@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .._schedule import Schedule
-from .._scheduler import Scheduler
+from .._worker.scheduler import Scheduler
 from .output import echo_json, json_option
 from .support import (
     CANNOT_RUN,
@@ -47,7 +47,7 @@ def scheduler_command(app_spec: str, log_level: str, log_format: str) -> None:
             loop.add_signal_handler(sig, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
             await app.wait_for_database()
-            await Scheduler(app, await app.backend()).run()
+            await Scheduler(app.registry, await app.backend()).run()
         log.info("scheduler stopped")
 
     run_async(app, work, exit_code=CANNOT_RUN)

@@ -13,9 +13,9 @@ import functools
 import logging
 from collections.abc import Callable
 
+from .._attempt import Decision
 from .._job import ClaimedJob, Disposition, ReclaimedJob
 from .outcomes import OUTCOMES
-from .plugins import Decision
 
 log = logging.getLogger("skiplock.jobs")
 

@@ -14,15 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from .._job import WorkerInfo
 from .._outage import Outage
 from .._service import Service
 from ..errors import BackendUnavailable
-from .stats import Stats, WorkerInfo
-
-if TYPE_CHECKING:
-    from .._app import App
+from .stats import Stats
 
 log = logging.getLogger("skiplock.worker")
 
@@ -53,6 +51,14 @@ def live_workers(workers: list[WorkerInfo], silent_s: float) -> list[WorkerInfo]
     return [w for w in workers if w.silent_s <= silent_s]
 
 
+class HealthReads(Protocol):
+    """The two reads the gauges make (``App`` and ``_app_observe.Observe`` answer them)."""
+
+    async def workers(self) -> list[WorkerInfo]: ...
+
+    async def stats(self, *, window_s: float) -> Stats: ...
+
+
 class Gauges(Service):
     """Every ``refresh_s``: read the registry; if this worker leads, read the health numbers."""
 
@@ -60,7 +66,7 @@ class Gauges(Service):
 
     def __init__(
         self,
-        app: App,
+        reads: HealthReads,
         worker_id: str,
         cache: GaugeCache,
         refresh_s: float = DEFAULT_REFRESH_S,
@@ -68,7 +74,7 @@ class Gauges(Service):
         outage: Outage | None = None,
     ) -> None:
         super().__init__()
-        self.app = app
+        self.reads = reads
         self.worker_id = worker_id
         self.cache = cache
         self.refresh_s = refresh_s
@@ -77,13 +83,13 @@ class Gauges(Service):
         self.outage = outage or Outage()
 
     async def refresh(self) -> None:
-        workers = await self.app.workers()
+        workers = await self.reads.workers()
         live = live_workers(workers, self.silent_s)
         leader = min((w.id for w in live), default=self.worker_id)
         self.cache.leader = leader == self.worker_id
         self.cache.workers = live
         if self.cache.leader:
-            self.cache.stats = await self.app.stats(window_s=self.cache.window_s)
+            self.cache.stats = await self.reads.stats(window_s=self.cache.window_s)
         else:
             self.cache.stats = None
         self.cache.read_at = time.monotonic()

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from .._backends.base import JobStatsRows
+from .._job import WorkerInfo as WorkerInfo  # re-exported: it lives with the records now
 
 TOTAL = ""
 """The name of the group that counts every queue and task."""
@@ -108,30 +109,6 @@ class Stats:
             "queues": [g.as_dict() for g in self.queues],
             "tasks": [g.as_dict() for g in self.tasks],
         }
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """A worker in the live-worker registry, as of its last maintenance beat."""
-
-    id: str
-    """Unique per worker run (its lease token prefix): ``name:random``."""
-    name: str
-    host: str
-    pid: int
-    queues: tuple[str, ...] | None
-    """The queues it claims from; None: every queue."""
-    concurrency: int
-    running: int
-    """Jobs it held (claimed or running) at its last beat."""
-    processed: int
-    """Outcomes it recorded since it started."""
-    started_at: datetime
-    heartbeat_at: datetime
-    last_claim_at: datetime | None
-    """When it last claimed a job (None: never)."""
-    silent_s: float
-    """Seconds since its last beat, by the database clock, when this was read."""
 
 
 # -- building a reading -------------------------------------------------------------------------

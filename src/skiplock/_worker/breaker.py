@@ -12,15 +12,13 @@ import asyncio
 import collections
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._backends import Backend
 from .._backends.base import TaskPauseParams
+from .._registry import Registry
 from ..errors import BackendError
 from .signals import WorkerSignals
-
-if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
-    from .._app import App
 
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
 
@@ -32,13 +30,13 @@ class Breakers:
 
     def __init__(
         self,
-        app: App,
+        registry: Registry,
         worker_name: str,
         backend: Backend,
         spawn: Spawn,
         signals: WorkerSignals,
     ) -> None:
-        self.app = app
+        self.registry = registry
         self.worker_name = worker_name
         self._backend = backend
         self._spawn = spawn
@@ -47,7 +45,7 @@ class Breakers:
 
     def count_failure(self, task_name: str) -> None:
         """Note a failure; pause the task when its window holds ``threshold`` of them."""
-        task = self.app.tasks.get(task_name)
+        task = self.registry.tasks.get(task_name)
         breaker = task.breaker if task else None
         if breaker is None:
             return

@@ -1,19 +1,27 @@
-"""Turn how an attempt ended into what happens to its row: a pure function, table-tested."""
+"""Turn how an attempt ended into what happens to its row: a pure function, table-tested.
+
+``Decision`` and ``error_record`` live in ``_attempt`` (below the worker: eager mode and the
+tracing seam use them too) and are re-exported here."""
 
 from __future__ import annotations
 
 import random
-import traceback
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
-from .._backends.base import MAX_TRACEBACK_CHARS
+from .._attempt import MAX_MESSAGE_CHARS, Decision, error_record
 from .._config import RetryPolicy
 from .._job import Disposition
 from .._outcomes import Cancel, Retry, Snooze
 
-MAX_MESSAGE_CHARS = 2000
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "Decision",
+    "JobTimeout",
+    "NewerPayload",
+    "UnrunnableJob",
+    "UnstorableResult",
+    "classify",
+    "error_record",
+]
 
 
 class JobTimeout(Exception):
@@ -36,60 +44,6 @@ class NewerPayload(Exception):
 class UnstorableResult(UnrunnableJob):
     """The task returned a value that cannot be stored (not strict JSON, over
     ``max_result_bytes``): a retry would return the same, so the job goes to dead."""
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    disposition: Disposition
-    delay_s: float = 0.0
-    error: dict[str, Any] | None = None
-    result_json: str | None = None
-    """What a success stores as the job's result (None: nothing)."""
-
-    @property
-    def outcome(self) -> str:
-        return self.disposition.value
-
-
-def _safe_text(exc: BaseException) -> str:
-    """``str(exc)``, which a hostile exception may make raise: the record must still be built."""
-    try:
-        return str(exc)
-    except Exception:
-        return "<str() of this exception raised>"
-
-
-def _bounded_traceback(exc: BaseException, message: str) -> str:
-    """The innermost frames that fit, then the head of the message.
-
-    A huge message must not push the stack out of the record: the frames are cut from the
-    outside in (the innermost are where it failed), the message from its tail.
-    """
-    try:
-        formatted = traceback.TracebackException.from_exception(exc)
-        tail = len(list(formatted.format_exception_only()))
-        frames = "".join(list(formatted.format())[:-tail])
-    except Exception:
-        frames = ""
-    room = MAX_TRACEBACK_CHARS - len(message) - 1
-    if len(frames) > room:
-        cut = frames[len(frames) - room + 2 :]
-        frames = "…\n" + cut[cut.find("\n") + 1 :]
-    return f"{frames}{message}\n"
-
-
-def error_record(attempt: int, exc: BaseException) -> dict[str, Any]:
-    """What a job keeps of a failed attempt: bounded message and traceback, never the args."""
-    text = _safe_text(exc)
-    message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    message = message[:MAX_MESSAGE_CHARS]
-    return {
-        "attempt": attempt,
-        "at": datetime.now(UTC).isoformat(),
-        "message": message,
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "traceback": _bounded_traceback(exc, message),
-    }
 
 
 def classify(

@@ -14,12 +14,13 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._config import RetryPolicy
 from .._handback import Handback, handback_for
 from .._job import ClaimedJob, JobContext, current_job, set_current_job
 from .._payload import decode_args, encode_result
+from .._registry import Registry
 from .._task import Task, argument_misfit
 from ..errors import PayloadError
 from .classify import (
@@ -32,9 +33,6 @@ from .classify import (
 )
 from .pool import JobPool, SyncPool, Work
 
-if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
-    from .._app import App
-
 _NO_TASK_RETRY = RetryPolicy()
 
 NEWER_PAYLOAD_RETRY_S = 60.0
@@ -45,9 +43,11 @@ NEWER_PAYLOAD_PATIENCE_S = 24 * 3600.0
 saying which version it needed (a person can requeue it once such workers run)."""
 
 
-def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[str, Any]]:
+def resolve(
+    registry: Registry, job: ClaimedJob
+) -> tuple[Task[Any, Any], list[Any], dict[str, Any]]:
     """The task and decoded arguments, or UnrunnableJob saying why this job cannot run."""
-    task = app.tasks.get(job.task)
+    task = registry.tasks.get(job.task)
     if task is None:
         raise UnrunnableJob(
             f"unknown task {job.task!r}: no task is registered under this name in this worker "
@@ -59,7 +59,7 @@ def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[
     except Exception as exc:  # any decoding failure dead-letters the row; the worker goes on
         raise UnrunnableJob(str(exc) or type(exc).__name__) from exc
     if job.payload_version != task.version:
-        args, kwargs = to_version(app, task, job, args, kwargs)
+        args, kwargs = to_version(registry, task, job, args, kwargs)
     misfit = argument_misfit(task.fn, len(args), tuple(kwargs))
     if misfit is not None:
         raise UnrunnableJob(f"{job.task}: {misfit}")
@@ -67,13 +67,17 @@ def resolve(app: App, job: ClaimedJob) -> tuple[Task[Any, Any], list[Any], dict[
 
 
 def to_version(
-    app: App, task: Task[Any, Any], job: ClaimedJob, args: list[Any], kwargs: dict[str, Any]
+    registry: Registry,
+    task: Task[Any, Any],
+    job: ClaimedJob,
+    args: list[Any],
+    kwargs: dict[str, Any],
 ) -> tuple[list[Any], dict[str, Any]]:
     """An older payload upcast to the task's version, one step at a time (1 -> 2 -> 3);
     NewerPayload for one newer than the task knows (UnrunnableJob past the patience)."""
     have, want = job.payload_version, task.version
     if have > want:
-        raise _newer(app, task, job)
+        raise _newer(registry, task, job)
     for version in range(have, want):
         upcast = task.upcast.get(version)
         if upcast is None:
@@ -93,12 +97,12 @@ def to_version(
     return args, kwargs
 
 
-def _newer(app: App, task: Task[Any, Any], job: ClaimedJob) -> Exception:
+def _newer(registry: Registry, task: Task[Any, Any], job: ClaimedJob) -> Exception:
     needed = (
         f"{task.name}: payload version {job.payload_version} is newer than this worker's "
         f"(version {task.version})"
     )
-    now = app.clock() if app.clock is not None else datetime.now(UTC)
+    now = registry.clock() if registry.clock is not None else datetime.now(UTC)
     if (now - job.created_at).total_seconds() > NEWER_PAYLOAD_PATIENCE_S:
         hours = NEWER_PAYLOAD_PATIENCE_S / 3600
         return UnrunnableJob(
@@ -246,18 +250,18 @@ async def _invoke(
         return exc, None
 
 
-def stored_result(app: App, task: Task[Any, Any], value: Any) -> str | None:
+def stored_result(registry: Registry, task: Task[Any, Any], value: Any) -> str | None:
     """The JSON a success stores, or UnstorableResult (the job dies, the worker goes on)."""
     if value is None or not task.keep_result:
         return None  # nothing to encode: the hot path of a no-op task
     try:
-        return encode_result(task.name, value, app.max_result_bytes)
+        return encode_result(task.name, value, registry.max_result_bytes)
     except (TypeError, PayloadError) as exc:
         raise UnstorableResult(str(exc)) from exc
 
 
 async def execute(
-    app: App,
+    registry: Registry,
     job: ClaimedJob,
     pool: SyncPool,
     report: Callable[[int, str], None] | None = None,
@@ -267,7 +271,7 @@ async def execute(
     task: Task[Any, Any] | None = None
     result_json = None
     try:
-        task, args, kwargs = resolve(app, job)
+        task, args, kwargs = resolve(registry, job)
     except (UnrunnableJob, NewerPayload) as exc:
         failure: BaseException | None = exc
     else:
@@ -276,7 +280,7 @@ async def execute(
         failure, value = await _invoke(task, args, kwargs, timeout, pool)
         if failure is None:
             try:
-                result_json = stored_result(app, task, value)
+                result_json = stored_result(registry, task, value)
             except UnstorableResult as exc:
                 failure = exc
     return decide(job, task, failure, result_json)

@@ -10,36 +10,12 @@ a lock, and the keeper is woken on its loop.
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import threading
 from collections.abc import Callable, Collection
-from datetime import UTC, datetime
 
-from .._config import require
-from .._limits import MAX_TEXT_CHARS
+from .._job import progress_record as progress_record  # re-exported: it lives with JobContext
 
 PROGRESS_INTERVAL_S = 1.0
-
-
-def progress_record(fraction: float, message: str) -> str:
-    """A progress record as JSON, after checking what the task passed."""
-    require(
-        isinstance(fraction, int | float) and not isinstance(fraction, bool),
-        "fraction",
-        fraction,
-        "must be a number from 0 to 1",
-    )
-    require(math.isfinite(fraction) and 0 <= fraction <= 1, "fraction", fraction, "must be 0..1")
-    require(isinstance(message, str), "message", message, "must be a str")
-    require(
-        len(message) <= MAX_TEXT_CHARS and "\x00" not in message,
-        "message",
-        message[:50],
-        f"must be at most {MAX_TEXT_CHARS} characters, without NUL",
-    )
-    record = {"fraction": float(fraction), "message": message, "at": datetime.now(UTC).isoformat()}
-    return json.dumps(record, ensure_ascii=False)
 
 
 class ProgressBoard:

@@ -13,13 +13,13 @@ import collections
 import contextlib
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
 from .._observe import events
 from .._observe.meter import Meter
 from .._outcomes import Cancel
+from .._registry import Registry
 from .._service import Service
 from .breaker import Breakers
 from .classify import Decision, error_record
@@ -28,9 +28,6 @@ from .executor import execute
 from .pool import JobPool
 from .progress import ProgressBoard
 from .signals import WorkerSignals
-
-if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
-    from .._app import App
 
 log = logging.getLogger("skiplock.worker")
 
@@ -45,7 +42,7 @@ class Runner(Service):
 
     def __init__(
         self,
-        app: App,
+        registry: Registry,
         config: WorkerConfig,
         completer: Completer,
         breakers: Breakers,
@@ -54,7 +51,7 @@ class Runner(Service):
     ) -> None:
         super().__init__()
         self.meter = meter or Meter()
-        self.app = app
+        self.registry = registry
         self.config = config
         self.completer = completer
         self.progress = ProgressBoard()
@@ -189,8 +186,8 @@ class Runner(Service):
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            if self.app.tracing is None:
-                decision = await execute(self.app, job, pool, self.progress.put)
+            if self.registry.tracing is None:
+                decision = await execute(self.registry, job, pool, self.progress.put)
             else:
                 decision = await self._traced(job, pool)
         except asyncio.CancelledError:
@@ -210,9 +207,9 @@ class Runner(Service):
 
     async def _traced(self, job: ClaimedJob, pool: JobPool) -> Decision:
         """``execute`` inside the attempt's span (current while the task runs)."""
-        assert self.app.tracing is not None
-        with self.app.tracing.run(job, self.config.name) as ended:
-            decision = await execute(self.app, job, pool, self.progress.put)
+        assert self.registry.tracing is not None
+        with self.registry.tracing.run(job, self.config.name) as ended:
+            decision = await execute(self.registry, job, pool, self.progress.put)
             ended(decision)
         return decision
 

@@ -39,7 +39,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
+from .._backends import open_backend
 from .._config import WorkerConfig
+from .._schema import refuse_newer
 from .report import READY_FD_ENV, READY_LINE, WORKER_PREFIX, report_ready, report_worker
 
 __all__ = ["Supervisor", "process_ports", "report_ready", "report_worker", "supervise"]
@@ -102,20 +104,21 @@ def process_ports(config: WorkerConfig) -> WorkerConfig:
 def release_by_url(workers: list[tuple[str, str]]) -> list[int]:
     """Release the leases of these (worker id, database URL) pairs and forget their registry
     rows, on a loop of its own, within RELEASE_TIMEOUT_S; the job ids released."""
-    from .._app import App  # the supervisor's only use of an App, at a child's death
 
     async def release() -> list[int]:
         released: list[int] = []
         for url in dict.fromkeys(url for _, url in workers):
-            app = App(url)
+            backend = open_backend(url)
+            await backend.open()
             try:
+                await refuse_newer(backend, url)  # as any App would, before it writes
                 for worker_id in (w for w, u in workers if u == url):
-                    released += await app.release_worker(worker_id)
+                    released += await backend.job_reclaim_worker(worker_id)
                     # and its registry row, which would count it live (workers, health, the
                     # dashboard) until a minute of silence
-                    await (await app.backend()).worker_delete(worker_id)
+                    await backend.worker_delete(worker_id)
             finally:
-                await app.close()
+                await backend.close()
         return released
 
     async def bounded() -> list[int]:

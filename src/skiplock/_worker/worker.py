@@ -9,6 +9,11 @@
     scheduler: enqueues cron slots (when the app has schedules)
     presence: keeps this worker's row in the live-worker registry (``app.workers()``)
 
+The worker and its services get the app's ``Registry`` (tasks, schedules, tracing, clock, the
+in-process wake-ups) and the backend, never the App: ``Worker(registry, backend, config)``
+runs on an open backend; ``Worker(app, config)`` builds on it, waiting for the app's database
+first.
+
 Every service has one lifecycle (``_service.Service``: start, ready, stop) and lives in the
 worker's TaskGroup. If any of them dies the TaskGroup cancels the rest and ``run`` raises: a
 worker that has quietly stopped consuming is worse than one that exits loudly.
@@ -24,9 +29,11 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Unpack
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol, Unpack, overload
 
+from .. import _schema
+from .._app_observe import Observe
 from .._backends import Backend
 from .._config import WorkerConfig, WorkerOptions
 from .._observe.gauges import GaugeCache, Gauges
@@ -35,7 +42,7 @@ from .._observe.meter import Meter
 from .._observe.plugins import MetricsExporter, default_metrics_exporter
 from .._observe.presence import Presence
 from .._outage import Outage
-from .._scheduler import Scheduler
+from .._registry import Registry
 from .._service import Service
 from .._url import mask_url
 from ..errors import BackendError
@@ -45,12 +52,10 @@ from .leases import LeaseKeeper
 from .producer import Producer
 from .report import report_worker
 from .runner import Runner
+from .scheduler import Scheduler
 from .services import Canceller, Notifier, Pruner, Rescuer
 from .signals import WorkerSignals
 from .watchdog import Watchdog
-
-if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
-    from .._app import App
 
 log = logging.getLogger("skiplock.worker")
 
@@ -59,23 +64,74 @@ FINAL_WRITE_S = 1.0
 spent: a healthy database writes them in milliseconds."""
 
 
+class WorkerApp(Protocol):
+    """What ``Worker(app)`` uses of an app (``App`` is one): its registry, and its database
+    once it answers with a current schema."""
+
+    @property
+    def registry(self) -> Registry: ...
+
+    async def wait_for_database(self, stopping: asyncio.Event | None = None) -> bool: ...
+
+    async def backend(self) -> Backend: ...
+
+
+Connect = Callable[[asyncio.Event], Awaitable[Backend | None]]
+"""How a worker gets its open backend once the schema is current (None: stopped first)."""
+
+
 class Worker:
     """Runs an App's jobs. ``await Worker(app).run()`` until ``request_stop()``.
 
     Options come as a ``WorkerConfig``, or as its fields by keyword
     (``Worker(app, concurrency=20)``), or both (the keywords win).
+    ``Worker(app.registry, backend, config)`` runs the same worker on a backend the caller
+    opened (and closes).
     """
 
     metrics_exporter: MetricsExporter | None = None
     """What renders ``/metrics`` when ``metrics_port`` is set (an ``_observe.plugins``
     plug-in, set before ``run``); None: the Prometheus exporter."""
 
+    @overload
     def __init__(
-        self, app: App, config: WorkerConfig | None = None, **options: Unpack[WorkerOptions]
+        self,
+        app: WorkerApp,
+        config: WorkerConfig | None = None,
+        /,
+        **options: Unpack[WorkerOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        app: Registry,
+        backend: Backend,
+        config: WorkerConfig | None = None,
+        /,
+        **options: Unpack[WorkerOptions],
+    ) -> None: ...
+
+    def __init__(
+        self,
+        app: WorkerApp | Registry,
+        backend: Backend | WorkerConfig | None = None,
+        config: WorkerConfig | None = None,
+        /,
+        **options: Unpack[WorkerOptions],
     ) -> None:
+        if isinstance(app, Registry):
+            if backend is None or isinstance(backend, WorkerConfig):
+                raise TypeError(f"Worker(registry, backend): expected a Backend, got {backend!r}")
+            registry, self._connect = app, _given(backend)
+        else:
+            if isinstance(backend, WorkerConfig):
+                config = backend
+            registry, self._connect = app.registry, _from_app(app)
         config = config or WorkerConfig()
         config = dataclasses.replace(config, **options) if options else config
-        self.app = app
+        self.registry = registry
+        """The tasks, schedules and hooks this worker runs by (``app.registry``)."""
         self.name = config.name or f"{socket.gethostname()}:{os.getpid()}"
         self.config = dataclasses.replace(config, name=self.name)
         self.signals = WorkerSignals()
@@ -135,9 +191,9 @@ class Worker:
 
     async def run(self, *, burst: bool = False) -> None:
         """Work until stopped; with ``burst``, return once nothing is ready to run."""
-        if not await self.app.wait_for_database(self._stopping):
+        backend = await self._connect(self._stopping)
+        if backend is None:
             return  # asked to stop before the database ever answered
-        backend = await self.app.backend()
         try:
             await backend.warm_up()
         except BackendError as exc:  # only a head start: the producer copes with outages
@@ -158,7 +214,7 @@ class Worker:
         def wake_from_any_thread(queue: str) -> None:
             loop.call_soon_threadsafe(producer.on_wake, queue)
 
-        unsubscribe = self.app.add_waker(wake_from_any_thread)
+        unsubscribe = self.registry.add_waker(wake_from_any_thread)
         try:
             for service in self._services:
                 service.on_ready = self.signals.ready.fire
@@ -212,13 +268,20 @@ class Worker:
         """Every service of this worker, in start order (the producer last)."""
         config, signals, outage = self.config, self.signals, self.outage
         completer = Completer(
-            backend, config.completion_batch, signals, self.app.note_finished, outage, self.meter
+            backend,
+            config.completion_batch,
+            signals,
+            self.registry.note_finished,
+            outage,
+            self.meter,
         )
-        breakers = Breakers(self.app, self.name, backend, tg.create_task, signals)
-        self._runner = runner = Runner(self.app, config, completer, breakers, signals, self.meter)
+        breakers = Breakers(self.registry, self.name, backend, tg.create_task, signals)
+        self._runner = runner = Runner(
+            self.registry, config, completer, breakers, signals, self.meter
+        )
         leases = LeaseKeeper(backend, config, runner, completer, signals, outage)
         self.id = token = f"{self.name}:{uuid.uuid4().hex[:12]}"
-        report_worker(token, self.app.url)  # a supervisor releases its leases when it dies
+        report_worker(token, backend.url)  # a supervisor releases its leases when it dies
         parts = (runner, completer, leases)
         self._producer = producer = Producer(
             backend, config, parts, signals, token_prefix=token, burst=burst, outage=outage
@@ -234,16 +297,16 @@ class Worker:
             return len(runner.running) + len(runner.ready), runner.processed, producer.last_claim_at
 
         services.append(Presence(backend, config, token, load, outage))
-        services += self._endpoints()
+        services += self._endpoints(backend)
         if not burst and backend.supports_push:  # a burst never idles: nothing to wake it
             services.append(Notifier(backend, producer.on_wake, outage))
-        if config.scheduler and self.app.schedules:
-            self.scheduler = Scheduler(self.app, backend, signals=signals, outage=outage)
+        if config.scheduler and self.registry.schedules:
+            self.scheduler = Scheduler(self.registry, backend, signals=signals, outage=outage)
             services.append(self.scheduler)
         self._services = [*services, producer]
         return producer, runner, completer
 
-    def _endpoints(self) -> list[Service]:
+    def _endpoints(self, backend: Backend) -> list[Service]:
         """The metrics and health ports' services (none unless asked for)."""
         config = self.config
         by_port: dict[int, dict[str, Route]] = {}
@@ -253,7 +316,7 @@ class Worker:
             by_port[config.health_port] = {"/livez": self._livez, "/readyz": self._readyz}
             options[config.health_port] = "health_port"
         if config.metrics_port is not None:
-            gauges, metrics = self._metrics()
+            gauges, metrics = self._metrics(backend)
             services.append(gauges)
             by_port.setdefault(config.metrics_port, {})["/metrics"] = metrics
             options.setdefault(config.metrics_port, "metrics_port")
@@ -261,14 +324,16 @@ class Worker:
             services.append(HttpEndpoint(options[port], config.http_host, port, routes))
         return services
 
-    def _metrics(self) -> tuple[Service, Route]:
+    def _metrics(self, backend: Backend) -> tuple[Service, Route]:
         """The gauges' refresher and the /metrics route, rendered by the exporter this
         worker was handed (none: Prometheus, which needs its extra)."""
         exporter = self.metrics_exporter or default_metrics_exporter()
         config = self.config
         cache = GaugeCache()
         silent_s = 3 * config.maintenance_interval_s + 5.0
-        gauges = Gauges(self.app, self.id, cache, config.stats_refresh_s, silent_s, self.outage)
+        gauges = Gauges(
+            Observe(_getter(backend)), self.id, cache, config.stats_refresh_s, silent_s, self.outage
+        )
         meter = self.meter
 
         async def metrics() -> Response:
@@ -308,3 +373,33 @@ async def _first(*waits: Coroutine[Any, Any, object], timeout: float) -> None:
     finally:
         for future in futures:
             future.cancel()
+
+
+def _from_app(app: WorkerApp) -> Connect:
+    """The app's backend for this loop, once its database answers with a current schema."""
+
+    async def connect(stopping: asyncio.Event) -> Backend | None:
+        if not await app.wait_for_database(stopping):
+            return None
+        return await app.backend()
+
+    return connect
+
+
+def _given(backend: Backend) -> Connect:
+    """A backend the caller opened, once it answers with a current schema."""
+
+    async def current() -> None:
+        await _schema.check_current(backend, backend.url)
+
+    async def connect(stopping: asyncio.Event) -> Backend | None:
+        return backend if await _schema.wait_until_current(current, stopping) else None
+
+    return connect
+
+
+def _getter(backend: Backend) -> Callable[[], Awaitable[Backend]]:
+    async def get() -> Backend:
+        return backend
+
+    return get

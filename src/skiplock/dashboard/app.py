@@ -30,30 +30,15 @@ from .._app import App
 from ..errors import ConfigurationError
 from . import actions, pages
 from .audit import audit
-from .auth import EXPIRED, Auth, SignInThrottled, SlidingWindow, no_auth, resolve, signed_in_name
+from .auth import EXPIRED, Auth, SignInThrottled, no_auth, resolve, signed_in_name
 from .render import Renderer
 from .sampler import Sampler
 from .security import SECURITY_HEADERS, Csrf
+from .state import Dashboard
 
 log = logging.getLogger("skiplock.dashboard")
 
 STATIC = Path(__file__).parent / "static"
-
-
-class Dashboard:
-    """What every page and action reaches through ``request.app.state.dashboard``."""
-
-    def __init__(
-        self, app: App, auth: Auth, csrf: Csrf, render: Renderer, sampler: Sampler
-    ) -> None:
-        self.app, self.auth, self.csrf, self.render, self.sampler = (
-            app,
-            auth,
-            csrf,
-            render,
-            sampler,
-        )
-        self.refusals = SlidingWindow(60.0)  # refused sign-ins stored in the last minute
 
 
 class _Guard(BaseHTTPMiddleware):

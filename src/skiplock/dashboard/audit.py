@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..errors import SkiplockError
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from .state import Dashboard
 
 log = logging.getLogger("skiplock.dashboard")
 

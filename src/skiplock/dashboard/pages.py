@@ -25,7 +25,7 @@ from .filters import (
 )
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from .state import Dashboard
 
 
 ALERT_BACKLOG_AGE_S = 300.0

@@ -13,7 +13,7 @@ def install(names: str) -> None:
 
 def _scheduler_dies() -> None:
     """The scheduler's second round raises: the worker must stop and exit non-zero."""
-    from skiplock._scheduler import Scheduler
+    from skiplock._worker.scheduler import Scheduler
 
     original = Scheduler.tick
     calls = {"n": 0}

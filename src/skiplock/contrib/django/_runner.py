@@ -105,7 +105,8 @@ class _Run:
         """The value to store, or (not storable) the failure the row records, raised."""
         try:
             value = normalize_json(value)
-            encode_result(self.task.module_path, value, self._skiplock_task().app.max_result_bytes)
+            limit = self._skiplock_task().app.max_result_bytes  # type: ignore[attr-defined]
+            encode_result(self.task.module_path, value, limit)
         except (TypeError, PayloadError) as exc:
             self.failed(result, exc, final=True)  # the row records this very error: a retry
             raise  # would return the same

@@ -9,8 +9,9 @@ Slots that came due while this scheduler was running are all enqueued (at most
 ``max_catchup`` per schedule if it stalled). Slots that passed before it started, and that no
 other scheduler claimed, are "missed" and follow the schedule's ``missed`` policy.
 
-Inside a worker it is one of the worker's services (``_service.Service``), ready once
-its first round of claims is done; ``skiplock scheduler`` runs it alone through ``run``.
+Inside a worker it is one of the worker's services (``_service.Service``), ready once its
+first round of claims is done; ``skiplock scheduler`` runs it alone through ``run``. It reads
+the schedules and the clock from the app's ``Registry``.
 """
 
 from __future__ import annotations
@@ -21,19 +22,16 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
-from ._backends import Backend
-from ._backends.base import CronSlotClaimParams
-from ._job import SlotOutcome
-from ._outage import Outage, retry_delay
-from ._schedule import MAX_LOOKBACK, Schedule
-from ._service import Service
-from ._worker.signals import WorkerSignals
-from .errors import BackendUnavailable
-
-if TYPE_CHECKING:  # the app imports no worker at import time; see docs/design.md
-    from ._app import App
+from .._backends import Backend
+from .._backends.base import CronSlotClaimParams
+from .._job import SlotOutcome
+from .._outage import Outage, retry_delay
+from .._registry import Registry
+from .._schedule import MAX_LOOKBACK, Schedule
+from .._service import Service
+from ..errors import BackendUnavailable
+from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.scheduler")
 
@@ -50,7 +48,7 @@ class Scheduler(Service):
 
     def __init__(
         self,
-        app: App,
+        registry: Registry,
         backend: Backend,
         clock: Callable[[], datetime] | None = None,
         signals: WorkerSignals | None = None,
@@ -60,9 +58,9 @@ class Scheduler(Service):
         self.signals = signals or WorkerSignals()
         self.outage = outage or Outage(logger=log)
         """Shared with the worker's other services inside a worker; its own when alone."""
-        self.app = app
+        self.registry = registry
         self.backend = backend
-        self._clock = clock or app.clock or (lambda: datetime.now(UTC))
+        self._clock = clock or registry.clock or (lambda: datetime.now(UTC))
         self._after: dict[str, datetime] = {}
         self._started_at: datetime | None = None
         self._last_prune = float("-inf")
@@ -73,7 +71,7 @@ class Scheduler(Service):
 
     @property
     def schedules(self) -> list[Schedule]:
-        return list(self.app.schedules.values())
+        return list(self.registry.schedules.values())
 
     async def tick(self, now: datetime) -> list[tuple[str, datetime, SlotOutcome]]:
         """Claim every slot due at ``now``; return what each claim did."""

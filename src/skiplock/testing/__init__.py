@@ -11,7 +11,7 @@ Three ways to test, from the fastest to the most real::
     # 2. a throw-away database, jobs run in process by a burst worker
     async with skiplock.testing.temporary_database(app):
         await resize.aenqueue("cat.png")
-        (outcome,) = await app.drain()
+        (outcome,) = await app.drain()  # or skiplock.testing.drain(app)
         assert outcome.state is JobState.SUCCEEDED
 
     # 3. the pytest fixture (``pytest_plugins = ["skiplock.testing"]`` in conftest.py):
@@ -31,7 +31,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 
-from ._app import App
+from .._app import App
+from ._burst import drain as drain  # the burst worker App.drain() runs
 
 TEST_URL_VARIABLE = "SKIPLOCK_TEST_DATABASE_URL"
 

@@ -1,0 +1,94 @@
+"""``Enqueuer``: the enqueue and wake path of an app. It inserts prepared jobs (alone, in the
+caller's transaction, or through SQLAlchemy), opens the enqueue span when the app is traced,
+runs them at once in eager mode, and wakes this process's workers after an insert it
+committed itself (through the ``Registry``, which the workers listen on).
+
+A part the App composes; the public methods' documentation is on ``App``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import Any, TypeVar
+
+from . import _sqlalchemy
+from ._backends import Backend, BackendGetter
+from ._backends.base import JobInsertManyParams
+from ._eager import EagerMode
+from ._job import NewJob
+from ._registry import Registry
+from ._task import Enqueuing, JobHandle
+
+T = TypeVar("T")
+
+RunSync = Callable[[Coroutine[Any, Any, T]], T]
+
+
+def _ignore_ids(_ids: Sequence[int]) -> None:
+    """What an untraced enqueue does with the ids it inserted."""
+
+
+class Enqueuer:
+    """Writes an app's jobs; ``owner`` (the app) is what the handles it returns call."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        backend: BackendGetter,
+        new_backend: Callable[[], Backend],
+        eager: EagerMode,
+        owner: Enqueuing,
+    ) -> None:
+        self._registry = registry
+        self._backend = backend
+        self._new_backend = new_backend
+        self._eager = eager
+        self._owner = owner
+
+    async def enqueue_many(
+        self, jobs: Iterable[NewJob], *, connection: object | None = None
+    ) -> list[JobHandle]:
+        batch = list(jobs)
+        if self._eager.on:
+            return await self._eager.run(self._registry, self._owner, batch)
+        backend = await self._backend()
+        with self._traced(batch) as inserted:
+            if _sqlalchemy.is_sqlalchemy(connection):
+                ids = await _sqlalchemy.insert_many(backend, batch, connection)
+            else:
+                ids = await backend.job_insert_many(JobInsertManyParams(batch, connection))
+            inserted(ids)
+        if connection is None:
+            self._registry.wake_queues({job.queue for job in batch})
+        return self._handles(batch, ids)
+
+    def enqueue_many_sync(
+        self, jobs: Iterable[NewJob], *, connection: object | None, run_sync: RunSync[Any]
+    ) -> list[JobHandle]:
+        batch = list(jobs)
+        if connection is None or self._eager.on:
+            handles: list[JobHandle] = run_sync(self.enqueue_many(batch))
+            return handles
+        if _sqlalchemy.is_sqlalchemy(connection):
+            connection = _sqlalchemy.driver_connection_sync(connection)
+        if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
+            raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
+        with self._traced(batch) as inserted:
+            params = JobInsertManyParams(batch, connection)
+            ids = self._new_backend().job_insert_many_sync(params)
+            inserted(ids)
+        return self._handles(batch, ids)  # woken at commit, not here (see App.enqueue_many)
+
+    def _traced(
+        self, batch: Sequence[NewJob]
+    ) -> contextlib.AbstractContextManager[Callable[[Sequence[int]], None]]:
+        """The enqueue's span if the app is traced (its context stored on each job)."""
+        tracing = self._registry.tracing
+        if tracing is None or not batch:
+            return contextlib.nullcontext(_ignore_ids)
+        return tracing.enqueue(batch)
+
+    def _handles(self, batch: Sequence[NewJob], ids: Sequence[int]) -> list[JobHandle]:
+        owner = self._owner
+        return [JobHandle(i, j.task, j.queue, owner) for i, j in zip(ids, batch, strict=True)]

@@ -1,0 +1,23 @@
+"""``drain``: a burst worker in this process, run to the end of the ready jobs.
+
+It lives with the testing helpers, not in the App: the App imports no worker, and
+``App.drain()`` is this function (the short form the guides use)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._job import JobOutcome
+from .._worker.worker import Worker, WorkerApp
+
+
+async def drain(app: WorkerApp, *, queues: Sequence[str] | None = None) -> list[JobOutcome]:
+    """Run every ready job of ``app`` in this process until none is left (a burst worker),
+    and return the outcome of each job it ran, in the order they were written."""
+    chosen = tuple(queues) if queues is not None else None
+    worker = Worker(app, queues=chosen, poll_interval_s=0.05)
+    written = worker.signals.flushed.arm()
+    await worker.run(burst=True)
+    ids = list(dict.fromkeys(i for batch in written.drain() for i in batch))
+    found = {o.id: o for o in await (await app.backend()).job_outcome_many(ids)}
+    return [found[i] for i in ids if i in found]
