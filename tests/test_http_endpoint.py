@@ -9,7 +9,7 @@ import json
 
 import skiplock
 from skiplock import Worker, WorkerConfig
-from skiplock._worker.http import MAX_CONNECTIONS, HttpEndpoint, Response
+from skiplock._observe.http import MAX_CONNECTIONS, HttpEndpoint, Response
 
 from .helpers import free_port
 

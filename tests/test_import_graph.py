@@ -32,13 +32,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._attempt",
             "skiplock._transitions",
             "skiplock._handback",
+            "skiplock._service",
+            "skiplock._outage",
         ),
     ),
     (
         "storage",  # the backends and what reads through them
         (
             "skiplock._backends",
-            "skiplock._stats",
             "skiplock._sqlalchemy",
             "skiplock._waiting",
             "skiplock._schema",
@@ -56,6 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._app_control",
             "skiplock._app_observe",
             "skiplock._app_results",
+            "skiplock._observe",
         ),
     ),
     (
@@ -78,11 +80,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 
-KNOWN_UPWARD = {
-    # The worker serves /metrics by importing the exporter; issue 23 section 3 makes the
-    # exporters plug-ins the worker receives, which removes this arrow.
-    ("skiplock._worker.worker", "skiplock.prometheus"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
+"""None left: the worker receives its metrics exporter (``_observe.plugins``; the edge
+registers Prometheus), so it no longer imports ``skiplock.prometheus`` (issue 23)."""
 
 
 def module_name(path: Path) -> str:

@@ -209,3 +209,33 @@ async def test_results_come_back_from_a_cli_worker_in_another_process(
     finally:
         cli.stop_all()
         await cli_app.app.close()
+
+
+async def test_an_error_in_the_result_watch_is_logged_at_once_and_fails_the_wait(
+    app: skiplock.App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The watch is a detached Service: a bug in it is logged when it happens and fails the
+    waits it served (before: they hung until their timeout), and the next wait restarts it."""
+
+    @app.task(name="one")
+    async def one() -> int:
+        return 1
+
+    handle = await one.aenqueue()
+    waiters = await app._results._loop_waiters()
+    real = waiters._backend.job_outcome_many
+    calls = 0
+
+    async def broken_once(ids: list[int]) -> list[skiplock.JobOutcome]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a bug in the watch")
+        return await real(ids)
+
+    monkeypatch.setattr(waiters._backend, "job_outcome_many", broken_once)
+    with pytest.raises(RuntimeError, match="a bug in the watch"):
+        await handle.result(timeout=10)
+    assert "result watch died" in caplog.text
+    async with running(app):
+        assert await handle.result(timeout=20) == 1

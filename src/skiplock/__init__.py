@@ -17,8 +17,10 @@ from ._job import (
     current_job,
 )
 from ._logging import JsonFormatter, configure_logging
+from ._observe.plugins import MetricsExporter as _MetricsExporter
+from ._observe.plugins import register_default_metrics_exporter as _register_metrics
+from ._observe.stats import Stats, StatsGroup, WorkerInfo
 from ._outcomes import Cancel, JobControl, Retry, Snooze
-from ._stats import Stats, StatsGroup, WorkerInfo
 from ._task import JobHandle, Task
 from ._worker.worker import Worker
 from .errors import (
@@ -40,6 +42,17 @@ from .errors import (
 )
 
 __version__ = "0.1.0"
+
+
+def _prometheus_exporter() -> _MetricsExporter:
+    """The exporter a worker's ``metrics_port`` serves unless it was handed another: chosen
+    here, at the edge, so nothing below it names an exporter; imported only when asked for."""
+    from .prometheus import PrometheusExporter
+
+    return PrometheusExporter()
+
+
+_register_metrics(_prometheus_exporter)
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",

@@ -41,6 +41,7 @@ from ._job import (
     TaskPause,
     WorkerInfo,
 )
+from ._observe.stats import Stats
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._registry import Registry
 from ._schedule import (
@@ -50,7 +51,6 @@ from ._schedule import (
     Schedule,
     build_schedule,
 )
-from ._stats import Stats
 from ._task import JobHandle, Task, Upcast
 from ._tracing import Tracing
 from ._url import mask_in, mask_url

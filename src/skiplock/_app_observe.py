@@ -11,7 +11,7 @@ from ._backends import BackendGetter
 from ._backends.base import JobStatsParams
 from ._job import WorkerInfo
 from ._limits import check_seconds, check_text
-from ._stats import Stats, build_stats
+from ._observe.stats import Stats, build_stats
 from .errors import ConfigurationError
 
 DEFAULT_WINDOW_S = 300.0

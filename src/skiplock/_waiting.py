@@ -5,6 +5,10 @@ channel; SQLite's data-version watch) and answers every wake-up with one query f
 concerns. Completion wakes waiters the way enqueue wakes workers: the completion statement's
 NOTIFY names the finished ids, a worker in this process tells the registry directly, and a
 poll backstop covers a lost notification or watch.
+
+The watch is a detached ``Service`` (the one lifecycle of every background loop): an
+unexpected error in it is logged at once and fails the waits it was serving (they would
+otherwise hang until their timeout), and the next wait starts it again.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from ._backends import Backend
 from ._job import JobOutcome, JobState
+from ._service import Service
 from .errors import BackendError, BackendUnavailable, JobCancelled, JobFailed, JobNotFound
 
 log = logging.getLogger("skiplock")
@@ -60,7 +65,7 @@ class Waiters:
         self._hinted: set[int] = set()
         self._check_all = False
         self._wake = asyncio.Event()
-        self._watch: asyncio.Task[None] | None = None
+        self._watch = _Watch(self)
         self.checks = 0
         """Outcome queries made (tests assert one per wake-up, not one per waiter)."""
 
@@ -91,11 +96,8 @@ class Waiters:
         self._wake.set()
 
     async def close(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-            self._watch = None
+        self._watch.stop()
+        await self._watch.join()
 
     def _forget(self, mine: dict[int, asyncio.Future[JobOutcome]]) -> None:
         for job_id, future in mine.items():
@@ -109,8 +111,11 @@ class Waiters:
                     del self._waiting[job_id]
 
     def _ensure_watch(self) -> None:
-        if self._watch is None or self._watch.done():
-            self._watch = asyncio.create_task(self._run(), name="skiplock-result-watch")
+        self._watch.spawn()  # nothing if it runs; a watch that ended (or died) starts afresh
+
+    def _died(self, exc: BaseException) -> None:
+        """The watch died (already logged): every wait it served fails with its error."""
+        self._fail(list(self._waiting), exc if isinstance(exc, Exception) else RuntimeError(exc))
 
     async def _run(self) -> None:
         """Listen while anyone waits, and ``LINGER_S`` after (one connection for a run of
@@ -182,3 +187,17 @@ class Waiters:
             for future in self._waiting.pop(job_id, ()):
                 if not future.done():
                     future.set_exception(exc)
+
+
+class _Watch(Service):
+    """The one watch of a ``Waiters``: listens and answers wake-ups while anyone waits."""
+
+    name = "result watch"
+
+    def __init__(self, waiters: Waiters) -> None:
+        super().__init__()
+        self._waiters = waiters
+        self.on_error = waiters._died
+
+    async def serve(self) -> None:
+        await self._waiters._run()

@@ -33,16 +33,16 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
         "OpenTelemetry spans need opentelemetry-api: pip install 'skiplock[otel]'"
     ) from exc
 
-from ._job import ClaimedJob, Disposition, NewJob
+from ._job import ClaimedJob, NewJob
+from ._observe.outcomes import FAILED
 
 if TYPE_CHECKING:
     from ._app import App
-    from ._worker.classify import Decision
+    from ._attempt import Decision
 
 __all__ = ["SkiplockTracing", "instrument", "uninstrument"]
 
 SYSTEM = "skiplock"
-FAILED = frozenset({Disposition.RETRY, Disposition.DEAD})
 
 
 def instrument(app: App, *, tracer_provider: TracerProvider | None = None) -> None:

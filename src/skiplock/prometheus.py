@@ -7,7 +7,7 @@ Two kinds of series, every one listed in docs/metrics.md:
   ``Meter``: what this process did since it started;
 - **database-derived** gauges (depth, backlog age, claim latency, attempts, reclaims, dead
   jobs... per queue and per task), from a cached ``app.stats()`` reading that one process
-  computes every few seconds (a worker: the registry's leader, see ``_worker/gauges.py``;
+  computes every few seconds (a worker: the registry's leader, see ``_observe/gauges.py``;
   an ASGI mount: at most once per ``refresh_s`` per process).
 
 ``skiplock worker --metrics-port 9108`` serves ``/metrics``. To serve them from your own ASGI
@@ -44,23 +44,32 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
         "Prometheus metrics need prometheus-client: pip install 'skiplock[prometheus]'"
     ) from exc
 
-from ._stats import StatsGroup
-from ._worker.gauges import (
+from ._observe.gauges import (
     DEFAULT_REFRESH_S,
     DEFAULT_WINDOW_S,
     GaugeCache,
     HealthReads,
     live_workers,
 )
-from ._worker.meter import MAX_SERIES, OUTCOMES, Histogram, Meter
+from ._observe.meter import MAX_SERIES, Histogram, Meter
+from ._observe.outcomes import FINISHED, OUTCOMES
+from ._observe.stats import StatsGroup
 
-__all__ = ["CONTENT_TYPE", "SkiplockCollector", "metrics_app", "render"]
+__all__ = ["CONTENT_TYPE", "PrometheusExporter", "SkiplockCollector", "metrics_app", "render"]
 
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 """The exposition's content type."""
 
 QUEUE_STATES = ("ready", "scheduled", "retrying", "claimed", "running")
-FINISHED = ("completed", "cancelled", "dead")
+
+
+class PrometheusExporter:
+    """The ``_observe.plugins.MetricsExporter`` a worker's ``--metrics-port`` serves."""
+
+    content_type: str = CONTENT_TYPE_LATEST
+
+    def render(self, meter: Meter | None, gauges: GaugeCache) -> bytes:
+        return render(SkiplockCollector(meter, gauges))
 
 
 class SkiplockCollector(Collector):
@@ -105,7 +114,7 @@ def worker_metrics(meter: Meter) -> Iterator[Metric]:
     for (queue, task), one in series:
         for disposition, n in list(one.outcomes.items()):
             if n:
-                finished.add_metric([queue, task, OUTCOMES[disposition]], n)
+                finished.add_metric([queue, task, OUTCOMES[disposition].label], n)
     yield finished
     run = HistogramMetricFamily(
         "skiplock_job_run_seconds",
@@ -224,8 +233,8 @@ def _windowed(groups: list[StatsGroup]) -> Iterator[Metric]:
             latency.add_metric([*q, quantile], _seconds(value))
         for quantile, value in (("0.5", g.run_duration_p50_s), ("0.95", g.run_duration_p95_s)):
             run.add_metric([*q, quantile], _seconds(value))
-        for outcome, n in zip(FINISHED, (g.completed, g.cancelled, g.dead), strict=True):
-            finished.add_metric([*q, outcome], n)
+        for outcome in FINISHED:  # each a StatsGroup field: completed, cancelled, dead
+            finished.add_metric([*q, outcome], getattr(g, outcome))
         counts = (g.attempts_1, g.attempts_2, g.attempts_3, g.attempts_4_plus)
         for bucket, n in zip(("1", "2", "3", "4+"), counts, strict=True):
             attempts.add_metric([*q, bucket], n)

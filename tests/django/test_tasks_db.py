@@ -194,3 +194,40 @@ def test_bad_backend_kind_says_what_is_served() -> None:
     start = time.monotonic()
     burst()  # nothing ready: a burst returns at once
     assert time.monotonic() - start < 10
+
+
+def test_a_writer_that_dies_ends_the_worker_with_its_error() -> None:
+    """The writer is a Service in the worker's TaskGroup: its death (a bug, not a database
+    error it retries) ends ``run`` with that error (before: the burst waited forever on a
+    write nobody would make)."""
+    import asyncio
+
+    from django.tasks import task_backends
+
+    from skiplock.contrib.django.tasks_db_worker import TasksDbWorker
+
+    on_db(tasks.add).enqueue(1, 2)
+
+    async def run() -> None:
+        worker = TasksDbWorker(
+            task_backends["tasksdb"],
+            concurrency=1,
+            interval=0.05,
+            queue_names=None,
+            shutdown_timeout=1.0,
+        )
+
+        def broken(batch: Any) -> None:
+            raise RuntimeError("a bug in the writer")
+
+        worker._write_batch = broken  # type: ignore[method-assign]
+        running = asyncio.ensure_future(worker.run(burst=True))
+        await asyncio.wait([running], timeout=20)  # a deadline: it ends by itself, at once
+        if not running.done():  # before: hung on the write; only a cancel surfaced the error
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            raise AssertionError("the worker did not end when its writer died")
+        running.result()
+
+    with pytest.raises(RuntimeError, match="a bug in the writer"):
+        asyncio.run(run())

@@ -462,7 +462,7 @@ class Backend(Protocol):
         ...
 
     async def job_stats(self, params: JobStatsParams) -> JobStatsRows:
-        """One consistent reading of the health numbers' rows (see ``_stats.py``)."""
+        """One consistent reading of the health numbers' rows (see ``_observe/stats.py``)."""
         ...
 
     async def worker_beat(self, params: WorkerBeatParams) -> None:

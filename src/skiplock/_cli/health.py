@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import click
 
-from .._stats import StatsGroup, WorkerInfo
+from .._observe.stats import StatsGroup, WorkerInfo
 from .output import echo_json, json_option
 from .support import Seconds, app_command, app_for, run_async
 

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._app_observe import DEFAULT_WINDOW_S
-from .._stats import Stats, StatsGroup
+from .._observe.stats import Stats, StatsGroup
 from .output import to_json
 from .support import Seconds, app_command, app_for, run_async
 

@@ -1,5 +1,5 @@
 """``skiplock workers``: the live workers, from the registry each worker beats into (see
-``_worker/presence.py``): where each runs, what it claims from, how busy it is, and when it last
+``_observe/presence.py``): where each runs, what it claims from, how busy it is, and when it last
 beat. A row silent past ``--max-silence`` belongs to a worker that stopped without a word; it
 is left out unless ``--all``, and forgotten by the other workers after an hour."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .._stats import WorkerInfo
+from .._observe.stats import WorkerInfo
 from .health import DEFAULT_MAX_SILENCE_S
 from .output import echo_json, json_option
 from .support import Seconds, app_command, app_for, run_async

@@ -23,12 +23,12 @@ from datetime import UTC, datetime
 from .._backends import Backend
 from .._job import Completion, Disposition
 from .._limits import MAX_SECONDS
+from .._observe.meter import Meter
+from .._outage import Outage, retry_delay
+from .._service import Service
 from ..errors import BackendError, BackendUnavailable
 from .classify import MAX_MESSAGE_CHARS
 from .ledger import Ledger
-from .meter import Meter
-from .outage import Outage, retry_delay
-from .service import Service
 from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")

@@ -18,12 +18,12 @@ import logging
 from .._backends import Backend
 from .._backends.base import JobHeartbeatManyParams
 from .._config import WorkerConfig
+from .._outage import Outage
+from .._service import Service
 from ..errors import BackendUnavailable
 from .ledger import Ledger
-from .outage import Outage
 from .progress import PROGRESS_INTERVAL_S
 from .runner import Runner
-from .service import Service
 from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")

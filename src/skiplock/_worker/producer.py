@@ -20,15 +20,15 @@ from .._backends import Backend
 from .._backends.base import ClaimParams
 from .._config import WorkerConfig
 from .._job import ClaimedJob
+from .._observe.meter import Meter
+from .._outage import Outage, retry_delay
+from .._service import Service
 from ..errors import BackendUnavailable
 from .claim_window import PREFETCH_SHORT_JOB_S
 from .completer import Completer
 from .leases import LeaseKeeper
 from .ledger import Ledger
-from .meter import Meter
-from .outage import Outage, retry_delay
 from .runner import Runner
-from .service import Service
 from .signals import WorkerSignals
 
 CLAIM_RETRY_FIRST_S = 0.1

@@ -16,19 +16,19 @@ from collections.abc import Iterable
 
 from .._config import WorkerConfig
 from .._job import ClaimedJob, Completion, Disposition
+from .._observe import events
+from .._observe.meter import Meter
 from .._outcomes import Cancel
 from .._registry import Registry
-from . import events
+from .._service import Service
 from .breaker import Breakers
 from .claim_window import ClaimWindow
 from .classify import Decision, error_record
 from .completer import Completer
 from .executor import execute
 from .ledger import Lease, Ledger
-from .meter import Meter
 from .pool import JobPool
 from .progress import ProgressBoard
-from .service import Service
 from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")

@@ -9,9 +9,9 @@ Slots that came due while this scheduler was running are all enqueued (at most
 ``max_catchup`` per schedule if it stalled). Slots that passed before it started, and that no
 other scheduler claimed, are "missed" and follow the schedule's ``missed`` policy.
 
-Inside a worker it is one of the worker's services (``service.Service``), ready once its first
-round of claims is done; ``skiplock scheduler`` runs it alone through ``run``. It reads the
-schedules and the clock from the app's ``Registry``.
+Inside a worker it is one of the worker's services (``_service.Service``), ready once its
+first round of claims is done; ``skiplock scheduler`` runs it alone through ``run``. It reads
+the schedules and the clock from the app's ``Registry``.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from datetime import UTC, datetime, timedelta
 from .._backends import Backend
 from .._backends.base import CronSlotClaimParams
 from .._job import SlotOutcome
+from .._outage import Outage, retry_delay
 from .._registry import Registry
 from .._schedule import MAX_LOOKBACK, Schedule
+from .._service import Service
 from ..errors import BackendUnavailable
-from .outage import Outage, retry_delay
-from .service import Service
 from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.scheduler")

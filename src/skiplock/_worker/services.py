@@ -16,13 +16,13 @@ from .._backends import Backend
 from .._backends.base import JobPruneParams
 from .._config import WorkerConfig
 from .._job import ReclaimedJob
+from .._observe import events
+from .._observe.meter import Meter
+from .._outage import Outage, retry_delay
+from .._service import Service
 from ..errors import BackendUnavailable
-from . import events
 from .ledger import Ledger
-from .meter import Meter
-from .outage import Outage, retry_delay
 from .runner import Runner
-from .service import Service
 from .signals import WorkerSignals
 
 log = logging.getLogger("skiplock.worker")

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .service import Service
+from .._service import Service
 
 log = logging.getLogger("skiplock.worker")
 

@@ -14,7 +14,7 @@ in-process wake-ups) and the backend, never the App: ``Worker(registry, backend,
 runs on an open backend; ``Worker(app, config)`` builds on it, waiting for the app's database
 first.
 
-Every service has one lifecycle (``service.Service``: start, ready, stop) and lives in the
+Every service has one lifecycle (``_service.Service``: start, ready, stop) and lives in the
 worker's TaskGroup. If any of them dies the TaskGroup cancels the rest and ``run`` raises: a
 worker that has quietly stopped consuming is worse than one that exits loudly.
 """
@@ -36,24 +36,25 @@ from .. import _schema
 from .._app_observe import Observe
 from .._backends import Backend
 from .._config import WorkerConfig, WorkerOptions
+from .._observe.gauges import GaugeCache, Gauges
+from .._observe.http import HttpEndpoint, Response, Route
+from .._observe.meter import Meter
+from .._observe.plugins import MetricsExporter, default_metrics_exporter
+from .._observe.presence import Presence
+from .._outage import Outage
 from .._registry import Registry
+from .._service import Service
 from .._url import mask_url
 from ..errors import BackendError
 from .breaker import Breakers
 from .claim_window import ClaimWindow
 from .completer import Completer
-from .gauges import GaugeCache, Gauges
-from .http import HttpEndpoint, Response, Route
 from .leases import LeaseKeeper
 from .ledger import Ledger
-from .meter import Meter
-from .outage import Outage
-from .presence import Presence
 from .producer import Producer
 from .report import report_worker
 from .runner import Runner
 from .scheduler import Scheduler
-from .service import Service
 from .services import Canceller, Notifier, Pruner, Rescuer
 from .signals import WorkerSignals
 from .watchdog import Watchdog
@@ -89,6 +90,10 @@ class Worker:
     ``Worker(app.registry, backend, config)`` runs the same worker on a backend the caller
     opened (and closes).
     """
+
+    metrics_exporter: MetricsExporter | None = None
+    """What renders ``/metrics`` when ``metrics_port`` is set (an ``_observe.plugins``
+    plug-in, set before ``run``); None: the Prometheus exporter."""
 
     @overload
     def __init__(
@@ -335,19 +340,19 @@ class Worker:
         return services
 
     def _metrics(self, backend: Backend) -> tuple[Service, Route]:
-        """The gauges' refresher and the /metrics route (imports prometheus-client)."""
-        from .. import prometheus  # the extra: a ConfigurationError naming it if missing
-
+        """The gauges' refresher and the /metrics route, rendered by the exporter this
+        worker was handed (none: Prometheus, which needs its extra)."""
+        exporter = self.metrics_exporter or default_metrics_exporter()
         config = self.config
         cache = GaugeCache()
         silent_s = 3 * config.maintenance_interval_s + 5.0
         gauges = Gauges(
             Observe(_getter(backend)), self.id, cache, config.stats_refresh_s, silent_s, self.outage
         )
-        collector = prometheus.SkiplockCollector(self.meter, cache)
+        meter = self.meter
 
         async def metrics() -> Response:
-            return 200, prometheus.CONTENT_TYPE, prometheus.render(collector)
+            return 200, exporter.content_type, exporter.render(meter, cache)
 
         return gauges, metrics
 

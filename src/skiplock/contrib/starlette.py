@@ -20,9 +20,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from .. import Worker
 from .._app import App
 from .._config import WorkerConfig
-from .._worker.worker import Worker
+from .._service import Service, ServiceState
 from ..errors import ConfigurationError
 
 log = logging.getLogger("skiplock.contrib.starlette")
@@ -60,36 +61,51 @@ def skiplock_lifespan(app: App, *, worker: bool | WorkerConfig = False) -> Lifes
     return lifespan
 
 
+class _WorkerService(Service):
+    """The in-process worker on the one lifecycle every background loop shares: detached
+    (no TaskGroup in a web server's lifespan), ready with the worker, stopped by draining."""
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__()
+        self.worker = worker
+        self.name = f"skiplock worker {worker.name}"
+
+    async def serve(self) -> None:
+        ready = asyncio.ensure_future(self._mark_ready_with_the_worker())
+        try:
+            await self.worker.run()
+        finally:
+            ready.cancel()
+
+    async def _mark_ready_with_the_worker(self) -> None:
+        await self.worker.ready.wait()
+        self.mark_ready()
+
+    def stop(self) -> None:
+        """Stop claiming and drain (the worker's own graceful stop), not a cancel."""
+        self._stopped = True
+        self.worker.request_stop()
+
+
 @contextlib.asynccontextmanager
 async def _in_process_worker(app: App, config: WorkerConfig) -> AsyncIterator[Worker]:
-    """Run a Worker while the block runs: ready before it enters, drained when it leaves."""
-    worker = Worker(app, config)
-    task = asyncio.create_task(worker.run(), name=f"skiplock worker {worker.name}")
-    task.add_done_callback(_log_death)
-    await _until_ready(worker, task)
+    """Run a Worker while the block runs: ready before it enters, drained when it leaves.
+    A worker that dies is logged at once (the detached Service's contract) and its error
+    fails the lifespan."""
+    service = _WorkerService(Worker(app, config))
+    service.on_error = _log_death
+    await service.start_detached()
+    if service.state is ServiceState.STOPPED:
+        service.raise_error()
+        raise RuntimeError(f"{service.name} stopped before it was ready")
     try:
-        yield worker
+        yield service.worker
     finally:
-        worker.request_stop()
-        await task  # its error (if it died) fails the lifespan's shutdown
+        service.stop()
+        await service.join()
+        service.raise_error()  # its error (if it died) fails the lifespan's shutdown
 
 
-async def _until_ready(worker: Worker, task: asyncio.Task[None]) -> None:
-    """Wait for every service to be ready, or raise what the worker died of."""
-    ready = asyncio.create_task(worker.ready.wait())
-    try:
-        await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        ready.cancel()
-    if task.done():
-        task.result()  # re-raises the worker's error
-        raise RuntimeError(f"skiplock worker {worker.name} stopped before it was ready")
-
-
-def _log_death(task: asyncio.Task[None]) -> None:
-    """Log a worker that died while the server kept serving: its jobs have stopped running."""
-    if not task.cancelled() and task.exception() is not None:
-        log.error(
-            "in-process skiplock worker died; jobs will not run in this process",
-            exc_info=task.exception(),
-        )
+def _log_death(exc: BaseException) -> None:
+    """Say what it means for the web process when its worker dies: its jobs stopped running."""
+    log.error("in-process skiplock worker died; jobs will not run in this process")

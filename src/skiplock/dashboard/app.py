@@ -296,7 +296,7 @@ def create_app(
         try:
             yield
         finally:
-            await sampler.stop()
+            await sampler.aclose()
 
     middleware = [Middleware(_Guard)]
     if hosts is not None:

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._job import JobFilter, JobRecord, JobState
-from .._stats import StatsGroup
+from .._observe.stats import StatsGroup
 from ..errors import JobNotFound
 from .auth import Role
 from .filters import (

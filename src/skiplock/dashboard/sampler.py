@@ -5,17 +5,20 @@ The database keeps no history of depths, so the dashboard process samples it: ev
 (one query for every queue) and keeps, per queue, the live depth (pending + claimed +
 running) and the throughput over the sampling interval, for the last hour, in memory. A
 dashboard that just started shows a short line; two dashboard processes each keep their own.
+The loop is a detached ``Service`` (the lifecycle every background loop shares): started by
+the first request that needs it, stopped with the dashboard's lifespan.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from .._service import Service
 
 if TYPE_CHECKING:
     from .._app import App
@@ -34,31 +37,32 @@ class Sample:
     """Jobs finished (any outcome) a minute, over the sampling interval."""
 
 
-class Sampler:
+class Sampler(Service):
     """Samples every queue on its own task, started by the first request that needs it."""
 
+    name = "dashboard sampler"
+
     def __init__(self, app: App, every_s: float = 60.0) -> None:
+        super().__init__()
         self.app = app
         self.every_s = every_s
         self.samples: dict[str, deque[Sample]] = {}
-        self._task: asyncio.Task[None] | None = None
 
     def ensure_started(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="skiplock dashboard sampler")
+        self.spawn()  # nothing if it runs already
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def aclose(self) -> None:
+        """Stop sampling and wait for the loop to end (the dashboard's shutdown)."""
+        self.stop()
+        await self.join()
 
-    async def _run(self) -> None:
+    async def serve(self) -> None:
         while True:
             try:
                 await self.sample()
             except Exception:  # a database outage: the gap shows, the sampler goes on
                 log.warning("dashboard: sampling the queues failed", exc_info=True)
+            self.mark_ready()
             await asyncio.sleep(self.every_s)
 
     async def sample(self) -> None:

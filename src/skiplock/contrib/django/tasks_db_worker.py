@@ -20,10 +20,16 @@ What it does differently from django-tasks-concurrent 0.7.3 (see docs/django.md)
   raises, ``CancelledError`` or ``SystemExit`` raised by the task all record FAILED, like any
   exception; a result write that fails on a dropped connection reconnects and is retried;
 - database errors while claiming back off (1 s doubling to 30 s, reset by a success) on a
-  fresh connection instead of flooding the log or exiting;
+  fresh connection instead of flooding the log or exiting: claims and result writes report to
+  one ``Outage`` (the core worker's), which logs one line when the database goes away and one,
+  with its length, when it is back;
 - shutdown stops claiming at once, lets running tasks finish for ``shutdown_timeout``
   seconds, then gives unfinished rows back (READY) for the next worker; a second signal skips
   the wait.
+
+It runs on the core worker's runtime primitives: the result writer is a ``Service`` in the
+worker's TaskGroup (a writer that dies ends the worker loudly instead of leaving every task
+waiting on a write that never comes), and the database's health is one ``Outage``.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from django.tasks import TaskContext
 from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
+from ..._outage import Outage
+from ..._service import Service
 from .resilience import ReconnectBackoff
 
 log = logging.getLogger("skiplock.contrib.django")
@@ -68,6 +76,20 @@ def _call_sync(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, 
         return func(*args, **kwargs)
     finally:
         _close_thread_connections()
+
+
+class _Writer(Service):
+    """The one writer of a ``TasksDbWorker``: ready at once, cancelled when the worker ends."""
+
+    name = "tasksdb writer"
+
+    def __init__(self, worker: TasksDbWorker) -> None:
+        super().__init__()
+        self._worker = worker
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        await self._worker._writer()
 
 
 class _Released(Exception):
@@ -108,6 +130,7 @@ class TasksDbWorker:
         self._db = ThreadPoolExecutor(1, thread_name_prefix="skiplock-tasksdb-db")
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="skiplock-tasksdb-task")
         self._backoff = ReconnectBackoff()
+        self.outage = Outage(self._wake.set, logger=log)  # back: claim at once
         self._claim_min = max(1, concurrency // 2)
         self._outcomes: list[tuple[Any, dict[str, Any], asyncio.Future[None]]] = []
         self._outcome_ready = asyncio.Event()
@@ -135,14 +158,24 @@ class TasksDbWorker:
             self.concurrency,
             ",".join(self.queue_names) if self.queue_names else "*",
         )
-        writer = asyncio.create_task(self._writer(), name="skiplock-tasksdb-writer")
+        writer = _Writer(self)
         try:
-            await self._claim_loop(burst)
-            await self._drain()
+            async with asyncio.TaskGroup() as tg:
+                await writer.start(tg)
+                try:
+                    await self._claim_loop(burst)
+                    await self._drain()
+                finally:
+                    writer.stop()
+        except BaseExceptionGroup as group:  # what the loop raised, unwrapped as before
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
         finally:
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
+            left = list(self._running)  # none after a drain; a dead writer's waiting tasks
+            for task in left:
+                task.cancel()
+            await asyncio.gather(*left, return_exceptions=True)
             await self._on_db(_close_thread_connections)
             self._db.shutdown(wait=True)
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -164,13 +197,12 @@ class TasksDbWorker:
                 if self._stopping.is_set():
                     return  # a shutdown raced the error: nothing to retry
                 delay = self._backoff.next_delay()
-                log.warning(
-                    "claim failed (%s: %s); retrying in %.0fs", type(exc).__name__, exc, delay
-                )
+                self.outage.failed(f"claim (retrying in {delay:.0f}s)", exc)
                 await self._on_db(_close_thread_connections)
                 await self._wait(delay)
                 continue
             self._backoff.succeeded()
+            self.outage.answered()
             self.ready.set()
             for row in rows:
                 task = asyncio.create_task(self._run_one(row))
@@ -287,13 +319,14 @@ class TasksDbWorker:
                 try:
                     await self._on_db(self._write_batch, [(pk, f) for pk, f, _ in batch])
                     backoff.succeeded()
+                    self.outage.answered()
                     break
                 except DatabaseError as exc:
                     if self._forced.is_set():
                         log.error("%d outcomes not written (%s): left RUNNING", len(batch), exc)
                         break
                     delay = backoff.next_delay()
-                    log.warning("writing %d outcomes failed (%s); retrying", len(batch), exc)
+                    self.outage.failed(f"writing {len(batch)} outcomes", exc)
                     await self._on_db(_close_thread_connections)
                     await asyncio.sleep(delay)
             for _, _, done in batch:

@@ -25,10 +25,11 @@ import logging
 import signal
 import threading
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, Protocol, TypedDict
 
 from ..._config import WorkerConfig
+from ..._service import Service
 from ..._worker.supervisor import report_ready
 from ..._worker.worker import Worker
 from ...errors import SchemaError
@@ -327,24 +328,36 @@ async def _tasks_db_scheduler(
     if not scheduler or not _entries(alias):
         yield
         return
-    sweeping = asyncio.create_task(
-        defer_periodic_forever(interval, alias), name="periodic-scheduler"
-    )
+    sweeper = _Sweeper(interval, alias, defer_periodic_forever)
 
-    def finished(task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("Periodic scheduler failed, stopping worker: %s", task.exception())
-            worker.request_stop()
+    def failed(exc: BaseException) -> None:
+        log.error("Periodic scheduler failed, stopping worker: %s", exc)
+        worker.request_stop()
 
-    sweeping.add_done_callback(finished)
+    sweeper.on_error = failed
+    sweeper.spawn()
     try:
         yield
     finally:
-        sweeping.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sweeping
-    if not sweeping.cancelled() and sweeping.exception() is not None:
-        raise RuntimeError("the periodic scheduler died") from sweeping.exception()
+        sweeper.stop()
+        await sweeper.join()
+    if sweeper.error is not None:
+        raise RuntimeError("the periodic scheduler died") from sweeper.error
+
+
+class _Sweeper(Service):
+    """The periodic sweep beside a tasks-db worker, on the one lifecycle (detached)."""
+
+    name = "periodic-scheduler"
+
+    def __init__(
+        self, interval: float, alias: str, sweep: Callable[[float, str], Awaitable[None]]
+    ) -> None:
+        super().__init__()
+        self._interval, self._alias, self._sweep = interval, alias, sweep
+
+    async def serve(self) -> None:
+        await self._sweep(self._interval, self._alias)
 
 
 ABANDONED_THREADS = 0

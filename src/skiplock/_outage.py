@@ -17,8 +17,6 @@ import random
 import time
 from collections.abc import Callable
 
-from ..errors import BackendUnavailable
-
 log = logging.getLogger("skiplock.worker")
 
 RETRY_CAP_S = 5.0
@@ -53,7 +51,7 @@ class Outage:
     def down(self) -> bool:
         return self._since is not None
 
-    def failed(self, who: str, exc: BackendUnavailable) -> None:
+    def failed(self, who: str, exc: Exception) -> None:
         """A service could not reach the database; the first such report logs the outage."""
         if self._since is None:
             self._since = self._clock()

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from .._backends import Backend
 from .._backends.base import WorkerBeatParams
 from .._config import WorkerConfig
+from .._outage import Outage
+from .._service import Service
 from ..errors import BackendError, BackendUnavailable
-from .outage import Outage
-from .service import Service
 
 log = logging.getLogger("skiplock.worker")
 

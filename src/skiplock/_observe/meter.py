@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .._job import Completion, Disposition
+from .outcomes import OUTCOMES
 
 MAX_SERIES = 200
 """Distinct (queue, task) pairs a worker keeps apart; the rest are ("other", "other")."""
@@ -27,16 +28,6 @@ ROUND_TRIP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25
 """Claim round trips and completer lag, in seconds."""
 BATCH_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
 """Jobs per claim."""
-
-OUTCOMES: dict[Disposition, str] = {
-    Disposition.SUCCEED: "succeeded",
-    Disposition.RETRY: "retried",
-    Disposition.SNOOZE: "snoozed",
-    Disposition.RELEASE: "released",
-    Disposition.CANCEL: "cancelled",
-    Disposition.DEAD: "dead",
-}
-"""The ``outcome`` label of each way an attempt ends."""
 
 
 @dataclass(slots=True)

@@ -17,10 +17,10 @@ import time
 from typing import Protocol
 
 from .._job import WorkerInfo
-from .._stats import Stats
+from .._outage import Outage
+from .._service import Service
 from ..errors import BackendUnavailable
-from .outage import Outage
-from .service import Service
+from .stats import Stats
 
 log = logging.getLogger("skiplock.worker")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ._backends.base import JobStatsRows
-from ._job import WorkerInfo as WorkerInfo  # re-exported: it lives with the records now
+from .._backends.base import JobStatsRows
+from .._job import WorkerInfo as WorkerInfo  # re-exported: it lives with the records now
 
 TOTAL = ""
 """The name of the group that counts every queue and task."""

@@ -13,20 +13,11 @@ import functools
 import logging
 from collections.abc import Callable
 
+from .._attempt import Decision
 from .._job import ClaimedJob, Disposition, ReclaimedJob
-from .classify import Decision
+from .outcomes import OUTCOMES
 
 log = logging.getLogger("skiplock.jobs")
-
-EVENTS: dict[Disposition, tuple[str, int]] = {
-    Disposition.SUCCEED: ("succeeded", logging.INFO),
-    Disposition.RETRY: ("retry", logging.WARNING),
-    Disposition.SNOOZE: ("snoozed", logging.INFO),
-    Disposition.RELEASE: ("released", logging.INFO),
-    Disposition.CANCEL: ("cancelled", logging.WARNING),
-    Disposition.DEAD: ("dead", logging.ERROR),
-}
-"""Each way an attempt ends: its event name and level."""
 
 
 def _fields(job: ClaimedJob | ReclaimedJob, worker: str) -> dict[str, object]:
@@ -60,13 +51,14 @@ def on_recorded(
 ) -> Callable[[], None] | None:
     """The ``ended`` event of an attempt, to log once its outcome is recorded (None while
     that level is off: no closure a job)."""
-    if not log.isEnabledFor(EVENTS[decision.disposition][1]):
+    if not log.isEnabledFor(OUTCOMES[decision.disposition].level):
         return None
     return functools.partial(ended, job, decision, duration_s, worker)
 
 
 def ended(job: ClaimedJob, decision: Decision, duration_s: float, worker: str) -> None:
-    event, level = EVENTS[decision.disposition]
+    outcome = OUTCOMES[decision.disposition]
+    event, level = outcome.event, outcome.level
     if not log.isEnabledFor(level):
         return
     fields = {"event": event, **_fields(job, worker), "duration_s": round(duration_s, 6)}

@@ -12,8 +12,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from .._service import Service
 from ..errors import ConfigurationError
-from .service import Service
 
 log = logging.getLogger("skiplock.worker")
 
