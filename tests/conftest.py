@@ -22,10 +22,7 @@ import pytest
 
 import skiplock
 
-from .helpers import FakeClock
-
-PG_URL = os.environ.get("SKIPLOCK_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-
+from .helpers import PG_URL, FakeClock
 
 PG_RESTART_ENV = "SKIPLOCK_TEST_PG_RESTART"
 
