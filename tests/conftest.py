@@ -23,6 +23,7 @@ import pytest
 import skiplock
 
 from .helpers import PG_URL, FakeClock
+from .tiers import mark_slow
 
 PG_RESTART_ENV = "SKIPLOCK_TEST_PG_RESTART"
 
@@ -119,3 +120,7 @@ async def clocked_app(db_url: str, clock: FakeClock) -> AsyncIterator[skiplock.A
     await the_app.migrate()
     yield the_app
     await the_app.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_slow(items)  # the seconds-long tests make test-fast leaves out (tests/tiers.py)

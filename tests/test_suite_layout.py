@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from . import tiers
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -76,3 +78,24 @@ def test_the_check_sees_every_spelling_of_such_an_import(tmp_path: Path) -> None
         "tests.test_local": {"tests.sub.test_b"},
         "tests.sub.test_up": {"tests.test_a"},
     }
+
+
+def test_every_test_tiers_names_exists() -> None:
+    """A renamed or deleted test must leave tests/tiers.py too, or the fast tier would quietly
+    take back a test the list meant to leave out (and the list would rot)."""
+    defined: dict[str, set[str]] = {}
+    for path in TESTS.rglob("test_*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        defined[path.relative_to(TESTS.parent).as_posix()] = {
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+    missing = [path for path in tiers.SLOW_MODULES if path not in defined]
+    missing += [
+        f"{path}::{name}"
+        for path, names in tiers.SLOW_TESTS.items()
+        for name in names
+        if name not in defined.get(path, set())
+    ]
+    assert missing == []
