@@ -22,10 +22,8 @@ import pytest
 
 import skiplock
 
-from .helpers import FakeClock
-
-PG_URL = os.environ.get("SKIPLOCK_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-
+from .helpers import PG_URL, FakeClock
+from .tiers import mark_slow
 
 PG_RESTART_ENV = "SKIPLOCK_TEST_PG_RESTART"
 
@@ -122,3 +120,7 @@ async def clocked_app(db_url: str, clock: FakeClock) -> AsyncIterator[skiplock.A
     await the_app.migrate()
     yield the_app
     await the_app.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_slow(items)  # the seconds-long tests make test-fast leaves out (tests/tiers.py)

@@ -1,16 +1,42 @@
-"""Small test helpers shared by the suite: a pinned clock, waiting on a condition with a
-deadline (for events in another process, which no in-process hook can signal), a free port."""
+"""What the suite's test modules share, so no test module imports another: a pinned clock,
+waiting on a condition with a deadline (for events in another process, which no in-process hook
+can signal), a free port, an HTTP GET, an in-process worker, and the harness that drives the
+real CLI in subprocesses (``Cli`` and its fixtures). ``tests/test_suite_layout.py`` keeps it so.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
 import socket
+import sqlite3
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+import asyncpg
+import pytest
+
+import skiplock
+from skiplock import Worker
+from skiplock._backends import sqlite_sql
 
 T = TypeVar("T")
+
+PG_URL = os.environ.get("SKIPLOCK_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+"""The test server (``conftest.pg_url`` makes a schema on it for each test)."""
 
 
 class FakeClock:
@@ -51,3 +77,205 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """GET ``path`` on 127.0.0.1:``port``: the status and the body, an error status included."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@contextlib.asynccontextmanager
+async def running(app: skiplock.App, **options: object) -> AsyncIterator[Worker]:
+    """An in-process worker on ``app`` for the block, stopped (and awaited) on the way out."""
+    worker = Worker(app, poll_interval_s=0.05, **options)  # type: ignore[arg-type]
+    run = asyncio.create_task(worker.run())
+    try:
+        yield worker
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(run, timeout=30)
+
+
+# --- schema versions -------------------------------------------------------------------------
+
+LATEST = sqlite_sql.MIGRATIONS[-1][0]
+"""The schema version this skiplock migrates to (the same on both backends)."""
+
+
+def newer_schema(url: str, version: int = 99) -> None:
+    """Record a migration this skiplock does not know, as a newer skiplock would."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            conn.execute(
+                "INSERT INTO skiplock_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, "from the future", "2030-01-01T00:00:00+00:00"),
+            )
+        return
+    schema = parse_qs(urlsplit(url).query)["schema"][0]
+
+    async def insert() -> None:
+        conn = await asyncpg.connect(PG_URL)
+        try:
+            await conn.execute(
+                f'INSERT INTO "{schema}".skiplock_migrations (version, name) VALUES ($1, $2)',
+                version,
+                "from the future",
+            )
+        finally:
+            await conn.close()
+
+    asyncio.run(insert())
+
+
+# --- the real CLI in subprocesses ------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = "tests.apps.cli_app:app"
+
+
+class Cli:
+    """Starts ``python -m skiplock ...`` with the test's database and execution log."""
+
+    def __init__(self, url: str, tmp_path: Path, app: str = APP) -> None:
+        self.url = url
+        self.app = app
+        self.log = tmp_path / "executions.log"
+        self.tmp = tmp_path
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "SKIPLOCK_DATABASE_URL": self.url,
+            "SKIPLOCK_TEST_LOG": str(self.log),
+            "PYTHONPATH": str(ROOT),
+        }
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "skiplock", *args],
+            env=self.env(),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        with open(self.tmp / f"worker-{len(self.procs)}.out", "wb") as out:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "skiplock",
+                    "worker",
+                    self.app,
+                    "--poll-interval",
+                    "0.1",
+                    *args,
+                ],
+                env=self.env(),
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # so stop_all can end a supervisor's children too
+            )
+        self.procs.append(proc)
+        return proc
+
+    def output(self, index: int = 0) -> str:
+        return (self.tmp / f"worker-{index}.out").read_text()
+
+    def lines(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def wait_for_line(self, line: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while line not in self.lines():
+            assert time.monotonic() < deadline, f"never saw {line!r}"
+            time.sleep(0.05)
+
+    def wait_for_output(self, index: int, text: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output(index):
+            assert time.monotonic() < deadline, f"worker {index} never said {text!r}"
+            time.sleep(0.05)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def cli_fixtures(module: ModuleType, spec: str = APP) -> tuple[Any, Any]:
+    """The ``cli`` and ``app`` fixtures of a test module whose worker processes run ``spec``
+    (``module``'s MODULE:ATTRIBUTE), e.g. ``cli, app = cli_fixtures(crash_app, CRASH_SPEC)``.
+    A factory, not conftest fixtures: ``app`` here is ``module.app`` migrated by the CLI, and
+    shadows the conftest ``app`` only in the modules that ask for it."""
+
+    @pytest.fixture(name="cli")
+    def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
+        runner = Cli(db_url, tmp_path, spec)
+        yield runner
+        runner.stop_all()
+
+    @pytest.fixture(name="app")
+    async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
+        assert cli.run("migrate", spec).returncode == 0
+        module.app.url = cli.url
+        yield module.app
+        await module.app.close()
+
+    return cli, app
+
+
+def ok(result: object) -> str:
+    """The stdout of a CLI run that must have exited 0 (its output in the failure if not)."""
+    assert result.returncode == 0, (result.stdout, result.stderr)  # type: ignore[attr-defined]
+    return str(result.stdout)  # type: ignore[attr-defined]
+
+
+async def run(cli: Cli, *args: str) -> object:
+    """``cli.run`` off the event loop, so an in-process worker or watcher keeps running."""
+    return await asyncio.to_thread(cli.run, *args)
+
+
+# --- the documented --json schema ------------------------------------------------------------
+
+CLI_DOC = ROOT / "docs" / "operations" / "cli.md"
+
+
+def documented(heading: str) -> set[str]:
+    """The keys in the table under docs/operations/cli.md's ``### `heading`...`` section."""
+    text = CLI_DOC.read_text()
+    start = text.index(f"### {heading}")
+    end = text.find("\n### ", start + 1)
+    section = text[start : end if end > 0 else None]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.MULTILINE))
+
+
+def keys(value: dict[str, Any], prefix: str = "") -> set[str]:
+    """Top-level keys, and ``name[].key`` for the keys of a list of objects; a list of jobs
+    is checked against the job table separately, so only its name counts here."""
+    found = set()
+    for key, item in value.items():
+        found.add(prefix + key)
+        if key != "jobs" and isinstance(item, list) and item and isinstance(item[0], dict):
+            for element in item:
+                found |= keys(element, f"{prefix}{key}[].")
+    return found
+
+
+def parsed(result: object, code: int = 0) -> dict[str, Any]:
+    """The one JSON object a ``--json`` CLI run printed on its one line, exit ``code``."""
+    assert result.returncode == code, (result.stdout, result.stderr)  # type: ignore[attr-defined]
+    lines = result.stdout.splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1, lines  # one object on one line
+    value = json.loads(lines[0])
+    assert isinstance(value, dict)
+    return value

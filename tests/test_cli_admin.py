@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -14,32 +11,12 @@ from skiplock import JobState, Worker
 from skiplock._backends.base import ClaimParams
 
 from .apps import cli_app
-from .backends.test_operations import bury_many
-from .test_cli import APP, Cli
+from .backends.helpers import bury_many
+from .helpers import APP, Cli, cli_fixtures, ok, run
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture
-def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
-    yield Cli(db_url, tmp_path)
-
-
-@pytest.fixture
-async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
-    assert cli.run("migrate", APP).returncode == 0
-    cli_app.app.url = cli.url
-    yield cli_app.app
-    await cli_app.app.close()
-
-
-def ok(result: object) -> str:
-    assert result.returncode == 0, (result.stdout, result.stderr)  # type: ignore[attr-defined]
-    return str(result.stdout)  # type: ignore[attr-defined]
-
-
-async def run(cli: Cli, *args: str) -> object:
-    return await asyncio.to_thread(cli.run, *args)
+cli, app = cli_fixtures(cli_app)
 
 
 async def test_queue_commands(cli: Cli, app: skiplock.App) -> None:

@@ -13,9 +13,7 @@ import pytest
 import skiplock
 
 from .conftest import PG_URL
-from .helpers import free_port, wait_until
-from .test_cli import APP, ROOT, Cli
-from .test_schema_guard import LATEST, newer_schema
+from .helpers import APP, LATEST, ROOT, Cli, free_port, newer_schema, wait_until
 
 pytestmark = pytest.mark.slow
 

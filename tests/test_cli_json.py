@@ -4,10 +4,7 @@ for that command (so the documented schema cannot drift from what scripts read).
 
 from __future__ import annotations
 
-import json
-import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -15,45 +12,13 @@ import skiplock
 from skiplock import Worker
 
 from .apps import cli_app
-from .test_cli import ROOT, Cli, cli_fixtures
-from .test_cli_admin import run
+from .helpers import Cli, cli_fixtures, documented, keys, parsed, run
 
 pytestmark = pytest.mark.slow
 APP = "tests.apps.cli_app:app"
 CRON_APP = "tests.apps.cron_app:app"
-DOC = ROOT / "docs" / "operations" / "cli.md"
 
 cli, app = cli_fixtures(cli_app)
-
-
-def documented(heading: str) -> set[str]:
-    """The keys in the table under the docs' ``### `heading`...`` section."""
-    text = DOC.read_text()
-    start = text.index(f"### {heading}")
-    end = text.find("\n### ", start + 1)
-    section = text[start : end if end > 0 else None]
-    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.MULTILINE))
-
-
-def keys(value: dict[str, Any], prefix: str = "") -> set[str]:
-    """Top-level keys, and ``name[].key`` for the keys of a list of objects; a list of jobs
-    is checked against the job table separately, so only its name counts here."""
-    found = set()
-    for key, item in value.items():
-        found.add(prefix + key)
-        if key != "jobs" and isinstance(item, list) and item and isinstance(item[0], dict):
-            for element in item:
-                found |= keys(element, f"{prefix}{key}[].")
-    return found
-
-
-def parsed(result: object, code: int = 0) -> dict[str, Any]:
-    assert result.returncode == code, (result.stdout, result.stderr)  # type: ignore[attr-defined]
-    lines = result.stdout.splitlines()  # type: ignore[attr-defined]
-    assert len(lines) == 1, lines  # one object on one line
-    value = json.loads(lines[0])
-    assert isinstance(value, dict)
-    return value
 
 
 JOB = documented("A job")

@@ -14,7 +14,7 @@ from skiplock._cli import main
 from skiplock._cli.options import field_docs, flag
 from skiplock._worker.supervisor import Backoff
 
-from .test_cli import APP, Cli
+from .helpers import APP, Cli
 
 
 def worker_options() -> dict[str, click.Option]:

@@ -16,9 +16,7 @@ import skiplock
 from skiplock import JobState, Worker
 
 from .apps import cli_app
-from .test_cli import ROOT, Cli, cli_fixtures
-from .test_cli_admin import run
-from .test_cli_json import documented, keys, parsed
+from .helpers import ROOT, Cli, cli_fixtures, documented, keys, parsed, run
 
 pytestmark = pytest.mark.slow
 APP = "tests.apps.cli_app:app"

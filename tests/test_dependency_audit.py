@@ -164,12 +164,14 @@ def _url(server: ThreadingHTTPServer) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}/v1/query"
 
 
+@pytest.mark.slow
 def test_audit_passes_today_s_bounds(osv: ThreadingHTTPServer) -> None:
     proc = _audit(_url(osv))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "pyproject.toml's lower bounds: no known vulnerabilities" in proc.stdout
 
 
+@pytest.mark.slow
 def test_audit_fails_a_bound_that_admits_a_vulnerable_release(
     osv: ThreadingHTTPServer, tmp_path: Path
 ) -> None:
@@ -180,18 +182,21 @@ def test_audit_fails_a_bound_that_admits_a_vulnerable_release(
     assert "starlette 0.37: GHSA-86qp-5c8j-p5mr (fixed in 1.0.1)" in proc.stdout
 
 
+@pytest.mark.slow
 def test_audit_out_of_reach_says_so_and_passes() -> None:
     proc = _audit(f"http://127.0.0.1:{free_port()}/v1/query")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "audit skipped: pyproject.toml's lower bounds not audited" in proc.stdout
 
 
+@pytest.mark.slow
 def test_audit_out_of_reach_fails_when_required() -> None:
     proc = _audit(f"http://127.0.0.1:{free_port()}/v1/query", SKIPLOCK_AUDIT_REQUIRED="1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAILED (SKIPLOCK_AUDIT_REQUIRED=1)" in proc.stdout
 
 
+@pytest.mark.slow
 def test_audit_a_failing_service_is_not_a_clean_audit(osv: ThreadingHTTPServer) -> None:
     _Osv.broken = True
     try:

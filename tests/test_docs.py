@@ -96,6 +96,7 @@ async def _admin(statement: str) -> None:
     ids=map(_name, RUN_PAGES),
     indirect=["page_database"],
 )
+@pytest.mark.slow
 def test_page_examples_run(
     page: Path, page_database: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

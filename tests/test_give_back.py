@@ -4,14 +4,14 @@ worker in another process takes them instead of waiting behind a long job (issue
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 import skiplock
 
 from .apps import crash_app
-from .helpers import await_until
-from .test_cli import Cli, cli_fixtures
+from .helpers import Cli, await_until, cli_fixtures
 
 APP = "tests.apps.crash_app:app"
 pytestmark = pytest.mark.slow
@@ -34,14 +34,12 @@ async def test_a_worker_of_long_jobs_leaves_work_for_an_idle_one(
     # Short jobs so far: the first worker claims ahead, so it takes both long jobs at once.
     await app.enqueue_many(crash_app.work.prepare(n, 60) for n in (100, 101))
     await await_until(
-        lambda: any(ln.startswith("start 10") for ln in cli.lines()), "a long job", 20
+        lambda: any(ln.startswith("start 10") for ln in cli.lines()), "a long job", 30
     )
-    for _ in range(100):
-        if await held(app) == 2:
-            break
+    deadline = time.monotonic() + 30  # the claim ahead is in the table within moments
+    while await held(app) != 2:
+        assert time.monotonic() < deadline, "the first worker did not claim the second long job"
         await asyncio.sleep(0.05)
-    else:
-        pytest.fail("the first worker did not claim the second long job ahead")
     second = cli.start("--concurrency", "4")
 
     def taken_by_second() -> bool:

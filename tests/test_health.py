@@ -18,9 +18,7 @@ from skiplock import StatsGroup, WorkerInfo
 from skiplock._cli.health import problems
 
 from .apps import cli_app
-from .helpers import free_port, wait_until
-from .test_cli import Cli, cli_fixtures
-from .test_prometheus import get
+from .helpers import Cli, cli_fixtures, free_port, http_get, wait_until
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -66,8 +64,8 @@ async def test_health_flips_while_the_only_worker_is_stopped(cli: Cli, app: skip
         return cli.run(*probe).returncode == 0
 
     wait_until(healthy, "healthy once the worker beats")
-    wait_until(lambda: get(port, "/readyz")[0] == 200, "ready over HTTP")
-    assert get(port, "/livez")[0] == 200
+    wait_until(lambda: http_get(port, "/readyz")[0] == 200, "ready over HTTP")
+    assert http_get(port, "/livez")[0] == 200
     os.kill(proc.pid, signal.SIGSTOP)
     try:
         handle = await cli_app.record.aenqueue(1)  # ready work, and nobody to claim it

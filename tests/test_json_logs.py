@@ -16,8 +16,7 @@ import pytest
 import skiplock
 
 from .apps import cli_app
-from .helpers import wait_until
-from .test_cli import Cli, cli_fixtures
+from .helpers import Cli, cli_fixtures, wait_until
 
 SENTINEL = "s3cr3t-6b1f0d2e"
 

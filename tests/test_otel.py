@@ -22,7 +22,7 @@ import skiplock
 from skiplock.otel import instrument, uninstrument
 
 from .apps import otel_app
-from .test_cli import ROOT
+from .helpers import ROOT
 
 SENTINEL = "p4yl0ad-91c3"
 

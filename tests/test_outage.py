@@ -20,7 +20,7 @@ import skiplock
 
 from .apps import cli_app
 from .conftest import PG_URL, restart_postgres
-from .test_cli import APP, Cli
+from .helpers import APP, Cli
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,7 @@ from skiplock import JobState
 from skiplock._worker.executor import NEWER_PAYLOAD_PATIENCE_S, NEWER_PAYLOAD_RETRY_S
 
 from .apps import cli_app
-from .helpers import FakeClock
-from .test_cli import APP, Cli
+from .helpers import APP, Cli, FakeClock
 
 
 def v1_to_v2(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:

@@ -23,8 +23,8 @@ from skiplock._url import mask_url
 from skiplock.errors import ConfigurationError
 
 from .apps import pooler_app
+from .helpers import Cli
 from .pgbouncer import pgbouncer
-from .test_cli import Cli
 
 APP = "tests.apps.pooler_app:app"
 

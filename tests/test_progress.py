@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -10,8 +12,9 @@ import pytest
 import skiplock
 from skiplock import Worker, current_job
 from skiplock._job import JobContext
+from skiplock._worker.progress import PROGRESS_INTERVAL_S
 
-from .test_waiting import running
+from .helpers import running
 
 
 async def test_progress_is_written_with_the_next_heartbeat_and_read_from_the_handle(
@@ -44,20 +47,25 @@ async def test_progress_is_written_with_the_next_heartbeat_and_read_from_the_han
 
 async def test_many_calls_cost_at_most_a_beat_a_second(app: skiplock.App) -> None:
     """200 calls over ~1 s: a handful of heartbeat statements, and the last record wins
-    (written with the outcome when the job ends between beats)."""
+    (written with the outcome when the job ends between beats). The bound is counted from
+    the job's own length, so a loaded machine that stretches the calls cannot fail it."""
+    took: list[float] = []
 
     @app.task(name="chatty")
     async def chatty() -> None:
+        began = time.monotonic()
         for i in range(1, 201):
             await current_job().set_progress(i / 200, message=f"step {i}")
             await asyncio.sleep(0.005)
+        took.append(time.monotonic() - began)
 
     handle = await chatty.aenqueue()
     async with running(app) as worker:
         beats = worker.signals.heartbeat.arm()
         await handle.result(timeout=30)
         count = len(beats.drain())
-    assert 1 <= count <= 4, count
+    (seconds,) = took
+    assert 1 <= count <= math.ceil(seconds / PROGRESS_INTERVAL_S) + 2 < 50, (count, seconds)
     progress = await handle.progress()
     assert progress is not None and progress["fraction"] == 1.0
     assert progress["message"] == "step 200"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.request
 from collections.abc import AsyncIterator
 
 import httpx
@@ -21,8 +20,7 @@ from skiplock._observe.meter import MAX_SERIES, Meter
 from skiplock.prometheus import SkiplockCollector, metrics_app, render
 
 from .apps import cli_app
-from .helpers import free_port
-from .test_cli import ROOT, Cli, cli_fixtures
+from .helpers import ROOT, Cli, cli_fixtures, free_port, http_get
 
 DOC = ROOT / "docs" / "metrics.md"
 
@@ -43,21 +41,13 @@ def exposed_names(text: str) -> set[str]:
     return names
 
 
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 def scrape_until(port: int, wanted: str, timeout: float = 30) -> str:
     """Scrape until the exposition contains ``wanted`` (a deadline, not a sleep)."""
     deadline = time.monotonic() + timeout
     text = ""
     while time.monotonic() < deadline:
         try:
-            _, text = get(port, "/metrics")
+            _, text = http_get(port, "/metrics")
         except OSError:  # not listening yet
             text = ""
         if wanted in text:
@@ -87,7 +77,7 @@ async def test_a_worker_serves_every_documented_metric(cli: Cli, app: skiplock.A
     assert not missing, f"documented but not exposed: {missing}\n{text}"
     assert "skiplock_metrics_leader 1.0" in text and "skiplock_workers 1.0" in text
     assert str(SENTINEL) not in text
-    status, _ = get(port, "/nothing")
+    status, _ = http_get(port, "/nothing")
     assert status == 404
 
 

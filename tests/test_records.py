@@ -9,10 +9,9 @@ import skiplock
 from skiplock import Worker
 
 from .apps import cli_app
-from .test_cli import APP, Cli
-from .test_cli_admin import app, cli, ok, run
+from .helpers import APP, Cli, cli_fixtures, ok, run
 
-__all__ = ["app", "cli"]  # the fixtures, shared with the admin tests
+cli, app = cli_fixtures(cli_app)
 
 
 async def test_job_show_json_has_result_times_worker_and_errors(

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import subprocess
 import sys
 import uuid
@@ -15,40 +14,11 @@ import asyncpg
 import pytest
 
 import skiplock
-from skiplock._backends import sqlite_sql
 from skiplock._backends.postgres_url import parse_postgres_url
 from skiplock._url import mask_url
 
 from .conftest import PG_URL
-from .test_cli import ROOT, Cli
-
-LATEST = sqlite_sql.MIGRATIONS[-1][0]
-"""The schema version this skiplock migrates to (the same on both backends)."""
-
-
-def newer_schema(url: str, version: int = 99) -> None:
-    """Record a migration this skiplock does not know, as a newer skiplock would."""
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
-            conn.execute(
-                "INSERT INTO skiplock_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                (version, "from the future", "2030-01-01T00:00:00+00:00"),
-            )
-        return
-    schema = parse_qs(urlsplit(url).query)["schema"][0]
-
-    async def insert() -> None:
-        conn = await asyncpg.connect(PG_URL)
-        try:
-            await conn.execute(
-                f'INSERT INTO "{schema}".skiplock_migrations (version, name) VALUES ($1, $2)',
-                version,
-                "from the future",
-            )
-        finally:
-            await conn.close()
-
-    asyncio.run(insert())
+from .helpers import LATEST, ROOT, Cli, newer_schema
 
 
 async def test_producers_and_migrate_refuse_a_newer_schema(db_url: str) -> None:

@@ -27,7 +27,7 @@ import skiplock
 
 from .apps import crash_app
 from .conftest import restart_postgres
-from .test_cli import Cli
+from .helpers import Cli
 
 APP = "tests.apps.crash_app:app"
 JOBS = 20_000

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,22 +10,11 @@ import asyncpg
 import pytest
 
 import skiplock
-from skiplock import Cancel, JobCancelled, JobFailed, Worker
+from skiplock import Cancel, JobCancelled, JobFailed
 
 from .apps import cli_app
 from .conftest import PG_URL
-from .test_cli import APP, Cli
-
-
-@contextlib.asynccontextmanager
-async def running(app: skiplock.App, **options: object) -> AsyncIterator[Worker]:
-    worker = Worker(app, poll_interval_s=0.05, **options)  # type: ignore[arg-type]
-    run = asyncio.create_task(worker.run())
-    try:
-        yield worker
-    finally:
-        worker.request_stop()
-        await asyncio.wait_for(run, timeout=30)
+from .helpers import APP, Cli, running
 
 
 async def test_result_comes_back_from_an_async_and_a_sync_task(app: skiplock.App) -> None:

@@ -13,7 +13,7 @@ from skiplock import WorkerConfig
 from skiplock._limits import MAX_BATCH, MAX_CONCURRENCY, MAX_SECONDS
 from skiplock.errors import ConfigurationError
 
-from .test_cli import APP, Cli
+from .helpers import APP, Cli
 
 DURATIONS = [
     "poll_interval_s",

@@ -6,7 +6,6 @@ field, schedules, bounded queues all or nothing, the caller's transaction, wake-
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 
@@ -20,8 +19,8 @@ from skiplock._backends.postgres import COPY_MIN_ROWS
 from skiplock._job import NewJob
 
 from ..conftest import PG_URL
-from ..helpers import FakeClock
-from .test_conformance import claim
+from ..helpers import FakeClock, await_until
+from .helpers import claim
 
 N = max(500, COPY_MIN_ROWS)
 
@@ -46,11 +45,6 @@ def delay_of(i: int) -> timedelta:
     if i % 7 == 0:
         return timedelta(seconds=60)
     return timedelta(hours=1) if i % 11 == 0 else timedelta(0)
-
-
-@pytest.fixture
-async def backend(clocked_app: skiplock.App) -> Backend:
-    return await clocked_app.backend()
 
 
 async def test_large_batch_keeps_order_fields_and_schedules(
@@ -146,10 +140,7 @@ async def test_large_batch_wakes_a_listener(pg_url: str) -> None:
             await backend.job_insert_many(
                 JobInsertManyParams([NewJob("t", q, "[]", "{}", 0, 1) for q in "xy" * N])
             )
-            for _ in range(100):
-                if len(woken) >= 2:
-                    break
-                await asyncio.sleep(0.02)
+            await await_until(lambda: len(woken) >= 2, "both queues' notifications")
     finally:
         await app.close()
     assert sorted(set(woken)) == ["x", "y"]

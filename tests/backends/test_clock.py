@@ -17,7 +17,7 @@ from skiplock._worker.services import Pruner
 from skiplock.errors import JobNotFound
 
 from ..helpers import FakeClock
-from .test_conformance import claim, new_job
+from .helpers import claim, new_job
 
 DAY = 86400.0
 

@@ -12,46 +12,15 @@ import skiplock
 from skiplock._backends import Backend, open_backend
 from skiplock._backends.base import (
     MAX_ERRORS_KEPT,
-    ClaimParams,
     JobActionParams,
     JobHeartbeatManyParams,
     JobInsertManyParams,
 )
-from skiplock._job import Completion, Disposition, JobState, NewJob
+from skiplock._job import Completion, Disposition, JobState
 from skiplock.errors import JobNotFound
 
 from ..helpers import FakeClock
-
-
-def new_job(task: str = "t", **overrides: object) -> NewJob:
-    fields: dict[str, object] = {
-        "task": task,
-        "queue": "default",
-        "args_json": "[1]",
-        "kwargs_json": '{"k": "v"}',
-        "priority": 0,
-        "max_attempts": 3,
-    }
-    fields.update(overrides)
-    return NewJob(**fields)  # type: ignore[arg-type]
-
-
-def claim(
-    limit: int = 10, queues: tuple[str, ...] | None = None, token: str = "tok"
-) -> ClaimParams:
-    return ClaimParams(
-        queues=queues,
-        limit=limit,
-        worker="w1",
-        lease_token=token,
-        default_lease=60.0,
-        lease_margin=5.0,
-    )
-
-
-@pytest.fixture
-async def backend(clocked_app: skiplock.App) -> Backend:
-    return await clocked_app.backend()
+from .helpers import claim, new_job
 
 
 async def test_schema_is_current_after_migrate_and_migrate_is_idempotent(

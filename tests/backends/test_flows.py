@@ -12,7 +12,7 @@ from skiplock._backends import flows
 from skiplock._backends.base import CronSlotClaimParams
 from skiplock._job import SlotOutcome
 
-from .test_conformance import claim, new_job
+from .helpers import claim, new_job
 
 SLOT = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -7,10 +7,8 @@ job_list must still list and show such a job, its ``problems`` saying what could
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 
-import asyncpg
 import pytest
 
 import skiplock
@@ -18,8 +16,7 @@ from skiplock._backends import Backend
 from skiplock._backends.base import JobInsertManyParams, JobListParams
 from skiplock._job import JobFilter, JobRecord
 
-from ..conftest import PG_URL
-from .test_conformance import new_job
+from .helpers import new_job, write_raw
 
 FAR = datetime.max.replace(tzinfo=UTC)
 
@@ -27,22 +24,6 @@ FAR = datetime.max.replace(tzinfo=UTC)
 @pytest.fixture
 async def backend(app: skiplock.App) -> Backend:
     return await app.backend()
-
-
-async def write_raw(app: skiplock.App, sqlite_sql: str, pg_sql: str, job_id: int) -> None:
-    """Run an UPDATE straight on the table, around skiplock."""
-    if app.url.startswith("sqlite"):
-        conn = sqlite3.connect(app.url.removeprefix("sqlite:///"))
-        with conn:
-            conn.execute(sqlite_sql, (job_id,))
-        conn.close()
-        return
-    pg = await asyncpg.connect(PG_URL)
-    try:
-        schema = app.url.rsplit("schema=", 1)[1]
-        await pg.execute(pg_sql.replace("skiplock_jobs", f'"{schema}".skiplock_jobs'), job_id)
-    finally:
-        await pg.close()
 
 
 async def shown(backend: Backend, job_id: int) -> JobRecord:

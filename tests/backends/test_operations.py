@@ -20,12 +20,7 @@ from skiplock._job import Completion, Disposition, JobFilter, JobRecord, JobStat
 from skiplock.errors import JobNotFound
 
 from ..helpers import FakeClock
-from .test_conformance import claim, new_job
-
-
-@pytest.fixture
-async def backend(clocked_app: skiplock.App) -> Backend:
-    return await clocked_app.backend()
+from .helpers import bury_many, claim, new_job
 
 
 async def cancel(backend: Backend, job_id: int, who: str) -> JobState:
@@ -53,25 +48,6 @@ async def bury(backend: Backend, task: str, error: str, queue: str = "default") 
         [Completion(job_id, c.lease_token, Disposition.DEAD, 0.0, err)]
     )
     return job_id
-
-
-async def bury_many(
-    backend: Backend, task: str, errors: list[str], queue: str = "default"
-) -> list[int]:
-    """Dead jobs of ``task`` in one batch, one per error message, oldest (lowest id) first."""
-    ids = await backend.job_insert_many(
-        JobInsertManyParams([new_job(task, queue=queue) for _ in errors])
-    )
-    claimed = {c.id: c for c in await backend.job_get_available(claim(len(ids), (queue,), "bury"))}
-    assert set(ids) <= claimed.keys()
-    await backend.job_set_state_if_running_many(
-        [
-            Completion(job_id, claimed[job_id].lease_token, Disposition.DEAD, 0.0, err)
-            for job_id, message in zip(ids, errors, strict=True)
-            for err in [{"attempt": 1, "message": message, "traceback": None, "at": "x"}]
-        ]
-    )
-    return sorted(ids)
 
 
 async def test_a_dead_action_acts_on_at_most_its_limit_the_oldest_first(

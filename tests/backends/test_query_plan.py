@@ -56,6 +56,7 @@ async def pg(pg_url: str) -> AsyncIterator[Migrated]:
         await app.close()
 
 
+@pytest.mark.slow
 async def test_claim_uses_the_pending_index_with_a_million_finished_rows(pg: Migrated) -> None:
     await pg.conn.execute(
         f"""INSERT INTO {pg.table} (queue, task, state, max_attempts, attempt, finished_at)
@@ -226,6 +227,7 @@ STATS = (
 """Every statement of a health-numbers reading (``app.stats()``)."""
 
 
+@pytest.mark.slow
 async def test_the_health_numbers_read_no_history_at_a_million_finished_rows(
     pg: Migrated,
 ) -> None:
@@ -283,6 +285,7 @@ def assert_reads_no_history(
     return reads
 
 
+@pytest.mark.slow
 async def test_sqlite_health_numbers_read_no_history_at_a_million_finished_rows(
     sqlite_url: str,
 ) -> None:
@@ -302,6 +305,7 @@ async def test_sqlite_health_numbers_read_no_history_at_a_million_finished_rows(
         conn.close()
 
 
+@pytest.mark.slow
 async def test_a_keyset_page_seeks_to_its_first_row_at_a_million_rows(pg: Migrated) -> None:
     """The Jobs page's "older" link: a backward walk of the primary key from the given id,
     in the custom plan and in the generic one a prepared statement settles on."""
@@ -336,6 +340,7 @@ async def test_sqlite_a_keyset_page_seeks_to_its_first_row(sqlite_url: str) -> N
         conn.close()
 
 
+@pytest.mark.slow
 async def test_queue_counts_read_no_history_at_a_million_finished_rows(pg: Migrated) -> None:
     """``queues()`` and ``queue_info()``: the live rows through their partial indexes, never
     a sequential scan of the jobs (a DISTINCT over the live states read all of it, and cost

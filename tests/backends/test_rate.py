@@ -14,12 +14,7 @@ from skiplock._backends import Backend
 from skiplock._backends.base import JobInsertManyParams, QueueSetLimitsParams
 
 from ..helpers import FakeClock
-from .test_conformance import claim, new_job
-
-
-@pytest.fixture
-async def backend(clocked_app: skiplock.App) -> Backend:
-    return await clocked_app.backend()
+from .helpers import claim, new_job
 
 
 async def claimed(backend: Backend) -> int:

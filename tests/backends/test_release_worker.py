@@ -12,12 +12,7 @@ from skiplock._backends import Backend
 from skiplock._backends.base import JobInsertManyParams
 from skiplock._job import Completion, Disposition
 
-from .test_conformance import claim, new_job
-
-
-@pytest.fixture
-async def backend(clocked_app: skiplock.App) -> Backend:
-    return await clocked_app.backend()
+from .helpers import claim, new_job
 
 
 async def test_a_dead_workers_leases_are_released_and_no_one_elses(

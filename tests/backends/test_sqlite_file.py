@@ -15,7 +15,7 @@ import skiplock
 from skiplock import Worker
 from skiplock._backends.base import JobInsertManyParams
 
-from .test_conformance import new_job
+from .helpers import new_job
 
 
 def remove_database(path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from skiplock import JobFilter, JobState
 
-from ..backends.test_operations import bury_many
+from ..backends.helpers import bury_many
 from .conftest import Pages, Stack
 
 pytestmark = pytest.mark.slow

@@ -424,7 +424,7 @@ async def test_a_viewer_sees_no_payload_quoted_by_a_row_skiplock_cannot_read(
 ) -> None:
     # another producer wrote the arguments as an object, not a list: the job page says the row
     # holds a value skiplock did not write, and quotes it to operators only
-    from ..backends.test_odd_rows import write_raw
+    from ..backends.helpers import write_raw
 
     @app.task(name="charge", queue="payments")
     async def charge() -> None:

@@ -1,0 +1,76 @@
+"""What the backend test modules share, so none imports another: a new job's fields, a claim's
+parameters, dead jobs made through the backend's own verbs, and a row written around them."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import asyncpg
+
+import skiplock
+from skiplock._backends import Backend
+from skiplock._backends.base import ClaimParams, JobInsertManyParams
+from skiplock._job import Completion, Disposition, NewJob
+
+from ..helpers import PG_URL
+
+
+def new_job(task: str = "t", **overrides: object) -> NewJob:
+    fields: dict[str, object] = {
+        "task": task,
+        "queue": "default",
+        "args_json": "[1]",
+        "kwargs_json": '{"k": "v"}',
+        "priority": 0,
+        "max_attempts": 3,
+    }
+    fields.update(overrides)
+    return NewJob(**fields)  # type: ignore[arg-type]
+
+
+def claim(
+    limit: int = 10, queues: tuple[str, ...] | None = None, token: str = "tok"
+) -> ClaimParams:
+    return ClaimParams(
+        queues=queues,
+        limit=limit,
+        worker="w1",
+        lease_token=token,
+        default_lease=60.0,
+        lease_margin=5.0,
+    )
+
+
+async def bury_many(
+    backend: Backend, task: str, errors: list[str], queue: str = "default"
+) -> list[int]:
+    """Dead jobs of ``task`` in one batch, one per error message, oldest (lowest id) first."""
+    ids = await backend.job_insert_many(
+        JobInsertManyParams([new_job(task, queue=queue) for _ in errors])
+    )
+    claimed = {c.id: c for c in await backend.job_get_available(claim(len(ids), (queue,), "bury"))}
+    assert set(ids) <= claimed.keys()
+    await backend.job_set_state_if_running_many(
+        [
+            Completion(job_id, claimed[job_id].lease_token, Disposition.DEAD, 0.0, err)
+            for job_id, message in zip(ids, errors, strict=True)
+            for err in [{"attempt": 1, "message": message, "traceback": None, "at": "x"}]
+        ]
+    )
+    return sorted(ids)
+
+
+async def write_raw(app: skiplock.App, sqlite_sql: str, pg_sql: str, job_id: int) -> None:
+    """Run an UPDATE straight on the table, around skiplock."""
+    if app.url.startswith("sqlite"):
+        conn = sqlite3.connect(app.url.removeprefix("sqlite:///"))
+        with conn:
+            conn.execute(sqlite_sql, (job_id,))
+        conn.close()
+        return
+    pg = await asyncpg.connect(PG_URL)
+    try:
+        schema = app.url.rsplit("schema=", 1)[1]
+        await pg.execute(pg_sql.replace("skiplock_jobs", f'"{schema}".skiplock_jobs'), job_id)
+    finally:
+        await pg.close()
