@@ -15,6 +15,8 @@ from datetime import timedelta
 import skiplock
 from skiplock import Retry, Worker
 
+from .helpers import FakeClock
+
 POLL_S = 5.0
 
 
@@ -71,3 +73,26 @@ async def test_the_next_due_job_is_read_from_the_database(app: skiplock.App) -> 
     await t.using(run_after=timedelta(seconds=60), priority=-3).aenqueue()
     due_in = await backend.job_next_run_at()
     assert due_in is not None and 0 < due_in <= 60
+
+
+async def test_a_job_due_since_the_short_claim_began_is_not_missed(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    """The race CI's load once showed (the job came due between the worker's short claim and
+    its read of the next due job; the read looked only past now, saw nothing and the worker
+    slept a whole poll interval): asked with the time since the claim began, a job that came
+    due in between answers <= 0, so the worker claims again at once; without it, None."""
+
+    @clocked_app.task(name="t")
+    async def t() -> None:
+        pass
+
+    backend = await clocked_app.backend()
+    await t.using(run_after=timedelta(seconds=1)).aenqueue()
+    clock.advance(2)  # the short claim ran at 0; the job came due at 1; this read runs at 2
+    assert await backend.job_next_run_at() is None
+    due_in = await backend.job_next_run_at(lookback_s=3)
+    assert due_in is not None and -1.5 < due_in <= -0.5
+    # a job due before the claim began was seen by that claim (unclaimable: paused, limited):
+    # it must not answer, or an idle worker would claim in a loop
+    assert await backend.job_next_run_at(lookback_s=0.5) is None

@@ -297,9 +297,11 @@ class Backend(Protocol):
         """Queues that must be claimed through ``job_get_available_limited``."""
         ...
 
-    async def job_next_run_at(self) -> float | None:
-        """Seconds until the earliest pending job that is not due yet (None: there is none),
-        by the database's clock, so an idle worker can wake when it comes due. It reads at
+    async def job_next_run_at(self, lookback_s: float = 0.0) -> float | None:
+        """Seconds until the earliest pending job due after ``lookback_s`` ago (None: there
+        is none), by the database's clock, so an idle worker can wake when it comes due. The
+        worker passes how long ago its short claim began: a job that came due since then
+        answers <= 0 (claim again now), not the next one after it. It reads at
         most ``NEXT_RUN_PRIORITIES`` distinct priorities (a loose scan of the pending index):
         past them the answer may be late, never early."""
         ...

@@ -370,10 +370,12 @@ class PostgresBackend:
         with _wrapped("queue_limited"):
             return [r["name"] for r in await self.pool.fetch(self._sql.QUEUE_LIMITED)]
 
-    async def job_next_run_at(self) -> float | None:
+    async def job_next_run_at(self, lookback_s: float = 0.0) -> float | None:
         with _wrapped("job_next_run_at"):
             sql, most = self._sql.JOB_NEXT_RUN_AT, NEXT_RUN_PRIORITIES
-            seconds: float | None = await self.pool.fetchval(sql, self._now(), most)
+            seconds: float | None = await self.pool.fetchval(
+                sql, self._now(), most, max(lookback_s, 0.0)
+            )
         return seconds
 
     def _answers(self, conn: Any) -> ops.Answers:

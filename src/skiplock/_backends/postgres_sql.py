@@ -400,12 +400,17 @@ c AS MATERIALIZED (
 )
 
 JOB_NEXT_RUN_AT = """
--- Seconds from now ($1, NULL: the database's) until the earliest pending job not yet due,
--- NULL if none (an idle worker sleeps until then rather than a whole poll interval). The
+-- Seconds from now ($1, NULL: the database's) until the earliest pending job due after
+-- now - $3 seconds (the start of the claim that came up short), NULL if none: an idle worker
+-- sleeps until then rather than a whole poll interval, and a job that came due between that
+-- claim and this read answers <= 0 (claim again at once) instead of being missed. The
 -- pending index leads with priority, so a min over run_at would read every pending row: walk
 -- its distinct priorities instead (a loose index scan, at most $2 of them) and take each
--- priority's first future run_at, a probe of the same index.
-WITH RECURSIVE now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
+-- priority's first run_at after the claim, a probe of the same index.
+WITH RECURSIVE now_ AS (
+    SELECT t, t - make_interval(secs => $3::float8) AS since
+    FROM (SELECT coalesce($1::timestamptz, now()) AS t) n
+),
 p(priority, n) AS (
     SELECT max(priority), 1 FROM {s}.skiplock_jobs WHERE state = 'pending'
     UNION ALL
@@ -415,7 +420,8 @@ p(priority, n) AS (
 )
 SELECT extract(epoch FROM min((
     SELECT j.run_at FROM {s}.skiplock_jobs j
-    WHERE j.state = 'pending' AND j.priority = p.priority AND j.run_at > (SELECT t FROM now_)
+    WHERE j.state = 'pending' AND j.priority = p.priority
+      AND j.run_at > (SELECT since FROM now_)
     ORDER BY j.run_at LIMIT 1)) - (SELECT t FROM now_))::float8
 FROM p WHERE p.priority IS NOT NULL
 """

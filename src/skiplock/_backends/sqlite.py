@@ -316,9 +316,11 @@ class SQLiteBackend:
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
         return [r[0] for r in rows]
 
-    async def job_next_run_at(self) -> float | None:
+    async def job_next_run_at(self, lookback_s: float = 0.0) -> float | None:
         def read(conn: sqlite3.Connection) -> float | None:
-            args = {"now": self._now(), "most": NEXT_RUN_PRIORITIES}
+            now = self._now()
+            since = now - max(lookback_s, 0.0)
+            args = {"now": now, "since": since, "most": NEXT_RUN_PRIORITIES}
             seconds: float | None = conn.execute(sql.JOB_NEXT_RUN_AT, args).fetchone()[0]
             return seconds
 

@@ -314,10 +314,12 @@ JOB_GET_AVAILABLE = (
 
 
 JOB_NEXT_RUN_AT = """
--- Seconds from :now until the earliest pending job not yet due, NULL if none (an idle worker
--- sleeps until then rather than a whole poll interval). The pending index leads with
--- priority, so a min over run_at would read every pending row: walk its distinct priorities
--- instead (a loose index scan, at most :most of them) and probe each one's first future run_at.
+-- Seconds from :now until the earliest pending job due after :since (the start of the claim
+-- that came up short), NULL if none: an idle worker sleeps until then rather than a whole
+-- poll interval, and a job that came due between that claim and this read answers <= 0
+-- (claim again at once) instead of being missed. The pending index leads with priority, so a
+-- min over run_at would read every pending row: walk its distinct priorities instead (a loose
+-- index scan, at most :most of them) and probe each one's first run_at after the claim.
 WITH RECURSIVE p(priority, n) AS (
     SELECT max(priority), 1 FROM skiplock_jobs WHERE state = 'pending'
     UNION ALL
@@ -327,7 +329,7 @@ WITH RECURSIVE p(priority, n) AS (
 )
 SELECT min((
     SELECT j.run_at FROM skiplock_jobs j
-    WHERE j.state = 'pending' AND j.priority = p.priority AND j.run_at > :now
+    WHERE j.state = 'pending' AND j.priority = p.priority AND j.run_at > :since
     ORDER BY j.run_at LIMIT 1)) - :now
 FROM p WHERE p.priority IS NOT NULL
 """

@@ -83,6 +83,8 @@ class Producer(Service):
         self._limited_at = float("-inf")
         self._due_at = math.inf
         """The loop time the earliest job known not yet due comes due (inf: none known)."""
+        self._claim_began = 0.0
+        """When the last claim began (loop time): a short claim saw every job due by then."""
 
     def stop(self) -> None:
         self._stopped = True
@@ -156,7 +158,8 @@ class Producer(Service):
         worker puts back itself wake it through ``due_in``."""
         loop = asyncio.get_running_loop()
         with contextlib.suppress(BackendUnavailable):  # the next claim meets the outage
-            due_in = await self.backend.job_next_run_at()
+            lookback = loop.time() - self._claim_began  # a job due since is not missed
+            due_in = await self.backend.job_next_run_at(lookback)
             self._due_at = math.inf if due_in is None else loop.time() + max(due_in, 0.0)
         await _wait(
             self.wake, max(0.0, min(self.config.poll_interval_s, self._due_at - loop.time()))
@@ -169,7 +172,7 @@ class Producer(Service):
         if self.completer.idle:  # every outcome so far is in the table: this claim sees it
             self._requeues_claimed = self.ledger.requeues
         loop = asyncio.get_running_loop()
-        began = loop.time()
+        self._claim_began = began = loop.time()
         jobs = await self._claim_all(limit)
         now = loop.time()
         took = now - began
