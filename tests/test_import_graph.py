@@ -62,7 +62,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "worker",  # the worker and its services get the registry and a backend, never the App
-        ("skiplock._worker", "skiplock.testing._burst"),
+        ("skiplock._worker",),
     ),
     ("app", ("skiplock._app",)),  # the facade
     (

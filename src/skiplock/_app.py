@@ -476,7 +476,7 @@ class App:
         """Run every ready job in this process until none is left (a burst worker), and
         return the outcome of each job it ran, in the order they were written. For tests
         (``skiplock.testing.drain``, which this calls)."""
-        from .testing._burst import drain  # the testing side runs the worker: the App has none
+        from ._worker.drain import drain  # loaded on first use: the App holds no worker
 
         return await drain(self, queues=queues)
 

@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Iterator
 import asyncpg
 
 from .._app import App
-from ._burst import drain as drain  # the burst worker App.drain() runs
+from .._worker.drain import drain as drain  # the burst worker App.drain() runs
 
 TEST_URL_VARIABLE = "SKIPLOCK_TEST_DATABASE_URL"
 

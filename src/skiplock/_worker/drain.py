@@ -1,14 +1,15 @@
 """``drain``: a burst worker in this process, run to the end of the ready jobs.
 
-It lives with the testing helpers, not in the App: the App imports no worker, and
-``App.drain()`` is this function (the short form the guides use)."""
+Public as ``skiplock.testing.drain``; ``App.drain()`` (the short form the guides use) calls it.
+It sits with the worker, not in the App: the App holds no worker, and the testing package
+(which imports the App) stays above both, so no import runs back up."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from .._job import JobOutcome
-from .._worker.worker import Worker, WorkerApp
+from .worker import Worker, WorkerApp
 
 
 async def drain(app: WorkerApp, *, queues: Sequence[str] | None = None) -> list[JobOutcome]:
