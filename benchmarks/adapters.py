@@ -130,7 +130,9 @@ class SkiplockAdapter(Adapter):
         await self.app.migrate()
 
     async def open(self) -> None:
-        await self.app.backend()
+        # The fill step opens before it installs: a fresh SQLite file is the bench's own to
+        # create (skiplock's commands other than migrate never create one, issue 20).
+        await self.app.backend(create=True)
 
     async def close(self) -> None:
         await self.app.close()
