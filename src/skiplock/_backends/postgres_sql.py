@@ -3,6 +3,13 @@
 ``{s}`` is the quoted schema, filled in once when the backend opens. Each statement opens with
 its contract. ``$now`` parameters are NULL in production, so the database clock decides; tests
 pass a pinned time.
+
+Lock order: a statement that may wait on several job rows locks them in ascending id before
+it writes any (``_LOCK_IN_ID_ORDER``, ``_PICKED``, JOB_RECLAIM_WORKER), so two of them on the
+same rows queue behind each other instead of deadlocking. Claims, JOB_RECLAIM_EXPIRED and
+JOB_PRUNE lock with SKIP LOCKED, which never waits, so they cannot close a cycle and keep
+their own orders; the rest write one row. tests/backends/test_lock_order.py holds the
+completion batch and the heartbeat to it.
 """
 
 from __future__ import annotations
@@ -331,6 +338,24 @@ WHERE unique_key = ANY($1::text[])
 """
 )
 
+_LOCK_IN_ID_ORDER = """locked AS MATERIALIZED (
+    -- Lock order: every statement that may wait on several job rows takes them in ascending
+    -- id, here, before it writes any. An UPDATE ... FROM locks rows in its plan's order (the
+    -- input array's, the heap's or the index's, as the statistics of the moment decide), so
+    -- the completion batch and the heartbeat of one worker, holding the same rows in
+    -- opposite orders, deadlocked (a second's stall, an outage logged). FOR NO KEY UPDATE is
+    -- what the UPDATE takes anyway. A row that left running meanwhile (its token cleared) is not
+    -- locked; the token test, not state = 'running', keeps this off the lease index (a scan
+    -- of every running row) and on the primary key.
+    SELECT id FROM {s}.skiplock_jobs
+    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL
+    ORDER BY id
+    FOR NO KEY UPDATE
+)"""
+"""The rows of ids $1 still running, locked in ascending id. Its users read it through
+``id = ANY(ARRAY(SELECT id FROM locked))``: an init plan, so every lock is taken before the
+update's scan returns its first row, and the update stays on the primary key."""
+
 _CLAIM_UPDATE = """UPDATE {s}.skiplock_jobs j
 SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
     ready_at = greatest(j.run_at, j.created_at),
@@ -365,6 +390,7 @@ c AS MATERIALIZED (
                        WHERE until IS NULL OR until > (SELECT t FROM now_))
     ORDER BY priority DESC, run_at, id
     LIMIT $2
+    -- SKIP LOCKED never waits on a row, so a claim cannot deadlock whatever its lock order
     FOR UPDATE SKIP LOCKED
 )
 """
@@ -386,7 +412,7 @@ c AS MATERIALIZED (
                            WHERE until IS NULL OR until > (SELECT t FROM now_))
         ORDER BY priority DESC, run_at, id
         LIMIT $2
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE SKIP LOCKED  -- never waits: no deadlock, whatever the order
     ) AS p
     -- paused queues never; limited queues only through their own locked claim ($8)
     WHERE q.name NOT IN (SELECT name FROM {s}.skiplock_queues
@@ -426,7 +452,8 @@ SELECT extract(epoch FROM min((
 FROM p WHERE p.priority IS NOT NULL
 """
 
-JOB_SET_STATE_IF_RUNNING_MANY = """
+JOB_SET_STATE_IF_RUNNING_MANY = (
+    """
 -- Write a batch of outcomes (decided in Python: _transitions.py), each only where the row is
 -- still running under its lease token: a worker whose lease was lost changes nothing. Errors
 -- are appended, keeping the last $9; $10 holds the results (NULL: none kept), $12 progress
@@ -439,7 +466,9 @@ c AS (
                          $6::bool[], $7::text[], $10::text[], $12::text[], $13::float8[])
         AS c(id, token, state, attempt_delta, run_after, finished, error, result, progress,
              run_s)
-), done AS (
+), """
+    + _LOCK_IN_ID_ORDER
+    + """, done AS (
     UPDATE {s}.skiplock_jobs j
     SET state = c.state,
         attempt = j.attempt + c.attempt_delta,
@@ -456,8 +485,9 @@ c AS (
                       ELSE j.errors || jsonb_build_array(c.error::jsonb) END
     FROM c
     -- A token is set only by a claim and cleared by every way out of running, so matching it
-    -- is the fence; id = ANY keeps the plan on the primary key however big the batch.
-    WHERE j.id = ANY($1::bigint[]) AND j.id = c.id AND j.lease_token = c.token
+    -- is the fence; id = ANY keeps the plan on the primary key however big the batch, and
+    -- the rows it updates are already locked (in id order) by ``locked``.
+    WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = c.id AND j.lease_token = c.token
     RETURNING j.id, c.finished
 ), told AS (
     SELECT pg_notify($11, string_agg(id::text, ',')) FROM (
@@ -466,6 +496,7 @@ c AS (
 )
 SELECT id FROM done WHERE (SELECT count(*) FROM told) >= 0
 """
+)
 
 _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs, priority,
        attempt, max_attempts, extract(epoch FROM run_at) AS run_at,
@@ -549,7 +580,8 @@ JOB_RECLAIM_EXPIRED = """
 -- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
 -- person asked to cancel them, whose worker is gone), noting why; each row as it now stands,
 -- locked_by still the worker that lost it (for the reclaim's log event).
--- SKIP LOCKED: concurrent reclaimers split the rows instead of acting on one twice.
+-- SKIP LOCKED: concurrent reclaimers split the rows instead of acting on one twice, and it
+-- never waits on a row, so lease order is safe here (no deadlock with an id-ordered lock).
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 x AS MATERIALIZED (
     SELECT id FROM {s}.skiplock_jobs
@@ -571,17 +603,23 @@ x AS MATERIALIZED (
     SELECT id FROM {s}.skiplock_jobs
     WHERE state = 'running' AND lease_expires_at IS NOT NULL
       AND left(lease_token, length($3) + 1) = $3 || ':'
-    FOR UPDATE
+    -- it waits for rows a heartbeat or a person holds, so it locks in their order (id)
+    ORDER BY id
+    FOR NO KEY UPDATE
 )
 """ + _RECLAIM_UPDATE.replace(
     "{why}", "'worker ' || coalesce(j.locked_by, '?') || ' exited; released by its supervisor'"
 )
 
-JOB_HEARTBEAT_MANY = """
+JOB_HEARTBEAT_MANY = (
+    """
 -- Extend the leases of (id, token) pairs still running, marking those started ($6) that were
 -- not yet and storing the progress records $7 given (NULL: none new); the pairs returned are
--- still held.
-WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t)
+-- still held. Its rows are locked in id order first, as the completion batch's are.
+WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t),
+"""
+    + _LOCK_IN_ID_ORDER
+    + """
 UPDATE {s}.skiplock_jobs j
 SET lease_expires_at = (SELECT t FROM now_)
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4)),
@@ -589,9 +627,10 @@ SET lease_expires_at = (SELECT t FROM now_)
                       ELSE j.started_at END,
     progress = coalesce(h.progress::jsonb, j.progress)
 FROM unnest($1::bigint[], $2::text[], $6::boolean[], $7::text[]) AS h(id, token, started, progress)
-WHERE j.id = ANY($1::bigint[]) AND j.id = h.id AND j.lease_token = h.token
+WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = h.id AND j.lease_token = h.token
 RETURNING j.id, j.lease_token
 """
+)
 
 CRON_SLOT_INSERT = """
 -- Claim one slot of one schedule; no row back means another scheduler already has it.
@@ -795,14 +834,15 @@ _PICKED = (
     """
 -- at most the filter's limit ($limit), oldest first: the jobs JOB_LIST_OLDEST shows with the
 -- same filter, chosen and locked in this statement (a row another session changes meanwhile
--- is re-checked against the filter and dropped, never replaced by one past the limit)
+-- is re-checked against the filter and dropped, never replaced by one past the limit),
+-- locked in id order like every statement that may wait on several job rows
 picked AS (
     SELECT id FROM {s}.skiplock_jobs
     WHERE state = 'dead'"""
     + _DEAD_FILTER
     + """    ORDER BY id
     LIMIT $limit
-    FOR UPDATE
+    FOR NO KEY UPDATE
 )"""
 )
 
@@ -869,7 +909,7 @@ JOB_PRUNE = (
     """
 -- Delete one bounded batch ($4 rows) of finished rows past their retention ($1, $2 seconds
 -- of the database clock); SKIP LOCKED keeps concurrent pruners off each other's rows and
--- every lock short.
+-- every lock short, and never waits, so it cannot deadlock.
 DELETE FROM {s}.skiplock_jobs WHERE id IN (
     SELECT id FROM {s}.skiplock_jobs"""
     + _PAST_RETENTION
