@@ -3,7 +3,9 @@ parameters, dead jobs made through the backend's own verbs, and a row written ar
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import AsyncIterator
 
 import asyncpg
 
@@ -74,3 +76,17 @@ async def write_raw(app: skiplock.App, sqlite_sql: str, pg_sql: str, job_id: int
         await pg.execute(pg_sql.replace("skiplock_jobs", f'"{schema}".skiplock_jobs'), job_id)
     finally:
         await pg.close()
+
+
+@contextlib.asynccontextmanager
+async def migrated_pg(pg_url: str) -> AsyncIterator[tuple[skiplock.App, str, asyncpg.Connection]]:
+    """A migrated PostgreSQL schema: its app, the schema's name, and a session of its own
+    (to read plans on, or to hold a row lock with); both closed at the end."""
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        yield app, pg_url.rsplit("schema=", 1)[1], conn
+    finally:
+        await conn.close()
+        await app.close()

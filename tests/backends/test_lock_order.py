@@ -22,13 +22,11 @@ from collections.abc import AsyncIterator, Sequence
 import asyncpg
 import pytest
 
-import skiplock
 from skiplock._backends import Backend
 from skiplock._backends.base import JobHeartbeatManyParams, JobInsertManyParams
 from skiplock._job import Completion, Disposition
 
-from ..helpers import PG_URL
-from .helpers import claim, new_job
+from .helpers import claim, migrated_pg, new_job
 
 ROWS = 200
 
@@ -72,14 +70,8 @@ class Rows:
 
 @pytest.fixture
 async def rows(pg_url: str) -> AsyncIterator[Rows]:
-    app = skiplock.App(pg_url)
-    await app.migrate()
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        yield Rows(await app.backend(), pg_url.rsplit("schema=", 1)[1], conn)
-    finally:
-        await conn.close()
-        await app.close()
+    async with migrated_pg(pg_url) as (app, schema, conn):
+        yield Rows(await app.backend(), schema, conn)
 
 
 def beat(held: Sequence[tuple[int, str]]) -> JobHeartbeatManyParams:

@@ -15,7 +15,7 @@ from skiplock._backends import sqlite_sql
 from skiplock._backends.base import ClaimParams
 from skiplock._backends.postgres_ops import insert_params
 
-from ..conftest import PG_URL
+from .helpers import migrated_pg
 
 
 def claim_of(queues: tuple[str, ...] | None, limit: int) -> ClaimParams:
@@ -46,14 +46,8 @@ class Migrated:
 
 @pytest.fixture
 async def pg(pg_url: str) -> AsyncIterator[Migrated]:
-    app = skiplock.App(pg_url)
-    await app.migrate()
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        yield Migrated(app, pg_url.rsplit("schema=", 1)[1], conn)
-    finally:
-        await conn.close()
-        await app.close()
+    async with migrated_pg(pg_url) as (app, schema, conn):
+        yield Migrated(app, schema, conn)
 
 
 @pytest.mark.slow
