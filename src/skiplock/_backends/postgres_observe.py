@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 
 from .base import JobStatsParams, JobStatsRows, WorkerBeatParams
+from .percentiles import ranks_from_buckets
 from .postgres_sql import Statements
 
 
@@ -33,7 +34,7 @@ async def job_stats(
             live=await rows(sql.JOB_STATS_LIVE),
             finished=await rows(sql.JOB_STATS_FINISHED),
             reclaims=await rows(sql.JOB_STATS_RECLAIMS),
-            ranks=await rows(sql.JOB_STATS_PERCENTILES),
+            ranks=ranks_from_buckets(await rows(sql.JOB_STATS_PERCENTILES)),
         )
 
 

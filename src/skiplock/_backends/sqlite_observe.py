@@ -8,6 +8,7 @@ import sqlite3
 from typing import Any
 
 from .base import JobStatsParams, JobStatsRows, WorkerBeatParams
+from .percentiles import bucket_samples, ranks_from_buckets
 from .sqlite_observe_sql import (
     JOB_STATS_FINISHED,
     JOB_STATS_LIVE,
@@ -35,7 +36,7 @@ def job_stats(conn: sqlite3.Connection, params: JobStatsParams, now: float) -> J
             live=rows(JOB_STATS_LIVE),
             finished=rows(JOB_STATS_FINISHED),
             reclaims=rows(JOB_STATS_RECLAIMS),
-            ranks=rows(JOB_STATS_PERCENTILES),
+            ranks=ranks_from_buckets(bucket_samples(conn.execute(JOB_STATS_PERCENTILES, args))),
         )
     finally:
         conn.execute("COMMIT")

@@ -62,8 +62,9 @@ GROUP BY queue, task
 
 JOB_STATS_PERCENTILES = f"""
 -- Claim latency (attempted_at - ready_at of each job's last claim in the window) and run
--- duration (run_s of jobs finished in the window): p50, p95 (nearest rank: the value at rank
--- ceil(p * n)) and max, per queue, per task and for all ('all', '').
+-- duration (run_s of jobs finished in the window), one row per sample in index order: SQLite
+-- would sort them for a GROUP BY or a window function, so percentiles.py buckets the stream
+-- (p50/p95 < 1 % below the exact nearest rank, max exact).
 WITH claims AS MATERIALIZED (
     SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs
     WHERE state = 'pending' AND attempted_at > :since AND {_FILTER}
@@ -74,28 +75,13 @@ WITH claims AS MATERIALIZED (
     SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs
     WHERE state IN {_FINAL} AND finished_at > :since AND finished_at <= :now
       AND attempted_at > :since AND {_FILTER}
-), samples AS MATERIALIZED (
-    SELECT queue, task, 'claim' AS kind, attempted_at - ready_at AS v
-    FROM claims WHERE ready_at IS NOT NULL AND attempted_at <= :now
-    UNION ALL
-    SELECT queue, task, 'run', run_s FROM skiplock_jobs
-    WHERE state IN {_FINAL} AND finished_at > :since AND finished_at <= :now
-      AND run_s IS NOT NULL AND {_FILTER}
-), keyed AS (
-    SELECT 'queue' AS dim, queue AS key, kind, v FROM samples
-    UNION ALL SELECT 'task', task, kind, v FROM samples
-    UNION ALL SELECT 'all', '', kind, v FROM samples
-), ranked AS (
-    SELECT dim, key, kind, v,
-           row_number() OVER (PARTITION BY dim, key, kind ORDER BY v) AS rn,
-           count(*) OVER (PARTITION BY dim, key, kind) AS n
-    FROM keyed
 )
-SELECT dim, key, kind,
-       min(CASE WHEN rn * 100 >= 50 * n THEN v END) AS p50,
-       min(CASE WHEN rn * 100 >= 95 * n THEN v END) AS p95,
-       max(v) AS max
-FROM ranked GROUP BY dim, key, kind
+SELECT queue, task, 'claim' AS kind, attempted_at - ready_at AS v
+FROM claims WHERE ready_at IS NOT NULL AND attempted_at <= :now
+UNION ALL
+SELECT queue, task, 'run', run_s FROM skiplock_jobs
+WHERE state IN {_FINAL} AND finished_at > :since AND finished_at <= :now
+  AND run_s IS NOT NULL AND {_FILTER}
 """
 
 WORKER_BEAT = """

@@ -1,9 +1,10 @@
 """The health numbers as typed records: ``Stats`` (per queue, per task, and for all) and
 ``WorkerInfo`` (one live worker), built from the rows a backend's statistics reading returns.
 
-The backend counts per (queue, task) and ranks percentiles per queue, per task and overall in
-SQL; this module only adds the counts up and turns them into rates, so both backends give the
-same numbers from the same rows. Field names carry their units (``_s``, ``_per_min``) and are
+The backend counts per (queue, task) and buckets percentiles per queue, per task and overall
+(``_backends/percentiles.py``, under 1 % below the exact nearest rank); this module only adds
+the counts up and turns them into rates, so both backends give the same numbers from the same
+rows. Field names carry their units (``_s``, ``_per_min``) and are
 the ``--json`` keys of ``skiplock stats`` as they stand.
 """
 
