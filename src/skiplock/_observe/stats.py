@@ -4,8 +4,8 @@
 The backend counts per (queue, task) and buckets percentiles per queue, per task and overall
 (``_backends/percentiles.py``, under 1 % below the exact nearest rank); this module only adds
 the counts up and turns them into rates, so both backends give the same numbers from the same
-rows. Field names carry their units (``_s``, ``_per_min``) and are
-the ``--json`` keys of ``skiplock stats`` as they stand.
+rows. Field names carry their units (``_s``, ``_per_min``) and are the ``--json`` keys of
+``skiplock stats`` as they stand.
 """
 
 from __future__ import annotations
