@@ -1,0 +1,162 @@
+"""A PostgreSQL cluster of the bench's own, with stock settings, for the storage workloads.
+
+The machine's shared server runs with ``autovacuum = off`` (its conf.d), so nothing measured
+against it says what vacuum would do to a queue's table over time. The storage benchmarks
+(W8-W11) therefore create a cluster with Debian's ``pg_createcluster`` on a free port, with the
+server's stock settings (autovacuum on, stock cost limits), run against it, and drop it
+afterwards, even when the run fails. ``SETTINGS`` are the server settings printed beside each
+table: the ones that decide how fast dead tuples go away and what a commit costs.
+
+Needs root or the ``postgres`` user (pg_createcluster runs the server as ``postgres``) and the
+server's major version installed (``ls /usr/lib/postgresql``). The pgstattuple extension is
+created when its files are present (``postgresql-contrib`` ships them in Debian's package).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+SETTINGS = (
+    "server_version",
+    "autovacuum",
+    "autovacuum_naptime",
+    "autovacuum_vacuum_scale_factor",
+    "autovacuum_vacuum_threshold",
+    "autovacuum_vacuum_insert_scale_factor",
+    "autovacuum_vacuum_cost_delay",
+    "autovacuum_vacuum_cost_limit",
+    "vacuum_cost_limit",
+    "autovacuum_max_workers",
+    "shared_buffers",
+    "synchronous_commit",
+    "fsync",
+    "max_connections",
+)
+"""What decides how fast a queue's dead tuples go away and what a commit costs."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running cluster: its version, name, port, and an admin URL to its ``postgres`` db."""
+
+    version: str
+    name: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+
+def installed_version() -> str:
+    """The newest PostgreSQL major version with server binaries on this machine."""
+    root = Path("/usr/lib/postgresql")
+    found = (p.name for p in root.iterdir() if (p / "bin" / "postgres").exists())
+    versions = sorted(found, key=int)
+    if not versions:
+        raise RuntimeError("no PostgreSQL server binaries under /usr/lib/postgresql")
+    return versions[-1]
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the kernel's pick; the cluster binds it at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def available() -> str | None:
+    """Why a private cluster cannot be made here, or None when it can."""
+    if shutil.which("pg_createcluster") is None:
+        return "pg_createcluster is not installed (Debian's postgresql-common)"
+    if os.geteuid() != 0:
+        return "pg_createcluster needs root (the server runs as the postgres user)"
+    try:
+        installed_version()
+    except (OSError, RuntimeError) as e:
+        return str(e)
+    return None
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@contextmanager
+def stock_cluster(name: str | None = None) -> Iterator[Cluster]:
+    """Create and start a stock cluster on a free port; stop and drop it on the way out.
+
+    Only what a bench needs to connect is set (listen on 127.0.0.1, trust for local TCP);
+    every vacuum and durability setting is the server's default.
+    """
+    why = available()
+    if why:
+        raise RuntimeError(f"cannot create a private PostgreSQL cluster: {why}")
+    version = installed_version()
+    name = name or f"skiplock_bench_{os.getpid()}"
+    port = free_port()
+    _run(
+        "pg_createcluster", version, name, "--port", str(port), "--",
+        "--auth-local=trust", "--auth-host=trust",
+    )  # fmt: skip
+    cluster = Cluster(version, name, port)
+    try:
+        conf = Path(f"/etc/postgresql/{version}/{name}/conf.d")
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "50-bench.conf").write_text("listen_addresses = '127.0.0.1'\n")
+        _run("pg_ctlcluster", "--skip-systemctl-redirect", version, name, "start")
+        yield cluster
+    finally:
+        subprocess.run(
+            ["pg_dropcluster", "--stop", version, name],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+
+async def settings(url: str) -> dict[str, str]:
+    """SETTINGS as the server reports them (``SHOW``), for the table's header."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT n, current_setting(n) AS v FROM unnest($1::text[]) AS n", list(SETTINGS)
+        )
+        out = {r["n"]: r["v"] for r in rows}
+        return {k: out[k] for k in SETTINGS if k in out}
+    finally:
+        await conn.close()
+
+
+async def create_database(admin_url: str, database: str) -> str:
+    """A fresh database on the cluster (with pgstattuple when its files exist); its URL."""
+    import asyncpg
+
+    from .common import with_database
+
+    conn = await asyncpg.connect(admin_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{database}"')
+        await conn.execute(f'CREATE DATABASE "{database}"')
+    finally:
+        await conn.close()
+    url = with_database(admin_url, database)
+    conn = await asyncpg.connect(url)
+    try:
+        has = await conn.fetchval(
+            "SELECT count(*) FROM pg_available_extensions WHERE name = 'pgstattuple'"
+        )
+        if has:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+    finally:
+        await conn.close()
+    return url
