@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from skiplock._job import ClaimedJob, Disposition
+from skiplock._job import ClaimedJob, Completion, Disposition
 from skiplock._worker.claim_window import ClaimWindow
 from skiplock._worker.ledger import Lease, Ledger, LedgerError, Phase, Verb, step
 
@@ -328,3 +328,35 @@ def test_finish_feeds_the_window_and_counts_requeues() -> None:
     release = in_phase(ledger, Phase.RUNNING, job_id=4)
     ledger.finish(release, Disposition.RELEASE, None)
     assert ledger.requeues == 3
+
+
+# -- the runner's and the completer's one-call paths -------------------------------------------
+
+
+def test_start_next_starts_the_first_claimed_while_a_slot_is_free() -> None:
+    ledger = Ledger(concurrency=2)
+    leases = [in_phase(ledger, Phase.CLAIMED, job_id) for job_id in (1, 2, 3)]
+    assert ledger.start_next() is leases[0] and ledger.start_next() is leases[1]
+    assert ledger.start_next() is None  # every slot busy: the third waits
+    assert [lease.phase for lease in leases] == [Phase.RUNNING, Phase.RUNNING, Phase.CLAIMED]
+    assert (ledger.running_ids(), ledger.claimed_ahead, ledger.free) == ([1, 2], 1, 0)
+    assert all(lease.in_slot for lease in leases[:2])
+    ledger.finish(leases[0], Disposition.SUCCEED, 0.01)
+    ledger.hold()
+    assert ledger.start_next() is None and leases[2].phase is Phase.CLAIMED  # stopping
+    assert Ledger(concurrency=1).start_next() is None  # nothing claimed
+
+
+def test_written_all_is_written_for_each_outcome_of_a_batch() -> None:
+    ledger = Ledger(concurrency=3)
+    done = [in_phase(ledger, Phase.FINISHING, job_id) for job_id in (1, 2)]
+    stale = Completion(3, "w:gone", Disposition.SUCCEED)  # no longer held: ignored
+    ledger.written_all(
+        [Completion(lease.job.id, lease.job.lease_token, Disposition.SUCCEED) for lease in done]
+        + [stale]
+    )
+    assert [lease.phase for lease in done] == [Phase.WRITTEN, Phase.WRITTEN]
+    assert ledger.held() == []
+    claimed = in_phase(ledger, Phase.CLAIMED, 4)
+    with pytest.raises(LedgerError, match="cannot written a lease that is claimed"):
+        ledger.written_all([Completion(4, claimed.job.lease_token, Disposition.SUCCEED)])

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import NoReturn
 
-from .._job import ClaimedJob, Disposition
+from .._job import ClaimedJob, Completion, Disposition
 from .claim_window import ClaimWindow
 
 REQUEUES = frozenset({Disposition.RETRY, Disposition.SNOOZE, Disposition.RELEASE})
@@ -171,6 +171,21 @@ class Ledger:
             claimed.append(lease)
         return displaced
 
+    def start_next(self) -> Lease | None:
+        """The first claimed lease, started in a free slot (None: none claimed, no slot
+        free, or held): ``next_ready`` and ``start`` in one call, for the runner's loop over
+        every job (the caller sets the lease's ``task`` once it made it)."""
+        claimed = self._claimed
+        if not claimed or self._busy >= self.concurrency or self.stopping:
+            return None
+        lease = claimed[0]
+        to = _ON_START.get(lease.phase)
+        if to is None:
+            self._refuse(lease, Verb.START)
+        claimed.popleft()
+        self._occupy(lease, to)
+        return lease
+
     def next_ready(self) -> Lease | None:
         """The claimed lease to start now: the first, while a slot is free and not held."""
         if self._claimed and self._busy < self.concurrency and not self.stopping:
@@ -184,13 +199,17 @@ class Ledger:
         to = _ON_START.get(lease.phase)
         if to is None:
             self._refuse(lease, Verb.START)
-        lease.phase = to
         claimed = self._claimed
         if claimed[0] is lease:
             claimed.popleft()
         else:
             claimed.remove(lease)
+        self._occupy(lease, to)
         lease.task = task
+
+    def _occupy(self, lease: Lease, running: Phase) -> None:
+        """A lease taken off the claimed ones takes a slot: running from now."""
+        lease.phase = running
         lease.started_at = self._clock()
         lease.in_slot = True
         self._running[lease.job.id] = lease
@@ -241,6 +260,20 @@ class Ledger:
             self._refuse(lease, Verb.WRITTEN)
         lease.phase = to
         del self._held[job_id]
+
+    def written_all(self, batch: Iterable[Completion]) -> None:
+        """``written`` for each outcome of a batch the completer wrote whole: one call a
+        batch, not one a job."""
+        held, on_written = self._held, _ON_WRITTEN
+        for c in batch:
+            lease = held.get(c.job_id)
+            if lease is None or lease.job.lease_token != c.lease_token:
+                continue
+            to = on_written.get(lease.phase)
+            if to is None:
+                self._refuse(lease, Verb.WRITTEN)
+            lease.phase = to
+            del held[c.job_id]
 
     def lost(self, job_id: int, token: str) -> Lease | None:
         """Another worker owns this lease now (a beat found it gone, or an outcome's write

@@ -112,11 +112,11 @@ class Runner(Service):
     def start_ready(self) -> None:
         """Start claimed jobs while there are free slots (not once stopping)."""
         ledger = self.ledger
-        while (lease := ledger.next_ready()) is not None:
+        while (lease := ledger.start_next()) is not None:
             job = lease.job
             assert self._tg is not None and self._pool is not None
-            task = self._tg.create_task(self._run(lease, self._pool), name=f"skiplock-job-{job.id}")
-            ledger.start(lease, task)
+            name = f"skiplock-job-{job.id}"
+            lease.task = self._tg.create_task(self._run(lease, self._pool), name=name)
             self.meter.start(job.queue, job.task)
             events.started(job, self.config.name)
             self.signals.started.fire(job.id)
