@@ -152,7 +152,11 @@ class Cli:
             **os.environ,
             "SKIPLOCK_DATABASE_URL": self.url,
             "SKIPLOCK_TEST_LOG": str(self.log),
-            "PYTHONPATH": str(ROOT),
+            # the repo root first (the test apps), then the caller's path: a worktree run
+            # with PYTHONPATH=its src must start workers on that src, not the installed one
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+            ),
         }
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:

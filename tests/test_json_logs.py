@@ -1,6 +1,7 @@
 """``--log-format json``: a real worker's every line parses as JSON; each job event (started,
 succeeded, retry, dead, reclaimed) carries its fields; a sentinel in the arguments, the
-keyword arguments, the result and the error message appears nowhere."""
+keyword arguments, the result and the error message appears nowhere. At ``info`` the routine
+events (started, succeeded) are left out and the worker's summary line says what it did."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ async def test_a_workers_json_log_has_each_event_and_no_payload(
     held = await cli_app.sleepy.aenqueue(7, 60)
     lease = ("--default-lease", "1", "--lease-margin", "0")
     json_args = ("--log-format", "json", "--log-level", "info")
-    first = cli.start(*json_args, *lease)
+    first = cli.start("--log-format", "json", "--log-level", "debug", *lease)
     cli.wait_for_line("start 7")
     assert (await echo.result(timeout=30)) == SENTINEL * 2
     with pytest.raises(skiplock.JobFailed):
@@ -58,7 +59,13 @@ async def test_a_workers_json_log_has_each_event_and_no_payload(
     second.send_signal(signal.SIGTERM)
     second.wait(timeout=30)
 
-    records = json_lines(cli.output(0)) + json_lines(cli.output(1))
+    at_info = json_lines(cli.output(1))
+    assert not events(at_info, "started"), "a routine event logged at info"
+    # the stop logs the summary of the part interval: the reclaim, the release of sleepy
+    (summary,) = events(at_info, "summary")
+    assert summary["level"] == "info" and summary["summary"]["reclaimed"] >= 1, summary
+    assert summary["worker"].endswith(str(second.pid))
+    records = json_lines(cli.output(0)) + at_info
     everything = cli.output(0) + cli.output(1)
     assert SENTINEL not in everything
     (ok,) = [r for r in events(records, "succeeded") if r["job_id"] == echo.id]

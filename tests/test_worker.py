@@ -620,7 +620,7 @@ async def test_a_running_worker_reports_each_service_ready_then_stopped(
     await asyncio.wait_for(worker.ready.wait(), 30)
     status = worker.status()
     expected = {"completer", "executor", "lease-keeper", "rescuer", "canceller", "pruner"}
-    expected |= {"watchdog", "presence"}
+    expected |= {"watchdog", "presence", "log-summary"}
     assert expected | {"notifier", "producer"} == set(status["services"])
     assert set(status["services"].values()) == {"ready"}
     worker.request_stop()

@@ -124,6 +124,10 @@ class WorkerConfig:
     0.0.0.0 for a scraper or a Kubernetes probe, which reaches the pod's IP)."""
     stats_refresh_s: float = 5.0
     """How often the database gauges of /metrics are recomputed (by one worker for all)."""
+    log_summary_interval_s: float = 60.0
+    """How often the worker logs one INFO line of what it did (jobs started, each outcome,
+    the rate, the mean run time); a job's routine events (started, succeeded, snoozed,
+    released) log at DEBUG. 0: no summary line."""
 
     def __post_init__(self) -> None:
         check_int("concurrency", self.concurrency, 1, MAX_CONCURRENCY)
@@ -133,7 +137,7 @@ class WorkerConfig:
             check_int("prefetch", self.prefetch, 0, MAX_CONCURRENCY)
         for name in _POSITIVE_DURATIONS:  # zero would spin a loop or expire every row at once
             check_seconds(name, getattr(self, name), open_=True)
-        for name in ("shutdown_timeout_s", "lease_margin_s"):
+        for name in ("shutdown_timeout_s", "lease_margin_s", "log_summary_interval_s"):
             check_seconds(name, getattr(self, name))
         for name in ("metrics_port", "health_port"):
             if getattr(self, name) is not None:
@@ -180,3 +184,4 @@ class WorkerOptions(TypedDict, total=False):
     health_port: int | None
     http_host: str
     stats_refresh_s: float
+    log_summary_interval_s: float

@@ -6,6 +6,9 @@ A job's events (``skiplock.jobs``: started, succeeded, retry, snoozed, released,
 dead, reclaimed) carry their fields as record attributes, so the JSON line has them as keys:
 ``event``, ``job_id``, ``task``, ``queue``, ``attempt``, ``max_attempts``, ``duration_s``,
 ``worker``, ``correlation_id``, and per event ``retry_in_s``, ``error_type``, ``lost_by``.
+The routine events (started, succeeded, snoozed, released) are DEBUG; at INFO the worker
+logs one ``event=summary`` line an interval on ``skiplock.worker``, its counts under
+``summary`` (``WorkerConfig.log_summary_interval_s``).
 Never arguments, keyword arguments, results or error messages (which may quote arguments):
 ``skiplock job show`` is the one place a person reads those.
 """
@@ -32,6 +35,7 @@ JOB_FIELDS = (
     "retry_in_s",
     "error_type",
     "lost_by",
+    "summary",
 )
 """The record attributes a JSON line carries as keys, when a record has them."""
 

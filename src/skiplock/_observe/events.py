@@ -1,10 +1,13 @@
 """A job's life as log events on ``skiplock.jobs``: one each when it starts, when its attempt's
 outcome is recorded (succeeded, retry, snoozed, released, cancelled, dead: logged after the
 write took it, so a lease lost never logs "succeeded") and when its expired lease is
-reclaimed. Plain text reads as a sentence; the fields ride on the record for
-``JsonFormatter``. Never arguments, results or error messages; the error's type only.
+reclaimed. The routine ones (started, succeeded, snoozed, released) are DEBUG: at INFO a
+worker logs one summary line an interval instead (``summary.py``); the failures (retry,
+cancelled, dead, reclaimed) are WARNING or ERROR, each on its own line. Plain text reads
+as a sentence; the fields ride on the record for ``JsonFormatter``. Never arguments,
+results or error messages; the error's type only.
 
-Each call checks the level first, so a worker logging at WARNING pays one comparison a job.
+Each call checks the level first, so a worker logging at INFO pays one comparison a job.
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ def _fields(job: ClaimedJob | ReclaimedJob, worker: str) -> dict[str, object]:
 
 
 def started(job: ClaimedJob, worker: str) -> None:
-    if log.isEnabledFor(logging.INFO):
+    if log.isEnabledFor(logging.DEBUG):
         fields = {"event": "started", **_fields(job, worker)}
-        log.info(
+        log.debug(
             "job %d started: task=%s queue=%s attempt=%d/%d",
             job.id,
             job.task,

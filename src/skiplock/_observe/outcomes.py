@@ -10,17 +10,18 @@ table keyed by ``Disposition`` of its own.
 ==========  ==============  ===========  ========  ==========  ======
 disposition ``label``       ``event``    level     ``final``   failed
 ==========  ==============  ===========  ========  ==========  ======
-SUCCEED     succeeded       succeeded    INFO      completed
+SUCCEED     succeeded       succeeded    DEBUG     completed
 RETRY       retried         retry        WARNING               yes
-SNOOZE      snoozed         snoozed      INFO
-RELEASE     released        released     INFO
+SNOOZE      snoozed         snoozed      DEBUG
+RELEASE     released        released     DEBUG
 CANCEL      cancelled       cancelled    WARNING   cancelled
 DEAD        dead            dead         ERROR     dead        yes
 ==========  ==============  ===========  ========  ==========  ======
 
 - ``label``: the ``outcome`` label of ``skiplock_jobs_total`` (this worker's attempts);
 - ``event``: the ``event`` field (and the verb of the message) of the ``ended`` log event on
-  ``skiplock.jobs``;
+  ``skiplock.jobs``, logged at ``level``: the routine ends at DEBUG (a busy worker's INFO
+  carries one summary line an interval instead, ``summary.py``), the failures one by one;
 - ``final``: for an attempt that ends the job, the word the window's numbers use: the
   ``StatsGroup`` field (``skiplock stats --json``) and the ``outcome`` label of
   ``skiplock_jobs_finished`` (None: the job goes on);
@@ -47,10 +48,10 @@ class Outcome:
 
 
 OUTCOMES: dict[Disposition, Outcome] = {
-    Disposition.SUCCEED: Outcome("succeeded", "succeeded", logging.INFO, final="completed"),
+    Disposition.SUCCEED: Outcome("succeeded", "succeeded", logging.DEBUG, final="completed"),
     Disposition.RETRY: Outcome("retried", "retry", logging.WARNING, failed=True),
-    Disposition.SNOOZE: Outcome("snoozed", "snoozed", logging.INFO),
-    Disposition.RELEASE: Outcome("released", "released", logging.INFO),
+    Disposition.SNOOZE: Outcome("snoozed", "snoozed", logging.DEBUG),
+    Disposition.RELEASE: Outcome("released", "released", logging.DEBUG),
     Disposition.CANCEL: Outcome("cancelled", "cancelled", logging.WARNING, final="cancelled"),
     Disposition.DEAD: Outcome("dead", "dead", logging.ERROR, final="dead", failed=True),
 }

@@ -41,6 +41,7 @@ from .._observe.http import HttpEndpoint, Response, Route
 from .._observe.meter import Meter
 from .._observe.plugins import MetricsExporter, default_metrics_exporter
 from .._observe.presence import Presence
+from .._observe.summary import LogSummary
 from .._outage import Outage
 from .._registry import Registry
 from .._service import Service
@@ -312,6 +313,14 @@ class Worker:
             return ledger.busy + ledger.claimed_ahead, runner.processed, producer.last_claim_at
 
         services.append(Presence(backend, config, token, load, outage))
+        if config.log_summary_interval_s > 0:
+
+            def holding() -> tuple[int, int]:
+                return ledger.busy, ledger.claimed_ahead
+
+            services.append(
+                LogSummary(self.meter, config.log_summary_interval_s, holding, config.name)
+            )
         services += self._endpoints(backend)
         if not burst and backend.supports_push:  # a burst never idles: nothing to wake it
             services.append(Notifier(backend, producer.on_wake, outage))
