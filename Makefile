@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django profile screenshots audit
+.PHONY: demo test test-fast lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django bench-storage bench-logs profile screenshots audit
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +99,16 @@ $(DJANGO_BENCH_STAMP): pyproject.toml
 
 bench-django: $(DJANGO_BENCH_STAMP)
 	$(DJANGO_BENCH_VENV)/bin/python -m benchmarks.django_bench $(DJANGO_BENCH_ARGS)
+
+# Storage over time (issue 24): W8 held horizon, W9 readers, the clean phase at 60 % of the peak,
+# W11 soak, on a stock-settings PostgreSQL cluster the bench creates and drops (needs root);
+# ~65 minutes. STORAGE_BENCH_ARGS="--quick" (~13 min), "--workloads W8 --runs 3".
+bench-storage: $(BENCH_STAMP)
+	$(BIN)/python -m benchmarks.horizon $(STORAGE_BENCH_ARGS)
+
+# What logging costs a busy worker at warning, info and debug (issue 24).
+bench-logs: $(BENCH_STAMP)
+	$(BIN)/python -m benchmarks.log_cost
 
 # Where the time goes (pyinstrument over W1 bulk and W2), for docs/benchmarks.md.
 profile: $(BENCH_STAMP)

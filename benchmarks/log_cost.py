@@ -3,8 +3,8 @@
 Run: .venv/bin/python -m benchmarks.log_cost [POSTGRES_URL]. Drains N queued no-op jobs in
 process (one burst worker at the defaults but ``concurrency=100``), its log going through
 ``skiplock.configure_logging`` in the plain format to a real file, ROUNDS times per level,
-the levels alternating so a drifting machine drifts for all alike, on PostgreSQL and on a
-SQLite file:
+the levels alternating (each first as often as last, so a drifting machine drifts for all
+alike), on PostgreSQL and on a SQLite file:
 
 - warning: only failures and outages (none here);
 - info, the default: a summary line an interval (``log_summary_interval_s``), none per job;
@@ -30,7 +30,7 @@ import skiplock
 from skiplock import Worker
 
 URL = sys.argv[1] if len(sys.argv) > 1 else "postgresql://postgres@127.0.0.1:5432/test"
-N, ROUNDS, SCHEMA = 20_000, 5, "skiplock_log_bench"
+N, ROUNDS, SCHEMA = 20_000, 6, "skiplock_log_bench"
 LEVELS = ("warning", "info", "debug")
 
 
@@ -65,7 +65,8 @@ async def main() -> None:
             rates: dict[str, list[float]] = {level: [] for level in LEVELS}
             lines: dict[str, int] = {}
             for round_ in range(ROUNDS):
-                for level in LEVELS:
+                shift = round_ % len(LEVELS)  # each level first, second and last alike
+                for level in LEVELS[shift:] + LEVELS[:shift]:
                     if backend == "postgres":
                         await reset_pg()
                         url = f"{URL}?schema={SCHEMA}"
