@@ -160,3 +160,34 @@ async def create_database(admin_url: str, database: str) -> str:
     finally:
         await conn.close()
     return url
+
+
+async def hold_horizon(url: str, how: str, seconds: float, tables: list[str]) -> None:
+    """Hold the MVCC horizon back for ``seconds``: ``idle``, one session idle in a transaction
+    that took an xid (``BEGIN; SELECT txid_current();``), or ``readers``, 4 ``REPEATABLE
+    READ`` sessions counting ``tables`` in a loop."""
+    import asyncio
+    import time
+
+    import asyncpg
+
+    if how == "idle":
+        conn = await asyncpg.connect(url)
+        tx = conn.transaction()
+        await tx.start()
+        await conn.fetchval("SELECT txid_current()")
+        await asyncio.sleep(seconds)
+        await tx.rollback()
+        await conn.close()
+        return
+    end = time.monotonic() + seconds
+
+    async def reader() -> None:
+        conn = await asyncpg.connect(url)
+        while time.monotonic() < end:
+            async with conn.transaction(isolation="repeatable_read"):
+                for table in tables:
+                    await conn.fetchval(f'SELECT count(*) FROM "{table}"')
+        await conn.close()
+
+    await asyncio.gather(*(reader() for _ in range(4)))

@@ -47,7 +47,7 @@ from typing import Any
 
 import asyncpg
 
-from .cluster import create_database, settings, stock_cluster
+from .cluster import create_database, hold_horizon, settings, stock_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -193,30 +193,6 @@ class Workload:
         finally:
             await conn.close()
 
-    async def hold(self, how: str, seconds: float) -> None:
-        """Hold the horizon back for ``seconds``: an idle transaction with an xid, or readers."""
-        if how == "idle":
-            conn = await asyncpg.connect(self.url)
-            tx = conn.transaction()
-            await tx.start()
-            await conn.fetchval("SELECT txid_current()")
-            await asyncio.sleep(seconds)
-            await tx.rollback()
-            await conn.close()
-            return
-        end = time.monotonic() + seconds
-
-        async def reader() -> None:
-            conn = await asyncpg.connect(self.url)
-            tables = [r["relname"] for r in await conn.fetch(SIZES_SQL)]
-            while time.monotonic() < end:
-                async with conn.transaction(isolation="repeatable_read"):
-                    for table in tables:
-                        await conn.fetchval(f'SELECT count(*) FROM "{table}"')
-            await conn.close()
-
-        await asyncio.gather(*(reader() for _ in range(4)))
-
     async def run(self) -> list[dict[str, Any]]:
         await migrate(self.url)
         conn = await asyncpg.connect(self.url)
@@ -229,7 +205,8 @@ class Workload:
                 self.current = phase
                 phase.started = await conn.fetchval("SELECT clock_timestamp()")
                 if phase.held:
-                    await self.hold(phase.held, phase.seconds)
+                    tables = [r["relname"] for r in await conn.fetch(SIZES_SQL)]
+                    await hold_horizon(self.url, phase.held, phase.seconds, tables)
                 else:
                     await asyncio.sleep(phase.seconds)
                 phase.ended = await conn.fetchval("SELECT clock_timestamp()")

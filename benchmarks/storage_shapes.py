@@ -40,7 +40,7 @@ from typing import Any
 
 import asyncpg
 
-from .cluster import create_database, settings, stock_cluster
+from .cluster import create_database, hold_horizon, settings, stock_cluster
 from .common import percentile
 
 BATCH = 200
@@ -294,30 +294,6 @@ class Run:
                 await asyncio.wait_for(self.stop.wait(), 1.0)
         await conn.close()
 
-    async def hold(self, seconds: float) -> None:
-        """What holds the horizon back: an idle transaction with an xid, or readers."""
-        if self.held == "idle":
-            conn = await asyncpg.connect(self.url)
-            tx = conn.transaction()
-            await tx.start()
-            await conn.fetchval("SELECT txid_current()")
-            await asyncio.sleep(seconds)
-            await tx.rollback()
-            await conn.close()
-            return
-        end = time.monotonic() + seconds
-
-        async def reader() -> None:
-            conn = await asyncpg.connect(self.url)
-            tables = self.shape.hot_tables() + ([] if self.shape.name == "inplace" else ["history"])
-            while time.monotonic() < end:
-                async with conn.transaction(isolation="repeatable_read"):
-                    for t in tables:
-                        await conn.fetchval(f"SELECT count(*) FROM {t}")
-            await conn.close()
-
-        await asyncio.gather(*(reader() for _ in range(4)))
-
     async def run(self) -> list[dict[str, Any]]:
         await self.setup()
         total = sum(self.lengths)
@@ -330,7 +306,8 @@ class Run:
         tasks = [asyncio.create_task(c) for c in (self.work(), self.rotate(), self.sample())]
         await asyncio.sleep(self.lengths[0])
         self._next("held" if self.held == "idle" else "readers")
-        await self.hold(self.lengths[1])
+        tables = self.shape.hot_tables() + ([] if self.shape.name == "inplace" else ["history"])
+        await hold_horizon(self.url, self.held, self.lengths[1], tables)
         self._next("recovery")
         await asyncio.sleep(self.lengths[2])
         self.phase.ended = time.monotonic()

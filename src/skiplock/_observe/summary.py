@@ -71,6 +71,11 @@ class Summary:
         return sum(self.outcomes.values())
 
     @property
+    def rate(self) -> float:
+        """Outcomes a second over the interval."""
+        return self.finished / self.interval_s if self.interval_s else 0.0
+
+    @property
     def quiet(self) -> bool:
         """Nothing started, ended, was reclaimed or is held: no line to log."""
         return not (
@@ -79,26 +84,24 @@ class Summary:
 
     def fields(self) -> dict[str, object]:
         """The line's fields (the ``summary`` key of a JSON log line)."""
-        out: dict[str, object] = {
+        return {
             "interval_s": round(self.interval_s, 3),
             "started": self.started,
             **{OUTCOMES[d].label: n for d, n in self.outcomes.items()},
-            "jobs_per_s": round(self.finished / self.interval_s, 3) if self.interval_s else 0.0,
+            "jobs_per_s": round(self.rate, 3),
             "mean_run_s": None if self.mean_run_s is None else round(self.mean_run_s, 6),
             "reclaimed": self.reclaimed,
             "running": self.running,
             "claimed_ahead": self.claimed_ahead,
         }
-        return out
 
     def message(self) -> str:
         ended = ", ".join(f"{n} {OUTCOMES[d].label}" for d, n in self.outcomes.items() if n)
-        rate = self.finished / self.interval_s if self.interval_s else 0.0
         mean = "" if self.mean_run_s is None else f", mean run {self.mean_run_s:.3f}s"
         reclaimed = f"; reclaimed {self.reclaimed} expired leases" if self.reclaimed else ""
         return (
             f"last {self.interval_s:.0f}s: {self.started} started, "
-            f"{self.finished} ended ({ended or 'none'}; {rate:.1f}/s{mean}){reclaimed}; "
+            f"{self.finished} ended ({ended or 'none'}; {self.rate:.1f}/s{mean}){reclaimed}; "
             f"now {self.running} running, {self.claimed_ahead} claimed ahead"
         )
 
