@@ -107,7 +107,8 @@ async def test_a_killed_childs_leases_are_released_at_once(cli: Cli, app: skiplo
     for i in ids:
         row = await app.get_job(i)
         assert row.errors[-1]["attempt"] == 1 and row.state in (JobState.PENDING, JobState.RUNNING)
-    assert f"worker {victim} exited" in cli.output()
+    # the supervisor logs the exit just after the release it waited for: wait for the line
+    await await_until(lambda: f"worker {victim} exited" in cli.output(), "the exit logged")
     # the registry forgets it too: `skiplock workers`, health and the dashboard count the
     # living, not a dead child that beat within the last minute
     assert victim not in [w.pid for w in await app.workers()]
