@@ -106,6 +106,28 @@ LATEST = sqlite_sql.MIGRATIONS[-1][0]
 """The schema version this skiplock migrates to (the same on both backends)."""
 
 
+async def pg_schema_at(url: str, version: int) -> None:
+    """Make ``url``'s schema what a skiplock of migration ``version`` left: its migrations
+    applied and recorded, none after (a real older schema, to upgrade from)."""
+    from skiplock._backends import postgres_sql
+
+    schema = parse_qs(urlsplit(url).query)["schema"][0]
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        async with conn.transaction():
+            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            await conn.execute(postgres_sql.MIGRATIONS_TABLE.replace("{s}", f'"{schema}"'))
+            for number, name, body in postgres_sql.MIGRATIONS[:version]:
+                await conn.execute(body.replace("{s}", f'"{schema}"'))
+                await conn.execute(
+                    f'INSERT INTO "{schema}".skiplock_migrations (version, name) VALUES ($1, $2)',
+                    number,
+                    name,
+                )
+    finally:
+        await conn.close()
+
+
 def newer_schema(url: str, version: int = 99) -> None:
     """Record a migration this skiplock does not know, as a newer skiplock would."""
     if url.startswith("sqlite"):

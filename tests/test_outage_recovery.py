@@ -128,7 +128,7 @@ async def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
     caplog.set_level(logging.INFO, logger="skiplock")
     caplog.clear()
     await outage.start()
-    await outage.failed(job_get_available=4, job_reclaim_expired=3, job_prune=3, listen=2)
+    await outage.failed(job_get_available=4, job_reclaim_expired=3, storage_upkeep=3, listen=2)
     outage.down = False
     claimed.drain()
     await claimed.wait()

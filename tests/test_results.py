@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import sqlite3
 from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 import pytest
@@ -14,6 +15,7 @@ import skiplock
 from skiplock import JobState, Worker
 
 from .conftest import PG_URL
+from .helpers import pg_schema_at
 
 
 async def burst(app: skiplock.App) -> Worker:
@@ -137,8 +139,9 @@ async def test_a_retried_attempt_keeps_no_result(app: skiplock.App) -> None:
     assert (await handle.fetch()).result == 2
 
 
-async def _downgrade_to_version_5(app: skiplock.App, db_url: str) -> None:
-    """Make the migrated database what the previous release left: no result or progress."""
+def _downgrade_to_version_5(db_url: str) -> None:
+    """Make a migrated SQLite file what the previous release left: no result or progress
+    (PostgreSQL's version 5 is built from its migrations instead: pg_schema_at)."""
     statements = [
         "ALTER TABLE {t} DROP COLUMN result",
         "ALTER TABLE {t} DROP COLUMN progress",
@@ -153,48 +156,54 @@ async def _downgrade_to_version_5(app: skiplock.App, db_url: str) -> None:
         "DROP TABLE {a}",  # migration 10 (the audit trail)
         "DELETE FROM {m} WHERE version >= 6",
     ]
-    if db_url.startswith("sqlite"):
-        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
-        try:
-            for s in statements:
-                names = {"t": "skiplock_jobs", "m": "skiplock_migrations"}
-                names |= {"i": "skiplock_jobs_reclaimed_idx", "w": "skiplock_workers"}
-                names |= {"a": "skiplock_audit"}
-                conn.execute(s.format(**names))
-        finally:
-            conn.close()
-        return
-    schema = (await app.backend()).schema  # type: ignore[attr-defined]
-    pg = await asyncpg.connect(PG_URL)
+    conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
     try:
         for s in statements:
             names = {"t": "skiplock_jobs", "m": "skiplock_migrations"}
             names |= {"i": "skiplock_jobs_reclaimed_idx", "w": "skiplock_workers"}
             names |= {"a": "skiplock_audit"}
-            await pg.execute(s.format(**{k: f'"{schema}".{v}' for k, v in names.items()}))
+            conn.execute(s.format(**names))
     finally:
-        await pg.close()
+        conn.close()
 
 
 async def test_a_populated_version_5_database_upgrades_and_runs_its_jobs(db_url: str) -> None:
     app = skiplock.App(db_url)
-    await app.migrate()
 
     @app.task(name="old")
     def old(x: int) -> int:
         return x + 1
 
-    handles = await app.enqueue_many(old.prepare(i) for i in range(5))
-    await _downgrade_to_version_5(app, db_url)
+    if db_url.startswith("sqlite"):
+        await app.migrate()
+        ids = [h.id for h in await app.enqueue_many(old.prepare(i) for i in range(5))]
+        _downgrade_to_version_5(db_url)
+    else:  # the tables migration 5 left (the later ones partition the job table)
+        await pg_schema_at(db_url, 5)
+        schema = parse_qs(urlsplit(db_url).query)["schema"][0]
+        pg = await asyncpg.connect(PG_URL)
+        try:
+            ids = [
+                await pg.fetchval(
+                    f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, args, max_attempts)
+                        VALUES ('default', 'old', $1::jsonb, 3) RETURNING id""",
+                    f"[{i}]",
+                )
+                for i in range(5)
+            ]
+        finally:
+            await pg.close()
     await app.close()
     app = skiplock.App(db_url)
     app.tasks["old"] = dataclasses.replace(old, app=app)
     try:
         with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
             await app.check_schema()
-        assert await app.migrate() == [6, 7, 8, 9, 10]
+        assert await app.migrate() == [6, 7, 8, 9, 10] + (
+            [] if db_url.startswith("sqlite") else [11]
+        )
         await burst(app)
-        records = [await app.get_job(h.id) for h in handles]
+        records = [await app.get_job(i) for i in ids]
         assert [r.result for r in records] == [1, 2, 3, 4, 5]
     finally:
         await app.close()

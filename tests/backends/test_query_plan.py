@@ -16,6 +16,7 @@ from skiplock._backends import sqlite_sql
 from skiplock._backends.base import ClaimParams
 from skiplock._backends.postgres_ops import insert_params
 
+from ..helpers import PG_URL, pg_schema_at
 from .helpers import migrated_pg
 
 
@@ -131,36 +132,35 @@ async def test_queue_claims_and_depth_counts_use_the_queue_index_when_statistics
 
 
 async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(
-    pg: Migrated,
+    pg_url: str,
 ) -> None:
     """Migration 4 on a populated table: the worker refuses the old schema, ``migrate``
-    swaps the index, and the jobs queued before it are claimed through it."""
-    await pg.conn.execute(
-        f"""DROP INDEX "{pg.schema}".skiplock_jobs_queue_pending_idx;
-            CREATE INDEX skiplock_jobs_live_queue_idx ON {pg.table} (queue, state)
-                WHERE state IN ('pending', 'running');
-            ALTER TABLE {pg.table} DROP COLUMN started_at, DROP COLUMN result, DROP COLUMN progress,
-                DROP COLUMN ready_at, DROP COLUMN run_s, DROP COLUMN reclaims,
-                DROP COLUMN reclaimed_at, DROP COLUMN trace_context,
-                DROP COLUMN payload_version;
-            DROP TABLE "{pg.schema}".skiplock_workers;
-            DROP TABLE "{pg.schema}".skiplock_audit;
-            DELETE FROM "{pg.schema}".skiplock_migrations WHERE version >= 4;
-            INSERT INTO {pg.table} (queue, task, max_attempts)
-                SELECT 'a', 'queued-before', 3 FROM generate_series(1, 30);"""
-    )
-    with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
-        await pg.app.check_schema()
-    assert await pg.app.migrate() == [4, 5, 6, 7, 8, 9, 10]
-    await pg.app.check_schema()
-    indexes = await pg.conn.fetch(
-        "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", pg.schema
-    )
-    jobs = await (await pg.app.backend()).job_get_available(claim_of(("a",), 50))
-    names = [r["indexname"] for r in indexes]
-    assert "skiplock_jobs_queue_pending_idx" in names
-    assert "skiplock_jobs_live_queue_idx" not in names
-    assert len(jobs) == 30
+    swaps the index (and the later migrations partition the table), and the jobs queued
+    before it are claimed through it."""
+    await pg_schema_at(pg_url, 3)
+    schema = pg_url.rsplit("schema=", 1)[1]
+    conn = await asyncpg.connect(PG_URL)
+    app = skiplock.App(pg_url)
+    try:
+        await conn.execute(
+            f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts)
+                SELECT 'a', 'queued-before', 3 FROM generate_series(1, 30)"""
+        )
+        with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
+            await app.check_schema()
+        assert await app.migrate() == [4, 5, 6, 7, 8, 9, 10, 11]
+        await app.check_schema()
+        indexes = await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", schema
+        )
+        jobs = await (await app.backend()).job_get_available(claim_of(("a",), 50))
+        names = [r["indexname"] for r in indexes]
+        assert "skiplock_jobs_queue_pending_idx" in names
+        assert "skiplock_jobs_live_queue_idx" not in names
+        assert len(jobs) == 30
+    finally:
+        await conn.close()
+        await app.close()
 
 
 async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> None:

@@ -397,7 +397,13 @@ class Backend(Protocol):
         ...
 
     async def job_prune(self, params: JobPruneParams) -> int:
-        """Delete one batch of rows past their retention; how many went."""
+        """Delete one batch of rows past their retention; how many went. PostgreSQL drops
+        whole history partitions past it first, and counts their rows in."""
+        ...
+
+    async def storage_upkeep(self) -> list[str]:
+        """Keep the storage's own structures ahead of time (PostgreSQL: the history
+        partitions of today and the next days); the names made. SQLite has none to keep."""
         ...
 
     async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:

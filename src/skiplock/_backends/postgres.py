@@ -40,6 +40,7 @@ from . import flows, postgres_url
 from . import postgres_observe as observe
 from . import postgres_ops as ops
 from . import postgres_sql as sql
+from . import postgres_storage as storage
 from .base import (
     MAX_ERRORS_KEPT,
     NEXT_RUN_PRIORITIES,
@@ -70,11 +71,14 @@ from .common import (
     state_counts,
     worker_info,
 )
-from .postgres_errors import connecting
+from .postgres_errors import connecting, retry_moved
 from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
 
 SORT_OFF_IN_TRANSACTION = "SET LOCAL enable_sort = off"
+
+MAX_AGE_S = 100 * 365 * 86400.0
+"""A retention past which no history partition is dropped (and no date overflows)."""
 """The claim sessions' ``enable_sort = off`` (see ``open``) for one transaction, behind a pooler."""
 
 COPY_MIN_ROWS = 200
@@ -104,6 +108,19 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     transaction-scoped, and asyncpg still rolls back a transaction left open."""
 
 
+class _Retrying:
+    """A pool's fetch, fetchval and execute through ``retry_moved``."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def fetch(self, statement: str, *args: Any) -> list[Any]:
+        return await retry_moved(lambda: self._pool.fetch(statement, *args))
+
+    async def fetchval(self, statement: str, *args: Any) -> Any:
+        return await retry_moved(lambda: self._pool.fetchval(statement, *args))
+
+
 class PostgresBackend:
     """The Backend protocol on PostgreSQL."""
 
@@ -131,6 +148,12 @@ class PostgresBackend:
 
     def _now(self) -> datetime | None:
         return self._clock() if self._clock else None
+
+    @property
+    def _retrying(self) -> _Retrying:
+        """The pool's fetches, run again where they meet a row moved between partitions (the
+        operations that lock job rows: postgres_errors.moved)."""
+        return _Retrying(self.pool)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -206,6 +229,7 @@ class PostgresBackend:
                         await conn.execute(body.replace("{s}", f'"{self.schema}"'))
                         await conn.execute(self._sql.MIGRATION_RECORD, version, name)
                         applied.append(version)
+        await self.storage_upkeep()  # today's history partitions, before the first finish
         return applied
 
     async def schema_version(self) -> tuple[int, int]:
@@ -326,7 +350,7 @@ class PostgresBackend:
             if params.queues is None:
                 rows = await self._claim_all(params)
             else:
-                rows = await self.pool.fetch(
+                rows = await self._retrying.fetch(
                     self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
                     *self._claim_args(params, None),
                     False,
@@ -336,14 +360,19 @@ class PostgresBackend:
     async def _claim_all(self, params: ClaimParams) -> list[Any]:
         args = (*self._claim_args(params, None), False)
         if not self.pooled:
-            return await (self._claim_pool or self.pool).fetch(self._sql.JOB_GET_AVAILABLE, *args)
+            pool = self._claim_pool or self.pool
+            return await retry_moved(lambda: pool.fetch(self._sql.JOB_GET_AVAILABLE, *args))
+
         # Behind a transaction pooler a session setting would leak to whoever gets the server
         # session next, so the claim prices sorts out in its own transaction: BEGIN and SET
         # LOCAL and COMMIT cost three round trips more (docs/benchmarks.md, "Behind PgBouncer").
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(SORT_OFF_IN_TRANSACTION)
-            rows: list[Any] = await conn.fetch(self._sql.JOB_GET_AVAILABLE, *args)
-            return rows
+        async def claim() -> list[Any]:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.execute(SORT_OFF_IN_TRANSACTION)
+                rows: list[Any] = await conn.fetch(self._sql.JOB_GET_AVAILABLE, *args)
+                return rows
+
+        return await retry_moved(claim)
 
     def _claim_args(self, params: ClaimParams, queue: str | None) -> list[Any]:
         queues = [queue] if queue else params.queues
@@ -360,10 +389,13 @@ class PostgresBackend:
         ]
 
     async def job_get_available_limited(self, params: ClaimParams) -> list[ClaimedJob]:
-        with _wrapped("job_get_available_limited"):
+        async def claim() -> list[Any]:
             async with self.pool.acquire() as conn, conn.transaction():
                 flow = flows.limited_claim(params)
-                rows = await flows.drive_async(flow, self._answers(conn))
+                return await flows.drive_async(flow, self._answers(conn))
+
+        with _wrapped("job_get_available_limited"):
+            rows = await retry_moved(claim)
         return ops.claimed_in_order(rows)
 
     async def queue_limited(self) -> list[str]:
@@ -410,7 +442,7 @@ class PostgresBackend:
         if not completions:
             return []
         with _wrapped("job_set_state_if_running_many"):
-            rows = await self.pool.fetch(
+            rows = await self._retrying.fetch(
                 self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
                 *ops.completion_params(completions, self._now(), self.done_channel),
             )
@@ -424,15 +456,32 @@ class PostgresBackend:
         return [r["id"] for r in rows]
 
     async def job_prune(self, params: JobPruneParams) -> int:
+        # Whole history days past the retention go first, by DROP (milliseconds, whatever
+        # their size); the batch then deletes the rest of the rule's rows (the straddling day,
+        # dead jobs, the default partition), as before.
         with _wrapped("job_prune"):
-            status = await self.pool.execute(
-                self._sql.JOB_PRUNE,
-                params.finished_age_s,
-                params.dead_age_s,
-                self._now(),
-                params.batch,
-            )
-        return int(status.split()[-1])
+            async with self.pool.acquire() as conn:
+                now: datetime = await conn.fetchval(storage.DB_NOW, self._now())
+                dropped = 0
+                if params.finished_age_s < MAX_AGE_S:
+                    cutoff = now - timedelta(seconds=params.finished_age_s)
+                    dropped = await storage.drop_expired(conn, self.schema, cutoff)
+                status = await retry_moved(
+                    lambda: conn.execute(
+                        self._sql.JOB_PRUNE,
+                        params.finished_age_s,
+                        params.dead_age_s,
+                        self._now(),
+                        params.batch,
+                    )
+                )
+        return dropped + int(status.split()[-1])
+
+    async def storage_upkeep(self) -> list[str]:
+        with _wrapped("storage_upkeep"):
+            async with self.pool.acquire() as conn:
+                now: datetime = await conn.fetchval(storage.DB_NOW, self._now())
+                return await storage.make_ahead(conn, self.schema, now)
 
     async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
         with _wrapped("job_prune_preview"):
@@ -443,7 +492,7 @@ class PostgresBackend:
 
     async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
         with _wrapped("job_reclaim_expired"):
-            rows = await self.pool.fetch(
+            rows = await self._retrying.fetch(
                 self._sql.JOB_RECLAIM_EXPIRED, self._now(), MAX_ERRORS_KEPT
             )
         if into is not None:
@@ -454,7 +503,7 @@ class PostgresBackend:
         self, worker_id: str, into: list[ReclaimedJob] | None = None
     ) -> list[int]:
         with _wrapped("job_reclaim_worker"):
-            rows = await self.pool.fetch(
+            rows = await self._retrying.fetch(
                 self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id
             )
         if into is not None:
@@ -465,7 +514,7 @@ class PostgresBackend:
         if not params.held:
             return []
         with _wrapped("job_heartbeat_many"):
-            rows = await self.pool.fetch(
+            rows = await self._retrying.fetch(
                 self._sql.JOB_HEARTBEAT_MANY,
                 [job_id for job_id, _ in params.held],
                 [token for _, token in params.held],
@@ -644,14 +693,14 @@ class PostgresBackend:
 
     async def job_retry(self, params: JobActionParams) -> bool:
         with _wrapped("job_retry"):
-            rows = await self.pool.fetch(
+            rows = await self._retrying.fetch(
                 self._sql.JOB_RETRY, params.job_id, self.channel, self._now(), params.who
             )
         return bool(rows)
 
     async def job_cancel(self, params: JobActionParams) -> JobState:
         with _wrapped("job_cancel"):
-            state = await self.pool.fetchval(
+            state = await self._retrying.fetchval(
                 self._sql.JOB_CANCEL, params.job_id, params.who, self._now()
             )
         if state is None:
@@ -699,7 +748,7 @@ class PostgresBackend:
 
     async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
         with _wrapped("job_requeue_dead"):
-            rows = await self.pool.fetch(
+            rows = await self._retrying.fetch(
                 self._sql.JOB_REQUEUE_DEAD,
                 params.who,
                 *ops.filter_params(params.where),
@@ -712,7 +761,7 @@ class PostgresBackend:
     async def job_discard_dead(self, params: DeadActionParams) -> list[int]:
         where = ops.filter_params(params.where)
         with _wrapped("job_discard_dead"):
-            rows = await self.pool.fetch(
+            rows = await self._retrying.fetch(
                 self._sql.JOB_DISCARD_DEAD, params.who, *where, self._now(), params.where.limit
             )
         return [r["id"] for r in rows]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import asyncpg
 
@@ -34,6 +35,37 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.TransactionRollbackError,
 )
 """What an outage looks like; any other PostgreSQL error is a fault no retry will cure."""
+
+
+T = TypeVar("T")
+
+MOVED_TRIES = 8
+"""How often a statement that met a row moved to another partition is run again."""
+
+
+def moved(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL refusing to lock a row a concurrent, committed UPDATE
+    moved to another partition (a job that finished, or was requeued, under our feet).
+
+    On a plain table the statement would have re-read the row's new version and found it no
+    longer matching; across partitions PostgreSQL raises instead (SQLSTATE 40001). The same
+    statement run again reads the row where it went and, its state and token changed, leaves it
+    alone, so the operations that lock job rows run again rather than report an outage.
+    """
+    return isinstance(
+        exc, asyncpg.exceptions.SerializationError
+    ) and "moved to another partition" in str(exc)
+
+
+async def retry_moved(call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, run again while it meets a moved row (``moved``), at most MOVED_TRIES times."""
+    for _ in range(MOVED_TRIES - 1):
+        try:
+            return await call()
+        except asyncpg.exceptions.SerializationError as exc:
+            if not moved(exc):
+                raise
+    return await call()
 
 
 def _misconfigured(operation: str, exc: Exception) -> UrlRefused:

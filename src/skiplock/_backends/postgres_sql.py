@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from . import postgres_observe_sql as _observe
+from . import postgres_storage_sql as _storage
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -201,6 +202,7 @@ CREATE TABLE {s}.skiplock_audit (
 );
 """,
     ),
+    (11, "partitioned storage", _storage.MIGRATION_PARTITIONS),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -267,23 +269,30 @@ WITH batch AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
     + """
+), ided AS MATERIALIZED (
+    -- ids drawn in input order (the caller maps rows back by it); a key already held wastes
+    -- its id, which is never reused
+    SELECT b.*, nextval('{s}.skiplock_job_ids') AS id
+    FROM (SELECT * FROM batch WHERE NOT EXISTS (SELECT 1 FROM full_) ORDER BY ord) b
+), keyed AS (
+    -- the keys are taken first, in skiplock_keys (a key spans the live and the history
+    -- partitions, which no index of the job table can); the insert's trigger finds them held
+    INSERT INTO {s}.skiplock_keys (unique_key, job_id)
+    SELECT unique_key, id FROM ided WHERE unique_key IS NOT NULL ORDER BY ord
+    ON CONFLICT (unique_key) DO NOTHING
+    RETURNING job_id
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
-        (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-         lease_s, unique_key, unique_succeeded, trace_context, payload_version)
-    SELECT u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
+        (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout,
+         correlation_id, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
+    SELECT u.id, u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
            u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
            u.trace_context, u.payload_version
-    FROM batch u
-    WHERE NOT EXISTS (SELECT 1 FROM full_)
+    FROM ided u
+    WHERE u.unique_key IS NULL OR u.id IN (SELECT job_id FROM keyed)
     ORDER BY u.ord
-    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL
-        AND (state IN """
-    + _LIVE
-    + """ OR (state = 'succeeded' AND unique_succeeded))
-    DO NOTHING
     RETURNING id, queue, unique_key
 ), woken AS (
     SELECT pg_notify($11, q.queue) FROM (SELECT DISTINCT queue FROM ins) q
@@ -330,11 +339,7 @@ COPY_COLUMNS = (
 JOB_LIVE_BY_UNIQUE_KEY = (
     """
 -- The jobs holding these unique keys (live, or succeeded where the job asked for that).
-SELECT id, unique_key FROM {s}.skiplock_jobs
-WHERE unique_key = ANY($1::text[])
-  AND (state IN """
-    + _LIVE
-    + """ OR (state = 'succeeded' AND unique_succeeded))
+SELECT job_id AS id, unique_key FROM {s}.skiplock_keys WHERE unique_key = ANY($1::text[])
 """
 )
 
@@ -347,8 +352,10 @@ _LOCK_IN_ID_ORDER = """locked AS MATERIALIZED (
     -- what the UPDATE takes anyway. A row that left running meanwhile (its token cleared) is not
     -- locked; the token test, not state = 'running', keeps this off the lease index (a scan
     -- of every running row) and on the primary key.
+    -- state IN (...) names the live partition alone (a planner's pruning), which no partial
+    -- index matches.
     SELECT id FROM {s}.skiplock_jobs
-    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL
+    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL AND state IN ('pending', 'running')
     ORDER BY id
     FOR NO KEY UPDATE
 )"""
@@ -364,7 +371,7 @@ SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM no
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
 -- id = ANY(ARRAY(...)) keeps the update on the primary key: joining the CTE instead lets the
 -- planner hash a scan of the whole table once batches grow past ~50 rows.
-WHERE j.id = ANY(ARRAY(SELECT id FROM c))
+WHERE j.id = ANY(ARRAY(SELECT id FROM c)) AND j.state = 'pending'
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
           coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s, j.correlation_id,
@@ -487,7 +494,9 @@ c AS (
     -- A token is set only by a claim and cleared by every way out of running, so matching it
     -- is the fence; id = ANY keeps the plan on the primary key however big the batch, and
     -- the rows it updates are already locked (in id order) by ``locked``.
+    -- (state IN: the live partition only; a finished row moves to its history partition)
     WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = c.id AND j.lease_token = c.token
+      AND j.state IN ('pending', 'running')
     RETURNING j.id, c.finished
 ), told AS (
     SELECT pg_notify($11, string_agg(id::text, ',')) FROM (
@@ -568,7 +577,7 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                     'attempt', j.attempt, 'at', (SELECT t FROM now_),
                     'message', {why},
                     'traceback', NULL))
-FROM x WHERE j.id = x.id
+FROM x WHERE j.id = x.id AND j.state = 'running'
 RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
           j.locked_by
 """
@@ -628,6 +637,7 @@ SET lease_expires_at = (SELECT t FROM now_)
     progress = coalesce(h.progress::jsonb, j.progress)
 FROM unnest($1::bigint[], $2::text[], $6::boolean[], $7::text[]) AS h(id, token, started, progress)
 WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = h.id AND j.lease_token = h.token
+  AND j.state IN ('pending', 'running')
 RETURNING j.id, j.lease_token
 """
 )
@@ -851,11 +861,7 @@ _KEY_FREE = (
   -- a dead job whose unique key a live job now holds stays dead (requeueing it would break
   -- the key's promise); the caller reports it
   AND (unique_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM {s}.skiplock_jobs o
-      WHERE o.unique_key = skiplock_jobs.unique_key
-        AND (o.state IN """
-    + _LIVE
-    + """ OR (o.state = 'succeeded' AND o.unique_succeeded))))
+      SELECT 1 FROM {s}.skiplock_keys k WHERE k.unique_key = skiplock_jobs.unique_key))
 """
 )
 
@@ -910,7 +916,8 @@ JOB_PRUNE = (
 -- Delete one bounded batch ($4 rows) of finished rows past their retention ($1, $2 seconds
 -- of the database clock); SKIP LOCKED keeps concurrent pruners off each other's rows and
 -- every lock short, and never waits, so it cannot deadlock.
-DELETE FROM {s}.skiplock_jobs WHERE id IN (
+DELETE FROM {s}.skiplock_jobs
+WHERE state IN ('succeeded', 'cancelled', 'dead') AND id IN (
     SELECT id FROM {s}.skiplock_jobs"""
     + _PAST_RETENTION
     + """    LIMIT $4

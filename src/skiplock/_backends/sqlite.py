@@ -370,6 +370,9 @@ class SQLiteBackend:
 
         return await self._run("job_prune", prune)
 
+    async def storage_upkeep(self) -> list[str]:
+        return []  # one job table here: nothing made ahead
+
     async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
         def count(conn: sqlite3.Connection) -> dict[str, int]:
             rows = conn.execute(sql.JOB_PRUNE_PREVIEW, self._retention_args(params)).fetchall()

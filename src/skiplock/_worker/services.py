@@ -176,6 +176,7 @@ class Pruner(Service):
         params = JobPruneParams(
             self.config.retention_finished_s, self.config.retention_dead_s, PRUNE_BATCH
         )
+        await self.backend.storage_upkeep()  # the next days' partitions, before they are due
         removed = 0
         for _ in range(PRUNE_MAX_BATCHES):
             batch = await self.backend.job_prune(params)

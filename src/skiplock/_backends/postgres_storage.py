@@ -1,0 +1,186 @@
+"""The history partitions' upkeep on PostgreSQL: one a day made ahead, whole expired ones dropped.
+
+No pg_partman, no pg_cron: every worker's pruner calls these, and a transaction-level advisory
+lock (``pg_try_advisory_xact_lock``, which a transaction pooler keeps to one exchange) lets one
+of them do the DDL while the rest go on. Every DDL runs under a short ``lock_timeout`` and is
+retried a few times, then left to the next tick: a session holding a lock on a partition (a long
+report, a ``pg_dump``) makes the DDL give up, never queues every completion behind it. Claims
+never wait on it at all: they name the live partition only (postgres_storage_sql.py).
+
+Partition names carry their bounds (UTC days), so the upkeep reads names, never the text of a
+partition bound: ``skiplock_jobs_done_p20261203`` holds rows finished that day,
+``skiplock_jobs_done_to_20261204`` (the table an upgrade attached) everything before that day.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+log = logging.getLogger("skiplock.storage")
+
+DAYS_AHEAD = 2
+"""History partitions kept made beyond today (UTC): a worker may stop for two days before a
+finished job lands in the default partition (still kept, found and pruned; moved out when its
+day's partition is made)."""
+
+LOCK_TIMEOUT_MS = 100
+"""How long a DDL waits for its lock before giving up (and the completions queued behind it
+wait no longer than this)."""
+
+TRIES = 5
+"""How many times a DDL that timed out on its lock is tried in one upkeep, 200 ms apart."""
+
+_NAME = re.compile(r"^skiplock_jobs_done_(p|to_)(\d{8})$")
+
+LIST_PARTITIONS = """
+SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = '{s}.skiplock_jobs_done'::regclass
+"""
+
+UPKEEP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('skiplock storage ' || $1))"
+
+DB_NOW = "SELECT coalesce($1::timestamptz, now())"
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A history partition and the finish times it holds: [lower, upper), lower None for
+    everything before upper."""
+
+    name: str
+    lower: date | None
+    upper: date
+
+
+def partitions(names: list[str]) -> list[Partition]:
+    """The day partitions among ``names`` (the default one and strangers are left out)."""
+    found = []
+    for name in names:
+        match = _NAME.match(name)
+        if match is None:
+            continue
+        day = datetime.strptime(match.group(2), "%Y%m%d").replace(tzinfo=UTC).date()
+        if match.group(1) == "p":
+            found.append(Partition(name, day, day + timedelta(days=1)))
+        else:
+            found.append(Partition(name, None, day))
+    return sorted(found, key=lambda p: p.upper)
+
+
+def expired(parts: list[Partition], cutoff: datetime) -> list[Partition]:
+    """The partitions every row of which finished before ``cutoff``: dropped whole."""
+    return [p for p in parts if _midnight(p.upper) <= cutoff]
+
+
+def missing(parts: list[Partition], today: date) -> list[date]:
+    """The days from today to DAYS_AHEAD after it no partition holds yet."""
+    covered = {p.lower for p in parts if p.lower is not None}
+    latest_open = max((p.upper for p in parts if p.lower is None), default=None)
+    days = [today + timedelta(days=n) for n in range(DAYS_AHEAD + 1)]
+    return [d for d in days if d not in covered and (latest_open is None or d >= latest_open)]
+
+
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _create_sql(schema: str, day: date) -> list[str]:
+    """Make the partition of ``day`` beside the table, move in any row the default partition
+    took for that day, then attach it (the attach checks the new table and the default one,
+    both small; it takes SHARE UPDATE EXCLUSIVE on the parent, which completions' inserts do
+    not wait on)."""
+    s, name = f'"{schema}"', f"skiplock_jobs_done_p{day:%Y%m%d}"
+    lower, upper = (
+        f"{day.isoformat()} 00:00+00",
+        f"{(day + timedelta(days=1)).isoformat()} 00:00+00",
+    )
+    return [
+        f"CREATE TABLE {s}.{name} "
+        f"(LIKE {s}.skiplock_jobs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)",
+        f"CREATE INDEX {name}_id_idx ON {s}.{name} (id)",
+        f"CREATE INDEX {name}_finished_idx ON {s}.{name} (finished_at)",
+        f"CREATE INDEX {name}_reclaimed_idx ON {s}.{name} (reclaimed_at)"
+        " WHERE reclaimed_at IS NOT NULL",
+        f"WITH moved AS (DELETE FROM {s}.skiplock_jobs_done_default"
+        f" WHERE finished_at >= '{lower}' AND finished_at < '{upper}' RETURNING *)"
+        f" INSERT INTO {s}.{name} SELECT * FROM moved",
+        f"ALTER TABLE {s}.skiplock_jobs_done ATTACH PARTITION {s}.{name}"
+        f" FOR VALUES FROM ('{lower}') TO ('{upper}')",
+    ]
+
+
+def _drop_sql(schema: str, name: str) -> list[str]:
+    """Lock the partition first (waiting, under the lock_timeout, on any reader of it while
+    holding nothing else), count its rows, release the keys its succeeded jobs kept (no row
+    trigger fires for a dropped table), then drop it: the drop's lock on the history parent,
+    which completions moving rows in take too, is held for milliseconds, never while waiting
+    on a reader. Claims never touch the history parent."""
+    s = f'"{schema}"'
+    return [
+        f"LOCK TABLE {s}.{name} IN ACCESS EXCLUSIVE MODE",
+        f"SELECT count(*) FROM {s}.{name}",
+        f"DELETE FROM {s}.skiplock_keys k USING {s}.{name} p WHERE p.id = k.job_id",
+        f"DROP TABLE {s}.{name}",
+    ]
+
+
+async def _ddl(conn: Any, schema: str, statements: list[str]) -> int | None:
+    """Run ``statements`` in one transaction under the upkeep lock and a short lock_timeout,
+    retried while it times out; what its SELECT counted (0 without one). None: another
+    session holds the upkeep, or the lock never came."""
+    for attempt in range(TRIES):
+        try:
+            async with conn.transaction():
+                if not await conn.fetchval(UPKEEP_LOCK, schema):
+                    return None
+                await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+                rows = 0
+                for statement in statements:
+                    if statement.startswith("SELECT"):
+                        rows = int(await conn.fetchval(statement))
+                    else:
+                        await conn.execute(statement)
+                return rows
+        except asyncpg.exceptions.LockNotAvailableError:
+            if attempt + 1 < TRIES:
+                await asyncio.sleep(0.2)
+    log.warning("storage upkeep: gave up waiting %d x %d ms for a lock", TRIES, LOCK_TIMEOUT_MS)
+    return None
+
+
+async def _parts(conn: Any, schema: str) -> list[Partition]:
+    names = await conn.fetch(LIST_PARTITIONS.replace("{s}", f'"{schema}"'))
+    return partitions([r["relname"] for r in names])
+
+
+async def drop_expired(conn: Any, schema: str, cutoff: datetime) -> int:
+    """Drop the history partitions whose every row finished before ``cutoff``; rows removed."""
+    removed = 0
+    for part in expired(await _parts(conn, schema), cutoff):
+        rows = await _ddl(conn, schema, _drop_sql(schema, part.name))
+        if rows is None:
+            continue  # held, or another session keeps the upkeep: the next prune tries again
+        removed += rows
+        log.info("storage: dropped history partition %s (%d rows)", part.name, rows)
+    return removed
+
+
+async def make_ahead(conn: Any, schema: str, now: datetime) -> list[str]:
+    """Make the partitions from today (UTC) to DAYS_AHEAD after; the names made. ANALYZE the
+    parents after a change: autovacuum analyses only leaf tables, and the planner's estimates
+    for the partitioned ones come from it."""
+    made = []
+    for day in missing(await _parts(conn, schema), now.astimezone(UTC).date()):
+        if await _ddl(conn, schema, _create_sql(schema, day)) is None:
+            break
+        made.append(f"skiplock_jobs_done_p{day:%Y%m%d}")
+    if made:
+        await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')
+    return made

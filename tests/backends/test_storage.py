@@ -1,0 +1,250 @@
+"""PostgreSQL's partitioned storage (postgres_storage_sql.py): the upgrade in place, unique keys
+across the live and history partitions, and the history's upkeep (days made ahead, expired
+days dropped) under a drain and a session holding a lock on the oldest partition."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+import skiplock
+from skiplock import JobState, Worker
+from skiplock._backends import postgres_storage
+from skiplock._backends.base import JobInsertManyParams, JobPruneParams
+from skiplock._job import NewJob
+
+from ..helpers import PG_URL, FakeClock, pg_schema_at
+
+
+def job(key: str | None = None, *, keep: bool = False) -> NewJob:
+    return NewJob("t", "default", "[]", "{}", 0, 3, unique_key=key, unique_succeeded=keep)
+
+
+@pytest.fixture
+async def conn() -> AsyncIterator[asyncpg.Connection]:
+    session = await asyncpg.connect(PG_URL)
+    yield session
+    await session.close()
+
+
+def schema_of(url: str) -> str:
+    return url.rsplit("schema=", 1)[1]
+
+
+async def partition_of(conn: asyncpg.Connection, schema: str, job_id: int) -> str:
+    name = await conn.fetchval(
+        f'SELECT tableoid::regclass::text FROM "{schema}".skiplock_jobs WHERE id = $1', job_id
+    )
+    return str(name).rsplit(".", 1)[-1]
+
+
+VERSION_10_ROWS = """
+INSERT INTO {t} (queue, task, state, max_attempts, attempt, unique_key, unique_succeeded,
+                 locked_by, lease_token, lease_expires_at, result, errors, finished_at)
+VALUES ('default', 'a', 'pending', 3, 0, 'k-pending', false, NULL, NULL, NULL, NULL, '[]', NULL),
+       ('default', 'b', 'running', 3, 1, 'k-running', false, 'w', 'w:1',
+        now() + interval '1 hour', NULL, '[]', NULL),
+       ('default', 'c', 'succeeded', 3, 1, 'k-kept', true, 'w', NULL, NULL, '{"x": 1}', '[]',
+        now() - interval '1 hour'),
+       ('default', 'd', 'succeeded', 3, 1, 'k-free', false, 'w', NULL, NULL, '2', '[]',
+        now() - interval '2 days'),
+       ('other', 'e', 'cancelled', 3, 0, NULL, false, NULL, NULL, NULL, NULL, '[]',
+        now() - interval '3 days'),
+       ('default', 'f', 'dead', 3, 3, 'k-dead', false, 'w', NULL, NULL, NULL,
+        '[{"message": "boom"}]', now() - interval '1 day'),
+       ('default', 'g', 'succeeded', 3, 1, NULL, false, NULL, NULL, NULL, NULL, '[]', NULL)
+"""
+
+
+async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
+    pg_url: str, conn: asyncpg.Connection
+) -> None:
+    """A version 10 table with a job in every state (keys live, kept and spent, a result, an
+    error, a final row without a finish time) upgrades in place: every row keeps every column
+    (the finish time stamped where missing), each lands in its state's partition, the keys
+    still held are held, and new ids follow the old ones."""
+    schema = schema_of(pg_url)
+    table = f'"{schema}".skiplock_jobs'
+    await pg_schema_at(pg_url, 10)
+    await conn.execute(VERSION_10_ROWS.replace("{t}", table))
+    before = [
+        json.loads(r[0])
+        for r in await conn.fetch(f"SELECT to_jsonb(j)::text FROM {table} j ORDER BY id")
+    ]
+    app = skiplock.App(pg_url)
+    try:
+        assert await app.migrate() == [11]
+        after = [
+            json.loads(r[0])
+            for r in await conn.fetch(f"SELECT to_jsonb(j)::text FROM {table} j ORDER BY id")
+        ]
+        stamped = after[6].pop("finished_at")
+        assert stamped is not None and before[6].pop("finished_at") is None
+        assert after == before
+        ids = [row["id"] for row in before]
+        places = [await partition_of(conn, schema, i) for i in ids]
+        assert places[:2] == ["skiplock_jobs_live"] * 2
+        assert places[5] == "skiplock_jobs_dead"
+        assert all(p.startswith("skiplock_jobs_done_to_") for p in places[2:5] + places[6:])
+        keys = dict(await conn.fetch(f'SELECT unique_key, job_id FROM "{schema}".skiplock_keys'))
+        assert keys == {"k-pending": ids[0], "k-running": ids[1], "k-kept": ids[2]}
+
+        backend = await app.backend()
+        held = [job("k-pending"), job("k-running"), job("k-kept", keep=True)]
+        assert await backend.job_insert_many(JobInsertManyParams(held)) == ids[:3]
+        fresh = await backend.job_insert_many(JobInsertManyParams([job("k-free"), job("k-dead")]))
+        assert min(fresh) > max(ids) and len(set(fresh)) == 2
+        assert (await app.get_job(ids[2])).result == {"x": 1}
+        assert (await app.get_job(ids[5])).errors[-1]["message"] == "boom"
+    finally:
+        await app.close()
+
+
+async def test_a_kept_key_holds_across_the_move_to_history_and_a_spent_one_frees(
+    pg_url: str, conn: asyncpg.Connection
+) -> None:
+    """A job that keeps its key after success keeps it from history; one that does not frees
+    it when it finishes; a dead job whose key a live job took stays dead when requeued."""
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    try:
+        backend = await app.backend()
+        kept, spent = await backend.job_insert_many(
+            JobInsertManyParams([job("kept", keep=True), job("spent")])
+        )
+        calls = []
+
+        @app.task(name="t")
+        def t() -> None:
+            calls.append(1)
+
+        await asyncio.wait_for(
+            Worker(app, poll_interval_s=0.05, scheduler=False).run(burst=True), 60
+        )
+        assert len(calls) == 2
+        schema = schema_of(pg_url)
+        assert (await partition_of(conn, schema, kept)).startswith("skiplock_jobs_done_")
+        again = await backend.job_insert_many(
+            JobInsertManyParams([job("kept", keep=True), job("spent")])
+        )
+        assert again[0] == kept and again[1] > spent
+        keys = dict(await conn.fetch(f'SELECT unique_key, job_id FROM "{schema}".skiplock_keys'))
+        assert keys == {"kept": kept, "spent": again[1]}
+    finally:
+        await app.close()
+
+
+async def make_day(conn: asyncpg.Connection, schema: str, day: datetime, rows: int) -> str:
+    """A history partition of ``day`` (made by the upkeep, as of that day) holding ``rows``
+    succeeded jobs."""
+    app = app_at(f"{PG_URL}?schema={schema}", day)
+    try:
+        await (await app.backend()).storage_upkeep()
+    finally:
+        await app.close()
+    name = f"skiplock_jobs_done_p{day:%Y%m%d}"
+    assert name in await partitions(conn, schema)
+    await conn.execute(
+        f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, state, max_attempts, attempt,
+                                                   finished_at)
+            SELECT 'default', 'old', 'succeeded', 3, 1, $1 FROM generate_series(1, $2)""",
+        day + timedelta(hours=1),
+        rows,
+    )
+    return name
+
+
+async def partitions(conn: asyncpg.Connection, schema: str) -> set[str]:
+    rows = await conn.fetch(postgres_storage.LIST_PARTITIONS.replace("{s}", f'"{schema}"'))
+    return {r["relname"] for r in rows}
+
+
+def app_at(url: str, now: datetime) -> skiplock.App:
+    return skiplock.App(url, clock=FakeClock(now))
+
+
+async def ddl_waiting(conn: asyncpg.Connection, table: str) -> bool:
+    """Whether a session waits for a lock with a statement naming ``table``."""
+    return bool(
+        await conn.fetchval(
+            """SELECT count(*) FROM pg_stat_activity
+               WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0""",
+            table,
+        )
+    )
+
+
+async def test_expired_days_drop_whole_and_a_locked_one_waits_without_stalling_the_queue(
+    pg_url: str, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two expired days of history, the older held by a session's lock (a long report): the
+    prune's DDL waits for that lock holding nothing else, so jobs are claimed and finished
+    (their rows moving into history) while it waits; the free day goes whole, its rows
+    counted; once the lock goes, the locked day goes too."""
+    monkeypatch.setattr(postgres_storage, "TRIES", 200)  # 200 x 100 ms: waits out the drain
+    schema = schema_of(pg_url)
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    old = midnight + timedelta(days=40)
+    locked = await make_day(conn, schema, old, 300)
+    free = await make_day(conn, schema, old + timedelta(days=1), 500)
+    done: list[int] = []
+
+    @app.task(name="fresh")
+    def fresh() -> None:
+        done.append(1)
+
+    holder = await asyncpg.connect(PG_URL)
+    pruner = app_at(pg_url, old + timedelta(days=10))
+    try:
+        await holder.execute("BEGIN")
+        await holder.fetchval(f'SELECT count(*) FROM "{schema}".{locked}')
+        backend = await pruner.backend()
+        prune = asyncio.create_task(backend.job_prune(JobPruneParams(7 * 86400.0, 30 * 86400.0, 0)))
+        while not await ddl_waiting(conn, locked):
+            assert not prune.done(), prune
+            await asyncio.sleep(0.01)
+        await app.enqueue_many(fresh.prepare() for _ in range(200))
+        worker = Worker(app, poll_interval_s=0.01, scheduler=False)
+        await asyncio.wait_for(worker.run(burst=True), 60)
+        assert len(done) == 200 and not prune.done()  # the DDL still waits on the report
+        await holder.execute("ROLLBACK")
+        removed = await asyncio.wait_for(prune, 60)
+        assert removed == 800
+        left = await partitions(conn, schema)
+        assert locked not in left and free not in left
+        assert (await app.counts())[JobState.SUCCEEDED.value] == 200
+    finally:
+        await holder.close()
+        await pruner.close()
+        await app.close()
+
+
+def test_partition_names_carry_their_bounds() -> None:
+    parts = postgres_storage.partitions(
+        [
+            "skiplock_jobs_done_p20261203",
+            "skiplock_jobs_done_to_20261201",
+            "skiplock_jobs_done_default",
+            "stranger",
+        ]
+    )
+    assert [(p.lower, p.upper) for p in parts] == [
+        (None, datetime(2026, 12, 1).date()),
+        (datetime(2026, 12, 3).date(), datetime(2026, 12, 4).date()),
+    ]
+    cutoff = datetime(2026, 12, 4, tzinfo=UTC)
+    assert [p.name for p in postgres_storage.expired(parts, cutoff)] == [
+        "skiplock_jobs_done_to_20261201",
+        "skiplock_jobs_done_p20261203",
+    ]
+    assert postgres_storage.missing(parts, datetime(2026, 12, 3).date()) == [
+        datetime(2026, 12, 4).date(),
+        datetime(2026, 12, 5).date(),
+    ]
