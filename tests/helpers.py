@@ -31,7 +31,7 @@ import pytest
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import sqlite_sql
+from skiplock._backends import postgres_sql, sqlite_sql
 
 T = TypeVar("T")
 
@@ -103,14 +103,21 @@ async def running(app: skiplock.App, **options: object) -> AsyncIterator[Worker]
 # --- schema versions -------------------------------------------------------------------------
 
 LATEST = sqlite_sql.MIGRATIONS[-1][0]
-"""The schema version this skiplock migrates to (the same on both backends)."""
+"""The schema version this skiplock migrates a SQLite file to."""
+
+LATEST_PG = postgres_sql.MIGRATIONS[-1][0]
+"""The schema version this skiplock migrates a PostgreSQL schema to (one more than SQLite's:
+migration 11 partitions PostgreSQL's job table, which SQLite keeps whole)."""
+
+
+def latest(url: str) -> int:
+    """The schema version this skiplock migrates ``url``'s database to."""
+    return LATEST if url.startswith("sqlite") else LATEST_PG
 
 
 async def pg_schema_at(url: str, version: int) -> None:
     """Make ``url``'s schema what a skiplock of migration ``version`` left: its migrations
     applied and recorded, none after (a real older schema, to upgrade from)."""
-    from skiplock._backends import postgres_sql
-
     schema = parse_qs(urlsplit(url).query)["schema"][0]
     conn = await asyncpg.connect(PG_URL)
     try:

@@ -18,7 +18,7 @@ from skiplock._backends.postgres_url import parse_postgres_url
 from skiplock._url import mask_url
 
 from .conftest import PG_URL
-from .helpers import LATEST, ROOT, Cli, newer_schema
+from .helpers import LATEST_PG, ROOT, Cli, latest, newer_schema
 
 
 async def test_producers_and_migrate_refuse_a_newer_schema(db_url: str) -> None:
@@ -31,7 +31,9 @@ async def test_producers_and_migrate_refuse_a_newer_schema(db_url: str) -> None:
     await app.close()
     await asyncio.to_thread(newer_schema, db_url)
     for attempt in (noop.aenqueue, app.migrate, app.queues):
-        with pytest.raises(skiplock.SchemaError, match=f"99, newer than this skiplock's {LATEST}"):
+        with pytest.raises(
+            skiplock.SchemaError, match=f"99, newer than this skiplock's {latest(db_url)}"
+        ):
             await attempt()
     await app.close()
 
@@ -137,7 +139,7 @@ def test_parallel_migrations_into_a_new_schema_all_succeed(tmp_path: Path) -> No
             applied = sorted(out for _, out, _ in results)
             assert applied[1:] == ["schema already up to date\n"] * 2, applied
             app = skiplock.App(url)
-            assert asyncio.run(_version_and_close(app)) == (LATEST, LATEST)
+            assert asyncio.run(_version_and_close(app)) == (LATEST_PG, LATEST_PG)
         finally:
             asyncio.run(_drop(schema))
 
