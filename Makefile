@@ -105,6 +105,7 @@ bench-django: $(DJANGO_BENCH_STAMP)
 # ~65 minutes. STORAGE_BENCH_ARGS="--quick" (~13 min), "--workloads W8 --runs 3".
 bench-storage: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.horizon $(STORAGE_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.storage_ops $(STORAGE_OPS_ARGS)
 
 # What logging costs a busy worker at warning, info and debug (issue 24).
 bench-logs: $(BENCH_STAMP)

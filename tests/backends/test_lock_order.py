@@ -85,19 +85,21 @@ def done(held: Sequence[tuple[int, str]]) -> list[Completion]:
 async def test_completion_and_heartbeat_held_at_the_middle_row_do_not_deadlock(
     rows: Rows,
 ) -> None:
+    """The batch locks in id order and waits at the held row; the heartbeat, given the rows
+    in either order, waits for none (SKIP LOCKED): it returns while the batch still waits,
+    reporting every row held (their tokens are unchanged), and the batch then writes all."""
     for round_ in range(4):
         held = await rows.running(f"w:{round_}")
         forward, backward = (held, held[::-1]) if round_ % 2 else (held[::-1], held)
         blocker = await rows.hold(held[ROWS // 2][0])
         completing = asyncio.create_task(rows.backend.job_set_state_if_running_many(done(forward)))
-        beating = asyncio.create_task(rows.backend.job_heartbeat_many(beat(backward)))
-        await rows.waiting(2)
+        await rows.waiting(1)
+        extended = await asyncio.wait_for(rows.backend.job_heartbeat_many(beat(backward)), 10)
+        assert not completing.done()
+        assert sorted(extended) == held
         await blocker.rollback()
-        finished, extended = await asyncio.gather(completing, beating)
-        # the heartbeat never takes a token, so the batch always writes every outcome; the
-        # heartbeat extends all of them (it went first) or none (they had finished)
+        finished = await completing
         assert sorted(finished) == [job_id for job_id, _ in held]
-        assert len(extended) in (0, ROWS)
 
 
 async def test_a_burst_of_opposite_orders_never_deadlocks(rows: Rows) -> None:
@@ -111,14 +113,14 @@ async def test_a_burst_of_opposite_orders_never_deadlocks(rows: Rows) -> None:
 
 
 async def test_a_supervisor_release_and_a_heartbeat_do_not_deadlock(rows: Rows) -> None:
-    """JOB_RECLAIM_WORKER waits on rows too (a heartbeat still in flight from the worker that
-    just exited), so it locks in id order like the others."""
+    """JOB_RECLAIM_WORKER waits on rows (a heartbeat still in flight from the worker that just
+    exited), so it locks in id order; the heartbeat waits on none."""
     held = await rows.running("gone:1")
     blocker = await rows.hold(held[ROWS // 2][0])
     releasing = asyncio.create_task(rows.backend.job_reclaim_worker("gone"))
-    beating = asyncio.create_task(rows.backend.job_heartbeat_many(beat(held[::-1])))
-    await rows.waiting(2)
+    await rows.waiting(1)
+    extended = await asyncio.wait_for(rows.backend.job_heartbeat_many(beat(held[::-1])), 10)
+    assert not releasing.done() and sorted(extended) == held
     await blocker.rollback()
-    released, extended = await asyncio.gather(releasing, beating)
+    released = await releasing
     assert sorted(released) == [job_id for job_id, _ in held]
-    assert len(extended) in (0, ROWS)

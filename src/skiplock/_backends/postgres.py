@@ -229,7 +229,10 @@ class PostgresBackend:
                         await conn.execute(body.replace("{s}", f'"{self.schema}"'))
                         await conn.execute(self._sql.MIGRATION_RECORD, version, name)
                         applied.append(version)
-        await self.storage_upkeep()  # today's history partitions, before the first finish
+        with _wrapped("migrate"):  # today's history partitions, before the first finish
+            async with self.pool.acquire() as conn:
+                now: datetime = await conn.fetchval(storage.DB_NOW, self._now())
+                await storage.make_ahead(conn, self.schema, now, analyze=False)
         return applied
 
     async def schema_version(self) -> tuple[int, int]:

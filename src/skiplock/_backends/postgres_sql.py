@@ -336,12 +336,10 @@ COPY_COLUMNS = (
 )
 """The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults)."""
 
-JOB_LIVE_BY_UNIQUE_KEY = (
-    """
+JOB_LIVE_BY_UNIQUE_KEY = """
 -- The jobs holding these unique keys (live, or succeeded where the job asked for that).
 SELECT job_id AS id, unique_key FROM {s}.skiplock_keys WHERE unique_key = ANY($1::text[])
 """
-)
 
 _LOCK_IN_ID_ORDER = """locked AS MATERIALIZED (
     -- Lock order: every statement that may wait on several job rows takes them in ascending
@@ -371,7 +369,9 @@ SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM no
                        + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $5) + $6))
 -- id = ANY(ARRAY(...)) keeps the update on the primary key: joining the CTE instead lets the
 -- planner hash a scan of the whole table once batches grow past ~50 rows.
-WHERE j.id = ANY(ARRAY(SELECT id FROM c)) AND j.state = 'pending'
+-- state IN (...): the live partition alone, and no partial index's predicate (with
+-- state = 'pending' the planner may walk a whole pending index for the ids)
+WHERE j.id = ANY(ARRAY(SELECT id FROM c)) AND j.state IN ('pending', 'running')
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
           coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s, j.correlation_id,
@@ -577,7 +577,7 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                     'attempt', j.attempt, 'at', (SELECT t FROM now_),
                     'message', {why},
                     'traceback', NULL))
-FROM x WHERE j.id = x.id AND j.state = 'running'
+FROM x WHERE j.id = x.id AND j.state IN ('pending', 'running')
 RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
           j.locked_by
 """
@@ -620,27 +620,49 @@ x AS MATERIALIZED (
     "{why}", "'worker ' || coalesce(j.locked_by, '?') || ' exited; released by its supervisor'"
 )
 
-JOB_HEARTBEAT_MANY = (
-    """
+JOB_HEARTBEAT_MANY = """
 -- Extend the leases of (id, token) pairs still running, marking those started ($6) that were
 -- not yet and storing the progress records $7 given (NULL: none new); the pairs returned are
--- still held. Its rows are locked in id order first, as the completion batch's are.
+-- still held. SKIP LOCKED: a row another statement holds this instant (nearly always this
+-- worker's own outcome batch, which moves it to history) is not waited for. Waiting on it
+-- then met the row moved to another partition, which PostgreSQL refuses to lock (SQLSTATE
+-- 40001), and under load every retry of a batch of hundreds met another. Never waiting, the
+-- heartbeat cannot deadlock either, in any order. A skipped row still under its token is
+-- reported held (a read of the statement's snapshot) and extended at the next beat; its
+-- progress record, if this beat carried one, waits for the job's next (a finished job's
+-- record rides its outcome instead).
 WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t),
-"""
-    + _LOCK_IN_ID_ORDER
-    + """
-UPDATE {s}.skiplock_jobs j
-SET lease_expires_at = (SELECT t FROM now_)
-                       + make_interval(secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4)),
-    started_at = CASE WHEN h.started THEN coalesce(j.started_at, (SELECT t FROM now_))
-                      ELSE j.started_at END,
-    progress = coalesce(h.progress::jsonb, j.progress)
-FROM unnest($1::bigint[], $2::text[], $6::boolean[], $7::text[]) AS h(id, token, started, progress)
-WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = h.id AND j.lease_token = h.token
-  AND j.state IN ('pending', 'running')
-RETURNING j.id, j.lease_token
-"""
+h AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $6::boolean[], $7::text[])
+        AS h(id, token, started, progress)
+),
+locked AS MATERIALIZED (
+    SELECT id FROM {s}.skiplock_jobs
+    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL AND state IN ('pending', 'running')
+    ORDER BY id
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+beat AS (
+    UPDATE {s}.skiplock_jobs j
+    SET lease_expires_at = (SELECT t FROM now_) + make_interval(
+            secs => coalesce(j.lease_s, coalesce(j.timeout, $3) + $4)),
+        started_at = CASE WHEN h.started THEN coalesce(j.started_at, (SELECT t FROM now_))
+                          ELSE j.started_at END,
+        progress = coalesce(h.progress::jsonb, j.progress)
+    FROM h
+    WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = h.id AND j.lease_token = h.token
+      AND j.state IN ('pending', 'running')
+    RETURNING j.id, j.lease_token
 )
+SELECT id, lease_token FROM beat
+UNION ALL
+SELECT j.id, j.lease_token FROM {s}.skiplock_jobs j JOIN h ON h.id = j.id
+WHERE j.id = ANY($1::bigint[]) AND j.state IN ('pending', 'running')
+  AND j.lease_token = h.token
+  -- an anti-join (a hash of the locked ids): <> ALL(ARRAY(...)) compared every pair, a
+  -- second of CPU for a worker holding 5,000 leases
+  AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.id = j.id)
+"""
 
 CRON_SLOT_INSERT = """
 -- Claim one slot of one schedule; no row back means another scheduler already has it.
@@ -856,14 +878,12 @@ picked AS (
 )"""
 )
 
-_KEY_FREE = (
-    """
+_KEY_FREE = """
   -- a dead job whose unique key a live job now holds stays dead (requeueing it would break
   -- the key's promise); the caller reports it
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM {s}.skiplock_keys k WHERE k.unique_key = skiplock_jobs.unique_key))
 """
-)
 
 JOB_REQUEUE_DEAD = (
     """

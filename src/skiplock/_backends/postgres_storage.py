@@ -172,15 +172,18 @@ async def drop_expired(conn: Any, schema: str, cutoff: datetime) -> int:
     return removed
 
 
-async def make_ahead(conn: Any, schema: str, now: datetime) -> list[str]:
+async def make_ahead(conn: Any, schema: str, now: datetime, *, analyze: bool = True) -> list[str]:
     """Make the partitions from today (UTC) to DAYS_AHEAD after; the names made. ANALYZE the
-    parents after a change: autovacuum analyses only leaf tables, and the planner's estimates
-    for the partitioned ones come from it."""
+    parents after a change (``analyze``): autovacuum analyses only leaf tables, and the
+    planner's estimates for the partitioned ones come from it. Not at ``migrate``: an ANALYZE
+    recurses into the leaves, and a live partition analysed empty (a new database) is planned
+    as empty until autovacuum analyses it again, which a server with autovacuum off never
+    does; left unanalysed, the planner reads its size from its pages."""
     made = []
     for day in missing(await _parts(conn, schema), now.astimezone(UTC).date()):
         if await _ddl(conn, schema, _create_sql(schema, day)) is None:
             break
         made.append(f"skiplock_jobs_done_p{day:%Y%m%d}")
-    if made:
+    if made and analyze:
         await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')
     return made

@@ -81,6 +81,8 @@ CREATE TABLE {s}.skiplock_jobs_done_default PARTITION OF {s}.skiplock_jobs_done 
 CREATE INDEX skiplock_jobs_done_default_id_idx ON {s}.skiplock_jobs_done_default (id);
 CREATE INDEX skiplock_jobs_done_default_finished_idx
     ON {s}.skiplock_jobs_done_default (finished_at);
+CREATE INDEX skiplock_jobs_done_default_reclaimed_idx
+    ON {s}.skiplock_jobs_done_default (reclaimed_at) WHERE reclaimed_at IS NOT NULL;
 
 INSERT INTO {s}.skiplock_jobs_live SELECT * FROM {s}.skiplock_jobs_v10
 WHERE state IN ('pending', 'running');
@@ -102,12 +104,18 @@ WHERE unique_key IS NOT NULL
 DELETE FROM {s}.skiplock_jobs_v10 WHERE state IN ('pending', 'running', 'dead');
 DROP INDEX {s}.skiplock_jobs_v10_unique_idx;
 
--- The old table becomes the history partition of everything that finished before tomorrow
--- (UTC); its rows are not rewritten: the attach reads them once to check their bounds.
+-- The old table becomes the history partition of everything it holds (finished before the
+-- day after its last finish, UTC); its rows are not rewritten: the attach reads them once to
+-- check their bounds. Empty (a new database), it goes: the upkeep makes the days.
 DO $$
 DECLARE
-    upto date := (now() AT TIME ZONE 'UTC')::date + 1;
+    upto date := (SELECT (max(finished_at) AT TIME ZONE 'UTC')::date + 1
+                  FROM {s}.skiplock_jobs_v10);
 BEGIN
+    IF upto IS NULL THEN
+        DROP TABLE {s}.skiplock_jobs_v10;
+        RETURN;
+    END IF;
     EXECUTE format('ALTER TABLE %s.skiplock_jobs_v10 RENAME TO %I', '{s}',
                    'skiplock_jobs_done_to_' || to_char(upto, 'YYYYMMDD'));
     EXECUTE format('ALTER TABLE %s.skiplock_jobs_done ATTACH PARTITION %s.%I '
@@ -146,5 +154,4 @@ CREATE TRIGGER skiplock_done_key_release AFTER DELETE ON {s}.skiplock_jobs_done
     FOR EACH ROW WHEN (OLD.unique_key IS NOT NULL AND OLD.state = 'succeeded'
                        AND OLD.unique_succeeded)
     EXECUTE FUNCTION {s}.skiplock_key_release();
-ANALYZE {s}.skiplock_jobs;
 """
