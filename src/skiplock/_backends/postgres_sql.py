@@ -914,13 +914,17 @@ JOB_DISCARD_DEAD = (
 WITH now_ AS (SELECT coalesce($9::timestamptz, now()) AS t),
 """
     + _PICKED.replace("$limit", "$10")
-    + """
-UPDATE {s}.skiplock_jobs
-SET state = 'cancelled', finished_at = (SELECT t FROM now_),
-    audit = audit || jsonb_build_array(jsonb_build_object(
-        'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'discard'))
-WHERE state = 'dead' AND id IN (SELECT id FROM picked)
-RETURNING id
+    + """,
+d AS (
+    UPDATE {s}.skiplock_jobs
+    SET state = 'cancelled', finished_at = (SELECT t FROM now_),
+        audit = audit || jsonb_build_array(jsonb_build_object(
+            'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'discard'))
+    WHERE state = 'dead' AND id IN (SELECT id FROM picked)
+    RETURNING id
+)
+-- in id order: the rows move to another partition, which returns them in its own
+SELECT id FROM d ORDER BY id
 """
 )
 
