@@ -76,6 +76,7 @@ from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
 
 SORT_OFF_IN_TRANSACTION = "SET LOCAL enable_sort = off"
+SEQSCAN_OFF_IN_TRANSACTION = "SET LOCAL enable_seqscan = off"
 
 MAX_AGE_S = 100 * 365 * 86400.0
 """A retention past which no history partition is dropped (and no date overflows)."""
@@ -138,6 +139,7 @@ class PostgresBackend:
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
         self._claim_pool: asyncpg.Pool | None = None
+        self._by_id_pool: asyncpg.Pool | None = None
         self.channel = f"skiplock_{self.schema}"
         self.done_channel = f"skiplock_done_{self.schema}"
         """Where completions announce the ids they finished (waiters LISTEN here)."""
@@ -148,6 +150,22 @@ class PostgresBackend:
 
     def _now(self) -> datetime | None:
         return self._clock() if self._clock else None
+
+    async def _by_id(self, statement: str, *args: Any) -> list[Any]:
+        """``statement`` (one that locks and writes job rows by id) with sequential scans
+        priced out: on its own sessions, or behind a transaction pooler in a transaction of
+        its own with SET LOCAL (two round trips more); run again on a moved row."""
+        if self._by_id_pool is not None:
+            pool = self._by_id_pool
+            return await retry_moved(lambda: pool.fetch(statement, *args))
+
+        async def in_transaction() -> list[Any]:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.execute(SEQSCAN_OFF_IN_TRANSACTION)
+                rows: list[Any] = await conn.fetch(statement, *args)
+                return rows
+
+        return await retry_moved(in_transaction)
 
     @property
     def _retrying(self) -> _Retrying:
@@ -203,13 +221,31 @@ class PostgresBackend:
                 timeout=self.connect_timeout_s,
                 reset=_keep_session,
             )
+            # The outcome batches' and heartbeats' sessions: they lock and write given ids of
+            # the live partition, whose statistics price a sequential scan of it below 500
+            # primary-key probes once it holds ~50,000 rows (a flood's backlog, its dead
+            # tuples): measured 16 ms a batch by the scan against 0.6 ms by the key, and under
+            # a flood the completer fell behind by 50,000 outcomes. With scans priced out the
+            # key is the plan whatever the statistics say. Custom plans only: the generic plan
+            # a prepared statement settles on after five runs took 200 ms a batch of 500
+            # outcomes at a 100,000-job backlog where the custom one takes 18 ms (planning
+            # included) - PostgreSQL plans an UPDATE of a partitioned table blind to its ids.
+            settings = {"enable_seqscan": "off", "plan_cache_mode": "force_custom_plan"}
+            self._by_id_pool = await asyncpg.create_pool(
+                self._dsn,
+                min_size=0,
+                max_size=3,
+                server_settings={**self._settings, **settings},
+                timeout=self.connect_timeout_s,
+                reset=_keep_session,
+            )
 
     def _connecting(self) -> contextlib.AbstractContextManager[None]:
         return connecting(_address(self._dsn), self.connect_timeout_s)
 
     async def close(self) -> None:
-        pools = (self._pool, self._claim_pool)
-        self._pool = self._claim_pool = None
+        pools = (self._pool, self._claim_pool, self._by_id_pool)
+        self._pool = self._claim_pool = self._by_id_pool = None
         for pool in pools:
             if pool is not None:
                 await pool.close()
@@ -423,10 +459,11 @@ class PostgresBackend:
         # on the claim session and on two pooled sessions (the completer and the producer's
         # side queries run at once).
         nothing = ClaimParams(None, 0, "warm-up", "warm-up", 1.0, 0.0)
+        by_id = self._by_id_pool or self.pool
         with _wrapped("warm_up"):
             await self._claim_all(nothing)
-            async with self.pool.acquire() as first, self.pool.acquire() as second:
-                for conn in (first, second):
+            async with by_id.acquire() as first, by_id.acquire() as second:
+                for conn in (first, second):  # the completer and the heartbeat run at once
                     await conn.fetch(
                         self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
                         *ops.completion_params([], self._now(), self.done_channel),
@@ -434,6 +471,8 @@ class PostgresBackend:
                     await conn.fetch(
                         self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), [], []
                     )
+            async with self.pool.acquire() as first, self.pool.acquire() as second:
+                for conn in (first, second):  # the producer's side queries
                     await conn.fetch(self._sql.QUEUE_LIMITED)
                     await conn.fetch(
                         self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
@@ -445,7 +484,7 @@ class PostgresBackend:
         if not completions:
             return []
         with _wrapped("job_set_state_if_running_many"):
-            rows = await self._retrying.fetch(
+            rows = await self._by_id(
                 self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
                 *ops.completion_params(completions, self._now(), self.done_channel),
             )
@@ -517,7 +556,7 @@ class PostgresBackend:
         if not params.held:
             return []
         with _wrapped("job_heartbeat_many"):
-            rows = await self._retrying.fetch(
+            rows = await self._by_id(
                 self._sql.JOB_HEARTBEAT_MANY,
                 [job_id for job_id, _ in params.held],
                 [token for _, token in params.held],
