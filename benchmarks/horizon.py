@@ -237,7 +237,11 @@ class Workload:
         return rows
 
     def row(self, phase: Phase, got: asyncpg.Record, span: float) -> dict[str, Any]:
-        jobs = phase.sizes.get("skiplock_jobs", {"table": 0, "index": 0})
+        # the job table's partitions summed (a partitioned parent has no storage of its own);
+        # the hot path is the live partition where the table is partitioned, else the table
+        parts = [v for k, v in phase.sizes.items() if k.startswith("skiplock_jobs")]
+        jobs = {k: sum(v[k] for v in parts) for k in ("table", "index")}
+        hot = "skiplock_jobs_live" if "skiplock_jobs_live" in phase.dead_max else "skiplock_jobs"
         return {
             "phase": phase.name,
             "seconds": round(span, 1),
@@ -246,7 +250,7 @@ class Workload:
             "completed %": round(100 * got["completed"] / span / self.rate, 1),
             "pickup p50 ms": _ms(got["p50"]),
             "pickup p99 ms": _ms(got["p99"]),
-            "dead max (jobs)": phase.dead_max.get("skiplock_jobs", 0),
+            "dead max (hot)": phase.dead_max.get(hot, 0),
             "dead max (all)": sum(phase.dead_max.values()),
             "jobs table MB": round(jobs["table"] / 2**20, 1),
             "jobs indexes MB": round(jobs["index"] / 2**20, 1),
@@ -287,13 +291,13 @@ def horizon_targets(name: str, runs: list[list[dict[str, Any]]]) -> list[tuple[s
         (h["pickup p99 ms"] or 0) / max(c["pickup p99 ms"] or 1e-9, 1e-9)
         for c, h in zip(clean, held, strict=True)
     )
-    dead = statistics.median(p["dead max (jobs)"] for p in clean)
+    dead = statistics.median(p["dead max (hot)"] for p in clean)
     return [
         (f"{name}: completions through the held phase >= 95 % of offered", f"{completed}%",
          verdict(completed >= 95)),
         (f"{name}: held pickup p99 <= 2x the clean phase's", f"{ratio:.2f}x",
          verdict(ratio <= 2)),
-        (f"{name}: dead tuples of skiplock_jobs in the clean phase <= {HOT_DEAD_BOUND:,}",
+        (f"{name}: dead tuples on the hot path in the clean phase <= {HOT_DEAD_BOUND:,}",
          f"{dead:,}", verdict(dead <= HOT_DEAD_BOUND)),
     ]  # fmt: skip
 
