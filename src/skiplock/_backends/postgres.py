@@ -456,29 +456,28 @@ class PostgresBackend:
         # Measured at a worker's start: the first claim paid ~10 ms to open the claim session
         # and the first completion ~10 ms to prepare its statement and introspect its array
         # types, inside the first jobs' latency. Run each hot statement once, touching no row,
-        # on the claim session and on two pooled sessions (the completer and the producer's
-        # side queries run at once).
+        # on the claim session, on an outcome session (its own pool where sessions carry
+        # settings) and on a pooled one (the producer's side queries). One session each: an
+        # idle worker holds four with LISTEN, and the heartbeat opens a second outcome session
+        # only when it first overlaps a batch.
         nothing = ClaimParams(None, 0, "warm-up", "warm-up", 1.0, 0.0)
-        by_id = self._by_id_pool or self.pool
         with _wrapped("warm_up"):
             await self._claim_all(nothing)
-            async with by_id.acquire() as first, by_id.acquire() as second:
-                for conn in (first, second):  # the completer and the heartbeat run at once
-                    await conn.fetch(
-                        self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
-                        *ops.completion_params([], self._now(), self.done_channel),
-                    )
-                    await conn.fetch(
-                        self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), [], []
-                    )
-            async with self.pool.acquire() as first, self.pool.acquire() as second:
-                for conn in (first, second):  # the producer's side queries
-                    await conn.fetch(self._sql.QUEUE_LIMITED)
-                    await conn.fetch(
-                        self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
-                        *self._claim_args(dataclasses.replace(nothing, queues=()), None),
-                        False,
-                    )
+            async with (self._by_id_pool or self.pool).acquire() as conn:
+                await conn.fetch(
+                    self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
+                    *ops.completion_params([], self._now(), self.done_channel),
+                )
+                await conn.fetch(
+                    self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), [], []
+                )
+            async with self.pool.acquire() as conn:
+                await conn.fetch(self._sql.QUEUE_LIMITED)
+                await conn.fetch(
+                    self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
+                    *self._claim_args(dataclasses.replace(nothing, queues=()), None),
+                    False,
+                )
 
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
