@@ -58,10 +58,9 @@ test: lint typecheck docs audit pytest pytest-django
 # The inner loop's tier: lint and the in-process tests on both databases, in 4 pytest-xdist
 # processes (the tests mostly wait on the database, so 4 beat 2 on 2 cores). It leaves out what
 # is marked slow (real processes, browser, Django venv) and the seconds-long tests tests/tiers.py
-# lists: 893 tests. Measured on the 2-core machine while three other helpers' suites loaded it
-# (load average 3-4), lint included: 1 min 6 s and 1 min 16 s wall, 62-66 s user + 5 s sys CPU
-# (the same 893 tests at -n 2: 2 min 49 s). Not yet under a minute there; on a quiet machine
-# the CPU (~67 s over 2 cores) allows it. `make test` runs everything.
+# lists: 1,085 tests (2026-12-03): 1 min 13 s and 1 min 17 s for the tests on the 2-core
+# machine (893 of them took 1 min 6 s to 1 min 16 s with lint, three other suites loading it).
+# Not yet under a minute there. `make test` runs everything.
 test-fast: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks tools
 	$(BIN)/pytest -q -x -n 4 -m "not slow and not soak" --ignore=tests/django --ignore=tests/dashboard
