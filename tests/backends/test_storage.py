@@ -147,7 +147,7 @@ async def make_day(conn: asyncpg.Connection, schema: str, day: datetime, rows: i
         await (await app.backend()).storage_upkeep()
     finally:
         await app.close()
-    name = f"skiplock_jobs_done_p{day:%Y%m%d}"
+    name = postgres_storage.day_name(day)
     assert name in await partitions(conn, schema)
     await conn.execute(
         f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, state, max_attempts, attempt,

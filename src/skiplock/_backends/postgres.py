@@ -76,11 +76,13 @@ from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
 
 SORT_OFF_IN_TRANSACTION = "SET LOCAL enable_sort = off"
+"""The claim sessions' ``enable_sort = off`` (see ``open``) for one transaction, behind a pooler."""
+
 SEQSCAN_OFF_IN_TRANSACTION = "SET LOCAL enable_seqscan = off"
+"""The outcome sessions' ``enable_seqscan = off`` (see ``open``), likewise."""
 
 MAX_AGE_S = 100 * 365 * 86400.0
 """A retention past which no history partition is dropped (and no date overflows)."""
-"""The claim sessions' ``enable_sort = off`` (see ``open``) for one transaction, behind a pooler."""
 
 COPY_MIN_ROWS = 200
 """Bulk enqueues this large (and without unique keys) go by COPY; smaller ones by one INSERT,
@@ -110,7 +112,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 class _Retrying:
-    """A pool's fetch, fetchval and execute through ``retry_moved``."""
+    """A pool's fetch and fetchval through ``retry_moved``."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -265,10 +267,7 @@ class PostgresBackend:
                         await conn.execute(body.replace("{s}", f'"{self.schema}"'))
                         await conn.execute(self._sql.MIGRATION_RECORD, version, name)
                         applied.append(version)
-        with _wrapped("migrate"):  # today's history partitions, before the first finish
-            async with self.pool.acquire() as conn:
-                now: datetime = await conn.fetchval(storage.DB_NOW, self._now())
-                await storage.make_ahead(conn, self.schema, now, analyze=False)
+        await self._make_ahead("migrate", analyze=False)  # before the first job finishes
         return applied
 
     async def schema_version(self) -> tuple[int, int]:
@@ -519,10 +518,14 @@ class PostgresBackend:
         return dropped + int(status.split()[-1])
 
     async def storage_upkeep(self) -> list[str]:
-        with _wrapped("storage_upkeep"):
+        return await self._make_ahead("storage_upkeep", analyze=True)
+
+    async def _make_ahead(self, operation: str, *, analyze: bool) -> list[str]:
+        """The history partitions of today and the next days, by the database's clock."""
+        with _wrapped(operation):
             async with self.pool.acquire() as conn:
                 now: datetime = await conn.fetchval(storage.DB_NOW, self._now())
-                return await storage.make_ahead(conn, self.schema, now)
+                return await storage.make_ahead(conn, self.schema, now, analyze=analyze)
 
     async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
         with _wrapped("job_prune_preview"):

@@ -6,10 +6,10 @@ pass a pinned time.
 
 Lock order: a statement that may wait on several job rows locks them in ascending id before
 it writes any (``_LOCK_IN_ID_ORDER``, ``_PICKED``, JOB_RECLAIM_WORKER), so two of them on the
-same rows queue behind each other instead of deadlocking. Claims, JOB_RECLAIM_EXPIRED and
-JOB_PRUNE lock with SKIP LOCKED, which never waits, so they cannot close a cycle and keep
-their own orders; the rest write one row. tests/backends/test_lock_order.py holds the
-completion batch and the heartbeat to it.
+same rows queue behind each other instead of deadlocking. Claims, the heartbeat,
+JOB_RECLAIM_EXPIRED and JOB_PRUNE lock with SKIP LOCKED, which never waits, so they cannot
+close a cycle; the rest write one row. tests/backends/test_lock_order.py holds the completion
+batch, the supervisor's release and the heartbeat to it.
 """
 
 from __future__ import annotations
@@ -346,7 +346,8 @@ _LOCK_IN_ID_ORDER = """locked AS MATERIALIZED (
     -- id, here, before it writes any. An UPDATE ... FROM locks rows in its plan's order (the
     -- input array's, the heap's or the index's, as the statistics of the moment decide), so
     -- the completion batch and the heartbeat of one worker, holding the same rows in
-    -- opposite orders, deadlocked (a second's stall, an outage logged). FOR NO KEY UPDATE is
+    -- opposite orders, deadlocked (a second's stall, an outage logged; the heartbeat now
+    -- skips rows held instead, JOB_HEARTBEAT_MANY). FOR NO KEY UPDATE is
     -- what the UPDATE takes anyway. A row that left running meanwhile (its token cleared) is not
     -- locked; the token test, not state = 'running', keeps this off the lease index (a scan
     -- of every running row) and on the primary key.
@@ -620,7 +621,8 @@ x AS MATERIALIZED (
     "{why}", "'worker ' || coalesce(j.locked_by, '?') || ' exited; released by its supervisor'"
 )
 
-JOB_HEARTBEAT_MANY = """
+JOB_HEARTBEAT_MANY = (
+    """
 -- Extend the leases of (id, token) pairs still running, marking those started ($6) that were
 -- not yet and storing the progress records $7 given (NULL: none new); the pairs returned are
 -- still held. SKIP LOCKED: a row another statement holds this instant (nearly always this
@@ -636,12 +638,9 @@ h AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $6::boolean[], $7::text[])
         AS h(id, token, started, progress)
 ),
-locked AS MATERIALIZED (
-    SELECT id FROM {s}.skiplock_jobs
-    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL AND state IN ('pending', 'running')
-    ORDER BY id
-    FOR NO KEY UPDATE SKIP LOCKED
-),
+"""
+    + _LOCK_IN_ID_ORDER.replace("FOR NO KEY UPDATE\n)", "FOR NO KEY UPDATE SKIP LOCKED\n)")
+    + """,
 beat AS (
     UPDATE {s}.skiplock_jobs j
     SET lease_expires_at = (SELECT t FROM now_) + make_interval(
@@ -663,6 +662,7 @@ WHERE j.id = ANY($1::bigint[]) AND j.state IN ('pending', 'running')
   -- second of CPU for a worker holding 5,000 leases
   AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.id = j.id)
 """
+)
 
 CRON_SLOT_INSERT = """
 -- Claim one slot of one schedule; no row back means another scheduler already has it.

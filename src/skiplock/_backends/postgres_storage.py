@@ -87,6 +87,11 @@ def missing(parts: list[Partition], today: date) -> list[date]:
     return [d for d in days if d not in covered and (latest_open is None or d >= latest_open)]
 
 
+def day_name(day: date) -> str:
+    """The name of the history partition of ``day``."""
+    return f"skiplock_jobs_done_p{day:%Y%m%d}"
+
+
 def _midnight(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
@@ -96,7 +101,7 @@ def _create_sql(schema: str, day: date) -> list[str]:
     took for that day, then attach it (the attach checks the new table and the default one,
     both small; it takes SHARE UPDATE EXCLUSIVE on the parent, which completions' inserts do
     not wait on)."""
-    s, name = f'"{schema}"', f"skiplock_jobs_done_p{day:%Y%m%d}"
+    s, name = f'"{schema}"', day_name(day)
     lower, upper = (
         f"{day.isoformat()} 00:00+00",
         f"{(day + timedelta(days=1)).isoformat()} 00:00+00",
@@ -183,7 +188,7 @@ async def make_ahead(conn: Any, schema: str, now: datetime, *, analyze: bool = T
     for day in missing(await _parts(conn, schema), now.astimezone(UTC).date()):
         if await _ddl(conn, schema, _create_sql(schema, day)) is None:
             break
-        made.append(f"skiplock_jobs_done_p{day:%Y%m%d}")
+        made.append(day_name(day))
     if made and analyze:
         await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')
     return made
