@@ -226,6 +226,40 @@ async def test_expired_days_drop_whole_and_a_locked_one_waits_without_stalling_t
         await app.close()
 
 
+async def test_an_upkeep_whose_view_went_stale_leaves_what_another_made_or_dropped(
+    pg_url: str, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two upkeeps read the partition list, then take turns at the upkeep lock (parallel
+    ``migrate`` runs, two workers' pruners): the second one's list is stale by its turn. It
+    must neither make a day the first made ("relation ... already exists" failed a deploy's
+    parallel migrations) nor drop one the first dropped: it checks under the lock."""
+    schema = schema_of(pg_url)
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    old = await make_day(conn, schema, midnight - timedelta(days=40), 3)
+    ahead = postgres_storage.day_name(midnight.date() + timedelta(days=postgres_storage.DAYS_AHEAD))
+    await conn.execute(f'DROP TABLE "{schema}".{ahead}')
+    stale = await postgres_storage._parts(conn, schema)  # what the second read before its turn
+
+    async def stale_parts(_conn: object, _schema: str) -> list[postgres_storage.Partition]:
+        return stale
+
+    other = await asyncpg.connect(PG_URL)
+    try:
+        assert await postgres_storage.make_ahead(other, schema, midnight, analyze=False) == [ahead]
+        cutoff = midnight - timedelta(days=30)
+        assert await postgres_storage.drop_expired(other, schema, cutoff) == 3
+        monkeypatch.setattr(postgres_storage, "_parts", stale_parts)
+        assert await postgres_storage.make_ahead(conn, schema, midnight, analyze=False) == []
+        assert await postgres_storage.drop_expired(conn, schema, cutoff) == 0
+    finally:
+        await other.close()
+        await app.close()
+    left = await partitions(conn, schema)
+    assert ahead in left and old not in left
+
+
 def test_partition_names_carry_their_bounds() -> None:
     parts = postgres_storage.partitions(
         [

@@ -48,6 +48,13 @@ UPKEEP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('skiplock storage ' || 
 
 DB_NOW = "SELECT coalesce($1::timestamptz, now())"
 
+EXISTS = "SELECT to_regclass($1) IS NOT NULL"
+
+ALREADY = -1
+"""What ``_ddl`` returns where, under the upkeep lock, the change turned out made already:
+another session (a parallel ``migrate``, another worker's upkeep) made or dropped the same
+partition between this one's read of the list and its turn at the lock."""
+
 
 @dataclass(frozen=True)
 class Partition:
@@ -136,15 +143,21 @@ def _drop_sql(schema: str, name: str) -> list[str]:
     ]
 
 
-async def _ddl(conn: Any, schema: str, statements: list[str]) -> int | None:
+async def _ddl(
+    conn: Any, schema: str, statements: list[str], *, name: str, exists: bool
+) -> int | None:
     """Run ``statements`` in one transaction under the upkeep lock and a short lock_timeout,
     retried while it times out; what its SELECT counted (0 without one). None: another
-    session holds the upkeep, or the lock never came."""
+    session holds the upkeep, or the lock never came. ALREADY: partition ``name`` no longer
+    ``exists`` as the change needs (checked under the lock: the list read before it is stale
+    once another session's upkeep ran in between)."""
     for attempt in range(TRIES):
         try:
             async with conn.transaction():
                 if not await conn.fetchval(UPKEEP_LOCK, schema):
                     return None
+                if await conn.fetchval(EXISTS, f'"{schema}".{name}') != exists:
+                    return ALREADY
                 await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
                 rows = 0
                 for statement in statements:
@@ -169,9 +182,11 @@ async def drop_expired(conn: Any, schema: str, cutoff: datetime) -> int:
     """Drop the history partitions whose every row finished before ``cutoff``; rows removed."""
     removed = 0
     for part in expired(await _parts(conn, schema), cutoff):
-        rows = await _ddl(conn, schema, _drop_sql(schema, part.name))
+        rows = await _ddl(conn, schema, _drop_sql(schema, part.name), name=part.name, exists=True)
         if rows is None:
             continue  # held, or another session keeps the upkeep: the next prune tries again
+        if rows == ALREADY:
+            continue  # another session dropped it (and counted its rows)
         removed += rows
         log.info("storage: dropped history partition %s (%d rows)", part.name, rows)
     return removed
@@ -186,9 +201,12 @@ async def make_ahead(conn: Any, schema: str, now: datetime, *, analyze: bool = T
     does; left unanalysed, the planner reads its size from its pages."""
     made = []
     for day in missing(await _parts(conn, schema), now.astimezone(UTC).date()):
-        if await _ddl(conn, schema, _create_sql(schema, day)) is None:
+        name = day_name(day)
+        done = await _ddl(conn, schema, _create_sql(schema, day), name=name, exists=False)
+        if done is None:
             break
-        made.append(day_name(day))
+        if done != ALREADY:
+            made.append(name)
     if made and analyze:
         await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')
     return made
