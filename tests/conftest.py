@@ -11,6 +11,7 @@ import asyncio
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -26,6 +27,15 @@ from .helpers import PG_URL, FakeClock
 from .tiers import mark_slow
 
 PG_RESTART_ENV = "SKIPLOCK_TEST_PG_RESTART"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the suite and every process it starts. A shell without job control
+    starts a background job (``make test &`` in a script, ``nohup``) with SIGINT ignored, and
+    an ignored signal is inherited across exec: the tests that press Ctrl-C in a child
+    (``stats --watch``) then waited on a child that never heard it."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def cluster_on_port(lsclusters: str, port: int) -> tuple[str, str] | None:
