@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import signal
 import statistics
 import sys
@@ -57,6 +58,9 @@ MAX_ROUND = 10_000
 """Jobs one producer round enqueues at most (a flood's rounds stay short)."""
 FLOOD_RATE = 1_000_000.0
 """The producer's rate while the peak is measured: more than it can send."""
+WORKER_ARGS: list[str] = []
+"""Options every worker process of the run gets (``--worker-args``): the same code measured
+with a setting and without, e.g. ``--vacuum-interval 0``."""
 HOT_DEAD_BOUND = 50_000
 """Issue 24: dead tuples on the hot path at any time in the clean phase at the peak rate."""
 
@@ -89,7 +93,7 @@ async def start_worker(url: str, *extra: str) -> asyncio.subprocess.Process:
     """One worker process at the defaults, logging warnings only."""
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "skiplock", "worker", "benchmarks.skiplock_app:app",
-        "--log-level", "warning", *extra,
+        "--log-level", "warning", *WORKER_ARGS, *extra,
         env=_env(url), cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -326,6 +330,9 @@ async def main(args: argparse.Namespace) -> None:
     with stock_cluster() as cluster:
         report["settings"] = await settings(cluster.url)
         print("server settings:", ", ".join(f"{k}={v}" for k, v in report["settings"].items()))
+        WORKER_ARGS[:] = shlex.split(args.worker_args)
+        report["worker_args"] = WORKER_ARGS
+        print("worker options:", " ".join(WORKER_ARGS) or "(the defaults)")
         rate = args.peak or await peak(
             await create_database(cluster.url, "horizon_peak"), 30 if quick else 90
         )
@@ -370,6 +377,9 @@ async def main(args: argparse.Namespace) -> None:
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.horizon")
     p.add_argument("--workloads", default="W8,W9,clean60,W11")
+    p.add_argument(
+        "--worker-args", default="", help="options for every worker, e.g. '--vacuum-interval 0'"
+    )
     p.add_argument("--runs", type=int, default=1, help="runs per workload (targets: 3)")
     p.add_argument("--quick", action="store_true", help="20/60/20 s phases, a 5 min soak")
     p.add_argument("--peak", type=float, help="skip the peak's measurement: use this rate")

@@ -25,6 +25,7 @@ DURATIONS = [
     "retention_dead_s",
     "prune_interval_s",
     "log_summary_interval_s",
+    "vacuum_interval_s",
 ]
 POSITIVE = {"poll_interval_s", "default_lease_s", "maintenance_interval_s", "prune_interval_s"}
 POSITIVE |= {"retention_finished_s", "retention_dead_s"}

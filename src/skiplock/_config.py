@@ -109,6 +109,11 @@ class WorkerConfig:
     """Dead rows are deleted this long after they died (30 days), leaving time for review."""
     prune_interval_s: float = 60.0
     """How often this worker prunes, in bounded batches."""
+    vacuum_interval_s: float = 1.0
+    """PostgreSQL: how often this worker reads how many dead row versions the live jobs' table
+    holds, and vacuums it past 10,000 (one worker at a time; the pause doubles, up to 30 s,
+    while an old transaction elsewhere keeps them). 0: leave it to autovacuum, which comes
+    once a minute."""
     scheduler: bool = True
     """Run the app's cron schedules inside this worker (it costs nothing without schedules)."""
     name: str = field(default="")
@@ -137,7 +142,12 @@ class WorkerConfig:
             check_int("prefetch", self.prefetch, 0, MAX_CONCURRENCY)
         for name in _POSITIVE_DURATIONS:  # zero would spin a loop or expire every row at once
             check_seconds(name, getattr(self, name), open_=True)
-        for name in ("shutdown_timeout_s", "lease_margin_s", "log_summary_interval_s"):
+        for name in (
+            "shutdown_timeout_s",
+            "lease_margin_s",
+            "log_summary_interval_s",
+            "vacuum_interval_s",
+        ):
             check_seconds(name, getattr(self, name))
         for name in ("metrics_port", "health_port"):
             if getattr(self, name) is not None:
@@ -178,6 +188,7 @@ class WorkerOptions(TypedDict, total=False):
     retention_finished_s: float
     retention_dead_s: float
     prune_interval_s: float
+    vacuum_interval_s: float
     scheduler: bool
     name: str
     metrics_port: int | None

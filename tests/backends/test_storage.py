@@ -260,6 +260,106 @@ async def test_an_upkeep_whose_view_went_stale_leaves_what_another_made_or_dropp
     assert ahead in left and old not in left
 
 
+async def dead_live_rows(conn: asyncpg.Connection, schema: str, n: int) -> None:
+    """``n`` dead versions in the live partition (jobs enqueued, then deleted), counted in the
+    server's statistics at once (not at the session's next flush, up to 10 s later)."""
+    table = f'"{schema}".skiplock_jobs'
+    await conn.execute(
+        f"""INSERT INTO {table} (queue, task, state, max_attempts, attempt)
+            SELECT 'default', 'gone', 'pending', 3, 0 FROM generate_series(1, $1)""",
+        n,
+    )
+    async with conn.transaction():  # its end reports the statistics, forced
+        await conn.execute(f"DELETE FROM {table} WHERE task = 'gone'")
+        await conn.execute("SELECT pg_stat_force_next_flush()")
+
+
+async def live_vacuums(conn: asyncpg.Connection, schema: str) -> int:
+    return int(
+        await conn.fetchval(
+            "SELECT vacuum_count FROM pg_stat_all_tables WHERE relid = to_regclass($1)",
+            f'"{schema}".skiplock_jobs_live',
+        )
+    )
+
+
+async def test_the_hot_vacuum_removes_the_live_rows_dead_versions_past_its_threshold(
+    pg_url: str, conn: asyncpg.Connection
+) -> None:
+    """Below the threshold nothing runs; past it the live partition is vacuumed and its dead
+    versions go (autovacuum would come once a minute)."""
+    schema = schema_of(pg_url)
+    app = skiplock.App(pg_url)
+    try:
+        await app.migrate()
+        backend = await app.backend()
+        await dead_live_rows(conn, schema, 3_000)
+        assert await backend.hot_vacuum(5_000) is None
+        assert await live_vacuums(conn, schema) == 0
+        done = await backend.hot_vacuum(2_000)
+        assert done is not None and done.dead_before >= 3_000 and done.dead_after < 100, done
+        assert await live_vacuums(conn, schema) == 1
+    finally:
+        await app.close()
+
+
+async def test_the_hot_vacuum_says_when_a_held_horizon_keeps_them_and_never_waits(
+    pg_url: str, conn: asyncpg.Connection
+) -> None:
+    """A transaction that began before the rows died keeps them: the vacuum reports them left
+    (the worker then backs off). A session holding a lock that conflicts with VACUUM's (another
+    vacuum, a DDL) makes it skip the table at once, never queue behind it."""
+    schema = schema_of(pg_url)
+    app = skiplock.App(pg_url)
+    holder = await asyncpg.connect(PG_URL)
+    try:
+        await app.migrate()
+        backend = await app.backend()
+        await holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        await holder.fetchval("SELECT txid_current()")
+        await dead_live_rows(conn, schema, 3_000)
+        held = await backend.hot_vacuum(2_000)
+        assert held is not None and held.dead_after * 2 > held.dead_before, held
+        await holder.execute("ROLLBACK")
+        await holder.execute("BEGIN")
+        await holder.execute(
+            f'LOCK TABLE "{schema}".skiplock_jobs_live IN SHARE UPDATE EXCLUSIVE MODE'
+        )
+        vacuums = await live_vacuums(conn, schema)
+        skipped = await asyncio.wait_for(backend.hot_vacuum(2_000), 10)
+        assert skipped is not None and skipped.dead_after == skipped.dead_before, skipped
+        assert await live_vacuums(conn, schema) == vacuums
+    finally:
+        await holder.close()
+        await app.close()
+
+
+async def test_a_worker_vacuums_the_live_rows(pg_url: str, conn: asyncpg.Connection) -> None:
+    """The worker's vacuumer looks every ``vacuum_interval_s`` and vacuums past its threshold;
+    with 0 it leaves the table to autovacuum."""
+    schema = schema_of(pg_url)
+    app = skiplock.App(pg_url)
+    try:
+        await app.migrate()
+        await dead_live_rows(conn, schema, 12_000)
+        off = Worker(app, vacuum_interval_s=0, scheduler=False)
+        assert "vacuumer" not in off.status()["services"]
+        worker = Worker(app, vacuum_interval_s=0.05, scheduler=False)
+        run = asyncio.create_task(worker.run())
+        try:
+            await asyncio.wait_for(worker.ready.wait(), 30)
+            for _ in range(600):
+                if await live_vacuums(conn, schema) > 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert await live_vacuums(conn, schema) > 0
+        finally:
+            worker.request_stop()
+            await asyncio.wait_for(run, 30)
+    finally:
+        await app.close()
+
+
 def test_partition_names_carry_their_bounds() -> None:
     parts = postgres_storage.partitions(
         [

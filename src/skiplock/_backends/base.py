@@ -203,6 +203,15 @@ class JobPruneParams:
 
 
 @dataclass(frozen=True, slots=True)
+class HotVacuum:
+    """One vacuum of the hot rows: the dead row versions counted before it and left after it
+    (those a held MVCC horizon keeps, and what finished while it ran)."""
+
+    dead_before: int
+    dead_after: int
+
+
+@dataclass(frozen=True, slots=True)
 class JobStatsParams:
     """A reading of the health numbers over the window ``window_s`` seconds back from the
     database's now, optionally of one queue and/or one task."""
@@ -251,6 +260,9 @@ class Backend(Protocol):
     url: str
     supports_push: bool
     """True when ``listen`` delivers wake-ups from other processes (LISTEN/NOTIFY)."""
+    vacuums_hot: bool
+    """True when the hot rows' updates leave dead versions a worker vacuums (PostgreSQL's
+    live partition, ``hot_vacuum``); SQLite's deletes and updates leave none to collect."""
 
     async def open(self, *, create: bool = False) -> None:
         """Connect. ``create``: the database may be made if it is missing (migrating only:
@@ -404,6 +416,12 @@ class Backend(Protocol):
     async def storage_upkeep(self) -> list[str]:
         """Keep the storage's own structures ahead of time (PostgreSQL: the history
         partitions of today and the next days); the names made. SQLite has none to keep."""
+        ...
+
+    async def hot_vacuum(self, min_dead: int) -> HotVacuum | None:
+        """Vacuum the hot rows if at least ``min_dead`` dead versions wait there (by the
+        server's statistics), skipping it while another session vacuums them; None when
+        fewer wait (and always on SQLite)."""
         ...
 
     async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:

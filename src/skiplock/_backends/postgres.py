@@ -50,6 +50,7 @@ from .base import (
     CronSlotClaimParams,
     CronSlotSyncParams,
     DeadActionParams,
+    HotVacuum,
     JobActionParams,
     JobHeartbeatManyParams,
     JobImportOutcomeParams,
@@ -128,6 +129,7 @@ class PostgresBackend:
     """The Backend protocol on PostgreSQL."""
 
     supports_push = True
+    vacuums_hot = True
 
     def __init__(self, url: str, *, clock: Clock | None = None, pool_size: int = 10) -> None:
         self.url = url
@@ -516,6 +518,12 @@ class PostgresBackend:
                     )
                 )
         return dropped + int(status.split()[-1])
+
+    async def hot_vacuum(self, min_dead: int) -> HotVacuum | None:
+        with _wrapped("hot_vacuum"):
+            async with self.pool.acquire() as conn:
+                done = await storage.vacuum_live(conn, self.schema, min_dead)
+        return None if done is None else HotVacuum(*done)
 
     async def storage_upkeep(self) -> list[str]:
         return await self._make_ahead("storage_upkeep", analyze=True)

@@ -56,6 +56,31 @@ another session (a parallel ``migrate``, another worker's upkeep) made or droppe
 partition between this one's read of the list and its turn at the lock."""
 
 
+DEAD_LIVE = "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_all_tables WHERE relid = to_regclass($1)"
+"""Dead row versions in the live partition, by the statistics (a busy session flushes its
+counts within a second)."""
+
+
+async def vacuum_live(conn: Any, schema: str, min_dead: int) -> tuple[int, int] | None:
+    """VACUUM the live partition if ``min_dead`` dead versions wait there: (before, after).
+
+    Autovacuum visits a database once a naptime (a minute by default) whatever a table's own
+    thresholds say, and at thousands of jobs a second a minute leaves hundreds of thousands of
+    dead versions in the claim indexes. The table is small (pending and running rows only), so
+    a vacuum of it costs milliseconds. ``SKIP_LOCKED``: while another worker (or autovacuum)
+    vacuums it, this one moves on instead of queueing; ``TRUNCATE false``: the truncation of
+    empty pages at its end wants an ACCESS EXCLUSIVE lock, which claims would queue behind.
+    VACUUM runs outside a transaction block, one statement: fine behind a transaction pooler.
+    Not the owner of the table (workers on a role of their own): the server skips it with a
+    warning, and the reading after shows nothing removed."""
+    table = f'"{schema}".skiplock_jobs_live'
+    before = int(await conn.fetchval(DEAD_LIVE, table) or 0)
+    if before < min_dead:
+        return None
+    await conn.execute(f"VACUUM (SKIP_LOCKED, TRUNCATE false) {table}")
+    return before, int(await conn.fetchval(DEAD_LIVE, table) or 0)
+
+
 @dataclass(frozen=True)
 class Partition:
     """A history partition and the finish times it holds: [lower, upper), lower None for

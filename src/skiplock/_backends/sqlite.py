@@ -51,6 +51,7 @@ from .base import (
     CronSlotClaimParams,
     CronSlotSyncParams,
     DeadActionParams,
+    HotVacuum,
     JobActionParams,
     JobHeartbeatManyParams,
     JobImportOutcomeParams,
@@ -139,6 +140,7 @@ class SQLiteBackend:
     """The Backend protocol on one SQLite file."""
 
     supports_push = True
+    vacuums_hot = False
 
     def __init__(self, url: str, *, clock: Clock | None = None) -> None:
         self.url = url
@@ -369,6 +371,9 @@ class SQLiteBackend:
                 return conn.execute(sql.JOB_PRUNE, args).rowcount
 
         return await self._run("job_prune", prune)
+
+    async def hot_vacuum(self, min_dead: int) -> HotVacuum | None:
+        return None  # a delete or an update here leaves no dead version to collect
 
     async def storage_upkeep(self) -> list[str]:
         return []  # one job table here: nothing made ahead

@@ -1,4 +1,5 @@
-"""A worker's small background services: wake-ups, reclaim, cancellation checks, pruning.
+"""A worker's small background services: wake-ups, reclaim, cancellation checks, pruning,
+vacuuming the hot rows.
 
 Each is a ``Service`` run in the worker's TaskGroup; each survives database outages by
 reporting them to the worker's shared ``Outage`` (one log line per change, not per attempt)
@@ -13,7 +14,7 @@ import logging
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.base import JobPruneParams
+from .._backends.base import HotVacuum, JobPruneParams
 from .._config import WorkerConfig
 from .._job import ReclaimedJob
 from .._observe import events
@@ -30,6 +31,12 @@ log = logging.getLogger("skiplock.worker")
 PRUNE_BATCH = 1000
 PRUNE_MAX_BATCHES = 100
 CANCEL_POLL_S = 1.0
+VACUUM_MIN_DEAD = 10_000
+"""Dead row versions in the live partition worth a vacuum: at 10,000 jobs a second about a
+second's worth, bounding what claims walk past to tens of thousands instead of the hundreds of
+thousands a minute of autovacuum's naptime leaves (issue 24)."""
+VACUUM_MAX_PAUSE_S = 30.0
+"""The longest pause between looks while vacuums remove little (a held horizon)."""
 
 
 class Notifier(Service):
@@ -185,3 +192,84 @@ class Pruner(Service):
                 break
             await asyncio.sleep(0.01)  # let claims in between batches
         return removed
+
+
+class VacuumPace:
+    """How long the vacuumer pauses before its next look: ``interval_s`` while vacuums remove
+    what they find (or find little), doubling up to VACUUM_MAX_PAUSE_S while one leaves more
+    than half of its dead versions behind: an old transaction elsewhere (a long report, a
+    ``pg_dump``, a session idle in a transaction) holds the MVCC horizon, no vacuum can remove
+    them until it ends, and vacuuming a table that grows with them every second would take
+    the claims' CPU for nothing. ``held`` says whether it is backing off."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.pause_s = interval_s
+
+    @property
+    def held(self) -> bool:
+        return self.pause_s > self.interval_s
+
+    def after(self, done: HotVacuum | None) -> float:
+        """The pause after a look that vacuumed (``done``) or found too few to (None)."""
+        if done is not None and done.dead_after * 2 > done.dead_before:
+            self.pause_s = min(max(self.pause_s * 2, self.interval_s), VACUUM_MAX_PAUSE_S)
+        else:
+            self.pause_s = self.interval_s
+        return self.pause_s
+
+
+class Vacuumer(Service):
+    """Keeps the live jobs' dead row versions few on PostgreSQL (``Backend.hot_vacuum``):
+    autovacuum visits a database once a minute, and at thousands of jobs a second the claim
+    indexes would fill with dead entries in between. Every worker looks; one vacuums at a
+    time (the others skip a table being vacuumed). Logs once when vacuums stop removing
+    anything (a held horizon, named so an operator can look for the old transaction) and
+    once when they remove again."""
+
+    name = "vacuumer"
+
+    def __init__(
+        self, backend: Backend, config: WorkerConfig, outage: Outage | None = None
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.pace = VacuumPace(config.vacuum_interval_s)
+        self.outage = outage or Outage()
+        self.vacuums = 0
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        pause = self.pace.pause_s
+        while True:
+            await asyncio.sleep(pause)
+            try:
+                done = await self.backend.hot_vacuum(VACUUM_MIN_DEAD)
+            except BackendUnavailable as exc:
+                self.outage.failed(self.name, exc)
+                continue
+            self.outage.answered()
+            pause = self.look(done)
+
+    def look(self, done: HotVacuum | None) -> float:
+        """Take in one look's result; the pause before the next."""
+        was_held = self.pace.held
+        pause = self.pace.after(done)
+        if done is not None:
+            self.vacuums += 1
+            log.debug(
+                "vacuumed the live jobs: %d dead versions, %d left",
+                done.dead_before,
+                done.dead_after,
+            )
+        if self.pace.held and not was_held and done is not None:
+            log.warning(
+                "vacuum of the live jobs left %d of %d dead row versions: an old transaction "
+                "holds the database's MVCC horizon (see pg_stat_activity.backend_xmin); "
+                "claims slow down until it ends",
+                done.dead_after,
+                done.dead_before,
+            )
+        elif was_held and not self.pace.held:
+            log.info("vacuum of the live jobs removes dead row versions again")
+        return pause
