@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -30,6 +32,26 @@ async def conn() -> AsyncIterator[asyncpg.Connection]:
     session = await asyncpg.connect(PG_URL)
     yield session
     await session.close()
+
+
+@pytest.fixture
+async def own_db() -> AsyncIterator[str]:
+    """A database of the test's own (schema ``vac``): what a vacuum may remove depends on every
+    open transaction in the same database, and the suite's other tests (xdist workers) have
+    theirs in the shared one. Sessions of other databases never hold its horizon back."""
+    name = f"skiplock_vac_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(PG_URL)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = urlunsplit(urlsplit(PG_URL)._replace(path=f"/{name}", query=""))
+    yield f"{url}?schema=vac"
+    admin = await asyncpg.connect(PG_URL)
+    try:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
 
 
 def schema_of(url: str) -> str:
@@ -284,12 +306,13 @@ async def live_vacuums(conn: asyncpg.Connection, schema: str) -> int:
 
 
 async def test_the_hot_vacuum_removes_the_live_rows_dead_versions_past_its_threshold(
-    pg_url: str, conn: asyncpg.Connection
+    own_db: str,
 ) -> None:
     """Below the threshold nothing runs; past it the live partition is vacuumed and its dead
     versions go (autovacuum would come once a minute)."""
-    schema = schema_of(pg_url)
-    app = skiplock.App(pg_url)
+    schema = schema_of(own_db)
+    app = skiplock.App(own_db)
+    conn = await asyncpg.connect(own_db.split("?")[0])
     try:
         await app.migrate()
         backend = await app.backend()
@@ -300,18 +323,20 @@ async def test_the_hot_vacuum_removes_the_live_rows_dead_versions_past_its_thres
         assert done is not None and done.dead_before >= 3_000 and done.dead_after < 100, done
         assert await live_vacuums(conn, schema) == 1
     finally:
+        await conn.close()
         await app.close()
 
 
 async def test_the_hot_vacuum_says_when_a_held_horizon_keeps_them_and_never_waits(
-    pg_url: str, conn: asyncpg.Connection
+    own_db: str,
 ) -> None:
     """A transaction that began before the rows died keeps them: the vacuum reports them left
     (the worker then backs off). A session holding a lock that conflicts with VACUUM's (another
     vacuum, a DDL) makes it skip the table at once, never queue behind it."""
-    schema = schema_of(pg_url)
-    app = skiplock.App(pg_url)
-    holder = await asyncpg.connect(PG_URL)
+    schema = schema_of(own_db)
+    app = skiplock.App(own_db)
+    conn = await asyncpg.connect(own_db.split("?")[0])
+    holder = await asyncpg.connect(own_db.split("?")[0])
     try:
         await app.migrate()
         backend = await app.backend()
@@ -331,14 +356,16 @@ async def test_the_hot_vacuum_says_when_a_held_horizon_keeps_them_and_never_wait
         assert await live_vacuums(conn, schema) == vacuums
     finally:
         await holder.close()
+        await conn.close()
         await app.close()
 
 
-async def test_a_worker_vacuums_the_live_rows(pg_url: str, conn: asyncpg.Connection) -> None:
+async def test_a_worker_vacuums_the_live_rows(own_db: str) -> None:
     """The worker's vacuumer looks every ``vacuum_interval_s`` and vacuums past its threshold;
     with 0 it leaves the table to autovacuum."""
-    schema = schema_of(pg_url)
-    app = skiplock.App(pg_url)
+    schema = schema_of(own_db)
+    app = skiplock.App(own_db)
+    conn = await asyncpg.connect(own_db.split("?")[0])
     try:
         await app.migrate()
         await dead_live_rows(conn, schema, 12_000)
@@ -357,6 +384,7 @@ async def test_a_worker_vacuums_the_live_rows(pg_url: str, conn: asyncpg.Connect
             worker.request_stop()
             await asyncio.wait_for(run, 30)
     finally:
+        await conn.close()
         await app.close()
 
 
