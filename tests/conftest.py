@@ -24,7 +24,7 @@ import pytest
 
 import skiplock
 
-from .helpers import PG_URL, FakeClock
+from .helpers import PG_URL, FakeClock, pg_admin
 from .tiers import mark_slow
 
 PG_RESTART_ENV = "SKIPLOCK_TEST_PG_RESTART"
@@ -62,7 +62,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):
         return
     with contextlib.suppress(OSError, asyncpg.PostgresError):  # the pg_url fixture says why
-        asyncio.run(_pg_admin("VACUUM " + ", ".join(f"pg_catalog.{t}" for t in CHURNED_CATALOGS)))
+        asyncio.run(pg_admin("VACUUM " + ", ".join(f"pg_catalog.{t}" for t in CHURNED_CATALOGS)))
 
 
 def cluster_on_port(lsclusters: str, port: int) -> tuple[str, str] | None:
@@ -107,24 +107,16 @@ async def restart_postgres() -> None:
             await asyncio.to_thread(subprocess.run, start, capture_output=True)
 
 
-async def _pg_admin(statement: str) -> None:
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     schema = f"t_{uuid.uuid4().hex[:12]}"
     try:
-        asyncio.run(_pg_admin(f'CREATE SCHEMA "{schema}"'))
+        asyncio.run(pg_admin(f'CREATE SCHEMA "{schema}"'))
     except (OSError, asyncpg.PostgresError) as exc:  # pragma: no cover - environment failure
         pytest.fail(f"PostgreSQL at {PG_URL} is unreachable: {exc}")
     sep = "&" if "?" in PG_URL else "?"
     yield f"{PG_URL}{sep}schema={schema}"
-    asyncio.run(_pg_admin(f'DROP SCHEMA "{schema}" CASCADE'))
+    asyncio.run(pg_admin(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
 @pytest.fixture

@@ -110,6 +110,15 @@ LATEST_PG = postgres_sql.MIGRATIONS[-1][0]
 migration 11 partitions PostgreSQL's job table, which SQLite keeps whole)."""
 
 
+async def pg_admin(statement: str) -> None:
+    """Run one statement on the test server's database (``PG_URL``) in a session of its own."""
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
 def latest(url: str) -> int:
     """The schema version this skiplock migrates ``url``'s database to."""
     return LATEST if url.startswith("sqlite") else LATEST_PG

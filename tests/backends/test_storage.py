@@ -20,7 +20,7 @@ from skiplock._backends import postgres_storage
 from skiplock._backends.base import JobInsertManyParams, JobPruneParams
 from skiplock._job import NewJob
 
-from ..helpers import PG_URL, FakeClock, pg_schema_at
+from ..helpers import PG_URL, FakeClock, pg_admin, pg_schema_at
 
 
 def job(key: str | None = None, *, keep: bool = False) -> NewJob:
@@ -40,18 +40,10 @@ async def own_db() -> AsyncIterator[str]:
     open transaction in the same database, and the suite's other tests (xdist workers) have
     theirs in the shared one. Sessions of other databases never hold its horizon back."""
     name = f"skiplock_vac_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(PG_URL)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
+    await pg_admin(f'CREATE DATABASE "{name}"')
     url = urlunsplit(urlsplit(PG_URL)._replace(path=f"/{name}", query=""))
     yield f"{url}?schema=vac"
-    admin = await asyncpg.connect(PG_URL)
-    try:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    await pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def schema_of(url: str) -> str:

@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
 import skiplock
@@ -30,7 +29,7 @@ from skiplock.dashboard import hash_password
 
 from ..apps import dash_app
 from ..conftest import PG_URL
-from ..helpers import free_port, wait_until
+from ..helpers import free_port, pg_admin, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.apps.dash_app:app"
@@ -153,14 +152,6 @@ class Stack:
                 proc.wait()
 
 
-async def _pg_admin(statement: str) -> None:
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
-
-
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -170,7 +161,7 @@ def stack(
     if request.param == "sqlite":
         url = f"sqlite:///{tmp / 'jobs.db'}"
     else:
-        Stack.run_alone(_pg_admin(f'CREATE SCHEMA "{schema}"'))
+        Stack.run_alone(pg_admin(f'CREATE SCHEMA "{schema}"'))
         url = f"{PG_URL}{'&' if '?' in PG_URL else '?'}schema={schema}"
     the_stack = Stack(url, tmp)
     the_stack.run(the_stack.app.migrate())
@@ -180,7 +171,7 @@ def stack(
     finally:
         the_stack.stop()
         if request.param == "postgres":
-            Stack.run_alone(_pg_admin(f'DROP SCHEMA "{schema}" CASCADE'))
+            Stack.run_alone(pg_admin(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
 @pytest.fixture(scope="module")
