@@ -11,6 +11,7 @@ import collections
 import statistics
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -18,6 +19,7 @@ import pytest
 
 import skiplock
 from skiplock import Worker
+from skiplock._backends import postgres_storage
 from skiplock._backends.postgres import PostgresBackend
 from skiplock._url import mask_url
 from skiplock.errors import ConfigurationError
@@ -90,6 +92,28 @@ async def test_enqueue_and_drain_in_process_through_the_pooler(app: skiplock.App
     await asyncio.wait_for(asyncio.gather(*(w.run(burst=True) for w in workers)), 60)
     assert sorted(ran) == list(range(341)) and set(ran.values()) == {1}
     assert (await app.counts())["succeeded"] == 341
+
+
+async def test_the_storage_upkeep_and_the_hot_vacuum_run_through_the_pooler(
+    app: skiplock.App, pg_url: str
+) -> None:
+    """The pruner's partition upkeep (a transaction-level advisory lock, SET LOCAL) and the
+    vacuumer's VACUUM (one statement outside a transaction) work in transaction pooling."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    day = datetime.now(UTC).date() + timedelta(days=postgres_storage.DAYS_AHEAD)
+    name = postgres_storage.day_name(day)
+    direct = await asyncpg.connect(pg_url.split("?", 1)[0])
+    try:
+        await direct.execute(f'DROP TABLE "{schema}".{name}')
+        backend = await app.backend()
+        assert await backend.storage_upkeep() == [name]
+        table = f'"{schema}".skiplock_jobs_live'
+        stats = "SELECT vacuum_count FROM pg_stat_all_tables WHERE relid = to_regclass($1)"
+        assert await direct.fetchval(stats, table) == 0
+        assert await backend.hot_vacuum(0) is not None  # a threshold of none: it vacuums
+        assert await direct.fetchval(stats, table) == 1
+    finally:
+        await direct.close()
 
 
 @pytest.fixture
