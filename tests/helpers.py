@@ -247,6 +247,32 @@ class Cli:
             assert time.monotonic() < deadline, f"worker {index} never said {text!r}"
             time.sleep(0.05)
 
+    def freeze(self, proc: subprocess.Popen[Any], tries: int = 200) -> None:
+        """SIGSTOP ``proc`` at a moment it holds no SQLite write lock.
+
+        A stop that lands inside one of the worker's short write transactions (a heartbeat, a
+        maintenance pass) would keep SQLite's lock for as long as the process stays stopped,
+        and every other writer would fail with "database is locked" (CI saw it once). On
+        SQLite the stopped process is tested with a write transaction of ours that does not
+        wait; if the lock is taken, the process resumes for a moment and is stopped again.
+        PostgreSQL's row locks block no one else's new rows, so a stop there is at once."""
+        for _ in range(tries):
+            os.kill(proc.pid, signal.SIGSTOP)
+            if not self.url.startswith("sqlite"):
+                return
+            probe = sqlite3.connect(urlsplit(self.url).path, timeout=0, isolation_level=None)
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+                probe.execute("ROLLBACK")
+                return
+            except sqlite3.OperationalError:  # the stopped process holds the write lock
+                pass
+            finally:
+                probe.close()
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.002)  # let it finish the transaction it was in
+        raise AssertionError(f"process {proc.pid} held SQLite's write lock at {tries} stops")
+
     def stop_all(self) -> None:
         for proc in self.procs:
             with contextlib.suppress(ProcessLookupError):

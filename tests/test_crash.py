@@ -162,7 +162,7 @@ async def test_a_revived_worker_cannot_overwrite_the_result(cli: Cli, app: skipl
     handle = await crash_app.work.aenqueue(1, 3.0)
     frozen = cli.start(*FAST)
     await await_until(lambda: any(ln.startswith("start 1") for ln in cli.lines()), "start", 30)
-    frozen.send_signal(signal.SIGSTOP)
+    cli.freeze(frozen)  # SIGSTOP, never inside its write transaction
     try:
         rescuer = cli.start(*FAST)
         await await_until(

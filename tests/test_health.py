@@ -66,7 +66,7 @@ async def test_health_flips_while_the_only_worker_is_stopped(cli: Cli, app: skip
     wait_until(healthy, "healthy once the worker beats")
     wait_until(lambda: http_get(port, "/readyz")[0] == 200, "ready over HTTP")
     assert http_get(port, "/livez")[0] == 200
-    os.kill(proc.pid, signal.SIGSTOP)
+    cli.freeze(proc)  # SIGSTOP, never inside its write transaction
     try:
         handle = await cli_app.record.aenqueue(1)  # ready work, and nobody to claim it
         wait_until(lambda: not healthy(), "unhealthy with the worker stopped")
