@@ -12,7 +12,7 @@ machine's shared server (autovacuum off there); W10 on SQLite too, on a file.
   (``app.prune``, the pruner's operation) starts a second into it. Printed: prune time, the drain's
   rate in the second before the prune and during it, and its pickup p99 in each.
 
-    python -m benchmarks.storage_ops [--rows 10000000] [--prune-rows 1000000] [--drain 20000]
+    python -m benchmarks.storage_ops [--rows 10000000] [--prune-rows 1000000] [--drain 200000]
 """
 
 from __future__ import annotations
@@ -119,6 +119,10 @@ async def _drain_with_prune(app: skiplock.App, prune_rows: int, drain: int) -> d
     worker = Worker(app, concurrency=50, poll_interval_s=0.01, scheduler=False)
     run = asyncio.create_task(worker.run(burst=True))
     await asyncio.sleep(1.0)
+    if run.done() or len(done) >= drain * 0.8:
+        raise SystemExit(
+            f"the drain of {drain:,} jobs was (nearly) over before the prune: raise --drain"
+        )
     prune_from = time.monotonic()
     removed = await app.prune(finished_age_s=7 * 86400.0, dead_age_s=30 * 86400.0, who="bench")
     prune_to = time.monotonic()
@@ -190,7 +194,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--prune-rows", type=int, default=1_000_000)
-    parser.add_argument("--drain", type=int, default=20_000)
+    parser.add_argument("--drain", type=int, default=200_000)
     parser.add_argument("--skip-upgrade", action="store_true")
     parser.add_argument("--skip-sqlite", action="store_true")
     args = parser.parse_args()
