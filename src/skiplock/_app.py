@@ -118,7 +118,9 @@ class App:
             weakref.WeakKeyDictionary()
         )
         self._eager = EagerMode(eager)
-        self._enqueuer = Enqueuer(self.registry, self.backend, self.new_backend, self._eager, self)
+        self._enqueuer = Enqueuer(
+            self.registry, self.backend, self.new_backend, self._eager, self, lambda: self.url
+        )
         self._operations = Operations(self.backend, self.registry)
         self._observe = Observe(self.backend)
         self._results = Results(self.backend, self._eager, self)
@@ -375,8 +377,10 @@ class App:
         return backend
 
     async def close(self) -> None:
-        """Close this loop's backend (a worker or script calls this on the way out)."""
+        """Close this loop's backend (a worker or script calls this on the way out), and the
+        connection sync enqueues on SQLite write through (the next one opens it again)."""
         await self._results.close()
+        self._enqueuer.close_here()
         backend = self._backends.pop(asyncio.get_running_loop(), None)
         if backend is not None:
             await backend.close()

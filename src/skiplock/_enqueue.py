@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from . import _sqlalchemy
 from ._backends import Backend, BackendGetter
 from ._backends.base import JobInsertManyParams
+from ._backends.sqlite import SQLiteBackend
 from ._eager import EagerMode
 from ._job import NewJob
 from ._registry import Registry
@@ -39,12 +41,18 @@ class Enqueuer:
         new_backend: Callable[[], Backend],
         eager: EagerMode,
         owner: Enqueuing,
+        url: Callable[[], str] = lambda: "",
     ) -> None:
         self._registry = registry
         self._backend = backend
         self._new_backend = new_backend
         self._eager = eager
         self._owner = owner
+        self._url = url
+        self._here: tuple[object, SQLiteBackend | None] | None = None
+        """For the URL and clock it was made for: the SQLite backend a sync enqueue inserts
+        through in the caller's thread, or None (another database)."""
+        self._here_lock = threading.Lock()
 
     async def enqueue_many(
         self, jobs: Iterable[NewJob], *, connection: object | None = None
@@ -67,6 +75,14 @@ class Enqueuer:
         self, jobs: Iterable[NewJob], *, connection: object | None, run_sync: RunSync[Any]
     ) -> list[JobHandle]:
         batch = list(jobs)
+        if connection is None and not self._eager.on:
+            here = self._here_backend(run_sync)
+            if here is not None:
+                with self._traced(batch) as inserted:
+                    ids = here.job_insert_many_here(JobInsertManyParams(batch, None))
+                    inserted(ids)
+                self._registry.wake_queues({job.queue for job in batch})
+                return self._handles(batch, ids)
         if connection is None or self._eager.on:
             handles: list[JobHandle] = run_sync(self.enqueue_many(batch))
             return handles
@@ -79,6 +95,32 @@ class Enqueuer:
             ids = self._new_backend().job_insert_many_sync(params)
             inserted(ids)
         return self._handles(batch, ids)  # woken at commit, not here (see App.enqueue_many)
+
+    def _here_backend(self, run_sync: RunSync[Any]) -> SQLiteBackend | None:
+        """The backend a sync enqueue inserts through in the caller's own thread (SQLite),
+        or None: PostgreSQL's drivers are async, so its sync enqueue goes through the app's
+        loop. Made once per URL and clock; the first time, the app's own backend is opened
+        through the bridge, which checks the schema as every other first call does."""
+        key = (self._url(), self._registry.clock)
+        here = self._here
+        if here is not None and here[0] == key:
+            return here[1]
+        with self._here_lock:
+            made = self._new_backend()
+            local = made if isinstance(made, SQLiteBackend) else None
+            if local is not None:
+                run_sync(self._open())  # opened, and a newer schema refused, as ever
+            self._here = (key, local)
+        return local
+
+    def close_here(self) -> None:
+        """Close the connection sync enqueues insert through in their own thread, if any."""
+        here = self._here
+        if here is not None and here[1] is not None:
+            here[1].close_here()
+
+    async def _open(self) -> None:
+        await self._backend()
 
     def _traced(
         self, batch: Sequence[NewJob]

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -152,6 +153,11 @@ class SQLiteBackend:
         self._thread: DatabaseThread | None = None
         self._conn: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None
+        self._here_conn: sqlite3.Connection | None = None
+        """The connection of ``job_insert_many_here`` (a sync enqueue in its caller's thread)."""
+        self._here_lock = threading.Lock()
+        self._here_pid = 0
+        self._here_file: tuple[int, int] | None = None
 
     def _now(self) -> float:
         return self._clock().timestamp() if self._clock else time.time()
@@ -168,12 +174,14 @@ class SQLiteBackend:
 
         return await self._thread.call(call)
 
-    def _check_same_file(self, operation: str) -> None:
-        """Refuse to go on if the path no longer names the file opened: deleted (a
-        connection keeps writing to the unlinked inode, which nobody else sees, while new
-        producers create an empty file at the path) or replaced. One stat, ~1 µs, per
-        operation; an operation is a whole transaction, never a statement."""
-        if _identity(self.path) != self._file:
+    def _check_same_file(self, operation: str, opened: tuple[int, int] | None = None) -> None:
+        """Refuse to go on if the path no longer names the file opened (``opened``, else
+        the database thread's): deleted (a connection keeps writing to the unlinked inode,
+        which nobody else sees, while new producers create an empty file at the path) or
+        replaced. One stat, ~1 µs, per operation; an operation is a whole transaction, never
+        a statement."""
+        now = _identity(self.path)
+        if now is None or now != (opened or self._file):
             raise BackendError(
                 f"{operation}: the SQLite file {self.path} was deleted or replaced while "
                 "this process had it open; its jobs are no longer at that path. Stopping: "
@@ -186,27 +194,9 @@ class SQLiteBackend:
         self._thread = DatabaseThread("skiplock-sqlite")
 
         def connect() -> sqlite3.Connection:
-            if not create and not os.path.exists(self.path):
-                raise SchemaError(
-                    f"no SQLite database at {self.path}: run `skiplock migrate` to create "
-                    "it, or check the URL"
-                )
-            # Only a migration may make the file: else read-write without create (mode=rw),
-            # so a file deleted since the check is an error, not a new empty database.
-            target = self.path if create else f"{Path(self.path).absolute().as_uri()}?mode=rw"
-            with _wrapped("connect"):
-                if create:  # made with its private mode before SQLite makes it
-                    _create_private(self.path, self.mode)
-                conn = sqlite3.connect(
-                    target, isolation_level=None, check_same_thread=False, uri=not create
-                )
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-                conn.row_factory = sqlite3.Row  # rows read by column name, or by position
-                conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
-                self._file = _identity(self.path)  # the pragmas above opened the file
-                return conn
+            conn = self._connect(create=create)
+            self._file = _identity(self.path)  # the pragmas in _connect opened the file
+            return conn
 
         try:
             self._conn = await self._thread.call(connect)
@@ -214,6 +204,56 @@ class SQLiteBackend:
             self._thread.shutdown()  # a failed open leaves nothing open: the next one retries
             self._thread = None
             raise
+
+    def _connect(self, *, create: bool = False) -> sqlite3.Connection:
+        """A connection to the file with skiplock's pragmas (the database thread's, or the
+        one ``job_insert_many_here`` keeps for callers' threads)."""
+        if not create and not os.path.exists(self.path):
+            raise SchemaError(
+                f"no SQLite database at {self.path}: run `skiplock migrate` to create "
+                "it, or check the URL"
+            )
+        # Only a migration may make the file: else read-write without create (mode=rw),
+        # so a file deleted since the check is an error, not a new empty database.
+        target = self.path if create else f"{Path(self.path).absolute().as_uri()}?mode=rw"
+        with _wrapped("connect"):
+            if create:  # made with its private mode before SQLite makes it
+                _create_private(self.path, self.mode)
+            conn = sqlite3.connect(
+                target, isolation_level=None, check_same_thread=False, uri=not create
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            conn.row_factory = sqlite3.Row  # rows read by column name, or by position
+            conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
+            return conn
+
+    def job_insert_many_here(self, params: JobInsertManyParams) -> list[int]:
+        """``job_insert_many`` in the calling thread, in its own write transaction: a sync
+        enqueue (``task.enqueue()``) with no event loop and no thread hop. Through the app's
+        sync bridge an enqueue crossed two threads (its loop's, then the database thread's),
+        three times the cost of the insert itself at ``synchronous=normal``.
+
+        One connection serves every calling thread, one at a time (SQLite takes one writer
+        at a time anyway); it is opened at the first call, again in a forked child, and
+        closed by ``close_here``. Like every operation it first checks the file is still the
+        one it opened."""
+        with self._here_lock:
+            conn = self._here_conn
+            if conn is None or self._here_pid != os.getpid():
+                conn = self._here_conn = self._connect()
+                self._here_pid, self._here_file = os.getpid(), _identity(self.path)
+            self._check_same_file("job_insert_many", self._here_file)
+            with _wrapped("job_insert_many"), _immediate(conn):
+                return ops.insert_rows(conn, params.jobs, self._now())
+
+    def close_here(self) -> None:
+        """Close the connection ``job_insert_many_here`` keeps (the next call opens one)."""
+        with self._here_lock:
+            conn, self._here_conn = self._here_conn, None
+            if conn is not None and self._here_pid == os.getpid():
+                conn.close()
 
     async def close(self) -> None:
         thread, conn = self._thread, self._conn

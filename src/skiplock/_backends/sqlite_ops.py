@@ -43,14 +43,16 @@ def insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) ->
     if any(j.unique_key for j in jobs):
         return _insert_unique(conn, jobs, [_row(j, now) for j in jobs])
     step = sql.JOB_INSERT_ROWS_MAX
+    last: int | None = None
     for start in range(0, len(jobs), step):
         chunk = jobs[start : start + step]
         values = [v for j in chunk for v in _values(j, now)]
         statement = sql.JOB_INSERT_ROWS.format(
             n=len(chunk), rows=", ".join([sql.JOB_INSERT_ROW] * len(chunk))
         )
-        conn.execute(statement, values)
-    last = int(conn.execute(sql.LAST_INSERT_ID).fetchone()[0])
+        last = conn.execute(statement, values).lastrowid  # last_insert_rowid(), no statement
+    if last is None:
+        last = int(conn.execute(sql.LAST_INSERT_ID).fetchone()[0])
     return list(range(last - len(jobs) + 1, last + 1))
 
 
