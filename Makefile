@@ -58,9 +58,9 @@ test: lint typecheck docs audit pytest pytest-django
 # The inner loop's tier: lint and the in-process tests on both databases, in 4 pytest-xdist
 # processes (the tests mostly wait on the database, so 4 beat 2 on 2 cores). It leaves out what
 # is marked slow (real processes, browser, Django venv) and the seconds-long tests tests/tiers.py
-# lists: 1,106 tests (2026-12-04): 56.0 s, 59.5 s and 60.1 s for the tests on the quiet 2-core
-# machine, once the catalogs earlier runs churned were vacuumed (70.7 s before: tests/conftest.py
-# now does it at the start of every run). `make test` runs everything.
+# lists: 1,111 tests (2026-12-04): 39.4-40.5 s for the tests on the quiet 2-core machine (56-60 s
+# on a slower day of the VM), once the catalogs earlier runs churned were vacuumed (tests/conftest.py
+# does it at the start of every run). `make test` runs everything.
 test-fast: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks tools
 	$(BIN)/pytest -q -x -n 4 -m "not slow and not soak" --ignore=tests/django --ignore=tests/dashboard
