@@ -41,7 +41,7 @@ class Enqueuer:
         new_backend: Callable[[], Backend],
         eager: EagerMode,
         owner: Enqueuing,
-        url: Callable[[], str] = lambda: "",
+        url: Callable[[], str],
     ) -> None:
         self._registry = registry
         self._backend = backend
@@ -106,6 +106,9 @@ class Enqueuer:
         if here is not None and here[0] == key:
             return here[1]
         with self._here_lock:
+            if self._here is not None and self._here[0] == key:  # another thread made it
+                return self._here[1]
+            self.close_here()  # the URL or clock changed: the old file's connection goes
             made = self._new_backend()
             local = made if isinstance(made, SQLiteBackend) else None
             if local is not None:

@@ -168,20 +168,19 @@ class SQLiteBackend:
         conn = self._conn
 
         def call() -> T:
-            self._check_same_file(operation)
+            self._check_same_file(operation, self._file)
             with _wrapped(operation):
                 return fn(conn)
 
         return await self._thread.call(call)
 
-    def _check_same_file(self, operation: str, opened: tuple[int, int] | None = None) -> None:
-        """Refuse to go on if the path no longer names the file opened (``opened``, else
-        the database thread's): deleted (a connection keeps writing to the unlinked inode,
-        which nobody else sees, while new producers create an empty file at the path) or
-        replaced. One stat, ~1 µs, per operation; an operation is a whole transaction, never
-        a statement."""
+    def _check_same_file(self, operation: str, opened: tuple[int, int] | None) -> None:
+        """Refuse to go on if the path no longer names the file ``opened``: deleted (a
+        connection keeps writing to the unlinked inode, which nobody else sees, while new
+        producers create an empty file at the path) or replaced. One stat, ~1 µs, per
+        operation; an operation is a whole transaction, never a statement."""
         now = _identity(self.path)
-        if now is None or now != (opened or self._file):
+        if now is None or now != opened:
             raise BackendError(
                 f"{operation}: the SQLite file {self.path} was deleted or replaced while "
                 "this process had it open; its jobs are no longer at that path. Stopping: "
