@@ -175,6 +175,20 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = "tests.apps.cli_app:app"
 
 
+def sqlite_writable(path: str | Path) -> bool:
+    """True if SQLite's write lock on the file at ``path`` is free now (a write transaction
+    of ours that does not wait, rolled back)."""
+    probe = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:  # another connection holds the write lock
+        return False
+    finally:
+        probe.close()
+
+
 class Cli:
     """Starts ``python -m skiplock ...`` with the test's database and execution log."""
 
@@ -260,15 +274,8 @@ class Cli:
             os.kill(proc.pid, signal.SIGSTOP)
             if not self.url.startswith("sqlite"):
                 return
-            probe = sqlite3.connect(urlsplit(self.url).path, timeout=0, isolation_level=None)
-            try:
-                probe.execute("BEGIN IMMEDIATE")
-                probe.execute("ROLLBACK")
+            if sqlite_writable(urlsplit(self.url).path):
                 return
-            except sqlite3.OperationalError:  # the stopped process holds the write lock
-                pass
-            finally:
-                probe.close()
             os.kill(proc.pid, signal.SIGCONT)
             time.sleep(0.002)  # let it finish the transaction it was in
         raise AssertionError(f"process {proc.pid} held SQLite's write lock at {tries} stops")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import Cli
+from .helpers import Cli, sqlite_writable
 
 # Holds the write lock nine tenths of the time: a plain SIGSTOP lands inside it nearly always.
 HOLDER = """
@@ -28,18 +28,6 @@ while True:
 """
 
 
-def writable(path: Path) -> bool:
-    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        conn.close()
-
-
 @pytest.mark.slow
 def test_freeze_stops_a_busy_writer_outside_its_transaction(tmp_path: Path) -> None:
     path = tmp_path / "busy.db"
@@ -54,7 +42,7 @@ def test_freeze_stops_a_busy_writer_outside_its_transaction(tmp_path: Path) -> N
         cli = Cli(f"sqlite:///{path}", tmp_path)
         for _ in range(20):
             cli.freeze(holder)
-            assert writable(path)  # a plain SIGSTOP fails this about nine times in ten
+            assert sqlite_writable(path)  # a plain SIGSTOP fails this about nine times in ten
             holder.send_signal(signal.SIGCONT)
     finally:
         holder.kill()
