@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -299,20 +299,39 @@ async def test_base_exceptions_fail_the_job_not_the_worker(
 async def test_job_context_is_visible_to_async_and_sync_tasks(app: skiplock.App) -> None:
     seen: list[skiplock.JobContext] = []
 
+    same: list[bool] = []
+
     @app.task(name="ctx_a", timeout=30)
     async def ctx_a() -> None:
         seen.append(skiplock.current_job())
+        same.append(skiplock.current_job() is seen[-1])  # built once an attempt, then kept
 
     @app.task(name="ctx_s")
     def ctx_s() -> None:
         seen.append(skiplock.current_job())
 
+    @app.task(name="ctx_st", timeout=20)
+    def ctx_st() -> None:
+        seen.append(skiplock.current_job())
+        same.append(skiplock.current_job() is seen[-1])
+
     ha, hs = await ctx_a.aenqueue(), await ctx_s.using(queue="other").aenqueue()
+    hst = await ctx_st.aenqueue()
+    before = datetime.now(UTC)
     await burst(app)
+    after = datetime.now(UTC)
     by_id = {c.id: c for c in seen}
     assert by_id[ha.id].task == "ctx_a" and by_id[ha.id].attempt == 1
-    assert by_id[ha.id].deadline is not None
+    assert by_id[ha.id].max_attempts == 5 and by_id[ha.id].enqueued_at <= before
+    # the deadline counts the timeout from the attempt's start (a sync one's: its thread's)
+    deadline = by_id[ha.id].deadline
+    assert deadline is not None and deadline.tzinfo is not None
+    assert before + timedelta(seconds=30) <= deadline <= after + timedelta(seconds=30)
+    deadline = by_id[hst.id].deadline
+    assert deadline is not None
+    assert before + timedelta(seconds=20) <= deadline <= after + timedelta(seconds=20)
     assert by_id[hs.id].queue == "other" and by_id[hs.id].deadline is None
+    assert same == [True, True]
     with pytest.raises(LookupError):
         skiplock.current_job()
 

@@ -17,6 +17,7 @@ from skiplock._backends.base import (
     JobInsertManyParams,
 )
 from skiplock._job import Completion, Disposition, JobState
+from skiplock._transitions import transition
 from skiplock.errors import JobNotFound
 
 from ..helpers import FakeClock
@@ -197,6 +198,42 @@ async def test_each_disposition(
     if not finished:
         assert record.run_at == clock.now + timedelta(seconds=12.5)
     assert record.errors[-1]["message"] == "boom"
+
+
+async def test_one_batch_of_every_disposition_writes_each_row_its_own(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """Each column of a mixed batch reaches its own row: PostgreSQL sends a column every row
+    leaves at its default as one NULL, so a batch where some rows differ must not."""
+    dispositions = list(Disposition)
+    ids = await backend.job_insert_many(
+        JobInsertManyParams([new_job() for _ in range(len(dispositions) + 1)])
+    )
+    claimed = {c.id: c for c in await backend.job_get_available(claim(limit=len(ids)))}
+    error = {"attempt": 1, "message": "boom", "traceback": None, "at": "x"}
+    batch = [
+        Completion(job_id, claimed[job_id].lease_token, d, 4.0 + n, error if n % 2 else None)
+        for n, (job_id, d) in enumerate(zip(ids, dispositions, strict=False))
+    ]
+    batch.append(
+        Completion(
+            ids[-1], claimed[ids[-1]].lease_token, Disposition.SUCCEED, result_json='{"r": 1}'
+        )
+    )
+    batch[0].result_json = "[7]"
+    assert sorted(await backend.job_set_state_if_running_many(batch)) == sorted(ids)
+    for n, completion in enumerate(batch):
+        record = await backend.job_get(completion.job_id)
+        rule = transition(completion.disposition)
+        assert record.state is rule.state, completion
+        assert record.attempt == 1 + rule.attempt_delta, completion
+        assert (record.finished_at == clock.now) is rule.finished, completion
+        if not rule.finished:
+            assert record.run_at == clock.now + timedelta(seconds=completion.delay_s)
+        assert [e["message"] for e in record.errors] == (["boom"] if n % 2 else []), completion
+    assert (await backend.job_get(ids[0])).result == [7]
+    assert (await backend.job_get(ids[-1])).result == {"r": 1}
+    assert (await backend.job_get(ids[1])).result is None
 
 
 async def test_errors_are_bounded_to_the_last_ones(backend: Backend) -> None:

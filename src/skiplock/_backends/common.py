@@ -149,6 +149,11 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
         )
         for r in rows
     ]
+    return in_claim_order(jobs)
+
+
+def in_claim_order(jobs: list[ClaimedJob]) -> list[ClaimedJob]:
+    """Sorted as the runner starts them: priority first, then id."""
     jobs.sort(key=lambda j: (-j.priority, j.id))
     return jobs
 

@@ -7,6 +7,7 @@ kept apart so that module stays the list of operations.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -21,7 +22,7 @@ from .._transitions import transition
 from ..errors import QueueFull
 from . import flows
 from .base import MAX_ERRORS_KEPT, ClaimParams
-from .common import claimed_jobs, filter_values, map_inserted
+from .common import claimed_jobs, filter_values, in_claim_order, map_inserted
 from .postgres_sql import Statements
 
 
@@ -64,20 +65,42 @@ def completion_params(
         [c.job_id for c in completions],
         [c.lease_token for c in completions],
         [t.state.value for t in changes],
-        [t.attempt_delta for t in changes],
-        [t.run_after_s for t in changes],
-        [t.finished for t in changes],
-        [json.dumps(c.error) if c.error is not None else None for c in completions],
+        _unless_all([t.attempt_delta for t in changes], 0),
+        _unless_all([t.run_after_s for t in changes], None),
+        _unless_all([t.finished for t in changes], True),
+        _unless_all(
+            [json.dumps(c.error) if c.error is not None else None for c in completions], None
+        ),
         now,
         MAX_ERRORS_KEPT,
-        [c.result_json for c in completions],
+        _unless_all([c.result_json for c in completions], None),
         channel,
-        [c.progress_json for c in completions],
+        _unless_all([c.progress_json for c in completions], None),
         [c.run_s for c in completions],
     ]
 
 
+def _unless_all(column: list[Any], default: object) -> list[Any] | None:
+    """The column, or None (one SQL NULL the statement reads as ``default`` in every row)
+    when every row holds the default: asyncpg checks each element of an array it encodes,
+    about 0.2 us apiece, and a batch of successes leaves five of its ten columns at theirs
+    (docs/benchmarks.md, "Step two, made up")."""
+    return None if column.count(default) == len(column) else column
+
+
+CLAIMED_COLUMNS = tuple(
+    field.name.removesuffix("_json") for field in dataclasses.fields(ClaimedJob)
+)
+"""ClaimedJob's fields in order, by the names a claim's RETURNING gives them (``args`` for
+``args_json``)."""
+
+
 def claimed_in_order(rows: Sequence[asyncpg.Record]) -> list[ClaimedJob]:
+    """A claim's rows as jobs to start. A record is a tuple underneath: when its columns
+    are ClaimedJob's fields in order (checked once a batch), each job is built from the
+    record's values by position, without sixteen lookups by name (0.6 us a job)."""
+    if rows and tuple(rows[0].keys()) == CLAIMED_COLUMNS:
+        return in_claim_order([ClaimedJob(*row) for row in rows])
     return claimed_jobs(rows, _same)
 
 

@@ -470,8 +470,12 @@ JOB_SET_STATE_IF_RUNNING_MANY = (
 -- under PostgreSQL's 8,000 bytes), so a batch of outcomes costs one notification, not one each.
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[],
-                         $6::bool[], $7::text[], $10::text[], $12::text[], $13::float8[])
+    -- A column every row of the batch leaves at its default comes as one NULL (unnest pads
+    -- it out): postgres_ops.completion_params.
+    SELECT id, token, state, coalesce(attempt_delta, 0) AS attempt_delta, run_after,
+           coalesce(finished, true) AS finished, error, result, progress, run_s
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[],
+                $6::bool[], $7::text[], $10::text[], $12::text[], $13::float8[])
         AS c(id, token, state, attempt_delta, run_after, finished, error, result, progress,
              run_s)
 ), """

@@ -12,13 +12,14 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._config import RetryPolicy
 from .._handback import Handback, handback_for
-from .._job import ClaimedJob, JobContext, current_job, set_current_job
+from .._job import ClaimedJob, StartedJob, current_job, set_current_job
 from .._payload import decode_args, encode_result
 from .._registry import Registry
 from .._task import Task, argument_misfit
@@ -110,23 +111,6 @@ def _newer(registry: Registry, task: Task[Any, Any], job: ClaimedJob) -> Excepti
             f"took it within {hours:g} h of its enqueue"
         )
     return NewerPayload(f"{needed}: left for a worker that knows it", NEWER_PAYLOAD_RETRY_S)
-
-
-def job_context(
-    job: ClaimedJob, timeout: float | None, report: Callable[[int, str], None] | None = None
-) -> JobContext:
-    now = datetime.now(UTC)
-    return JobContext(
-        id=job.id,
-        task=job.task,
-        queue=job.queue,
-        attempt=job.attempt,
-        max_attempts=job.max_attempts,
-        enqueued_at=job.created_at,
-        deadline=now + timedelta(seconds=timeout) if timeout else None,
-        lease_expires_at=job.lease_expires_at,
-        report=report,
-    )
 
 
 Ended = tuple[BaseException | None, Any]
@@ -233,8 +217,10 @@ async def _invoke(
     try:
         if not task.is_async:
             return await _call_sync(task.fn, args, kwargs, timeout, pool)
-        timer = asyncio.timeout(timeout) if timeout is not None else None
-        async with timer or contextlib.nullcontext():
+        if timeout is None:  # no timer to arm or leave (the no-op job's path)
+            return None, await task.fn(*args, **kwargs)
+        timer = asyncio.timeout(timeout)
+        async with timer:
             value = await task.fn(*args, **kwargs)
         return None, value
     except TimeoutError as exc:
@@ -276,7 +262,7 @@ async def execute(
         failure: BaseException | None = exc
     else:
         timeout = job.timeout if job.timeout is not None else task.timeout
-        set_current_job(job_context(job, timeout, report))
+        set_current_job(StartedJob(job, timeout, report, time.time()))
         failure, value = await _invoke(task, args, kwargs, timeout, pool)
         if failure is None:
             try:
