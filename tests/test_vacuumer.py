@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from skiplock import WorkerConfig
+from skiplock._backends import postgres_storage
 from skiplock._backends.base import HotVacuum
 from skiplock._backends.sqlite import SQLiteBackend
 from skiplock._worker.services import VACUUM_MAX_PAUSE_S, Vacuumer, VacuumPace
@@ -16,6 +17,14 @@ from skiplock._worker.services import VACUUM_MAX_PAUSE_S, Vacuumer, VacuumPace
 REMOVED = HotVacuum(20_000, 300)
 KEPT = HotVacuum(20_000, 19_000)
 HALF = HotVacuum(20_000, 10_000)
+BUSY = HotVacuum(40_000, 43_000, removed=38_000, kept=2_000)
+"""A clean table at 20,000 jobs a second: more died while the vacuum ran than were there
+when it began, but the vacuum itself removed nearly all it found (a false "held" once)."""
+HELD = HotVacuum(3_000, 3_100, removed=0, kept=3_000)
+HELD_SOME = HotVacuum(30_000, 12_000, removed=8_000, kept=9_000)
+"""By the statistics most went, but the vacuum kept more than it removed."""
+SKIP = HotVacuum(20_000, 20_000, skipped=True)
+"""Another vacuum held the table (autovacuum): nothing done, nothing to judge."""
 
 PACE = [
     # (looks, pause after the last one)
@@ -27,6 +36,14 @@ PACE = [
     ([KEPT] * 10, VACUUM_MAX_PAUSE_S),
     ([KEPT, KEPT, REMOVED], 1.0),
     ([KEPT, KEPT, None], 1.0),
+    ([BUSY], 1.0),
+    ([BUSY] * 5, 1.0),
+    ([HELD], 2.0),
+    ([HELD_SOME], 2.0),
+    ([HELD, HELD, BUSY], 1.0),
+    ([SKIP], 1.0),
+    ([HELD, SKIP], 2.0),  # neither backs off further nor ends the hold
+    ([HELD, HELD, SKIP, SKIP], 4.0),
 ]
 
 
@@ -53,3 +70,54 @@ def test_a_held_horizon_is_logged_once_and_its_end_once(caplog: pytest.LogCaptur
     assert "backend_xmin" in lines[0]
     assert lines[1] == "vacuum of the live jobs removes dead row versions again"
     assert vacuumer.vacuums == 5
+
+
+def test_the_warning_names_what_the_vacuum_itself_kept(caplog: pytest.LogCaptureFixture) -> None:
+    backend = SQLiteBackend("sqlite:///unused.db")
+    vacuumer = Vacuumer(backend, WorkerConfig(vacuum_interval_s=1.0))
+    with caplog.at_level(logging.INFO, logger="skiplock.worker"):
+        for look in (BUSY, BUSY, SKIP, BUSY, HELD, SKIP, HELD, BUSY):
+            vacuumer.look(look)
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert lines == [
+        "vacuum of the live jobs kept 3000 dead row versions it could not remove yet "
+        "(removed 0): an old transaction holds the database's MVCC horizon (see "
+        "pg_stat_activity.backend_xmin); claims slow down until it ends",
+        "vacuum of the live jobs removes dead row versions again",
+    ], lines
+    assert vacuumer.vacuums == 6  # the skipped looks vacuumed nothing
+
+
+PG15_LIVE = (
+    'finished vacuuming "db.s.skiplock_jobs_live": index scans: 1\n'
+    "pages: 0 removed, 14 remain, 14 scanned (100.00% of total)\n"
+    "tuples: 120 removed, 2000 remain, 1000 are dead but not yet removable\n"
+    "removable cutoff: 27379, which was 2 XIDs old when operation ended\n"
+    "index scan needed: 5 pages from table (35.71% of total) had 900 dead item identifiers "
+    "removed\n"
+)
+PG15_TOAST = (
+    'finished vacuuming "db.pg_toast.pg_toast_1": index scans: 0\n'
+    "tuples: 0 removed, 0 remain, 77 are dead but not yet removable\n"
+)
+PG14_LIVE = (
+    '"skiplock_jobs_live": found 3000 removable, 2500 nonremovable row versions in 40 out of '
+    "40 pages\nDETAIL: 2500 dead row versions cannot be removed yet, oldest xmin: 751"
+)
+
+
+@pytest.mark.parametrize(
+    ("messages", "report"),
+    [
+        (['vacuuming "db.s.skiplock_jobs_live"', PG15_TOAST, PG15_LIVE], (1_020, 1_000)),
+        ([PG14_LIVE], (3_000, 2_500)),
+        ([PG15_LIVE.replace("had 900 dead item identifiers removed", "")], (120, 1_000)),
+        (['skipping vacuum of "skiplock_jobs_live" --- lock not available'], (-1, -1)),
+        (['skipping "skiplock_jobs_live" --- only table or database owner can vacuum it'], None),
+        (["vacuum de « skiplock_jobs_live » terminé"], None),  # another lc_messages
+    ],
+)
+def test_a_vacuums_own_report_is_read(messages: list[str], report: tuple[int, int] | None) -> None:
+    """What ``VACUUM VERBOSE`` says it removed (dead tuples and the dead line pointers pruning
+    left) and kept, from PostgreSQL 15's report (the TOAST table's ignored) or 13/14's."""
+    assert postgres_storage.vacuum_report(messages) == report

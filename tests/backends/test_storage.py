@@ -313,6 +313,9 @@ async def test_the_hot_vacuum_removes_the_live_rows_dead_versions_past_its_thres
         assert await live_vacuums(conn, schema) == 0
         done = await backend.hot_vacuum(2_000)
         assert done is not None and done.dead_before >= 3_000 and done.dead_after < 100, done
+        # and the vacuum's own report: what it removed, nothing it had to keep
+        assert done.removed is not None and done.removed >= 3_000 and done.kept == 0, done
+        assert not done.held and not done.skipped
         assert await live_vacuums(conn, schema) == 1
     finally:
         await conn.close()
@@ -337,6 +340,8 @@ async def test_the_hot_vacuum_says_when_a_held_horizon_keeps_them_and_never_wait
         await dead_live_rows(conn, schema, 3_000)
         held = await backend.hot_vacuum(2_000)
         assert held is not None and held.dead_after * 2 > held.dead_before, held
+        assert held.kept is not None and held.kept >= 3_000 and held.removed == 0, held
+        assert held.held
         await holder.execute("ROLLBACK")
         await holder.execute("BEGIN")
         await holder.execute(
@@ -345,6 +350,7 @@ async def test_the_hot_vacuum_says_when_a_held_horizon_keeps_them_and_never_wait
         vacuums = await live_vacuums(conn, schema)
         skipped = await asyncio.wait_for(backend.hot_vacuum(2_000), 10)
         assert skipped is not None and skipped.dead_after == skipped.dead_before, skipped
+        assert skipped.skipped and not skipped.held
         assert await live_vacuums(conn, schema) == vacuums
     finally:
         await holder.close()

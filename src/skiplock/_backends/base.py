@@ -209,6 +209,26 @@ class HotVacuum:
 
     dead_before: int
     dead_after: int
+    removed: int | None = None
+    """What the vacuum itself said it removed (None: it said nothing readable, or skipped)."""
+    kept: int | None = None
+    """The dead versions it said it could not remove yet: an older transaction may still see
+    them (None as ``removed``)."""
+
+    skipped: bool = False
+    """Another vacuum (a worker's, autovacuum) held the table: this one did nothing."""
+
+    @property
+    def held(self) -> bool:
+        """Whether the vacuum kept more than it removed: an old transaction holds the MVCC
+        horizon. By the vacuum's own counts where it gave them; else by the statistics (more
+        than half of what was counted before still there after), which a busy table can fool
+        (as many die while the vacuum runs)."""
+        if self.skipped:
+            return False
+        if self.removed is not None and self.kept is not None:
+            return self.kept > self.removed
+        return self.dead_after * 2 > self.dead_before
 
 
 @dataclass(frozen=True, slots=True)

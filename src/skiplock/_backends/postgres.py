@@ -523,7 +523,14 @@ class PostgresBackend:
         with _wrapped("hot_vacuum"):
             async with self.pool.acquire() as conn:
                 done = await storage.vacuum_live(conn, self.schema, min_dead)
-        return None if done is None else HotVacuum(*done)
+        if done is None:
+            return None
+        before, after, report = done
+        if report is None:
+            return HotVacuum(before, after)
+        if report == storage.SKIPPED:
+            return HotVacuum(before, after, skipped=True)
+        return HotVacuum(before, after, removed=report[0], kept=report[1])
 
     async def storage_upkeep(self) -> list[str]:
         return await self._make_ahead("storage_upkeep", analyze=True)

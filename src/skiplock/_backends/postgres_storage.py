@@ -61,8 +61,48 @@ DEAD_LIVE = "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_all_tables WHERE relid 
 counts within a second)."""
 
 
-async def vacuum_live(conn: Any, schema: str, min_dead: int) -> tuple[int, int] | None:
-    """VACUUM the live partition if ``min_dead`` dead versions wait there: (before, after).
+_VACUUMED = re.compile(
+    # PostgreSQL 15 and later: one INFO message when a table's vacuum ends
+    r"tuples: (?P<removed>\d+) removed, \d+ remain, (?P<kept>\d+) are dead but not yet removable"
+    r"(?:.*?had (?P<items>\d+) dead item identifiers removed)?",
+    re.DOTALL,
+)
+_VACUUMED_BEFORE_15 = re.compile(
+    # PostgreSQL 13 and 14: the counts in the message, the ones kept in its detail
+    r"found (?P<removed>\d+) removable, \d+ nonremovable row versions.*?"
+    r"(?P<kept>\d+) dead row versions cannot be removed yet",
+    re.DOTALL,
+)
+
+
+SKIPPED = (-1, -1)
+"""``vacuum_report`` when the vacuum skipped the table: another vacuum (a worker's, autovacuum)
+holds its lock."""
+
+
+def vacuum_report(messages: list[str]) -> tuple[int, int] | None:
+    """What a ``VACUUM VERBOSE`` of the live partition said it did: (removed, kept), kept being
+    the dead versions it could not remove yet (an older transaction may still see them), and
+    removed counting the dead line pointers earlier pruning left for it. None: no such line
+    (the server speaks another language, ``lc_messages``, or refused: not the owner);
+    SKIPPED when another vacuum held the table."""
+    if any("lock not available" in text for text in messages):
+        return SKIPPED
+    for text in messages:
+        if "skiplock_jobs_live" not in text.split("\n", 1)[0]:
+            continue  # its TOAST table's report, or another message
+        found = _VACUUMED.search(text) or _VACUUMED_BEFORE_15.search(text)
+        if found is not None:
+            items = found.groupdict().get("items")
+            return int(found["removed"]) + int(items or 0), int(found["kept"])
+    return None
+
+
+async def vacuum_live(
+    conn: Any, schema: str, min_dead: int
+) -> tuple[int, int, tuple[int, int] | None] | None:
+    """VACUUM the live partition if ``min_dead`` dead versions wait there: (before, after,
+    what the vacuum itself reported: ``vacuum_report``).
 
     Autovacuum visits a database once a naptime (a minute by default) whatever a table's own
     thresholds say, and at thousands of jobs a second a minute leaves hundreds of thousands of
@@ -72,13 +112,29 @@ async def vacuum_live(conn: Any, schema: str, min_dead: int) -> tuple[int, int] 
     empty pages at its end wants an ACCESS EXCLUSIVE lock, which claims would queue behind.
     VACUUM runs outside a transaction block, one statement: fine behind a transaction pooler.
     Not the owner of the table (workers on a role of their own): the server skips it with a
-    warning, and the reading after shows nothing removed."""
+    warning, and the reading after shows nothing removed.
+
+    ``VERBOSE``: the statistics' counts before and after cannot say whether a held horizon
+    kept the dead versions, since at thousands of jobs a second as many die while the vacuum
+    runs (a busy, clean table read as held: a false warning, and a pause that let dead
+    versions pile up); the vacuum's own report says what it removed and what it had to keep."""
     table = f'"{schema}".skiplock_jobs_live'
     before = int(await conn.fetchval(DEAD_LIVE, table) or 0)
     if before < min_dead:
         return None
-    await conn.execute(f"VACUUM (SKIP_LOCKED, TRUNCATE false) {table}")
-    return before, int(await conn.fetchval(DEAD_LIVE, table) or 0)
+    said: list[str] = []
+
+    def listen(_: Any, message: Any) -> None:
+        said.append(str(message.message))
+
+    conn.add_log_listener(listen)
+    try:
+        await conn.execute(f"VACUUM (VERBOSE, SKIP_LOCKED, TRUNCATE false) {table}")
+        await asyncio.sleep(0)  # notices reach listeners through call_soon, ahead of this
+    finally:
+        conn.remove_log_listener(listen)
+    after = int(await conn.fetchval(DEAD_LIVE, table) or 0)
+    return before, after, vacuum_report(said)
 
 
 @dataclass(frozen=True)

@@ -196,11 +196,11 @@ class Pruner(Service):
 
 class VacuumPace:
     """How long the vacuumer pauses before its next look: ``interval_s`` while vacuums remove
-    what they find (or find little), doubling up to VACUUM_MAX_PAUSE_S while one leaves more
-    than half of its dead versions behind: an old transaction elsewhere (a long report, a
-    ``pg_dump``, a session idle in a transaction) holds the MVCC horizon, no vacuum can remove
-    them until it ends, and vacuuming a table that grows with them every second would take
-    the claims' CPU for nothing. ``held`` says whether it is backing off."""
+    what they find (or find little), doubling up to VACUUM_MAX_PAUSE_S while one keeps more
+    dead versions than it removes (``HotVacuum.held``): an old transaction elsewhere (a long
+    report, a ``pg_dump``, a session idle in a transaction) holds the MVCC horizon, no vacuum
+    can remove them until it ends, and vacuuming a table that grows with them every second
+    would take the claims' CPU for nothing. ``held`` says whether it is backing off."""
 
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
@@ -212,7 +212,9 @@ class VacuumPace:
 
     def after(self, done: HotVacuum | None) -> float:
         """The pause after a look that vacuumed (``done``) or found too few to (None)."""
-        if done is not None and done.dead_after * 2 > done.dead_before:
+        if done is not None and done.skipped:
+            return self.pause_s  # another vacuum is at work: look again after the same pause
+        if done is not None and done.held:
             self.pause_s = min(max(self.pause_s * 2, self.interval_s), VACUUM_MAX_PAUSE_S)
         else:
             self.pause_s = self.interval_s
@@ -255,7 +257,7 @@ class Vacuumer(Service):
         """Take in one look's result; the pause before the next."""
         was_held = self.pace.held
         pause = self.pace.after(done)
-        if done is not None:
+        if done is not None and not done.skipped:
             self.vacuums += 1
             log.debug(
                 "vacuumed the live jobs: %d dead versions, %d left",
@@ -263,12 +265,15 @@ class Vacuumer(Service):
                 done.dead_after,
             )
         if self.pace.held and not was_held and done is not None:
+            if done.kept is not None and done.removed is not None:
+                found = f"kept {done.kept} dead row versions it could not remove yet"
+                found += f" (removed {done.removed})"
+            else:
+                found = f"left {done.dead_after} of {done.dead_before} dead row versions"
             log.warning(
-                "vacuum of the live jobs left %d of %d dead row versions: an old transaction "
-                "holds the database's MVCC horizon (see pg_stat_activity.backend_xmin); "
-                "claims slow down until it ends",
-                done.dead_after,
-                done.dead_before,
+                "vacuum of the live jobs %s: an old transaction holds the database's MVCC "
+                "horizon (see pg_stat_activity.backend_xmin); claims slow down until it ends",
+                found,
             )
         elif was_held and not self.pace.held:
             log.info("vacuum of the live jobs removes dead row versions again")
