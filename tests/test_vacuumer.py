@@ -66,7 +66,7 @@ def test_a_held_horizon_is_logged_once_and_its_end_once(caplog: pytest.LogCaptur
             vacuumer.look(look)
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert len(lines) == 2, lines
-    assert "left 19000 of 20000 dead row versions" in lines[0]
+    assert "left 19000 of 20000 dead row versions, 3 times in a row" in lines[0]
     assert "backend_xmin" in lines[0]
     assert lines[1] == "vacuum of the live jobs removes dead row versions again"
     assert vacuumer.vacuums == 5
@@ -76,16 +76,28 @@ def test_the_warning_names_what_the_vacuum_itself_kept(caplog: pytest.LogCapture
     backend = SQLiteBackend("sqlite:///unused.db")
     vacuumer = Vacuumer(backend, WorkerConfig(vacuum_interval_s=1.0))
     with caplog.at_level(logging.INFO, logger="skiplock.worker"):
-        for look in (BUSY, BUSY, SKIP, BUSY, HELD, SKIP, HELD, BUSY):
+        for look in (BUSY, BUSY, SKIP, BUSY, HELD, SKIP, HELD, HELD, HELD, SKIP, BUSY):
             vacuumer.look(look)
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert lines == [
         "vacuum of the live jobs kept 3000 dead row versions it could not remove yet "
-        "(removed 0): an old transaction holds the database's MVCC horizon (see "
-        "pg_stat_activity.backend_xmin); claims slow down until it ends",
+        "(removed 0), 3 times in a row: an old transaction holds the database's MVCC horizon "
+        "(see pg_stat_activity.backend_xmin); claims slow down until it ends",
         "vacuum of the live jobs removes dead row versions again",
     ], lines
-    assert vacuumer.vacuums == 6  # the skipped looks vacuumed nothing
+    assert vacuumer.vacuums == 8  # the skipped looks vacuumed nothing
+
+
+def test_a_short_hold_is_not_worth_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """Autovacuum's ANALYZE of a big history partition holds the horizon a second or two each
+    minute: a vacuum or two kept their dead versions, then the next removed them. The pace
+    backs off meanwhile; nothing is logged."""
+    backend = SQLiteBackend("sqlite:///unused.db")
+    vacuumer = Vacuumer(backend, WorkerConfig(vacuum_interval_s=1.0))
+    with caplog.at_level(logging.INFO, logger="skiplock.worker"):
+        pauses = [vacuumer.look(look) for look in (BUSY, HELD, HELD, BUSY, HELD, SKIP, BUSY)]
+    assert pauses == [1.0, 2.0, 4.0, 1.0, 2.0, 2.0, 1.0]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == []
 
 
 PG15_LIVE = (
@@ -121,3 +133,21 @@ def test_a_vacuums_own_report_is_read(messages: list[str], report: tuple[int, in
     """What ``VACUUM VERBOSE`` says it removed (dead tuples and the dead line pointers pruning
     left) and kept, from PostgreSQL 15's report (the TOAST table's ignored) or 13/14's."""
     assert postgres_storage.vacuum_report(messages) == report
+
+
+@pytest.mark.parametrize(
+    ("look", "took_s", "pause"),
+    [
+        (REMOVED, 0.05, 1.0),  # a quick vacuum: the interval
+        (REMOVED, 0.5, 4.5),  # half a second of vacuum: 4.5 s of rest, a tenth of the time
+        (BUSY, 0.3, 2.7),
+        (KEPT, 0.1, 2.0),  # held: the doubled pause is already longer
+        (REMOVED, 10.0, VACUUM_MAX_PAUSE_S),  # never past the longest pause
+        (None, 5.0, 1.0),  # no vacuum ran (a slow statistics read says nothing of it)
+    ],
+)
+def test_the_vacuums_take_at_most_a_tenth_of_the_time(
+    look: HotVacuum | None, took_s: float, pause: float
+) -> None:
+    """At 20,000 jobs a second a vacuum every second took the claims' CPU on two cores."""
+    assert VacuumPace(1.0).after(look, took_s) == pytest.approx(pause)

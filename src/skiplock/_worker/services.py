@@ -37,6 +37,16 @@ second's worth, bounding what claims walk past to tens of thousands instead of t
 thousands a minute of autovacuum's naptime leaves (issue 24)."""
 VACUUM_MAX_PAUSE_S = 30.0
 """The longest pause between looks while vacuums remove little (a held horizon)."""
+VACUUM_SHARE = 0.1
+"""The most of the time the vacuumer's vacuums may take: after one that took t seconds it
+pauses at least t * (1 / share - 1). At 20,000 jobs a second a vacuum every second of the live
+partition took the claims' CPU on two cores, and a 30-minute soak's pickup p50 rose from 5 ms
+to seconds (docs/benchmarks.md, "W11")."""
+HELD_WARN_LOOKS = 3
+"""Held vacuums in a row before the vacuumer warns (several seconds of a held horizon). A
+short hold is ordinary: autovacuum's ANALYZE of a growing history partition holds a snapshot
+for a second or two each naptime, and a 30-minute soak at 20,000 jobs a second warned once a
+minute for it."""
 
 
 class Notifier(Service):
@@ -205,29 +215,37 @@ class VacuumPace:
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
         self.pause_s = interval_s
+        self.held_looks = 0
+        """Vacuums in a row that kept more than they removed (a skipped one does not count,
+        nor end the run)."""
 
     @property
     def held(self) -> bool:
         return self.pause_s > self.interval_s
 
-    def after(self, done: HotVacuum | None) -> float:
-        """The pause after a look that vacuumed (``done``) or found too few to (None)."""
+    def after(self, done: HotVacuum | None, took_s: float = 0.0) -> float:
+        """The pause after a look that vacuumed (``done``, in ``took_s``) or found too few to
+        (None): the held rule's, and never less than keeps the vacuums to VACUUM_SHARE of the
+        time."""
         if done is not None and done.skipped:
             return self.pause_s  # another vacuum is at work: look again after the same pause
         if done is not None and done.held:
+            self.held_looks += 1
             self.pause_s = min(max(self.pause_s * 2, self.interval_s), VACUUM_MAX_PAUSE_S)
         else:
+            self.held_looks = 0
             self.pause_s = self.interval_s
-        return self.pause_s
+        rest = took_s * (1.0 / VACUUM_SHARE - 1.0) if done is not None else 0.0
+        return max(self.pause_s, min(rest, VACUUM_MAX_PAUSE_S))
 
 
 class Vacuumer(Service):
     """Keeps the live jobs' dead row versions few on PostgreSQL (``Backend.hot_vacuum``):
     autovacuum visits a database once a minute, and at thousands of jobs a second the claim
     indexes would fill with dead entries in between. Every worker looks; one vacuums at a
-    time (the others skip a table being vacuumed). Logs once when vacuums stop removing
-    anything (a held horizon, named so an operator can look for the old transaction) and
-    once when they remove again."""
+    time (the others skip a table being vacuumed). Logs once when vacuums have stopped
+    removing for HELD_WARN_LOOKS in a row (a held horizon, named so an operator can look for
+    the old transaction) and once when they remove again."""
 
     name = "vacuumer"
 
@@ -239,24 +257,26 @@ class Vacuumer(Service):
         self.pace = VacuumPace(config.vacuum_interval_s)
         self.outage = outage or Outage()
         self.vacuums = 0
+        self._warned = False
 
     async def serve(self) -> None:
         self.mark_ready()
         pause = self.pace.pause_s
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(pause)
+            began = loop.time()
             try:
                 done = await self.backend.hot_vacuum(VACUUM_MIN_DEAD)
             except BackendUnavailable as exc:
                 self.outage.failed(self.name, exc)
                 continue
             self.outage.answered()
-            pause = self.look(done)
+            pause = self.look(done, loop.time() - began)
 
-    def look(self, done: HotVacuum | None) -> float:
-        """Take in one look's result; the pause before the next."""
-        was_held = self.pace.held
-        pause = self.pace.after(done)
+    def look(self, done: HotVacuum | None, took_s: float = 0.0) -> float:
+        """Take in one look's result (the look took ``took_s``); the pause before the next."""
+        pause = self.pace.after(done, took_s)
         if done is not None and not done.skipped:
             self.vacuums += 1
             log.debug(
@@ -264,17 +284,21 @@ class Vacuumer(Service):
                 done.dead_before,
                 done.dead_after,
             )
-        if self.pace.held and not was_held and done is not None:
+        if self.pace.held_looks == HELD_WARN_LOOKS and done is not None and not self._warned:
+            self._warned = True
             if done.kept is not None and done.removed is not None:
                 found = f"kept {done.kept} dead row versions it could not remove yet"
                 found += f" (removed {done.removed})"
             else:
                 found = f"left {done.dead_after} of {done.dead_before} dead row versions"
             log.warning(
-                "vacuum of the live jobs %s: an old transaction holds the database's MVCC "
-                "horizon (see pg_stat_activity.backend_xmin); claims slow down until it ends",
+                "vacuum of the live jobs %s, %d times in a row: an old transaction holds the "
+                "database's MVCC horizon (see pg_stat_activity.backend_xmin); claims slow "
+                "down until it ends",
                 found,
+                HELD_WARN_LOOKS,
             )
-        elif was_held and not self.pace.held:
+        elif self._warned and self.pace.held_looks == 0:
+            self._warned = False
             log.info("vacuum of the live jobs removes dead row versions again")
         return pause
