@@ -58,7 +58,8 @@ test: lint typecheck docs audit pytest pytest-django
 # The inner loop's tier: lint and the in-process tests on both databases, in 4 pytest-xdist
 # processes (the tests mostly wait on the database, so 4 beat 2 on 2 cores). It leaves out what
 # is marked slow (real processes, browser, Django venv) and the seconds-long tests tests/tiers.py
-# lists: 1,141 tests (2026-12-05; 48.6 s once, after soak runs; 1,111 in 39.4-40.5 s on 2026-12-04) for the tests on the quiet 2-core machine (56-60 s
+# lists: 1,141 tests (2026-12-05: 48.6 s in one run; 1,111 took 39.4-40.5 s on 2026-12-04)
+# on the quiet 2-core machine (56-60 s
 # on a slower day of the VM), once the catalogs earlier runs churned were vacuumed (tests/conftest.py
 # does it at the start of every run). `make test` runs everything.
 test-fast: $(STAMP)
