@@ -106,8 +106,9 @@ LATEST = sqlite_sql.MIGRATIONS[-1][0]
 """The schema version this skiplock migrates a SQLite file to."""
 
 LATEST_PG = postgres_sql.MIGRATIONS[-1][0]
-"""The schema version this skiplock migrates a PostgreSQL schema to (one more than SQLite's:
-migration 11 partitions PostgreSQL's job table, which SQLite keeps whole)."""
+"""The schema version this skiplock migrates a PostgreSQL schema to (two more than SQLite's:
+migration 11 partitions PostgreSQL's job table, which SQLite keeps whole, and 12 splits its live
+partition into segments)."""
 
 
 async def pg_admin(statement: str) -> None:

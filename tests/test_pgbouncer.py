@@ -97,8 +97,9 @@ async def test_enqueue_and_drain_in_process_through_the_pooler(app: skiplock.App
 async def test_the_storage_upkeep_and_the_hot_vacuum_run_through_the_pooler(
     app: skiplock.App, pg_url: str
 ) -> None:
-    """The pruner's partition upkeep (a transaction-level advisory lock, SET LOCAL) and the
-    vacuumer's VACUUM (one statement outside a transaction) work in transaction pooling."""
+    """The pruner's partition upkeep (a transaction-level advisory lock, SET LOCAL), the
+    vacuumer's VACUUM (one statement outside a transaction) and the rotator's move and
+    truncate work in transaction pooling."""
     schema = pg_url.rsplit("schema=", 1)[1]
     day = datetime.now(UTC).date() + timedelta(days=postgres_storage.DAYS_AHEAD)
     name = postgres_storage.day_name(day)
@@ -107,12 +108,27 @@ async def test_the_storage_upkeep_and_the_hot_vacuum_run_through_the_pooler(
         await direct.execute(f'DROP TABLE "{schema}".{name}')
         backend = await app.backend()
         assert await backend.storage_upkeep() == [name]
-        table = f'"{schema}".skiplock_jobs_live'
+        table = f'"{schema}".skiplock_jobs_live_long'
         stats = "SELECT vacuum_count FROM pg_stat_all_tables WHERE relid = to_regclass($1)"
         assert await direct.fetchval(stats, table) == 0
         done = await backend.hot_vacuum(0)  # a threshold of none: it vacuums
         assert done is not None and (done.removed, done.kept) == (0, 0), done  # its report too
         assert await direct.fetchval(stats, table) == 1
+        # the rotation: an advisory lock, SET LOCAL lock_timeout and a TRUNCATE in a transaction
+        segment = postgres_storage.next_segment(
+            await direct.fetchval(postgres_storage.SEGMENT_NOW_SQL)
+        )
+        await direct.execute(
+            f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts, segment)
+                VALUES ('default', 'left', 3, $1)""",
+            segment,
+        )
+        for _ in range(200):  # the segment's turn, by the database's clock
+            rotation = await backend.rotate_live(0)
+            if rotation is not None and rotation.segment == segment:
+                break
+            await asyncio.sleep(0.05)
+        assert rotation is not None and (rotation.moved, rotation.truncated) == (1, True)
     finally:
         await direct.close()
 

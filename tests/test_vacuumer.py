@@ -1,18 +1,26 @@
-"""The worker's vacuumer (``_worker/services.py``): its pace as a table, and the two lines it
-logs when vacuums stop removing dead versions (a held MVCC horizon) and start again. The real
-vacuum is tested on PostgreSQL in tests/backends/test_storage.py."""
+"""The worker's vacuumer and rotator (``_worker/services.py``): the vacuumer's pace as a table,
+the two lines it logs when vacuums stop removing dead versions (a held MVCC horizon) and start
+again, the rotator's back-off. The real vacuum and rotation are tested on PostgreSQL in
+tests/backends/test_storage.py."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
 from skiplock import WorkerConfig
 from skiplock._backends import postgres_storage
-from skiplock._backends.base import HotVacuum
+from skiplock._backends.base import HotVacuum, Rotation
 from skiplock._backends.sqlite import SQLiteBackend
-from skiplock._worker.services import VACUUM_MAX_PAUSE_S, Vacuumer, VacuumPace
+from skiplock._worker.services import (
+    ROTATE_MAX_PAUSE_S,
+    VACUUM_MAX_PAUSE_S,
+    Rotator,
+    Vacuumer,
+    VacuumPace,
+)
 
 REMOVED = HotVacuum(20_000, 300)
 KEPT = HotVacuum(20_000, 19_000)
@@ -127,6 +135,15 @@ PG14_LIVE = (
         (['skipping vacuum of "skiplock_jobs_live" --- lock not available'], (-1, -1)),
         (['skipping "skiplock_jobs_live" --- only table or database owner can vacuum it'], None),
         (["vacuum de « skiplock_jobs_live » terminé"], None),  # another lc_messages
+        # the segments' reports summed; one held by a truncate is skipped, the rest counted
+        (
+            [
+                PG15_LIVE.replace("skiplock_jobs_live", "skiplock_jobs_live_s0"),
+                'skipping vacuum of "skiplock_jobs_live_s1" --- lock not available',
+                PG15_LIVE.replace("skiplock_jobs_live", "skiplock_jobs_live_long"),
+            ],
+            (2_040, 2_000),
+        ),
     ],
 )
 def test_a_vacuums_own_report_is_read(messages: list[str], report: tuple[int, int] | None) -> None:
@@ -151,3 +168,22 @@ def test_the_vacuums_take_at_most_a_tenth_of_the_time(
 ) -> None:
     """At 20,000 jobs a second a vacuum every second took the claims' CPU on two cores."""
     assert VacuumPace(1.0).after(look, took_s) == pytest.approx(pause)
+
+
+def test_the_rotator_backs_off_while_a_segment_is_held_and_counts_what_it_did(
+    tmp_path: Path,
+) -> None:
+    """Each held turn doubles the pause (every try may keep claims waiting for the truncate's
+    lock timeout), up to ROTATE_MAX_PAUSE_S; a truncate or another session's turn resets it."""
+    rotator = Rotator(SQLiteBackend(f"sqlite:///{tmp_path}/r.db"), WorkerConfig())
+    held = Rotation(1, moved=2, held=True)
+    pauses, pause = [], rotator.interval_s
+    for look in [held, held, held, Rotation(2, moved=5, truncated=True), None, held]:
+        pause = rotator.look(look, pause)
+        pauses.append(pause)
+    assert pauses == [1.0, 2.0, 4.0, 0.5, 0.5, 1.0]
+    assert (rotator.moved, rotator.truncated) == (2 * 4 + 5, 1)
+    pause = rotator.interval_s
+    for _ in range(20):
+        pause = rotator.look(held, pause)
+    assert pause == ROTATE_MAX_PAUSE_S

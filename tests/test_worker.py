@@ -641,7 +641,8 @@ async def test_a_running_worker_reports_each_service_ready_then_stopped(
     expected = {"completer", "executor", "lease-keeper", "rescuer", "canceller", "pruner"}
     expected |= {"watchdog", "presence", "log-summary"}
     if app.url.startswith("postgresql"):
-        expected.add("vacuumer")  # the live partition's dead versions (SQLite leaves none)
+        # the live partition's dead versions and segments (SQLite leaves none)
+        expected |= {"vacuumer", "rotator"}
     assert expected | {"notifier", "producer"} == set(status["services"])
     assert set(status["services"].values()) == {"ready"}
     worker.request_stop()

@@ -114,6 +114,10 @@ class WorkerConfig:
     holds, and vacuums it past 10,000 (one worker at a time; the pause doubles, up to 30 s,
     while an old transaction elsewhere keeps them). 0: leave it to autovacuum, which comes
     once a minute."""
+    rotate_interval_s: float = 0.5
+    """PostgreSQL: how often this worker looks at the live jobs' ring segment due to be
+    cleared (one worker at a time): its leftover jobs move aside and it is truncated, so a
+    held MVCC horizon's dead versions leave with it. 0: never truncate (vacuum alone)."""
     scheduler: bool = True
     """Run the app's cron schedules inside this worker (it costs nothing without schedules)."""
     name: str = field(default="")
@@ -147,6 +151,7 @@ class WorkerConfig:
             "lease_margin_s",
             "log_summary_interval_s",
             "vacuum_interval_s",
+            "rotate_interval_s",
         ):
             check_seconds(name, getattr(self, name))
         for name in ("metrics_port", "health_port"):
@@ -189,6 +194,7 @@ class WorkerOptions(TypedDict, total=False):
     retention_dead_s: float
     prune_interval_s: float
     vacuum_interval_s: float
+    rotate_interval_s: float
     scheduler: bool
     name: str
     metrics_port: int | None

@@ -101,6 +101,9 @@ class ClaimedJob:
     """The enqueuing span's W3C trace context (JSON), for the run's span; None: untraced."""
     payload_version: int = 1
     """The version of the task's arguments the row holds (a row from before migration 9: 1)."""
+    segment: int | None = None
+    """PostgreSQL: the live segment the row was in when claimed, so its outcome reads only
+    that one and the long one (None: any; SQLite)."""
 
 
 class Disposition(enum.StrEnum):
@@ -144,6 +147,8 @@ class Completion:
     on_recorded: Callable[[], None] | None = None
     """Logs the outcome, called once the row took it (never for a lease lost, or an outcome
     replaced by a dead-letter), so a log line says what the table holds."""
+    segment: int | None = None
+    """``ClaimedJob.segment`` (None: any segment)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,12 @@ import pytest
 
 import skiplock
 from skiplock import JobState, Worker
-from skiplock._backends import postgres_storage
-from skiplock._backends.base import JobInsertManyParams, JobPruneParams
-from skiplock._job import NewJob
+from skiplock._backends import Backend, postgres_storage
+from skiplock._backends.base import ClaimParams, JobInsertManyParams, JobPruneParams, Rotation
+from skiplock._job import Completion, Disposition, NewJob
+from skiplock._worker import services
 
-from ..helpers import PG_URL, FakeClock, pg_admin, pg_schema_at
+from ..helpers import PG_URL, FakeClock, await_until, pg_admin, pg_schema_at, running
 
 
 def job(key: str | None = None, *, keep: bool = False) -> NewJob:
@@ -92,17 +93,19 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
     ]
     app = skiplock.App(pg_url)
     try:
-        assert await app.migrate() == [11]
+        assert await app.migrate() == [11, 12]
         after = [
             json.loads(r[0])
             for r in await conn.fetch(f"SELECT to_jsonb(j)::text FROM {table} j ORDER BY id")
         ]
+        # every row already there is in the long segment (version 12's column)
+        assert [row.pop("segment") for row in after] == [3] * len(after)
         stamped = after[6].pop("finished_at")
         assert stamped is not None and before[6].pop("finished_at") is None
         assert after == before
         ids = [row["id"] for row in before]
         places = [await partition_of(conn, schema, i) for i in ids]
-        assert places[:2] == ["skiplock_jobs_live"] * 2
+        assert places[:2] == ["skiplock_jobs_live_long"] * 2
         assert places[5] == "skiplock_jobs_dead"
         assert all(p.startswith("skiplock_jobs_done_to_") for p in places[2:5] + places[6:])
         keys = dict(await conn.fetch(f'SELECT unique_key, job_id FROM "{schema}".skiplock_keys'))
@@ -291,7 +294,8 @@ async def dead_live_rows(conn: asyncpg.Connection, schema: str, n: int) -> None:
 async def live_vacuums(conn: asyncpg.Connection, schema: str) -> int:
     return int(
         await conn.fetchval(
-            "SELECT vacuum_count FROM pg_stat_all_tables WHERE relid = to_regclass($1)",
+            "SELECT max(vacuum_count) FROM pg_stat_all_tables WHERE relid IN"
+            " (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass($1))",
             f'"{schema}".skiplock_jobs_live',
         )
     )
@@ -367,12 +371,14 @@ async def test_a_worker_vacuums_the_live_rows(own_db: str) -> None:
     try:
         await app.migrate()
         await dead_live_rows(conn, schema, 12_000)
-        off = Worker(app, vacuum_interval_s=0, scheduler=False)
-        assert "vacuumer" not in off.status()["services"]
+        async with running(app, vacuum_interval_s=0, rotate_interval_s=0) as off:
+            await asyncio.wait_for(off.ready.wait(), 30)
+            assert not {"vacuumer", "rotator"} & off.status()["services"].keys()
         worker = Worker(app, vacuum_interval_s=0.05, scheduler=False)
         run = asyncio.create_task(worker.run())
         try:
             await asyncio.wait_for(worker.ready.wait(), 30)
+            assert {"vacuumer", "rotator"} <= worker.status()["services"].keys()
             for _ in range(600):
                 if await live_vacuums(conn, schema) > 0:
                     break
@@ -408,3 +414,209 @@ def test_partition_names_carry_their_bounds() -> None:
         datetime(2026, 12, 4).date(),
         datetime(2026, 12, 5).date(),
     ]
+
+
+# -- the live partition's ring of segments -------------------------------------------------------
+
+
+def segment_table(schema: str, segment: int) -> str:
+    return f'"{schema}".{postgres_storage.segment_name(segment)}'
+
+
+async def turn_of(backend: Backend, segment: int) -> Rotation:
+    """The rotation of ``segment`` (any size): the ring's turns follow the database's clock,
+    a segment's coming within SEGMENTS turns; the looks at the others find them empty."""
+    for _ in range(200):
+        done = await backend.rotate_live(0)
+        if done is not None and done.segment == segment:
+            return done
+        await asyncio.sleep(0.05)  # the clock's next turn: no event to wait on
+    raise AssertionError(f"segment {segment}'s turn never came")
+
+
+async def finished_in_segment(conn: asyncpg.Connection, schema: str, segment: int, n: int) -> None:
+    """``n`` jobs written to ``segment`` and finished: their live versions dead there."""
+    table = f'"{schema}".skiplock_jobs'
+    await conn.execute(
+        f"""INSERT INTO {table} (queue, task, state, max_attempts, segment)
+            SELECT 'default', 'done', 'pending', 3, $2 FROM generate_series(1, $1)""",
+        n,
+        segment,
+    )
+    await conn.execute(
+        f"""UPDATE {table} SET state = 'succeeded', finished_at = now()
+            WHERE state = 'pending' AND task = 'done'"""
+    )
+
+
+async def relation_bytes(conn: asyncpg.Connection, table: str) -> tuple[int, int]:
+    row = await conn.fetchrow(
+        "SELECT pg_relation_size($1::regclass), pg_indexes_size($1::regclass)", table
+    )
+    return int(row[0]), int(row[1])
+
+
+async def test_a_drained_segment_is_truncated_with_its_dead_versions_under_a_held_horizon(
+    own_db: str,
+) -> None:
+    """With a transaction holding the MVCC horizon, a vacuum must keep every dead version;
+    the segment's truncate drops them all, and the finished jobs stay in history."""
+    schema = schema_of(own_db)
+    app = skiplock.App(own_db)
+    conn = await asyncpg.connect(own_db.split("?")[0])
+    holder = await asyncpg.connect(own_db.split("?")[0])
+    try:
+        await app.migrate()
+        backend = await app.backend()
+        await holder.execute("BEGIN")
+        await holder.fetchval("SELECT txid_current()")
+        await finished_in_segment(conn, schema, 1, 3_000)
+        kept = await backend.hot_vacuum(0)
+        assert kept is not None and kept.kept is not None and kept.kept >= 3_000, kept
+        heap, indexes = await relation_bytes(conn, segment_table(schema, 1))
+        assert heap > 100_000 and indexes > 100_000
+        done = await turn_of(backend, 1)
+        assert done.truncated and done.moved == 0 and not done.held, done
+        assert await relation_bytes(conn, segment_table(schema, 1)) < (1, indexes // 10)
+        finished = await conn.fetchval(
+            f"""SELECT count(*) FROM "{schema}".skiplock_jobs WHERE state = 'succeeded'"""
+        )
+        assert finished == 3_000
+    finally:
+        await holder.close()
+        await conn.close()
+        await app.close()
+
+
+async def test_leftover_jobs_move_aside_keeping_their_lease_and_key(own_db: str) -> None:
+    """A running job, a delayed one and a keyed one left in the segment move to the long
+    segment, once, before the truncate: the running job's worker still finishes it under its
+    token, the key stays held, the delayed job keeps its time."""
+    schema = schema_of(own_db)
+    app = skiplock.App(own_db)
+    conn = await asyncpg.connect(own_db.split("?")[0])
+    try:
+        await app.migrate()
+        backend = await app.backend()
+        await finished_in_segment(conn, schema, 2, 10)
+        running, delayed, keyed = await backend.job_insert_many(
+            JobInsertManyParams([job(), job(), job("held-key")])
+        )
+        table = f'"{schema}".skiplock_jobs'
+        await conn.execute(
+            f"UPDATE {table} SET segment = 2, run_at = now() + interval '1 hour' WHERE id = $1",
+            delayed,
+        )
+        await conn.execute(
+            f"UPDATE {table} SET segment = 2, priority = 1 WHERE id = $1",
+            running,
+        )
+        await conn.execute(f"UPDATE {table} SET segment = 2 WHERE id = $1", keyed)
+        claimed = await backend.job_get_available(ClaimParams(None, 1, "w", "tok", 60.0, 5.0))
+        assert [c.id for c in claimed] == [running]
+        run_at = await conn.fetchval(f"SELECT run_at FROM {table} WHERE id = $1", delayed)
+
+        done = await turn_of(backend, 2)
+        assert (done.moved, done.truncated, done.held) == (3, True, False), done
+        assert (await relation_bytes(conn, segment_table(schema, 2)))[0] == 0
+        for job_id in (running, delayed, keyed):
+            assert await partition_of(conn, schema, job_id) == "skiplock_jobs_live_long"
+        assert await conn.fetchval(f"SELECT run_at FROM {table} WHERE id = $1", delayed) == run_at
+        # the worker's outcome names the segment it claimed from: missed there, written in
+        # the long one; a stale token is found in neither
+        assert claimed[0].segment == 2
+        stale = Completion(running, "someone-else", Disposition.SUCCEED, segment=2)
+        assert await backend.job_set_state_if_running_many([stale]) == []
+        token = claimed[0].lease_token
+        finish = Completion(running, token, Disposition.SUCCEED, segment=2)
+        assert await backend.job_set_state_if_running_many([finish]) == [running]
+        assert await partition_of(conn, schema, running) != "skiplock_jobs_live_long"
+        assert await backend.job_insert_many(JobInsertManyParams([job("held-key")])) == [keyed]
+        again = await turn_of(backend, 2)
+        assert again.moved == 0  # moved once: nothing of them is in the ring any more
+    finally:
+        await conn.close()
+        await app.close()
+
+
+async def test_a_session_holding_the_segment_keeps_it_and_claims_go_on(own_db: str) -> None:
+    """A reader holding the segment due (a report in a transaction): the truncate gives up
+    after its short lock timeout and leaves every row; claims and enqueues go on meanwhile;
+    the first turn after the reader ends truncates it."""
+    schema = schema_of(own_db)
+    app = skiplock.App(own_db)
+    conn = await asyncpg.connect(own_db.split("?")[0])
+    reader = await asyncpg.connect(own_db.split("?")[0])
+    try:
+        await app.migrate()
+        backend = await app.backend()
+        await finished_in_segment(conn, schema, 0, 500)
+        size = await relation_bytes(conn, segment_table(schema, 0))
+        await reader.execute("BEGIN")
+        await reader.fetchval(f"SELECT count(*) FROM {segment_table(schema, 0)}")
+        held = await turn_of(backend, 0)
+        assert held.held and not held.truncated, held
+        assert await relation_bytes(conn, segment_table(schema, 0)) == size
+        ids = await asyncio.wait_for(backend.job_insert_many(JobInsertManyParams([job()])), 10)
+        claimed = await asyncio.wait_for(
+            backend.job_get_available(ClaimParams(None, 10, "w", "tok", 60.0, 5.0)), 10
+        )
+        assert [c.id for c in claimed] == ids
+        await reader.execute("COMMIT")
+        done = await turn_of(backend, 0)
+        assert done.truncated, done
+        assert (await relation_bytes(conn, segment_table(schema, 0)))[0] == 0
+    finally:
+        await reader.close()
+        await conn.close()
+        await app.close()
+
+
+async def test_a_drain_across_rotations_runs_every_job_once(
+    own_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker rotating every 50 ms (any size) while jobs arrive over several turns: segments
+    are truncated under the drain, and every job runs exactly once and succeeds."""
+    monkeypatch.setattr(services, "ROTATE_MIN_BYTES", 0)
+    schema = schema_of(own_db)
+    app = skiplock.App(own_db)
+    conn = await asyncpg.connect(own_db.split("?")[0])
+    ran: list[int] = []
+
+    @app.task(name="count")
+    async def count(n: int) -> None:
+        ran.append(n)
+
+    leaves = [postgres_storage.segment_name(n) for n in range(3)]
+
+    async def files() -> set[tuple[str, int]]:
+        rows = await conn.fetch(
+            "SELECT relname, pg_relation_filenode(oid) FROM pg_class"
+            " WHERE relname = ANY($1) AND relnamespace = $2::regnamespace",
+            leaves,
+            schema,
+        )
+        return {(r[0], int(r[1])) for r in rows}
+
+    try:
+        await app.migrate()
+        seen = await files()
+        first = len(seen)
+        sent = 0
+        async with running(app, rotate_interval_s=0.05, scheduler=False):
+            # until three truncates happened (each gives its segment a new file), jobs keep coming
+            while len(seen) < first + 3:
+                await app.enqueue_many([count.prepare(sent + i) for i in range(50)])
+                sent += 50
+                await await_until(lambda n=sent - 50: len(ran) >= n, "the drain keeps up")
+                seen |= await files()
+                assert sent < 20_000, "no segment was truncated"
+            await await_until(lambda: len(ran) >= sent, "every job ran")
+        assert sorted(ran) == list(range(sent))
+        states = await conn.fetch(
+            f'SELECT state, count(*) FROM "{schema}".skiplock_jobs GROUP BY state'
+        )
+        assert dict(states) == {"succeeded": sent}
+    finally:
+        await conn.close()
+        await app.close()

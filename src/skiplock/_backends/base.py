@@ -232,6 +232,19 @@ class HotVacuum:
 
 
 @dataclass(frozen=True, slots=True)
+class Rotation:
+    """One look at the live partition's ring segment due to be cleared (PostgreSQL): which
+    one, how many live jobs moved from it to the long segment, whether it was truncated;
+    ``held``: a session held the segment (past the truncate's short lock timeout) or a row in
+    it, so it was left for the next look."""
+
+    segment: int
+    moved: int = 0
+    truncated: bool = False
+    held: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class JobStatsParams:
     """A reading of the health numbers over the window ``window_s`` seconds back from the
     database's now, optionally of one queue and/or one task."""
@@ -442,6 +455,12 @@ class Backend(Protocol):
         """Vacuum the hot rows if at least ``min_dead`` dead versions wait there (by the
         server's statistics), skipping it while another session vacuums them; None when
         fewer wait (and always on SQLite)."""
+        ...
+
+    async def rotate_live(self, min_bytes: int) -> Rotation | None:
+        """Clear the live jobs' segment whose turn comes next (PostgreSQL) once its table
+        holds ``min_bytes``: its leftover live jobs moved aside, then truncated, dead versions
+        and all. None: another session is rotating (and always on SQLite)."""
         ...
 
     async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:

@@ -146,6 +146,7 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
             correlation_id=r["correlation_id"],
             trace_context=r["trace_context"],
             payload_version=r["payload_version"],
+            segment=r["segment"],
         )
         for r in rows
     ]

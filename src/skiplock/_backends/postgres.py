@@ -61,6 +61,7 @@ from .base import (
     JobStatsRows,
     QueueSetLimitsParams,
     QueueSetPausedParams,
+    Rotation,
     TaskPauseParams,
     WorkerBeatParams,
 )
@@ -215,8 +216,9 @@ class PostgresBackend:
             # the claim reads and sorts the whole backlog (43 ms a claim at 100,000 pending,
             # measured) where the pending index already holds the order and LIMIT stops after
             # a batch (1.4 ms). With sorting priced out, the ordered index scan is the plan
-            # whatever the statistics say. Only this claim runs here; queue-restricted claims
-            # keep the planner's choice, which may rightly be the per-queue index and a sort.
+            # whatever the statistics say. The queue-restricted claims run here too: each
+            # queue's slice of the live segments is a merge of ordered index scans, which lagging
+            # statistics would otherwise trade for reading the queue whole and sorting it.
             self._claim_pool = await asyncpg.create_pool(
                 self._dsn,
                 min_size=0,
@@ -383,25 +385,23 @@ class PostgresBackend:
         return ops.finish_insert(jobs, rows, live)
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
-        # All queues: one ordered walk of the pending index, on the sessions that price sorts
-        # out (see _connect). Some queues: a walk of each queue's slice of the per-queue index,
-        # which keeps its order with any statistics, on an ordinary session.
+        # All queues: one ordered walk of the pending index; some queues: a walk of each
+        # queue's slice of the per-queue index. Both on the sessions that price sorts out (see
+        # _connect): the live partition's segments are read by a merge of their ordered index
+        # scans, which a plan from lagging statistics would replace by reading a whole queue
+        # and sorting it.
         with _wrapped("job_get_available"):
             if params.queues is None:
-                rows = await self._claim_all(params)
+                rows = await self._claim_sorted(self._sql.JOB_GET_AVAILABLE, params)
             else:
-                rows = await self._retrying.fetch(
-                    self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
-                    *self._claim_args(params, None),
-                    False,
-                )
+                rows = await self._claim_sorted(self._sql.JOB_GET_AVAILABLE_IN_QUEUES, params)
         return ops.claimed_in_order(rows)
 
-    async def _claim_all(self, params: ClaimParams) -> list[Any]:
+    async def _claim_sorted(self, statement: str, params: ClaimParams) -> list[Any]:
         args = (*self._claim_args(params, None), False)
         if not self.pooled:
             pool = self._claim_pool or self.pool
-            return await retry_moved(lambda: pool.fetch(self._sql.JOB_GET_AVAILABLE, *args))
+            return await retry_moved(lambda: pool.fetch(statement, *args))
 
         # Behind a transaction pooler a session setting would leak to whoever gets the server
         # session next, so the claim prices sorts out in its own transaction: BEGIN and SET
@@ -409,7 +409,7 @@ class PostgresBackend:
         async def claim() -> list[Any]:
             async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute(SORT_OFF_IN_TRANSACTION)
-                rows: list[Any] = await conn.fetch(self._sql.JOB_GET_AVAILABLE, *args)
+                rows: list[Any] = await conn.fetch(statement, *args)
                 return rows
 
         return await retry_moved(claim)
@@ -463,7 +463,7 @@ class PostgresBackend:
         # only when it first overlaps a batch.
         nothing = ClaimParams(None, 0, "warm-up", "warm-up", 1.0, 0.0)
         with _wrapped("warm_up"):
-            await self._claim_all(nothing)
+            await self._claim_sorted(self._sql.JOB_GET_AVAILABLE, nothing)
             async with (self._by_id_pool or self.pool).acquire() as conn:
                 await conn.fetch(
                     self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
@@ -483,12 +483,22 @@ class PostgresBackend:
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
             return []
+        # First in the segments the jobs were claimed from (nearly always one), then what that
+        # missed in the long segment, where a rotation moves a job that ran past its
+        # segment's turn (the rest of the missed lost their lease: found nowhere).
         with _wrapped("job_set_state_if_running_many"):
-            rows = await self._by_id(
-                self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
-                *ops.completion_params(completions, self._now(), self.done_channel),
+            params = ops.completion_params(completions, self._now(), self.done_channel)
+            rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
+            done = [r["id"] for r in rows]
+            if params[-1] is None or len(done) == len(completions):
+                return done
+            found = set(done)
+            missed = [c for c in completions if c.job_id not in found]
+            params = ops.completion_params(
+                missed, self._now(), self.done_channel, ops.LONG_SEGMENTS
             )
-        return [r["id"] for r in rows]
+            rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
+        return done + [r["id"] for r in rows]
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
@@ -531,6 +541,11 @@ class PostgresBackend:
         if report == storage.SKIPPED:
             return HotVacuum(before, after, skipped=True)
         return HotVacuum(before, after, removed=report[0], kept=report[1])
+
+    async def rotate_live(self, min_bytes: int) -> Rotation | None:
+        with _wrapped("rotate_live"):
+            async with self.pool.acquire() as conn:
+                return await storage.rotate_live(conn, self.schema, min_bytes)
 
     async def storage_upkeep(self) -> list[str]:
         return await self._make_ahead("storage_upkeep", analyze=True)

@@ -5,7 +5,7 @@ its contract. ``$now`` parameters are NULL in production, so the database clock 
 pass a pinned time.
 
 Lock order: a statement that may wait on several job rows locks them in ascending id before
-it writes any (``_LOCK_IN_ID_ORDER``, ``_PICKED``, JOB_RECLAIM_WORKER), so two of them on the
+it writes any (``_lock_in_id_order``, ``_PICKED``, JOB_RECLAIM_WORKER), so two of them on the
 same rows queue behind each other instead of deadlocking. Claims, the heartbeat,
 JOB_RECLAIM_EXPIRED and JOB_PRUNE lock with SKIP LOCKED, which never waits, so they cannot
 close a cycle; the rest write one row. tests/backends/test_lock_order.py holds the completion
@@ -203,6 +203,7 @@ CREATE TABLE {s}.skiplock_audit (
 """,
     ),
     (11, "partitioned storage", _storage.MIGRATION_PARTITIONS),
+    (12, "live segments", _storage.MIGRATION_LIVE_SEGMENTS),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -341,7 +342,20 @@ JOB_LIVE_BY_UNIQUE_KEY = """
 SELECT job_id AS id, unique_key FROM {s}.skiplock_keys WHERE unique_key = ANY($1::text[])
 """
 
-_LOCK_IN_ID_ORDER = """locked AS MATERIALIZED (
+
+def _lock_in_id_order(*, skip_locked: bool = False, segments: str | None = None) -> str:
+    """The rows of ids $1 still running, locked in ascending id. Its users read it through
+    ``id = ANY(ARRAY(SELECT id FROM locked))``: an init plan, so every lock is taken before the
+    update's scan returns its first row, and the update stays on the primary key.
+    ``segments``: the parameter holding the live segments the rows can be in (NULL: any), so
+    the planner reads only those (postgres_storage_sql.py)."""
+    where = ""
+    if segments is not None:
+        where = (
+            f"\n      AND ({segments}::smallint[] IS NULL OR segment = ANY({segments}::smallint[]))"
+        )
+    return (
+        """locked AS MATERIALIZED (
     -- Lock order: every statement that may wait on several job rows takes them in ascending
     -- id, here, before it writes any. An UPDATE ... FROM locks rows in its plan's order (the
     -- input array's, the heap's or the index's, as the statistics of the moment decide), so
@@ -354,13 +368,15 @@ _LOCK_IN_ID_ORDER = """locked AS MATERIALIZED (
     -- state IN (...) names the live partition alone (a planner's pruning), which no partial
     -- index matches.
     SELECT id FROM {s}.skiplock_jobs
-    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL AND state IN ('pending', 'running')
+    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL AND state IN ('pending', 'running')"""
+        + where
+        + """
     ORDER BY id
-    FOR NO KEY UPDATE
-)"""
-"""The rows of ids $1 still running, locked in ascending id. Its users read it through
-``id = ANY(ARRAY(SELECT id FROM locked))``: an init plan, so every lock is taken before the
-update's scan returns its first row, and the update stays on the primary key."""
+    FOR NO KEY UPDATE"""
+        + (" SKIP LOCKED" if skip_locked else "")
+        + "\n)"
+    )
+
 
 _CLAIM_UPDATE = """UPDATE {s}.skiplock_jobs j
 SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
@@ -376,7 +392,7 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM c)) AND j.state IN ('pending', 'running')
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
           coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s, j.correlation_id,
-          j.trace_context, coalesce(j.payload_version, 1) AS payload_version
+          j.trace_context, coalesce(j.payload_version, 1) AS payload_version, j.segment
 """
 """What both claims do with the ids their CTE ``c`` picked at the time in ``now_``: running,
 attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6."""
@@ -468,6 +484,8 @@ JOB_SET_STATE_IF_RUNNING_MANY = (
 -- reported since the last heartbeat (NULL: none), $13 how long each attempt ran. The finished
 -- ids are announced on the completion channel $11, one NOTIFY per 300 ids (a payload stays
 -- under PostgreSQL's 8,000 bytes), so a batch of outcomes costs one notification, not one each.
+-- $14: the live segments to look for the rows in (those they were claimed from, or the long
+-- one, where a rotation moves a job; NULL: any), so only those are read.
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
     -- A column every row of the batch leaves at its default comes as one NULL (unnest pads
@@ -479,7 +497,7 @@ c AS (
         AS c(id, token, state, attempt_delta, run_after, finished, error, result, progress,
              run_s)
 ), """
-    + _LOCK_IN_ID_ORDER
+    + _lock_in_id_order(segments="$14")
     + """, done AS (
     UPDATE {s}.skiplock_jobs j
     SET state = c.state,
@@ -502,6 +520,7 @@ c AS (
     -- (state IN: the live partition only; a finished row moves to its history partition)
     WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = c.id AND j.lease_token = c.token
       AND j.state IN ('pending', 'running')
+      AND ($14::smallint[] IS NULL OR j.segment = ANY($14::smallint[]))
     RETURNING j.id, c.finished
 ), told AS (
     SELECT pg_notify($11, string_agg(id::text, ',')) FROM (
@@ -643,7 +662,7 @@ h AS (
         AS h(id, token, started, progress)
 ),
 """
-    + _LOCK_IN_ID_ORDER.replace("FOR NO KEY UPDATE\n)", "FOR NO KEY UPDATE SKIP LOCKED\n)")
+    + _lock_in_id_order(skip_locked=True)
     + """,
 beat AS (
     UPDATE {s}.skiplock_jobs j

@@ -23,6 +23,10 @@ from typing import Any
 
 import asyncpg
 
+from .base import Rotation
+from .postgres_errors import moved
+from .postgres_storage_sql import LONG_SEGMENT, SEGMENT_NOW, SEGMENTS
+
 log = logging.getLogger("skiplock.storage")
 
 DAYS_AHEAD = 2
@@ -56,9 +60,12 @@ another session (a parallel ``migrate``, another worker's upkeep) made or droppe
 partition between this one's read of the list and its turn at the lock."""
 
 
-DEAD_LIVE = "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_all_tables WHERE relid = to_regclass($1)"
-"""Dead row versions in the live partition, by the statistics (a busy session flushes its
-counts within a second)."""
+DEAD_LIVE = """
+SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_all_tables
+WHERE relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass($1))
+"""
+"""Dead row versions in the live partition's segments, by the statistics (a busy session
+flushes its counts within a second)."""
 
 
 _VACUUMED = re.compile(
@@ -81,20 +88,26 @@ holds its lock."""
 
 
 def vacuum_report(messages: list[str]) -> tuple[int, int] | None:
-    """What a ``VACUUM VERBOSE`` of the live partition said it did: (removed, kept), kept being
-    the dead versions it could not remove yet (an older transaction may still see them), and
-    removed counting the dead line pointers earlier pruning left for it. None: no such line
-    (the server speaks another language, ``lc_messages``, or refused: not the owner);
-    SKIPPED when another vacuum held the table."""
-    if any("lock not available" in text for text in messages):
-        return SKIPPED
+    """What a ``VACUUM VERBOSE`` of the live partition said it did, summed over its segments:
+    (removed, kept), kept being the dead versions it could not remove yet (an older
+    transaction may still see them), and removed counting the dead line pointers earlier
+    pruning left for it. None: no such line (the server speaks another language,
+    ``lc_messages``, or refused: not the owner); SKIPPED when other sessions held every
+    segment it found (another vacuum, a rotation's truncate)."""
+    removed = kept = reports = 0
     for text in messages:
         if "skiplock_jobs_live" not in text.split("\n", 1)[0]:
-            continue  # its TOAST table's report, or another message
+            continue  # a TOAST table's report, or another message
         found = _VACUUMED.search(text) or _VACUUMED_BEFORE_15.search(text)
         if found is not None:
             items = found.groupdict().get("items")
-            return int(found["removed"]) + int(items or 0), int(found["kept"])
+            removed += int(found["removed"]) + int(items or 0)
+            kept += int(found["kept"])
+            reports += 1
+    if reports:
+        return removed, kept
+    if any("lock not available" in text for text in messages):
+        return SKIPPED
     return None
 
 
@@ -291,3 +304,75 @@ async def make_ahead(conn: Any, schema: str, now: datetime, *, analyze: bool = T
     if made and analyze:
         await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')
     return made
+
+
+# -- the live partition's ring of segments -------------------------------------------------------
+
+ROTATE_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('skiplock rotation ' || $1))"
+
+LIVE_LOCK_TIMEOUT_MS = 10
+"""How long a truncate waits for its segment's lock: claims, heartbeats and completions touch
+every segment, so they queue behind a waiting truncate for at most this long."""
+
+SEGMENT_NOW_SQL = f"SELECT {SEGMENT_NOW}"
+
+
+def segment_name(segment: int) -> str:
+    """The table of ring segment ``segment``."""
+    return f"skiplock_jobs_live_s{segment}"
+
+
+def next_segment(current: int) -> int:
+    """The segment to clear while ``current`` takes the new jobs: the one written two turns
+    ago, whose jobs have had a whole turn to finish, and whose turn comes next."""
+    return (current + 1) % SEGMENTS
+
+
+async def rotate_live(conn: Any, schema: str, min_bytes: int) -> Rotation | None:
+    """Clear the ring segment whose turn comes next (``next_segment``): move the live jobs it
+    still holds to the long segment, then truncate it, dropping every dead version in it and
+    its indexes whatever the MVCC horizon, if its table has grown to ``min_bytes``. None:
+    another session is rotating.
+
+    Why (docs/design.md, "Storage"): a session holding an old transaction keeps vacuum from
+    removing any version that died after it began, so the claim indexes fill with dead
+    entries each claim walks past, and claims slow down for as long as it lasts. A truncated
+    segment's dead versions go at once, so the claims walk at most about three turns of them.
+
+    The move and the truncate are two transactions: a worker finishing a moved job waits on
+    the move's row lock while holding its lock on the segment, which the truncate must wait
+    for. The move skips rows a worker holds (``SKIP LOCKED``); the truncate locks the segment
+    under LIVE_LOCK_TIMEOUT_MS and truncates only if, under that lock, no row is left (a job
+    written late to it, one the move skipped): nothing live is ever truncated."""
+    s = f'"{schema}"'
+    async with conn.transaction():
+        if not await conn.fetchval(ROTATE_LOCK, schema):
+            return None
+        segment = next_segment(int(await conn.fetchval(SEGMENT_NOW_SQL)))
+        table = f"{s}.{segment_name(segment)}"
+        size = int(await conn.fetchval("SELECT pg_relation_size($1::regclass)", table))
+        if size < min_bytes or size == 0:
+            return Rotation(segment)
+        try:
+            status = await conn.execute(
+                f"UPDATE {s}.skiplock_jobs SET segment = {LONG_SEGMENT}"
+                f" WHERE state IN ('pending', 'running') AND segment = {segment}"
+                f" AND id IN (SELECT id FROM {table} FOR UPDATE SKIP LOCKED)"
+            )
+        except asyncpg.exceptions.SerializationError as exc:
+            if not moved(exc):
+                raise
+            return Rotation(segment, held=True)  # a worker moved one first: the next look
+    count = int(status.split()[-1])
+    try:
+        async with conn.transaction():
+            if not await conn.fetchval(ROTATE_LOCK, schema):
+                return None
+            await conn.execute(f"SET LOCAL lock_timeout = {LIVE_LOCK_TIMEOUT_MS}")
+            await conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):
+                return Rotation(segment, count, held=True)
+            await conn.execute(f"TRUNCATE {table}")
+    except asyncpg.exceptions.LockNotAvailableError:
+        return Rotation(segment, count, held=True)
+    return Rotation(segment, count, truncated=True)

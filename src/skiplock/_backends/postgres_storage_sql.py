@@ -155,3 +155,95 @@ CREATE TRIGGER skiplock_done_key_release AFTER DELETE ON {s}.skiplock_jobs_done
                        AND OLD.unique_succeeded)
     EXECUTE FUNCTION {s}.skiplock_key_release();
 """
+
+
+SEGMENT_S = 1
+"""How long each ring segment of the live partition takes the new jobs (seconds)."""
+SEGMENTS = 3
+"""The ring: the segment writing now, the one before (its jobs still finishing), the next (its
+leftovers moved to the long segment, then truncated before its turn comes)."""
+LONG_SEGMENT = 3
+"""The segment for live jobs that outlive their ring segment: delayed, retrying, long-running.
+Vacuumed, never truncated; a job moves here at most once."""
+
+SEGMENT_NOW = (
+    f"(floor(extract(epoch FROM statement_timestamp()) / {SEGMENT_S})::bigint"
+    f" % {SEGMENTS})::smallint"
+)
+"""The ring segment a job written now goes to: the job table's default for ``segment``, and
+what the rotation reads as "now" (both by the database's clock, so every writer agrees)."""
+
+_LEAF_SETTINGS = """WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
+          autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 2000,
+          autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 2000,
+          autovacuum_vacuum_cost_delay = 0)"""
+
+
+def _segment_leaves() -> str:
+    """Each segment's table and its claim, lease and reclaim indexes, named after it (the
+    parent's indexes made after them take these as theirs)."""
+    leaves = [(f"s{n}", n) for n in range(SEGMENTS)] + [("long", LONG_SEGMENT)]
+    out = []
+    for name, value in leaves:
+        t = f"skiplock_jobs_live_{name}"
+        out.append(
+            f"CREATE TABLE {{s}}.{t} PARTITION OF {{s}}.skiplock_jobs_live\n"
+            f"    (PRIMARY KEY (id)) FOR VALUES IN ({value})\n    {_LEAF_SETTINGS};\n"
+            f"CREATE INDEX {t}_pending_idx ON {{s}}.{t} (priority DESC, run_at, id)\n"
+            f"    WHERE state = 'pending';\n"
+            f"CREATE INDEX {t}_queue_pending_idx ON {{s}}.{t} (queue, priority DESC, run_at, id)\n"
+            f"    WHERE state = 'pending';\n"
+            f"CREATE INDEX {t}_lease_idx ON {{s}}.{t} (lease_expires_at) WHERE state = 'running';\n"
+            f"CREATE INDEX {t}_reclaimed_idx ON {{s}}.{t} (reclaimed_at)\n"
+            f"    WHERE reclaimed_at IS NOT NULL;"
+        )
+    return "\n".join(out)
+
+
+MIGRATION_LIVE_SEGMENTS = (
+    r"""
+-- The live partition in segments (postgres_storage_sql.py, docs/design.md "Storage"): new jobs
+-- go to the ring segment of the current second, and a segment is truncated once its jobs are
+-- gone, so the dead versions a held MVCC horizon keeps are dropped with it instead of piling up
+-- in the claim indexes. Existing live jobs go to the long segment. Adding the column rewrites
+-- no row (a constant default), and only the live rows are copied.
+LOCK TABLE {s}.skiplock_jobs IN ACCESS EXCLUSIVE MODE;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN segment smallint NOT NULL DEFAULT """
+    + str(LONG_SEGMENT)
+    + r""";
+ALTER TABLE {s}.skiplock_jobs ALTER COLUMN segment SET DEFAULT """
+    + SEGMENT_NOW
+    + r""";
+ALTER TABLE {s}.skiplock_jobs DETACH PARTITION {s}.skiplock_jobs_live;
+ALTER TABLE {s}.skiplock_jobs_live RENAME TO skiplock_jobs_live_v11;
+DROP TRIGGER skiplock_live_key_take ON {s}.skiplock_jobs_live_v11;
+DROP TRIGGER skiplock_live_key_release ON {s}.skiplock_jobs_live_v11;
+DROP INDEX {s}.skiplock_jobs_pending_idx;
+DROP INDEX {s}.skiplock_jobs_queue_pending_idx;
+DROP INDEX {s}.skiplock_jobs_lease_idx;
+DROP INDEX {s}.skiplock_jobs_live_reclaimed_idx;
+ALTER TABLE {s}.skiplock_jobs_live_v11
+    RENAME CONSTRAINT skiplock_jobs_live_pkey TO skiplock_jobs_live_v11_pkey;
+
+CREATE TABLE {s}.skiplock_jobs_live PARTITION OF {s}.skiplock_jobs
+    FOR VALUES IN ('pending', 'running') PARTITION BY LIST (segment);
+"""
+    + _segment_leaves()
+    + r"""
+CREATE INDEX skiplock_jobs_pending_idx ON {s}.skiplock_jobs_live (priority DESC, run_at, id)
+    WHERE state = 'pending';
+CREATE INDEX skiplock_jobs_queue_pending_idx
+    ON {s}.skiplock_jobs_live (queue, priority DESC, run_at, id) WHERE state = 'pending';
+CREATE INDEX skiplock_jobs_lease_idx ON {s}.skiplock_jobs_live (lease_expires_at)
+    WHERE state = 'running';
+CREATE INDEX skiplock_jobs_live_reclaimed_idx ON {s}.skiplock_jobs_live (reclaimed_at)
+    WHERE reclaimed_at IS NOT NULL;
+CREATE TRIGGER skiplock_live_key_take AFTER INSERT ON {s}.skiplock_jobs_live
+    FOR EACH ROW WHEN (NEW.unique_key IS NOT NULL) EXECUTE FUNCTION {s}.skiplock_key_take();
+CREATE TRIGGER skiplock_live_key_release AFTER DELETE ON {s}.skiplock_jobs_live
+    FOR EACH ROW WHEN (OLD.unique_key IS NOT NULL) EXECUTE FUNCTION {s}.skiplock_key_release();
+
+INSERT INTO {s}.skiplock_jobs_live SELECT * FROM {s}.skiplock_jobs_live_v11;
+DROP TABLE {s}.skiplock_jobs_live_v11;
+"""
+)

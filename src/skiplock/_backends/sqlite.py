@@ -63,6 +63,7 @@ from .base import (
     JobStatsRows,
     QueueSetLimitsParams,
     QueueSetPausedParams,
+    Rotation,
     TaskPauseParams,
     WorkerBeatParams,
 )
@@ -413,6 +414,9 @@ class SQLiteBackend:
 
     async def hot_vacuum(self, min_dead: int) -> HotVacuum | None:
         return None  # a delete or an update here leaves no dead version to collect
+
+    async def rotate_live(self, min_bytes: int) -> Rotation | None:
+        return None  # one table, whose deletes leave no dead version behind
 
     async def storage_upkeep(self) -> list[str]:
         return []  # one job table here: nothing made ahead

@@ -154,7 +154,13 @@ class Runner(Service):
         for lease in given:
             job = lease.job
             self.completer.put(
-                Completion(job.id, job.lease_token, Disposition.RELEASE, lease_s=job.lease_s)
+                Completion(
+                    job.id,
+                    job.lease_token,
+                    Disposition.RELEASE,
+                    lease_s=job.lease_s,
+                    segment=job.segment,
+                )
             )
         return len(given)
 
@@ -210,6 +216,7 @@ class Runner(Service):
                 job.queue,
                 job.task,
                 events.on_recorded(job, decision, duration, self.config.name),
+                job.segment,
             )
         )
         self.ledger.finish(lease, decision.disposition, duration if measured else None)
@@ -267,5 +274,6 @@ class Runner(Service):
                     lease_s=job.lease_s,
                     queue=job.queue,
                     task=job.task,
+                    segment=job.segment,
                 )
             )

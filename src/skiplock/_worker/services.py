@@ -1,5 +1,5 @@
 """A worker's small background services: wake-ups, reclaim, cancellation checks, pruning,
-vacuuming the hot rows.
+vacuuming the hot rows, rotating their segments.
 
 Each is a ``Service`` run in the worker's TaskGroup; each survives database outages by
 reporting them to the worker's shared ``Outage`` (one log line per change, not per attempt)
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.base import HotVacuum, JobPruneParams
+from .._backends.base import HotVacuum, JobPruneParams, Rotation
 from .._config import WorkerConfig
 from .._job import ReclaimedJob
 from .._observe import events
@@ -302,3 +302,55 @@ class Vacuumer(Service):
             self._warned = False
             log.info("vacuum of the live jobs removes dead row versions again")
         return pause
+
+
+ROTATE_MIN_BYTES = 1 << 20
+"""A segment smaller than this (about 4,000 jobs' row versions) is left to vacuum: truncating
+it would cost more catalog churn (a new file for it and each index) than it saves."""
+ROTATE_MAX_PAUSE_S = 30.0
+"""The longest pause between rotations while a session keeps holding the segment due."""
+
+
+class Rotator(Service):
+    """Clears the live jobs' ring segment whose turn comes next, every ``rotate_interval_s``
+    (``Backend.rotate_live``): on PostgreSQL a held MVCC horizon keeps vacuum from removing
+    anything, and a truncated segment drops its dead versions anyway. Every worker looks; one
+    rotates at a time. While a session holds the segment the pause doubles, up to
+    ROTATE_MAX_PAUSE_S: each try may keep claims waiting for the truncate's lock timeout."""
+
+    name = "rotator"
+
+    def __init__(
+        self, backend: Backend, config: WorkerConfig, outage: Outage | None = None
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.interval_s = config.rotate_interval_s
+        self.outage = outage or Outage()
+        self.truncated = 0
+        self.moved = 0
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        pause = self.interval_s
+        while True:
+            await asyncio.sleep(pause)
+            try:
+                done = await self.backend.rotate_live(ROTATE_MIN_BYTES)
+            except BackendUnavailable as exc:
+                self.outage.failed(self.name, exc)
+                continue
+            self.outage.answered()
+            pause = self.look(done, pause)
+
+    def look(self, done: Rotation | None, pause: float) -> float:
+        """Take in one look's result; the pause before the next."""
+        if done is None:
+            return self.interval_s
+        self.moved += done.moved
+        if done.truncated:
+            self.truncated += 1
+            log.debug("truncated live segment %d (%d jobs moved aside)", done.segment, done.moved)
+        if done.held:
+            return min(max(pause * 2, self.interval_s), ROTATE_MAX_PAUSE_S)
+        return self.interval_s
