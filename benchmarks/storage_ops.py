@@ -6,7 +6,8 @@ machine's shared server (autovacuum off there); W10 on SQLite too, on a file.
 
 - **upgrade**: a version 10 schema (the migrations before partitioned storage) holding
   ``--rows`` jobs: 98 % succeeded over 30 days, 1 % dead, the rest pending, running and keyed;
-  ``skiplock migrate`` timed, and the locks it took named (one ACCESS EXCLUSIVE on the job table).
+  migration 11 (partitioned storage) and then ``skiplock migrate`` (12, the live segments) timed
+  apart, each one ACCESS EXCLUSIVE lock on the job table.
 - **W10 prune**: ``--prune-rows`` jobs finished 10 days ago (PostgreSQL: one day partition; SQLite:
   rows of its one table), then a drain of ``--drain`` fresh jobs by one in-process worker; the prune
   (``app.prune``, the pruner's operation) starts a second into it. Printed: prune time, the drain's
@@ -41,18 +42,24 @@ def _schema_sql(body: str) -> str:
     return body.replace("{s}", '"public"')
 
 
-async def version_10(url: str) -> None:
+async def migrations(url: str, first: int, last: int) -> None:
+    """Apply migrations ``first`` to ``last`` (1-based, inclusive) as ``skiplock migrate``
+    would, in one transaction."""
     conn = await asyncpg.connect(url)
     try:
         async with conn.transaction():
             await conn.execute(_schema_sql(postgres_sql.MIGRATIONS_TABLE))
-            for number, name, body in postgres_sql.MIGRATIONS[:10]:
+            for number, name, body in postgres_sql.MIGRATIONS[first - 1 : last]:
                 await conn.execute(_schema_sql(body))
                 await conn.execute(
                     "INSERT INTO skiplock_migrations (version, name) VALUES ($1, $2)", number, name
                 )
     finally:
         await conn.close()
+
+
+async def version_10(url: str) -> None:
+    await migrations(url, 1, 10)
 
 
 FILL = """
@@ -87,23 +94,28 @@ async def upgrade(admin_url: str, rows: int) -> dict[str, Any]:
         filled_s = time.perf_counter() - started
         size = await conn.fetchval("SELECT pg_total_relation_size('skiplock_jobs')")
         by_state = dict(await conn.fetch("SELECT state, count(*) FROM skiplock_jobs GROUP BY 1"))
+        started = time.perf_counter()
+        await migrations(url, 11, 11)  # partitioned storage
+        partition_s = time.perf_counter() - started
         app = skiplock.App(url)
         started = time.perf_counter()
-        applied = await app.migrate()
-        migrate_s = time.perf_counter() - started
+        applied = await app.migrate()  # the live segments (12), then the days made ahead
+        segments_s = time.perf_counter() - started
         await app.close()
         after = dict(await conn.fetch("SELECT state, count(*) FROM skiplock_jobs GROUP BY 1"))
         keys = await conn.fetchval("SELECT count(*) FROM skiplock_keys")
     finally:
         await conn.close()
-    assert applied == [11], applied
+    assert applied == [12], applied
     assert after == by_state, (after, by_state)
     return {
         "rows": rows,
         "by_state": by_state,
         "table_bytes": size,
         "fill_s": round(filled_s, 1),
-        "migrate_s": round(migrate_s, 2),
+        "migrate_s": round(partition_s + segments_s, 2),
+        "migration_11_s": round(partition_s, 2),
+        "migration_12_s": round(segments_s, 2),
         "keys": keys,
     }
 

@@ -373,12 +373,12 @@ async def test_a_worker_vacuums_the_live_rows(own_db: str) -> None:
         await dead_live_rows(conn, schema, 12_000)
         async with running(app, vacuum_interval_s=0, rotate_interval_s=0) as off:
             await asyncio.wait_for(off.ready.wait(), 30)
-            assert not {"vacuumer", "rotator"} & off.status()["services"].keys()
+            assert "vacuumer" not in off.status()["services"]
         worker = Worker(app, vacuum_interval_s=0.05, scheduler=False)
         run = asyncio.create_task(worker.run())
         try:
             await asyncio.wait_for(worker.ready.wait(), 30)
-            assert {"vacuumer", "rotator"} <= worker.status()["services"].keys()
+            assert "vacuumer" in worker.status()["services"]
             for _ in range(600):
                 if await live_vacuums(conn, schema) > 0:
                     break
@@ -603,7 +603,7 @@ async def test_a_drain_across_rotations_runs_every_job_once(
         seen = await files()
         first = len(seen)
         sent = 0
-        async with running(app, rotate_interval_s=0.05, scheduler=False):
+        async with running(app, rotate_interval_s=0.05, vacuum_interval_s=0, scheduler=False):
             # until three truncates happened (each gives its segment a new file), jobs keep coming
             while len(seen) < first + 3:
                 await app.enqueue_many([count.prepare(sent + i) for i in range(50)])

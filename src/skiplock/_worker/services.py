@@ -240,12 +240,14 @@ class VacuumPace:
 
 
 class Vacuumer(Service):
-    """Keeps the live jobs' dead row versions few on PostgreSQL (``Backend.hot_vacuum``):
-    autovacuum visits a database once a minute, and at thousands of jobs a second the claim
-    indexes would fill with dead entries in between. Every worker looks; one vacuums at a
-    time (the others skip a table being vacuumed). Logs once when vacuums have stopped
-    removing for HELD_WARN_LOOKS in a row (a held horizon, named so an operator can look for
-    the old transaction) and once when they remove again."""
+    """Keeps the live jobs' dead row versions few on PostgreSQL, in one loop (one session at a
+    time): a vacuum (``Backend.hot_vacuum``) when its pace says, since autovacuum visits a
+    database once a minute and at thousands of jobs a second the claim indexes would fill with
+    dead entries in between; and a rotation (``Rotator``) every ``rotate_interval_s``, since no
+    vacuum removes what a held MVCC horizon keeps. Every worker looks; one vacuums (the others
+    skip a table being vacuumed) and one rotates at a time. Logs once when vacuums have stopped
+    removing for HELD_WARN_LOOKS in a row (a held horizon, named so an operator can look for the
+    old transaction) and once when they remove again."""
 
     name = "vacuumer"
 
@@ -255,24 +257,35 @@ class Vacuumer(Service):
         super().__init__()
         self.backend = backend
         self.pace = VacuumPace(config.vacuum_interval_s)
+        self.rotator = Rotator(backend, config) if config.rotate_interval_s > 0 else None
         self.outage = outage or Outage()
         self.vacuums = 0
         self._warned = False
 
     async def serve(self) -> None:
         self.mark_ready()
-        pause = self.pace.pause_s
         loop = asyncio.get_running_loop()
+        vacuuming = self.pace.interval_s > 0
+        next_vacuum = loop.time() + self.pace.pause_s if vacuuming else None
+        rotator = self.rotator
+        next_turn = loop.time() + rotator.pause_s if rotator is not None else None
         while True:
-            await asyncio.sleep(pause)
-            began = loop.time()
+            due = min(t for t in (next_vacuum, next_turn) if t is not None)
+            await asyncio.sleep(max(0.0, due - loop.time()))
             try:
-                done = await self.backend.hot_vacuum(VACUUM_MIN_DEAD)
+                if rotator is not None and next_turn is not None and loop.time() >= next_turn:
+                    next_turn = loop.time() + await rotator.turn()
+                if next_vacuum is not None and loop.time() >= next_vacuum:
+                    began = loop.time()
+                    done = await self.backend.hot_vacuum(VACUUM_MIN_DEAD)
+                    next_vacuum = loop.time() + self.look(done, loop.time() - began)
             except BackendUnavailable as exc:
                 self.outage.failed(self.name, exc)
+                now = loop.time()
+                next_vacuum = None if next_vacuum is None else max(next_vacuum, now + 0.5)
+                next_turn = None if next_turn is None else max(next_turn, now + 0.5)
                 continue
             self.outage.answered()
-            pause = self.look(done, loop.time() - began)
 
     def look(self, done: HotVacuum | None, took_s: float = 0.0) -> float:
         """Take in one look's result (the look took ``took_s``); the pause before the next."""
@@ -311,37 +324,24 @@ ROTATE_MAX_PAUSE_S = 30.0
 """The longest pause between rotations while a session keeps holding the segment due."""
 
 
-class Rotator(Service):
-    """Clears the live jobs' ring segment whose turn comes next, every ``rotate_interval_s``
-    (``Backend.rotate_live``): on PostgreSQL a held MVCC horizon keeps vacuum from removing
-    anything, and a truncated segment drops its dead versions anyway. Every worker looks; one
-    rotates at a time. While a session holds the segment the pause doubles, up to
-    ROTATE_MAX_PAUSE_S: each try may keep claims waiting for the truncate's lock timeout."""
+class Rotator:
+    """Clears the live jobs' ring segment whose turn comes next (``Backend.rotate_live``), for
+    the vacuumer's loop: on PostgreSQL a held MVCC horizon keeps vacuum from removing
+    anything, and a truncated segment drops its dead versions anyway. While a session holds
+    the segment the pause doubles, up to ROTATE_MAX_PAUSE_S: each try may keep claims waiting
+    for the truncate's lock timeout."""
 
-    name = "rotator"
-
-    def __init__(
-        self, backend: Backend, config: WorkerConfig, outage: Outage | None = None
-    ) -> None:
-        super().__init__()
+    def __init__(self, backend: Backend, config: WorkerConfig) -> None:
         self.backend = backend
         self.interval_s = config.rotate_interval_s
-        self.outage = outage or Outage()
+        self.pause_s = config.rotate_interval_s
         self.truncated = 0
         self.moved = 0
 
-    async def serve(self) -> None:
-        self.mark_ready()
-        pause = self.interval_s
-        while True:
-            await asyncio.sleep(pause)
-            try:
-                done = await self.backend.rotate_live(ROTATE_MIN_BYTES)
-            except BackendUnavailable as exc:
-                self.outage.failed(self.name, exc)
-                continue
-            self.outage.answered()
-            pause = self.look(done, pause)
+    async def turn(self) -> float:
+        """One rotation; the pause before the next (BackendUnavailable passes through)."""
+        self.pause_s = self.look(await self.backend.rotate_live(ROTATE_MIN_BYTES), self.pause_s)
+        return self.pause_s
 
     def look(self, done: Rotation | None, pause: float) -> float:
         """Take in one look's result; the pause before the next."""

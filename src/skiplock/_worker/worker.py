@@ -56,7 +56,7 @@ from .producer import Producer
 from .report import report_worker
 from .runner import Runner
 from .scheduler import Scheduler
-from .services import Canceller, Notifier, Pruner, Rescuer, Rotator, Vacuumer
+from .services import Canceller, Notifier, Pruner, Rescuer, Vacuumer
 from .signals import WorkerSignals
 from .watchdog import Watchdog
 
@@ -307,10 +307,8 @@ class Worker:
         services.append(Rescuer(backend, config, signals, outage, self.meter))
         canceller = Canceller(backend, runner, ledger, outage=outage)
         services += [canceller, Pruner(backend, config, outage)]
-        if backend.vacuums_hot and config.vacuum_interval_s > 0:
+        if backend.vacuums_hot and (config.vacuum_interval_s > 0 or config.rotate_interval_s > 0):
             services.append(Vacuumer(backend, config, outage))
-        if backend.vacuums_hot and config.rotate_interval_s > 0:
-            services.append(Rotator(backend, config, outage))
         services.append(Watchdog(leases.shortest))
 
         def load() -> tuple[int, int, float | None]:
