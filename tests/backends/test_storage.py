@@ -5,6 +5,7 @@ days dropped) under a drain and a session holding a lock on the oldest partition
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -456,18 +457,27 @@ async def relation_bytes(conn: asyncpg.Connection, table: str) -> tuple[int, int
     return int(row[0]), int(row[1])
 
 
+@contextlib.asynccontextmanager
+async def migrated_own(own_db: str) -> AsyncIterator[tuple[str, Backend, asyncpg.Connection]]:
+    """The test database's schema migrated: its name, the app's backend and a plain session
+    (closed, with the app, on the way out)."""
+    app = skiplock.App(own_db)
+    conn = await asyncpg.connect(own_db.split("?")[0])
+    try:
+        await app.migrate()
+        yield schema_of(own_db), await app.backend(), conn
+    finally:
+        await conn.close()
+        await app.close()
+
+
 async def test_a_drained_segment_is_truncated_with_its_dead_versions_under_a_held_horizon(
     own_db: str,
 ) -> None:
     """With a transaction holding the MVCC horizon, a vacuum must keep every dead version;
     the segment's truncate drops them all, and the finished jobs stay in history."""
-    schema = schema_of(own_db)
-    app = skiplock.App(own_db)
-    conn = await asyncpg.connect(own_db.split("?")[0])
     holder = await asyncpg.connect(own_db.split("?")[0])
-    try:
-        await app.migrate()
-        backend = await app.backend()
+    async with migrated_own(own_db) as (schema, backend, conn):
         await holder.execute("BEGIN")
         await holder.fetchval("SELECT txid_current()")
         await finished_in_segment(conn, schema, 1, 3_000)
@@ -482,22 +492,14 @@ async def test_a_drained_segment_is_truncated_with_its_dead_versions_under_a_hel
             f"""SELECT count(*) FROM "{schema}".skiplock_jobs WHERE state = 'succeeded'"""
         )
         assert finished == 3_000
-    finally:
-        await holder.close()
-        await conn.close()
-        await app.close()
+    await holder.close()
 
 
 async def test_leftover_jobs_move_aside_keeping_their_lease_and_key(own_db: str) -> None:
     """A running job, a delayed one and a keyed one left in the segment move to the long
     segment, once, before the truncate: the running job's worker still finishes it under its
     token, the key stays held, the delayed job keeps its time."""
-    schema = schema_of(own_db)
-    app = skiplock.App(own_db)
-    conn = await asyncpg.connect(own_db.split("?")[0])
-    try:
-        await app.migrate()
-        backend = await app.backend()
+    async with migrated_own(own_db) as (schema, backend, conn):
         await finished_in_segment(conn, schema, 2, 10)
         running, delayed, keyed = await backend.job_insert_many(
             JobInsertManyParams([job(), job(), job("held-key")])
@@ -534,22 +536,14 @@ async def test_leftover_jobs_move_aside_keeping_their_lease_and_key(own_db: str)
         assert await backend.job_insert_many(JobInsertManyParams([job("held-key")])) == [keyed]
         again = await turn_of(backend, 2)
         assert again.moved == 0  # moved once: nothing of them is in the ring any more
-    finally:
-        await conn.close()
-        await app.close()
 
 
 async def test_a_session_holding_the_segment_keeps_it_and_claims_go_on(own_db: str) -> None:
     """A reader holding the segment due (a report in a transaction): the truncate gives up
     after its short lock timeout and leaves every row; claims and enqueues go on meanwhile;
     the first turn after the reader ends truncates it."""
-    schema = schema_of(own_db)
-    app = skiplock.App(own_db)
-    conn = await asyncpg.connect(own_db.split("?")[0])
     reader = await asyncpg.connect(own_db.split("?")[0])
-    try:
-        await app.migrate()
-        backend = await app.backend()
+    async with migrated_own(own_db) as (schema, backend, conn):
         await finished_in_segment(conn, schema, 0, 500)
         size = await relation_bytes(conn, segment_table(schema, 0))
         await reader.execute("BEGIN")
@@ -566,10 +560,7 @@ async def test_a_session_holding_the_segment_keeps_it_and_claims_go_on(own_db: s
         done = await turn_of(backend, 0)
         assert done.truncated, done
         assert (await relation_bytes(conn, segment_table(schema, 0)))[0] == 0
-    finally:
-        await reader.close()
-        await conn.close()
-        await app.close()
+    await reader.close()
 
 
 async def test_a_drain_across_rotations_runs_every_job_once(

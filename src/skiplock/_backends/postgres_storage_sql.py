@@ -25,7 +25,21 @@ changes state (a worker, a person, a user's own SQL) keeps the table true.
 
 from __future__ import annotations
 
-MIGRATION_PARTITIONS = r"""
+_LIVE_INDEXES = (
+    "CREATE INDEX skiplock_jobs_pending_idx ON {s}.skiplock_jobs_live (priority DESC, run_at, id)\n"
+    """    WHERE state = 'pending';
+CREATE INDEX skiplock_jobs_queue_pending_idx
+    ON {s}.skiplock_jobs_live (queue, priority DESC, run_at, id) WHERE state = 'pending';
+CREATE INDEX skiplock_jobs_lease_idx ON {s}.skiplock_jobs_live (lease_expires_at)
+    WHERE state = 'running';
+CREATE INDEX skiplock_jobs_live_reclaimed_idx ON {s}.skiplock_jobs_live (reclaimed_at)
+    WHERE reclaimed_at IS NOT NULL;
+"""
+)
+"""The live partition's claim, lease and reclaim indexes, as migrations 11 and 12 make them."""
+
+MIGRATION_PARTITIONS = (
+    r"""
 -- Storage by state (postgres_storage_sql.py, docs/design.md "Storage"). Measured on a 10 M-row
 -- table: see docs/operations.md, "Upgrading to partitioned storage".
 LOCK TABLE {s}.skiplock_jobs IN ACCESS EXCLUSIVE MODE;
@@ -60,15 +74,9 @@ CREATE TABLE {s}.skiplock_jobs_live PARTITION OF {s}.skiplock_jobs
           autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 2000,
           autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 2000,
           autovacuum_vacuum_cost_delay = 0);
-CREATE INDEX skiplock_jobs_pending_idx ON {s}.skiplock_jobs_live (priority DESC, run_at, id)
-    WHERE state = 'pending';
-CREATE INDEX skiplock_jobs_queue_pending_idx
-    ON {s}.skiplock_jobs_live (queue, priority DESC, run_at, id) WHERE state = 'pending';
-CREATE INDEX skiplock_jobs_lease_idx ON {s}.skiplock_jobs_live (lease_expires_at)
-    WHERE state = 'running';
-CREATE INDEX skiplock_jobs_live_reclaimed_idx ON {s}.skiplock_jobs_live (reclaimed_at)
-    WHERE reclaimed_at IS NOT NULL;
-
+"""
+    + _LIVE_INDEXES
+    + r"""
 CREATE TABLE {s}.skiplock_jobs_dead PARTITION OF {s}.skiplock_jobs
     (PRIMARY KEY (id)) FOR VALUES IN ('dead');
 CREATE INDEX skiplock_jobs_dead_finished_idx ON {s}.skiplock_jobs_dead (finished_at);
@@ -155,6 +163,7 @@ CREATE TRIGGER skiplock_done_key_release AFTER DELETE ON {s}.skiplock_jobs_done
                        AND OLD.unique_succeeded)
     EXECUTE FUNCTION {s}.skiplock_key_release();
 """
+)
 
 
 SEGMENT_S = 1
@@ -230,15 +239,9 @@ CREATE TABLE {s}.skiplock_jobs_live PARTITION OF {s}.skiplock_jobs
 """
     + _segment_leaves()
     + r"""
-CREATE INDEX skiplock_jobs_pending_idx ON {s}.skiplock_jobs_live (priority DESC, run_at, id)
-    WHERE state = 'pending';
-CREATE INDEX skiplock_jobs_queue_pending_idx
-    ON {s}.skiplock_jobs_live (queue, priority DESC, run_at, id) WHERE state = 'pending';
-CREATE INDEX skiplock_jobs_lease_idx ON {s}.skiplock_jobs_live (lease_expires_at)
-    WHERE state = 'running';
-CREATE INDEX skiplock_jobs_live_reclaimed_idx ON {s}.skiplock_jobs_live (reclaimed_at)
-    WHERE reclaimed_at IS NOT NULL;
-CREATE TRIGGER skiplock_live_key_take AFTER INSERT ON {s}.skiplock_jobs_live
+"""
+    + _LIVE_INDEXES
+    + r"""CREATE TRIGGER skiplock_live_key_take AFTER INSERT ON {s}.skiplock_jobs_live
     FOR EACH ROW WHEN (NEW.unique_key IS NOT NULL) EXECUTE FUNCTION {s}.skiplock_key_take();
 CREATE TRIGGER skiplock_live_key_release AFTER DELETE ON {s}.skiplock_jobs_live
     FOR EACH ROW WHEN (OLD.unique_key IS NOT NULL) EXECUTE FUNCTION {s}.skiplock_key_release();
