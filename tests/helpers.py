@@ -100,6 +100,18 @@ async def running(app: skiplock.App, **options: object) -> AsyncIterator[Worker]
         await asyncio.wait_for(run, timeout=30)
 
 
+async def turn_of(backend: Any, segment: int) -> Any:
+    """PostgreSQL's rotation of live segment ``segment`` (any size; a ``Rotation``): the ring's
+    turns follow the database's clock, a segment's coming within three turns; the looks at
+    the others find them empty."""
+    for _ in range(200):
+        done = await backend.rotate_live(0)
+        if done is not None and done.segment == segment:
+            return done
+        await asyncio.sleep(0.05)  # the clock's next turn: no event to wait on
+    raise AssertionError(f"segment {segment}'s turn never came")
+
+
 # --- schema versions -------------------------------------------------------------------------
 
 LATEST = sqlite_sql.MIGRATIONS[-1][0]

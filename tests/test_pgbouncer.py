@@ -25,7 +25,7 @@ from skiplock._url import mask_url
 from skiplock.errors import ConfigurationError
 
 from .apps import pooler_app
-from .helpers import Cli
+from .helpers import Cli, turn_of
 from .pgbouncer import pgbouncer
 
 APP = "tests.apps.pooler_app:app"
@@ -123,11 +123,7 @@ async def test_the_storage_upkeep_and_the_hot_vacuum_run_through_the_pooler(
                 VALUES ('default', 'left', 3, $1)""",
             segment,
         )
-        for _ in range(200):  # the segment's turn, by the database's clock
-            rotation = await backend.rotate_live(0)
-            if rotation is not None and rotation.segment == segment:
-                break
-            await asyncio.sleep(0.05)
+        rotation = await turn_of(backend, segment)  # its turn, by the database's clock
         assert rotation is not None and (rotation.moved, rotation.truncated) == (1, True)
     finally:
         await direct.close()

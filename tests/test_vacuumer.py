@@ -177,13 +177,12 @@ def test_the_rotator_backs_off_while_a_segment_is_held_and_counts_what_it_did(
     lock timeout), up to ROTATE_MAX_PAUSE_S; a truncate or another session's turn resets it."""
     rotator = Rotator(SQLiteBackend(f"sqlite:///{tmp_path}/r.db"), WorkerConfig())
     held = Rotation(1, moved=2, held=True)
-    pauses, pause = [], rotator.interval_s
-    for look in [held, held, held, Rotation(2, moved=5, truncated=True), None, held]:
-        pause = rotator.look(look, pause)
-        pauses.append(pause)
+    pauses = [
+        rotator.look(look)
+        for look in [held, held, held, Rotation(2, moved=5, truncated=True), None, held]
+    ]
     assert pauses == [1.0, 2.0, 4.0, 0.5, 0.5, 1.0]
     assert (rotator.moved, rotator.truncated) == (2 * 4 + 5, 1)
-    pause = rotator.interval_s
     for _ in range(20):
-        pause = rotator.look(held, pause)
+        pause = rotator.look(held)
     assert pause == ROTATE_MAX_PAUSE_S

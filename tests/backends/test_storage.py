@@ -18,11 +18,19 @@ import pytest
 import skiplock
 from skiplock import JobState, Worker
 from skiplock._backends import Backend, postgres_storage
-from skiplock._backends.base import ClaimParams, JobInsertManyParams, JobPruneParams, Rotation
+from skiplock._backends.base import ClaimParams, JobInsertManyParams, JobPruneParams
 from skiplock._job import Completion, Disposition, NewJob
 from skiplock._worker import services
 
-from ..helpers import PG_URL, FakeClock, await_until, pg_admin, pg_schema_at, running
+from ..helpers import (
+    PG_URL,
+    FakeClock,
+    await_until,
+    pg_admin,
+    pg_schema_at,
+    running,
+    turn_of,
+)
 
 
 def job(key: str | None = None, *, keep: bool = False) -> NewJob:
@@ -422,17 +430,6 @@ def test_partition_names_carry_their_bounds() -> None:
 
 def segment_table(schema: str, segment: int) -> str:
     return f'"{schema}".{postgres_storage.segment_name(segment)}'
-
-
-async def turn_of(backend: Backend, segment: int) -> Rotation:
-    """The rotation of ``segment`` (any size): the ring's turns follow the database's clock,
-    a segment's coming within SEGMENTS turns; the looks at the others find them empty."""
-    for _ in range(200):
-        done = await backend.rotate_live(0)
-        if done is not None and done.segment == segment:
-            return done
-        await asyncio.sleep(0.05)  # the clock's next turn: no event to wait on
-    raise AssertionError(f"segment {segment}'s turn never came")
 
 
 async def finished_in_segment(conn: asyncpg.Connection, schema: str, segment: int, n: int) -> None:

@@ -340,17 +340,15 @@ class Rotator:
 
     async def turn(self) -> float:
         """One rotation; the pause before the next (BackendUnavailable passes through)."""
-        self.pause_s = self.look(await self.backend.rotate_live(ROTATE_MIN_BYTES), self.pause_s)
-        return self.pause_s
+        return self.look(await self.backend.rotate_live(ROTATE_MIN_BYTES))
 
-    def look(self, done: Rotation | None, pause: float) -> float:
-        """Take in one look's result; the pause before the next."""
-        if done is None:
-            return self.interval_s
-        self.moved += done.moved
-        if done.truncated:
-            self.truncated += 1
-            log.debug("truncated live segment %d (%d jobs moved aside)", done.segment, done.moved)
-        if done.held:
-            return min(max(pause * 2, self.interval_s), ROTATE_MAX_PAUSE_S)
-        return self.interval_s
+    def look(self, done: Rotation | None) -> float:
+        """Take in one look's result; the pause before the next (kept in ``pause_s``)."""
+        if done is not None:
+            self.moved += done.moved
+            if done.truncated:
+                self.truncated += 1
+                log.debug("truncated live segment %d (%d moved aside)", done.segment, done.moved)
+        held = done is not None and done.held
+        self.pause_s = min(self.pause_s * 2, ROTATE_MAX_PAUSE_S) if held else self.interval_s
+        return self.pause_s
