@@ -46,7 +46,7 @@ FROM generate_series(1, {rows}) AS i
 
 FILL_SQLITE = """
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
-INSERT INTO skiplock_jobs (queue, task, state, max_attempts, attempt, run_at, created_at,
+INSERT INTO skiplock_jobs_live (queue, task, state, max_attempts, attempt, run_at, created_at,
                            finished_at, errors)
 SELECT 'q' || (i % 4), 'task' || (i % 10),
        CASE WHEN i % 100 = 0 THEN 'dead' WHEN i % 25 = 1 THEN 'pending' ELSE 'succeeded' END,

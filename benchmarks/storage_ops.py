@@ -31,7 +31,7 @@ import asyncpg
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import postgres_sql
+from skiplock._backends import postgres_sql, sqlite_history
 
 from .cluster import create_database, settings, stock_cluster
 
@@ -188,10 +188,14 @@ async def w10_sqlite(prune_rows: int, drain: int) -> dict[str, Any]:
         await app.migrate()
         conn = sqlite3.connect(path, isolation_level=None)
         then = time.time() - 10 * 86400
-        conn.execute("BEGIN")
+        conn.execute("BEGIN IMMEDIATE")
+        # the day table 10 days back, as that day's completions would have filled it
+        day = sqlite_history.ensure_day(conn, sqlite_history.day_of(then))
         conn.executemany(
-            "INSERT INTO skiplock_jobs (queue, task, state, max_attempts, attempt, run_at,"
-            " created_at, finished_at) VALUES ('default', 'old', 'succeeded', 3, 1, ?, ?, ?)",
+            f"INSERT INTO {day} (queue, task, args, kwargs, state, priority, attempt,"
+            " max_attempts, run_at, created_at, finished_at, errors, audit, reclaims,"
+            " cancel_requested, unique_succeeded) VALUES ('default', 'old', '[]', '{}',"
+            " 'succeeded', 0, 1, 3, ?, ?, ?, '[]', '[]', 0, 0, 0)",
             ((then, then, then) for _ in range(prune_rows)),
         )
         conn.execute("COMMIT")
@@ -202,15 +206,8 @@ async def w10_sqlite(prune_rows: int, drain: int) -> dict[str, Any]:
             await app.close()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--prune-rows", type=int, default=1_000_000)
-    parser.add_argument("--drain", type=int, default=200_000)
-    parser.add_argument("--skip-upgrade", action="store_true")
-    parser.add_argument("--skip-sqlite", action="store_true")
-    args = parser.parse_args()
-    out: dict[str, Any] = {}
+async def postgres_ops(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """The upgrade at ``--rows`` and W10 on a stock-settings cluster made for them."""
     with stock_cluster() as cluster:
         out["settings"] = await settings(cluster.url)
         print("server:", ", ".join(f"{k}={v}" for k, v in out["settings"].items()))
@@ -219,6 +216,20 @@ async def main() -> None:
             print("upgrade:", json.dumps(out["upgrade"]))
         out["w10_postgres"] = await w10_postgres(cluster.url, args.prune_rows, args.drain)
         print("W10 PostgreSQL:", json.dumps(out["w10_postgres"]))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--prune-rows", type=int, default=1_000_000)
+    parser.add_argument("--drain", type=int, default=200_000)
+    parser.add_argument("--skip-upgrade", action="store_true")
+    parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument("--skip-postgres", action="store_true", help="SQLite's W10 alone")
+    args = parser.parse_args()
+    out: dict[str, Any] = {}
+    if not args.skip_postgres:
+        await postgres_ops(args, out)
     if not args.skip_sqlite:
         out["w10_sqlite"] = await w10_sqlite(args.prune_rows, args.drain)
         print("W10 SQLite:", json.dumps(out["w10_sqlite"]))

@@ -58,7 +58,9 @@ async def broken_sqlite(sqlite_url: str) -> str:
     await app.migrate()
     await app.close()
     conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
-    conn.execute("ALTER TABLE skiplock_jobs DROP COLUMN locked_by")
+    conn.execute("DROP VIEW skiplock_jobs")  # it names every column
+    conn.execute("ALTER TABLE skiplock_jobs_live DROP COLUMN locked_by")
+    conn.execute("CREATE VIEW skiplock_jobs AS SELECT * FROM skiplock_jobs_live")
     conn.close()
     return sqlite_url
 

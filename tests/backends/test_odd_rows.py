@@ -44,7 +44,7 @@ async def test_a_run_at_beyond_the_datetime_range_is_shown(
     (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
     await write_raw(
         app,
-        f"UPDATE skiplock_jobs SET run_at = {sqlite_value} WHERE id = ?",
+        f"UPDATE skiplock_jobs_live SET run_at = {sqlite_value} WHERE id = ?",
         f"UPDATE skiplock_jobs SET run_at = {pg_value} WHERE id = $1",
         job_id,
     )
@@ -67,7 +67,7 @@ async def test_sqlite_text_that_is_not_utf8_or_not_json_is_shown(sqlite_url: str
         (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
         await write_raw(
             app,
-            "UPDATE skiplock_jobs SET args = CAST(X'5B31FF5D' AS TEXT), kwargs = 'not json',"
+            "UPDATE skiplock_jobs_live SET args = CAST(X'5B31FF5D' AS TEXT), kwargs = 'not json',"
             " errors = '[{', correlation_id = CAST(X'FE' AS TEXT) WHERE id = ?",
             "",
             job_id,
@@ -90,7 +90,7 @@ async def test_a_json_value_nested_too_deep_to_decode_is_shown(
     deep = "[" * 10_000 + "]" * 10_000
     await write_raw(
         app,
-        f"UPDATE skiplock_jobs SET args = '[{deep}]', errors = '[{deep}]' WHERE id = ?",
+        f"UPDATE skiplock_jobs_live SET args = '[{deep}]', errors = '[{deep}]' WHERE id = ?",
         f"UPDATE skiplock_jobs SET args = '[{deep}]', errors = '[{deep}]' WHERE id = $1",
         job_id,
     )

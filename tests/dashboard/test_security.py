@@ -434,7 +434,7 @@ async def test_a_viewer_sees_no_payload_quoted_by_a_row_skiplock_cannot_read(
     odd = f'{{"card": "{LEAKED}"}}'
     await write_raw(
         app,
-        f"UPDATE skiplock_jobs SET args = '{odd}' WHERE id = ?",
+        f"UPDATE skiplock_jobs_live SET args = '{odd}' WHERE id = ?",
         f"UPDATE skiplock_jobs SET args = '{odd}' WHERE id = $1",
         handle.id,
     )

@@ -440,8 +440,16 @@ class PostgresBackend:
         ]
 
     async def job_get_available_limited(self, params: ClaimParams) -> list[ClaimedJob]:
+        # The claim of a limited queue is the queue-restricted claim's statement, so it runs
+        # where sorts are priced out too (a plan from lagging statistics read a flooded
+        # queue whole and sorted it): on the claim sessions, or behind a pooler with the
+        # settings for this transaction alone.
+        pool = self._claim_pool  # None behind a pooler
+
         async def claim() -> list[Any]:
-            async with self.pool.acquire() as conn, conn.transaction():
+            async with (pool or self.pool).acquire() as conn, conn.transaction():
+                if pool is None:
+                    await conn.execute(SORT_OFF_IN_TRANSACTION)
                 flow = flows.limited_claim(params)
                 return await flows.drive_async(flow, self._answers(conn))
 

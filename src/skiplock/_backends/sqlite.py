@@ -40,6 +40,7 @@ from .._job import (
 )
 from ..errors import BackendError, JobNotFound, SchemaError
 from . import flows
+from . import sqlite_history as history
 from . import sqlite_observe as observe
 from . import sqlite_ops as ops
 from . import sqlite_sql as sql
@@ -136,6 +137,11 @@ def _create_private(path: str, mode: int) -> None:
     except OSError:  # it exists, or its directory does not: SQLite says which, as ever
         return
     os.chmod(path, mode)
+
+
+HISTORY_APART = 11
+"""The migration that put the finished jobs apart (sqlite_history.py): from it on, a migration
+applied rebuilds the view over the job tables."""
 
 
 class SQLiteBackend:
@@ -280,6 +286,8 @@ class SQLiteBackend:
                             {"version": version, "name": name, "now": self._now()},
                         )
                         applied.append(version)
+                if applied and max(done | set(applied)) >= HISTORY_APART:
+                    history.rebuild_view(conn)  # its column list and write triggers
             return applied
 
         return await self._run("migrate", migrate)
@@ -376,14 +384,8 @@ class SQLiteBackend:
             return []
 
         def complete(conn: sqlite3.Connection) -> list[int]:
-            applied: list[int] = []
             with _immediate(conn):
-                now = self._now()
-                for c in completions:
-                    args = ops.completion_args(c, now)
-                    if conn.execute(ops.completion_statement(c), args).rowcount:
-                        applied.append(c.job_id)
-            return applied
+                return ops.complete(conn, completions, self._now())
 
         return await self._run("job_set_state_if_running_many", complete)
 
@@ -408,7 +410,16 @@ class SQLiteBackend:
         def prune(conn: sqlite3.Connection) -> int:
             with _immediate(conn):
                 args = {**self._retention_args(params), "batch": params.batch}
-                return conn.execute(sql.JOB_PRUNE, args).rowcount
+                # Whole days past the retention first, by DROP TABLE (no page rewritten),
+                # then one batch of the rest: the live table's finished and dead rows, and
+                # the day the cut-off falls inside.
+                dropped = history.drop_expired(conn, args["finished_before"])
+                deleted = conn.execute(sql.JOB_PRUNE, args).rowcount
+                if deleted < params.batch:
+                    deleted += history.prune_days(
+                        conn, args["finished_before"], params.batch - deleted
+                    )
+                return dropped + deleted
 
         return await self._run("job_prune", prune)
 
@@ -419,7 +430,15 @@ class SQLiteBackend:
         return None  # one table, whose deletes leave no dead version behind
 
     async def storage_upkeep(self) -> list[str]:
-        return []  # one job table here: nothing made ahead
+        def make(conn: sqlite3.Connection) -> list[str]:
+            # today's day table, so the first finish of a day rarely pays for the DDL (a
+            # completion makes it if it is missing: a table is never needed ahead of time)
+            with _immediate(conn):
+                known = {name for _, name in history.days(conn)}
+                made = history.ensure_day(conn, history.day_of(self._now()))
+                return [] if made in known else [made]
+
+        return await self._run("storage_upkeep", make)
 
     async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:
         def count(conn: sqlite3.Connection) -> dict[str, int]:
@@ -682,6 +701,7 @@ class SQLiteBackend:
         def retry(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
                 args = {"id": params.job_id, "now": self._now(), "who": params.who}
+                history.move_back(conn, params.job_id)  # a day table's job: live again first
                 return conn.execute(sql.JOB_RETRY, args).rowcount > 0
 
         return await self._run("job_retry", retry)

@@ -23,12 +23,12 @@ SELECT queue, task,
        sum(attempt > 0) AS retrying,
        0 AS claimed, 0 AS running,
        min(CASE WHEN run_at <= :now THEN run_at END) AS oldest_ready
-FROM skiplock_jobs
+FROM skiplock_jobs_live
 WHERE state = 'pending' AND {_FILTER}
 GROUP BY queue, task
 UNION ALL
 SELECT queue, task, 0, 0, 0, sum(started_at IS NULL), sum(started_at IS NOT NULL), NULL
-FROM skiplock_jobs
+FROM skiplock_jobs_live
 WHERE state = 'running' AND {_FILTER}
 GROUP BY queue, task
 """
@@ -66,10 +66,10 @@ JOB_STATS_PERCENTILES = f"""
 -- would sort them for a GROUP BY or a window function, so percentiles.py buckets the stream
 -- (p50/p95 < 1 % below the exact nearest rank, max exact).
 WITH claims AS MATERIALIZED (
-    SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs
+    SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs_live
     WHERE state = 'pending' AND attempted_at > :since AND {_FILTER}
     UNION ALL
-    SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs
+    SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs_live
     WHERE state = 'running' AND attempted_at > :since AND {_FILTER}
     UNION ALL
     SELECT queue, task, attempted_at, ready_at FROM skiplock_jobs

@@ -17,6 +17,7 @@ from .._job import ClaimedJob, Completion, JobFilter, JobRecord, NewJob
 from .._transitions import transition
 from ..errors import QueueFull
 from . import flows
+from . import sqlite_history as history
 from . import sqlite_sql as sql
 from .base import MAX_ERRORS_KEPT, ClaimParams
 from .common import claimed_jobs, filter_values, job_record, map_inserted
@@ -26,6 +27,8 @@ NOTHING = "SELECT 1 WHERE 0"
 """The claim of an empty list of queues."""
 
 in_queues = functools.lru_cache(maxsize=16)(sql.job_get_available_in_queues)
+
+finish_into = functools.lru_cache(maxsize=16)(sql.job_finish_into)
 
 
 def insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
@@ -132,11 +135,42 @@ def completion_args(c: Completion, now: float) -> dict[str, Any]:
     }
 
 
+def _keeping(c: Completion) -> bool:
+    return c.result_json is not None or c.progress_json is not None
+
+
 def completion_statement(c: Completion) -> str:
     """The cheaper statement unless the outcome carries a result or progress to store."""
-    if c.result_json is None and c.progress_json is None:
-        return sql.JOB_SET_STATE_IF_RUNNING_MANY
-    return sql.JOB_SET_STATE_KEEPING_RESULT
+    if _keeping(c):
+        return sql.JOB_SET_STATE_KEEPING_RESULT
+    return sql.JOB_SET_STATE_IF_RUNNING_MANY
+
+
+def complete(conn: sqlite3.Connection, completions: Sequence[Completion], now: float) -> list[int]:
+    """Write a batch of outcomes inside the caller's write transaction; the ids written.
+
+    A succeeded or cancelled job goes straight into the day's table (sqlite_history.py): its
+    row as the outcome leaves it is copied there while it still runs under its token, and
+    the copied live rows are deleted in one statement at the end, in the same transaction (a
+    row is in one table at every commit). Copying instead of updating first and moving after
+    spares the update's rewrite of the row and its index entries. Other outcomes, and a
+    success that keeps its unique key, are written in place."""
+    applied: list[int] = []
+    moved: list[int] = []
+    target: tuple[str, tuple[str, ...]] | None = None
+    for c in completions:
+        args = completion_args(c, now)
+        if args["state"] in history.MOVES:
+            target = target or history.day_target(conn, now)
+            if conn.execute(finish_into(*target, _keeping(c)), args).rowcount:
+                applied.append(c.job_id)
+                moved.append(c.job_id)
+                continue
+        if conn.execute(completion_statement(c), args).rowcount:
+            applied.append(c.job_id)
+    if moved:
+        conn.execute(sql.JOB_DELETE_MOVED, {"ids": json.dumps(moved)})
+    return applied
 
 
 def claimed(rows: list[Any]) -> list[ClaimedJob]:

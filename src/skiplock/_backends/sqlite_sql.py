@@ -4,6 +4,11 @@ Times are REAL Unix seconds. SQLite runs inside this process, so "the database c
 machine's clock: the backend reads it once per transaction and binds it as ``:now``. Every
 write runs inside ``BEGIN IMMEDIATE``, which takes the file's write lock up front, so claims in
 several processes serialise instead of double-claiming.
+
+From migration 11 the statements write ``skiplock_jobs_live`` (pending, running and dead jobs,
+and finished ones not moved yet) and read it wherever only live or dead jobs can match; a read
+of any job reads the view ``skiplock_jobs`` (the live table and the day tables of finished
+jobs, sqlite_history.py), whose branches SQLite searches each by its own primary key or index.
 """
 
 from . import sqlite_observe_sql as _observe
@@ -185,6 +190,18 @@ CREATE TABLE skiplock_audit (
 )
 """,
     ),
+    (
+        11,
+        "history apart",
+        """
+-- The live jobs keep the table, renamed (its rows, indexes and AUTOINCREMENT counter go with
+-- it). Finished jobs move to a table per UTC day (sqlite_history.py) and skiplock_jobs becomes
+-- the view of them all, with the same columns. Nothing is moved here: the finished rows an
+-- upgrade finds stay in the live table until their retention deletes them.
+ALTER TABLE skiplock_jobs RENAME TO skiplock_jobs_live;
+CREATE VIEW skiplock_jobs AS SELECT * FROM skiplock_jobs_live
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -217,7 +234,7 @@ SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM skiplock_migrations"
 
 JOB_INSERT = """
 -- Insert one job of a batch (the batch shares one transaction).
-INSERT INTO skiplock_jobs
+INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
@@ -228,7 +245,7 @@ VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeo
 JOB_INSERT_ROWS = """
 -- Insert {n} jobs of a batch in one statement: AUTOINCREMENT writes its counter once per
 -- statement, so one statement per row costs 2.5 times as much (10,000 jobs: 111 ms vs 45 ms).
-INSERT INTO skiplock_jobs
+INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
 VALUES {rows}
@@ -256,7 +273,7 @@ RETURNING id
 JOB_LIVE_BY_UNIQUE_KEY = (
     """
 -- The job holding a unique key (live, or succeeded where the job asked for that).
-SELECT id FROM skiplock_jobs
+SELECT id FROM skiplock_jobs_live
 WHERE unique_key = :unique_key
   AND (state IN """
     + _LIVE
@@ -266,16 +283,16 @@ WHERE unique_key = :unique_key
 
 QUEUE_DEPTH_LIMIT = """
 -- A bounded queue's limit and its live depth (no row: the queue is unbounded).
-SELECT q.max_depth, (SELECT count(*) FROM skiplock_jobs j
+SELECT q.max_depth, (SELECT count(*) FROM skiplock_jobs_live j
                      WHERE j.queue = q.name AND j.state = 'pending')
-                    + (SELECT count(*) FROM skiplock_jobs j
+                    + (SELECT count(*) FROM skiplock_jobs_live j
                        WHERE j.queue = q.name AND j.state = 'running')
 FROM skiplock_queues q WHERE q.name = :queue AND q.max_depth IS NOT NULL
 """
 
 LAST_INSERT_ID = "SELECT last_insert_rowid()"
 
-_CLAIM_SET = """UPDATE skiplock_jobs
+_CLAIM_SET = """UPDATE skiplock_jobs_live
 SET state = 'running', attempt = attempt + 1, attempted_at = :now, started_at = NULL,
     ready_at = max(run_at, created_at),
     locked_by = :worker, lease_token = :token,
@@ -298,7 +315,7 @@ JOB_GET_AVAILABLE = (
 """
     + _CLAIM_SET
     + """WHERE id IN (
-    SELECT id FROM skiplock_jobs
+    SELECT id FROM skiplock_jobs_live
     WHERE state = 'pending' AND run_at <= :now
       -- paused queues never; limited queues only through their own claim (:limited)
       AND queue NOT IN (SELECT name FROM skiplock_queues
@@ -322,14 +339,14 @@ JOB_NEXT_RUN_AT = """
 -- min over run_at would read every pending row: walk its distinct priorities instead (a loose
 -- index scan, at most :most of them) and probe each one's first run_at after the claim.
 WITH RECURSIVE p(priority, n) AS (
-    SELECT max(priority), 1 FROM skiplock_jobs WHERE state = 'pending'
+    SELECT max(priority), 1 FROM skiplock_jobs_live WHERE state = 'pending'
     UNION ALL
-    SELECT (SELECT max(j.priority) FROM skiplock_jobs j
+    SELECT (SELECT max(j.priority) FROM skiplock_jobs_live j
             WHERE j.state = 'pending' AND j.priority < p.priority), p.n + 1
     FROM p WHERE p.priority IS NOT NULL AND p.n < :most
 )
 SELECT min((
-    SELECT j.run_at FROM skiplock_jobs j
+    SELECT j.run_at FROM skiplock_jobs_live j
     WHERE j.state = 'pending' AND j.priority = p.priority AND j.run_at > :since
     ORDER BY j.run_at LIMIT 1)) - :now
 FROM p WHERE p.priority IS NOT NULL
@@ -342,7 +359,7 @@ def job_get_available_in_queues(count: int) -> str:
     flood in another queue costs nothing), merged, first :limit taken. SQLite has no LATERAL,
     hence one branch per queue."""
     branch = """SELECT * FROM (
-        SELECT id, priority, run_at FROM skiplock_jobs
+        SELECT id, priority, run_at FROM skiplock_jobs_live
         WHERE queue = :q{i} AND state = 'pending' AND run_at <= :now
           AND :q{i} NOT IN (SELECT name FROM skiplock_queues
                             WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
@@ -369,37 +386,70 @@ def job_get_available_in_queues(count: int) -> str:
     )
 
 
-_SET_STATE = """
--- Write one outcome of a batch (decided in Python: _transitions.py), only while the row is
--- still running under its lease token; errors are appended, keeping the last :max_errors.
-UPDATE skiplock_jobs
-SET state = :state,
-    attempt = attempt + :attempt_delta,
-    run_at = coalesce(:run_at, run_at),
-    finished_at = :finished_at,
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    run_s = :run_s,{keeping}
-    errors = CASE WHEN :error IS NULL THEN errors
+_OUTCOME = {
+    "state": ":state",
+    "attempt": "attempt + :attempt_delta",
+    "run_at": "coalesce(:run_at, run_at)",
+    "finished_at": ":finished_at",
+    "lease_token": "NULL",
+    "lease_expires_at": "NULL",
+    "run_s": ":run_s",
+    "errors": """CASE WHEN :error IS NULL THEN errors
                   WHEN json_array_length(errors) >= :max_errors
                   THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
-                  ELSE json_insert(errors, '$[#]', json(:error)) END
-WHERE id = :id AND lease_token = :token AND state = 'running'
+                  ELSE json_insert(errors, '$[#]', json(:error)) END""",
+}
+"""One outcome's columns (decided in Python: _transitions.py): errors are appended, keeping the
+last :max_errors. Both the update in place and the move to a day table write these."""
+
+_KEEPING = {"result": ":result", "progress": "coalesce(:progress, progress)"}
+"""An outcome's result (:result) and a progress record left since the last heartbeat
+(:progress, NULL: none)."""
+
+_UNDER_LEASE = "id = :id AND lease_token = :token AND state = 'running'"
+"""An outcome is written only while its row still runs under its lease token (fencing)."""
+
+
+def _set_state(columns: dict[str, str]) -> str:
+    sets = ",\n    ".join(f"{name} = {value}" for name, value in columns.items())
+    return f"""
+-- Write one outcome of a batch in place, only while the row is still running under its
+-- lease token.
+UPDATE skiplock_jobs_live
+SET {sets}
+WHERE {_UNDER_LEASE}
 """
 
-JOB_SET_STATE_IF_RUNNING_MANY = _SET_STATE.replace("{keeping}", "")
+
+JOB_SET_STATE_IF_RUNNING_MANY = _set_state(_OUTCOME)
 """An outcome with no result and no progress to store: a running row holds no result (only a
 success writes one, and a person's requeue clears it), so these columns are left alone. Two
 columns fewer per row was 0.4-0.9 us of the ~11 us a row costs (measured)."""
 
-JOB_SET_STATE_KEEPING_RESULT = _SET_STATE.replace(
-    "{keeping}",
-    """
-    result = :result,
-    progress = coalesce(:progress, progress),""",
-)
-"""The same with the job's result (:result) and a progress record left since the last
-heartbeat (:progress, NULL: none)."""
+JOB_SET_STATE_KEEPING_RESULT = _set_state({**_OUTCOME, **_KEEPING})
+"""The same with the job's result and progress."""
+
+
+def job_finish_into(table: str, columns: tuple[str, ...], keeping: bool) -> str:
+    """One succeeded or cancelled outcome written straight into day table ``table`` (the live
+    table's ``columns``, in order): the row as the update in place would leave it, copied
+    while it still runs under its lease token; the caller deletes the live rows it copied.
+    Not a succeeded job that keeps its unique key (the live table's unique index holds it):
+    that outcome is written in place."""
+    outcome = {**_OUTCOME, **_KEEPING} if keeping else _OUTCOME
+    values = ", ".join(outcome.get(name, name) for name in columns)
+    return f"""
+INSERT INTO {table} ({", ".join(columns)})
+SELECT {values} FROM skiplock_jobs_live
+WHERE {_UNDER_LEASE}
+  AND NOT (:state = 'succeeded' AND unique_succeeded AND unique_key IS NOT NULL)
+"""
+
+
+JOB_DELETE_MOVED = """
+-- The live rows a completion batch copied into a day table (:ids, a JSON array).
+DELETE FROM skiplock_jobs_live WHERE id IN (SELECT value FROM json_each(:ids))
+"""
 
 _RECORD = """id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
@@ -436,7 +486,7 @@ JOB_RETRY = (
     """
 -- A person requeues a finished job: pending now, attempts reset, its result and progress gone
 -- (so a row that is not succeeded never holds a result: completions may leave it alone).
-UPDATE skiplock_jobs
+UPDATE skiplock_jobs_live
 SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
     progress = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
@@ -447,7 +497,7 @@ WHERE id = :id AND state IN """
 """
 )
 
-_RECLAIM_SET = """UPDATE skiplock_jobs
+_RECLAIM_SET = """UPDATE skiplock_jobs_live
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
                  WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
     finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN :now END,
@@ -477,7 +527,7 @@ JOB_RECLAIM_EXPIRED = (
         "{why}",
         "'lease expired (worker ' || coalesce(locked_by, '?') || ' stopped heartbeating)'",
     )
-    + """WHERE id IN (SELECT id FROM skiplock_jobs
+    + """WHERE id IN (SELECT id FROM skiplock_jobs_live
              WHERE state = 'running' AND lease_expires_at < :now LIMIT 1000)
 """
     + _RECLAIM_RETURNING
@@ -492,7 +542,7 @@ JOB_RECLAIM_WORKER = (
     + _RECLAIM_SET.replace(
         "{why}", "'worker ' || coalesce(locked_by, '?') || ' exited; released by its supervisor'"
     )
-    + """WHERE id IN (SELECT id FROM skiplock_jobs
+    + """WHERE id IN (SELECT id FROM skiplock_jobs_live
              WHERE state = 'running' AND lease_expires_at IS NOT NULL
                AND substr(lease_token, 1, length(:worker) + 1) = :worker || ':')
 """
@@ -502,7 +552,7 @@ JOB_RECLAIM_WORKER = (
 JOB_HEARTBEAT_MANY = """
 -- Extend one lease of a batch if the row is still running under its token; mark it started
 -- if its worker says it is and it was not yet, and store its new progress record (NULL: none).
-UPDATE skiplock_jobs
+UPDATE skiplock_jobs_live
 SET lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin),
     started_at = CASE WHEN :started THEN coalesce(started_at, :now) ELSE started_at END,
     progress = coalesce(:progress, progress)
@@ -525,7 +575,7 @@ CRON_PREVIOUS_RUN_LIVE = (
     """
 -- Whether a job this schedule enqueued is still pending or running (for overlap=False).
 SELECT EXISTS (
-    SELECT 1 FROM skiplock_cron_slots c JOIN skiplock_jobs j ON j.id = c.job_id
+    SELECT 1 FROM skiplock_cron_slots c JOIN skiplock_jobs_live j ON j.id = c.job_id
     WHERE c.schedule = :schedule AND j.state IN """
     + _LIVE
     + """
@@ -553,7 +603,7 @@ SELECT schedule, max(slot), job_id FROM skiplock_cron_slots GROUP BY schedule
 JOB_IMPORT_OUTCOME = """
 -- A finished task moved in from another queue's table (Django's import_tasks_db): the row
 -- just inserted pending in this transaction takes the outcome it had there.
-UPDATE skiplock_jobs
+UPDATE skiplock_jobs_live
 SET state = :state, attempt = :attempt, created_at = :created_at, attempted_at = :attempted_at,
     started_at = :attempted_at, finished_at = :finished_at, result = :result, errors = :errors,
     locked_by = :locked_by
@@ -568,7 +618,7 @@ DELETE FROM skiplock_cron_slots WHERE slot < :before
 JOB_CANCEL = (
     """
 -- A person cancels a job: pending -> cancelled at once; running -> flagged for its worker.
-UPDATE skiplock_jobs
+UPDATE skiplock_jobs_live
 SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END,
     finished_at = CASE WHEN state = 'pending' THEN :now ELSE finished_at END,
     cancel_requested = 1,
@@ -582,7 +632,7 @@ RETURNING state
 
 JOB_CANCEL_REQUESTED = """
 -- Which of the jobs a worker holds a person asked to cancel.
-SELECT id FROM skiplock_jobs
+SELECT id FROM skiplock_jobs_live
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND cancel_requested
 """
 
@@ -678,7 +728,7 @@ JOB_DEAD_GROUPS = (
 SELECT task, """
     + _LAST_ERROR
     + """ AS error, count(*) AS n, max(id) AS last_id, max(finished_at) AS last_at
-FROM skiplock_jobs
+FROM skiplock_jobs_live
 WHERE state = 'dead'
 GROUP BY 1, 2
 ORDER BY n DESC, task, error
@@ -690,7 +740,7 @@ _PICKED = (
     """
       -- at most the filter's limit, oldest first: the jobs JOB_LIST_OLDEST shows with the
       -- same filter, chosen in this statement (inside the write transaction)
-      AND id IN (SELECT id FROM skiplock_jobs WHERE state = 'dead'"""
+      AND id IN (SELECT id FROM skiplock_jobs_live WHERE state = 'dead'"""
     + _FILTER
     + """ ORDER BY id LIMIT :limit)"""
 )
@@ -698,7 +748,7 @@ _PICKED = (
 JOB_REQUEUE_DEAD = (
     """
 -- A person requeues dead jobs matching a filter: pending now, attempts reset, action recorded.
-UPDATE skiplock_jobs
+UPDATE skiplock_jobs_live
 SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'requeue'))
@@ -708,8 +758,8 @@ WHERE state = 'dead'"""
       -- a dead job whose unique key a live job now holds stays dead (requeueing it would
       -- break the key's promise); the caller reports it
       AND (unique_key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM skiplock_jobs o
-          WHERE o.unique_key = skiplock_jobs.unique_key
+          SELECT 1 FROM skiplock_jobs_live o
+          WHERE o.unique_key = skiplock_jobs_live.unique_key
             AND (o.state IN """
     + _LIVE
     + """
@@ -720,7 +770,7 @@ RETURNING id"""
 JOB_DISCARD_DEAD = (
     """
 -- A person discards dead jobs matching a filter: they become cancelled, action recorded.
-UPDATE skiplock_jobs
+UPDATE skiplock_jobs_live
 SET state = 'cancelled', finished_at = :now,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'discard'))
 WHERE state = 'dead'"""
@@ -736,8 +786,8 @@ _PAST_RETENTION = """
 JOB_PRUNE = (
     """
 -- Delete one bounded batch of finished rows past their retention.
-DELETE FROM skiplock_jobs WHERE id IN (
-    SELECT id FROM skiplock_jobs"""
+DELETE FROM skiplock_jobs_live WHERE id IN (
+    SELECT id FROM skiplock_jobs_live"""
     + _PAST_RETENTION
     + """    LIMIT :batch
 )
@@ -766,7 +816,7 @@ SELECT max_running, rate_per_s, paused, recent_starts FROM skiplock_queues WHERE
 
 QUEUE_RUNNING = """
 -- Jobs of one queue running anywhere.
-SELECT count(*) FROM skiplock_jobs WHERE queue = :queue AND state = 'running'
+SELECT count(*) FROM skiplock_jobs_live WHERE queue = :queue AND state = 'running'
 """
 
 QUEUE_STARTS_SET = """
@@ -798,10 +848,10 @@ SELECT EXISTS (SELECT 1 FROM skiplock_queues WHERE name = :queue)
 
 _QUEUE_ROW = """
 SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
-       (SELECT count(*) FROM skiplock_jobs j WHERE j.queue = n.name AND j.state = 'pending'),
-       (SELECT count(*) FROM skiplock_jobs j
+       (SELECT count(*) FROM skiplock_jobs_live j WHERE j.queue = n.name AND j.state = 'pending'),
+       (SELECT count(*) FROM skiplock_jobs_live j
         WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NOT NULL),
-       (SELECT count(*) FROM skiplock_jobs j
+       (SELECT count(*) FROM skiplock_jobs_live j
         WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL)
 FROM names n LEFT JOIN skiplock_queues q ON q.name = n.name
 """
@@ -812,10 +862,10 @@ QUEUE_LIST = """
 -- the pending rows through the per-queue pending index, the running ones through the lease
 -- index, each once (a DISTINCT over "state IN (live)" read the whole table).
 WITH pending AS (
-    SELECT queue, count(*) AS n FROM skiplock_jobs WHERE state = 'pending' GROUP BY queue
+    SELECT queue, count(*) AS n FROM skiplock_jobs_live WHERE state = 'pending' GROUP BY queue
 ), running AS (
     SELECT queue, sum(started_at IS NOT NULL) AS started, sum(started_at IS NULL) AS claimed
-    FROM skiplock_jobs WHERE state = 'running' GROUP BY queue
+    FROM skiplock_jobs_live WHERE state = 'running' GROUP BY queue
 ), names AS (
     SELECT name FROM skiplock_queues UNION SELECT queue FROM pending
     UNION SELECT queue FROM running

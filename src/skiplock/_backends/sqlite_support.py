@@ -37,7 +37,7 @@ def wrapped(operation: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.IntegrityError as exc:
-        if "skiplock_jobs.unique_key" in str(exc):  # a retry meets a live holder
+        if ".unique_key" in str(exc):  # a retry meets a live holder (skiplock_jobs_live)
             raise DuplicateJob(f"{operation}: a live job already holds the unique key") from exc
         raise BackendError(f"{operation}: SQLite: {exc}") from exc
     except sqlite3.Error as exc:

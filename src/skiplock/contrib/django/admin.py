@@ -54,7 +54,8 @@ def _missing_table(model_admin: Any, request: Any, what: str, title: str) -> Any
     model = model_admin.model
     database = router.db_for_read(model)
     try:
-        tables = connections[database].introspection.table_names()
+        # views too: on SQLite from its migration 11, skiplock_jobs is a view of the job tables
+        tables = connections[database].introspection.table_names(include_views=True)
     except DatabaseError:
         tables = []
     if model._meta.db_table in tables:
