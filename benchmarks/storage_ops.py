@@ -206,6 +206,49 @@ async def w10_sqlite(prune_rows: int, drain: int) -> dict[str, Any]:
             await app.close()
 
 
+async def sqlite_upgrade(rows: int) -> dict[str, Any]:
+    """SQLite's migration 11 (the history apart) on a version 10 file of ``rows`` jobs, mostly
+    succeeded: a rename and a view, whatever the file holds."""
+    import sqlite3
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "upgrade.db")
+        app = skiplock.App(f"sqlite:///{path}")
+        await app.migrate()
+        await app.close()
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.executescript(
+            """DROP VIEW skiplock_jobs;
+               ALTER TABLE skiplock_jobs_live RENAME TO skiplock_jobs;
+               DELETE FROM skiplock_migrations WHERE version >= 11;"""
+        )
+        now = time.time()
+        conn.execute(
+            f"""WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+                INSERT INTO skiplock_jobs (queue, task, state, max_attempts, attempt, run_at,
+                                           created_at, finished_at)
+                SELECT 'default', 'old', CASE WHEN i % 100 = 0 THEN 'pending' ELSE 'succeeded'
+                       END, 3, 1, :now, :now, CASE WHEN i % 100 = 0 THEN NULL
+                       ELSE :now - i % 2592000 END
+                FROM n""",
+            {"now": now},
+        )
+        pages, page = (
+            conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size")
+        )
+        size = pages * page
+        conn.close()
+        app = skiplock.App(f"sqlite:///{path}")
+        started = time.perf_counter()
+        applied = await app.migrate()
+        took = time.perf_counter() - started
+        counts = await app.counts()
+        await app.close()
+    assert applied == [11], applied
+    assert counts["pending"] + counts["succeeded"] == rows, counts
+    return {"rows": rows, "file_bytes": size, "migrate_s": round(took, 3)}
+
+
 async def postgres_ops(args: argparse.Namespace, out: dict[str, Any]) -> None:
     """The upgrade at ``--rows`` and W10 on a stock-settings cluster made for them."""
     with stock_cluster() as cluster:
@@ -230,6 +273,9 @@ async def main() -> None:
     out: dict[str, Any] = {}
     if not args.skip_postgres:
         await postgres_ops(args, out)
+    if not args.skip_sqlite and not args.skip_upgrade:
+        out["upgrade_sqlite"] = await sqlite_upgrade(args.rows)
+        print("upgrade SQLite:", json.dumps(out["upgrade_sqlite"]))
     if not args.skip_sqlite:
         out["w10_sqlite"] = await w10_sqlite(args.prune_rows, args.drain)
         print("W10 SQLite:", json.dumps(out["w10_sqlite"]))

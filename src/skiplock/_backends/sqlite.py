@@ -410,16 +410,18 @@ class SQLiteBackend:
         def prune(conn: sqlite3.Connection) -> int:
             with _immediate(conn):
                 args = {**self._retention_args(params), "batch": params.batch}
-                # Whole days past the retention first, by DROP TABLE (no page rewritten),
-                # then one batch of the rest: the live table's finished and dead rows, and
-                # the day the cut-off falls inside.
+                # A whole day past the retention first, by DROP TABLE (no page rewritten;
+                # one day a call, the caller calls again), then one batch of the rest: the
+                # live table's finished and dead rows, and the day the cut-off falls inside.
                 dropped = history.drop_expired(conn, args["finished_before"])
+                if dropped:
+                    return dropped
                 deleted = conn.execute(sql.JOB_PRUNE, args).rowcount
                 if deleted < params.batch:
                     deleted += history.prune_days(
                         conn, args["finished_before"], params.batch - deleted
                     )
-                return dropped + deleted
+                return int(deleted)
 
         return await self._run("job_prune", prune)
 

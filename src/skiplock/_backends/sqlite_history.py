@@ -182,19 +182,18 @@ def move_back(conn: sqlite3.Connection, job_id: int) -> bool:
 
 
 def drop_expired(conn: sqlite3.Connection, finished_before: float) -> int:
-    """Drop every day table whose whole day ended by ``finished_before``; rows they held (the
-    count is read under the write lock the drop holds, so it is what went)."""
-    removed = 0
-    dropped = False
-    for day, table in days(conn):
+    """Drop the oldest day table whose whole day ended by ``finished_before``; the rows it
+    held (counted under the write lock the drop holds, so it is what went), 0 if none. One
+    day a call: the drop holds the file's one write lock throughout, so workers' claims and
+    completions get their turns between days (the prune calls until nothing is left)."""
+    for day, table in days(conn)[:1]:
         if bounds(day)[1] > finished_before:
-            break
-        removed += int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            return 0
+        removed = int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
         conn.execute(f"DROP TABLE {table}")
-        dropped = True
-    if dropped:
         rebuild_view(conn)
-    return removed
+        return removed
+    return 0
 
 
 def prune_days(conn: sqlite3.Connection, finished_before: float, batch: int) -> int:
