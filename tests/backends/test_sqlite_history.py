@@ -407,3 +407,34 @@ async def test_your_own_sql_writes_through_the_view_as_it_wrote_the_table(
         assert (await app.counts())["succeeded"] == 2  # again and the inserted one
     finally:
         await app.close()
+
+
+async def test_past_the_most_day_tables_finishes_stay_in_the_live_table(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's view can union at most 500 tables: with MAX_DAYS tables there (a retention
+    of more days than that), a new day's finishes stay in the live table, still read and
+    pruned like every finished job."""
+    monkeypatch.setattr(history, "MAX_DAYS", 1)
+    clock = FakeClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    app = skiplock.App(sqlite_url, clock=clock)
+    await app.migrate()
+    try:
+
+        @app.task(name="t")
+        def t() -> None:
+            pass
+
+        first = await t.aenqueue()
+        await drain(app)
+        clock.advance(DAY)
+        second = await t.aenqueue()
+        await drain(app)
+        assert where(sqlite_url, first.id) == "skiplock_jobs_done_p20260301"
+        assert where(sqlite_url, second.id) == history.LIVE
+        assert tables(sqlite_url) == ["skiplock_jobs_done_p20260301"]
+        assert (await app.get_job(second.id)).state == JobState.SUCCEEDED
+        clock.advance(10 * DAY)
+        assert await app.prune(finished_age_s=7 * DAY, dead_age_s=30 * DAY) == 2
+    finally:
+        await app.close()

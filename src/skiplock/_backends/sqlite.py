@@ -437,8 +437,8 @@ class SQLiteBackend:
             # completion makes it if it is missing: a table is never needed ahead of time)
             with _immediate(conn):
                 known = {name for _, name in history.days(conn)}
-                made = history.ensure_day(conn, history.day_of(self._now()))
-                return [] if made in known else [made]
+                made = history.day_target(conn, self._now())  # None: past MAX_DAYS
+                return [] if made is None or made[0] in known else [made[0]]
 
         return await self._run("storage_upkeep", make)
 

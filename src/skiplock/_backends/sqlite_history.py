@@ -160,9 +160,20 @@ def ensure_day(conn: sqlite3.Connection, day: date) -> str:
     return name
 
 
-def day_target(conn: sqlite3.Connection, now: float) -> tuple[str, tuple[str, ...]]:
+MAX_DAYS = 400
+"""Day tables kept at most: the view is a compound SELECT of one branch a table, and SQLite
+refuses more than 500 branches (SQLITE_MAX_COMPOUND_SELECT's default). A retention longer
+than this many days keeps the finishes of the days past it in the live table, as before the
+split (found by their partial indexes, pruned by the batched delete)."""
+
+
+def day_target(conn: sqlite3.Connection, now: float) -> tuple[str, tuple[str, ...]] | None:
     """The table a finish at ``now`` goes to (made if missing: inside the completion's write
-    transaction, the first finish of a day makes its table) and the columns a move copies."""
+    transaction, the first finish of a day makes its table) and the columns a move copies;
+    None when a new day's table would pass MAX_DAYS."""
+    name = day_name(day_of(now))
+    if not _exists(conn, name) and len(days(conn)) >= MAX_DAYS:
+        return None
     table = ensure_day(conn, day_of(now))
     return table, tuple(name for name, _ in columns(conn))
 

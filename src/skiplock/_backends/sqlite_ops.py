@@ -158,11 +158,13 @@ def complete(conn: sqlite3.Connection, completions: Sequence[Completion], now: f
     applied: list[int] = []
     moved: list[int] = []
     target: tuple[str, tuple[str, ...]] | None = None
+    looked = False
     for c in completions:
         args = completion_args(c, now)
         if args["state"] in history.MOVES:
-            target = target or history.day_target(conn, now)
-            if conn.execute(finish_into(*target, _keeping(c)), args).rowcount:
+            if not looked:
+                target, looked = history.day_target(conn, now), True
+            if target and conn.execute(finish_into(*target, _keeping(c)), args).rowcount:
                 applied.append(c.job_id)
                 moved.append(c.job_id)
                 continue
