@@ -6,25 +6,24 @@ upgrade from version 10 keeps every job and key."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 import skiplock
 from skiplock import JobState, Worker
 from skiplock._backends import sqlite_history as history
-from skiplock._backends.base import JobInsertManyParams, JobPruneParams
-from skiplock._job import NewJob
+from skiplock._backends.base import JobPruneParams
 from skiplock.errors import DuplicateJob
 
 from ..helpers import FakeClock
+from .helpers import assert_upgraded_jobs_hold
 
 DAY = 86400.0
-
-
-def job(key: str | None = None, *, keep: bool = False, attempts: int = 3) -> NewJob:
-    return NewJob("t", "default", "[]", "{}", 0, attempts, unique_key=key, unique_succeeded=keep)
 
 
 def path_of(url: str) -> str:
@@ -50,6 +49,40 @@ def tables(url: str) -> list[str]:
         return [name for _, name in history.days(conn)]
     finally:
         conn.close()
+
+
+@contextlib.asynccontextmanager
+async def clocked(url: str, start: datetime) -> AsyncIterator[tuple[skiplock.App, FakeClock, Any]]:
+    """A migrated app on ``url`` whose clock starts at ``start``, and its no-op task."""
+    clock = FakeClock(start)
+    app = skiplock.App(url, clock=clock)
+    await app.migrate()
+
+    @app.task(name="t")
+    def t() -> None:
+        pass
+
+    try:
+        yield app, clock, t
+    finally:
+        await app.close()
+
+
+@contextlib.asynccontextmanager
+async def recording(url: str) -> AsyncIterator[tuple[skiplock.App, list[int], Any]]:
+    """A migrated app on ``url`` and its task ``t(n)``, which records each ``n`` it runs."""
+    app = skiplock.App(url)
+    await app.migrate()
+    calls: list[int] = []
+
+    @app.task(name="t")
+    def t(n: int) -> None:
+        calls.append(n)
+
+    try:
+        yield app, calls, t
+    finally:
+        await app.close()
 
 
 async def drain(app: skiplock.App) -> None:
@@ -112,15 +145,11 @@ async def test_a_finished_job_moves_to_its_days_table_and_reads_as_before(
 
 async def test_a_finish_after_midnight_makes_the_new_days_table(sqlite_url: str) -> None:
     """Jobs finished on two days land in two tables; the view reads both."""
-    clock = FakeClock(datetime(2026, 3, 1, 23, 59, 59, tzinfo=UTC))
-    app = skiplock.App(sqlite_url, clock=clock)
-    await app.migrate()
-    try:
-
-        @app.task(name="t")
-        def t() -> None:
-            pass
-
+    async with clocked(sqlite_url, datetime(2026, 3, 1, 23, 59, 59, tzinfo=UTC)) as (
+        app,
+        clock,
+        t,
+    ):
         first = await t.aenqueue()
         await drain(app)
         clock.advance(2.0)
@@ -133,22 +162,12 @@ async def test_a_finish_after_midnight_makes_the_new_days_table(sqlite_url: str)
             "skiplock_jobs_done_p20260302",
         ]
         assert (await app.counts())["succeeded"] == 2
-    finally:
-        await app.close()
 
 
 async def test_ids_are_never_reused_once_every_job_left_the_live_table(sqlite_url: str) -> None:
     """The AUTOINCREMENT counter stays with the live table: with every job moved to history,
     and even with that history dropped, a new job's id is above every id ever handed out."""
-    clock = FakeClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
-    app = skiplock.App(sqlite_url, clock=clock)
-    await app.migrate()
-    try:
-
-        @app.task(name="t")
-        def t() -> None:
-            pass
-
+    async with clocked(sqlite_url, datetime(2026, 3, 1, 12, tzinfo=UTC)) as (app, clock, t):
         handles = [await t.aenqueue() for _ in range(5)]
         await drain(app)
         assert all(where(sqlite_url, h.id) != history.LIVE for h in handles)
@@ -159,22 +178,12 @@ async def test_ids_are_never_reused_once_every_job_left_the_live_table(sqlite_ur
         assert await app.prune(finished_age_s=7 * DAY, dead_age_s=30 * DAY) == 6
         assert tables(sqlite_url) == []
         assert (await t.aenqueue()).id == newest + 2
-    finally:
-        await app.close()
 
 
 async def test_a_retry_brings_a_job_back_from_history_unless_its_key_is_taken(
     sqlite_url: str,
 ) -> None:
-    app = skiplock.App(sqlite_url)
-    await app.migrate()
-    calls: list[int] = []
-    try:
-
-        @app.task(name="t")
-        def t(n: int) -> None:
-            calls.append(n)
-
+    async with recording(sqlite_url) as (app, calls, t):
         plain = await t.aenqueue(1)
         keyed = await t.using(unique_key="k").aenqueue(2)
         await drain(app)
@@ -192,8 +201,6 @@ async def test_a_retry_brings_a_job_back_from_history_unless_its_key_is_taken(
         await drain(app)
         assert calls == [1, 2, 1]
         assert where(sqlite_url, plain.id) != history.LIVE
-    finally:
-        await app.close()
 
 
 def fill_day(url: str, day: datetime, rows: int) -> str:
@@ -346,12 +353,7 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         assert after == before
         ids = [row["id"] for row in before]
         assert all(where(sqlite_url, i) == history.LIVE for i in ids)
-        backend = await app.backend()
-        held = [job("k-pending"), job("k-running"), job("k-kept", keep=True)]
-        assert await backend.job_insert_many(JobInsertManyParams(held)) == ids[:3]
-        fresh = await backend.job_insert_many(JobInsertManyParams([job("k-free"), job("k-dead")]))
-        assert min(fresh) > max(ids) and len(set(fresh)) == 2
-        assert (await app.get_job(ids[2])).result == {"x": 1}
+        await assert_upgraded_jobs_hold(app, ids)
         assert await app.prune(finished_age_s=7 * DAY, dead_age_s=30 * DAY) == 1  # 'e'
         assert where(sqlite_url, ids[4]) is None
         await app.close()
@@ -367,15 +369,7 @@ async def test_your_own_sql_writes_through_the_view_as_it_wrote_the_table(
     day table, and one that makes it pending again, or moves its finish out of the table's
     day, brings it back to the live table (so claims see it, and the prune removes what its
     preview counts); a delete removes a job wherever it is."""
-    app = skiplock.App(sqlite_url)
-    await app.migrate()
-    calls: list[int] = []
-    try:
-
-        @app.task(name="t")
-        def t(n: int) -> None:
-            calls.append(n)
-
+    async with recording(sqlite_url) as (app, calls, t):
         again, aged, gone = await t.aenqueue(1), await t.aenqueue(2), await t.aenqueue(3)
         await drain(app)
         assert {where(sqlite_url, h.id) for h in (again, aged, gone)} != {history.LIVE}
@@ -405,8 +399,6 @@ async def test_your_own_sql_writes_through_the_view_as_it_wrote_the_table(
         await drain(app)
         assert sorted(calls) == [1, 1, 2, 3, 4]
         assert (await app.counts())["succeeded"] == 2  # again and the inserted one
-    finally:
-        await app.close()
 
 
 async def test_past_the_most_day_tables_finishes_stay_in_the_live_table(
@@ -416,15 +408,7 @@ async def test_past_the_most_day_tables_finishes_stay_in_the_live_table(
     of more days than that), a new day's finishes stay in the live table, still read and
     pruned like every finished job."""
     monkeypatch.setattr(history, "MAX_DAYS", 1)
-    clock = FakeClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
-    app = skiplock.App(sqlite_url, clock=clock)
-    await app.migrate()
-    try:
-
-        @app.task(name="t")
-        def t() -> None:
-            pass
-
+    async with clocked(sqlite_url, datetime(2026, 3, 1, 12, tzinfo=UTC)) as (app, clock, t):
         first = await t.aenqueue()
         await drain(app)
         clock.advance(DAY)
@@ -436,5 +420,3 @@ async def test_past_the_most_day_tables_finishes_stay_in_the_live_table(
         assert (await app.get_job(second.id)).state == JobState.SUCCEEDED
         clock.advance(10 * DAY)
         assert await app.prune(finished_age_s=7 * DAY, dead_age_s=30 * DAY) == 2
-    finally:
-        await app.close()

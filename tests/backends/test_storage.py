@@ -31,6 +31,7 @@ from ..helpers import (
     running,
     turn_of,
 )
+from .helpers import assert_upgraded_jobs_hold
 
 
 def job(key: str | None = None, *, keep: bool = False) -> NewJob:
@@ -120,13 +121,7 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         keys = dict(await conn.fetch(f'SELECT unique_key, job_id FROM "{schema}".skiplock_keys'))
         assert keys == {"k-pending": ids[0], "k-running": ids[1], "k-kept": ids[2]}
 
-        backend = await app.backend()
-        held = [job("k-pending"), job("k-running"), job("k-kept", keep=True)]
-        assert await backend.job_insert_many(JobInsertManyParams(held)) == ids[:3]
-        fresh = await backend.job_insert_many(JobInsertManyParams([job("k-free"), job("k-dead")]))
-        assert min(fresh) > max(ids) and len(set(fresh)) == 2
-        assert (await app.get_job(ids[2])).result == {"x": 1}
-        assert (await app.get_job(ids[5])).errors[-1]["message"] == "boom"
+        await assert_upgraded_jobs_hold(app, ids)
     finally:
         await app.close()
 
