@@ -199,7 +199,7 @@ async def test_a_retry_brings_a_job_back_from_history_unless_its_key_is_taken(
         assert where(sqlite_url, plain.id) == history.LIVE
         assert (await app.get_job(plain.id)).state == JobState.PENDING
         await drain(app)
-        assert calls == [1, 2, 1]
+        assert sorted(calls[:2]) == [1, 2] and calls[2:] == [1]  # the first two ran together
         assert where(sqlite_url, plain.id) != history.LIVE
 
 
