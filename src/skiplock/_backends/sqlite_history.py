@@ -18,8 +18,8 @@ in the completion's own transaction).
 Rows that stay in the live table until their retention deletes them, as before: a succeeded job
 that keeps its unique key (``unique_while="live_or_succeeded"``: the partial unique index on the
 live table is what holds the key), jobs finished by other paths (a person's cancel or discard, a
-reclaim of a job whose cancel was asked for, a Django import), a finish whose time falls outside
-the day of the batch's clock, and every finished row an upgrade found (migration 11 moves
+reclaim of a job whose cancel was asked for, a Django import), a new day's finishes while
+MAX_DAYS day tables are kept, and every finished row an upgrade found (migration 11 moves
 nothing: it renames the table and makes the view).
 
 Every change of the set of day tables rebuilds the view in the same transaction; a later
@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 LIVE = "skiplock_jobs_live"
 VIEW = "skiplock_jobs"
@@ -39,12 +40,6 @@ _DAY_NAME = re.compile(r"^skiplock_jobs_done_p(\d{8})$")
 
 MOVES = frozenset({"succeeded", "cancelled"})
 """The outcomes after which a completion moves its job to the day's table."""
-
-MOVABLE = (
-    "state IN ('succeeded', 'cancelled')"
-    " AND NOT (state = 'succeeded' AND unique_succeeded AND unique_key IS NOT NULL)"
-)
-"""Finished rows that may leave the live table: not one whose succeeded job keeps its key."""
 
 
 def day_name(day: date) -> str:
@@ -90,24 +85,25 @@ def columns(conn: sqlite3.Connection) -> list[tuple[str, str]]:
 def rebuild_view(conn: sqlite3.Connection) -> None:
     """``skiplock_jobs`` as the union of the live table and every day table, columns named,
     with the triggers that let your own SQL write through it as it could write the table."""
-    names = ", ".join(name for name, _ in columns(conn))
-    tables = [table for _, table in days(conn)]
-    parts = [f"SELECT {names} FROM {LIVE}"] + [f"SELECT {names} FROM {t}" for t in tables]
+    info = list(conn.execute(f"PRAGMA table_info({LIVE})"))
+    names = ", ".join(str(r[1]) for r in info)
+    tables = days(conn)
+    parts = [f"SELECT {names} FROM {LIVE}"] + [f"SELECT {names} FROM {t}" for _, t in tables]
     conn.execute(f"DROP VIEW IF EXISTS {VIEW}")  # its triggers go with it
     conn.execute(f"CREATE VIEW {VIEW} AS\n" + "\nUNION ALL\n".join(parts))
-    for trigger in _write_triggers(conn):
+    for trigger in _write_triggers(info, tables):
         conn.execute(trigger)
 
 
-def _write_triggers(conn: sqlite3.Connection) -> list[str]:
+def _write_triggers(info: list[Any], tables: list[tuple[date, str]]) -> list[str]:
     """INSTEAD OF triggers on the view, for SQL of yours that writes ``skiplock_jobs`` (as it
-    did when it was a table): an insert goes to the live table, each column missing from it
-    taking its default; an update or a delete reaches the row wherever it is. A day table
-    holds only jobs finished within its day, succeeded or cancelled: a job an update takes
-    out of that (made pending again, or its finish time moved) goes back to the live table,
-    where claims look and the prune's batched delete finds it, so a prune removes exactly
-    what its preview counts. Skiplock's own statements name the tables."""
-    info = list(conn.execute(f"PRAGMA table_info({LIVE})"))
+    did when it was a table), given the live table's ``PRAGMA table_info`` and the day tables:
+    an insert goes to the live table, each column missing from it taking its default; an
+    update or a delete reaches the row wherever it is. A day table holds only jobs finished
+    within its day, succeeded or cancelled: a job an update takes out of that (made pending
+    again, or its finish time moved) goes back to the live table, where claims look and the
+    prune's batched delete finds it, so a prune removes exactly what its preview counts.
+    Skiplock's own statements name the tables."""
     names = [str(r[1]) for r in info]
     cols = ", ".join(names)
     values = ", ".join(
@@ -116,7 +112,7 @@ def _write_triggers(conn: sqlite3.Connection) -> list[str]:
     sets = ", ".join(f"{name} = NEW.{name}" for name in names if name != "id")
     update = [f"UPDATE {LIVE} SET {sets} WHERE id = OLD.id;"]
     delete = [f"DELETE FROM {LIVE} WHERE id = OLD.id;"]
-    for day, table in days(conn):
+    for day, table in tables:
         lo, hi = bounds(day)
         back = (
             "id = OLD.id AND (state NOT IN ('succeeded', 'cancelled') OR finished_at IS NULL"
@@ -144,8 +140,12 @@ def ensure_day(conn: sqlite3.Connection, day: date) -> str:
     """The day's table, made (with its indexes, and the view rebuilt) if it is not there yet.
     Inside the caller's write transaction: a finish in a new day makes its table first."""
     name = day_name(day)
-    if _exists(conn, name):
-        return name
+    if not _exists(conn, name):
+        _make_day(conn, name)
+    return name
+
+
+def _make_day(conn: sqlite3.Connection, name: str) -> None:
     cols = ",\n    ".join(
         "id INTEGER PRIMARY KEY" if col == "id" else f"{col} {kind}".rstrip()
         for col, kind in columns(conn)
@@ -157,7 +157,6 @@ def ensure_day(conn: sqlite3.Connection, day: date) -> str:
         f"CREATE INDEX {name}_reclaimed_idx ON {name} (reclaimed_at) WHERE reclaimed_at IS NOT NULL"
     )
     rebuild_view(conn)
-    return name
 
 
 MAX_DAYS = 400
@@ -171,10 +170,11 @@ def day_target(conn: sqlite3.Connection, now: float) -> tuple[str, tuple[str, ..
     """The table a finish at ``now`` goes to (made if missing: inside the completion's write
     transaction, the first finish of a day makes its table) and the columns a move copies;
     None when a new day's table would pass MAX_DAYS."""
-    name = day_name(day_of(now))
-    if not _exists(conn, name) and len(days(conn)) >= MAX_DAYS:
-        return None
-    table = ensure_day(conn, day_of(now))
+    table = day_name(day_of(now))
+    if not _exists(conn, table):
+        if len(days(conn)) >= MAX_DAYS:
+            return None
+        _make_day(conn, table)
     return table, tuple(name for name, _ in columns(conn))
 
 
