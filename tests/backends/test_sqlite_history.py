@@ -18,6 +18,8 @@ import skiplock
 from skiplock import JobState, Worker
 from skiplock._backends import sqlite_history as history
 from skiplock._backends.base import JobPruneParams
+from skiplock._config import WorkerConfig
+from skiplock._worker.services import Pruner
 from skiplock.errors import DuplicateJob
 
 from ..helpers import FakeClock
@@ -257,6 +259,25 @@ async def test_prune_drops_whole_days_deletes_the_straddling_one_and_counts_exac
         assert second not in tables(sqlite_url)
         assert (await app.counts())["succeeded"] == 50
         assert await app.prune(finished_age_s=keep, dead_age_s=30 * DAY) == 0
+    finally:
+        await app.close()
+
+
+async def test_one_pruner_tick_drops_every_expired_day_however_small(sqlite_url: str) -> None:
+    """Days smaller than a batch, one dropped a call: the worker's pruner keeps calling
+    until a call removes nothing, so one tick clears every expired day (it stopped after the
+    first short call, leaving a day a tick: a minute each at the default interval)."""
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    app = skiplock.App(sqlite_url, clock=FakeClock(start + timedelta(days=20)))
+    await app.migrate()
+    try:
+        days = [fill_day(sqlite_url, start + timedelta(days=d), 5 + d) for d in range(4)]
+        kept = fill_day(sqlite_url, start + timedelta(days=19), 7)
+        assert tables(sqlite_url) == [*days, kept]
+        config = WorkerConfig(retention_finished_s=7 * DAY)
+        assert await Pruner(await app.backend(), config).prune_once() == 5 + 6 + 7 + 8
+        assert tables(sqlite_url)[0] == kept  # then today's, the pruner's upkeep made
+        assert (await app.counts())["succeeded"] == 7
     finally:
         await app.close()
 

@@ -195,10 +195,13 @@ class Pruner(Service):
         )
         await self.backend.storage_upkeep()  # the next days' partitions, before they are due
         removed = 0
+        # Until a call removes nothing: a short batch does not mean done, since a call that
+        # dropped one expired day (SQLite drops one a call) counts only that day's rows, and a
+        # day smaller than a batch would otherwise leave the next days to the next tick.
         for _ in range(PRUNE_MAX_BATCHES):
             batch = await self.backend.job_prune(params)
             removed += batch
-            if batch < PRUNE_BATCH:
+            if batch == 0:
                 break
             await asyncio.sleep(0.01)  # let claims in between batches
         return removed
