@@ -9,6 +9,7 @@ job, an unwritten outcome's lease expiring) each as a ledger-level case.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -360,3 +361,14 @@ def test_written_all_is_written_for_each_outcome_of_a_batch() -> None:
     claimed = in_phase(ledger, Phase.CLAIMED, 4)
     with pytest.raises(LedgerError, match="cannot written a lease that is claimed"):
         ledger.written_all([Completion(4, claimed.job.lease_token, Disposition.SUCCEED)])
+
+
+def test_the_segments_a_beat_reads_are_those_its_jobs_were_claimed_from() -> None:
+    """PostgreSQL's claims name each job's live segment; the heartbeat reads only those (and
+    the long one, added by the backend). One job without a segment (SQLite's) means any."""
+    ledger = Ledger(concurrency=4)
+    assert ledger.segments() == frozenset()
+    ledger.take(dataclasses.replace(job(n), segment=s) for n, s in ((1, 2), (2, 0), (3, 2)))
+    assert ledger.segments() == frozenset({0, 2})
+    ledger.take([job(4)])
+    assert ledger.segments() is None

@@ -18,7 +18,12 @@ import pytest
 import skiplock
 from skiplock import JobState, Worker
 from skiplock._backends import Backend, postgres_storage
-from skiplock._backends.base import ClaimParams, JobInsertManyParams, JobPruneParams
+from skiplock._backends.base import (
+    ClaimParams,
+    JobHeartbeatManyParams,
+    JobInsertManyParams,
+    JobPruneParams,
+)
 from skiplock._job import Completion, Disposition, NewJob
 from skiplock._worker import services
 
@@ -509,6 +514,16 @@ async def test_leftover_jobs_move_aside_keeping_their_lease_and_key(own_db: str)
         claimed = await backend.job_get_available(ClaimParams(None, 1, "w", "tok", 60.0, 5.0))
         assert [c.id for c in claimed] == [running]
         run_at = await conn.fetchval(f"SELECT run_at FROM {table} WHERE id = $1", delayed)
+        held = [(running, claimed[0].lease_token)]
+
+        async def beat(segments: set[int]) -> list[tuple[int, str]]:
+            params = JobHeartbeatManyParams(held, 60.0, 5.0, segments=frozenset(segments))
+            return await backend.job_heartbeat_many(params)
+
+        # a heartbeat reads the segments its jobs were claimed from (and the long one) alone:
+        # named another, it does not find the row
+        assert await beat({2}) == held
+        assert await beat({0}) == []
 
         done = await turn_of(backend, 2)
         assert (done.moved, done.truncated, done.held) == (3, True, False), done
@@ -516,6 +531,7 @@ async def test_leftover_jobs_move_aside_keeping_their_lease_and_key(own_db: str)
         for job_id in (running, delayed, keyed):
             assert await partition_of(conn, schema, job_id) == "skiplock_jobs_live_long"
         assert await conn.fetchval(f"SELECT run_at FROM {table} WHERE id = $1", delayed) == run_at
+        assert await beat({2}) == held  # moved while it ran: found in the long segment
         # the worker's outcome names the segment it claimed from: missed there, written in
         # the long one; a stale token is found in neither
         assert claimed[0].segment == 2

@@ -124,6 +124,9 @@ class JobHeartbeatManyParams:
     started: frozenset[tuple[int, str]] = frozenset()
     progress: Mapping[int, str] = field(default_factory=dict)
     """Progress records (JSON) to store on some of the held jobs, in the same statement."""
+    segments: frozenset[int] | None = None
+    """PostgreSQL: the live segments the held jobs were claimed from (``ClaimedJob.segment``),
+    so the beat reads those (and the long one) alone; None: look in every segment."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -489,7 +489,7 @@ class PostgresBackend:
                     *ops.completion_params([], self._now(), self.done_channel),
                 )
                 await conn.fetch(
-                    self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), [], []
+                    self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), [], [], None
                 )
             async with self.pool.acquire() as conn:
                 await conn.fetch(self._sql.QUEUE_LIMITED)
@@ -616,6 +616,7 @@ class PostgresBackend:
                 self._now(),
                 [pair in params.started for pair in params.held],
                 [params.progress.get(job_id) for job_id, _ in params.held],
+                ops.heartbeat_segments(params.segments),
             )
         return [(r["id"], r["lease_token"]) for r in rows]
 

@@ -104,6 +104,15 @@ LONG_SEGMENTS = [LONG_SEGMENT]
 """Where a batch's missed rows are looked for the second time."""
 
 
+def heartbeat_segments(claimed: frozenset[int] | None) -> list[int] | None:
+    """Where a heartbeat looks for its rows: the segments they were claimed from and the long
+    one, in a single pass (a beat's jobs are the ones that run long, which a rotation moves
+    there while they run); None (every segment) when a job's segment is not known."""
+    if claimed is None:
+        return None
+    return sorted(claimed | {LONG_SEGMENT})
+
+
 def _unless_all(column: list[Any], default: object) -> list[Any] | None:
     """The column, or None (one SQL NULL the statement reads as ``default`` in every row)
     when every row holds the default: asyncpg checks each element of an array it encodes,

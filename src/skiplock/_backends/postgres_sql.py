@@ -656,13 +656,15 @@ JOB_HEARTBEAT_MANY = (
 -- reported held (a read of the statement's snapshot) and extended at the next beat; its
 -- progress record, if this beat carried one, waits for the job's next (a finished job's
 -- record rides its outcome instead).
+-- $8: the live segments to look for the rows in (those the jobs were claimed from and the
+-- long one, where a rotation moves a job that runs past its segment's turn; NULL: every one).
 WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t),
 h AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $6::boolean[], $7::text[])
         AS h(id, token, started, progress)
 ),
 """
-    + _lock_in_id_order(skip_locked=True)
+    + _lock_in_id_order(skip_locked=True, segments="$8")
     + """,
 beat AS (
     UPDATE {s}.skiplock_jobs j
@@ -674,12 +676,14 @@ beat AS (
     FROM h
     WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = h.id AND j.lease_token = h.token
       AND j.state IN ('pending', 'running')
+      AND ($8::smallint[] IS NULL OR j.segment = ANY($8::smallint[]))
     RETURNING j.id, j.lease_token
 )
 SELECT id, lease_token FROM beat
 UNION ALL
 SELECT j.id, j.lease_token FROM {s}.skiplock_jobs j JOIN h ON h.id = j.id
 WHERE j.id = ANY($1::bigint[]) AND j.state IN ('pending', 'running')
+  AND ($8::smallint[] IS NULL OR j.segment = ANY($8::smallint[]))
   AND j.lease_token = h.token
   -- an anti-join (a hash of the locked ids): <> ALL(ARRAY(...)) compared every pair, a
   -- second of CPU for a worker holding 5,000 leases

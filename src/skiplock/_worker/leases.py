@@ -107,6 +107,7 @@ class LeaseKeeper(Service):
             self.config.lease_margin_s,
             started=self.ledger.started(),
             progress=self.runner.progress.take({job_id for job_id, _ in held}),
+            segments=self.ledger.segments(),
         )
         try:
             kept = await self.backend.job_heartbeat_many(params)

@@ -301,6 +301,17 @@ class Ledger:
             for lease in self._held.values()
         ]
 
+    def segments(self) -> frozenset[int] | None:
+        """The live segments the held jobs were claimed from (PostgreSQL), which the beat
+        reads alone; None if any job's is unknown (SQLite, or a job claimed without one)."""
+        found: set[int] = set()
+        for lease in self._held.values():
+            segment = lease.job.segment
+            if segment is None:
+                return None
+            found.add(segment)
+        return frozenset(found)
+
     def started(self) -> frozenset[tuple[int, str]]:
         """The leases whose code has started (running, or finished with the outcome still
         to write), which the beat marks started in their rows."""
