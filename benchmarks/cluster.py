@@ -171,6 +171,9 @@ async def hold_horizon(url: str, how: str, seconds: float, tables: list[str]) ->
 
     import asyncpg
 
+    if how == "cpu":  # W9's control: the readers' CPU without their snapshots or reads
+        await burn_cpu(seconds)
+        return
     if how == "idle":
         conn = await asyncpg.connect(url)
         tx = conn.transaction()
@@ -191,3 +194,21 @@ async def hold_horizon(url: str, how: str, seconds: float, tables: list[str]) ->
         await conn.close()
 
     await asyncio.gather(*(reader() for _ in range(4)))
+
+
+BURN = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+async def burn_cpu(seconds: float, processes: int = 4) -> None:
+    """``processes`` processes spinning on the CPU for ``seconds``, touching no database: as
+    many runnable processes as W9's readers, to tell what their CPU costs the queue from what
+    their snapshots and scans do."""
+    import asyncio
+    import sys
+
+    procs = [
+        await asyncio.create_subprocess_exec(sys.executable, "-c", BURN.format(s=seconds))
+        for _ in range(processes)
+    ]
+    for proc in procs:
+        await proc.wait()

@@ -15,6 +15,8 @@ through its phases, whose boundaries are taken on the database clock:
 
 - W8: clean, then one session holding ``BEGIN; SELECT txid_current();`` idle, then recovery;
 - W9: the same with 4 ``REPEATABLE READ`` sessions scanning skiplock's tables in a loop;
+- W9cpu: W9's control, 4 processes spinning on the CPU instead, touching no database (what
+  the readers' CPU alone costs the queue on this machine's cores);
 - clean60: one clean phase at 60 % of the peak;
 - W11: one long phase at 70 %, its first and last windows compared.
 
@@ -152,7 +154,8 @@ class Phase:
     name: str
     seconds: float
     held: str | None = None
-    """What holds the horizon back in this phase: "idle", "readers" or None."""
+    """What holds the horizon back in this phase: "idle", "readers" or None ("cpu": the
+    control that holds nothing and takes the CPU)."""
     started: Any = None
     ended: Any = None
     dead_max: dict[str, int] = field(default_factory=dict)
@@ -355,6 +358,8 @@ async def main(args: argparse.Namespace) -> None:
                          Phase("recovery", recovery_s)]),
             "W9": (0.7, [Phase("clean", clean_s), Phase("readers (4 RR)", held_s, "readers"),
                          Phase("recovery", recovery_s)]),
+            "W9cpu": (0.7, [Phase("clean", clean_s), Phase("4 CPU spinners", held_s, "cpu"),
+                            Phase("recovery", recovery_s)]),
             "clean60": (0.6, [Phase("clean", clean_s)]),
             "W11": (0.7, windows(soak_s, window_s)),
         }  # fmt: skip
@@ -368,7 +373,7 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"\n{name} run {i + 1}/{args.runs} at {share:.0%} of the peak:")
                 print(table(runs[-1]), flush=True)
             report["workloads"][name] = runs
-            if name in ("W8", "W9"):
+            if name in ("W8", "W9", "W9cpu"):
                 targets += horizon_targets(name, runs)
             elif name == "W11":
                 targets += soak_targets(runs)

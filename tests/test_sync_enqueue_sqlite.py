@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,3 +137,50 @@ def test_closing_the_app_closes_the_sync_connection_and_the_next_enqueue_reopens
     asyncio.run(app.close())
     assert backend._here_conn is None
     assert noop.enqueue(1).id == first.id + 1
+
+
+def test_one_by_one_enqueues_from_many_connections_never_pass_a_queues_bound(url: str) -> None:
+    """A lone job is one statement, its bound's check and its insert together (no BEGIN, no
+    separate depth read): eight apps, each its own connection, racing to enqueue into a
+    queue bounded at 50 write exactly 50 rows; the rest are refused, each with QueueFull, as
+    is one more inside the caller's own transaction."""
+    setup = skiplock.App(url)
+    asyncio.run(_bound(setup, "bounded", 50))
+    apps = [skiplock.App(url) for _ in range(8)]
+    tasks = [a.task(name="noop", queue="bounded")(_noop) for a in apps]
+    written: list[int] = []
+    refused: list[str] = []
+    start = threading.Barrier(len(apps))
+
+    def enqueue(slot: int) -> None:
+        start.wait(30)
+        for n in range(20):
+            try:
+                written.append(tasks[slot].enqueue(slot * 100 + n).id)
+            except skiplock.QueueFull as exc:
+                refused.append(str(exc))
+
+    threads = [threading.Thread(target=enqueue, args=(i,)) for i in range(len(apps))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(written) == 50 and len(set(written)) == 50
+    assert len(refused) == 110 and all("'bounded' is at its max_depth" in r for r in refused)
+    assert asyncio.run(_counts(apps[0]))[JobState.PENDING.value] == 50
+    for a in apps[1:]:
+        asyncio.run(a.close())
+
+    conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    with pytest.raises(skiplock.QueueFull):
+        tasks[0].using(connection=conn).enqueue(1)
+    conn.execute("ROLLBACK")
+    conn.close()
+
+
+async def _bound(app: skiplock.App, queue: str, depth: int) -> None:
+    try:
+        await app.set_queue_limits(queue, max_depth=depth, create=True)
+    finally:
+        await app.close()

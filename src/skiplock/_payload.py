@@ -55,8 +55,9 @@ def encode_args(
     for key in kwargs:
         if not isinstance(key, str):
             raise TypeError(f"task {task!r}: keyword names must be strings, got {key!r}")
-    try:
-        args_json, kwargs_json = _dumps(list(args)), _dumps(dict(kwargs))
+    try:  # no keywords (most calls): their text without an encoder call or its checks
+        args_json = _dumps(list(args))
+        kwargs_json = _dumps(dict(kwargs)) if kwargs else "{}"
     except TypeError as exc:
         where = _name_offender(task, args, kwargs)
         raise TypeError(f"task {task!r}: {where} is not JSON-serialisable: {exc}") from exc
@@ -65,8 +66,9 @@ def encode_args(
         raise PayloadError(f"task {task!r}: {where} is not strict JSON: {exc}") from exc
     except RecursionError as exc:
         raise PayloadError(f"task {task!r}: arguments nest deeper than {MAX_DEPTH}") from exc
-    for text in (args_json, kwargs_json):
-        _check_text(task, text, max_bytes)
+    _check_text(task, args_json, max_bytes)
+    if kwargs:
+        _check_text(task, kwargs_json, max_bytes)
     if _may_hide_a_bad_shape(args_json, kwargs_json):
         _check_shape(task, args, kwargs)
     return args_json, kwargs_json

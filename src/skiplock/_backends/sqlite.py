@@ -32,6 +32,7 @@ from .._job import (
     JobOutcome,
     JobRecord,
     JobState,
+    NewJob,
     QueueInfo,
     ReclaimedJob,
     SlotOutcome,
@@ -113,6 +114,15 @@ def _identity(path: str) -> tuple[int, int] | None:
     except OSError:  # gone, or its directory gone: not the file opened, either way
         return None
     return st.st_dev, st.st_ino
+
+
+def _insert(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
+    """A batch on one of the backend's own connections: one job without a unique key as one
+    statement, its own write transaction (``ops.insert_one``); else one BEGIN IMMEDIATE."""
+    if ops.one_statement(jobs):
+        return [ops.insert_one(conn, jobs[0], now)]
+    with _immediate(conn):
+        return ops.insert_rows(conn, jobs, now)
 
 
 def _own_sqlite(connection: object) -> sqlite3.Connection:
@@ -251,8 +261,8 @@ class SQLiteBackend:
                 conn = self._here_conn = self._connect()
                 self._here_pid, self._here_file = os.getpid(), _identity(self.path)
             self._check_same_file("job_insert_many", self._here_file)
-            with _wrapped("job_insert_many"), _immediate(conn):
-                return ops.insert_rows(conn, params.jobs, self._now())
+            with _wrapped("job_insert_many"):
+                return _insert(conn, params.jobs, self._now())
 
     def close_here(self) -> None:
         """Close the connection ``job_insert_many_here`` keeps (the next call opens one)."""
@@ -309,8 +319,7 @@ class SQLiteBackend:
             return self.job_insert_many_sync(params)
 
         def insert(conn: sqlite3.Connection) -> list[int]:
-            with _immediate(conn):
-                return ops.insert_rows(conn, jobs, self._now())
+            return _insert(conn, jobs, self._now())
 
         return await self._run("job_insert_many", insert)
 

@@ -31,6 +31,21 @@ in_queues = functools.lru_cache(maxsize=16)(sql.job_get_available_in_queues)
 finish_into = functools.lru_cache(maxsize=16)(sql.job_finish_into)
 
 
+def one_statement(jobs: Sequence[NewJob]) -> bool:
+    """Whether ``insert_rows`` writes ``jobs`` in one statement (``insert_one``), which needs
+    no transaction around it: one job without a unique key."""
+    return len(jobs) == 1 and not jobs[0].unique_key
+
+
+def insert_one(conn: sqlite3.Connection, job: NewJob, now: float) -> int:
+    """One job without a unique key in one statement (JOB_INSERT_ONE): its queue's bound
+    checked and the row written together; its id."""
+    cursor = conn.execute(sql.JOB_INSERT_ONE, _values(job, now))
+    if cursor.rowcount != 1 or cursor.lastrowid is None:
+        raise QueueFull(f"queue {job.queue!r} is at its max_depth: nothing was enqueued")
+    return cursor.lastrowid
+
+
 def insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
     """Insert a batch on ``conn`` inside whatever transaction it is in; ids in input order.
 
@@ -38,6 +53,8 @@ def insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) ->
     Without unique keys, AUTOINCREMENT inside one write transaction hands out consecutive ids,
     so the last id gives all of them without a round trip per row.
     """
+    if one_statement(jobs):
+        return [insert_one(conn, jobs[0], now)]
     for queue in sorted({j.queue for j in jobs}):
         bound = conn.execute(sql.QUEUE_DEPTH_LIMIT, {"queue": queue}).fetchone()
         wanted = sum(1 for j in jobs if j.queue == queue)
