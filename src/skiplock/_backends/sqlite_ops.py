@@ -40,7 +40,7 @@ def one_statement(jobs: Sequence[NewJob]) -> bool:
 def insert_one(conn: sqlite3.Connection, job: NewJob, now: float) -> int:
     """One job without a unique key in one statement (JOB_INSERT_ONE): its queue's bound
     checked and the row written together; its id."""
-    cursor = conn.execute(sql.JOB_INSERT_ONE, _values(job, now))
+    cursor = conn.execute(sql.JOB_INSERT_ONE, (*_values(job, now), job.queue))
     if cursor.rowcount != 1 or cursor.lastrowid is None:
         raise QueueFull(f"queue {job.queue!r} is at its max_depth: nothing was enqueued")
     return cursor.lastrowid

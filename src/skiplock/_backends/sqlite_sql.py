@@ -256,14 +256,15 @@ JOB_INSERT_ONE = """
 -- check and the insert. A statement is atomic, and alone (autocommit) it is its own write
 -- transaction, taking the write lock at its start as BEGIN IMMEDIATE does: so no BEGIN, no
 -- separate depth read, no COMMIT (four statements were one job's). No row inserted: the
--- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job).
+-- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 16th parameter is
+-- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence).
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
-SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 WHERE NOT EXISTS (
     SELECT 1 FROM skiplock_queues q
-    WHERE q.name = ?2 AND q.max_depth IS NOT NULL
+    WHERE q.name = ? AND q.max_depth IS NOT NULL
       AND (SELECT count(*) FROM skiplock_jobs_live j WHERE j.queue = q.name AND j.state = 'pending')
           + (SELECT count(*) FROM skiplock_jobs_live j
              WHERE j.queue = q.name AND j.state = 'running') >= q.max_depth
