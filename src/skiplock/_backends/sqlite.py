@@ -119,9 +119,8 @@ def _identity(path: str) -> tuple[int, int] | None:
 def _insert(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
     """A batch on one of the backend's own connections: one job without a unique key as one
     statement, its own write transaction (``ops.insert_one``); else one BEGIN IMMEDIATE."""
-    if ops.one_statement(jobs):
-        return [ops.insert_one(conn, jobs[0], now)]
-    with _immediate(conn):
+    alone = ops.one_statement(jobs)
+    with contextlib.nullcontext(conn) if alone else _immediate(conn):
         return ops.insert_rows(conn, jobs, now)
 
 

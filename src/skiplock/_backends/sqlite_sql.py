@@ -251,7 +251,15 @@ INSERT INTO skiplock_jobs_live
 VALUES {rows}
 """
 
-JOB_INSERT_ONE = """
+_QUEUE_DEPTH = """((SELECT count(*) FROM skiplock_jobs_live j
+      WHERE j.queue = q.name AND j.state = 'pending')
+     + (SELECT count(*) FROM skiplock_jobs_live j
+        WHERE j.queue = q.name AND j.state = 'running'))"""
+"""A bounded queue ``q``'s live depth (its pending and running jobs), as QUEUE_DEPTH_LIMIT
+reads it and JOB_INSERT_ONE checks it."""
+
+JOB_INSERT_ONE = (
+    """
 -- One job without a unique key (the one-by-one enqueue) in one statement: its bounded queue's
 -- check and the insert. A statement is atomic, and alone (autocommit) it is its own write
 -- transaction, taking the write lock at its start as BEGIN IMMEDIATE does: so no BEGIN, no
@@ -264,12 +272,12 @@ INSERT INTO skiplock_jobs_live
 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 WHERE NOT EXISTS (
     SELECT 1 FROM skiplock_queues q
-    WHERE q.name = ? AND q.max_depth IS NOT NULL
-      AND (SELECT count(*) FROM skiplock_jobs_live j WHERE j.queue = q.name AND j.state = 'pending')
-          + (SELECT count(*) FROM skiplock_jobs_live j
-             WHERE j.queue = q.name AND j.state = 'running') >= q.max_depth
+    WHERE q.name = ? AND q.max_depth IS NOT NULL AND """
+    + _QUEUE_DEPTH
+    + """ >= q.max_depth
 )
 """
+)
 
 JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 """One row of JOB_INSERT_ROWS."""
@@ -301,14 +309,15 @@ WHERE unique_key = :unique_key
 """
 )
 
-QUEUE_DEPTH_LIMIT = """
+QUEUE_DEPTH_LIMIT = (
+    """
 -- A bounded queue's limit and its live depth (no row: the queue is unbounded).
-SELECT q.max_depth, (SELECT count(*) FROM skiplock_jobs_live j
-                     WHERE j.queue = q.name AND j.state = 'pending')
-                    + (SELECT count(*) FROM skiplock_jobs_live j
-                       WHERE j.queue = q.name AND j.state = 'running')
+SELECT q.max_depth, """
+    + _QUEUE_DEPTH
+    + """
 FROM skiplock_queues q WHERE q.name = :queue AND q.max_depth IS NOT NULL
 """
+)
 
 LAST_INSERT_ID = "SELECT last_insert_rowid()"
 
