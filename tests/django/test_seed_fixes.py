@@ -101,11 +101,17 @@ def test_an_idle_worker_opens_no_new_sessions(workers: WorkerProcesses, backend_
 
     wait_for(sessions, 30, "the worker's sessions")
     time.sleep(1.0)  # the clock is the event here: sessions opened while starting settle
-    seen = sessions()
+    seen = last = sessions()
     start = time.monotonic()
     while time.monotonic() - start < 3.0:
-        seen |= sessions()
+        last = sessions()
+        seen |= last
         time.sleep(0.1)
-    assert len(seen) <= 4, f"{len(seen)} sessions in 3 s of idling"
+    # Churn is a session closed and another opened: none may close while the worker idles.
+    # The count: claim, outcome and LISTEN sessions, and the shared pool's one, or two once
+    # its due-time look and the vacuumer's look happen to overlap (seen 1.6 s after start on
+    # a loaded machine, then kept: the old bound of 4 failed 2 runs in 5 on that alone).
+    assert not seen - last, f"sessions closed while idling: {sorted(seen - last)}"
+    assert len(seen) <= 5, f"{len(seen)} sessions in 3 s of idling"
     proc.signal(signal.SIGTERM)
     assert proc.wait(20) == 0, proc.output()
