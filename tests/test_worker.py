@@ -8,13 +8,14 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import pytest
 
 import skiplock
 from skiplock import Cancel, JobState, Retry, RetryPolicy, Snooze, Worker, WorkerConfig
 from skiplock._config import WorkerOptions
 
-from .helpers import FakeClock
+from .helpers import PG_URL, FakeClock
 
 
 async def burst(app: skiplock.App, **options: object) -> Worker:
@@ -372,6 +373,44 @@ async def test_enqueue_many_inserts_every_job(app: skiplock.App) -> None:
     assert len({h.id for h in handles}) == 12_000
     await burst(app, concurrency=50)
     assert total == sum(range(12_000))
+
+
+async def test_a_burst_runs_the_jobs_a_claim_passed_over_while_another_session_held_them(
+    pg_url: str,
+) -> None:
+    """PostgreSQL's claim skips rows another session holds (its rotation moving a backlog to
+    the long segment did: a burst of 12,000 ended with 2,050 pending). The burst's last claim
+    comes up empty while two ready rows are held; the hold ends once it has: the burst runs
+    them before it ends (it ended with both pending when a short claim was the end)."""
+
+    app = skiplock.App(pg_url)
+    await app.migrate()
+
+    @app.task(name="t")
+    async def t(n: int) -> None:
+        pass
+
+    handles = await app.enqueue_many(t.prepare(n) for n in range(5))
+    schema = pg_url.rsplit("schema=", 1)[1]
+    holder = await asyncpg.connect(PG_URL)
+    held = [h.id for h in handles[:2]]
+    await holder.execute("BEGIN")
+    await holder.execute(
+        f'SELECT 1 FROM "{schema}".skiplock_jobs WHERE id = ANY($1::bigint[]) FOR UPDATE', held
+    )
+    worker = Worker(app, poll_interval_s=0.05)
+    claimed = worker.signals.claimed.arm()
+    run = asyncio.create_task(worker.run(burst=True))
+    try:
+        while await claimed.wait():  # claims that took jobs, until one came up empty
+            pass
+        await holder.execute("ROLLBACK")
+        await asyncio.wait_for(run, timeout=60)
+        for handle in handles:
+            assert await state_of(app, handle) == JobState.SUCCEEDED, handle.id
+    finally:
+        await holder.close()
+        await app.close()
 
 
 async def test_delayed_jobs_wait_for_run_after(clocked_app: skiplock.App, clock: FakeClock) -> None:

@@ -15,6 +15,9 @@ from skiplock._backends.base import (
     JobActionParams,
     JobHeartbeatManyParams,
     JobInsertManyParams,
+    QueueSetLimitsParams,
+    QueueSetPausedParams,
+    TaskPauseParams,
 )
 from skiplock._job import Completion, Disposition, JobState
 from skiplock._transitions import transition
@@ -98,6 +101,30 @@ async def test_claim_respects_limit_queues_and_run_at(backend: Backend, clock: F
     assert await backend.job_get_available(claim()) == []
     clock.advance(31)
     assert len(await backend.job_get_available(claim())) == 1
+
+
+async def test_ready_exists_answers_what_the_ordinary_claim_would_take(
+    backend: Backend, clock: FakeClock
+) -> None:
+    """The probe a burst worker makes before it ends: a due pending job of a served queue,
+    none of a paused queue or task, a limited queue, a later run_at or a running job."""
+    ready = backend.job_ready_exists
+    assert not await ready(None)
+    await backend.job_insert_many(JobInsertManyParams([new_job(queue="later", run_after_s=30.0)]))
+    await backend.job_insert_many(JobInsertManyParams([new_job(queue="held")]))
+    await backend.queue_set_paused(QueueSetPausedParams("held", True))
+    await backend.job_insert_many(JobInsertManyParams([new_job(queue="capped")]))
+    await backend.queue_set_limits(QueueSetLimitsParams("capped", max_running=5))
+    await backend.job_insert_many(JobInsertManyParams([new_job("stopped", queue="tasks")]))
+    await backend.task_pause(TaskPauseParams("stopped", "test"))
+    assert not await ready(None)
+    await backend.job_insert_many(JobInsertManyParams([new_job(queue="mine")]))
+    assert await ready(None) and await ready(("other", "mine"))
+    assert not await ready(("later", "held", "capped", "tasks"))
+    clock.advance(31)
+    assert await ready(("later",))
+    await backend.job_get_available(claim(queues=("mine", "later")))
+    assert not await ready(("mine", "later"))
 
 
 async def test_a_claim_over_several_queues_takes_the_best_jobs_of_all(backend: Backend) -> None:

@@ -525,8 +525,14 @@ async def test_leftover_jobs_move_aside_keeping_their_lease_and_key(own_db: str)
         assert await beat({2}) == held
         assert await beat({0}) == []
 
+        woken: asyncio.Queue[str] = asyncio.Queue()
+        await conn.add_listener(f"skiplock_{schema}", lambda *n: woken.put_nowait(n[-1]))
         done = await turn_of(backend, 2)
         assert (done.moved, done.truncated, done.held) == (3, True, False), done
+        # the pending jobs moved wake their queue's workers: a claim that skipped them while
+        # the move held them does not wait out its poll interval
+        assert await asyncio.wait_for(woken.get(), timeout=10) == "default"
+        assert woken.empty()  # one wake-up for the queue, not one per job
         assert (await relation_bytes(conn, segment_table(schema, 2)))[0] == 0
         for job_id in (running, delayed, keyed):
             assert await partition_of(conn, schema, job_id) == "skiplock_jobs_live_long"

@@ -354,6 +354,13 @@ class Backend(Protocol):
         past them the answer may be late, never early."""
         ...
 
+    async def job_ready_exists(self, queues: tuple[str, ...] | None) -> bool:
+        """Whether the ordinary claim of ``queues`` (None: any) has a ready job to take now
+        (pending, due, its queue and task not paused, its queue not limited), whether or not
+        another session holds its row: PostgreSQL's claim skips held rows, so a claim that
+        came up short proves nothing is left only where this says so."""
+        ...
+
     async def queue_list(self) -> list[QueueInfo]:
         """Every queue with settings or live jobs; no finished row is read."""
         ...

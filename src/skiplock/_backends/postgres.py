@@ -469,6 +469,12 @@ class PostgresBackend:
             )
         return seconds
 
+    async def job_ready_exists(self, queues: tuple[str, ...] | None) -> bool:
+        with _wrapped("job_ready_exists"):
+            names = None if queues is None else list(queues)
+            found: bool = await self.pool.fetchval(self._sql.JOB_READY_EXISTS, names, self._now())
+        return found
+
     def _answers(self, conn: Any) -> ops.Answers:
         return ops.Answers(conn, self._sql, self._claim_args, self._now(), self.channel)
 
@@ -564,7 +570,7 @@ class PostgresBackend:
     async def rotate_live(self, min_bytes: int) -> Rotation | None:
         with _wrapped("rotate_live"):
             async with self.pool.acquire() as conn:
-                return await storage.rotate_live(conn, self.schema, min_bytes)
+                return await storage.rotate_live(conn, self.schema, min_bytes, self.channel)
 
     async def storage_upkeep(self) -> list[str]:
         return await self._make_ahead("storage_upkeep", analyze=True)

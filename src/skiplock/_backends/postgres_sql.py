@@ -397,22 +397,32 @@ RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs,
 """What both claims do with the ids their CTE ``c`` picked at the time in ``now_``: running,
 attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6."""
 
+
+def _ready(*, queues: str, limited: str) -> str:
+    """The ready jobs the ordinary claim picks from, in claim order: pending, due by ``now_``,
+    in the queues ``queues`` names (NULL: any), none of a paused queue or task, and none of a
+    limited queue unless ``limited`` (those go through their own locked claim)."""
+    return f"""SELECT id FROM {{s}}.skiplock_jobs
+    WHERE state = 'pending' AND run_at <= (SELECT t FROM now_)
+      AND ({queues}::text[] IS NULL OR queue = ANY({queues}::text[]))
+      -- paused queues never; limited queues only through their own locked claim
+      AND queue NOT IN (SELECT name FROM {{s}}.skiplock_queues
+                        WHERE paused OR (NOT {limited} AND (max_running IS NOT NULL
+                                                     OR rate_per_s IS NOT NULL)))
+      AND task NOT IN (SELECT task FROM {{s}}.skiplock_task_pauses
+                       WHERE until IS NULL OR until > (SELECT t FROM now_))
+    ORDER BY priority DESC, run_at, id"""
+
+
 JOB_GET_AVAILABLE = (
     """
 -- Atomically claim up to $2 ready jobs: running, attempt + 1, leased to $3 under token $4.
 -- MATERIALIZED fences the subquery so the planner cannot re-run it and lock extra rows.
 WITH now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
 c AS MATERIALIZED (
-    SELECT id FROM {s}.skiplock_jobs
-    WHERE state = 'pending' AND run_at <= (SELECT t FROM now_)
-      AND ($1::text[] IS NULL OR queue = ANY($1::text[]))
-      -- paused queues never; limited queues only through their own locked claim ($8)
-      AND queue NOT IN (SELECT name FROM {s}.skiplock_queues
-                        WHERE paused OR (NOT $8 AND (max_running IS NOT NULL
-                                                     OR rate_per_s IS NOT NULL)))
-      AND task NOT IN (SELECT task FROM {s}.skiplock_task_pauses
-                       WHERE until IS NULL OR until > (SELECT t FROM now_))
-    ORDER BY priority DESC, run_at, id
+    """
+    + _ready(queues="$1", limited="$8")
+    + """
     LIMIT $2
     -- SKIP LOCKED never waits on a row, so a claim cannot deadlock whatever its lock order
     FOR UPDATE SKIP LOCKED
@@ -447,6 +457,22 @@ c AS MATERIALIZED (
 )
 """
     + _CLAIM_UPDATE
+)
+
+JOB_READY_EXISTS = (
+    """
+-- Whether the ordinary claim of the queues in $1 (NULL: any) has a ready job to take at $2
+-- (NULL: the database's now), locked or not: a claim's SKIP LOCKED passes over rows another
+-- session holds for a moment (a rotation moving them to the long segment, an operator's
+-- update), so a claim that came up short does not prove nothing is left. A burst worker asks
+-- this before it ends.
+WITH now_ AS (SELECT coalesce($2::timestamptz, now()) AS t)
+SELECT EXISTS (
+    """
+    + _ready(queues="$1", limited="false")
+    + """
+)
+"""
 )
 
 JOB_NEXT_RUN_AT = """
@@ -1142,6 +1168,7 @@ class Statements:
     JOB_LIVE_BY_UNIQUE_KEY: str
     JOB_GET_AVAILABLE: str
     JOB_GET_AVAILABLE_IN_QUEUES: str
+    JOB_READY_EXISTS: str
     JOB_NEXT_RUN_AT: str
     JOB_SET_STATE_IF_RUNNING_MANY: str
     JOB_GET: str

@@ -328,11 +328,27 @@ def next_segment(current: int) -> int:
     return (current + 1) % SEGMENTS
 
 
-async def rotate_live(conn: Any, schema: str, min_bytes: int) -> Rotation | None:
+def _move_sql(s: str, table: str, segment: int) -> str:
+    """Move the live jobs of ring segment ``segment`` (its table ``table``) to the long one,
+    skipping rows a worker holds; count them, and wake the workers of each queue a pending job
+    moved in ($1, the channel: at commit). A claim skips the rows this holds, so one that
+    came up short meanwhile would otherwise wait out its poll interval."""
+    return (
+        f"WITH m AS (UPDATE {s}.skiplock_jobs SET segment = {LONG_SEGMENT}"
+        f" WHERE state IN ('pending', 'running') AND segment = {segment}"
+        f" AND id IN (SELECT id FROM {table} FOR UPDATE SKIP LOCKED)"
+        " RETURNING queue, state)"
+        " SELECT (SELECT count(*) FROM m) AS moved,"
+        " (SELECT count(pg_notify($1, q.queue))"
+        "  FROM (SELECT DISTINCT queue FROM m WHERE state = 'pending') q) AS woken"
+    )
+
+
+async def rotate_live(conn: Any, schema: str, min_bytes: int, channel: str) -> Rotation | None:
     """Clear the ring segment whose turn comes next (``next_segment``): move the live jobs it
     still holds to the long segment, then truncate it, dropping every dead version in it and
-    its indexes whatever the MVCC horizon, if its table has grown to ``min_bytes``. None:
-    another session is rotating.
+    its indexes whatever the MVCC horizon, if its table has grown to ``min_bytes``; pending jobs
+    moved wake their queues' workers on ``channel``. None: another session is rotating.
 
     Why (docs/design.md, "Storage"): a session holding an old transaction keeps vacuum from
     removing any version that died after it began, so the claim indexes fill with dead
@@ -354,16 +370,11 @@ async def rotate_live(conn: Any, schema: str, min_bytes: int) -> Rotation | None
         if size < min_bytes or size == 0:
             return Rotation(segment)
         try:
-            status = await conn.execute(
-                f"UPDATE {s}.skiplock_jobs SET segment = {LONG_SEGMENT}"
-                f" WHERE state IN ('pending', 'running') AND segment = {segment}"
-                f" AND id IN (SELECT id FROM {table} FOR UPDATE SKIP LOCKED)"
-            )
+            count = int((await conn.fetchrow(_move_sql(s, table, segment), channel))["moved"])
         except asyncpg.exceptions.SerializationError as exc:
             if not moved(exc):
                 raise
             return Rotation(segment, held=True)  # a worker moved one first: the next look
-    count = int(status.split()[-1])
     try:
         async with conn.transaction():
             if not await conn.fetchval(ROTATE_LOCK, schema):

@@ -384,6 +384,15 @@ class SQLiteBackend:
 
         return await self._run("job_next_run_at", read)
 
+    async def job_ready_exists(self, queues: tuple[str, ...] | None) -> bool:
+        names = None if queues is None else json.dumps(list(queues))
+
+        def read(conn: sqlite3.Connection) -> bool:
+            args = {"now": self._now(), "queues": names, "limited": False}
+            return bool(conn.execute(sql.JOB_READY_EXISTS, args).fetchone()[0])
+
+        return await self._run("job_ready_exists", read)
+
     async def warm_up(self) -> None:
         pass  # one connection, opened with the backend; statements compile in microseconds
 

@@ -337,6 +337,16 @@ RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeou
 """Both claims' update of the rows they picked: running, attempt + 1, leased to :worker under
 :token for the job's lease, or its timeout (else :default_lease) + :margin."""
 
+_READY = """state = 'pending' AND run_at <= :now
+      -- paused queues never; limited queues only through their own claim (:limited)
+      AND queue NOT IN (SELECT name FROM skiplock_queues
+                        WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
+                                                          OR rate_per_s IS NOT NULL)))
+      AND task NOT IN (SELECT task FROM skiplock_task_pauses
+                       WHERE until IS NULL OR until > :now)"""
+"""What makes a live row one the ordinary claim takes: pending, due, of no paused queue or
+task, and of no limited queue unless :limited."""
+
 JOB_GET_AVAILABLE = (
     """
 -- Claim up to :limit ready jobs of any queue: running, attempt + 1, leased to :worker under
@@ -345,18 +355,30 @@ JOB_GET_AVAILABLE = (
     + _CLAIM_SET
     + """WHERE id IN (
     SELECT id FROM skiplock_jobs_live
-    WHERE state = 'pending' AND run_at <= :now
-      -- paused queues never; limited queues only through their own claim (:limited)
-      AND queue NOT IN (SELECT name FROM skiplock_queues
-                        WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
-                                                          OR rate_per_s IS NOT NULL)))
-      AND task NOT IN (SELECT task FROM skiplock_task_pauses
-                       WHERE until IS NULL OR until > :now)
+    WHERE """
+    + _READY
+    + """
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )
 """
     + _CLAIM_RETURNING
+)
+
+JOB_READY_EXISTS = (
+    """
+-- Whether the ordinary claim has a ready job to take at :now in the queues of the JSON
+-- array :queues (NULL: any; :limited is false). SQLite's claim never passes one over (it
+-- holds the file's write lock: no row is held from it); a burst worker asks this before it
+-- ends, as on PostgreSQL, where a claim skips rows another session holds.
+SELECT EXISTS (
+    SELECT 1 FROM skiplock_jobs_live
+    WHERE """
+    + _READY
+    + """
+      AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+)
+"""
 )
 
 

@@ -36,6 +36,10 @@ CLAIM_RETRY_CAP_S = 1.0
 """The longest the producer waits between claims while the database is away: claims resume
 within about a second of it answering (an outage costs at most one claim a second)."""
 
+BURST_HELD_WAIT_S = 0.05
+"""How long a burst worker waits before it claims again when a ready job it could not claim
+is left (held by another session for the length of a transaction)."""
+
 
 async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
     """Wait for ``event`` at most ``timeout`` seconds; True if it was set."""
@@ -212,7 +216,22 @@ class Producer(Service):
         if not self.completer.idle:
             await self.completer.wait_idle()
         # a retry written after the last claim began may be due now: claim once more
-        return self._requeues_claimed == self.ledger.requeues
+        if self._requeues_claimed != self.ledger.requeues:
+            return False
+        return not await self._ready_passed_over()
+
+    async def _ready_passed_over(self) -> bool:
+        """Whether a ready job is left that the short claim passed over because another
+        session held its row (PostgreSQL's rotation moving it to the long segment, an
+        operator's update): a burst ended on the claim alone left 2,050 of 12,000 jobs
+        pending. If one is, claim again after a short wait (the hold lasts a transaction)."""
+        try:
+            ready = await self.backend.job_ready_exists(self.config.queues)
+        except BackendUnavailable:
+            return True  # the next claim meets the outage and waits it out
+        if ready:
+            await _wait(self.wake, min(self.config.poll_interval_s, BURST_HELD_WAIT_S))
+        return ready
 
     def _claim_params(self, limit: int) -> ClaimParams:
         return ClaimParams(
