@@ -178,6 +178,10 @@ async def test_cli_workers_and_producers_drain_exactly_once(
         assert all(len(times) == 1 for times in runs.values()), "a job ran twice"
     finally:
         await pooler_app.app.close()
+    # one worker may run all 400 before the other has started, and a SIGTERM before a worker
+    # takes signals over is the default action, death by the signal (-15): wait for both
+    for index in range(len(workers)):
+        await asyncio.to_thread(cli.wait_for_output, index, " ready: ")
     for proc in workers:
         proc.terminate()
     assert [await asyncio.to_thread(p.wait, 30) for p in workers] == [0, 0]
