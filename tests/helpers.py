@@ -367,3 +367,20 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
     value = json.loads(lines[0])
     assert isinstance(value, dict)
     return value
+
+
+SQLITE_UNDO_KEYS = [
+    "DROP INDEX skiplock_jobs_keyed_walk_idx",
+    "DROP INDEX skiplock_jobs_keyed_running_idx",
+    "DROP INDEX skiplock_jobs_pending_idx",
+    "DROP INDEX skiplock_jobs_queue_pending_idx",
+    "ALTER TABLE skiplock_jobs_live DROP COLUMN concurrency_key",
+    "ALTER TABLE skiplock_jobs_live DROP COLUMN key_limit",
+    "CREATE INDEX skiplock_jobs_pending_idx ON skiplock_jobs_live (priority DESC, run_at, id)"
+    " WHERE state = 'pending'",
+    "CREATE INDEX skiplock_jobs_queue_pending_idx"
+    " ON skiplock_jobs_live (queue, priority DESC, run_at, id) WHERE state = 'pending'",
+    "DELETE FROM skiplock_migrations WHERE version >= 12",
+]
+"""SQLite's migration 12 (concurrency keys) undone on a migrated file, for the tests that
+rebuild an earlier version's shape; the view is left to the caller (they drop it first)."""

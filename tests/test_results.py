@@ -15,7 +15,7 @@ import skiplock
 from skiplock import JobState, Worker
 
 from .conftest import PG_URL
-from .helpers import pg_schema_at
+from .helpers import SQLITE_UNDO_KEYS, pg_schema_at
 
 
 async def burst(app: skiplock.App) -> Worker:
@@ -144,6 +144,7 @@ def _downgrade_to_version_5(db_url: str) -> None:
     (PostgreSQL's version 5 is built from its migrations instead: pg_schema_at)."""
     statements = [
         "DROP VIEW {t}",  # migration 11 (the history apart)
+        *SQLITE_UNDO_KEYS,  # migration 12
         "ALTER TABLE skiplock_jobs_live RENAME TO {t}",
         "ALTER TABLE {t} DROP COLUMN result",
         "ALTER TABLE {t} DROP COLUMN progress",
@@ -201,8 +202,8 @@ async def test_a_populated_version_5_database_upgrades_and_runs_its_jobs(db_url:
     try:
         with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
             await app.check_schema()
-        assert await app.migrate() == [6, 7, 8, 9, 10, 11] + (
-            [] if db_url.startswith("sqlite") else [12]
+        assert await app.migrate() == [6, 7, 8, 9, 10, 11, 12] + (
+            [] if db_url.startswith("sqlite") else [13]
         )
         await burst(app)
         records = [await app.get_job(i) for i in ids]

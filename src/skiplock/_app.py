@@ -214,6 +214,8 @@ class App:
         keep_result: bool = True,
         version: int = 1,
         upcast: Mapping[int, Upcast] | None = None,
+        concurrency_key: str | Callable[..., str] | None = None,
+        key_limit: int | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -233,12 +235,18 @@ class App:
         keep_result: bool = True,
         version: int = 1,
         upcast: Mapping[int, Upcast] | None = None,
+        concurrency_key: str | Callable[..., str] | None = None,
+        key_limit: int | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options.
 
         ``version`` is its payload version (stored on each job it enqueues) and ``upcast``
         maps each older version to a function bringing such a payload one version up:
-        ``upcast={1: v1_to_v2}``, each ``fn(args, kwargs) -> (args, kwargs)``."""
+        ``upcast={1: v1_to_v2}``, each ``fn(args, kwargs) -> (args, kwargs)``.
+
+        ``concurrency_key`` (a string, or a function of the call's arguments giving one) and
+        ``key_limit``: at most ``key_limit`` jobs with one key run at once, on every worker,
+        and claims take from keys in turn (docs/guide/keys.md)."""
 
         def register(f: Callable[P, R]) -> Task[P, R]:
             task = Task(
@@ -256,6 +264,8 @@ class App:
                 keep_result=keep_result,
                 version=version,
                 upcast=dict(upcast) if upcast is not None else {},
+                concurrency_key=concurrency_key,
+                key_limit=key_limit,
             )
             self.registry.add_task(task)
             return task

@@ -73,6 +73,11 @@ class NewJob:
     """The enqueuing span's W3C trace context as JSON (the otel extra sets it), or None."""
     payload_version: int = 1
     """The enqueuing task's ``version``: which shape of arguments the row holds."""
+    concurrency_key: str | None = None
+    """Jobs with one key run at most ``key_limit`` at once, everywhere, and a claim takes
+    from keys in turn (docs/guide/keys.md)."""
+    key_limit: int | None = None
+    """How many jobs with this job's key may run at once (None: no cap, turns only)."""
 
 
 @dataclass(slots=True)

@@ -29,6 +29,9 @@ MAX_CONCURRENCY = 10_000
 """Jobs one worker process runs (or claims ahead) at once: each is an asyncio task, a lease
 the keeper renews in one statement, and maybe a pool thread."""
 
+MAX_KEY_LIMIT = 1_000_000
+"""The most jobs of one concurrency key a ``key_limit`` lets run at once."""
+
 MAX_BATCH = 10_000
 """Rows one claim locks or one completion round trip writes: a statement, not a bulk load."""
 

@@ -17,10 +17,18 @@ from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._job import JobOutcome, JobRecord, NewJob
-from ._limits import MAX_ATTEMPTS, MAX_INT, check_int, check_run_after, check_seconds, check_text
+from ._limits import (
+    MAX_ATTEMPTS,
+    MAX_INT,
+    MAX_KEY_LIMIT,
+    check_int,
+    check_run_after,
+    check_seconds,
+    check_text,
+)
 from ._payload import encode_args
 from ._waiting import unwrap
-from .errors import BlockingCallInLoop
+from .errors import BlockingCallInLoop, ConfigurationError
 
 Upcast = Callable[[list[Any], dict[str, Any]], tuple[list[Any], dict[str, Any]]]
 """Brings a payload one version up: ``fn(args, kwargs) -> (args, kwargs)``."""
@@ -140,8 +148,39 @@ def _validate_options(task: Task[Any, Any]) -> None:
     check_text("unique_key", task.unique_key, optional=True)
     check_text("correlation_id", task.correlation_id, optional=True)
     check_run_after(task.run_after)
+    _validate_keys(task.concurrency_key, task.key_limit)
     require(isinstance(task.keep_result, bool), "keep_result", task.keep_result, "must be a bool")
     _validate_versions(task.version, task.upcast)
+
+
+def _validate_keys(key: object, limit: object) -> None:
+    """``concurrency_key`` a key or a function of the arguments; ``key_limit`` with a key only,
+    a whole number from 1 to MAX_KEY_LIMIT."""
+    if not callable(key):
+        check_text("concurrency_key", key, optional=True)
+    if limit is not None:
+        check_int("key_limit", limit, 1, MAX_KEY_LIMIT)
+        require(
+            key is not None,
+            "key_limit",
+            limit,
+            "limits the jobs of one concurrency key: give concurrency_key= too",
+        )
+
+
+def key_of(task: str, key: Callable[..., object], args: Any, kwargs: Any) -> str:
+    """The concurrency key a function gives for a call's arguments: a clear error naming
+    the task when it raises or gives something other than a key (nothing is enqueued)."""
+    try:
+        value = key(*args, **kwargs)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"task {task!r}: its concurrency_key function raised {type(exc).__name__}: {exc}"
+            " (nothing was enqueued)"
+        ) from exc
+    check_text(f"task {task!r}: concurrency_key", value)
+    assert isinstance(value, str)
+    return value
 
 
 def _validate_versions(version: object, upcast: object) -> None:
@@ -201,6 +240,11 @@ class Task(Generic[P, R]):
     upcast: dict[int, Upcast] = field(default_factory=dict, repr=False, compare=False)
     """Older version -> a function bringing such a payload one version up (see ``Upcast``);
     a worker runs the chain (1 -> 2 -> 3) before the call."""
+    concurrency_key: str | Callable[..., str] | None = field(default=None, compare=False)
+    """Jobs with one key run at most ``key_limit`` at once, everywhere, and claims take from
+    keys in turn. A string, or a function of the call's arguments giving one."""
+    key_limit: int | None = None
+    """How many jobs with one concurrency key may run at once (None: no cap, turns only)."""
     _fitting_shapes: set[object] = field(default_factory=set, init=False, repr=False, compare=False)
     """Call shapes known to bind: prepare's check is one set lookup after the first. A field,
     not a cached_property: a key added to ``__dict__`` after ``__init__`` turns off CPython's
@@ -247,6 +291,8 @@ class Task(Generic[P, R]):
         unique_key: str | None = None,
         on_duplicate: Literal["return", "raise"] | None = None,
         unique_while: Literal["live", "live_or_succeeded"] | None = None,
+        concurrency_key: str | Callable[..., str] | None = None,
+        key_limit: int | None = None,
     ) -> Task[P, R]:
         """A copy whose jobs are enqueued with these options instead."""
         changes: dict[str, Any] = {
@@ -260,6 +306,8 @@ class Task(Generic[P, R]):
             "unique_key": unique_key,
             "on_duplicate": on_duplicate,
             "unique_while": unique_while,
+            "concurrency_key": concurrency_key,
+            "key_limit": key_limit,
         }
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
@@ -274,6 +322,9 @@ class Task(Generic[P, R]):
         if shape not in self._fitting_shapes:
             self._check_fit(len(args), tuple(kwargs), shape)
         run_after = self.run_after
+        key = self.concurrency_key
+        if key is not None and not isinstance(key, str):
+            key = key_of(self.name, key, args, kwargs)
         return NewJob(
             task=self.name,
             queue=self.queue,
@@ -290,6 +341,8 @@ class Task(Generic[P, R]):
             on_duplicate=self.on_duplicate,
             unique_succeeded=self.unique_while == "live_or_succeeded",
             payload_version=self.version,
+            concurrency_key=key,
+            key_limit=self.key_limit,
         )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:

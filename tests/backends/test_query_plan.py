@@ -12,11 +12,13 @@ import asyncpg
 import pytest
 
 import skiplock
-from skiplock._backends import flows, sqlite_history, sqlite_sql
-from skiplock._backends.base import ClaimParams
+from skiplock._backends import flows, sqlite_history, sqlite_keys, sqlite_sql
+from skiplock._backends.base import ClaimParams, JobInsertManyParams
+from skiplock._backends.common import keys_to_visit
 from skiplock._backends.postgres_ops import insert_params
+from skiplock._job import NewJob
 
-from ..helpers import PG_URL, pg_schema_at
+from ..helpers import PG_URL, SQLITE_UNDO_KEYS, pg_schema_at
 from .helpers import migrated_pg
 
 
@@ -217,7 +219,7 @@ async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(
         )
         with pytest.raises(skiplock.SchemaError, match="skiplock migrate"):
             await app.check_schema()
-        assert await app.migrate() == [4, 5, 6, 7, 8, 9, 10, 11, 12]
+        assert await app.migrate() == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
         await app.check_schema()
         indexes = await conn.fetch(
             "SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1", schema
@@ -241,9 +243,11 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
     path = sqlite_url.removeprefix("sqlite:///")
     conn = sqlite3.connect(path, isolation_level=None)
     try:
+        conn.execute("DROP VIEW skiplock_jobs")
+        for statement in SQLITE_UNDO_KEYS:
+            conn.execute(statement)
         conn.executescript(
-            """DROP VIEW skiplock_jobs;
-               ALTER TABLE skiplock_jobs_live RENAME TO skiplock_jobs;
+            """ALTER TABLE skiplock_jobs_live RENAME TO skiplock_jobs;
                DROP INDEX skiplock_jobs_queue_pending_idx;
                CREATE INDEX skiplock_jobs_live_queue_idx ON skiplock_jobs (queue, state)
                    WHERE state IN ('pending', 'running');
@@ -267,7 +271,7 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
             [("a",)] * 30 + [("b",)] * 5,
         )
         conn.close()
-        assert await app.migrate() == [4, 5, 6, 7, 8, 9, 10, 11]
+        assert await app.migrate() == [4, 5, 6, 7, 8, 9, 10, 11, 12]
         conn = sqlite3.connect(path)  # a session that knows the new schema
         claim = sqlite_sql.job_get_available_in_queues(2)
         args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}
@@ -277,7 +281,9 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
     finally:
         conn.close()
         await app.close()
-    searches = [p for p in plan if "INDEX skiplock_jobs_queue_pending_idx (queue=?)" in p]
+    # each queue's unkeyed jobs (the index's second term: keyed or not), in claim order
+    index = "INDEX skiplock_jobs_queue_pending_idx (queue=? AND <expr>=?)"
+    searches = [p for p in plan if index in p]
     assert len(searches) == 2, "\n".join(plan)
     assert sum("TEMP B-TREE" in p for p in plan) == 1, "\n".join(plan)  # the merge only
     assert not any(p.startswith("SCAN skiplock_jobs") for p in plan), "\n".join(plan)
@@ -477,3 +483,83 @@ async def test_sqlite_queue_counts_read_no_history(sqlite_url: str) -> None:
             assert reads, (name, statement)
     finally:
         conn.close()
+
+
+async def keyed_args(pg: Migrated, queues: list[str] | None, limit: int) -> list[Any]:
+    """The keyed claim's arguments as postgres_ops.claim_keyed binds them (no cursor)."""
+    return [*await pg.claim_args(queues, limit), None, None, keys_to_visit(limit)]
+
+
+async def test_the_ordinary_claims_never_read_the_keyed_segment(pg: Migrated) -> None:
+    """The keyed segment is pruned from the ordinary claims' plans: a keyed backlog costs
+    them nothing (postgres_keys_sql.py)."""
+    for name, queues in [("JOB_GET_AVAILABLE", None), ("JOB_GET_AVAILABLE_IN_QUEUES", ["a"])]:
+        plan = await pg.explain(await pg.sql(name), *await pg.claim_args(queues, 10))
+        assert "skiplock_jobs_live_s0" in plan, plan
+        assert "skiplock_jobs_live_keyed" not in plan, (name, plan)
+
+
+@pytest.mark.slow
+async def test_the_keyed_claim_reads_no_table_whole_at_a_million_jobs_of_10000_keys(
+    pg: Migrated,
+) -> None:
+    """A million ready keyed jobs over 10,000 keys (and one hot key of 100,000 among them):
+    both keyed claims walk the keys by index probes and read each key's jobs through the walk
+    index, never a whole table; and they take their jobs."""
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, max_attempts, concurrency_key, key_limit,
+                                    segment)
+            SELECT 'default', 't', 3,
+                   CASE WHEN g <= 100000 THEN 'hot' ELSE 'k' || (g % 10000) END, 2, 4
+            FROM generate_series(1, 1000000) g"""
+    )
+    await pg.conn.execute(f"ANALYZE {pg.table}")
+    for name, queues in [
+        ("JOB_GET_AVAILABLE_KEYED", None),
+        ("JOB_GET_AVAILABLE_KEYED_IN_QUEUES", ["default", "other"]),
+    ]:
+        plan = await pg.explain(await pg.sql(name), *await keyed_args(pg, queues, 20))
+        whole = [line for line in plan.splitlines() if "Seq Scan on skiplock_jobs" in line]
+        assert whole == [], (name, plan)  # (the few settings rows are read whole, as ever)
+        assert "skiplock_jobs_live_keyed_walk_idx" in plan, (name, plan)
+    jobs = await (await pg.app.backend()).job_get_available_keyed(claim_of(None, 20))
+    assert len(jobs) == 20
+
+
+async def test_sqlite_keyed_claim_searches_its_indexes(sqlite_url: str) -> None:
+    """SQLite's walk (one search a pair), its pick (each key's jobs, its running count) and
+    the ordinary claim (unkeyed jobs only) all search an index, never scan the table."""
+    app = skiplock.App(sqlite_url)
+    await app.migrate()
+    backend = await app.backend()
+    jobs = [new_job_keyed(f"k{n % 50}") for n in range(500)]
+    await backend.job_insert_many(JobInsertManyParams(jobs))
+    await app.close()
+    conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    try:
+        conn.execute("ANALYZE")
+        pairs = '[["default", "k1", 1], ["default", "k2", 2]]'
+        reads = [
+            (sqlite_keys.NEXT_PAIR, {"queue": "", "key": ""}),
+            (sqlite_keys.NEXT_KEY_IN_QUEUE, {"queue": "default", "key": "k1"}),
+            (sqlite_keys.PICK, {"pairs": pairs, "now": 1e10, "limit": 5, "limited": False}),
+        ]
+        for statement, args in reads:
+            plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + statement, args)]
+            scans = [p for p in plan if p.startswith("SCAN skiplock_jobs_live")]
+            assert scans == [], "\n".join(plan)
+        claim = sqlite_sql.JOB_GET_AVAILABLE
+        args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}
+        plan = [
+            r[3]
+            for r in conn.execute(
+                "EXPLAIN QUERY PLAN " + claim, args | {"limit": 5, "limited": False}
+            )
+        ]
+        assert any("skiplock_jobs_pending_idx (<expr>=?)" in p for p in plan), "\n".join(plan)
+    finally:
+        conn.close()
+
+
+def new_job_keyed(key: str) -> NewJob:
+    return NewJob("t", "default", "[]", "{}", 0, 3, concurrency_key=key, key_limit=2)

@@ -22,7 +22,7 @@ from skiplock._config import WorkerConfig
 from skiplock._worker.services import Pruner
 from skiplock.errors import DuplicateJob
 
-from ..helpers import FakeClock
+from ..helpers import SQLITE_UNDO_KEYS, FakeClock
 from .helpers import assert_upgraded_jobs_hold
 
 DAY = 86400.0
@@ -321,9 +321,11 @@ def version_10(url: str) -> None:
     """Turn a migrated file back into version 10's shape (one table, no view)."""
     conn = sqlite3.connect(path_of(url), isolation_level=None)
     try:
+        conn.execute("DROP VIEW skiplock_jobs")
+        for statement in SQLITE_UNDO_KEYS:
+            conn.execute(statement)
         conn.executescript(
-            """DROP VIEW skiplock_jobs;
-               ALTER TABLE skiplock_jobs_live RENAME TO skiplock_jobs;
+            """ALTER TABLE skiplock_jobs_live RENAME TO skiplock_jobs;
                DELETE FROM skiplock_migrations WHERE version >= 11;"""
         )
     finally:
@@ -365,12 +367,16 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         conn.execute(VERSION_10_ROWS, {"now": datetime.now(UTC).timestamp()})
         before = [dict(r) for r in conn.execute("SELECT * FROM skiplock_jobs ORDER BY id")]
         app = skiplock.App(sqlite_url)
-        assert await app.migrate() == [11]
+        assert await app.migrate() == [11, 12]
         kinds = conn.execute(
             "SELECT type FROM sqlite_master WHERE name = 'skiplock_jobs'"
         ).fetchone()
         assert kinds[0] == "view"
         after = [dict(r) for r in conn.execute("SELECT * FROM skiplock_jobs ORDER BY id")]
+        # migration 12's columns: no job of before has a concurrency key
+        assert {(row.pop("concurrency_key"), row.pop("key_limit")) for row in after} == {
+            (None, None)
+        }
         assert after == before
         ids = [row["id"] for row in before]
         assert all(where(sqlite_url, i) == history.LIVE for i in ids)

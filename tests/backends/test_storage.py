@@ -108,13 +108,17 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
     ]
     app = skiplock.App(pg_url)
     try:
-        assert await app.migrate() == [11, 12]
+        assert await app.migrate() == [11, 12, 13]
         after = [
             json.loads(r[0])
             for r in await conn.fetch(f"SELECT to_jsonb(j)::text FROM {table} j ORDER BY id")
         ]
         # every row already there is in the long segment (version 12's column)
         assert [row.pop("segment") for row in after] == [3] * len(after)
+        # version 13's columns: no job of before has a concurrency key
+        assert {(row.pop("concurrency_key"), row.pop("key_limit")) for row in after} == {
+            (None, None)
+        }
         stamped = after[6].pop("finished_at")
         assert stamped is not None and before[6].pop("finished_at") is None
         assert after == before

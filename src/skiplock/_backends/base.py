@@ -331,8 +331,18 @@ class Backend(Protocol):
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
         """Claim up to ``limit`` ready jobs atomically: running, attempt+1, leased.
 
-        Skips paused queues and tasks, and queues with global limits (see below).
+        Skips paused queues and tasks, queues with global limits (see below) and jobs with a
+        concurrency key (``job_get_available_keyed``).
         """
+        ...
+
+    async def job_get_available_keyed(self, params: ClaimParams) -> list[ClaimedJob]:
+        """Claim up to ``limit`` ready jobs with a concurrency key, none past its key's
+        ``key_limit`` of running jobs (counted everywhere, under the key's lock, so that
+        concurrent claimers cannot exceed it), taking from keys in turn: priority first, then
+        the key's turn, then age. Each call's walk over the keys starts after where this
+        backend's previous one (for the same queues) stopped. A limited queue's keyed jobs
+        go through ``job_get_available_limited``."""
         ...
 
     async def job_get_available_limited(self, params: ClaimParams) -> list[ClaimedJob]:

@@ -377,3 +377,29 @@ def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
         last_claim_at=None if r["last_claim_at"] is None else to_time(r["last_claim_at"]),
         silent_s=max(0.0, float(r["silent_s"])),
     )
+
+
+KEYS_PER_CLAIM_MIN = 32
+KEYS_PER_CLAIM_MAX = 256
+
+
+def keys_to_visit(limit: int) -> int:
+    """How many (queue, key) pairs a keyed claim of ``limit`` jobs visits: twice its limit,
+    so keys at their cap or with nothing due leave it room, within [32, 256] (a probe each)."""
+    return max(KEYS_PER_CLAIM_MIN, min(KEYS_PER_CLAIM_MAX, 2 * limit))
+
+
+def next_cursor(
+    picks: Sequence[tuple[str, str, int]], walked: tuple[Any, Any], limit: int
+) -> tuple[str, str] | None:
+    """Where the next keyed claim's walk starts, given the (queue, key, place in the walk) of
+    each job this one took and the last pair it visited (None, None: its walk reached the
+    end). A claim that filled its limit stops after the last key it took from, so the keys it
+    visited but had no room for come first next time; one with room left gave every key it
+    visited its turn, so the next starts after them, or from the first key again."""
+    if len(picks) >= limit > 0:
+        queue, key, _ = max(picks, key=lambda p: p[2])
+        return queue, key
+    if walked[0] is None or walked[1] is None:
+        return None
+    return str(walked[0]), str(walked[1])

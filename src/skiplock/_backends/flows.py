@@ -59,6 +59,15 @@ class ClaimFromQueue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimKeyedFromQueue:
+    """-> the rows claimed by the keyed claim (each key within its limit), restricted to
+    ``queue``, after its ordinary jobs."""
+
+    queue: str
+    params: ClaimParams
+
+
+@dataclass(frozen=True, slots=True)
 class SetStarts:
     """-> None; the queue's start times within its rate's window."""
 
@@ -89,6 +98,9 @@ def limited_claim(params: ClaimParams) -> Flow[list[Any]]:
         return []
     claim = dataclasses.replace(params, limit=starts)
     rows: list[Any] = yield ClaimFromQueue(queue, claim, limits.now)
+    if len(rows) < starts:  # its keyed jobs: the queue's limits and their keys' both hold
+        keyed = dataclasses.replace(params, limit=starts - len(rows))
+        rows = [*rows, *(yield ClaimKeyedFromQueue(queue, keyed))]
     if limits.rate_per_s is not None and rows:
         yield SetStarts(queue, recent + [limits.now] * len(rows))
     return rows

@@ -159,6 +159,8 @@ class PostgresBackend:
         named = "application_name=" in self._dsn
         self._settings = {} if named else {"application_name": "skiplock"}
         self._sql = sql.Statements.for_schema(self.schema)
+        self._key_cursors: ops.KeyCursors = {}
+        """Where each keyed claim's walk starts next (postgres_ops.claim_keyed)."""
 
     def _now(self) -> datetime | None:
         return self._clock() if self._clock else None
@@ -320,7 +322,7 @@ class PostgresBackend:
         return ops.finish_insert(jobs, rows, live)
 
     async def _insert_asyncpg(self, conn: Any, jobs: Sequence[NewJob]) -> list[int]:
-        if len(jobs) >= COPY_MIN_ROWS and not any(j.unique_key for j in jobs):
+        if len(jobs) >= COPY_MIN_ROWS and not any(j.unique_key or j.concurrency_key for j in jobs):
             return await self._copy_asyncpg(conn, jobs)
         params = ops.insert_params(jobs, self.channel, self._now())
         rows = [tuple(r) for r in await conn.fetch(self._sql.JOB_INSERT_MANY, *params)]
@@ -457,6 +459,21 @@ class PostgresBackend:
             rows = await retry_moved(claim)
         return ops.claimed_in_order(rows)
 
+    async def job_get_available_keyed(self, params: ClaimParams) -> list[ClaimedJob]:
+        # One statement, autocommit: its key locks last as long as it does (behind a pooler
+        # too), and it reads the keyed segment alone, so no sort is left to price out.
+        pool = self._claim_pool or self.pool
+
+        async def claim() -> list[Any]:
+            async with pool.acquire() as conn:
+                return await ops.claim_keyed(
+                    conn, self._sql, self._claim_args, params, False, self._key_cursors
+                )
+
+        with _wrapped("job_get_available_keyed"):
+            rows = await retry_moved(claim)
+        return ops.claimed_in_order(rows)
+
     async def queue_limited(self) -> list[str]:
         with _wrapped("queue_limited"):
             return [r["name"] for r in await self.pool.fetch(self._sql.QUEUE_LIMITED)]
@@ -476,7 +493,9 @@ class PostgresBackend:
         return found
 
     def _answers(self, conn: Any) -> ops.Answers:
-        return ops.Answers(conn, self._sql, self._claim_args, self._now(), self.channel)
+        return ops.Answers(
+            conn, self._sql, self._claim_args, self._now(), self.channel, self._key_cursors
+        )
 
     async def warm_up(self) -> None:
         # Measured at a worker's start: the first claim paid ~10 ms to open the claim session

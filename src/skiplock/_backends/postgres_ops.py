@@ -22,7 +22,14 @@ from .._transitions import transition
 from ..errors import QueueFull
 from . import flows
 from .base import MAX_ERRORS_KEPT, ClaimParams
-from .common import claimed_jobs, filter_values, in_claim_order, map_inserted
+from .common import (
+    claimed_jobs,
+    filter_values,
+    in_claim_order,
+    keys_to_visit,
+    map_inserted,
+    next_cursor,
+)
 from .postgres_sql import Statements
 from .postgres_storage_sql import LONG_SEGMENT
 
@@ -52,6 +59,8 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         [j.unique_succeeded for j in jobs],
         [j.trace_context for j in jobs],
         [j.payload_version for j in jobs],
+        _unless_all([j.concurrency_key for j in jobs], None),
+        _unless_all([j.key_limit for j in jobs], None),
     ]
 
 
@@ -132,9 +141,24 @@ def claimed_in_order(rows: Sequence[asyncpg.Record]) -> list[ClaimedJob]:
     """A claim's rows as jobs to start. A record is a tuple underneath: when its columns
     are ClaimedJob's fields in order (checked once a batch), each job is built from the
     record's values by position, without sixteen lookups by name (0.6 us a job)."""
-    if rows and tuple(rows[0].keys()) == CLAIMED_COLUMNS:
+    if rows and tuple(rows[0].keys()) == CLAIMED_COLUMNS and len(rows[-1]) == _WIDTH:
         return in_claim_order([ClaimedJob(*row) for row in rows])
     return claimed_jobs(rows, _same)
+
+
+_WIDTH = len(CLAIMED_COLUMNS)
+"""A limited queue's claim lists its ordinary rows, then its keyed ones (wider: their keys)."""
+
+
+def keyed_claimed(
+    rows: Sequence[asyncpg.Record], limit: int
+) -> tuple[list[Any], tuple[str, str] | None]:
+    """A keyed claim's rows (JOB_GET_AVAILABLE_KEYED) without its row of NULLs, and where the
+    next claim's walk starts (``next_cursor``)."""
+    taken = [r for r in rows if r["id"] is not None]
+    walked = (rows[0]["walked_queue"], rows[0]["walked_key"]) if rows else (None, None)
+    picks = [(r["queue"], r["key"], r["pos"]) for r in taken]
+    return taken, next_cursor(picks, walked, limit)
 
 
 def _same(value: datetime) -> datetime:
@@ -159,6 +183,34 @@ def finish_insert(jobs: Sequence[NewJob], rows: Sequence[Any], live: Sequence[An
     return map_inserted(jobs, inserted, {key: job_id for job_id, key in live})
 
 
+KeyCursors = dict[tuple[tuple[str, ...] | None, bool], tuple[str, str] | None]
+"""Where each keyed claim's walk starts next, per queue set and kind (ordinary, or a limited
+queue's): one backend's claims of a queue set take keys in turn. A hint, not a guarantee:
+another process keeps its own, and no key's limit depends on it."""
+
+
+async def claim_keyed(
+    conn: Any,
+    statements: Statements,
+    claim_args: Callable[[ClaimParams, str | None], list[Any]],
+    params: ClaimParams,
+    limited: bool,
+    cursors: KeyCursors,
+) -> list[Any]:
+    """The keyed claim (JOB_GET_AVAILABLE_KEYED) on ``conn``: up to ``params.limit`` jobs,
+    each key within its limit, the walk started where this process's last one stopped."""
+    args = claim_args(params, None)
+    where = (None if args[0] is None else tuple(args[0]), limited)
+    after = cursors.get(where) or (None, None)
+    if args[0] is None:
+        statement = statements.JOB_GET_AVAILABLE_KEYED
+    else:
+        statement = statements.JOB_GET_AVAILABLE_KEYED_IN_QUEUES
+    rows = await conn.fetch(statement, *args, limited, *after, keys_to_visit(params.limit))
+    taken, cursors[where] = keyed_claimed(rows, params.limit)
+    return taken
+
+
 class Answers:
     """A flow's steps (flows.py) answered on one connection, inside its open transaction.
     The transaction's now() is one instant, so a claim's and a lock's clocks agree."""
@@ -170,9 +222,10 @@ class Answers:
         claim_args: Callable[[ClaimParams, str | None], list[Any]],
         now: datetime | None,
         channel: str,
+        key_cursors: KeyCursors,
     ) -> None:
         self.conn, self.sql, self.claim_args = conn, statements, claim_args
-        self.now, self.channel = now, channel
+        self.now, self.channel, self.key_cursors = now, channel, key_cursors
 
     async def __call__(self, step: object) -> Any:
         return await self.answer(step)
@@ -199,6 +252,13 @@ class Answers:
         args = self.claim_args(step.params, step.queue)
         rows: list[Any] = await self.conn.fetch(self.sql.JOB_GET_AVAILABLE_IN_QUEUES, *args, True)
         return rows
+
+    @answer.register
+    async def _(self, step: flows.ClaimKeyedFromQueue) -> list[Any]:
+        params = dataclasses.replace(step.params, queues=(step.queue,))
+        return await claim_keyed(
+            self.conn, self.sql, self.claim_args, params, True, self.key_cursors
+        )
 
     @answer.register
     async def _(self, step: flows.SetStarts) -> None:

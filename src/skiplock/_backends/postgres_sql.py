@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from . import postgres_keys_sql as _keys
 from . import postgres_observe_sql as _observe
 from . import postgres_storage_sql as _storage
 
@@ -204,6 +205,7 @@ CREATE TABLE {s}.skiplock_audit (
     ),
     (11, "partitioned storage", _storage.MIGRATION_PARTITIONS),
     (12, "live segments", _storage.MIGRATION_LIVE_SEGMENTS),
+    (13, "concurrency keys", _keys.MIGRATION_KEYS),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -262,10 +264,12 @@ JOB_INSERT_MANY = (
 WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
-                         $14::text[], $15::bool[], $16::text[], $17::int[])
+                         $14::text[], $15::bool[], $16::text[], $17::int[], $18::text[],
+                         $19::int[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
-                              unique_succeeded, trace_context, payload_version, ord)
+                              unique_succeeded, trace_context, payload_version,
+                              concurrency_key, key_limit, ord)
 ), full_ AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
@@ -285,12 +289,19 @@ WITH batch AS (
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout,
-         correlation_id, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
+         correlation_id, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
+         concurrency_key, key_limit, segment)
     SELECT u.id, u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
            u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
-           u.trace_context, u.payload_version
+           u.trace_context, u.payload_version, u.concurrency_key, u.key_limit,
+           -- a keyed job goes to the keyed segment, any other to the ring's (the default)
+           CASE WHEN u.concurrency_key IS NULL THEN """
+    + _storage.SEGMENT_NOW
+    + " ELSE "
+    + str(_keys.KEYED_SEGMENT)
+    + """ END
     FROM ided u
     WHERE u.unique_key IS NULL OR u.id IN (SELECT job_id FROM keyed)
     ORDER BY u.ord
@@ -378,7 +389,8 @@ def _lock_in_id_order(*, skip_locked: bool = False, segments: str | None = None)
     )
 
 
-_CLAIM_UPDATE = """UPDATE {s}.skiplock_jobs j
+_CLAIM_UPDATE = (
+    """UPDATE {s}.skiplock_jobs j
 SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM now_),
     ready_at = greatest(j.run_at, j.created_at),
     started_at = NULL, locked_by = $3, lease_token = $4,
@@ -389,11 +401,15 @@ SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM no
 -- state IN (...): the live partition alone, and no partial index's predicate (with
 -- state = 'pending' the planner may walk a whole pending index for the ids)
 WHERE j.id = ANY(ARRAY(SELECT id FROM c)) AND j.state IN ('pending', 'running')
+  AND j.segment <> """
+    + str(_keys.KEYED_SEGMENT)
+    + """  -- the keyed claim's: = (its own segment)
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
           coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s, j.correlation_id,
           j.trace_context, coalesce(j.payload_version, 1) AS payload_version, j.segment
 """
+)
 """What both claims do with the ids their CTE ``c`` picked at the time in ``now_``: running,
 attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6."""
 
@@ -404,6 +420,8 @@ def _ready(*, queues: str, limited: str) -> str:
     limited queue unless ``limited`` (those go through their own locked claim)."""
     return f"""SELECT id FROM {{s}}.skiplock_jobs
     WHERE state = 'pending' AND run_at <= (SELECT t FROM now_)
+      -- keyed jobs never: their own claim (postgres_keys_sql.py) keeps their keys' limits
+      AND segment <> {_keys.KEYED_SEGMENT}
       AND ({queues}::text[] IS NULL OR queue = ANY({queues}::text[]))
       -- paused queues never; limited queues only through their own locked claim
       AND queue NOT IN (SELECT name FROM {{s}}.skiplock_queues
@@ -442,6 +460,9 @@ c AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM {s}.skiplock_jobs
         WHERE queue = q.name AND state = 'pending' AND run_at <= (SELECT t FROM now_)
+          AND segment <> """
+    + str(_keys.KEYED_SEGMENT)
+    + """  -- keyed jobs: their own claim
           AND task NOT IN (SELECT task FROM {s}.skiplock_task_pauses
                            WHERE until IS NULL OR until > (SELECT t FROM now_))
         ORDER BY priority DESC, run_at, id
@@ -465,15 +486,22 @@ JOB_READY_EXISTS = (
 -- (NULL: the database's now), locked or not: a claim's SKIP LOCKED passes over rows another
 -- session holds for a moment (a rotation moving them to the long segment, an operator's
 -- update), so a claim that came up short does not prove nothing is left. A burst worker asks
--- this before it ends.
+-- this before it ends. Or the keyed claim: a ready keyed job whose key has room.
 WITH now_ AS (SELECT coalesce($2::timestamptz, now()) AS t)
 SELECT EXISTS (
     """
     + _ready(queues="$1", limited="false")
     + """
+) OR EXISTS (
+    """
+    + _keys.KEYED_READY
+    + """
 )
 """
 )
+
+JOB_GET_AVAILABLE_KEYED = _keys.keyed_claim(_keys.step_any, _CLAIM_UPDATE)
+JOB_GET_AVAILABLE_KEYED_IN_QUEUES = _keys.keyed_claim(_keys.step_in_queues, _CLAIM_UPDATE)
 
 JOB_NEXT_RUN_AT = """
 -- Seconds from now ($1, NULL: the database's) until the earliest pending job due after
@@ -1168,6 +1196,8 @@ class Statements:
     JOB_LIVE_BY_UNIQUE_KEY: str
     JOB_GET_AVAILABLE: str
     JOB_GET_AVAILABLE_IN_QUEUES: str
+    JOB_GET_AVAILABLE_KEYED: str
+    JOB_GET_AVAILABLE_KEYED_IN_QUEUES: str
     JOB_READY_EXISTS: str
     JOB_NEXT_RUN_AT: str
     JOB_SET_STATE_IF_RUNNING_MANY: str

@@ -42,6 +42,7 @@ from .._job import (
 from ..errors import BackendError, JobNotFound, SchemaError
 from . import flows
 from . import sqlite_history as history
+from . import sqlite_keys as keys
 from . import sqlite_observe as observe
 from . import sqlite_ops as ops
 from . import sqlite_sql as sql
@@ -172,6 +173,8 @@ class SQLiteBackend:
         self._here_conn: sqlite3.Connection | None = None
         """The connection of ``job_insert_many_here`` (a sync enqueue in its caller's thread)."""
         self._here_lock = threading.Lock()
+        self._key_cursors: keys.KeyCursors = {}
+        """Where each keyed claim's walk starts next (sqlite_keys.pick)."""
         self._here_pid = 0
         self._here_file: tuple[int, int] | None = None
 
@@ -296,7 +299,7 @@ class SQLiteBackend:
                         )
                         applied.append(version)
                 if applied and max(done | set(applied)) >= HISTORY_APART:
-                    history.rebuild_view(conn)  # its column list and write triggers
+                    history.follow_live(conn)  # day tables' columns, the view, its triggers
             return applied
 
         return await self._run("migrate", migrate)
@@ -367,8 +370,42 @@ class SQLiteBackend:
 
         return await self._run("job_get_available_limited", claim)
 
+    async def job_get_available_keyed(self, params: ClaimParams) -> list[ClaimedJob]:
+        def claim(conn: sqlite3.Connection) -> list[ClaimedJob]:
+            with _immediate(conn):
+                rows = self._claim_keyed(conn, params, False)
+            return ops.claimed(rows)
+
+        return await self._run("job_get_available_keyed", claim)
+
+    def _claim_keyed(
+        self, conn: sqlite3.Connection, params: ClaimParams, limited: bool
+    ) -> list[Any]:
+        """The keyed claim's rows, inside the caller's write transaction (sqlite_keys.py)."""
+        queues = None if params.queues is None else list(dict.fromkeys(params.queues))
+        now = self._now()
+        ids = keys.pick(
+            conn,
+            queues,
+            limit=params.limit,
+            now=now,
+            limited=limited,
+            cursors=self._key_cursors,
+        )
+        if not ids:
+            return []
+        args = {
+            "ids": json.dumps(ids),
+            "now": now,
+            "worker": params.worker,
+            "token": params.lease_token,
+            "default_lease": params.default_lease,
+            "margin": params.lease_margin,
+        }
+        return conn.execute(sql.JOB_CLAIM_IDS, args).fetchall()
+
     def _answerer(self, conn: sqlite3.Connection) -> ops.Answers:
-        return ops.Answers(conn, self._now, self._claim)
+        return ops.Answers(conn, self._now, self._claim, self._claim_keyed)
 
     async def queue_limited(self) -> list[str]:
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())

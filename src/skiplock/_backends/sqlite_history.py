@@ -82,6 +82,19 @@ def columns(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return [(str(r[1]), str(r[2])) for r in conn.execute(f"PRAGMA table_info({LIVE})")]
 
 
+def follow_live(conn: sqlite3.Connection) -> None:
+    """Give every day table the columns a migration added to the live table since it was
+    made (nullable, as every added column is), so a move copies them and the view's union
+    lines up; then rebuild the view."""
+    live = columns(conn)
+    for _, table in days(conn):
+        have = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+        for name, kind in live:
+            if name not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}".rstrip())
+    rebuild_view(conn)
+
+
 def rebuild_view(conn: sqlite3.Connection) -> None:
     """``skiplock_jobs`` as the union of the live table and every day table, columns named,
     with the triggers that let your own SQL write through it as it could write the table."""

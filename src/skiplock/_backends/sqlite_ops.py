@@ -7,6 +7,7 @@ operation composes, kept apart so that module stays the list of operations.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sqlite3
@@ -94,6 +95,8 @@ def _values(j: NewJob, now: float) -> tuple[Any, ...]:
         j.unique_succeeded,
         j.trace_context,
         j.payload_version,
+        j.concurrency_key,
+        j.key_limit,
     )
 
 
@@ -114,6 +117,8 @@ def _row(j: NewJob, now: float) -> dict[str, Any]:
         "unique_succeeded": j.unique_succeeded,
         "trace_context": j.trace_context,
         "payload_version": j.payload_version,
+        "concurrency_key": j.concurrency_key,
+        "key_limit": j.key_limit,
     }
 
 
@@ -204,8 +209,9 @@ class Answers:
         conn: sqlite3.Connection,
         now: Callable[[], float],
         claim: Callable[[ClaimParams, str | None], tuple[str, dict[str, Any]]],
+        claim_keyed: Callable[[sqlite3.Connection, ClaimParams, bool], list[Any]],
     ) -> None:
-        self.conn, self.now, self.claim = conn, now, claim
+        self.conn, self.now, self.claim, self.claim_keyed = conn, now, claim, claim_keyed
 
     def __call__(self, step: object) -> Any:
         return self.answer(step)
@@ -229,6 +235,11 @@ class Answers:
     def _(self, step: flows.ClaimFromQueue) -> list[Any]:
         statement, args = self.claim(step.params, step.queue)
         return self.conn.execute(statement, {**args, "now": step.now}).fetchall()
+
+    @answer.register
+    def _(self, step: flows.ClaimKeyedFromQueue) -> list[Any]:
+        params = dataclasses.replace(step.params, queues=(step.queue,))
+        return self.claim_keyed(self.conn, params, True)
 
     @answer.register
     def _(self, step: flows.SetStarts) -> None:

@@ -202,6 +202,32 @@ ALTER TABLE skiplock_jobs RENAME TO skiplock_jobs_live;
 CREATE VIEW skiplock_jobs AS SELECT * FROM skiplock_jobs_live
 """,
     ),
+    (
+        12,
+        "concurrency keys",
+        """
+-- Concurrency keys (sqlite_keys.py, docs/design.md "Concurrency keys"). The day tables gain
+-- the columns and the view is rebuilt after the migrations (sqlite_history.follow_live).
+ALTER TABLE skiplock_jobs_live ADD COLUMN concurrency_key TEXT;
+ALTER TABLE skiplock_jobs_live ADD COLUMN key_limit INTEGER CHECK (key_limit >= 1);
+-- The ordinary claims walk unkeyed jobs only (the leading term, = 0), every pending count
+-- still reads these (the predicate is unchanged), and the keyed claim has its own walk
+-- (no semicolons in comments: migrate splits on them).
+DROP INDEX skiplock_jobs_pending_idx;
+CREATE INDEX skiplock_jobs_pending_idx
+    ON skiplock_jobs_live ((concurrency_key IS NOT NULL), priority DESC, run_at, id)
+    WHERE state = 'pending';
+DROP INDEX skiplock_jobs_queue_pending_idx;
+CREATE INDEX skiplock_jobs_queue_pending_idx
+    ON skiplock_jobs_live (queue, (concurrency_key IS NOT NULL), priority DESC, run_at, id)
+    WHERE state = 'pending';
+CREATE INDEX skiplock_jobs_keyed_walk_idx
+    ON skiplock_jobs_live (queue, concurrency_key, priority DESC, run_at, id)
+    WHERE state = 'pending' AND concurrency_key IS NOT NULL;
+CREATE INDEX skiplock_jobs_keyed_running_idx ON skiplock_jobs_live (concurrency_key)
+    WHERE state = 'running' AND concurrency_key IS NOT NULL
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -236,10 +262,11 @@ JOB_INSERT = """
 -- Insert one job of a batch (the batch shares one transaction).
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
+     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
+     concurrency_key, key_limit)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
         :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
-        :payload_version)
+        :payload_version, :concurrency_key, :key_limit)
 """
 
 JOB_INSERT_ROWS = """
@@ -247,7 +274,8 @@ JOB_INSERT_ROWS = """
 -- statement, so one statement per row costs 2.5 times as much (10,000 jobs: 111 ms vs 45 ms).
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
+     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
+     concurrency_key, key_limit)
 VALUES {rows}
 """
 
@@ -264,12 +292,13 @@ JOB_INSERT_ONE = (
 -- check and the insert. A statement is atomic, and alone (autocommit) it is its own write
 -- transaction, taking the write lock at its start as BEGIN IMMEDIATE does: so no BEGIN, no
 -- separate depth read, no COMMIT (four statements were one job's). No row inserted: the
--- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 16th parameter is
+-- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 18th parameter is
 -- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence).
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
-     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version)
-SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+     created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
+     concurrency_key, key_limit)
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 WHERE NOT EXISTS (
     SELECT 1 FROM skiplock_queues q
     WHERE q.name = ? AND q.max_depth IS NOT NULL AND """
@@ -279,11 +308,11 @@ WHERE NOT EXISTS (
 """
 )
 
-JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 """One row of JOB_INSERT_ROWS."""
 
-JOB_INSERT_ROWS_MAX = 999 // 15
-"""Rows a statement: 15 values each, within the 999 parameters older SQLite builds allow."""
+JOB_INSERT_ROWS_MAX = 999 // 17
+"""Rows a statement: 17 values each, within the 999 parameters older SQLite builds allow."""
 
 
 JOB_INSERT_UNIQUE = (
@@ -337,15 +366,16 @@ RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeou
 """Both claims' update of the rows they picked: running, attempt + 1, leased to :worker under
 :token for the job's lease, or its timeout (else :default_lease) + :margin."""
 
-_READY = """state = 'pending' AND run_at <= :now
+_READY = """state = 'pending' AND (concurrency_key IS NOT NULL) = 0 AND run_at <= :now
       -- paused queues never; limited queues only through their own claim (:limited)
       AND queue NOT IN (SELECT name FROM skiplock_queues
                         WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
                                                           OR rate_per_s IS NOT NULL)))
       AND task NOT IN (SELECT task FROM skiplock_task_pauses
                        WHERE until IS NULL OR until > :now)"""
-"""What makes a live row one the ordinary claim takes: pending, due, of no paused queue or
-task, and of no limited queue unless :limited."""
+"""What makes a live row one the ordinary claim takes: pending, unkeyed (keyed jobs have their
+own claim, sqlite_keys.py; the pending index leads with this term), due, of no paused queue
+or task, and of no limited queue unless :limited."""
 
 JOB_GET_AVAILABLE = (
     """
@@ -365,6 +395,17 @@ JOB_GET_AVAILABLE = (
     + _CLAIM_RETURNING
 )
 
+JOB_CLAIM_IDS = (
+    """
+-- Claim the pending jobs of ids :ids (a JSON array; the keyed claim's pick, sqlite_keys.py,
+-- in the same write transaction).
+"""
+    + _CLAIM_SET
+    + """WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'pending'
+"""
+    + _CLAIM_RETURNING
+)
+
 JOB_READY_EXISTS = (
     """
 -- Whether the ordinary claim has a ready job to take at :now in the queues of the JSON
@@ -377,6 +418,19 @@ SELECT EXISTS (
     + _READY
     + """
       AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+) OR EXISTS (
+    -- or a ready keyed job whose key has room (the keyed claim's rule)
+    SELECT 1 FROM skiplock_jobs_live j
+    WHERE j.state = 'pending' AND j.concurrency_key IS NOT NULL AND j.run_at <= :now
+      AND (:queues IS NULL OR j.queue IN (SELECT value FROM json_each(:queues)))
+      AND j.queue NOT IN (SELECT name FROM skiplock_queues
+                          WHERE paused OR max_running IS NOT NULL OR rate_per_s IS NOT NULL)
+      AND j.task NOT IN (SELECT task FROM skiplock_task_pauses
+                         WHERE until IS NULL OR until > :now)
+      AND (j.key_limit IS NULL
+           OR (SELECT count(*) FROM skiplock_jobs_live r
+               WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key)
+              < j.key_limit)
 )
 """
 )
@@ -389,16 +443,21 @@ JOB_NEXT_RUN_AT = """
 -- (claim again at once) instead of being missed. The pending index leads with priority, so a
 -- min over run_at would read every pending row: walk its distinct priorities instead (a loose
 -- index scan, at most :most of them) and probe each one's first run_at after the claim.
-WITH RECURSIVE p(priority, n) AS (
-    SELECT max(priority), 1 FROM skiplock_jobs_live WHERE state = 'pending'
+-- The index leads with whether a job is keyed: the walk is made for each of the two.
+WITH RECURSIVE p(keyed, priority, n) AS (
+    SELECT f.keyed, (SELECT max(priority) FROM skiplock_jobs_live
+                     WHERE state = 'pending' AND (concurrency_key IS NOT NULL) = f.keyed), 1
+    FROM (SELECT 0 AS keyed UNION ALL SELECT 1) f
     UNION ALL
-    SELECT (SELECT max(j.priority) FROM skiplock_jobs_live j
-            WHERE j.state = 'pending' AND j.priority < p.priority), p.n + 1
+    SELECT p.keyed, (SELECT max(j.priority) FROM skiplock_jobs_live j
+                     WHERE j.state = 'pending' AND (j.concurrency_key IS NOT NULL) = p.keyed
+                       AND j.priority < p.priority), p.n + 1
     FROM p WHERE p.priority IS NOT NULL AND p.n < :most
 )
 SELECT min((
     SELECT j.run_at FROM skiplock_jobs_live j
-    WHERE j.state = 'pending' AND j.priority = p.priority AND j.run_at > :since
+    WHERE j.state = 'pending' AND (j.concurrency_key IS NOT NULL) = p.keyed
+      AND j.priority = p.priority AND j.run_at > :since
     ORDER BY j.run_at LIMIT 1)) - :now
 FROM p WHERE p.priority IS NOT NULL
 """
@@ -411,7 +470,8 @@ def job_get_available_in_queues(count: int) -> str:
     hence one branch per queue."""
     branch = """SELECT * FROM (
         SELECT id, priority, run_at FROM skiplock_jobs_live
-        WHERE queue = :q{i} AND state = 'pending' AND run_at <= :now
+        WHERE queue = :q{i} AND state = 'pending' AND (concurrency_key IS NOT NULL) = 0
+          AND run_at <= :now
           AND :q{i} NOT IN (SELECT name FROM skiplock_queues
                             WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
                                                               OR rate_per_s IS NOT NULL)))

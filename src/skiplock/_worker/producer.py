@@ -85,6 +85,11 @@ class Producer(Service):
         """The loop time of the last claim that took a job (the worker registry reports it)."""
         self._limited: list[str] = []
         self._limited_at = float("-inf")
+        self._keyed_at = float("-inf")
+        """When the keyed claim last ran (loop time)."""
+        self._keyed_took = False
+        """Whether it took a job: while keyed jobs flow, the two claims take turns first."""
+        self._turns = itertools.count()
         self._due_at = math.inf
         """The loop time the earliest job known not yet due comes due (inf: none known)."""
         self._claim_began = 0.0
@@ -190,9 +195,24 @@ class Producer(Service):
         return jobs
 
     async def _claim_all(self, limit: int) -> list[ClaimedJob]:
-        """The ordinary claim, then each limited queue's own (which knows its global limits)."""
-        jobs = await self.backend.job_get_available(self._claim_params(limit))
+        """The ordinary claim and the keyed one, then each limited queue's own (which knows
+        its global limits).
+
+        The keyed claim (jobs with a concurrency key) costs a round trip, so it runs when
+        there is reason to: while it takes jobs (then the two claims take turns going first,
+        so neither kind starves the other of room), when the ordinary claim left room, and
+        at least once a poll interval (the ordinary claim leaves it a slot then, so a worker
+        saturated with unkeyed jobs still finds keyed ones)."""
         loop = asyncio.get_running_loop()
+        overdue = loop.time() - self._keyed_at >= self.config.poll_interval_s
+        # while keyed jobs flow, turns; else first only when it has no other way to a slot
+        keyed_first = next(self._turns) % 2 == 1 if self._keyed_took else overdue and limit == 1
+        jobs = await self._claim_keyed(limit) if keyed_first else []
+        room = limit - len(jobs) - (1 if overdue and not keyed_first else 0)
+        if room > 0:
+            jobs += await self.backend.job_get_available(self._claim_params(room))
+        if not keyed_first and len(jobs) < limit:
+            jobs += await self._claim_keyed(limit - len(jobs))
         if loop.time() - self._limited_at >= self.config.poll_interval_s:
             self._limited = [q for q in await self.backend.queue_limited() if self._serves(q)]
             self._limited_at = loop.time()
@@ -202,6 +222,12 @@ class Producer(Service):
                 break
             params = dataclasses.replace(self._claim_params(room), queues=(queue,))
             jobs += await self.backend.job_get_available_limited(params)
+        return jobs
+
+    async def _claim_keyed(self, limit: int) -> list[ClaimedJob]:
+        self._keyed_at = asyncio.get_running_loop().time()
+        jobs = await self.backend.job_get_available_keyed(self._claim_params(limit))
+        self._keyed_took = bool(jobs)
         return jobs
 
     def _serves(self, queue: str) -> bool:

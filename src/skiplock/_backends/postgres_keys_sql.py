@@ -1,0 +1,212 @@
+"""PostgreSQL's concurrency keys: the keyed segment of the live partition and its claim.
+
+A job enqueued with ``concurrency_key`` may run only while fewer than its ``key_limit`` jobs
+with that key run anywhere (docs/design.md, "Concurrency keys"). Three parts make that hold:
+
+- **Its own segment.** Keyed jobs are written to segment ``KEYED_SEGMENT`` of the live
+  partition (``skiplock_jobs_live_keyed``), never rotated, and every other segment holds
+  unkeyed jobs only (a check constraint on the live partition). The ordinary claims name the
+  other segments, so the planner leaves the keyed one out: a backlog of 100,000 keyed jobs
+  costs an ordinary claim nothing. Every other statement (counts, stats, a person's actions)
+  reads the keyed segment like any other.
+- **A walk over keys.** The keyed claim visits the keys with pending jobs in (queue, key)
+  order from where the previous claim stopped (a loose scan of the segment's walk index: one
+  probe a key, however many jobs each has), takes at most ``limit - running`` of each, and
+  orders what it found by priority, then by the key's turn, then by age. A hot key with
+  100,000 ready jobs takes one turn like a key with one.
+- **A lock per key, then a fresh count.** ``skiplock_key_running`` takes a transaction-level
+  advisory try-lock on the key (another claimer holding it: the key is skipped, never waited
+  for) and only then counts the key's running jobs, in a statement of its own: a VOLATILE
+  function's statements read a snapshot taken when each begins, so the count sees every
+  claim committed before the lock was free. Counting in the claim's own snapshot would let
+  two claimers both see a free slot. The count is of rows, not a counter: a job that stops
+  running by any path (completion, a reclaimed lease, a person's action, a worker's crash)
+  frees its slot with its row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .postgres_storage_sql import _LEAF_SETTINGS
+
+KEYED_SEGMENT = 4
+"""The live segment keyed jobs are written to (0-2 are the ring, 3 the long segment)."""
+
+KEYED_TABLE = "skiplock_jobs_live_keyed"
+
+MIGRATION_KEYS = (
+    """
+-- Concurrency keys (postgres_keys_sql.py, docs/design.md "Concurrency keys"). The columns are
+-- nullable without a default: adding them rewrites no row.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN concurrency_key text;
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN key_limit integer CHECK (key_limit >= 1);
+CREATE TABLE {s}."""
+    + KEYED_TABLE
+    + """ PARTITION OF {s}.skiplock_jobs_live
+    (PRIMARY KEY (id)) FOR VALUES IN ("""
+    + str(KEYED_SEGMENT)
+    + """)
+    """
+    + _LEAF_SETTINGS
+    + """;
+-- The claim's walk: the keys with pending jobs, each key's jobs in claim order.
+CREATE INDEX """
+    + KEYED_TABLE
+    + """_walk_idx ON {s}."""
+    + KEYED_TABLE
+    + """
+    (queue, concurrency_key, priority DESC, run_at, id) WHERE state = 'pending';
+-- A key's running jobs, counted by every claim of it.
+CREATE INDEX """
+    + KEYED_TABLE
+    + """_running_idx ON {s}."""
+    + KEYED_TABLE
+    + """
+    (concurrency_key) WHERE state = 'running';
+-- Keyed jobs in the keyed segment and nowhere else: the ordinary claims never read it.
+ALTER TABLE {s}.skiplock_jobs_live ADD CONSTRAINT skiplock_jobs_keyed_segment
+    CHECK ((concurrency_key IS NULL) = (segment <> """
+    + str(KEYED_SEGMENT)
+    + """));
+-- NULL when another transaction holds the key's lock; else, under that lock (released at the
+-- end of the caller's transaction), how many of the key's jobs run now, read in a snapshot
+-- of this statement's own.
+CREATE FUNCTION {s}.skiplock_key_running(k text) RETURNS integer
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext('skiplock_key:{s}'), hashtext(k)) THEN
+        RETURN NULL;
+    END IF;
+    RETURN (SELECT count(*) FROM {s}.skiplock_jobs
+            WHERE state = 'running' AND segment = """
+    + str(KEYED_SEGMENT)
+    + """ AND concurrency_key = k);
+END
+$$;
+"""
+)
+
+
+def step_any(q: str, k: str) -> str:
+    """The walk's next (queue, key) pair after (q, k), any queue: one probe of the walk index."""
+    return f"""SELECT j.queue AS q, j.concurrency_key AS k FROM {{s}}.skiplock_jobs j
+                WHERE j.state = 'pending' AND j.segment = {KEYED_SEGMENT}
+                  AND (j.queue, j.concurrency_key) > ({q}, {k})
+                  AND $1::text[] IS NULL  -- any queue (types $1, which nothing else reads)
+                ORDER BY j.queue, j.concurrency_key LIMIT 1"""
+
+
+def step_in_queues(q: str, k: str) -> str:
+    """The next pair after (q, k) in a queue of $1: one probe a served queue, so another
+    queue's keys are never read, however many it has."""
+    return f"""SELECT x.q, x.k FROM (
+                    SELECT s.q, (SELECT min(j.concurrency_key) FROM {{s}}.skiplock_jobs j
+                                 WHERE j.state = 'pending' AND j.segment = {KEYED_SEGMENT}
+                                   AND j.queue = s.q
+                                   AND j.concurrency_key > CASE WHEN s.q = {q} THEN {k}
+                                                                ELSE '' END) AS k
+                    FROM unnest($1::text[]) AS s(q) WHERE s.q >= {q}
+                ) x
+                WHERE x.k IS NOT NULL ORDER BY x.q LIMIT 1"""
+
+
+def keyed_claim(step: Callable[[str, str], str], claim_update: str) -> str:
+    """The keyed claim, walking with ``step``; ``claim_update`` is the ordinary claims' update
+    of the ids in ``c`` (postgres_sql._CLAIM_UPDATE)."""
+    update = claim_update.replace(
+        f"AND j.segment <> {KEYED_SEGMENT}  -- the keyed claim's: = (its own segment)",
+        f"AND j.segment = {KEYED_SEGMENT}",
+    )
+    assert update != claim_update
+    return (
+        f"""
+-- Claim up to $2 ready keyed jobs of the queues in $1 (NULL: any) for worker $3 under token
+-- $4 (leases as the ordinary claim: $5 default, $6 margin; $7 now), visiting at most $11
+-- (queue, key) pairs after the cursor ($9, $10; NULL: from the first). $8: a limited queue's
+-- own claim, under its settings row's lock (otherwise limited queues are left to it). Rows:
+-- each job claimed with its key and the key's place in the walk, and in every row the last
+-- pair visited when the walk went its whole length (NULL: it reached the end, start over);
+-- one row of NULLs but those when nothing was claimed.
+WITH RECURSIVE now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
+walk(q, k, lap, pos) AS (
+    -- the pairs to visit in turn: those after the cursor, then (lap 1) from the first pair
+    -- again up to the cursor; one probe each (a loose index scan)
+    SELECT coalesce($9::text, ''), coalesce($10::text, ''), 0, 0
+    UNION ALL
+    SELECT n.q, n.k, n.lap, w.pos + 1 FROM walk w CROSS JOIN LATERAL (
+        SELECT * FROM (
+            SELECT a.q, a.k, w.lap AS lap FROM (
+                {step("w.q", "w.k")}
+            ) a
+            UNION ALL
+            SELECT b.q, b.k, 1 FROM (
+                {step("''", "''")}
+            ) b
+            WHERE w.lap = 0 AND $10::text IS NOT NULL
+        ) x
+        WHERE x.lap = 0 OR (x.q, x.k) <= ($9::text, $10::text)
+        ORDER BY x.lap LIMIT 1
+    ) n
+    WHERE w.pos < $11
+),
+keys AS MATERIALIZED (
+    -- each pair's key locked (NULL running: another claimer holds it, skip), then counted
+    SELECT q, k, pos, {{s}}.skiplock_key_running(k) AS running FROM walk WHERE pos > 0
+),
+cand AS MATERIALIZED (
+    -- each key's first $2 ready jobs; a key's limit is the one its first ready job carries
+    SELECT c.id, c.priority, k.k, k.pos, k.running,
+           row_number() OVER w AS rank, first_value(c.key_limit) OVER w AS lim
+    FROM keys k CROSS JOIN LATERAL (
+        SELECT id, priority, run_at, key_limit FROM {{s}}.skiplock_jobs
+        WHERE state = 'pending' AND segment = {KEYED_SEGMENT}
+          AND queue = k.q AND concurrency_key = k.k AND run_at <= (SELECT t FROM now_)
+          AND task NOT IN (SELECT task FROM {{s}}.skiplock_task_pauses
+                           WHERE until IS NULL OR until > (SELECT t FROM now_))
+        ORDER BY priority DESC, run_at, id
+        LIMIT $2
+    ) c
+    WHERE k.running IS NOT NULL
+      -- paused queues never; limited queues only through their own locked claim ($8)
+      AND k.q NOT IN (SELECT name FROM {{s}}.skiplock_queues
+                      WHERE paused OR (NOT $8 AND (max_running IS NOT NULL
+                                                   OR rate_per_s IS NOT NULL)))
+    WINDOW w AS (PARTITION BY k.k ORDER BY c.priority DESC, c.run_at, c.id)
+),
+c AS MATERIALIZED (
+    -- within each key's room: priority first, then the key's turn, then age
+    SELECT j.id FROM {{s}}.skiplock_jobs j
+    WHERE j.id = ANY(ARRAY(
+        SELECT id FROM cand WHERE lim IS NULL OR rank <= lim - running
+        ORDER BY priority DESC, rank, pos LIMIT $2))
+      AND j.state = 'pending' AND j.segment = {KEYED_SEGMENT}
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+"""
+        + update.rstrip()
+        + """, j.concurrency_key AS key
+)
+SELECT r.*, (SELECT min(pos) FROM keys WHERE keys.q = r.queue AND keys.k = r.key) AS pos,
+       (SELECT q FROM walk WHERE pos = $11) AS walked_queue,
+       (SELECT k FROM walk WHERE pos = $11) AS walked_key
+FROM (SELECT 1) AS one LEFT JOIN claimed r ON true
+"""
+    )
+
+
+KEYED_READY = f"""SELECT 1 FROM {{s}}.skiplock_jobs j
+    WHERE j.state = 'pending' AND j.segment = {KEYED_SEGMENT}
+      AND j.run_at <= (SELECT t FROM now_)
+      AND ($1::text[] IS NULL OR j.queue = ANY($1::text[]))
+      AND j.queue NOT IN (SELECT name FROM {{s}}.skiplock_queues
+                          WHERE paused OR max_running IS NOT NULL OR rate_per_s IS NOT NULL)
+      AND j.task NOT IN (SELECT task FROM {{s}}.skiplock_task_pauses
+                         WHERE until IS NULL OR until > (SELECT t FROM now_))
+      AND (j.key_limit IS NULL
+           OR (SELECT count(*) FROM {{s}}.skiplock_jobs r
+               WHERE r.state = 'running' AND r.segment = {KEYED_SEGMENT}
+                 AND r.concurrency_key = j.concurrency_key) < j.key_limit)"""
+"""A ready keyed job of a queue in $1 whose key has room (JOB_READY_EXISTS, at ``now_``):
+the keyed claim's rule, read without its locks."""

@@ -1,0 +1,197 @@
+"""Concurrency keys on both backends (issue 25): a key's limit holds in the claim itself, the
+ordinary and keyed claims never take each other's jobs, and claims take from keys in turn
+(priority first, then the key's turn, then age)."""
+
+from __future__ import annotations
+
+import pytest
+
+from skiplock._backends import Backend
+from skiplock._backends.base import (
+    JobActionParams,
+    JobInsertManyParams,
+    QueueSetLimitsParams,
+    QueueSetPausedParams,
+    TaskPauseParams,
+)
+from skiplock._job import ClaimedJob, Completion, Disposition, JobState
+
+from ..helpers import FakeClock
+from .helpers import claim, new_job
+
+
+async def enqueue(backend: Backend, *specs: tuple[str | None, int | None, str]) -> list[int]:
+    """One job per (key, limit, label): the label is the job's task name."""
+    jobs = [new_job(label, concurrency_key=key, key_limit=lim) for key, lim, label in specs]
+    return await backend.job_insert_many(JobInsertManyParams(jobs))
+
+
+async def finish(backend: Backend, jobs: list[ClaimedJob]) -> None:
+    completions = [Completion(j.id, j.lease_token, Disposition.SUCCEED) for j in jobs]
+    assert len(await backend.job_set_state_if_running_many(completions)) == len(jobs)
+
+
+def labels(jobs: list[ClaimedJob]) -> list[str]:
+    return sorted(j.task for j in jobs)
+
+
+async def test_a_key_runs_at_most_its_limit_and_a_finish_frees_its_slot(
+    backend: Backend,
+) -> None:
+    await enqueue(backend, *[("a", 2, f"a{i}") for i in range(5)], ("b", 1, "b0"), ("b", 1, "b1"))
+    first = await backend.job_get_available_keyed(claim(limit=10))
+    assert labels(first) == ["a0", "a1", "b0"]
+    assert await backend.job_get_available_keyed(claim(limit=10)) == []
+    await finish(backend, [j for j in first if j.task == "a0"])
+    assert labels(await backend.job_get_available_keyed(claim(limit=10))) == ["a2"]
+
+
+async def test_the_ordinary_and_the_keyed_claims_never_take_each_others_jobs(
+    backend: Backend,
+) -> None:
+    await enqueue(backend, ("k", None, "keyed"), (None, None, "plain"))
+    assert labels(await backend.job_get_available(claim(limit=10))) == ["plain"]
+    assert labels(await backend.job_get_available_keyed(claim(limit=10))) == ["keyed"]
+
+
+async def test_a_reclaimed_lease_frees_its_slot(backend: Backend, clock: FakeClock) -> None:
+    """A crashed worker's slot frees with its lease, and only then."""
+    await enqueue(backend, ("k", 1, "first"), ("k", 1, "second"))
+    (held,) = await backend.job_get_available_keyed(claim())
+    assert held.task == "first"
+    clock.advance(60)  # within the 65 s lease
+    assert await backend.job_reclaim_expired() == []
+    assert await backend.job_get_available_keyed(claim()) == []
+    clock.advance(10)  # past it: the worker died
+    assert await backend.job_reclaim_expired() == [held.id]
+    assert len(await backend.job_get_available_keyed(claim(token="t2"))) == 1
+    assert await backend.job_get_available_keyed(claim(token="t3")) == []
+
+
+FAIRNESS = [
+    pytest.param(
+        [("k1", "a1"), ("k1", "a2"), ("k1", "a3"), ("k2", "b1"), ("k2", "b2"), ("k3", "c1")],
+        4,
+        ["a1", "a2", "b1", "c1"],
+        id="each key's first job, then each key's second, keys in turn",
+    ),
+    pytest.param(
+        [("k1", "a1"), ("k1", "a2"), ("k2", "b1"), ("k3", "c1:5")],
+        2,
+        ["a1", "c1:5"],
+        id="priority first, whichever key it is",
+    ),
+    pytest.param(
+        [("hot", f"h{i}") for i in range(20)] + [(f"cold{i}", f"c{i}") for i in range(3)],
+        4,
+        ["c0", "c1", "c2", "h0"],
+        id="a hot key takes one turn like a cold one",
+    ),
+    pytest.param(
+        [("k1", "a1:1"), ("k1", "a2:1"), ("k2", "b1:1"), ("k2", "b2")],
+        3,
+        ["a1:1", "a2:1", "b1:1"],
+        id="within a priority, turns; a lower priority waits for the higher ones",
+    ),
+]
+
+
+@pytest.mark.parametrize(("jobs", "limit", "taken"), FAIRNESS)
+async def test_the_fairness_rule_priority_then_turn_then_age(
+    backend: Backend, jobs: list[tuple[str, str]], limit: int, taken: list[str]
+) -> None:
+    """A label ``name:p`` has priority p (else 0); jobs are enqueued in the order listed."""
+    rows = []
+    for key, label in jobs:
+        _, _, priority = label.partition(":")
+        rows.append(new_job(label, concurrency_key=key, priority=int(priority or 0)))
+    await backend.job_insert_many(JobInsertManyParams(rows))
+    assert labels(await backend.job_get_available_keyed(claim(limit=limit))) == taken
+
+
+async def test_claims_take_keys_in_turn_across_claims_and_wrap_round(backend: Backend) -> None:
+    """Successive claims go round the keys: each starts after the last key the one before
+    took from, and goes back to the first key after the last."""
+    await enqueue(backend, *[(f"k{n}", None, f"k{n}-{i}") for n in range(5) for i in range(3)])
+    rounds = [labels(await backend.job_get_available_keyed(claim(limit=2))) for _ in range(5)]
+    assert rounds == [
+        ["k0-0", "k1-0"],
+        ["k2-0", "k3-0"],
+        ["k0-1", "k4-0"],  # k4, then round again to k0
+        ["k1-1", "k2-1"],
+        ["k3-1", "k4-1"],
+    ]
+
+
+async def test_a_capped_key_leaves_its_turn_to_the_keys_after_it(backend: Backend) -> None:
+    """No ready job waits forever behind keys at their limit: a claim that took nothing
+    still moves the walk past the keys it visited."""
+    # 40 keys at their limit of 1 (one running each), more than one walk visits (32)
+    await enqueue(backend, *[(f"a{n:02}", 1, f"a{n:02}") for n in range(40)])
+    running = await backend.job_get_available_keyed(claim(limit=40))
+    assert len(running) == 40
+    await enqueue(backend, *[(f"a{n:02}", 1, f"a{n:02}-next") for n in range(40)])
+    await enqueue(backend, ("z", 1, "z"))
+    taken = []
+    for _ in range(3):
+        taken += await backend.job_get_available_keyed(claim(limit=1))
+    assert labels(taken) == ["z"]
+
+
+async def test_a_key_spans_queues_and_a_claim_reads_only_its_queues(backend: Backend) -> None:
+    jobs = [new_job("a", queue="a", concurrency_key="k", key_limit=1)]
+    jobs += [new_job("b", queue="b", concurrency_key="k", key_limit=1)]
+    jobs += [new_job("other", queue="b", concurrency_key="j")]
+    await backend.job_insert_many(JobInsertManyParams(jobs))
+    assert labels(await backend.job_get_available_keyed(claim(queues=("a",)))) == ["a"]
+    # the key's one slot is taken, whichever queue asks
+    assert labels(await backend.job_get_available_keyed(claim(queues=("b",)))) == ["other"]
+
+
+async def test_paused_queues_and_tasks_and_limited_queues_are_left_to_their_rules(
+    backend: Backend,
+) -> None:
+    await backend.job_insert_many(
+        JobInsertManyParams(
+            [
+                new_job("paused-q", queue="p", concurrency_key="k"),
+                new_job("paused-task", concurrency_key="k"),
+                *[
+                    new_job(f"limited{i}", queue="l", concurrency_key="m", key_limit=2)
+                    for i in range(4)
+                ],
+            ]
+        )
+    )
+    await backend.queue_set_paused(QueueSetPausedParams("p", True))
+    await backend.task_pause(TaskPauseParams("paused-task", "test"))
+    await backend.queue_set_limits(QueueSetLimitsParams("l", max_running=3))
+    assert await backend.job_get_available_keyed(claim(limit=10)) == []
+    # the limited queue's own claim keeps both its max_running (3) and the key's limit (2)
+    limited = await backend.job_get_available_limited(claim(limit=10, queues=("l",)))
+    assert labels(limited) == ["limited0", "limited1"]
+    assert await backend.job_get_available_limited(claim(limit=10, queues=("l",))) == []
+
+
+async def test_ready_exists_sees_a_keyed_job_only_while_its_key_has_room(
+    backend: Backend,
+) -> None:
+    await enqueue(backend, ("k", 1, "one"), ("k", 1, "two"))
+    assert await backend.job_ready_exists(None)
+    assert len(await backend.job_get_available_keyed(claim())) == 1
+    assert not await backend.job_ready_exists(None)
+
+
+async def test_a_person_cancelling_a_running_job_frees_nothing_early_and_retry_requeues(
+    backend: Backend,
+) -> None:
+    """A retried dead keyed job is claimed again through its key (it keeps key and limit)."""
+    (job_id,) = await enqueue(backend, ("k", 1, "once"))
+    (held,) = await backend.job_get_available_keyed(claim())
+    completion = Completion(held.id, held.lease_token, Disposition.DEAD)
+    await backend.job_set_state_if_running_many([completion])
+    assert (await backend.job_get(job_id)).state is JobState.DEAD
+    assert await backend.job_retry(JobActionParams(job_id, who="test"))
+    assert await backend.job_get_available(claim()) == []
+    (again,) = await backend.job_get_available_keyed(claim(token="t2"))
+    assert again.id == job_id
