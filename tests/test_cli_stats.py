@@ -168,3 +168,24 @@ def test_a_number_past_its_alert_threshold_is_red(
 def test_stats_as_dict_is_json(tmp_path: Path) -> None:
     reading = skiplock.Stats(datetime(2026, 1, 1, tzinfo=UTC), 60.0, group(name=""), (), ())
     assert json.loads(json.dumps(reading.as_dict()))["at"] == "2026-01-01T00:00:00+00:00"
+
+
+async def test_the_busiest_concurrency_keys_in_the_tables_the_listing_and_json(
+    app: skiplock.App,
+) -> None:
+    @app.task(name="sync", queue="q", concurrency_key=lambda n: f"acct-{n % 3}", key_limit=1)
+    def sync(n: int) -> None: ...
+
+    await app.enqueue_many([sync.prepare(n) for n in range(7)])
+    backend = await app.backend()
+    taken = await backend.job_get_available_keyed(ClaimParams(None, 10, "w", "tok", 60.0, 5.0))
+    assert len(taken) == 3  # one of each key: each at its limit now
+    code, out, err = run(app.url, "stats", "--json")
+    assert code == 0, err
+    keys = json.loads(out)["keys"]
+    assert keys[0] == {"key": "acct-0", "running": 1, "ready": 2, "pending": 2, "key_limit": 1}
+    assert [k["key"] for k in keys] == ["acct-0", "acct-1", "acct-2"]
+    wide = run_at_width(app.url, "200")
+    assert "busiest concurrency keys now" in wide and "acct-2" in wide
+    narrow = run_at_width(app.url, "80").splitlines()
+    assert narrow[narrow.index("acct-0") + 1] == "  running 1  ready 2  pending 2  limit 1"

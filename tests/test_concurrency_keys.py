@@ -273,3 +273,26 @@ async def _property(h: Harness, limits: list[int], steps: list[Step], example: i
     assert not await backend.job_ready_exists(None)
     counts = await backend.job_count_by_state()
     assert counts.get("pending", 0) == counts.get("running", 0) == 0, counts
+
+
+async def test_busiest_keys_reads_live_keyed_jobs_busiest_first(app: skiplock.App) -> None:
+    @app.task(name="a", queue="qa", concurrency_key=lambda n: f"k{n}", key_limit=2)
+    def a(n: int) -> None: ...
+
+    @app.task(name="b", queue="qb", concurrency_key="shared")
+    def b() -> None: ...
+
+    await app.enqueue_many([a.prepare(1), a.prepare(2), a.prepare(2), b.prepare()])
+    backend = await app.backend()
+    await backend.job_get_available_keyed(claim(1, "tok"))  # k1's one job runs
+    loads = await app.busiest_keys()
+    assert [(k.key, k.running, k.ready, k.key_limit) for k in loads] == [
+        ("k1", 1, 0, 2),
+        ("k2", 0, 2, 2),
+        ("shared", 0, 1, None),
+    ]
+    assert [k.key for k in await app.busiest_keys(1)] == ["k1"]
+    assert [k.key for k in await app.busiest_keys(queue="qb")] == ["shared"]
+    assert [k.key for k in await app.busiest_keys(task="a")] == ["k1", "k2"]
+    with pytest.raises(ConfigurationError, match="limit=0: must be between 1 and 1000"):
+        await app.busiest_keys(0)

@@ -132,3 +132,23 @@ async def test_the_asgi_mount_serves_the_database_gauges(app_db: skiplock.App) -
     assert 'skiplock_queue_jobs{queue="mail",state="ready"} 1.0' in first.text
     assert 'skiplock_queue_jobs{queue="mail",state="ready"} 1.0' in cached.text
     assert "skiplock_jobs_total" not in first.text  # no worker in this process
+
+
+async def test_the_busiest_keys_are_gauges_and_only_the_top_ten(app_db: skiplock.App) -> None:
+    """One series set per key of the reading's top 10 (most running, then most ready): a
+    thousand tenants export ten keys' gauges, not a thousand."""
+
+    @app_db.task(name="t", concurrency_key=lambda n: f"acct:{n}", key_limit=3)
+    def t(n: int) -> None: ...
+
+    await app_db.enqueue_many([t.prepare(n) for n in range(25)] + [t.prepare(7)] * 4)
+    mount = metrics_app(app_db, refresh_s=60)
+    transport = httpx.ASGITransport(app=mount)
+    async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+        text = (await client.get("/metrics")).text
+    assert 'skiplock_key_jobs{key="acct:7",state="ready"} 5.0' in text
+    assert 'skiplock_key_limit{key="acct:7"} 3.0' in text
+    keys = {
+        line.split('"')[1] for line in text.splitlines() if line.startswith("skiplock_key_jobs{")
+    }
+    assert len(keys) == 10 and "acct:7" in keys

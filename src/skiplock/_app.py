@@ -20,7 +20,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _schema
 from ._app_control import Operations
-from ._app_observe import DEFAULT_WINDOW_S, Observe
+from ._app_observe import DEFAULT_KEYS_SHOWN, DEFAULT_WINDOW_S, Observe
 from ._app_results import Results
 from ._backends import Backend, open_backend
 from ._backends.base import Clock
@@ -35,6 +35,7 @@ from ._job import (
     JobOutcome,
     JobRecord,
     JobState,
+    KeyLoad,
     NewJob,
     QueueInfo,
     SchemaVersion,
@@ -692,6 +693,15 @@ class App:
         every part reads a partial index or the window's range of one.
         """
         return await self._observe.stats(queue=queue, task=task, window_s=window_s)
+
+    async def busiest_keys(
+        self, limit: int = DEFAULT_KEYS_SHOWN, *, queue: str | None = None, task: str | None = None
+    ) -> list[KeyLoad]:
+        """The ``limit`` concurrency keys (1 to 1,000) with the most running jobs, then the
+        most ready, with their pending count and limit, of one ``queue`` and/or ``task``:
+        which tenants are taking the workers, and which wait at their cap. Reads every live
+        keyed job, never history."""
+        return await self._observe.busiest_keys(limit, queue=queue, task=task)
 
     async def workers(self) -> list[WorkerInfo]:
         """Every worker in the live-worker registry (each upserts its row on its maintenance

@@ -8,9 +8,9 @@ without an App). The public methods' documentation is on ``App``, which delegate
 from __future__ import annotations
 
 from ._backends import BackendGetter
-from ._backends.base import JobStatsParams
-from ._job import WorkerInfo
-from ._limits import check_seconds, check_text
+from ._backends.base import KEYS_IN_STATS, JobStatsParams
+from ._job import KeyLoad, WorkerInfo
+from ._limits import check_int, check_seconds, check_text
 from ._observe.stats import Stats, build_stats
 from .errors import ConfigurationError
 
@@ -19,6 +19,11 @@ DEFAULT_WINDOW_S = 300.0
 
 MAX_WINDOW_S = 30 * 86400.0
 """The longest window a reading takes (30 days): the finished rows it reads grow with it."""
+
+
+DEFAULT_KEYS_SHOWN = KEYS_IN_STATS
+"""How many concurrency keys ``busiest_keys`` gives by default (as many as a reading holds)."""
+MAX_KEYS_SHOWN = 1000
 
 
 class Observe:
@@ -46,3 +51,11 @@ class Observe:
 
     async def workers(self) -> list[WorkerInfo]:
         return await (await self.backend()).worker_list()
+
+    async def busiest_keys(
+        self, limit: int = DEFAULT_KEYS_SHOWN, *, queue: str | None = None, task: str | None = None
+    ) -> list[KeyLoad]:
+        check_int("limit", limit, 1, MAX_KEYS_SHOWN)
+        check_text("queue", queue, optional=True)
+        check_text("task", task, optional=True)
+        return await (await self.backend()).job_busiest_keys(limit, queue, task)

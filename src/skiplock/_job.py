@@ -397,6 +397,22 @@ class QueueInfo:
     """Running in the row but not (yet reported) started: claimed ahead by a worker."""
 
 
+@dataclass(frozen=True, slots=True)
+class KeyLoad:
+    """One concurrency key's live jobs now (``App.busiest_keys``)."""
+
+    key: str
+    running: int
+    """Its jobs running (claimed ahead or started) on any worker."""
+    ready: int
+    """Its pending jobs whose run_at has come: waiting for a claim, or for room under its
+    limit."""
+    pending: int
+    """All its pending jobs (ready and scheduled)."""
+    key_limit: int | None
+    """The largest ``key_limit`` its live jobs carry (None: no cap)."""
+
+
 class SchemaVersion(NamedTuple):
     """The database's skiplock schema version and the one this skiplock needs."""
 

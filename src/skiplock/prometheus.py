@@ -44,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
         "Prometheus metrics need prometheus-client: pip install 'skiplock[prometheus]'"
     ) from exc
 
+from ._job import KeyLoad
 from ._observe.gauges import (
     DEFAULT_REFRESH_S,
     DEFAULT_WINDOW_S,
@@ -169,6 +170,29 @@ def database_metrics(cache: GaugeCache) -> Iterator[Metric]:
     workers = _gauge("skiplock_workers", "Workers whose last registry beat is recent.")
     workers.add_metric([], len(cache.workers))
     yield workers
+    yield from _keys(stats.keys)
+
+
+def _keys(keys: Iterable[KeyLoad]) -> Iterator[Metric]:
+    """The busiest concurrency keys' live jobs (the reading's top 10: label cardinality stays
+    bounded however many keys there are; a key leaves the series when it leaves the top)."""
+    jobs = _gauge(
+        "skiplock_key_jobs",
+        "Live jobs of the busiest concurrency keys (top 10 by running, then ready), by state.",
+        ["key", "state"],
+    )
+    limit = _gauge(
+        "skiplock_key_limit",
+        "The key_limit of the busiest concurrency keys that have one.",
+        ["key"],
+    )
+    for load in keys:
+        for state in ("running", "ready", "pending"):
+            jobs.add_metric([load.key, state], getattr(load, state))
+        if load.key_limit is not None:
+            limit.add_metric([load.key], load.key_limit)
+    yield jobs
+    yield limit
 
 
 def _by_group(dim: str, groups: Iterable[StatsGroup]) -> Iterator[Metric]:

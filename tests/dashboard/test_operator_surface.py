@@ -207,3 +207,20 @@ def test_a_port_in_use_is_one_error_line(stack: Stack) -> None:
     )
     assert "Traceback" not in taken.stderr
     assert [line for line in lines if "rror" in line] == [lines[-1]]
+
+
+def test_the_overview_lists_the_busiest_concurrency_keys(stack: Stack, pages: Pages) -> None:
+    """Keys come from job arguments: shown as text (never markup), busiest first."""
+    hot = dash_app.work.using(concurrency_key="<b>acct-1</b>", key_limit=2)
+    cold = dash_app.work.using(concurrency_key="acct-2")
+    enqueue(stack, [hot.prepare(n) for n in range(3)] + [cold.prepare(9)])
+    page = pages.as_user("vera")
+    page.goto("/")
+    rows = page.locator("table.keys tbody tr")
+    expect(rows).to_have_count(2)
+    first = rows.nth(0)
+    expect(first.locator("th")).to_have_text("<b>acct-1</b>")  # the text, not a bold tag
+    expect(first.locator('[data-count="pending"]')).to_have_text("3")
+    expect(first.locator("td").last).to_have_text("2")
+    expect(rows.nth(1).locator("th")).to_have_text("acct-2")
+    expect(page.locator("table.keys b")).to_have_count(0)

@@ -24,6 +24,7 @@ from .._job import (
     JobOutcome,
     JobRecord,
     JobState,
+    KeyLoad,
     NewJob,
     QueueInfo,
     ReclaimedJob,
@@ -247,6 +248,12 @@ class Rotation:
     held: bool = False
 
 
+KEYS_IN_STATS = 10
+"""How many of the busiest concurrency keys a statistics reading holds (``skiplock stats``,
+the dashboard, the metrics' key gauges): the top of the list, so the labels a scrape exports
+stay bounded whatever the number of keys."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobStatsParams:
     """A reading of the health numbers over the window ``window_s`` seconds back from the
@@ -272,6 +279,9 @@ class JobStatsRows:
     """(queue, task, reclaims)."""
     ranks: list[tuple[Any, ...]]
     """(dim, key, kind "claim" | "run", p50, p95, max) in seconds."""
+    keys: list[tuple[Any, ...]] = field(default_factory=list)
+    """The busiest concurrency keys: (key, running, ready, pending, key_limit), busiest first
+    (JOB_BUSIEST_KEYS, KEYS_IN_STATS of them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,6 +379,14 @@ class Backend(Protocol):
         (pending, due, its queue and task not paused, its queue not limited), whether or not
         another session holds its row: PostgreSQL's claim skips held rows, so a claim that
         came up short proves nothing is left only where this says so."""
+        ...
+
+    async def job_busiest_keys(
+        self, limit: int, queue: str | None = None, task: str | None = None
+    ) -> list[KeyLoad]:
+        """The ``limit`` concurrency keys with the most running jobs, then the most ready, of
+        one queue and/or task (None: any): each key's live jobs counted (reads every live
+        keyed job, never history)."""
         ...
 
     async def queue_list(self) -> list[QueueInfo]:

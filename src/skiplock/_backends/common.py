@@ -19,6 +19,7 @@ from .._job import (
     JobOutcome,
     JobRecord,
     JobState,
+    KeyLoad,
     NewJob,
     ReclaimedJob,
     WorkerInfo,
@@ -403,3 +404,9 @@ def next_cursor(
     if walked[0] is None or walked[1] is None:
         return None
     return str(walked[0]), str(walked[1])
+
+
+def key_load(row: Sequence[Any]) -> KeyLoad:
+    """A JOB_BUSIEST_KEYS row (SQLite's sums come back as ints, or None for no rows)."""
+    key, running, ready, pending, limit = row
+    return KeyLoad(str(key), int(running or 0), int(ready or 0), int(pending or 0), limit)

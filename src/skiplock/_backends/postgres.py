@@ -28,6 +28,7 @@ from .._job import (
     JobOutcome,
     JobRecord,
     JobState,
+    KeyLoad,
     NewJob,
     QueueInfo,
     ReclaimedJob,
@@ -69,6 +70,7 @@ from .common import (
     dead_group,
     job_outcomes,
     job_record,
+    key_load,
     reclaimed_jobs,
     state_counts,
     worker_info,
@@ -733,6 +735,14 @@ class PostgresBackend:
                     conn.terminate()
 
     # -- operations a person drives -------------------------------------------------------
+
+    async def job_busiest_keys(
+        self, limit: int, queue: str | None = None, task: str | None = None
+    ) -> list[KeyLoad]:
+        with _wrapped("job_busiest_keys"):
+            args = (self._now(), queue, task, limit)
+            rows = await self.pool.fetch(self._sql.JOB_BUSIEST_KEYS, *args)
+        return [key_load(tuple(r)) for r in rows]
 
     async def queue_list(self) -> list[QueueInfo]:
         with _wrapped("queue_list"):

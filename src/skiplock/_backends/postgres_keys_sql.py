@@ -196,6 +196,24 @@ FROM (SELECT 1) AS one LEFT JOIN claimed r ON true
     )
 
 
+JOB_BUSIEST_KEYS = f"""
+-- The $4 keys with the most running jobs, then the most ready (at $1, NULL: now), of queue
+-- $2 and task $3 (NULL: any): each key's live jobs counted, the keyed segment's rows alone
+-- (none of history, no unkeyed job).
+SELECT concurrency_key AS key,
+       count(*) FILTER (WHERE state = 'running') AS running,
+       count(*) FILTER (WHERE state = 'pending'
+                        AND run_at <= coalesce($1::timestamptz, now())) AS ready,
+       count(*) FILTER (WHERE state = 'pending') AS pending,
+       max(key_limit) AS key_limit
+FROM {{s}}.skiplock_jobs
+WHERE state IN ('pending', 'running') AND segment = {KEYED_SEGMENT}
+  AND ($2::text IS NULL OR queue = $2) AND ($3::text IS NULL OR task = $3)
+GROUP BY concurrency_key
+ORDER BY running DESC, ready DESC, pending DESC, concurrency_key
+LIMIT $4
+"""
+
 KEYED_READY = f"""SELECT 1 FROM {{s}}.skiplock_jobs j
     WHERE j.state = 'pending' AND j.segment = {KEYED_SEGMENT}
       AND j.run_at <= (SELECT t FROM now_)

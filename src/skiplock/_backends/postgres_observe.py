@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from .base import JobStatsParams, JobStatsRows, WorkerBeatParams
+from .base import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
 from .percentiles import ranks_from_buckets
 from .postgres_sql import Statements
 
@@ -35,6 +35,12 @@ async def job_stats(
             finished=await rows(sql.JOB_STATS_FINISHED),
             reclaims=await rows(sql.JOB_STATS_RECLAIMS),
             ranks=ranks_from_buckets(await rows(sql.JOB_STATS_PERCENTILES)),
+            keys=[
+                tuple(r)
+                for r in await conn.fetch(
+                    sql.JOB_BUSIEST_KEYS, at, params.queue, params.task, KEYS_IN_STATS
+                )
+            ],
         )
 
 

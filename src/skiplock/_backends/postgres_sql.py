@@ -503,6 +503,8 @@ SELECT EXISTS (
 JOB_GET_AVAILABLE_KEYED = _keys.keyed_claim(_keys.step_any, _CLAIM_UPDATE)
 JOB_GET_AVAILABLE_KEYED_IN_QUEUES = _keys.keyed_claim(_keys.step_in_queues, _CLAIM_UPDATE)
 
+JOB_BUSIEST_KEYS = _keys.JOB_BUSIEST_KEYS
+
 JOB_NEXT_RUN_AT = """
 -- Seconds from now ($1, NULL: the database's) until the earliest pending job due after
 -- now - $3 seconds (the start of the claim that came up short), NULL if none: an idle worker
@@ -1199,6 +1201,7 @@ class Statements:
     JOB_GET_AVAILABLE_KEYED: str
     JOB_GET_AVAILABLE_KEYED_IN_QUEUES: str
     JOB_READY_EXISTS: str
+    JOB_BUSIEST_KEYS: str
     JOB_NEXT_RUN_AT: str
     JOB_SET_STATE_IF_RUNNING_MANY: str
     JOB_GET: str

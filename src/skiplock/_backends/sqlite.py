@@ -32,6 +32,7 @@ from .._job import (
     JobOutcome,
     JobRecord,
     JobState,
+    KeyLoad,
     NewJob,
     QueueInfo,
     ReclaimedJob,
@@ -70,7 +71,14 @@ from .base import (
     TaskPauseParams,
     WorkerBeatParams,
 )
-from .common import dead_group, job_outcomes, reclaimed_jobs, state_counts, worker_info
+from .common import (
+    dead_group,
+    job_outcomes,
+    key_load,
+    reclaimed_jobs,
+    state_counts,
+    worker_info,
+)
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -660,6 +668,15 @@ class SQLiteBackend:
             yield lost
 
     # -- operations a person drives -------------------------------------------------------
+
+    async def job_busiest_keys(
+        self, limit: int, queue: str | None = None, task: str | None = None
+    ) -> list[KeyLoad]:
+        def read(conn: sqlite3.Connection) -> list[Any]:
+            args = {"limit": limit, "now": self._now(), "queue": queue, "task": task}
+            return conn.execute(sql.JOB_BUSIEST_KEYS, args).fetchall()
+
+        return [key_load(r) for r in await self._run("job_busiest_keys", read)]
 
     async def queue_list(self) -> list[QueueInfo]:
         rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())

@@ -7,7 +7,7 @@ import json
 import sqlite3
 from typing import Any
 
-from .base import JobStatsParams, JobStatsRows, WorkerBeatParams
+from .base import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
 from .percentiles import bucket_samples, ranks_from_buckets
 from .sqlite_observe_sql import (
     JOB_STATS_FINISHED,
@@ -15,6 +15,7 @@ from .sqlite_observe_sql import (
     JOB_STATS_PERCENTILES,
     JOB_STATS_RECLAIMS,
 )
+from .sqlite_sql import JOB_BUSIEST_KEYS
 from .sqlite_support import dt
 
 
@@ -37,6 +38,9 @@ def job_stats(conn: sqlite3.Connection, params: JobStatsParams, now: float) -> J
             finished=rows(JOB_STATS_FINISHED),
             reclaims=rows(JOB_STATS_RECLAIMS),
             ranks=ranks_from_buckets(bucket_samples(conn.execute(JOB_STATS_PERCENTILES, args))),
+            keys=[
+                tuple(r) for r in conn.execute(JOB_BUSIEST_KEYS, {**args, "limit": KEYS_IN_STATS})
+            ],
         )
     finally:
         conn.execute("COMMIT")

@@ -395,6 +395,22 @@ JOB_GET_AVAILABLE = (
     + _CLAIM_RETURNING
 )
 
+JOB_BUSIEST_KEYS = """
+-- The :limit keys with the most running jobs, then the most ready (at :now), of queue :queue
+-- and task :task (NULL: any): each key's live jobs counted (the keyed indexes' rows alone).
+SELECT concurrency_key AS key,
+       sum(state = 'running') AS running,
+       sum(state = 'pending' AND run_at <= :now) AS ready,
+       sum(state = 'pending') AS pending,
+       max(key_limit) AS key_limit
+FROM skiplock_jobs_live
+WHERE state IN ('pending', 'running') AND concurrency_key IS NOT NULL
+  AND (:queue IS NULL OR queue = :queue) AND (:task IS NULL OR task = :task)
+GROUP BY concurrency_key
+ORDER BY running DESC, ready DESC, pending DESC, concurrency_key
+LIMIT :limit
+"""
+
 JOB_CLAIM_IDS = (
     """
 -- Claim the pending jobs of ids :ids (a JSON array; the keyed claim's pick, sqlite_keys.py,

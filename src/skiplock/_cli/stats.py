@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._app_observe import DEFAULT_WINDOW_S
+from .._job import KeyLoad
 from .._observe.stats import Stats, StatsGroup
 from .output import to_json
 from .support import Seconds, app_command, app_for, run_async
@@ -164,12 +165,53 @@ def render(stats: Stats, alerts: Alerts, width: int = 10_000) -> Group:
         (f"tasks, {window}", tasks, WINDOW_COLUMNS),
     ]
     tables = [table(title, groups, columns, alerts) for title, groups, columns in sections]
-    if all(_natural_width(t) <= width for t in tables):
-        return Group(Text(f"skiplock at {when}", style="bold"), *tables)
+    keys = [keys_table(stats.keys)] if stats.keys else []
+    if all(_natural_width(t) <= width for t in tables + keys):
+        return Group(Text(f"skiplock at {when}", style="bold"), *tables, *keys)
     return Group(
         Text(f"skiplock at {when}", style="bold"),
         *(listing(title, groups, columns, alerts, width) for title, groups, columns in sections),
+        *([keys_listing(stats.keys)] if stats.keys else []),
     )
+
+
+KEYS_TITLE = "busiest concurrency keys now"
+
+
+def _limit(load: KeyLoad) -> str:
+    return "-" if load.key_limit is None else str(load.key_limit)
+
+
+def keys_table(keys: tuple[KeyLoad, ...]) -> Table:
+    """The busiest keys: running (bold where a key is at its limit), ready, pending, limit."""
+    out = Table(title=KEYS_TITLE, title_justify="left", header_style="bold")
+    out.add_column("key", overflow="fold")
+    for header in ("running", "ready", "pending", "limit"):
+        out.add_column(header, justify="right", overflow="fold")
+    for load in keys:
+        full = load.key_limit is not None and load.running >= load.key_limit
+        out.add_row(
+            Text(load.key, style="bold"),
+            Text(str(load.running), style="bold" if full else ""),
+            str(load.ready),
+            str(load.pending),
+            _limit(load),
+        )
+    return out
+
+
+def keys_listing(keys: tuple[KeyLoad, ...]) -> Group:
+    """``keys_table`` for a narrow terminal: a key a line, then its numbers indented."""
+    lines = [Text(KEYS_TITLE, style="bold")]
+    for load in keys:
+        lines.append(Text(load.key, style="bold", overflow="fold"))
+        lines.append(
+            Text(
+                f"  running {load.running}  ready {load.ready}  pending {load.pending}"
+                f"  limit {_limit(load)}"
+            )
+        )
+    return Group(*lines)
 
 
 def _natural_width(out: Table) -> int:

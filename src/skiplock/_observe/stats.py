@@ -18,6 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from .._backends.base import JobStatsRows
+from .._backends.common import key_load
+from .._job import KeyLoad
 from .._job import WorkerInfo as WorkerInfo  # re-exported: it lives with the records now
 
 TOTAL = ""
@@ -94,6 +96,9 @@ class Stats:
     """One group per queue with live jobs or activity in the window, by name."""
     tasks: tuple[StatsGroup, ...]
     """One group per task name likewise."""
+    keys: tuple[KeyLoad, ...] = ()
+    """The busiest concurrency keys now (most running, then most ready; at most 10), of the
+    reading's queue and task."""
 
     def queue(self, name: str) -> StatsGroup | None:
         return next((g for g in self.queues if g.name == name), None)
@@ -109,6 +114,7 @@ class Stats:
             "total": self.total.as_dict(),
             "queues": [g.as_dict() for g in self.queues],
             "tasks": [g.as_dict() for g in self.tasks],
+            "keys": [dataclasses.asdict(k) for k in self.keys],
         }
 
 
@@ -178,6 +184,7 @@ def build_stats(rows: JobStatsRows, window_s: float) -> Stats:
         total=group("all", TOTAL),
         queues=tuple(group("queue", n) for n in names("queue")),
         tasks=tuple(group("task", n) for n in names("task")),
+        keys=tuple(key_load(row) for row in rows.keys),
     )
 
 

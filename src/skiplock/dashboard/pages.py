@@ -115,6 +115,7 @@ async def overview(request: Request) -> Response:
         # ready work and nobody to run it: the one state an operator must see at a glance
         workers_alert=live_workers == 0 and stats.total.ready > 0,
         pauses=await app.task_pauses(),
+        keys=stats.keys,
         sample_every_s=dash.sampler.every_s,
         window_s=STATS_WINDOW_S,
         alert_backlog_s=ALERT_BACKLOG_AGE_S,

@@ -1,0 +1,313 @@
+"""Many tenants on one queue (issue 25): W12 hot tenant and W13 capped keys, on PostgreSQL
+and SQLite, through skiplock's own CLI workers (``benchmarks/tenants_app.py``).
+
+- **W12 hot tenant.** One key's 100,000 ready jobs are enqueued first and a worker process
+  (``-c 20``) starts on them; once it runs, 99 keys x 10 jobs are enqueued in one batch. Each
+  cold key's first-start delay (its first job's start minus the batch's commit, p50 and max)
+  and the drain rate (all jobs, first start to last end) are read from the jobs' results. The
+  same jobs without keys are the baseline: their cold jobs wait behind the whole backlog.
+  Targets: every cold key's first job within 2 x the job time plus one claim round trip
+  (here 2 x 5 ms + 5 ms: 15 ms); drain rate >= 85 % of the baseline's.
+- **W13 capped keys.** 50 keys x 200 jobs of 10 ms, ``key_limit=2``, a supervisor of 4 worker
+  processes (``--processes 4 -c 20``); once a third of the jobs are done one worker process is
+  SIGKILLed (its supervisor frees its leases and starts another). The most jobs of one key
+  whose recorded runs overlapped, target never above 2, and every job succeeded.
+
+    .venv/bin/python -m benchmarks.tenants                 # full sizes, both databases
+    .venv/bin/python -m benchmarks.tenants --quick         # 10,000 hot jobs, 20 keys x 50
+    .venv/bin/python -m benchmarks.tenants --only W13 --databases sqlite --runs 3
+
+Results also land in ``benchmarks/results/tenants-TIMESTAMP.json``; method and reading in
+docs/benchmarks.md, "Many tenants".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import psutil
+
+import skiplock
+from skiplock._job import NewJob
+
+from .common import DEFAULT_PG_URL, percentile, with_database
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+APP = "benchmarks.tenants_app:app"
+BATCH = 10_000
+
+
+def job(task: str, key: str, ms: float, *, keyed: bool = True) -> NewJob:
+    """A job of tenants_app's ``task`` (its key and limit as the task declares them)."""
+    return NewJob(
+        task,
+        "default",
+        json.dumps([key, ms]),
+        "{}",
+        0,
+        3,
+        concurrency_key=key if keyed else None,
+        key_limit=2 if task == "capped" else None,
+    )
+
+
+def start_worker(url: str, *extra: str) -> asyncio.Future[asyncio.subprocess.Process]:
+    env = {**os.environ, "SKIPLOCK_DATABASE_URL": url, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
+    return asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            sys.executable, "-m", "skiplock", "worker", APP, "--burst",
+            "--log-level", "warning", *extra,
+            env=env, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+    )
+
+
+async def succeeded(app: skiplock.App) -> int:
+    return (await app.counts()).get("succeeded", 0)
+
+
+async def runs_of(url: str, task: str) -> list[tuple[str, float, float, int]]:
+    """(key, start, end, attempt) of every succeeded job of ``task``, from its result."""
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            rows = conn.execute(
+                "SELECT args, result, attempt FROM skiplock_jobs"
+                " WHERE task = ? AND state = 'succeeded'",
+                (task,),
+            ).fetchall()
+        finally:
+            conn.close()
+    else:
+        pg = await asyncpg.connect(url)
+        try:
+            found = await pg.fetch(
+                "SELECT args::text, result::text, attempt FROM skiplock_jobs"
+                " WHERE task = $1 AND state = 'succeeded'",
+                task,
+            )
+            rows = [tuple(r) for r in found]
+        finally:
+            await pg.close()
+    out = []
+    for args, result, attempt in rows:
+        key = json.loads(args)[0]
+        start, end = json.loads(result)
+        out.append((key, float(start), float(end), int(attempt)))
+    return out
+
+
+async def w12(url: str, *, keyed: bool, hot: int, cold_keys: int, each: int) -> dict[str, Any]:
+    task, ms = ("tenant" if keyed else "untenanted"), 5.0
+    app = skiplock.App(url)
+    await app.migrate()
+    try:
+        for start in range(0, hot, BATCH):
+            size = min(BATCH, hot - start)
+            await app.enqueue_many([job(task, "hot", ms, keyed=keyed)] * size)
+        worker = await start_worker(url, "-c", "20")
+        while await succeeded(app) < min(1_000, hot // 4):  # the worker is in its stride
+            await asyncio.sleep(0.02)
+        cold = [job(task, f"cold{k:02}", ms, keyed=keyed) for k in range(cold_keys)] * each
+        await app.enqueue_many(cold)
+        committed = time.time()
+        await worker.wait()
+    finally:
+        await app.close()
+    runs = await runs_of(url, task)
+    first: dict[str, float] = {}
+    for key, started, _, _ in runs:
+        if key != "hot":
+            first[key] = min(first.get(key, started), started)
+    delays = [(t - committed) * 1000 for t in first.values()]
+    span = max(r[2] for r in runs) - min(r[1] for r in runs)
+    return {
+        "keyed": keyed,
+        "jobs": len(runs),
+        "expected": hot + cold_keys * each,
+        "drain_per_s": len(runs) / span,
+        "cold_first_p50_ms": percentile(delays, 50),
+        "cold_first_max_ms": max(delays),
+        "cold_keys_started": len(first),
+    }
+
+
+def most_at_once(runs: list[tuple[str, float, float, int]]) -> dict[str, int]:
+    """Per key, the most runs whose [start, end) intervals overlapped (a sweep)."""
+    events: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for key, start, end, _ in runs:
+        events[key] += [(start, 1), (end, -1)]
+    most = {}
+    for key, marks in events.items():
+        now = top = 0
+        for _, step in sorted(marks, key=lambda m: (m[0], m[1])):  # an end before a start
+            now += step
+            top = max(top, now)
+        most[key] = top
+    return most
+
+
+async def w13(url: str, *, keys: int, each: int, kill: bool) -> dict[str, Any]:
+    ms, total = 10.0, keys * each
+    app = skiplock.App(url)
+    await app.migrate()
+    killed = None
+    try:
+        jobs = [job("capped", f"k{k:02}", ms) for k in range(keys)] * each
+        for start in range(0, total, BATCH):
+            await app.enqueue_many(jobs[start : start + BATCH])
+        supervisor = await start_worker(url, "--processes", "4", "-c", "20")
+        if kill:
+            while await succeeded(app) < total // 3:
+                await asyncio.sleep(0.01)
+            children = psutil.Process(supervisor.pid).children()
+            if children:
+                killed = children[0].pid
+                os.kill(killed, signal.SIGKILL)
+        await supervisor.wait()
+        left = await app.counts()
+    finally:
+        await app.close()
+    runs = await runs_of(url, "capped")
+    most = most_at_once(runs)
+    return {
+        "jobs": len(runs),
+        "expected": total,
+        "not_succeeded": {k: v for k, v in left.items() if k != "succeeded" and v},
+        "killed_pid": killed,
+        "retried": sum(1 for r in runs if r[3] > 1),
+        "most_at_once": max(most.values()),
+        "keys_at_two": sum(1 for v in most.values() if v == 2),
+    }
+
+
+async def fresh(database: str) -> tuple[str, Any]:
+    """A URL of a new database (and how to drop it after)."""
+    if database == "sqlite":
+        folder = tempfile.mkdtemp(prefix="tenants-")
+        return f"sqlite:///{folder}/jobs.db", None
+    name = f"tenants_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(DEFAULT_PG_URL)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return with_database(DEFAULT_PG_URL, name), name
+
+
+async def drop(name: str | None) -> None:
+    if name is None:
+        return
+    admin = await asyncpg.connect(DEFAULT_PG_URL)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def main(args: argparse.Namespace) -> None:
+    hot, cold_keys, each = (10_000, 99, 10) if args.quick else (100_000, 99, 10)
+    keys, per_key = (20, 50) if args.quick else (50, 200)
+    results: dict[str, Any] = {"runs": args.runs, "quick": args.quick, "rows": []}
+    for database in args.databases.split(","):
+        for _ in range(args.runs):
+            if "W12" in args.only:
+                for keyed in (True, False):
+                    url, name = await fresh(database)
+                    try:
+                        row = await w12(url, keyed=keyed, hot=hot, cold_keys=cold_keys, each=each)
+                    finally:
+                        await drop(name)
+                    results["rows"].append({"workload": "W12", "database": database, **row})
+                    print(json.dumps(results["rows"][-1]), flush=True)
+            if "W13" in args.only:
+                url, name = await fresh(database)
+                try:
+                    row = await w13(url, keys=keys, each=per_key, kill=True)
+                finally:
+                    await drop(name)
+                results["rows"].append({"workload": "W13", "database": database, **row})
+                print(json.dumps(results["rows"][-1]), flush=True)
+    print(report(results["rows"]))
+    RESULTS.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (RESULTS / f"tenants-{stamp}.json").write_text(json.dumps(results, indent=1))
+
+
+def _median(rows: list[dict[str, Any]], field: str) -> float:
+    return statistics.median(r[field] for r in rows)
+
+
+def report(rows: list[dict[str, Any]]) -> str:
+    """The tables, medians of the runs, with the targets pass/fail."""
+    lines = []
+    for database in sorted({r["database"] for r in rows}):
+        w12_rows = [r for r in rows if r["workload"] == "W12" and r["database"] == database]
+        keyed = [r for r in w12_rows if r["keyed"]]
+        plain = [r for r in w12_rows if not r["keyed"]]
+        if keyed and plain:
+            ratio = _median(keyed, "drain_per_s") / _median(plain, "drain_per_s")
+            worst = max(r["cold_first_max_ms"] for r in keyed)
+            lines += [
+                f"W12 hot tenant, {database} ({len(keyed)} runs, medians)",
+                "| jobs | drain jobs/s | cold first start p50 | cold first start max |",
+                "| --- | ---: | ---: | ---: |",
+                f"| keyed | {_median(keyed, 'drain_per_s'):,.0f} | "
+                f"{_median(keyed, 'cold_first_p50_ms'):.1f} ms | "
+                f"{_median(keyed, 'cold_first_max_ms'):.1f} ms |",
+                f"| without keys | {_median(plain, 'drain_per_s'):,.0f} | "
+                f"{_median(plain, 'cold_first_p50_ms'):.1f} ms | "
+                f"{_median(plain, 'cold_first_max_ms'):.1f} ms |",
+                f"drain keyed / without keys: {ratio:.0%} (target >= 85 %: "
+                f"{'met' if ratio >= 0.85 else 'NOT met'}); worst cold first start of any run "
+                f"{worst:.1f} ms (target <= 15 ms: {'met' if worst <= 15 else 'NOT met'})",
+                "",
+            ]
+        w13_rows = [r for r in rows if r["workload"] == "W13" and r["database"] == database]
+        if w13_rows:
+            most = max(r["most_at_once"] for r in w13_rows)
+            complete = all(r["jobs"] == r["expected"] for r in w13_rows)
+            lines += [
+                f"W13 capped keys, {database} ({len(w13_rows)} runs)",
+                "| run | jobs succeeded | retried after the kill | most of one key at once |"
+                " keys that reached 2 |",
+                "| ---: | ---: | ---: | ---: | ---: |",
+                *[
+                    f"| {i} | {r['jobs']:,} / {r['expected']:,} | {r['retried']} | "
+                    f"{r['most_at_once']} | {r['keys_at_two']} |"
+                    for i, r in enumerate(w13_rows, 1)
+                ],
+                f"most of one key at once in any run: {most} (target <= 2: "
+                f"{'met' if most <= 2 and complete else 'NOT met'})",
+                "",
+            ]
+    return "\n".join(lines)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--only", default="W12,W13")
+    parser.add_argument("--databases", default="postgres,sqlite")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse(sys.argv[1:])))

@@ -1,0 +1,39 @@
+"""The app the many-tenants benchmarks (benchmarks/tenants.py) run through the CLI.
+
+Each job returns when it started and ended by this machine's wall clock (its result column),
+so the bench reads every attempt's interval back from the table: the first start of each key
+(W12) and how many jobs of one key overlapped (W13).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import skiplock
+
+app = skiplock.App()
+
+
+async def _run(seconds: float) -> list[float]:
+    started = time.time()
+    await asyncio.sleep(seconds)
+    return [started, time.time()]
+
+
+@app.task(name="tenant", concurrency_key=lambda key, ms: key)
+async def tenant(key: str, ms: float) -> list[float]:
+    """A tenant's job: turns between keys, no cap (W12)."""
+    return await _run(ms / 1000)
+
+
+@app.task(name="untenanted")
+async def untenanted(key: str, ms: float) -> list[float]:
+    """The same job without a key (W12's baseline)."""
+    return await _run(ms / 1000)
+
+
+@app.task(name="capped", concurrency_key=lambda key, ms: key, key_limit=2)
+async def capped(key: str, ms: float) -> list[float]:
+    """At most two of a key at once, everywhere (W13)."""
+    return await _run(ms / 1000)
