@@ -65,14 +65,11 @@ def job(task: str, key: str, ms: float, *, keyed: bool = True) -> NewJob:
     )
 
 
-def start_worker(url: str, *extra: str) -> asyncio.Future[asyncio.subprocess.Process]:
+async def start_worker(url: str, *extra: str) -> asyncio.subprocess.Process:
     env = {**os.environ, "SKIPLOCK_DATABASE_URL": url, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
-    return asyncio.ensure_future(
-        asyncio.create_subprocess_exec(
-            sys.executable, "-m", "skiplock", "worker", APP, "--burst",
-            "--log-level", "warning", *extra,
-            env=env, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+    command = [sys.executable, "-m", "skiplock", "worker", APP, "--burst", "--log-level"]
+    return await asyncio.create_subprocess_exec(
+        *command, "warning", *extra, env=env, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL
     )
 
 
