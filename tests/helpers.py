@@ -372,10 +372,13 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 SQLITE_UNDO_KEYS = [
     "DROP INDEX skiplock_jobs_keyed_walk_idx",
     "DROP INDEX skiplock_jobs_keyed_running_idx",
+    "DROP INDEX skiplock_jobs_keyed_head_idx",
+    "DROP INDEX skiplock_jobs_dead_blocking_idx",
     "DROP INDEX skiplock_jobs_pending_idx",
     "DROP INDEX skiplock_jobs_queue_pending_idx",
     "ALTER TABLE skiplock_jobs_live DROP COLUMN concurrency_key",
     "ALTER TABLE skiplock_jobs_live DROP COLUMN key_limit",
+    "ALTER TABLE skiplock_jobs_live DROP COLUMN key_order",
     "CREATE INDEX skiplock_jobs_pending_idx ON skiplock_jobs_live (priority DESC, run_at, id)"
     " WHERE state = 'pending'",
     "CREATE INDEX skiplock_jobs_queue_pending_idx"

@@ -8,17 +8,23 @@ import asyncio
 import collections
 import dataclasses
 import itertools
+import json
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import skiplock
 from skiplock import ConfigurationError
-from skiplock._backends.base import ClaimParams, JobInsertManyParams
-from skiplock._job import ClaimedJob, Completion, Disposition, NewJob
+from skiplock._backends.base import (
+    ClaimParams,
+    JobActionParams,
+    JobInsertManyParams,
+    JobListParams,
+)
+from skiplock._job import ClaimedJob, Completion, Disposition, JobFilter, JobState, NewJob
 from skiplock._limits import MAX_KEY_LIMIT, MAX_TEXT_CHARS
 from skiplock._worker.worker import Worker
 
@@ -296,3 +302,170 @@ async def test_busiest_keys_reads_live_keyed_jobs_busiest_first(app: skiplock.Ap
     assert [k.key for k in await app.busiest_keys(task="a")] == ["k1", "k2"]
     with pytest.raises(ConfigurationError, match="limit=0: must be between 1 and 1000"):
         await app.busiest_keys(0)
+
+
+# -- ordered keys ---------------------------------------------------------------------------
+
+
+def test_ordering_key_options_are_checked_where_they_are_given(sqlite_url: str) -> None:
+    app = skiplock.App(sqlite_url)
+
+    def fn(n: int) -> None: ...
+
+    cases = [
+        ({"ordering_key": ""}, "ordering_key='': must be a non-empty string"),
+        ({"ordering_key": "o", "key_limit": 2}, "ordering_key='o': runs its key's jobs one at"),
+        ({"ordering_key": "o", "concurrency_key": "c"}, "give it without concurrency_key="),
+        ({"ordering_key": "o", "ordering_on_dead": "retry"}, "ordering_on_dead='retry': must"),
+    ]
+    for options, message in cases:
+        with pytest.raises(ConfigurationError, match=message):
+            app.task(name="t", **options)(fn)
+    task = app.task(name="ok", ordering_key=lambda n: f"n{n % 2}", ordering_on_dead="skip")(fn)
+    job = task.prepare(3)
+    assert (job.concurrency_key, job.key_limit, job.key_order) == ("n1", 1, "skip")
+    assert task.using(ordering_key="x").prepare(1).key_order == "skip"
+
+
+OrderedStep = tuple[str, int, int]
+ORDERED_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("enqueue"), st.integers(0, 2), st.integers(1, 4)),
+        st.tuples(st.just("claim"), st.integers(1, 8), st.just(0)),
+        st.tuples(st.sampled_from(["succeed", "retry", "die"]), st.integers(0, 20), st.just(0)),
+        st.tuples(st.just("crash"), st.just(0), st.just(0)),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@given(on_dead=st.sampled_from(["block", "skip"]), steps=ORDERED_STEPS)
+@example(
+    on_dead="skip", steps=[("enqueue", 0, 2), ("claim", 4, 0), ("retry", 0, 0), ("claim", 4, 0)]
+)
+@example(
+    on_dead="block", steps=[("enqueue", 0, 2), ("claim", 4, 0), ("die", 0, 0), ("claim", 4, 0)]
+)
+@EXAMPLES
+def test_an_ordered_key_runs_one_job_at_a_time_in_enqueue_order(
+    harness: Harness, on_dead: str, steps: list[OrderedStep]
+) -> None:
+    """Random enqueues, claims, outcomes (success, a retry, death) and crashes: an ordered
+    key never runs two jobs at once, only ever starts its oldest live job, and (with
+    ``skip``) finishes every job in enqueue order."""
+    harness.run(_ordered_property(harness, on_dead, steps, next(_examples)))
+
+
+class OrderedRun:
+    """One example of the ordered property: what the test knows of each job, checked at
+    every claim."""
+
+    def __init__(self, h: Harness, on_dead: str, example: int) -> None:
+        self.h, self.on_dead, self.example = h, on_dead, example
+        self.keys = [f"e{example}-o{i}" for i in range(3)]
+        self.tokens = itertools.count()
+        self.key_of: dict[int, str] = {}
+        self.live: set[int] = set()  # pending or running, by this test's account
+        self.running: dict[int, ClaimedJob] = {}
+        self.succeeded: list[int] = []
+        self.blocked: set[str] = set()  # keys a dead job holds ("block")
+
+    async def enqueue(self, key: str, n: int) -> None:
+        job = NewJob("t", "default", "[]", "{}", 0, 1000, concurrency_key=key, key_limit=1,
+                     key_order=self.on_dead)  # fmt: skip
+        ids = await self.h.backend.job_insert_many(JobInsertManyParams([job] * n))
+        self.key_of.update(dict.fromkeys(ids, key))
+        self.live.update(ids)
+
+    async def claim(self, n: int) -> list[ClaimedJob]:
+        token = f"o{self.example}:{next(self.tokens)}"
+        jobs = await self.h.backend.job_get_available_keyed(claim(n, token))
+        for job in jobs:
+            key = self.key_of[job.id]
+            assert not any(self.key_of[i] == key for i in self.running), "two at once"
+            assert key not in self.blocked, "ran past a dead job that blocks its key"
+            oldest = min(i for i in self.live if self.key_of[i] == key)
+            assert job.id == oldest, "not the key's oldest live job"
+            self.running[job.id] = job
+        return jobs
+
+    async def outcome(self, job: ClaimedJob, disposition: Disposition) -> None:
+        delay = 5.0 if disposition is Disposition.RETRY else 0.0
+        done = Completion(job.id, job.lease_token, disposition, delay_s=delay)
+        await self.h.backend.job_set_state_if_running_many([done])
+        del self.running[job.id]
+        if disposition is Disposition.SUCCEED:
+            self.succeeded.append(job.id)
+        if disposition is not Disposition.RETRY:
+            self.live.discard(job.id)
+        if disposition is Disposition.DEAD and self.on_dead == "block":
+            self.blocked.add(self.key_of[job.id])
+
+    async def step(self, op: str, a: int, b: int) -> None:
+        outcomes = {"succeed": Disposition.SUCCEED, "retry": Disposition.RETRY}
+        if op == "enqueue":
+            await self.enqueue(self.keys[a], b)
+        elif op == "claim":
+            await self.claim(a)
+        elif op in ("succeed", "retry", "die") and self.running:
+            job = list(self.running.values())[a % len(self.running)]
+            await self.outcome(job, outcomes.get(op, Disposition.DEAD))
+        elif op == "crash":
+            self.h.clock.advance(120)
+            assert sorted(await self.h.backend.job_reclaim_expired()) == sorted(self.running)
+            self.running.clear()
+
+    async def finish_all(self) -> None:
+        """Succeed everything that can still run (retries come due first)."""
+        self.h.clock.advance(10)
+        for _ in range(len(self.key_of) + 1):
+            for job in list(self.running.values()):
+                await self.outcome(job, Disposition.SUCCEED)
+            if not await self.claim(8):
+                break
+
+
+async def _ordered_property(h: Harness, on_dead: str, steps: list[OrderedStep], ex: int) -> None:
+    run = OrderedRun(h, on_dead, ex)
+    for op, a, b in steps:
+        await run.step(op, a, b)
+    await run.finish_all()
+    if on_dead == "skip":
+        assert not run.live, "every job of a skip key finishes"
+        for key in run.keys:
+            mine = [i for i in run.succeeded if run.key_of[i] == key]
+            assert mine == sorted(mine), "finished out of enqueue order"
+    else:
+        assert not await h.backend.job_ready_exists(None)
+    await _drain_blocked(h.backend)
+
+
+async def _drain_blocked(backend: Any) -> None:
+    """Leave nothing live for the next example: cancel what a dead job still blocks."""
+    pending = JobListParams(JobFilter(), state=JobState.PENDING)
+    while page := await backend.job_list(pending):
+        for record in page:
+            await backend.job_cancel(JobActionParams(record.id, who="test"))
+
+
+async def test_blocked_keys_name_the_dead_job_until_a_person_discards_it(
+    app: skiplock.App,
+) -> None:
+    @app.task(name="step", ordering_key=lambda order, n: f"order:{order}")
+    def step(order: int, n: int) -> None: ...
+
+    await app.enqueue_many([step.prepare(1, n) for n in range(3)] + [step.prepare(2, 0)])
+    backend = await app.backend()
+    first, other = await backend.job_get_available_keyed(claim(10, "tok"))
+    assert (json.loads(first.args_json), json.loads(other.args_json)) == ([1, 0], [2, 0])
+    await backend.job_set_state_if_running_many(
+        [Completion(first.id, first.lease_token, Disposition.DEAD)]
+    )
+    assert await app.blocked_keys() == [skiplock.BlockedKey("order:1", first.id, 2)]
+    assert (await app.stats()).blocked_keys == (skiplock.BlockedKey("order:1", first.id, 2),)
+    assert await backend.job_get_available_keyed(claim(10, "t2")) == []
+    assert await app.discard_dead(JobFilter(task="step"), who="test") == [first.id]
+    assert await app.blocked_keys() == []
+    (second,) = await backend.job_get_available_keyed(claim(10, "t3"))
+    assert json.loads(second.args_json) == [1, 1]

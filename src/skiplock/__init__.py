@@ -4,6 +4,7 @@ from ._app import App
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, WorkerConfig
 from ._job import (
     AuditEntry,
+    BlockedKey,
     CronRun,
     DeadGroup,
     JobContext,
@@ -61,6 +62,7 @@ __all__ = [
     "AuditEntry",
     "BackendError",
     "BackendUnavailable",
+    "BlockedKey",
     "BlockingCallInLoop",
     "Breaker",
     "Cancel",

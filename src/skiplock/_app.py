@@ -16,7 +16,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from . import _schema
 from ._app_control import Operations
@@ -29,6 +29,7 @@ from ._eager import EagerMode
 from ._enqueue import Enqueuer
 from ._job import (
     AuditEntry,
+    BlockedKey,
     CronRun,
     DeadGroup,
     JobFilter,
@@ -217,6 +218,8 @@ class App:
         upcast: Mapping[int, Upcast] | None = None,
         concurrency_key: str | Callable[..., str] | None = None,
         key_limit: int | None = None,
+        ordering_key: str | Callable[..., str] | None = None,
+        ordering_on_dead: Literal["block", "skip"] = "block",
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -238,6 +241,8 @@ class App:
         upcast: Mapping[int, Upcast] | None = None,
         concurrency_key: str | Callable[..., str] | None = None,
         key_limit: int | None = None,
+        ordering_key: str | Callable[..., str] | None = None,
+        ordering_on_dead: Literal["block", "skip"] = "block",
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options.
 
@@ -247,7 +252,9 @@ class App:
 
         ``concurrency_key`` (a string, or a function of the call's arguments giving one) and
         ``key_limit``: at most ``key_limit`` jobs with one key run at once, on every worker,
-        and claims take from keys in turn (docs/guide/keys.md)."""
+        and claims take from keys in turn; ``ordering_key``: one key's jobs one at a time in
+        enqueue order, a dead one blocking the key (``ordering_on_dead="block"``) until a
+        person acts, or skipped (``"skip"``) (docs/guides/keys.md)."""
 
         def register(f: Callable[P, R]) -> Task[P, R]:
             task = Task(
@@ -267,6 +274,8 @@ class App:
                 upcast=dict(upcast) if upcast is not None else {},
                 concurrency_key=concurrency_key,
                 key_limit=key_limit,
+                ordering_key=ordering_key,
+                ordering_on_dead=ordering_on_dead,
             )
             self.registry.add_task(task)
             return task
@@ -693,6 +702,12 @@ class App:
         every part reads a partial index or the window's range of one.
         """
         return await self._observe.stats(queue=queue, task=task, window_s=window_s)
+
+    async def blocked_keys(self, limit: int = DEFAULT_KEYS_SHOWN) -> list[BlockedKey]:
+        """The ordered keys (``ordering_key``, ``ordering_on_dead="block"``) a dead job
+        holds, the oldest first (1 to 1,000 of them): none of a key's jobs runs until a person
+        retries or discards its dead job (``retry_job``, ``discard_dead``)."""
+        return await self._observe.blocked_keys(limit)
 
     async def busiest_keys(
         self, limit: int = DEFAULT_KEYS_SHOWN, *, queue: str | None = None, task: str | None = None

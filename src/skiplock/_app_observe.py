@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ._backends import BackendGetter
 from ._backends.base import KEYS_IN_STATS, JobStatsParams
-from ._job import KeyLoad, WorkerInfo
+from ._job import BlockedKey, KeyLoad, WorkerInfo
 from ._limits import check_int, check_seconds, check_text
 from ._observe.stats import Stats, build_stats
 from .errors import ConfigurationError
@@ -51,6 +51,10 @@ class Observe:
 
     async def workers(self) -> list[WorkerInfo]:
         return await (await self.backend()).worker_list()
+
+    async def blocked_keys(self, limit: int = DEFAULT_KEYS_SHOWN) -> list[BlockedKey]:
+        check_int("limit", limit, 1, MAX_KEYS_SHOWN)
+        return await (await self.backend()).job_blocked_keys(limit)
 
     async def busiest_keys(
         self, limit: int = DEFAULT_KEYS_SHOWN, *, queue: str | None = None, task: str | None = None

@@ -78,6 +78,9 @@ class NewJob:
     from keys in turn (docs/guide/keys.md)."""
     key_limit: int | None = None
     """How many jobs with this job's key may run at once (None: no cap, turns only)."""
+    key_order: str | None = None
+    """An ordered key's (``ordering_key``): its jobs run one at a time in enqueue order, and
+    a dead one ``block``s the key until a person acts, or is ``skip``ped; None: unordered."""
 
 
 @dataclass(slots=True)
@@ -411,6 +414,18 @@ class KeyLoad:
     """All its pending jobs (ready and scheduled)."""
     key_limit: int | None
     """The largest ``key_limit`` its live jobs carry (None: no cap)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedKey:
+    """An ordered key a dead job holds (``ordering_on_dead="block"``): none of its jobs runs
+    until a person retries or discards the dead one (``App.blocked_keys``)."""
+
+    key: str
+    dead_job_id: int
+    """The oldest dead job holding it: retry it (or discard it) to let the key go on."""
+    waiting: int
+    """Its live jobs waiting behind it."""
 
 
 class SchemaVersion(NamedTuple):

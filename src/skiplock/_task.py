@@ -148,6 +148,7 @@ def _validate_options(task: Task[Any, Any]) -> None:
     check_text("unique_key", task.unique_key, optional=True)
     check_text("correlation_id", task.correlation_id, optional=True)
     check_run_after(task.run_after)
+    _validate_ordering(task)
     _validate_keys(task.concurrency_key, task.key_limit)
     require(isinstance(task.keep_result, bool), "keep_result", task.keep_result, "must be a bool")
     _validate_versions(task.version, task.upcast)
@@ -168,17 +169,41 @@ def _validate_keys(key: object, limit: object) -> None:
         )
 
 
-def key_of(task: str, key: Callable[..., object], args: Any, kwargs: Any) -> str:
+def _validate_ordering(task: Task[Any, Any]) -> None:
+    """``ordering_key`` a key or a function of the arguments, alone: its jobs run one at a
+    time already (no ``concurrency_key`` or ``key_limit`` beside it)."""
+    key = task.ordering_key
+    if not callable(key):
+        check_text("ordering_key", key, optional=True)
+    require(
+        task.ordering_on_dead in ("block", "skip"),
+        "ordering_on_dead",
+        task.ordering_on_dead,
+        "must be 'block' (the key waits for a person) or 'skip' (the next job runs)",
+    )
+    if key is None:
+        return
+    require(
+        task.concurrency_key is None and task.key_limit is None,
+        "ordering_key",
+        "..." if callable(key) else key,
+        "runs its key's jobs one at a time: give it without concurrency_key= or key_limit=",
+    )
+
+
+def key_of(
+    task: str, key: Callable[..., object], args: Any, kwargs: Any, option: str = "concurrency_key"
+) -> str:
     """The concurrency key a function gives for a call's arguments: a clear error naming
     the task when it raises or gives something other than a key (nothing is enqueued)."""
     try:
         value = key(*args, **kwargs)
     except Exception as exc:
         raise ConfigurationError(
-            f"task {task!r}: its concurrency_key function raised {type(exc).__name__}: {exc}"
+            f"task {task!r}: its {option} function raised {type(exc).__name__}: {exc}"
             " (nothing was enqueued)"
         ) from exc
-    check_text(f"task {task!r}: concurrency_key", value)
+    check_text(f"task {task!r}: {option}", value)
     assert isinstance(value, str)
     return value
 
@@ -245,6 +270,12 @@ class Task(Generic[P, R]):
     keys in turn. A string, or a function of the call's arguments giving one."""
     key_limit: int | None = None
     """How many jobs with one concurrency key may run at once (None: no cap, turns only)."""
+    ordering_key: str | Callable[..., str] | None = field(default=None, compare=False)
+    """Jobs with one ordering key run one at a time, in the order they were enqueued
+    (message groups); a string, or a function of the call's arguments giving one."""
+    ordering_on_dead: Literal["block", "skip"] = "block"
+    """When an ordered job dies: ``block`` its key until a person retries or discards it,
+    or ``skip`` it and run the next."""
     _fitting_shapes: set[object] = field(default_factory=set, init=False, repr=False, compare=False)
     """Call shapes known to bind: prepare's check is one set lookup after the first. A field,
     not a cached_property: a key added to ``__dict__`` after ``__init__`` turns off CPython's
@@ -293,6 +324,8 @@ class Task(Generic[P, R]):
         unique_while: Literal["live", "live_or_succeeded"] | None = None,
         concurrency_key: str | Callable[..., str] | None = None,
         key_limit: int | None = None,
+        ordering_key: str | Callable[..., str] | None = None,
+        ordering_on_dead: Literal["block", "skip"] | None = None,
     ) -> Task[P, R]:
         """A copy whose jobs are enqueued with these options instead."""
         changes: dict[str, Any] = {
@@ -308,6 +341,8 @@ class Task(Generic[P, R]):
             "unique_while": unique_while,
             "concurrency_key": concurrency_key,
             "key_limit": key_limit,
+            "ordering_key": ordering_key,
+            "ordering_on_dead": ordering_on_dead,
         }
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
@@ -322,9 +357,12 @@ class Task(Generic[P, R]):
         if shape not in self._fitting_shapes:
             self._check_fit(len(args), tuple(kwargs), shape)
         run_after = self.run_after
-        key = self.concurrency_key
+        key, limit, order = self.concurrency_key, self.key_limit, None
+        if self.ordering_key is not None:
+            key, limit, order = self.ordering_key, 1, self.ordering_on_dead
         if key is not None and not isinstance(key, str):
-            key = key_of(self.name, key, args, kwargs)
+            option = "concurrency_key" if order is None else "ordering_key"
+            key = key_of(self.name, key, args, kwargs, option)
         return NewJob(
             task=self.name,
             queue=self.queue,
@@ -342,7 +380,8 @@ class Task(Generic[P, R]):
             unique_succeeded=self.unique_while == "live_or_succeeded",
             payload_version=self.version,
             concurrency_key=key,
-            key_limit=self.key_limit,
+            key_limit=limit,
+            key_order=order,
         )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:

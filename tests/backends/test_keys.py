@@ -195,3 +195,69 @@ async def test_a_person_cancelling_a_running_job_frees_nothing_early_and_retry_r
     assert await backend.job_get_available(claim()) == []
     (again,) = await backend.job_get_available_keyed(claim(token="t2"))
     assert again.id == job_id
+
+
+# -- ordered keys (ordering_key=) ---------------------------------------------------------
+
+
+async def ordered(backend: Backend, key: str, *labels: str, on_dead: str = "block") -> list[int]:
+    jobs = [new_job(label, concurrency_key=key, key_limit=1, key_order=on_dead) for label in labels]
+    return await backend.job_insert_many(JobInsertManyParams(jobs))
+
+
+async def test_an_ordered_key_runs_its_jobs_one_at_a_time_in_enqueue_order(
+    backend: Backend,
+) -> None:
+    """Enqueue order, not priority: a later job of higher priority still waits its turn; other
+    keys run beside it."""
+    await ordered(backend, "o", "first", "second")
+    await backend.job_insert_many(
+        JobInsertManyParams(
+            [new_job("urgent", concurrency_key="o", key_limit=1, key_order="block", priority=9)]
+        )
+    )
+    await ordered(backend, "p", "p1")
+    seen = []
+    while jobs := await backend.job_get_available_keyed(claim(limit=10)):
+        assert len([j for j in jobs if j.task != "p1"]) <= 1
+        seen += [j.task for j in jobs]
+        await finish(backend, jobs)
+    assert [t for t in seen if t != "p1"] == ["first", "second", "urgent"]
+    assert "p1" in seen[:2]  # in the first claim, beside "first"
+
+
+async def test_a_retrying_job_holds_its_key_and_a_reclaimed_one_stays_first(
+    backend: Backend, clock: FakeClock
+) -> None:
+    await ordered(backend, "o", "first", "second")
+    (held,) = await backend.job_get_available_keyed(claim())
+    retry = Completion(held.id, held.lease_token, Disposition.RETRY, delay_s=30.0)
+    await backend.job_set_state_if_running_many([retry])
+    assert await backend.job_get_available_keyed(claim(token="t2")) == []  # backing off
+    assert not await backend.job_ready_exists(None)
+    clock.advance(31)
+    (again,) = await backend.job_get_available_keyed(claim(token="t3"))
+    assert again.task == "first"
+    clock.advance(120)  # its worker dies: the lease expires and the job is reclaimed
+    assert await backend.job_reclaim_expired() == [again.id]
+    (third,) = await backend.job_get_available_keyed(claim(token="t4"))
+    assert (third.task, third.attempt) == ("first", 3)
+
+
+@pytest.mark.parametrize("on_dead", ["block", "skip"])
+async def test_a_dead_ordered_job_blocks_its_key_until_a_person_acts_or_is_skipped(
+    backend: Backend, on_dead: str
+) -> None:
+    first, _ = await ordered(backend, "o", "first", "second", on_dead=on_dead)
+    (held,) = await backend.job_get_available_keyed(claim())
+    await backend.job_set_state_if_running_many(
+        [Completion(held.id, held.lease_token, Disposition.DEAD)]
+    )
+    after = await backend.job_get_available_keyed(claim(token="t2"))
+    if on_dead == "skip":
+        assert labels(after) == ["second"]
+        return
+    assert after == [] and not await backend.job_ready_exists(None)
+    assert await backend.job_retry(JobActionParams(first, who="test"))  # a person acts
+    (retried,) = await backend.job_get_available_keyed(claim(token="t3"))
+    assert retried.id == first

@@ -503,15 +503,27 @@ async def test_the_ordinary_claims_never_read_the_keyed_segment(pg: Migrated) ->
 async def test_the_keyed_claim_reads_no_table_whole_at_a_million_jobs_of_10000_keys(
     pg: Migrated,
 ) -> None:
-    """A million ready keyed jobs over 10,000 keys (and one hot key of 100,000 among them):
-    both keyed claims walk the keys by index probes and read each key's jobs through the walk
-    index, never a whole table; and they take their jobs."""
+    """A million ready keyed jobs over 10,000 keys (one hot key of 100,000 among them, and a
+    thousand ordered keys, with dead jobs holding some): both keyed claims walk the keys by
+    index probes and read each key's jobs (an ordered key's head, its dead jobs) through
+    indexes, never a whole table, and so does the burst's ready probe; and they take jobs."""
     await pg.conn.execute(
         f"""INSERT INTO {pg.table} (queue, task, max_attempts, concurrency_key, key_limit,
-                                    segment)
-            SELECT 'default', 't', 3,
-                   CASE WHEN g <= 100000 THEN 'hot' ELSE 'k' || (g % 10000) END, 2, 4
-            FROM generate_series(1, 1000000) g"""
+                                    key_order, segment)
+            SELECT 'default', 't', 3, k, CASE WHEN o THEN 1 ELSE 2 END,
+                   CASE WHEN o THEN 'block' END, 4
+            FROM (SELECT CASE WHEN g <= 100000 THEN 'hot' ELSE 'k' || (g % 10000) END AS k,
+                         g > 100000 AND g % 10000 < 1000 AS o
+                  FROM generate_series(1, 1000000) g) s"""
+    )
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, max_attempts, concurrency_key, key_limit,
+                                    key_order, state, finished_at, segment)
+            SELECT 'default', 't', 3, 'k' || g, 1, 'block', 'dead', now(), 4
+            FROM generate_series(1, 999, 7) g
+            UNION ALL  -- and the dead of other jobs, as a history of dead letters holds
+            SELECT 'default', 't', 3, NULL, NULL, NULL, 'dead', now(), 3
+            FROM generate_series(1, 200000)"""
     )
     await pg.conn.execute(f"ANALYZE {pg.table}")
     for name, queues in [
@@ -521,7 +533,11 @@ async def test_the_keyed_claim_reads_no_table_whole_at_a_million_jobs_of_10000_k
         plan = await pg.explain(await pg.sql(name), *await keyed_args(pg, queues, 20))
         whole = [line for line in plan.splitlines() if "Seq Scan on skiplock_jobs" in line]
         assert whole == [], (name, plan)  # (the few settings rows are read whole, as ever)
-        assert "skiplock_jobs_live_keyed_walk_idx" in plan, (name, plan)
+        for index in ("_walk_idx", "_head_idx", "skiplock_jobs_dead_blocking_idx"):
+            assert index in plan, (name, index, plan)
+    ready = await pg.explain(await pg.sql("JOB_READY_EXISTS"), None, None)
+    for big in ("skiplock_jobs_live_keyed", "skiplock_jobs_dead"):  # (the ring is empty)
+        assert f"Seq Scan on {big}" not in ready, ready
     jobs = await (await pg.app.backend()).job_get_available_keyed(claim_of(None, 20))
     assert len(jobs) == 20
 

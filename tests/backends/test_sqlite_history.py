@@ -374,9 +374,8 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         assert kinds[0] == "view"
         after = [dict(r) for r in conn.execute("SELECT * FROM skiplock_jobs ORDER BY id")]
         # migration 12's columns: no job of before has a concurrency key
-        assert {(row.pop("concurrency_key"), row.pop("key_limit")) for row in after} == {
-            (None, None)
-        }
+        keys = {(r.pop("concurrency_key"), r.pop("key_limit"), r.pop("key_order")) for r in after}
+        assert keys == {(None, None, None)}
         assert after == before
         ids = [row["id"] for row in before]
         assert all(where(sqlite_url, i) == history.LIVE for i in ids)

@@ -116,9 +116,8 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         # every row already there is in the long segment (version 12's column)
         assert [row.pop("segment") for row in after] == [3] * len(after)
         # version 13's columns: no job of before has a concurrency key
-        assert {(row.pop("concurrency_key"), row.pop("key_limit")) for row in after} == {
-            (None, None)
-        }
+        keys = {(r.pop("concurrency_key"), r.pop("key_limit"), r.pop("key_order")) for r in after}
+        assert keys == {(None, None, None)}
         stamped = after[6].pop("finished_at")
         assert stamped is not None and before[6].pop("finished_at") is None
         assert after == before

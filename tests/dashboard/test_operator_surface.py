@@ -5,6 +5,7 @@ an exact preview, schedules to the second, a port in use, the Origin refusal."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 
 from skiplock import JobFilter, JobState
+from skiplock._backends.base import ClaimParams
+from skiplock._job import Completion, Disposition
 
 from ..apps import dash_app
 from .conftest import APP, ROOT, Pages, Stack, wait_until
@@ -224,3 +227,23 @@ def test_the_overview_lists_the_busiest_concurrency_keys(stack: Stack, pages: Pa
     expect(first.locator("td").last).to_have_text("2")
     expect(rows.nth(1).locator("th")).to_have_text("acct-2")
     expect(page.locator("table.keys b")).to_have_count(0)
+
+
+def test_the_overview_names_an_ordered_key_a_dead_job_holds(stack: Stack, pages: Pages) -> None:
+    held = dash_app.work.using(ordering_key="order-5")
+    first, _ = enqueue(stack, [held.prepare(1), held.prepare(2)])
+
+    async def the_first_dies() -> None:  # as its worker would record it
+        backend = await stack.app.backend()
+        (claimed,) = await backend.job_get_available_keyed(ClaimParams(None, 5, "w", "t", 60, 5))
+        done = Completion(claimed.id, claimed.lease_token, Disposition.DEAD)
+        await backend.job_set_state_if_running_many([done])
+
+    stack.run(the_first_dies())
+    page = pages.as_user("vera")
+    page.goto("/")
+    row = page.locator('table.blocked-keys tr[data-key="order-5"]')
+    expect(row.locator('[data-count="waiting"]')).to_have_text("1")
+    expect(row.locator("a")).to_have_text(f"#{first}")
+    row.locator("a").click()
+    expect(page).to_have_url(re.compile(rf"/jobs/{first}$"))

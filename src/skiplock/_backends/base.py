@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from .._job import (
     AuditEntry,
+    BlockedKey,
     ClaimedJob,
     Completion,
     CronRun,
@@ -279,6 +280,8 @@ class JobStatsRows:
     """(queue, task, reclaims)."""
     ranks: list[tuple[Any, ...]]
     """(dim, key, kind "claim" | "run", p50, p95, max) in seconds."""
+    blocked: list[tuple[Any, ...]] = field(default_factory=list)
+    """The ordered keys a dead job holds: (key, dead_job_id, waiting), oldest first."""
     keys: list[tuple[Any, ...]] = field(default_factory=list)
     """The busiest concurrency keys: (key, running, ready, pending, key_limit), busiest first
     (JOB_BUSIEST_KEYS, KEYS_IN_STATS of them)."""
@@ -387,6 +390,10 @@ class Backend(Protocol):
         """The ``limit`` concurrency keys with the most running jobs, then the most ready, of
         one queue and/or task (None: any): each key's live jobs counted (reads every live
         keyed job, never history)."""
+        ...
+
+    async def job_blocked_keys(self, limit: int) -> list[BlockedKey]:
+        """The ``limit`` ordered keys a dead job holds, the oldest dead job first."""
         ...
 
     async def queue_list(self) -> list[QueueInfo]:

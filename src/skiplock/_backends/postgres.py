@@ -21,6 +21,7 @@ import asyncpg
 
 from .._job import (
     AuditEntry,
+    BlockedKey,
     ClaimedJob,
     Completion,
     CronRun,
@@ -743,6 +744,11 @@ class PostgresBackend:
             args = (self._now(), queue, task, limit)
             rows = await self.pool.fetch(self._sql.JOB_BUSIEST_KEYS, *args)
         return [key_load(tuple(r)) for r in rows]
+
+    async def job_blocked_keys(self, limit: int) -> list[BlockedKey]:
+        with _wrapped("job_blocked_keys"):
+            rows = await self.pool.fetch(self._sql.JOB_BLOCKED_KEYS, limit)
+        return [BlockedKey(*r) for r in rows]
 
     async def queue_list(self) -> list[QueueInfo]:
         with _wrapped("queue_list"):

@@ -41,6 +41,9 @@ MIGRATION_KEYS = (
 -- nullable without a default: adding them rewrites no row.
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN concurrency_key text;
 ALTER TABLE {s}.skiplock_jobs ADD COLUMN key_limit integer CHECK (key_limit >= 1);
+-- An ordered key (ordering_key=): its jobs one at a time in id order; 'block': a dead one
+-- holds the key until a person retries or discards it, 'skip': the next one runs.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN key_order text CHECK (key_order IN ('block', 'skip'));
 CREATE TABLE {s}."""
     + KEYED_TABLE
     + """ PARTITION OF {s}.skiplock_jobs_live
@@ -64,11 +67,24 @@ CREATE INDEX """
     + KEYED_TABLE
     + """
     (concurrency_key) WHERE state = 'running';
+-- An ordered key's head: its live job of the lowest id.
+CREATE INDEX """
+    + KEYED_TABLE
+    + """_head_idx ON {s}."""
+    + KEYED_TABLE
+    + """
+    (concurrency_key, id) WHERE state IN ('pending', 'running');
+-- The dead jobs that hold their ordered keys.
+CREATE INDEX skiplock_jobs_dead_blocking_idx ON {s}.skiplock_jobs_dead (concurrency_key, id)
+    WHERE key_order = 'block';
 -- Keyed jobs in the keyed segment and nowhere else: the ordinary claims never read it.
 ALTER TABLE {s}.skiplock_jobs_live ADD CONSTRAINT skiplock_jobs_keyed_segment
     CHECK ((concurrency_key IS NULL) = (segment <> """
     + str(KEYED_SEGMENT)
     + """));
+-- An ordered job has a key, and runs alone (checked where jobs are written: the live rows).
+ALTER TABLE {s}.skiplock_jobs_live ADD CONSTRAINT skiplock_jobs_key_order
+    CHECK (key_order IS NULL OR (concurrency_key IS NOT NULL AND key_limit = 1));
 -- NULL when another transaction holds the key's lock; else, under that lock (released at the
 -- end of the caller's transaction), how many of the key's jobs run now, read in a snapshot
 -- of this statement's own.
@@ -111,6 +127,14 @@ def step_in_queues(q: str, k: str) -> str:
                 WHERE x.k IS NOT NULL ORDER BY x.q LIMIT 1"""
 
 
+def blocked(key: str, head: str) -> str:
+    """A dead job of ordered key ``key`` before its head ``head`` that blocks it (until a
+    person retries or discards it): a probe of the dead partition's blocking index."""
+    return f"""SELECT 1 FROM {{s}}.skiplock_jobs d
+                  WHERE d.state = 'dead' AND d.key_order = 'block'
+                    AND d.concurrency_key = {key} AND d.id < {head}"""
+
+
 def keyed_claim(step: Callable[[str, str], str], claim_update: str) -> str:
     """The keyed claim, walking with ``step``; ``claim_update`` is the ordinary claims' update
     of the ids in ``c`` (postgres_sql._CLAIM_UPDATE)."""
@@ -151,21 +175,42 @@ walk(q, k, lap, pos) AS (
     WHERE w.pos < $11
 ),
 keys AS MATERIALIZED (
-    -- each pair's key locked (NULL running: another claimer holds it, skip), then counted
-    SELECT q, k, pos, {{s}}.skiplock_key_running(k) AS running FROM walk WHERE pos > 0
+    -- each pair's key locked (NULL running: another claimer holds it, skip), then counted;
+    -- whether it is an ordered key, as its first pending job says (one probe)
+    SELECT q, k, pos, {{s}}.skiplock_key_running(k) AS running,
+           (SELECT j.key_order FROM {{s}}.skiplock_jobs j
+            WHERE j.state = 'pending' AND j.segment = {KEYED_SEGMENT}
+              AND j.queue = walk.q AND j.concurrency_key = walk.k
+            ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) AS ordered
+    FROM walk WHERE pos > 0
 ),
 cand AS MATERIALIZED (
-    -- each key's first $2 ready jobs; a key's limit is the one its first ready job carries
+    -- each key's first $2 ready jobs (a key's limit is the one its first ready job carries);
+    -- an ordered key's head alone (its live job of the lowest id) if it is pending, due and
+    -- not behind a dead job of its key that blocks it
     SELECT c.id, c.priority, k.k, k.pos, k.running,
            row_number() OVER w AS rank, first_value(c.key_limit) OVER w AS lim
     FROM keys k CROSS JOIN LATERAL (
-        SELECT id, priority, run_at, key_limit FROM {{s}}.skiplock_jobs
+        (SELECT id, priority, run_at, key_limit FROM {{s}}.skiplock_jobs
         WHERE state = 'pending' AND segment = {KEYED_SEGMENT}
           AND queue = k.q AND concurrency_key = k.k AND run_at <= (SELECT t FROM now_)
           AND task NOT IN (SELECT task FROM {{s}}.skiplock_task_pauses
                            WHERE until IS NULL OR until > (SELECT t FROM now_))
+          AND k.ordered IS NULL
         ORDER BY priority DESC, run_at, id
-        LIMIT $2
+        LIMIT $2)
+        UNION ALL
+        SELECT h.id, h.priority, h.run_at, h.key_limit FROM (
+            SELECT id, priority, run_at, key_limit, state, queue, task
+            FROM {{s}}.skiplock_jobs
+            WHERE state IN ('pending', 'running') AND segment = {KEYED_SEGMENT}
+              AND concurrency_key = k.k AND k.ordered IS NOT NULL
+            ORDER BY id LIMIT 1
+        ) h
+        WHERE h.state = 'pending' AND h.queue = k.q AND h.run_at <= (SELECT t FROM now_)
+          AND h.task NOT IN (SELECT task FROM {{s}}.skiplock_task_pauses
+                             WHERE until IS NULL OR until > (SELECT t FROM now_))
+          AND NOT EXISTS ({blocked("k.k", "h.id")})
     ) c
     WHERE k.running IS NOT NULL
       -- paused queues never; limited queues only through their own locked claim ($8)
@@ -214,6 +259,20 @@ ORDER BY running DESC, ready DESC, pending DESC, concurrency_key
 LIMIT $4
 """
 
+JOB_BLOCKED_KEYS = f"""
+-- The $1 ordered keys a dead job holds (ordering_on_dead 'block'), oldest first: the dead
+-- job and how many live jobs wait behind it (the dead partition's blocking index).
+SELECT d.concurrency_key AS key, min(d.id) AS dead_job_id,
+       (SELECT count(*) FROM {{s}}.skiplock_jobs l
+        WHERE l.state IN ('pending', 'running') AND l.segment = {KEYED_SEGMENT}
+          AND l.concurrency_key = d.concurrency_key) AS waiting
+FROM {{s}}.skiplock_jobs d
+WHERE d.state = 'dead' AND d.key_order = 'block'
+GROUP BY d.concurrency_key
+ORDER BY min(d.id)
+LIMIT $1
+"""
+
 KEYED_READY = f"""SELECT 1 FROM {{s}}.skiplock_jobs j
     WHERE j.state = 'pending' AND j.segment = {KEYED_SEGMENT}
       AND j.run_at <= (SELECT t FROM now_)
@@ -225,6 +284,13 @@ KEYED_READY = f"""SELECT 1 FROM {{s}}.skiplock_jobs j
       AND (j.key_limit IS NULL
            OR (SELECT count(*) FROM {{s}}.skiplock_jobs r
                WHERE r.state = 'running' AND r.segment = {KEYED_SEGMENT}
-                 AND r.concurrency_key = j.concurrency_key) < j.key_limit)"""
+                 AND r.concurrency_key = j.concurrency_key) < j.key_limit)
+      -- an ordered key's head alone, and not while a dead job blocks it
+      AND (j.key_order IS NULL
+           OR NOT EXISTS (SELECT 1 FROM {{s}}.skiplock_jobs e
+                          WHERE e.state IN ('pending', 'running')
+                            AND e.segment = {KEYED_SEGMENT}
+                            AND e.concurrency_key = j.concurrency_key AND e.id < j.id)
+              AND NOT EXISTS ({blocked("j.concurrency_key", "j.id")}))"""
 """A ready keyed job of a queue in $1 whose key has room (JOB_READY_EXISTS, at ``now_``):
 the keyed claim's rule, read without its locks."""

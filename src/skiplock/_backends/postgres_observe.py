@@ -35,6 +35,7 @@ async def job_stats(
             finished=await rows(sql.JOB_STATS_FINISHED),
             reclaims=await rows(sql.JOB_STATS_RECLAIMS),
             ranks=ranks_from_buckets(await rows(sql.JOB_STATS_PERCENTILES)),
+            blocked=[tuple(r) for r in await conn.fetch(sql.JOB_BLOCKED_KEYS, KEYS_IN_STATS)],
             keys=[
                 tuple(r)
                 for r in await conn.fetch(

@@ -61,6 +61,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         [j.payload_version for j in jobs],
         _unless_all([j.concurrency_key for j in jobs], None),
         _unless_all([j.key_limit for j in jobs], None),
+        _unless_all([j.key_order for j in jobs], None),
     ]
 
 

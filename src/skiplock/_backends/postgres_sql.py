@@ -265,11 +265,11 @@ WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
                          $14::text[], $15::bool[], $16::text[], $17::int[], $18::text[],
-                         $19::int[])
+                         $19::int[], $20::text[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
                               unique_succeeded, trace_context, payload_version,
-                              concurrency_key, key_limit, ord)
+                              concurrency_key, key_limit, key_order, ord)
 ), full_ AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
@@ -290,12 +290,12 @@ WITH batch AS (
     INSERT INTO {s}.skiplock_jobs
         (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout,
          correlation_id, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-         concurrency_key, key_limit, segment)
+         concurrency_key, key_limit, key_order, segment)
     SELECT u.id, u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
            u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
-           u.trace_context, u.payload_version, u.concurrency_key, u.key_limit,
+           u.trace_context, u.payload_version, u.concurrency_key, u.key_limit, u.key_order,
            -- a keyed job goes to the keyed segment, any other to the ring's (the default)
            CASE WHEN u.concurrency_key IS NULL THEN """
     + _storage.SEGMENT_NOW
@@ -504,6 +504,7 @@ JOB_GET_AVAILABLE_KEYED = _keys.keyed_claim(_keys.step_any, _CLAIM_UPDATE)
 JOB_GET_AVAILABLE_KEYED_IN_QUEUES = _keys.keyed_claim(_keys.step_in_queues, _CLAIM_UPDATE)
 
 JOB_BUSIEST_KEYS = _keys.JOB_BUSIEST_KEYS
+JOB_BLOCKED_KEYS = _keys.JOB_BLOCKED_KEYS
 
 JOB_NEXT_RUN_AT = """
 -- Seconds from now ($1, NULL: the database's) until the earliest pending job due after
@@ -1202,6 +1203,7 @@ class Statements:
     JOB_GET_AVAILABLE_KEYED_IN_QUEUES: str
     JOB_READY_EXISTS: str
     JOB_BUSIEST_KEYS: str
+    JOB_BLOCKED_KEYS: str
     JOB_NEXT_RUN_AT: str
     JOB_SET_STATE_IF_RUNNING_MANY: str
     JOB_GET: str

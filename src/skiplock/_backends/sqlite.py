@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from .._job import (
     AuditEntry,
+    BlockedKey,
     ClaimedJob,
     Completion,
     CronRun,
@@ -677,6 +678,13 @@ class SQLiteBackend:
             return conn.execute(sql.JOB_BUSIEST_KEYS, args).fetchall()
 
         return [key_load(r) for r in await self._run("job_busiest_keys", read)]
+
+    async def job_blocked_keys(self, limit: int) -> list[BlockedKey]:
+        def read(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(sql.JOB_BLOCKED_KEYS, {"limit": limit}).fetchall()
+
+        rows = await self._run("job_blocked_keys", read)
+        return [BlockedKey(str(r[0]), int(r[1]), int(r[2])) for r in rows]
 
     async def queue_list(self) -> list[QueueInfo]:
         rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())

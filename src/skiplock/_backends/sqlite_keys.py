@@ -37,11 +37,19 @@ WHERE state = 'pending' AND concurrency_key IS NOT NULL AND queue = :queue
   AND concurrency_key > :key
 """
 
-PICK = """
+_BLOCKED = """SELECT 1 FROM skiplock_jobs_live d
+        WHERE d.state = 'dead' AND d.key_order = 'block' AND d.concurrency_key = {key}
+          AND d.id < {head}"""
+"""A dead job of ordered key ``key`` before its head that holds the key (until a person
+retries or discards it)."""
+
+PICK = (
+    """
 -- Of the visited pairs (:pairs, JSON [[queue, key, place], ...]), the jobs to claim: each
 -- key's ready jobs within its room (its limit, which its first ready job carries, less its
--- running jobs), by priority, then the key's turn, then age. :limited: a limited queue's own
--- claim (otherwise limited queues are left to it).
+-- running jobs), by priority, then the key's turn, then age; an ordered key's head alone (its
+-- live job of the lowest id) if it is pending, due and not behind a dead job that blocks the
+-- key. :limited: a limited queue's own claim (otherwise limited queues are left to it).
 WITH keys AS (
     SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS k,
            json_extract(value, '$[2]') AS pos
@@ -49,15 +57,18 @@ WITH keys AS (
 ), counted AS (
     SELECT q, k, pos,
            (SELECT count(*) FROM skiplock_jobs_live r
-            WHERE r.state = 'running' AND r.concurrency_key = keys.k) AS running
+            WHERE r.state = 'running' AND r.concurrency_key = keys.k) AS running,
+           (SELECT j.key_order FROM skiplock_jobs_live j
+            WHERE j.state = 'pending' AND j.concurrency_key IS NOT NULL
+              AND j.queue = keys.q AND j.concurrency_key = keys.k
+            ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) AS ordered
     FROM keys
     WHERE q NOT IN (SELECT name FROM skiplock_queues
                     WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
                                                       OR rate_per_s IS NOT NULL)))
-), cand AS (
-    SELECT j.id, j.queue, j.concurrency_key AS k, j.priority, c.pos, c.running,
-           row_number() OVER w AS rank, first_value(j.key_limit) OVER w AS lim
-    FROM counted c JOIN skiplock_jobs_live j ON j.id IN (
+), picked AS (
+    SELECT j.id, j.priority, j.run_at, j.key_limit, c.q, c.k, c.pos, c.running
+    FROM counted c JOIN skiplock_jobs_live j ON c.ordered IS NULL AND j.id IN (
         SELECT id FROM skiplock_jobs_live
         WHERE state = 'pending' AND concurrency_key IS NOT NULL
           AND queue = c.q AND concurrency_key = c.k AND run_at <= :now
@@ -65,12 +76,30 @@ WITH keys AS (
                            WHERE until IS NULL OR until > :now)
         ORDER BY priority DESC, run_at, id
         LIMIT :limit)
-    WINDOW w AS (PARTITION BY j.concurrency_key ORDER BY j.priority DESC, j.run_at, j.id)
+    UNION ALL
+    SELECT h.id, h.priority, h.run_at, h.key_limit, c.q, c.k, c.pos, c.running
+    FROM counted c JOIN skiplock_jobs_live h ON c.ordered IS NOT NULL AND h.id = (
+        SELECT id FROM skiplock_jobs_live
+        WHERE state IN ('pending', 'running') AND concurrency_key IS NOT NULL
+          AND concurrency_key = c.k
+        ORDER BY id LIMIT 1)
+    WHERE h.state = 'pending' AND h.queue = c.q AND h.run_at <= :now
+      AND h.task NOT IN (SELECT task FROM skiplock_task_pauses
+                         WHERE until IS NULL OR until > :now)
+      AND NOT EXISTS ("""
+    + _BLOCKED.format(key="c.k", head="h.id")
+    + """)
+), cand AS (
+    SELECT id, q, k, priority, pos, running,
+           row_number() OVER w AS rank, first_value(key_limit) OVER w AS lim
+    FROM picked
+    WINDOW w AS (PARTITION BY k ORDER BY priority DESC, run_at, id)
 )
-SELECT id, queue, k, pos FROM cand WHERE lim IS NULL OR rank <= lim - running
+SELECT id, q, k, pos FROM cand WHERE lim IS NULL OR rank <= lim - running
 ORDER BY priority DESC, rank, pos
 LIMIT :limit
 """
+)
 
 
 def _next_pair(

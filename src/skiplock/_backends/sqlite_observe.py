@@ -15,7 +15,7 @@ from .sqlite_observe_sql import (
     JOB_STATS_PERCENTILES,
     JOB_STATS_RECLAIMS,
 )
-from .sqlite_sql import JOB_BUSIEST_KEYS
+from .sqlite_sql import JOB_BLOCKED_KEYS, JOB_BUSIEST_KEYS
 from .sqlite_support import dt
 
 
@@ -38,6 +38,7 @@ def job_stats(conn: sqlite3.Connection, params: JobStatsParams, now: float) -> J
             finished=rows(JOB_STATS_FINISHED),
             reclaims=rows(JOB_STATS_RECLAIMS),
             ranks=ranks_from_buckets(bucket_samples(conn.execute(JOB_STATS_PERCENTILES, args))),
+            blocked=[tuple(r) for r in conn.execute(JOB_BLOCKED_KEYS, {"limit": KEYS_IN_STATS})],
             keys=[
                 tuple(r) for r in conn.execute(JOB_BUSIEST_KEYS, {**args, "limit": KEYS_IN_STATS})
             ],

@@ -97,6 +97,7 @@ def _values(j: NewJob, now: float) -> tuple[Any, ...]:
         j.payload_version,
         j.concurrency_key,
         j.key_limit,
+        j.key_order,
     )
 
 
@@ -119,6 +120,7 @@ def _row(j: NewJob, now: float) -> dict[str, Any]:
         "payload_version": j.payload_version,
         "concurrency_key": j.concurrency_key,
         "key_limit": j.key_limit,
+        "key_order": j.key_order,
     }
 
 

@@ -210,6 +210,7 @@ CREATE VIEW skiplock_jobs AS SELECT * FROM skiplock_jobs_live
 -- the columns and the view is rebuilt after the migrations (sqlite_history.follow_live).
 ALTER TABLE skiplock_jobs_live ADD COLUMN concurrency_key TEXT;
 ALTER TABLE skiplock_jobs_live ADD COLUMN key_limit INTEGER CHECK (key_limit >= 1);
+ALTER TABLE skiplock_jobs_live ADD COLUMN key_order TEXT CHECK (key_order IN ('block', 'skip'));
 -- The ordinary claims walk unkeyed jobs only (the leading term, = 0), every pending count
 -- still reads these (the predicate is unchanged), and the keyed claim has its own walk
 -- (no semicolons in comments: migrate splits on them).
@@ -225,7 +226,13 @@ CREATE INDEX skiplock_jobs_keyed_walk_idx
     ON skiplock_jobs_live (queue, concurrency_key, priority DESC, run_at, id)
     WHERE state = 'pending' AND concurrency_key IS NOT NULL;
 CREATE INDEX skiplock_jobs_keyed_running_idx ON skiplock_jobs_live (concurrency_key)
-    WHERE state = 'running' AND concurrency_key IS NOT NULL
+    WHERE state = 'running' AND concurrency_key IS NOT NULL;
+-- An ordered key's head (its live job of the lowest id), and the dead jobs that hold their
+-- ordered keys.
+CREATE INDEX skiplock_jobs_keyed_head_idx ON skiplock_jobs_live (concurrency_key, id)
+    WHERE state IN ('pending', 'running') AND concurrency_key IS NOT NULL;
+CREATE INDEX skiplock_jobs_dead_blocking_idx ON skiplock_jobs_live (concurrency_key, id)
+    WHERE state = 'dead' AND key_order = 'block'
 """,
     ),
 ]
@@ -263,10 +270,10 @@ JOB_INSERT = """
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit)
+     concurrency_key, key_limit, key_order)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
         :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
-        :payload_version, :concurrency_key, :key_limit)
+        :payload_version, :concurrency_key, :key_limit, :key_order)
 """
 
 JOB_INSERT_ROWS = """
@@ -275,7 +282,7 @@ JOB_INSERT_ROWS = """
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit)
+     concurrency_key, key_limit, key_order)
 VALUES {rows}
 """
 
@@ -292,13 +299,13 @@ JOB_INSERT_ONE = (
 -- check and the insert. A statement is atomic, and alone (autocommit) it is its own write
 -- transaction, taking the write lock at its start as BEGIN IMMEDIATE does: so no BEGIN, no
 -- separate depth read, no COMMIT (four statements were one job's). No row inserted: the
--- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 18th parameter is
+-- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 19th parameter is
 -- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence).
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit)
-SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+     concurrency_key, key_limit, key_order)
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 WHERE NOT EXISTS (
     SELECT 1 FROM skiplock_queues q
     WHERE q.name = ? AND q.max_depth IS NOT NULL AND """
@@ -308,11 +315,11 @@ WHERE NOT EXISTS (
 """
 )
 
-JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 """One row of JOB_INSERT_ROWS."""
 
-JOB_INSERT_ROWS_MAX = 999 // 17
-"""Rows a statement: 17 values each, within the 999 parameters older SQLite builds allow."""
+JOB_INSERT_ROWS_MAX = 999 // 18
+"""Rows a statement: 18 values each, within the 999 parameters older SQLite builds allow."""
 
 
 JOB_INSERT_UNIQUE = (
@@ -411,6 +418,20 @@ ORDER BY running DESC, ready DESC, pending DESC, concurrency_key
 LIMIT :limit
 """
 
+JOB_BLOCKED_KEYS = """
+-- The :limit ordered keys a dead job holds (ordering_on_dead 'block'), oldest first: the dead
+-- job and how many live jobs wait behind it.
+SELECT d.concurrency_key AS key, min(d.id) AS dead_job_id,
+       (SELECT count(*) FROM skiplock_jobs_live l
+        WHERE l.state IN ('pending', 'running') AND l.concurrency_key IS NOT NULL
+          AND l.concurrency_key = d.concurrency_key) AS waiting
+FROM skiplock_jobs_live d
+WHERE d.state = 'dead' AND d.key_order = 'block'
+GROUP BY d.concurrency_key
+ORDER BY min(d.id)
+LIMIT :limit
+"""
+
 JOB_CLAIM_IDS = (
     """
 -- Claim the pending jobs of ids :ids (a JSON array; the keyed claim's pick, sqlite_keys.py,
@@ -447,6 +468,15 @@ SELECT EXISTS (
            OR (SELECT count(*) FROM skiplock_jobs_live r
                WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key)
               < j.key_limit)
+      -- an ordered key's head alone, and not while a dead job blocks it
+      AND (j.key_order IS NULL
+           OR NOT EXISTS (SELECT 1 FROM skiplock_jobs_live e
+                          WHERE e.state IN ('pending', 'running')
+                            AND e.concurrency_key IS NOT NULL
+                            AND e.concurrency_key = j.concurrency_key AND e.id < j.id)
+              AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live d
+                              WHERE d.state = 'dead' AND d.key_order = 'block'
+                                AND d.concurrency_key = j.concurrency_key AND d.id < j.id))
 )
 """
 )

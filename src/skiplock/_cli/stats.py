@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._app_observe import DEFAULT_WINDOW_S
-from .._job import KeyLoad
+from .._job import BlockedKey, KeyLoad
 from .._observe.stats import Stats, StatsGroup
 from .output import to_json
 from .support import Seconds, app_command, app_for, run_async
@@ -166,13 +166,24 @@ def render(stats: Stats, alerts: Alerts, width: int = 10_000) -> Group:
     ]
     tables = [table(title, groups, columns, alerts) for title, groups, columns in sections]
     keys = [keys_table(stats.keys)] if stats.keys else []
+    blocked = [blocked_lines(stats.blocked_keys)] if stats.blocked_keys else []
     if all(_natural_width(t) <= width for t in tables + keys):
-        return Group(Text(f"skiplock at {when}", style="bold"), *tables, *keys)
+        return Group(Text(f"skiplock at {when}", style="bold"), *tables, *keys, *blocked)
     return Group(
         Text(f"skiplock at {when}", style="bold"),
         *(listing(title, groups, columns, alerts, width) for title, groups, columns in sections),
         *([keys_listing(stats.keys)] if stats.keys else []),
+        *blocked,
     )
+
+
+def blocked_lines(blocked: tuple[BlockedKey, ...]) -> Group:
+    """The ordered keys a dead job holds, in bold red: each waits for a person."""
+    lines = [Text("ordered keys held by a dead job (retry or discard it)", style="bold red")]
+    for held in blocked:
+        lines.append(Text(held.key, style="bold", overflow="fold"))
+        lines.append(Text(f"  dead job {held.dead_job_id}  waiting {held.waiting}"))
+    return Group(*lines)
 
 
 KEYS_TITLE = "busiest concurrency keys now"

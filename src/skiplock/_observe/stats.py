@@ -19,7 +19,7 @@ from typing import Any
 
 from .._backends.base import JobStatsRows
 from .._backends.common import key_load
-from .._job import KeyLoad
+from .._job import BlockedKey, KeyLoad
 from .._job import WorkerInfo as WorkerInfo  # re-exported: it lives with the records now
 
 TOTAL = ""
@@ -99,6 +99,9 @@ class Stats:
     keys: tuple[KeyLoad, ...] = ()
     """The busiest concurrency keys now (most running, then most ready; at most 10), of the
     reading's queue and task."""
+    blocked_keys: tuple[BlockedKey, ...] = ()
+    """Ordered keys a dead job holds (at most 10, the oldest dead job first): each waits for a
+    person to retry or discard that job."""
 
     def queue(self, name: str) -> StatsGroup | None:
         return next((g for g in self.queues if g.name == name), None)
@@ -115,6 +118,7 @@ class Stats:
             "queues": [g.as_dict() for g in self.queues],
             "tasks": [g.as_dict() for g in self.tasks],
             "keys": [dataclasses.asdict(k) for k in self.keys],
+            "blocked_keys": [dataclasses.asdict(k) for k in self.blocked_keys],
         }
 
 
@@ -185,6 +189,7 @@ def build_stats(rows: JobStatsRows, window_s: float) -> Stats:
         queues=tuple(group("queue", n) for n in names("queue")),
         tasks=tuple(group("task", n) for n in names("task")),
         keys=tuple(key_load(row) for row in rows.keys),
+        blocked_keys=tuple(BlockedKey(str(k), int(d), int(n)) for k, d, n in rows.blocked),
     )
 
 

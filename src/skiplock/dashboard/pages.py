@@ -116,6 +116,7 @@ async def overview(request: Request) -> Response:
         workers_alert=live_workers == 0 and stats.total.ready > 0,
         pauses=await app.task_pauses(),
         keys=stats.keys,
+        blocked_keys=stats.blocked_keys,
         sample_every_s=dash.sampler.every_s,
         window_s=STATS_WINDOW_S,
         alert_backlog_s=ALERT_BACKLOG_AGE_S,
