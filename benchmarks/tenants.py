@@ -8,6 +8,10 @@ and SQLite, through skiplock's own CLI workers (``benchmarks/tenants_app.py``).
   same jobs without keys are the baseline: their cold jobs wait behind the whole backlog.
   Targets: every cold key's first job within 2 x the job time plus one claim round trip
   (here 2 x 5 ms + 5 ms: 15 ms); drain rate >= 85 % of the baseline's.
+- **W14 ordered keys.** 100 keys x 1,000 jobs of 2 ms enqueued round-robin (each key's jobs
+  interleaved with the others'), ``ordering_key`` per key, one in 20 failing its first attempt
+  (retried after 50-200 ms), one worker process at ``-c 16``: whether every key's jobs
+  finished in enqueue order, and the drain rate beside the same jobs without a key.
 - **W13 capped keys.** 50 keys x 200 jobs of 10 ms, ``key_limit=2``, a supervisor of 4 worker
   processes (``--processes 4 -c 20``); once a third of the jobs are done one worker process is
   SIGKILLed (its supervisor frees its leases and starts another). The most jobs of one key
@@ -69,7 +73,7 @@ async def start_worker(url: str, *extra: str) -> asyncio.subprocess.Process:
     env = {**os.environ, "SKIPLOCK_DATABASE_URL": url, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
     command = [sys.executable, "-m", "skiplock", "worker", APP, "--burst", "--log-level"]
     return await asyncio.create_subprocess_exec(
-        *command, "warning", *extra, env=env, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL
+        *command, "error", *extra, env=env, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL
     )
 
 
@@ -77,15 +81,15 @@ async def succeeded(app: skiplock.App) -> int:
     return (await app.counts()).get("succeeded", 0)
 
 
-async def runs_of(url: str, task: str) -> list[tuple[str, float, float, int]]:
-    """(key, start, end, attempt) of every succeeded job of ``task``, from its result."""
+async def runs_of(url: str, task: str) -> list[tuple[str, float, float, int, int]]:
+    """(key, start, end, attempt, id) of every succeeded job of ``task``, from its result."""
     if url.startswith("sqlite"):
         import sqlite3
 
         conn = sqlite3.connect(url.removeprefix("sqlite:///"))
         try:
             rows = conn.execute(
-                "SELECT args, result, attempt FROM skiplock_jobs"
+                "SELECT args, result, attempt, id FROM skiplock_jobs"
                 " WHERE task = ? AND state = 'succeeded'",
                 (task,),
             ).fetchall()
@@ -95,7 +99,7 @@ async def runs_of(url: str, task: str) -> list[tuple[str, float, float, int]]:
         pg = await asyncpg.connect(url)
         try:
             found = await pg.fetch(
-                "SELECT args::text, result::text, attempt FROM skiplock_jobs"
+                "SELECT args::text, result::text, attempt, id FROM skiplock_jobs"
                 " WHERE task = $1 AND state = 'succeeded'",
                 task,
             )
@@ -103,10 +107,10 @@ async def runs_of(url: str, task: str) -> list[tuple[str, float, float, int]]:
         finally:
             await pg.close()
     out = []
-    for args, result, attempt in rows:
+    for args, result, attempt, job_id in rows:
         key = json.loads(args)[0]
         start, end = json.loads(result)
-        out.append((key, float(start), float(end), int(attempt)))
+        out.append((key, float(start), float(end), int(attempt), int(job_id)))
     return out
 
 
@@ -129,7 +133,7 @@ async def w12(url: str, *, keyed: bool, hot: int, cold_keys: int, each: int) -> 
         await app.close()
     runs = await runs_of(url, task)
     first: dict[str, float] = {}
-    for key, started, _, _ in runs:
+    for key, started, *_ in runs:
         if key != "hot":
             first[key] = min(first.get(key, started), started)
     delays = [(t - committed) * 1000 for t in first.values()]
@@ -145,10 +149,10 @@ async def w12(url: str, *, keyed: bool, hot: int, cold_keys: int, each: int) -> 
     }
 
 
-def most_at_once(runs: list[tuple[str, float, float, int]]) -> dict[str, int]:
+def most_at_once(runs: list[tuple[str, float, float, int, int]]) -> dict[str, int]:
     """Per key, the most runs whose [start, end) intervals overlapped (a sweep)."""
     events: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    for key, start, end, _ in runs:
+    for key, start, end, *_ in runs:
         events[key] += [(start, 1), (end, -1)]
     most = {}
     for key, marks in events.items():
@@ -194,6 +198,43 @@ async def w13(url: str, *, keys: int, each: int, kill: bool) -> dict[str, Any]:
     }
 
 
+async def w14(url: str, *, ordered: bool, keys: int, each: int) -> dict[str, Any]:
+    task, ms = ("ordered" if ordered else "unordered"), 2.0
+    app = skiplock.App(url)
+    await app.migrate()
+    try:
+        jobs = [
+            NewJob(task, "default", json.dumps([f"o{k:03}", n, ms]), "{}", 0, 5,
+                   concurrency_key=f"o{k:03}" if ordered else None,
+                   key_limit=1 if ordered else None, key_order="block" if ordered else None)
+            for n in range(each) for k in range(keys)
+        ]  # fmt: skip
+        for start in range(0, len(jobs), BATCH):
+            await app.enqueue_many(jobs[start : start + BATCH])
+        worker = await start_worker(url, "-c", "16")
+        await worker.wait()
+        left = await app.counts()
+    finally:
+        await app.close()
+    runs = await runs_of(url, task)
+    by_key: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for key, _, end, _, job_id in runs:
+        by_key[key].append((end, job_id))
+    out_of_order = sum(
+        1 for done in by_key.values() if [i for _, i in sorted(done)] != sorted(i for _, i in done)
+    )
+    span = max(r[2] for r in runs) - min(r[1] for r in runs)
+    return {
+        "ordered": ordered,
+        "jobs": len(runs),
+        "expected": keys * each,
+        "not_succeeded": {k: v for k, v in left.items() if k != "succeeded" and v},
+        "retried": sum(1 for r in runs if r[3] > 1),
+        "keys_out_of_order": out_of_order,
+        "drain_per_s": len(runs) / span,
+    }
+
+
 async def fresh(database: str) -> tuple[str, Any]:
     """A URL of a new database (and how to drop it after)."""
     if database == "sqlite":
@@ -221,6 +262,7 @@ async def drop(name: str | None) -> None:
 async def main(args: argparse.Namespace) -> None:
     hot, cold_keys, each = (10_000, 99, 10) if args.quick else (100_000, 99, 10)
     keys, per_key = (20, 50) if args.quick else (50, 200)
+    ordered_keys, per_ordered = (20, 100) if args.quick else (100, 1_000)
     results: dict[str, Any] = {"runs": args.runs, "quick": args.quick, "rows": []}
     for database in args.databases.split(","):
         for _ in range(args.runs):
@@ -232,6 +274,15 @@ async def main(args: argparse.Namespace) -> None:
                     finally:
                         await drop(name)
                     results["rows"].append({"workload": "W12", "database": database, **row})
+                    print(json.dumps(results["rows"][-1]), flush=True)
+            if "W14" in args.only:
+                for ordered in (True, False):
+                    url, name = await fresh(database)
+                    try:
+                        row = await w14(url, ordered=ordered, keys=ordered_keys, each=per_ordered)
+                    finally:
+                        await drop(name)
+                    results["rows"].append({"workload": "W14", "database": database, **row})
                     print(json.dumps(results["rows"][-1]), flush=True)
             if "W13" in args.only:
                 url, name = await fresh(database)
@@ -276,6 +327,26 @@ def report(rows: list[dict[str, Any]]) -> str:
                 f"{worst:.1f} ms (target <= 15 ms: {'met' if worst <= 15 else 'NOT met'})",
                 "",
             ]
+        w14 = [r for r in rows if r["workload"] == "W14" and r["database"] == database]
+        in_order = [r for r in w14 if r["ordered"]]
+        loose = [r for r in w14 if not r["ordered"]]
+        if in_order and loose:
+            ratio = _median(in_order, "drain_per_s") / _median(loose, "drain_per_s")
+            wrong = sum(r["keys_out_of_order"] for r in in_order)
+            done = all(r["jobs"] == r["expected"] for r in in_order)
+            lines += [
+                f"W14 ordered keys, {database} ({len(in_order)} runs, medians)",
+                "| jobs | drain jobs/s | retried | keys finished out of enqueue order |",
+                "| --- | ---: | ---: | ---: |",
+                f"| ordered | {_median(in_order, 'drain_per_s'):,.0f} | "
+                f"{_median(in_order, 'retried'):.0f} | {wrong} |",
+                f"| without keys | {_median(loose, 'drain_per_s'):,.0f} | "
+                f"{_median(loose, 'retried'):.0f} | "
+                f"{sum(r['keys_out_of_order'] for r in loose)} |",
+                f"ordered / without keys: {ratio:.0%}; every key in enqueue order: "
+                f"{'met' if wrong == 0 and done else 'NOT met'}",
+                "",
+            ]
         w13_rows = [r for r in rows if r["workload"] == "W13" and r["database"] == database]
         if w13_rows:
             most = max(r["most_at_once"] for r in w13_rows)
@@ -301,7 +372,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--only", default="W12,W13")
+    parser.add_argument("--only", default="W12,W13,W14")
     parser.add_argument("--databases", default="postgres,sqlite")
     return parser.parse_args(argv)
 

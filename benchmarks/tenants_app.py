@@ -37,3 +37,26 @@ async def untenanted(key: str, ms: float) -> list[float]:
 async def capped(key: str, ms: float) -> list[float]:
     """At most two of a key at once, everywhere (W13)."""
     return await _run(ms / 1000)
+
+
+_RETRY = skiplock.RetryPolicy(base_s=0.05, cap_s=0.2)
+"""W14's retries come back within a fifth of a second (a failed head holds its key that long)."""
+
+
+async def _flaky(n: int, ms: float) -> list[float]:
+    """A job of W14: one in 20 fails its first attempt (and is retried)."""
+    if n % 20 == 7 and skiplock.current_job().attempt == 1:
+        raise ConnectionError("the first try of one job in 20 fails")
+    return await _run(ms / 1000)
+
+
+@app.task(name="ordered", ordering_key=lambda key, n, ms: key, retry=_RETRY)
+async def ordered(key: str, n: int, ms: float) -> list[float]:
+    """One at a time per key, in enqueue order, through retries (W14)."""
+    return await _flaky(n, ms)
+
+
+@app.task(name="unordered", retry=_RETRY)
+async def unordered(key: str, n: int, ms: float) -> list[float]:
+    """W14's baseline: the same jobs, no key."""
+    return await _flaky(n, ms)

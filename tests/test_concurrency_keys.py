@@ -469,3 +469,29 @@ async def test_blocked_keys_name_the_dead_job_until_a_person_discards_it(
     assert await app.blocked_keys() == []
     (second,) = await backend.job_get_available_keyed(claim(10, "t3"))
     assert json.loads(second.args_json) == [1, 1]
+
+
+async def test_an_ordered_keys_next_job_is_claimed_once_the_one_before_is_written(
+    app: skiplock.App,
+) -> None:
+    """The slot a job held frees when its outcome is in the table, after the worker's slot
+    did: the worker claims again then, not at its poll (60 s here), so a chain of one key's
+    jobs runs back to back."""
+    ran: list[int] = []
+    last = asyncio.Event()
+
+    @app.task(name="chain", ordering_key="k")
+    async def chain(n: int) -> None:
+        ran.append(n)
+        if n == 5:
+            last.set()
+
+    await app.enqueue_many([chain.prepare(n) for n in range(6)])
+    worker = Worker(app, poll_interval_s=60, scheduler=False)
+    run = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(last.wait(), 20)
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(run, 10)
+    assert ran == list(range(6))

@@ -32,10 +32,9 @@ DIALECT_ONLY = {
     # SQLite copies a finished job into its day's table, then deletes the live rows copied
     # (PostgreSQL's partitions move the row with the update).
     "JOB_DELETE_MOVED",
-    # PostgreSQL's keyed claim is one statement (its walk in SQL); SQLite walks the keys in
+    # PostgreSQL's keyed claim is one statement (its walk in a function); SQLite walks the keys in
     # Python under its write lock (sqlite_keys.py), then claims the ids it picked.
     "JOB_GET_AVAILABLE_KEYED",
-    "JOB_GET_AVAILABLE_KEYED_IN_QUEUES",
     "JOB_CLAIM_IDS",
 }
 

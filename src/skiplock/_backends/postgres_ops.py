@@ -203,10 +203,7 @@ async def claim_keyed(
     args = claim_args(params, None)
     where = (None if args[0] is None else tuple(args[0]), limited)
     after = cursors.get(where) or (None, None)
-    if args[0] is None:
-        statement = statements.JOB_GET_AVAILABLE_KEYED
-    else:
-        statement = statements.JOB_GET_AVAILABLE_KEYED_IN_QUEUES
+    statement = statements.JOB_GET_AVAILABLE_KEYED
     rows = await conn.fetch(statement, *args, limited, *after, keys_to_visit(params.limit))
     taken, cursors[where] = keyed_claimed(rows, params.limit)
     return taken

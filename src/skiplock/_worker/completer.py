@@ -82,6 +82,9 @@ class Completer(Service):
         self.ledger: Ledger | None = None
         """The worker's ledger, told each outcome written (or its lease lost): until then
         the lease is held (None: a completer on its own, as in a test)."""
+        self.on_written: Callable[[list[int]], None] | None = None
+        """Told the ids of each batch once it is written (in the table: a key's slot frees
+        only then, so the producer claims that key's next job after this)."""
         self.on_requeued: Callable[[float], None] | None = None
         """Told, after a batch is written, the shortest delay of the jobs it put back to
         pending (a retry, a snooze): the producer wakes when that one comes due."""
@@ -134,7 +137,10 @@ class Completer(Service):
                 self.meter.written(batch, asyncio.get_running_loop().time() - since)
                 if self._on_finished is not None:
                     self._on_finished(c.job_id for c in batch if c.disposition in FINISHING)
-                self._signals.flushed.fire([c.job_id for c in batch])
+                ids = [c.job_id for c in batch]
+                self._signals.flushed.fire(ids)
+                if self.on_written is not None:
+                    self.on_written(ids)
                 self._tell_requeued(batch)
             self._idle.set()
             if self._closing:

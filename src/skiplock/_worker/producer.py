@@ -90,6 +90,9 @@ class Producer(Service):
         self._keyed_took = False
         """Whether it took a job: while keyed jobs flow, the two claims take turns first."""
         self._turns = itertools.count()
+        self._keyed_held: set[int] = set()
+        """Keyed jobs this worker claimed whose outcomes are not written yet: each holds a
+        slot of its key until its outcome is in the table."""
         self._due_at = math.inf
         """The loop time the earliest job known not yet due comes due (inf: none known)."""
         self._claim_began = 0.0
@@ -228,7 +231,17 @@ class Producer(Service):
         self._keyed_at = asyncio.get_running_loop().time()
         jobs = await self.backend.job_get_available_keyed(self._claim_params(limit))
         self._keyed_took = bool(jobs)
+        self._keyed_held.update(job.id for job in jobs)
         return jobs
+
+    def written(self, job_ids: list[int]) -> None:
+        """A batch of outcomes is in the table: if it freed slots of keys (a keyed job of
+        this worker finished, or was put back), claim again now rather than at the poll (an
+        ordered key's next job waits for exactly this)."""
+        held = self._keyed_held
+        if held and not held.isdisjoint(job_ids):
+            held.difference_update(job_ids)
+            self.wake.set()
 
     def _serves(self, queue: str) -> bool:
         return self.config.queues is None or queue in self.config.queues

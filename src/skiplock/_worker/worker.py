@@ -303,6 +303,7 @@ class Worker:
         )
         outage.on_back = producer.wake.set  # claims resume as soon as any service gets through
         completer.on_requeued = producer.due_in
+        completer.on_written = producer.written
         services: list[Service] = [completer, runner, leases]
         services.append(Rescuer(backend, config, signals, outage, self.meter))
         canceller = Canceller(backend, runner, ledger, outage=outage)
