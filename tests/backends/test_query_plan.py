@@ -12,7 +12,14 @@ import asyncpg
 import pytest
 
 import skiplock
-from skiplock._backends import flows, sqlite_history, sqlite_keys, sqlite_sql
+from skiplock._backends import (
+    flows,
+    postgres_keys_sql,
+    postgres_sql,
+    sqlite_history,
+    sqlite_keys,
+    sqlite_sql,
+)
 from skiplock._backends.base import ClaimParams, JobInsertManyParams
 from skiplock._backends.common import keys_to_visit
 from skiplock._backends.postgres_ops import insert_params
@@ -547,10 +554,11 @@ async def test_the_keyed_claim_reads_no_table_whole_at_a_million_jobs_of_10000_k
             FROM generate_series(1, 200000)"""
     )
     await pg.conn.execute(f"ANALYZE {pg.table}")
+    # the statement inside skiplock_keyed_claim (an EXPLAIN of the call shows the call alone)
+    body = postgres_keys_sql.keyed_claim(postgres_sql._CLAIM_UPDATE)
+    body = body.replace("{s}", f'"{pg.schema}"')
     for queues in (None, ["default", "other"]):
-        plan = await pg.explain(
-            await pg.sql("JOB_GET_AVAILABLE_KEYED"), *await keyed_args(pg, queues, 20)
-        )
+        plan = await pg.explain(body, *await keyed_args(pg, queues, 20))
         whole = [line for line in plan.splitlines() if "Seq Scan on skiplock_jobs" in line]
         assert whole == [], (queues, plan)  # (the few settings rows are read whole, as ever)
         for index in ("_walk_idx", "_head_idx", "skiplock_jobs_dead_blocking_idx"):

@@ -380,14 +380,15 @@ def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
     )
 
 
-KEYS_PER_CLAIM_MIN = 32
+KEYS_PER_CLAIM_MIN = 8
 KEYS_PER_CLAIM_MAX = 256
 
 
 def keys_to_visit(limit: int) -> int:
-    """How many (queue, key) pairs a keyed claim of ``limit`` jobs visits: twice its limit,
-    so keys at their cap or with nothing due leave it room, within [32, 256] (a probe each)."""
-    return max(KEYS_PER_CLAIM_MIN, min(KEYS_PER_CLAIM_MAX, 2 * limit))
+    """How many (queue, key) pairs a keyed claim of ``limit`` jobs visits: four times its
+    limit, so keys at their cap or with nothing due leave it room, within [8, 256] (a few
+    probes each: a busy worker claims a job or two at a time as its slots free)."""
+    return max(KEYS_PER_CLAIM_MIN, min(KEYS_PER_CLAIM_MAX, 4 * limit))
 
 
 def next_cursor(

@@ -319,3 +319,38 @@ KEYED_READY = f"""SELECT 1 FROM {{s}}.skiplock_jobs j
               AND NOT EXISTS ({blocked("j.concurrency_key", "j.id")}))"""
 """A ready keyed job of a queue in $1 whose key has room (JOB_READY_EXISTS, at ``now_``):
 the keyed claim's rule, read without its locks."""
+
+
+_CLAIMED = """id bigint, task text, queue text, args text, kwargs text, priority integer,
+    attempt integer, max_attempts integer, timeout double precision, lease_token text,
+    created_at timestamptz, lease_expires_at timestamptz, lease_s double precision,
+    correlation_id text, trace_context text, payload_version integer, segment smallint,
+    key text, pos integer, walked_queue text, walked_key text"""
+"""The keyed claim's rows: a claimed job's columns (the ordinary claims' RETURNING), its key,
+the key's place in the walk, and where the walk ended."""
+
+
+def claim_function(claim_update: str) -> str:
+    """Migration 13's ``skiplock_keyed_claim``: the keyed claim (``keyed_claim``) as a function
+    whose plan is prepared once per session, generic. Planned each time, as a statement, it
+    cost 1.3 ms of planning for 0.7 ms of work: 2.8 ms a claim of 2 against 0.9 ms (100 keys,
+    30,000 jobs). Its column names are its result's, hence ``use_column``."""
+    return (
+        """
+-- The keyed claim (postgres_keys_sql.keyed_claim), its arguments in JOB_GET_AVAILABLE_KEYED's
+-- order; its plan made once per session.
+CREATE FUNCTION {s}.skiplock_keyed_claim(text[], integer, text, text, double precision,
+    double precision, timestamptz, boolean, text, text, integer)
+RETURNS TABLE ("""
+        + _CLAIMED
+        + """)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY"""
+        + keyed_claim(claim_update).rstrip()
+        + """;
+END
+$$;
+"""
+    )

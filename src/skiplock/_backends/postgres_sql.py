@@ -205,7 +205,6 @@ CREATE TABLE {s}.skiplock_audit (
     ),
     (11, "partitioned storage", _storage.MIGRATION_PARTITIONS),
     (12, "live segments", _storage.MIGRATION_LIVE_SEGMENTS),
-    (13, "concurrency keys", _keys.MIGRATION_KEYS),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -500,7 +499,18 @@ SELECT EXISTS (
 """
 )
 
-JOB_GET_AVAILABLE_KEYED = _keys.keyed_claim(_CLAIM_UPDATE)
+# Migration 13 makes the keyed claim's function, which holds the claims' update above.
+MIGRATIONS.append(
+    (13, "concurrency keys", _keys.MIGRATION_KEYS + _keys.claim_function(_CLAIM_UPDATE))
+)
+
+JOB_GET_AVAILABLE_KEYED = """
+-- The keyed claim (postgres_keys_sql.keyed_claim), in its function: up to $2 ready keyed jobs
+-- of the queues in $1 for worker $3 under token $4, leased as the ordinary claim ($5, $6;
+-- $7 now), $8 a limited queue's own claim, visiting at most $11 keys after ($9, $10).
+SELECT * FROM {s}.skiplock_keyed_claim($1::text[], $2::integer, $3::text, $4::text,
+    $5::float8, $6::float8, $7::timestamptz, $8::boolean, $9::text, $10::text, $11::integer)
+"""
 
 JOB_BUSIEST_KEYS = _keys.JOB_BUSIEST_KEYS
 JOB_BLOCKED_KEYS = _keys.JOB_BLOCKED_KEYS
