@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -38,6 +39,7 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -267,37 +269,32 @@ async def drop(name: str | None) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    hot, cold_keys, each = (10_000, 99, 10) if args.quick else (100_000, 99, 10)
+    hot, cold, each = (10_000, 99, 10) if args.quick else (100_000, 99, 10)
     keys, per_key = (20, 50) if args.quick else (50, 200)
     ordered_keys, per_ordered = (20, 100) if args.quick else (100, 1_000)
     results: dict[str, Any] = {"runs": args.runs, "quick": args.quick, "rows": []}
     for database in args.databases.split(","):
         for _ in range(args.runs):
+            runs: list[tuple[str, Callable[[str], Awaitable[dict[str, Any]]]]] = []
             if "W12" in args.only:
-                for keyed in (True, False):
-                    url, name = await fresh(database)
-                    try:
-                        row = await w12(url, keyed=keyed, hot=hot, cold_keys=cold_keys, each=each)
-                    finally:
-                        await drop(name)
-                    results["rows"].append({"workload": "W12", "database": database, **row})
-                    print(json.dumps(results["rows"][-1]), flush=True)
+                runs += [
+                    ("W12", functools.partial(w12, keyed=k, hot=hot, cold_keys=cold, each=each))
+                    for k in (True, False)
+                ]
             if "W14" in args.only:
-                for ordered in (True, False):
-                    url, name = await fresh(database)
-                    try:
-                        row = await w14(url, ordered=ordered, keys=ordered_keys, each=per_ordered)
-                    finally:
-                        await drop(name)
-                    results["rows"].append({"workload": "W14", "database": database, **row})
-                    print(json.dumps(results["rows"][-1]), flush=True)
+                runs += [
+                    ("W14", functools.partial(w14, ordered=o, keys=ordered_keys, each=per_ordered))
+                    for o in (True, False)
+                ]
             if "W13" in args.only:
+                runs.append(("W13", functools.partial(w13, keys=keys, each=per_key, kill=True)))
+            for workload, measure in runs:
                 url, name = await fresh(database)
                 try:
-                    row = await w13(url, keys=keys, each=per_key, kill=True)
+                    row = await measure(url)
                 finally:
                     await drop(name)
-                results["rows"].append({"workload": "W13", "database": database, **row})
+                results["rows"].append({"workload": workload, "database": database, **row})
                 print(json.dumps(results["rows"][-1]), flush=True)
     print(report(results["rows"]))
     RESULTS.mkdir(exist_ok=True)
@@ -309,13 +306,19 @@ def _median(rows: list[dict[str, Any]], field: str) -> float:
     return statistics.median(r[field] for r in rows)
 
 
+def _split(
+    rows: list[dict[str, Any]], workload: str, database: str, flag: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A workload's runs on one database: those with ``flag`` set, and its baseline's."""
+    mine = [r for r in rows if r["workload"] == workload and r["database"] == database]
+    return [r for r in mine if r[flag]], [r for r in mine if not r[flag]]
+
+
 def report(rows: list[dict[str, Any]]) -> str:
     """The tables, medians of the runs, with the targets pass/fail."""
     lines = []
     for database in sorted({r["database"] for r in rows}):
-        w12_rows = [r for r in rows if r["workload"] == "W12" and r["database"] == database]
-        keyed = [r for r in w12_rows if r["keyed"]]
-        plain = [r for r in w12_rows if not r["keyed"]]
+        keyed, plain = _split(rows, "W12", database, "keyed")
         if keyed and plain:
             ratio = _median(keyed, "drain_per_s") / _median(plain, "drain_per_s")
             worst = max(r["cold_first_max_ms"] for r in keyed)
@@ -334,9 +337,7 @@ def report(rows: list[dict[str, Any]]) -> str:
                 f"{worst:.1f} ms (target <= 15 ms: {'met' if worst <= 15 else 'NOT met'})",
                 "",
             ]
-        w14 = [r for r in rows if r["workload"] == "W14" and r["database"] == database]
-        in_order = [r for r in w14 if r["ordered"]]
-        loose = [r for r in w14 if not r["ordered"]]
+        in_order, loose = _split(rows, "W14", database, "ordered")
         if in_order and loose:
             ratio = _median(in_order, "drain_per_s") / _median(loose, "drain_per_s")
             wrong = sum(r["keys_out_of_order"] for r in in_order)

@@ -19,7 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -387,3 +387,22 @@ SQLITE_UNDO_KEYS = [
 ]
 """SQLite's migration 12 (concurrency keys) undone on a migrated file, for the tests that
 rebuild an earlier version's shape; the view is left to the caller (they drop it first)."""
+
+
+class LoopHarness:
+    """One event loop and one migrated app for every example of a Hypothesis test (pytest's
+    fixtures are set up once per test, not per example): each example's work runs through
+    ``run``. With a ``clock``, the app's database time is that FakeClock's."""
+
+    def __init__(self, url: str, clock: FakeClock | None = None) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.clock = clock
+        self.app = skiplock.App(url, clock=clock)
+        self.run(self.app.migrate())
+
+    def run(self, coro: Awaitable[T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        self.run(self.app.close())
+        self.loop.close()

@@ -9,7 +9,7 @@ import collections
 import dataclasses
 import itertools
 import json
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -28,7 +28,7 @@ from skiplock._job import ClaimedJob, Completion, Disposition, JobFilter, JobSta
 from skiplock._limits import MAX_KEY_LIMIT, MAX_TEXT_CHARS
 from skiplock._worker.worker import Worker
 
-from .helpers import FakeClock
+from .helpers import FakeClock, LoopHarness
 
 T = TypeVar("T")
 
@@ -199,22 +199,15 @@ STEPS = st.lists(
 )
 
 
-class Harness:
-    """One loop, one clocked app for every example of a test (each example its own keys)."""
+class Harness(LoopHarness):
+    """One loop, one clocked app and its backend for every example of a test (each example
+    its own keys)."""
 
     def __init__(self, url: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.clock = FakeClock()
-        self.app = skiplock.App(url, clock=self.clock)
-        self.run(self.app.migrate())
+        clock = FakeClock()
+        super().__init__(url, clock)
+        self.clock: FakeClock = clock
         self.backend = self.run(self.app.backend())
-
-    def run(self, coro: Awaitable[T]) -> T:
-        return self.loop.run_until_complete(coro)
-
-    def close(self) -> None:
-        self.run(self.app.close())
-        self.loop.close()
 
 
 @pytest.fixture

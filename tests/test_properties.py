@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import itertools
 import math
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -26,6 +26,8 @@ from skiplock import ConfigurationError, JobState, PayloadError, Retry, RetryPol
 from skiplock._limits import MAX_SECONDS
 from skiplock._worker.worker import Worker
 
+from .helpers import LoopHarness
+
 T = TypeVar("T")
 EXAMPLES = settings(
     max_examples=50,
@@ -36,24 +38,12 @@ EXAMPLES = settings(
 _names = itertools.count()
 
 
-class Harness:
-    """One loop and one migrated app shared by every example of a test."""
-
-    def __init__(self, url: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.app = skiplock.App(url)
-        self.run(self.app.migrate())
-
-    def run(self, coro: Awaitable[T]) -> T:
-        return self.loop.run_until_complete(coro)
+class Harness(LoopHarness):
+    """One loop and one migrated app shared by every example of a test, and a burst worker."""
 
     async def burst(self) -> None:
         worker = Worker(self.app, poll_interval_s=0.05, scheduler=False, shutdown_timeout_s=5)
         await asyncio.wait_for(worker.run(burst=True), 60)
-
-    def close(self) -> None:
-        self.run(self.app.close())
-        self.loop.close()
 
 
 @pytest.fixture
