@@ -213,9 +213,10 @@ def test_a_port_in_use_is_one_error_line(stack: Stack) -> None:
 
 
 def test_the_overview_lists_the_busiest_concurrency_keys(stack: Stack, pages: Pages) -> None:
-    """Keys come from job arguments: shown as text (never markup), busiest first."""
-    hot = dash_app.work.using(concurrency_key="<b>acct-1</b>", key_limit=2)
-    cold = dash_app.work.using(concurrency_key="acct-2")
+    """Keys come from job arguments: shown as text (never markup), busiest first. (In a
+    queue no worker of this module serves: the jobs stay where the page can count them.)"""
+    hot = dash_app.work.using(queue="tenants", concurrency_key="<b>acct-1</b>", key_limit=2)
+    cold = dash_app.work.using(queue="tenants", concurrency_key="acct-2")
     enqueue(stack, [hot.prepare(n) for n in range(3)] + [cold.prepare(9)])
     page = pages.as_user("vera")
     page.goto("/")
@@ -230,12 +231,13 @@ def test_the_overview_lists_the_busiest_concurrency_keys(stack: Stack, pages: Pa
 
 
 def test_the_overview_names_an_ordered_key_a_dead_job_holds(stack: Stack, pages: Pages) -> None:
-    held = dash_app.work.using(ordering_key="order-5")
+    held = dash_app.work.using(queue="orders", ordering_key="order-5")  # no worker serves it
     first, _ = enqueue(stack, [held.prepare(1), held.prepare(2)])
 
     async def the_first_dies() -> None:  # as its worker would record it
         backend = await stack.app.backend()
-        (claimed,) = await backend.job_get_available_keyed(ClaimParams(None, 5, "w", "t", 60, 5))
+        orders = ClaimParams(("orders",), 5, "w", "t", 60, 5)
+        (claimed,) = await backend.job_get_available_keyed(orders)
         done = Completion(claimed.id, claimed.lease_token, Disposition.DEAD)
         await backend.job_set_state_if_running_many([done])
 
