@@ -221,7 +221,7 @@ def test_the_overview_lists_the_busiest_concurrency_keys(stack: Stack, pages: Pa
     page = pages.as_user("vera")
     page.goto("/")
     rows = page.locator("table.keys tbody tr")
-    expect(rows).to_have_count(2)
+    expect(rows.nth(1)).to_be_visible()  # (another test's key may follow, never lead)
     first = rows.nth(0)
     expect(first.locator("th")).to_have_text("<b>acct-1</b>")  # the text, not a bold tag
     expect(first.locator('[data-count="pending"]')).to_have_text("3")
