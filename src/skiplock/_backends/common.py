@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
 from .._job import (
+    BlockedKey,
     ClaimedJob,
     DeadGroup,
     JobFilter,
@@ -380,6 +381,11 @@ def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
     )
 
 
+KeyCursors = dict[tuple[tuple[str, ...] | None, bool], tuple[str, str] | None]
+"""Where each keyed claim's walk starts next, per queue set and kind (ordinary, or a limited
+queue's): one backend's claims of a queue set take keys in turn. A hint, not a guarantee:
+another process keeps its own, and no key's limit depends on it."""
+
 KEYS_PER_CLAIM_MIN = 32
 KEYS_PER_CLAIM_MAX = 256
 
@@ -407,6 +413,12 @@ def next_cursor(
     if walked[0] is None or walked[1] is None:
         return None
     return str(walked[0]), str(walked[1])
+
+
+def blocked_key(row: Sequence[Any]) -> BlockedKey:
+    """A JOB_BLOCKED_KEYS row."""
+    key, dead_job_id, waiting = row
+    return BlockedKey(str(key), int(dead_job_id), int(waiting))
 
 
 def key_load(row: Sequence[Any]) -> KeyLoad:

@@ -68,6 +68,8 @@ from .base import (
     WorkerBeatParams,
 )
 from .common import (
+    KeyCursors,
+    blocked_key,
     dead_group,
     job_outcomes,
     job_record,
@@ -162,7 +164,7 @@ class PostgresBackend:
         named = "application_name=" in self._dsn
         self._settings = {} if named else {"application_name": "skiplock"}
         self._sql = sql.Statements.for_schema(self.schema)
-        self._key_cursors: ops.KeyCursors = {}
+        self._key_cursors: KeyCursors = {}
         """Where each keyed claim's walk starts next (postgres_ops.claim_keyed)."""
 
     def _now(self) -> datetime | None:
@@ -750,7 +752,7 @@ class PostgresBackend:
     async def job_blocked_keys(self, limit: int) -> list[BlockedKey]:
         with _wrapped("job_blocked_keys"):
             rows = await self.pool.fetch(self._sql.JOB_BLOCKED_KEYS, limit)
-        return [BlockedKey(*r) for r in rows]
+        return [blocked_key(tuple(r)) for r in rows]
 
     async def queue_list(self) -> list[QueueInfo]:
         with _wrapped("queue_list"):

@@ -23,6 +23,7 @@ from ..errors import QueueFull
 from . import flows
 from .base import MAX_ERRORS_KEPT, ClaimParams
 from .common import (
+    KeyCursors,
     claimed_jobs,
     filter_values,
     in_claim_order,
@@ -182,12 +183,6 @@ def finish_insert(jobs: Sequence[NewJob], rows: Sequence[Any], live: Sequence[An
         )
     inserted = [(row[1], row[2]) for row in rows]
     return map_inserted(jobs, inserted, {key: job_id for job_id, key in live})
-
-
-KeyCursors = dict[tuple[tuple[str, ...] | None, bool], tuple[str, str] | None]
-"""Where each keyed claim's walk starts next, per queue set and kind (ordinary, or a limited
-queue's): one backend's claims of a queue set take keys in turn. A hint, not a guarantee:
-another process keeps its own, and no key's limit depends on it."""
 
 
 async def claim_keyed(

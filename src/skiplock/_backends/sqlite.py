@@ -73,6 +73,8 @@ from .base import (
     WorkerBeatParams,
 )
 from .common import (
+    KeyCursors,
+    blocked_key,
     dead_group,
     job_outcomes,
     key_load,
@@ -182,7 +184,7 @@ class SQLiteBackend:
         self._here_conn: sqlite3.Connection | None = None
         """The connection of ``job_insert_many_here`` (a sync enqueue in its caller's thread)."""
         self._here_lock = threading.Lock()
-        self._key_cursors: keys.KeyCursors = {}
+        self._key_cursors: KeyCursors = {}
         """Where each keyed claim's walk starts next (sqlite_keys.pick)."""
         self._here_pid = 0
         self._here_file: tuple[int, int] | None = None
@@ -684,7 +686,7 @@ class SQLiteBackend:
             return conn.execute(sql.JOB_BLOCKED_KEYS, {"limit": limit}).fetchall()
 
         rows = await self._run("job_blocked_keys", read)
-        return [BlockedKey(str(r[0]), int(r[1]), int(r[2])) for r in rows]
+        return [blocked_key(r) for r in rows]
 
     async def queue_list(self) -> list[QueueInfo]:
         rows = await self._run("queue_list", lambda c: c.execute(sql.QUEUE_LIST).fetchall())

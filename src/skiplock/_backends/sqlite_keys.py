@@ -16,11 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from .common import keys_to_visit, next_cursor
-
-KeyCursors = dict[tuple[tuple[str, ...] | None, bool], tuple[str, str] | None]
-"""Where each keyed claim's walk starts next, per queue set and kind (ordinary, or a limited
-queue's): a hint for turns, never what a key's limit depends on."""
+from .common import KeyCursors, keys_to_visit, next_cursor
 
 NEXT_PAIR = """
 -- The first (queue, key) pair with a pending keyed job after (:queue, :key), any queue.

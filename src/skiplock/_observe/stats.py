@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from .._backends.base import JobStatsRows
-from .._backends.common import key_load
+from .._backends.common import blocked_key, key_load
 from .._job import BlockedKey, KeyLoad
 from .._job import WorkerInfo as WorkerInfo  # re-exported: it lives with the records now
 
@@ -189,7 +189,7 @@ def build_stats(rows: JobStatsRows, window_s: float) -> Stats:
         queues=tuple(group("queue", n) for n in names("queue")),
         tasks=tuple(group("task", n) for n in names("task")),
         keys=tuple(key_load(row) for row in rows.keys),
-        blocked_keys=tuple(BlockedKey(str(k), int(d), int(n)) for k, d, n in rows.blocked),
+        blocked_keys=tuple(blocked_key(row) for row in rows.blocked),
     )
 
 
