@@ -71,9 +71,10 @@ def job(task: str, key: str, ms: float, *, keyed: bool = True) -> NewJob:
     )
 
 
-async def start_worker(url: str, *extra: str) -> asyncio.subprocess.Process:
+async def start_worker(url: str, *extra: str, burst: bool = True) -> asyncio.subprocess.Process:
     env = {**os.environ, "SKIPLOCK_DATABASE_URL": url, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
-    command = [sys.executable, "-m", "skiplock", "worker", APP, "--burst", "--log-level"]
+    command = [sys.executable, "-m", "skiplock", "worker", APP, *(["--burst"] if burst else [])]
+    command.append("--log-level")
     return await asyncio.create_subprocess_exec(
         *command, "error", *extra, env=env, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL
     )
@@ -83,8 +84,9 @@ async def succeeded(app: skiplock.App) -> int:
     return (await app.counts()).get("succeeded", 0)
 
 
-async def runs_of(url: str, task: str) -> list[tuple[str, float, float, int, int]]:
-    """(key, start, end, attempt, id) of every succeeded job of ``task``, from its result."""
+async def runs_of(url: str, task: str, key_at: int = 0) -> list[tuple[str, float, float, int, int]]:
+    """(key, start, end, attempt, id) of every succeeded job of ``task``, from its result;
+    the key is the job's argument at ``key_at``."""
     if url.startswith("sqlite"):
         import sqlite3
 
@@ -110,7 +112,7 @@ async def runs_of(url: str, task: str) -> list[tuple[str, float, float, int, int
             await pg.close()
     out = []
     for args, result, attempt, job_id in rows:
-        key = json.loads(args)[0]
+        key = json.loads(args)[key_at]
         start, end = json.loads(result)
         out.append((key, float(start), float(end), int(attempt), int(job_id)))
     return out
@@ -244,6 +246,51 @@ async def w14(url: str, *, ordered: bool, keys: int, each: int) -> dict[str, Any
     }
 
 
+async def w15(url: str, *, enqueues: int, within_s: float) -> dict[str, Any]:
+    """``enqueues`` debounced enqueues of one key (``debounce=0.2``) paced evenly over
+    ``within_s`` while a worker process runs: how many runs, with whose arguments, how long
+    after the last enqueue, and what a debounced enqueue costs."""
+    from .tenants_app import debounced
+
+    app = skiplock.App(url)
+    await app.migrate()
+    worker = await start_worker(url, "-c", "4", burst=False)  # up until the run is done
+    try:
+        latencies: list[float] = []
+        ids: set[int] = set()
+        begin = time.perf_counter()
+        for n in range(enqueues):
+            due = begin + within_s * n / enqueues
+            if (wait := due - time.perf_counter()) > 0:
+                await asyncio.sleep(wait)
+            sent = time.perf_counter()
+            ids.add((await app.enqueue_many([debounced.prepare("k", n)]))[0].id)
+            latencies.append((time.perf_counter() - sent) * 1000)
+        last_enqueue = time.time()
+        spent = time.perf_counter() - begin
+        while await succeeded(app) < len(ids):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # long enough for a second run, were one coming
+        counts = await app.counts()
+    finally:
+        if worker.returncode is None:
+            worker.send_signal(signal.SIGTERM)
+        await worker.wait()
+        await app.close()
+    rows = await runs_of(url, "debounced", key_at=1)
+    return {
+        "enqueues": enqueues,
+        "enqueue_s": spent,
+        "jobs_written": len(ids),
+        "runs": len(rows),
+        "last_arguments": [int(r[0]) for r in rows] == [enqueues - 1],
+        "start_after_last_enqueue_ms": (rows[0][1] - last_enqueue) * 1000 if rows else None,
+        "left": {k: v for k, v in counts.items() if k != "succeeded" and v},
+        "enqueue_p50_ms": percentile(latencies, 50),
+        "enqueue_p99_ms": percentile(latencies, 99),
+    }
+
+
 async def fresh(database: str) -> tuple[str, Any]:
     """A URL of a new database (and how to drop it after)."""
     if database == "sqlite":
@@ -288,6 +335,8 @@ async def main(args: argparse.Namespace) -> None:
                 ]
             if "W13" in args.only:
                 runs.append(("W13", functools.partial(w13, keys=keys, each=per_key, kill=True)))
+            if "W15" in args.only:
+                runs.append(("W15", functools.partial(w15, enqueues=1_000, within_s=1.0)))
             for workload, measure in runs:
                 url, name = await fresh(database)
                 try:
@@ -373,6 +422,24 @@ def report(rows: list[dict[str, Any]]) -> str:
                 f"{'met' if most <= 2 and complete else 'NOT met'})",
                 "",
             ]
+        w15_rows = [r for r in rows if r["workload"] == "W15" and r["database"] == database]
+        if w15_rows:
+            met = all(r["runs"] == 1 and r["last_arguments"] for r in w15_rows)
+            lines += [
+                f"W15 debounce, {database} ({len(w15_rows)} runs)",
+                "| run | enqueues | over | jobs written | runs | with the last arguments |"
+                " start after the last enqueue | enqueue p50 | enqueue p99 |",
+                "| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+                *[
+                    f"| {i} | {r['enqueues']:,} | {r['enqueue_s']:.2f} s | {r['jobs_written']} | "
+                    f"{r['runs']} | {'yes' if r['last_arguments'] else 'NO'} | "
+                    f"{r['start_after_last_enqueue_ms']:.0f} ms | "
+                    f"{r['enqueue_p50_ms']:.2f} ms | {r['enqueue_p99_ms']:.2f} ms |"
+                    for i, r in enumerate(w15_rows, 1)
+                ],
+                f"exactly one run, with the last arguments: {'met' if met else 'NOT met'}",
+                "",
+            ]
     return "\n".join(lines)
 
 
@@ -380,7 +447,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--only", default="W12,W13,W14")
+    parser.add_argument("--only", default="W12,W13,W14,W15")
     parser.add_argument("--databases", default="postgres,sqlite")
     return parser.parse_args(argv)
 

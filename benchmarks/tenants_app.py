@@ -56,6 +56,13 @@ async def ordered(key: str, n: int, ms: float) -> list[float]:
     return await _flaky(n, ms)
 
 
+@app.task(name="debounced", debounce=0.2, unique_key=lambda key, n: f"debounce:{key}")
+async def debounced(key: str, n: int) -> list[float]:
+    """W15: a key's enqueues within 0.2 s of each other gathered into one run, which gets the
+    last one's arguments (``n``, read back from the row)."""
+    return await _run(0)
+
+
 @app.task(name="unordered", retry=_RETRY)
 async def unordered(key: str, n: int, ms: float) -> list[float]:
     """W14's baseline: the same jobs, no key."""

@@ -229,3 +229,34 @@ def test_sync_enqueue_without_a_loop(sqlite_url: str) -> None:
     assert handle.id >= 1
     with pytest.raises(TypeError, match="not JSON-serialisable"):
         plain.enqueue(object())  # type: ignore[arg-type]
+
+
+async def test_a_replacing_enqueue_works_on_every_connection(pg_app: skiplock.App) -> None:
+    """``on_conflict="replace"`` and ``debounce`` take more than the insert (the holder's
+    update): on asyncpg, psycopg async and psycopg sync connections, in the caller's
+    transaction, ending with one job holding the last arguments."""
+
+    @pg_app.task(name="refresh", unique_key="refresh", on_conflict="replace")
+    async def refresh(n: int) -> None: ...
+
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        async with conn.transaction():
+            first = await refresh.using(connection=conn).aenqueue(1)
+            assert (await refresh.using(connection=conn).aenqueue(2)).id == first.id
+    finally:
+        await conn.close()
+    aconn = await psycopg.AsyncConnection.connect(PG_URL)
+    try:
+        async with aconn.transaction():
+            assert (await refresh.using(connection=aconn).aenqueue(3)).id == first.id
+    finally:
+        await aconn.close()
+
+    def sync() -> int:
+        with psycopg.connect(PG_URL) as sconn, sconn.transaction():
+            return refresh.using(connection=sconn, debounce=30).enqueue(4).id
+
+    assert await asyncio.to_thread(sync) == first.id
+    job = await pg_app.get_job(first.id)
+    assert job.args == [4] and (job.run_at - job.created_at).total_seconds() >= 30

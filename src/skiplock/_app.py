@@ -16,6 +16,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from . import _schema
@@ -220,6 +221,11 @@ class App:
         key_limit: int | None = None,
         ordering_key: str | Callable[..., str] | None = None,
         ordering_on_dead: Literal["block", "skip"] = "block",
+        unique_key: str | Callable[..., str] | None = None,
+        on_conflict: Literal["keep", "replace", "reject"] = "keep",
+        unique_while: Literal["live", "live_or_succeeded"] = "live",
+        unique_for: float | timedelta | None = None,
+        debounce: float | timedelta | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -243,6 +249,11 @@ class App:
         key_limit: int | None = None,
         ordering_key: str | Callable[..., str] | None = None,
         ordering_on_dead: Literal["block", "skip"] = "block",
+        unique_key: str | Callable[..., str] | None = None,
+        on_conflict: Literal["keep", "replace", "reject"] = "keep",
+        unique_while: Literal["live", "live_or_succeeded"] = "live",
+        unique_for: float | timedelta | None = None,
+        debounce: float | timedelta | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options.
 
@@ -254,7 +265,11 @@ class App:
         ``key_limit``: at most ``key_limit`` jobs with one key run at once, on every worker,
         and claims take from keys in turn; ``ordering_key``: one key's jobs one at a time in
         enqueue order, a dead one blocking the key (``ordering_on_dead="block"``) until a
-        person acts, or skipped (``"skip"``) (docs/guides/keys.md)."""
+        person acts, or skipped (``"skip"``) (docs/guides/keys.md).
+
+        ``unique_key`` (a string or a function of the arguments), ``on_conflict``,
+        ``unique_while``, ``unique_for`` and ``debounce``: what an enqueue does while another
+        job holds its key (docs/concepts/delivery.md, "Unique jobs")."""
 
         def register(f: Callable[P, R]) -> Task[P, R]:
             task = Task(
@@ -276,6 +291,11 @@ class App:
                 key_limit=key_limit,
                 ordering_key=ordering_key,
                 ordering_on_dead=ordering_on_dead,
+                unique_key=unique_key,
+                on_conflict=on_conflict,
+                unique_while=unique_while,
+                unique_for=unique_for,
+                debounce=debounce,
             )
             self.registry.add_task(task)
             return task

@@ -114,7 +114,7 @@ class Operations:
             )
         except DuplicateJob as exc:
             raise DuplicateJob(
-                f"job {job_id} was not retried: a live job holds its unique key"
+                f"job {job_id} was not retried: another job holds its unique key"
             ) from exc
         await self._audit("retry", who, f"job {job_id}", "" if done else "not finished")
         if done:

@@ -66,9 +66,17 @@ class NewJob:
     unique_key: str | None = None
     """While a live (pending or running) job has this key, no second one is created."""
     on_duplicate: str = "return"
-    """``return`` the live job holding the key, or ``raise`` DuplicateJob."""
+    """When a job holds the key already: ``return`` it, ``raise`` DuplicateJob, or
+    ``replace`` its arguments and run time if it is still pending (``on_conflict``)."""
     unique_succeeded: bool = False
-    """The key stays taken after the job succeeds (``unique_while="live_or_succeeded"``)."""
+    """The key stays taken after the job succeeds (``unique_while="live_or_succeeded"``, or
+    within ``unique_for_s``)."""
+    unique_for_s: float | None = None
+    """The key stays taken this long after the enqueue, even once the job succeeded (the
+    row's ``unique_until``); None: while ``unique_while`` says."""
+    debounce: bool = False
+    """A debounced enqueue (``debounce=``): it replaces a pending holder, and takes the key
+    from one already running (a new job runs with these arguments afterwards)."""
     trace_context: str | None = None
     """The enqueuing span's W3C trace context as JSON (the otel extra sets it), or None."""
     payload_version: int = 1
@@ -226,6 +234,17 @@ class JobRecord:
     """The last ``set_progress`` record: ``{"fraction", "message", "at"}``, or None."""
     payload_version: int = 1
     """The version of the task's arguments the row holds (``@app.task(version=...)``)."""
+    unique_key: str | None = None
+    """The job's unique key (``unique_key=``, ``debounce=``); None: none, or given up to a
+    newer debounced job while this one ran."""
+    unique_until: datetime | None = None
+    """Until when the key stays taken once the job succeeded (``unique_for=``)."""
+    concurrency_key: str | None = None
+    """Its concurrency or ordering key (``concurrency_key=``, ``ordering_key=``)."""
+    key_limit: int | None = None
+    """How many jobs of its key may run at once (an ordering key's: 1)."""
+    key_order: str | None = None
+    """``block`` or ``skip`` for an ordered key's job (``ordering_on_dead``); None: unordered."""
 
     @property
     def worker(self) -> str | None:

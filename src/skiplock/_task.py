@@ -145,13 +145,81 @@ def _validate_options(task: Task[Any, Any]) -> None:
         check_seconds("timeout", task.timeout, open_=True)
     if task.visibility_timeout is not None:
         check_seconds("visibility_timeout", task.visibility_timeout, minimum=0.5)
-    check_text("unique_key", task.unique_key, optional=True)
     check_text("correlation_id", task.correlation_id, optional=True)
     check_run_after(task.run_after)
     _validate_ordering(task)
     _validate_keys(task.concurrency_key, task.key_limit)
     require(isinstance(task.keep_result, bool), "keep_result", task.keep_result, "must be a bool")
     _validate_versions(task.version, task.upcast)
+
+
+_ON_DUPLICATE = {"keep": "return", "replace": "replace", "reject": "raise"}
+"""``on_conflict`` as the insert's word for it (NewJob.on_duplicate)."""
+
+
+def seconds_of(value: float | timedelta) -> float:
+    """A window given as seconds or a timedelta, in seconds."""
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _validate_window(option: str, value: object) -> None:
+    """A window (``unique_for``, ``debounce``): None, or > 0 to 10 years as seconds or a
+    timedelta."""
+    if value is None:
+        return
+    check_seconds(
+        option, value.total_seconds() if isinstance(value, timedelta) else value, open_=True
+    )
+
+
+def _validate_unique(task: Task[Any, Any]) -> None:
+    """The unique key and what a conflict, a window or a debounce does with it; options
+    that contradict each other are refused, naming both."""
+    if not callable(task.unique_key):
+        check_text("unique_key", task.unique_key, optional=True)
+    require(
+        task.on_conflict in ("keep", "replace", "reject"),
+        "on_conflict",
+        task.on_conflict,
+        "must be 'keep', 'replace' or 'reject'",
+    )
+    require(
+        task.unique_while in ("live", "live_or_succeeded"),
+        "unique_while",
+        task.unique_while,
+        "must be 'live' or 'live_or_succeeded'",
+    )
+    _validate_window("unique_for", task.unique_for)
+    _validate_window("debounce", task.debounce)
+    if task.unique_for is not None:
+        require(
+            task.unique_key is not None,
+            "unique_for",
+            task.unique_for,
+            "keeps a unique key taken for a while: give unique_key= too",
+        )
+        require(
+            task.unique_while == "live",
+            "unique_for",
+            task.unique_for,
+            "bounds how long a succeeded job keeps its key; unique_while='live_or_succeeded' "
+            "keeps it until retention: give one of them",
+        )
+    if task.debounce is None:
+        return
+    for option, given in (
+        ("run_after", task.run_after),
+        ("unique_for", task.unique_for),
+        ("unique_while", None if task.unique_while == "live" else task.unique_while),
+        ("on_conflict", None if task.on_conflict != "reject" else task.on_conflict),
+    ):
+        require(
+            given is None,
+            "debounce",
+            task.debounce,
+            f"runs the job a window after the last enqueue with its arguments: "
+            f"give it without {option}={given!r}",
+        )
 
 
 def _validate_keys(key: object, limit: object) -> None:
@@ -249,12 +317,24 @@ class Task(Generic[P, R]):
     means the timeout plus the worker's ``lease_margin_s``, or its ``default_lease_s``."""
     breaker: Breaker | None = None
     """Pause this task for a cool-down when it fails too often (None: never)."""
-    unique_key: str | None = None
-    """While a live job has this key, enqueueing another returns it (or raises)."""
-    on_duplicate: Literal["return", "raise"] = "return"
+    unique_key: str | Callable[..., str] | None = None
+    """While a job holds this key, enqueueing another does what ``on_conflict`` says. A
+    string, or a function of the call's arguments giving one."""
+    on_conflict: Literal["keep", "replace", "reject"] = "keep"
+    """When a job holds the key: ``keep`` it (its handle is returned), ``replace`` its
+    arguments and run time while it is pending, or ``reject`` the enqueue (DuplicateJob)."""
+    on_duplicate: Literal["return", "raise"] | None = None
+    """The older spelling of ``on_conflict``: ``return`` is ``keep``, ``raise`` ``reject``."""
     unique_while: Literal["live", "live_or_succeeded"] = "live"
     """Which jobs hold a key: ``live`` (pending or running) or also ``succeeded`` ones (a job
     that must succeed once; the key frees when retention deletes the row)."""
+    unique_for: float | timedelta | None = None
+    """A window from the enqueue in which the key stays taken, even after the job succeeded
+    (seconds or a timedelta): enqueues of the key within it are deduplicated."""
+    debounce: float | timedelta | None = None
+    """Gather the enqueues of a key within this window into one run with the last arguments:
+    the job runs this long after the last enqueue (the key is ``unique_key``, or the task's
+    name)."""
     run_after: datetime | timedelta | None = None
     connection: object | None = field(default=None, repr=False, compare=False)
     correlation_id: str | None = None
@@ -287,18 +367,17 @@ class Task(Generic[P, R]):
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
         _validate_options(self)
-        require(
-            self.on_duplicate in ("return", "raise"),
-            "on_duplicate",
-            self.on_duplicate,
-            "must be 'return' or 'raise'",
-        )
-        require(
-            self.unique_while in ("live", "live_or_succeeded"),
-            "unique_while",
-            self.unique_while,
-            "must be 'live' or 'live_or_succeeded'",
-        )
+        if self.on_duplicate is not None:  # the older spelling, kept as on_conflict
+            require(
+                self.on_duplicate in ("return", "raise"),
+                "on_duplicate",
+                self.on_duplicate,
+                "must be 'return' or 'raise'",
+            )
+            keep_or_reject = "keep" if self.on_duplicate == "return" else "reject"
+            object.__setattr__(self, "on_conflict", keep_or_reject)
+            object.__setattr__(self, "on_duplicate", None)
+        _validate_unique(self)
 
     def _check_fit(self, positional: int, keywords: tuple[str, ...], shape: object) -> None:
         misfit = argument_misfit(self.fn, positional, keywords)
@@ -319,15 +398,23 @@ class Task(Generic[P, R]):
         timeout: float | None = None,
         connection: object | None = None,
         correlation_id: str | None = None,
-        unique_key: str | None = None,
+        unique_key: str | Callable[..., str] | None = None,
+        on_conflict: Literal["keep", "replace", "reject"] | None = None,
         on_duplicate: Literal["return", "raise"] | None = None,
         unique_while: Literal["live", "live_or_succeeded"] | None = None,
+        unique_for: float | timedelta | None = None,
+        debounce: float | timedelta | None = None,
         concurrency_key: str | Callable[..., str] | None = None,
         key_limit: int | None = None,
         ordering_key: str | Callable[..., str] | None = None,
         ordering_on_dead: Literal["block", "skip"] | None = None,
     ) -> Task[P, R]:
         """A copy whose jobs are enqueued with these options instead."""
+        if on_conflict is not None and on_duplicate is not None:
+            raise ConfigurationError(
+                f"on_duplicate={on_duplicate!r}: the older spelling of on_conflict="
+                f"{on_conflict!r}; give one of them"
+            )
         changes: dict[str, Any] = {
             "queue": queue,
             "priority": priority,
@@ -337,8 +424,11 @@ class Task(Generic[P, R]):
             "connection": connection,
             "correlation_id": correlation_id,
             "unique_key": unique_key,
+            "on_conflict": on_conflict,
             "on_duplicate": on_duplicate,
             "unique_while": unique_while,
+            "unique_for": unique_for,
+            "debounce": debounce,
             "concurrency_key": concurrency_key,
             "key_limit": key_limit,
             "ordering_key": ordering_key,
@@ -357,6 +447,12 @@ class Task(Generic[P, R]):
         if shape not in self._fitting_shapes:
             self._check_fit(len(args), tuple(kwargs), shape)
         run_after = self.run_after
+        unique, on_duplicate = self.unique_key, _ON_DUPLICATE[self.on_conflict]
+        if unique is not None and not isinstance(unique, str):
+            unique = key_of(self.name, unique, args, kwargs, "unique_key")
+        if self.debounce is not None:  # the run waits out the window from this enqueue
+            unique, on_duplicate = unique or self.name, "replace"
+            run_after = timedelta(seconds=seconds_of(self.debounce))
         key, limit, order = self.concurrency_key, self.key_limit, None
         if self.ordering_key is not None:
             key, limit, order = self.ordering_key, 1, self.ordering_on_dead
@@ -375,9 +471,12 @@ class Task(Generic[P, R]):
             timeout=self.timeout,
             correlation_id=self.correlation_id,
             lease_s=self.visibility_timeout,
-            unique_key=self.unique_key,
-            on_duplicate=self.on_duplicate,
-            unique_succeeded=self.unique_while == "live_or_succeeded",
+            unique_key=unique,
+            on_duplicate=on_duplicate,
+            unique_succeeded=self.unique_while == "live_or_succeeded"
+            or self.unique_for is not None,
+            unique_for_s=None if self.unique_for is None else seconds_of(self.unique_for),
+            debounce=self.debounce is not None,
             payload_version=self.version,
             concurrency_key=key,
             key_limit=limit,

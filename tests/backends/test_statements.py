@@ -36,6 +36,10 @@ DIALECT_ONLY = {
     # Python under its write lock (sqlite_keys.py), then claims the ids it picked.
     "JOB_GET_AVAILABLE_KEYED",
     "JOB_CLAIM_IDS",
+    # SQLite's unique index cannot name a time: a succeeded job whose window has passed lets
+    # its key go first (its flag cleared), where PostgreSQL's insert takes the key row over.
+    "JOB_KEY_PASSED",
+    "JOB_KEYS_PASSED",
 }
 
 

@@ -28,6 +28,7 @@ from skiplock._job import Completion, Disposition, NewJob
 from skiplock._worker import services
 
 from ..helpers import (
+    LATEST_PG,
     PG_URL,
     FakeClock,
     await_until,
@@ -108,16 +109,17 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
     ]
     app = skiplock.App(pg_url)
     try:
-        assert await app.migrate() == [11, 12, 13]
+        assert await app.migrate() == list(range(11, LATEST_PG + 1))
         after = [
             json.loads(r[0])
             for r in await conn.fetch(f"SELECT to_jsonb(j)::text FROM {table} j ORDER BY id")
         ]
         # every row already there is in the long segment (version 12's column)
         assert [row.pop("segment") for row in after] == [3] * len(after)
-        # version 13's columns: no job of before has a concurrency key
-        keys = {(r.pop("concurrency_key"), r.pop("key_limit"), r.pop("key_order")) for r in after}
-        assert keys == {(None, None, None)}
+        # version 13's and 14's columns: no job of before has a concurrency key or a window
+        added = ("concurrency_key", "key_limit", "key_order", "unique_until")
+        keys = {tuple(r.pop(name) for name in added) for r in after}
+        assert keys == {(None, None, None, None)}
         stamped = after[6].pop("finished_at")
         assert stamped is not None and before[6].pop("finished_at") is None
         assert after == before

@@ -76,9 +76,12 @@ def map_inserted(
     jobs: Sequence[NewJob],
     inserted: Sequence[tuple[int, str | None]],
     live: dict[str, int],
+    held: list[int] | None = None,
 ) -> list[int]:
     """Input order ids from the rows an insert created (in id order) and the live jobs that
-    already held some unique keys; raises DuplicateJob where a job asked for that."""
+    already held some unique keys; raises DuplicateJob where a job asked for that. A job
+    that asked to ``replace`` its key's holder maps to it here, and its position goes to
+    ``held`` (the holder is a job before the batch, or an earlier one of it)."""
     plain = iter([job_id for job_id, key in inserted if key is None])
     created = {key: job_id for job_id, key in inserted if key is not None}
     ids: list[int] = []
@@ -94,6 +97,8 @@ def map_inserted(
                 raise DuplicateJob(
                     f"job {existing} already holds unique_key {job.unique_key!r}", existing
                 )
+            if job.on_duplicate == "replace" and held is not None:
+                held.append(len(ids))
             ids.append(existing)
     return ids
 
@@ -184,7 +189,8 @@ def _error(text: str | None) -> dict[str, Any] | None:
 RECORD_COLUMNS = (
     "id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at, created_at,"
     " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit,"
-    " started_at, result, progress, payload_version"
+    " started_at, result, progress, payload_version, unique_key, unique_until, concurrency_key,"
+    " key_limit, key_order"
 )
 """The columns of an inspection read. Each dialect selects them under these names, times as
 Unix seconds (PostgreSQL: exact numeric) and JSON as text, so one reader maps both."""
@@ -244,6 +250,11 @@ def job_record(row: Row) -> JobRecord:
         result=read.any_json("result"),
         progress=read.object_or_none("progress"),
         payload_version=row["payload_version"] or 1,
+        unique_key=read.text_or_none("unique_key"),
+        unique_until=read.time("unique_until"),
+        concurrency_key=read.text_or_none("concurrency_key"),
+        key_limit=row["key_limit"],
+        key_order=read.text_or_none("key_order"),
         problems=read.problems,
     )
 

@@ -152,6 +152,76 @@ def cron_slot(params: CronSlotClaimParams) -> Flow[tuple[SlotOutcome, int | None
     return SlotOutcome.ENQUEUED, job_id
 
 
+@dataclass(frozen=True, slots=True)
+class InsertUnique:
+    """-> the new job's id, or None when a job holds its unique key."""
+
+    job: NewJob
+
+
+@dataclass(frozen=True, slots=True)
+class HolderOf:
+    """-> the id of the job holding ``key`` now (a window that has passed holds nothing),
+    or None."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplacePending:
+    """-> whether ``holder``, still pending with the job's key, took the job's arguments and
+    run time (False: it started, finished or moved meanwhile)."""
+
+    job: NewJob
+    holder: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRunning:
+    """-> whether ``holder``, running with ``key``, gave the key up (its ``unique_key``
+    cleared), so a new job may take it."""
+
+    key: str
+    holder: int
+
+
+REPLACE_TRIES = 8
+"""How often ``replace_held`` looks again when the holder changes under it (each change is
+another enqueue, a claim or a finish that won a race on the key)."""
+
+
+def replace_held(job: NewJob, holder: int) -> Flow[int]:
+    """``on_conflict="replace"`` for a job whose key ``holder`` held at the insert: the id
+    the enqueue answers with.
+
+    A pending holder takes the job's arguments and run time (so one run does the latest
+    work). A running or succeeded one is kept, except by a debounce: a running holder gives
+    its key up and the job is written anew (the window's last arguments must run, and the
+    running job already read older ones). The holder can start, finish or change between
+    steps; each step checks the state it acts on, and a lost race looks again.
+    """
+    key = job.unique_key
+    assert key is not None
+    current: int | None = holder
+    for _ in range(REPLACE_TRIES):
+        if current is None:
+            created: int | None = yield InsertUnique(job)
+            if created is not None:
+                return created
+        elif (yield ReplacePending(job, current)):
+            return current
+        elif job.debounce and (yield ReleaseRunning(key, current)):
+            current = None
+            continue
+        seen: int | None = yield HolderOf(key)
+        if seen is not None and seen == current:
+            return seen  # running (no debounce) or succeeded within its window: kept
+        current = seen
+    if current is None:
+        raise RuntimeError(f"unique_key {key!r}: the key changed hands {REPLACE_TRIES} times")
+    return current
+
+
 def drive(flow: Flow[R], answer: Callable[[Any], Any]) -> R:
     """Run a flow with a synchronous answerer (SQLite's thread)."""
     try:

@@ -11,7 +11,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -309,7 +309,7 @@ class PostgresBackend:
         with _wrapped("job_insert_many"):
             if connection is None:
                 async with self.pool.acquire() as conn:
-                    if not any(j.on_duplicate == "raise" for j in jobs):
+                    if not any(j.on_duplicate != "return" for j in jobs):
                         return await self._insert_asyncpg(conn, jobs)
                     async with conn.transaction():  # a DuplicateJob rolls the batch back
                         return await self._insert_asyncpg(conn, jobs)
@@ -324,7 +324,12 @@ class PostgresBackend:
         if keys:
             cursor = await connection.execute(ops.to_psycopg(lookup), {"p1": keys})  # type: ignore[attr-defined]
             live = await cursor.fetchall()
-        return ops.finish_insert(jobs, rows, live)
+        held: list[int] = []
+        ids = ops.finish_insert(jobs, rows, live, held)
+        for i in held:
+            flow = flows.replace_held(jobs[i], ids[i])
+            ids[i] = await flows.drive_async(flow, self._psycopg_answers(connection))
+        return ids
 
     async def _insert_asyncpg(self, conn: Any, jobs: Sequence[NewJob]) -> list[int]:
         if len(jobs) >= COPY_MIN_ROWS and not any(j.unique_key or j.concurrency_key for j in jobs):
@@ -333,7 +338,66 @@ class PostgresBackend:
         rows = [tuple(r) for r in await conn.fetch(self._sql.JOB_INSERT_MANY, *params)]
         keys = ops.missing_keys(jobs, rows)
         live = await conn.fetch(self._sql.JOB_LIVE_BY_UNIQUE_KEY, keys) if keys else []
-        return ops.finish_insert(jobs, rows, [tuple(r) for r in live])
+        held: list[int] = []
+        ids = ops.finish_insert(jobs, rows, [tuple(r) for r in live], held)
+        for i in held:
+            flow = flows.replace_held(jobs[i], ids[i])
+            ids[i] = await flows.drive_async(flow, self._asyncpg_answers(conn))
+        return ids
+
+    def _asyncpg_answers(self, conn: Any) -> Callable[[object], Awaitable[Any]]:
+        """``flows.replace_held``'s steps on an asyncpg connection, each in a savepoint: a
+        row a finish moved meanwhile fails the step alone (RACE_LOST), which then did
+        nothing."""
+
+        async def answer(step: object) -> Any:
+            statement, args, read = ops.replace_step(step, self._sql, self._now(), self.channel)
+            try:
+                async with conn.transaction():
+                    rows = await conn.fetch(statement, *args)
+            except asyncpg.PostgresError as exc:
+                if exc.sqlstate != ops.RACE_LOST:
+                    raise
+                rows = []
+            return read(rows)
+
+        return answer
+
+    def _psycopg_answers(self, conn: Any) -> Callable[[object], Awaitable[Any]]:
+        """``_asyncpg_answers`` on a caller's psycopg async connection."""
+
+        async def answer(step: object) -> Any:
+            statement, args, read = ops.replace_step(step, self._sql, self._now(), self.channel)
+            named = {f"p{i}": v for i, v in enumerate(args, 1)}
+            try:
+                async with conn.transaction():
+                    cursor = await conn.execute(ops.to_psycopg(statement), named)
+                    rows = await cursor.fetchall() if cursor.description else []
+            except Exception as exc:
+                if getattr(exc, "sqlstate", None) != ops.RACE_LOST:
+                    raise
+                rows = []
+            return read(rows)
+
+        return answer
+
+    def _psycopg_sync_answers(self, conn: Any) -> Callable[[object], Any]:
+        """``_psycopg_answers`` on a caller's synchronous psycopg connection."""
+
+        def answer(step: object) -> Any:
+            statement, args, read = ops.replace_step(step, self._sql, self._now(), self.channel)
+            named = {f"p{i}": v for i, v in enumerate(args, 1)}
+            try:
+                with conn.transaction():
+                    cursor = conn.execute(ops.to_psycopg(statement), named)
+                    rows = cursor.fetchall() if cursor.description else []
+            except Exception as exc:
+                if getattr(exc, "sqlstate", None) != ops.RACE_LOST:
+                    raise
+                rows = []
+            return read(rows)
+
+        return answer
 
     async def _copy_asyncpg(self, conn: Any, jobs: Sequence[NewJob]) -> list[int]:
         """A large batch by COPY: ids drawn first, since COPY returns none.
@@ -400,7 +464,12 @@ class PostgresBackend:
         if keys:
             lookup = ops.to_psycopg(self._sql.JOB_LIVE_BY_UNIQUE_KEY)
             live = execute(lookup, {"p1": keys}).fetchall()
-        return ops.finish_insert(jobs, rows, live)
+        held: list[int] = []
+        ids = ops.finish_insert(jobs, rows, live, held)
+        for i in held:
+            flow = flows.replace_held(jobs[i], ids[i])
+            ids[i] = flows.drive(flow, self._psycopg_sync_answers(connection))
+        return ids
 
     async def job_get_available(self, params: ClaimParams) -> list[ClaimedJob]:
         # All queues: one ordered walk of the pending index; some queues: a walk of each

@@ -63,6 +63,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         _unless_all([j.concurrency_key for j in jobs], None),
         _unless_all([j.key_limit for j in jobs], None),
         _unless_all([j.key_order for j in jobs], None),
+        _unless_all([j.unique_for_s for j in jobs], None),
     ]
 
 
@@ -175,14 +176,54 @@ def missing_keys(jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[str]:
     return sorted({j.unique_key for j in jobs if j.unique_key and j.unique_key not in created})
 
 
-def finish_insert(jobs: Sequence[NewJob], rows: Sequence[Any], live: Sequence[Any]) -> list[int]:
+def finish_insert(
+    jobs: Sequence[NewJob],
+    rows: Sequence[Any],
+    live: Sequence[Any],
+    held: list[int] | None = None,
+) -> list[int]:
     full = [row[2] for row in rows if row[0] == "full"]
     if full:
         raise QueueFull(
             f"queue {', '.join(map(repr, full))} is at its max_depth: nothing was enqueued"
         )
     inserted = [(row[1], row[2]) for row in rows]
-    return map_inserted(jobs, inserted, {key: job_id for job_id, key in live})
+    return map_inserted(jobs, inserted, {key: job_id for job_id, key in live}, held)
+
+
+def replace_step(
+    step: object, statements: Statements, now: datetime | None, channel: str
+) -> tuple[str, list[Any], Callable[[Sequence[Any]], Any]]:
+    """A step of ``flows.replace_held`` as (statement, arguments, how its rows answer it),
+    for whichever driver runs it."""
+    if isinstance(step, flows.InsertUnique):
+        return statements.JOB_INSERT_MANY, insert_params([step.job], channel, now), _inserted
+    if isinstance(step, flows.HolderOf):
+        return statements.JOB_HOLDER_OF, [step.key, now], _first_or_none
+    if isinstance(step, flows.ReplacePending):
+        j = step.job
+        run_at = j.run_at.timestamp() if j.run_at else None
+        args = [step.holder, j.unique_key, j.args_json, j.kwargs_json, run_at, j.run_after_s]
+        return statements.JOB_REPLACE_PENDING, [*args, now, j.payload_version, channel], bool
+    if isinstance(step, flows.ReleaseRunning):
+        return statements.JOB_RELEASE_RUNNING_KEY, [step.holder, step.key], bool
+    raise TypeError(f"no PostgreSQL answer to {step!r}")
+
+
+def _inserted(rows: Sequence[Any]) -> int | None:
+    """InsertUnique's answer: the new id; None when a job holds the key."""
+    if rows and rows[0][0] == "full":
+        raise QueueFull(f"queue {rows[0][2]!r} is at its max_depth: nothing was enqueued")
+    return int(rows[0][1]) if rows else None
+
+
+def _first_or_none(rows: Sequence[Any]) -> int | None:
+    return int(rows[0][0]) if rows else None
+
+
+RACE_LOST = "40001"
+"""SQLSTATE of a row another transaction moved to another partition (a finish, a person's
+cancel) while a replace step waited for it: the step did nothing, and the flow looks again."""
 
 
 async def claim_keyed(

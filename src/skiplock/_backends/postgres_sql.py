@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 from . import postgres_keys_sql as _keys
 from . import postgres_observe_sql as _observe
 from . import postgres_storage_sql as _storage
+from . import postgres_unique_sql as _unique
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -264,11 +265,11 @@ WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
                          $14::text[], $15::bool[], $16::text[], $17::int[], $18::text[],
-                         $19::int[], $20::text[])
+                         $19::int[], $20::text[], $21::float8[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
                               unique_succeeded, trace_context, payload_version,
-                              concurrency_key, key_limit, key_order, ord)
+                              concurrency_key, key_limit, key_order, unique_for, ord)
 ), full_ AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
@@ -280,21 +281,25 @@ WITH batch AS (
     FROM (SELECT * FROM batch WHERE NOT EXISTS (SELECT 1 FROM full_) ORDER BY ord) b
 ), keyed AS (
     -- the keys are taken first, in skiplock_keys (a key spans the live and the history
-    -- partitions, which no index of the job table can); the insert's trigger finds them held
+    -- partitions, which no index of the job table can); the insert's trigger finds them held.
+    -- A batch's first job of a key takes it; a key whose window has passed is taken over.
     INSERT INTO {s}.skiplock_keys (unique_key, job_id)
-    SELECT unique_key, id FROM ided WHERE unique_key IS NOT NULL ORDER BY ord
-    ON CONFLICT (unique_key) DO NOTHING
+    SELECT DISTINCT ON (unique_key) unique_key, id FROM ided WHERE unique_key IS NOT NULL
+    ORDER BY unique_key, ord
+    ON CONFLICT (unique_key) DO UPDATE SET job_id = EXCLUDED.job_id, held_until = NULL
+        WHERE {s}.skiplock_keys.held_until <= coalesce($12::timestamptz, now())
     RETURNING job_id
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout,
          correlation_id, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-         concurrency_key, key_limit, key_order, segment)
+         concurrency_key, key_limit, key_order, unique_until, segment)
     SELECT u.id, u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
            u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
            u.trace_context, u.payload_version, u.concurrency_key, u.key_limit, u.key_order,
+           coalesce($12::timestamptz, now()) + make_interval(secs => u.unique_for),
            -- a keyed job goes to the keyed segment, any other to the ring's (the default)
            CASE WHEN u.concurrency_key IS NULL THEN """
     + _storage.SEGMENT_NOW
@@ -346,6 +351,10 @@ COPY_COLUMNS = (
     " trace_context payload_version"
 )
 """The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults)."""
+
+JOB_HOLDER_OF = _unique.JOB_HOLDER_OF
+JOB_REPLACE_PENDING = _unique.JOB_REPLACE_PENDING
+JOB_RELEASE_RUNNING_KEY = _unique.JOB_RELEASE_RUNNING_KEY
 
 JOB_LIVE_BY_UNIQUE_KEY = """
 -- The jobs holding these unique keys (live, or succeeded where the job asked for that).
@@ -503,6 +512,7 @@ SELECT EXISTS (
 MIGRATIONS.append(
     (13, "concurrency keys", _keys.MIGRATION_KEYS + _keys.claim_function(_CLAIM_UPDATE))
 )
+MIGRATIONS.append((14, "unique windows", _unique.MIGRATION_UNIQUE_WINDOWS))
 
 JOB_GET_AVAILABLE_KEYED = """
 -- The keyed claim (postgres_keys_sql.keyed_claim), in its function: up to $2 ready keyed jobs
@@ -604,7 +614,9 @@ _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs,
        extract(epoch FROM finished_at) AS finished_at, locked_by,
        extract(epoch FROM lease_expires_at) AS lease_expires_at, errors::text AS errors,
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
-       result::text AS result, progress::text AS progress, payload_version"""
+       result::text AS result, progress::text AS progress, payload_version, unique_key,
+       extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
+       key_order"""
 """An inspection read's columns (common.RECORD_COLUMNS): times as exact epoch seconds, which
 any timestamptz has, even one beyond the driver's datetime range ('infinity', year 20000)."""
 
@@ -636,8 +648,16 @@ WHERE $1::text IS NULL OR queue = $1 GROUP BY 1
 
 JOB_RETRY = (
     """
--- A person requeues a finished job: pending now, attempts reset, then wake the workers.
-WITH r AS (
+-- A person requeues a finished job: pending now, attempts reset, then wake the workers. A
+-- key its window no longer holds goes first (the job's trigger takes it after this statement).
+WITH freed AS (
+    DELETE FROM {s}.skiplock_keys k
+    WHERE k.held_until <= coalesce($3::timestamptz, now())
+      AND k.unique_key = (SELECT unique_key FROM {s}.skiplock_jobs
+                          WHERE id = $1 AND state IN """
+    + _FINAL
+    + """)
+), r AS (
     UPDATE {s}.skiplock_jobs
     SET state = 'pending', attempt = 0, run_at = coalesce($3::timestamptz, now()),
         finished_at = NULL, result = NULL, progress = NULL, lease_token = NULL,
@@ -971,12 +991,27 @@ picked AS (
 )"""
 )
 
-_KEY_FREE = """
+_KEY_FREE = (
+    """
   -- a dead job whose unique key a live job now holds stays dead (requeueing it would break
   -- the key's promise); the caller reports it
   AND (unique_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM {s}.skiplock_keys k WHERE k.unique_key = skiplock_jobs.unique_key))
+      SELECT 1 FROM {s}.skiplock_keys k WHERE k.unique_key = skiplock_jobs.unique_key
+        AND """
+    + _unique.HELD.format(now="(SELECT t FROM now_)")
+    + """))
 """
+)
+
+_KEYS_PASSED = """
+-- the key rows of the picked jobs' keys whose windows have passed go first: the requeued
+-- job's trigger takes its key after this statement's changes
+freed AS (
+    DELETE FROM {s}.skiplock_keys k
+    WHERE k.held_until <= (SELECT t FROM now_)
+      AND k.unique_key IN (SELECT unique_key FROM {s}.skiplock_jobs
+                           WHERE state = 'dead' AND id IN (SELECT id FROM picked))
+),"""
 
 JOB_REQUEUE_DEAD = (
     """
@@ -984,7 +1019,9 @@ JOB_REQUEUE_DEAD = (
 WITH now_ AS (SELECT coalesce($9::timestamptz, now()) AS t),
 """
     + _PICKED.replace("$limit", "$11")
-    + """,
+    + ","
+    + _KEYS_PASSED
+    + """
 r AS (
     UPDATE {s}.skiplock_jobs
     SET state = 'pending', attempt = 0, run_at = (SELECT t FROM now_), finished_at = NULL,
@@ -1206,6 +1243,9 @@ class Statements:
     JOB_INSERT_MANY: str
     JOB_COPY_PREPARE: str
     JOB_LIVE_BY_UNIQUE_KEY: str
+    JOB_HOLDER_OF: str
+    JOB_REPLACE_PENDING: str
+    JOB_RELEASE_RUNNING_KEY: str
     JOB_GET_AVAILABLE: str
     JOB_GET_AVAILABLE_IN_QUEUES: str
     JOB_GET_AVAILABLE_KEYED: str

@@ -87,6 +87,7 @@ from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
 from .sqlite_support import wrapped as _wrapped
 from .sqlite_thread import DatabaseThread
+from .sqlite_unique import JOB_KEYS_PASSED
 from .sqlite_url import parse_sqlite_url
 from .sqlite_watch import open_wal_watch
 
@@ -785,6 +786,7 @@ class SQLiteBackend:
             with _immediate(conn):
                 args = {"id": params.job_id, "now": self._now(), "who": params.who}
                 history.move_back(conn, params.job_id)  # a day table's job: live again first
+                conn.execute(JOB_KEYS_PASSED, args)  # windows that have passed free their keys
                 return conn.execute(sql.JOB_RETRY, args).rowcount > 0
 
         return await self._run("job_retry", retry)
@@ -838,9 +840,13 @@ class SQLiteBackend:
 
         return await self._run("job_dead_groups", read)
 
-    async def _dead_action(self, statement: str, params: DeadActionParams) -> list[int]:
+    async def _dead_action(
+        self, statement: str, params: DeadActionParams, first: str | None = None
+    ) -> list[int]:
         def act(conn: sqlite3.Connection) -> list[int]:
             with _immediate(conn):
+                if first is not None:
+                    conn.execute(first, {"now": self._now()})
                 args = {
                     "who": params.who,
                     "now": self._now(),
@@ -852,7 +858,8 @@ class SQLiteBackend:
         return await self._run("dead-letter action", act)
 
     async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
-        return await self._dead_action(sql.JOB_REQUEUE_DEAD, params)
+        # windows that have passed let their keys go first: a requeued job may take one
+        return await self._dead_action(sql.JOB_REQUEUE_DEAD, params, JOB_KEYS_PASSED)
 
     async def job_discard_dead(self, params: DeadActionParams) -> list[int]:
         return await self._dead_action(sql.JOB_DISCARD_DEAD, params)

@@ -20,6 +20,7 @@ from ..errors import QueueFull
 from . import flows
 from . import sqlite_history as history
 from . import sqlite_sql as sql
+from . import sqlite_unique as unique
 from .base import MAX_ERRORS_KEPT, ClaimParams
 from .common import claimed_jobs, filter_values, job_record, map_inserted
 from .sqlite_support import dt as _dt
@@ -62,7 +63,7 @@ def insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) ->
         if bound is not None and bound[1] + wanted > bound[0]:
             raise QueueFull(f"queue {queue!r} is at its max_depth: nothing was enqueued")
     if any(j.unique_key for j in jobs):
-        return _insert_unique(conn, jobs, [_row(j, now) for j in jobs])
+        return _insert_unique(conn, jobs, now)
     step = sql.JOB_INSERT_ROWS_MAX
     last: int | None = None
     for start in range(0, len(jobs), step):
@@ -121,24 +122,56 @@ def _row(j: NewJob, now: float) -> dict[str, Any]:
         "concurrency_key": j.concurrency_key,
         "key_limit": j.key_limit,
         "key_order": j.key_order,
+        "unique_until": None if j.unique_for_s is None else now + j.unique_for_s,
     }
 
 
-def _insert_unique(
-    conn: sqlite3.Connection, jobs: Sequence[NewJob], rows: list[dict[str, Any]]
-) -> list[int]:
+def _insert_unique(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
+    """A batch with unique keys, job by job: a key held already maps the job to its holder
+    (or raises, or replaces it: ``flows.replace_held``)."""
     inserted: list[tuple[int, str | None]] = []
     live: dict[str, int] = {}
-    for job, row in zip(jobs, rows, strict=True):
-        created = conn.execute(sql.JOB_INSERT_UNIQUE, row).fetchone()
+    for job in jobs:
+        created = _insert_keyed(conn, job, now)
         if created is not None:
-            inserted.append((created[0], job.unique_key))
+            inserted.append((created, job.unique_key))
         elif job.unique_key not in live:
-            existing = conn.execute(
-                sql.JOB_LIVE_BY_UNIQUE_KEY, {"unique_key": job.unique_key}
-            ).fetchone()
-            live[str(job.unique_key)] = existing[0]
-    return map_inserted(jobs, inserted, live)
+            live[str(job.unique_key)] = _holder(conn, str(job.unique_key))
+    held: list[int] = []
+    ids = map_inserted(jobs, inserted, live, held)
+    if held:
+        answers = unique.ReplaceAnswers(
+            conn,
+            now,
+            insert=lambda job: _insert_keyed(conn, job, now),
+            holder=lambda key: _holder_or_none(conn, key),
+            row_values=_row,
+        )
+        for i in held:
+            ids[i] = flows.drive(flows.replace_held(jobs[i], ids[i]), answers)
+    return ids
+
+
+def _insert_keyed(conn: sqlite3.Connection, job: NewJob, now: float) -> int | None:
+    """One job with a unique key; None when a job holds the key (a succeeded job whose
+    window has passed lets it go first)."""
+    row = _row(job, now)
+    created = conn.execute(sql.JOB_INSERT_UNIQUE, row).fetchone()
+    if created is None and unique.release_passed(conn, str(job.unique_key), now):
+        created = conn.execute(sql.JOB_INSERT_UNIQUE, row).fetchone()
+    return None if created is None else int(created[0])
+
+
+def _holder_or_none(conn: sqlite3.Connection, key: str) -> int | None:
+    row = conn.execute(sql.JOB_HOLDER_OF, {"unique_key": key}).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _holder(conn: sqlite3.Connection, key: str) -> int:
+    """The job holding ``key``, which an insert just found held in this transaction."""
+    holder = _holder_or_none(conn, key)
+    assert holder is not None, key
+    return holder
 
 
 def completion_args(c: Completion, now: float) -> dict[str, Any]:

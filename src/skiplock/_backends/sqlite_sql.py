@@ -12,6 +12,7 @@ jobs, sqlite_history.py), whose branches SQLite searches each by its own primary
 """
 
 from . import sqlite_observe_sql as _observe
+from . import sqlite_unique as _unique
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -235,6 +236,7 @@ CREATE INDEX skiplock_jobs_dead_blocking_idx ON skiplock_jobs_live (concurrency_
     WHERE state = 'dead' AND key_order = 'block'
 """,
     ),
+    (13, "unique windows", _unique.MIGRATION_UNIQUE_WINDOWS),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -266,14 +268,14 @@ SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'skiplock_mig
 SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM skiplock_migrations"
 
 JOB_INSERT = """
--- Insert one job of a batch (the batch shares one transaction).
+-- Insert one job of a batch (the batch shares one transaction): a job with a unique key.
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order)
+     concurrency_key, key_limit, key_order, unique_until)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
         :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
-        :payload_version, :concurrency_key, :key_limit, :key_order)
+        :payload_version, :concurrency_key, :key_limit, :key_order, :unique_until)
 """
 
 JOB_INSERT_ROWS = """
@@ -334,16 +336,14 @@ RETURNING id
 """
 )
 
-JOB_LIVE_BY_UNIQUE_KEY = (
-    """
--- The job holding a unique key (live, or succeeded where the job asked for that).
-SELECT id FROM skiplock_jobs_live
-WHERE unique_key = :unique_key
-  AND (state IN """
-    + _LIVE
-    + """ OR (state = 'succeeded' AND unique_succeeded))
-"""
-)
+JOB_LIVE_BY_UNIQUE_KEY = _unique.JOB_HOLDER_OF
+"""The job holding a unique key: the batch's lookup, the same read as a replace's."""
+
+JOB_HOLDER_OF = _unique.JOB_HOLDER_OF
+JOB_REPLACE_PENDING = _unique.JOB_REPLACE_PENDING
+JOB_RELEASE_RUNNING_KEY = _unique.JOB_RELEASE_RUNNING_KEY
+JOB_KEY_PASSED = _unique.JOB_KEY_PASSED
+JOB_KEYS_PASSED = _unique.JOB_KEYS_PASSED
 
 QUEUE_DEPTH_LIMIT = (
     """
@@ -610,7 +610,8 @@ DELETE FROM skiplock_jobs_live WHERE id IN (SELECT value FROM json_each(:ids))
 
 _RECORD = """id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
-       correlation_id, audit, started_at, result, progress, payload_version"""
+       correlation_id, audit, started_at, result, progress, payload_version, unique_key,
+       unique_until, concurrency_key, key_limit, key_order"""
 """An inspection read's columns (common.RECORD_COLUMNS), one list for every such read."""
 
 JOB_GET = (

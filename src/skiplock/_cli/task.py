@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .._task import Task
+from .._task import Task, seconds_of
 from .output import echo_json, json_option
 from .support import Group, Seconds, load_app, run_async
 
@@ -40,9 +40,13 @@ def task_details(task: Task[Any, Any], schedules: list[str]) -> dict[str, Any]:
             "window_s": breaker.window_s,
             "cooldown_s": breaker.cooldown_s,
         },
-        "unique_key": task.unique_key,
-        "on_duplicate": task.on_duplicate,
+        "unique_key": task.unique_key
+        if task.unique_key is None or isinstance(task.unique_key, str)
+        else "(a function of the arguments)",
+        "on_conflict": task.on_conflict,
         "unique_while": task.unique_while,
+        "unique_for_s": None if task.unique_for is None else seconds_of(task.unique_for),
+        "debounce_s": None if task.debounce is None else seconds_of(task.debounce),
         "keep_result": task.keep_result,
         "is_async": task.is_async,
         "schedules": schedules,
@@ -72,6 +76,10 @@ def _line(details: dict[str, Any]) -> str:
         parts.append(f"permanent={','.join(details['permanent'])}")
     if details["unique_key"] is not None:
         parts.append(f"unique_key={details['unique_key']} ({details['unique_while']})")
+        if details["unique_for_s"] is not None:
+            parts.append(f"unique_for={details['unique_for_s']:g}s")
+    if details["debounce_s"] is not None:
+        parts.append(f"debounce={details['debounce_s']:g}s")
     if not details["keep_result"]:
         parts.append("keep_result=no")
     if details["schedules"]:
