@@ -370,6 +370,7 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
+    "ALTER TABLE skiplock_queues DROP COLUMN aging_s",  # migration 14 (priority aging)
     "DROP INDEX skiplock_jobs_keyed_walk_idx",
     "DROP INDEX skiplock_jobs_keyed_running_idx",
     "DROP INDEX skiplock_jobs_keyed_head_idx",
@@ -385,8 +386,9 @@ SQLITE_UNDO_KEYS = [
     " ON skiplock_jobs_live (queue, priority DESC, run_at, id) WHERE state = 'pending'",
     "DELETE FROM skiplock_migrations WHERE version >= 12",
 ]
-"""SQLite's migration 12 (concurrency keys) undone on a migrated file, for the tests that
-rebuild an earlier version's shape; the view is left to the caller (they drop it first)."""
+"""SQLite's migrations from 12 on (concurrency keys, and 14, priority aging) undone on a
+migrated file, for the tests that rebuild an earlier version's shape; the view is left to the
+caller (they drop it first)."""
 
 
 class LoopHarness:

@@ -367,7 +367,7 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         conn.execute(VERSION_10_ROWS, {"now": datetime.now(UTC).timestamp()})
         before = [dict(r) for r in conn.execute("SELECT * FROM skiplock_jobs ORDER BY id")]
         app = skiplock.App(sqlite_url)
-        assert await app.migrate() == [11, 12]
+        assert await app.migrate() == [11, 12, 14]
         kinds = conn.execute(
             "SELECT type FROM sqlite_master WHERE name = 'skiplock_jobs'"
         ).fetchone()

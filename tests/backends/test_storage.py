@@ -108,7 +108,7 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
     ]
     app = skiplock.App(pg_url)
     try:
-        assert await app.migrate() == [11, 12, 13]
+        assert await app.migrate() == [11, 12, 13, 15]
         after = [
             json.loads(r[0])
             for r in await conn.fetch(f"SELECT to_jsonb(j)::text FROM {table} j ORDER BY id")
