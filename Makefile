@@ -85,6 +85,7 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 bench: $(BENCH_STAMP) bench-django
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.tenants $(TENANTS_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.aging $(AGING_BENCH_ARGS)
 
 # The Django paths (Python 3.12+, a venv of its own so the seed's packages never reach the
 # test venv): concurrent_worker on skiplock's backend and on django-tasks-db beside

@@ -370,7 +370,8 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
-    "ALTER TABLE skiplock_jobs_live DROP COLUMN unique_until",
+    "ALTER TABLE skiplock_queues DROP COLUMN aging_s",  # migration 14 (priority aging)
+    "ALTER TABLE skiplock_jobs_live DROP COLUMN unique_until",  # 13 (unique windows)
     "DROP INDEX skiplock_jobs_keyed_walk_idx",
     "DROP INDEX skiplock_jobs_keyed_running_idx",
     "DROP INDEX skiplock_jobs_keyed_head_idx",
@@ -386,9 +387,9 @@ SQLITE_UNDO_KEYS = [
     " ON skiplock_jobs_live (queue, priority DESC, run_at, id) WHERE state = 'pending'",
     "DELETE FROM skiplock_migrations WHERE version >= 12",
 ]
-"""SQLite's migrations 12 (concurrency keys) and 13 (unique windows) undone on a migrated
-file, for the tests that rebuild an earlier version's shape; the view is left to the caller
-(they drop it first)."""
+"""SQLite's migrations from 12 on (12 concurrency keys, 13 unique windows, 14 priority aging)
+undone on a migrated file, for the tests that rebuild an earlier version's shape; the view is
+left to the caller (they drop it first)."""
 
 
 class LoopHarness:

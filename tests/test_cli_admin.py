@@ -34,6 +34,15 @@ async def test_queue_commands(cli: Cli, app: skiplock.App) -> None:
     assert "--create" in unknown.stderr  # type: ignore[attr-defined]
 
 
+async def test_queue_limit_sets_and_lists_aging(cli: Cli, app: skiplock.App) -> None:
+    said = ok(await run(cli, "queue", "limit", APP, "default", "--aging", "30"))
+    assert "aging_s=30.0" in said
+    assert "aging_s=30.0" in ok(await run(cli, "queue", "list", APP))
+    assert (await app.queue_info("default")).aging_s == 30.0
+    ok(await run(cli, "queue", "limit", APP, "default", "--aging", "none"))
+    assert (await app.queue_info("default")).aging_s is None
+
+
 async def test_queue_control_by_url_knows_a_queue_by_any_of_its_jobs(
     cli: Cli, app: skiplock.App
 ) -> None:

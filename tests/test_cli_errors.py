@@ -136,6 +136,8 @@ def test_the_worker_start_line_masks_a_password_in_the_query(
         (["queue", "limit", APP, "default", "--max-depth", "99999999999999999999"], "--max-depth"),
         (["queue", "limit", APP, "default", "--max-running", "-1"], "--max-running"),
         (["queue", "limit", APP, "default", "--rate", "inf"], "--rate"),
+        (["queue", "limit", APP, "default", "--aging", "0"], "--aging"),
+        (["queue", "limit", APP, "default", "--aging", "2592001"], "--aging"),
         (["health", APP, "--max-silence", "nan"], "--max-silence"),
         (["health", APP, "--max-backlog-age", "inf"], "--max-backlog-age"),
         (["stats", APP, "--watch", "nan"], "--watch"),

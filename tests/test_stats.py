@@ -118,7 +118,7 @@ async def test_every_number_matches_a_hand_count(history: History) -> None:
     t = stats.total
     # live: J4 (reclaimed, b) and J8 (a) ready; J5 scheduled; J4 retrying; J7 claimed; J6 running
     assert (t.ready, t.scheduled, t.pending, t.retrying, t.claimed, t.running) == (2, 1, 3, 1, 1, 1)
-    assert t.backlog_age_s == 100.0  # J4, ready again since its reclaim at T0+100
+    assert t.backlog_age_s == 200.0  # J4: a reclaim keeps its run_at (T0), its place and age
     # claims in the window: J1 10, J2 15 (its last), J3 10, J4 10, J6 40, J7 30
     assert (t.claim_latency_p50_s, t.claim_latency_p95_s, t.claim_latency_max_s) == (10, 40, 40)
     # finished in the window: J1 (1 attempt), J2 (2), J3 dead (1), J9 cancelled (never ran)
@@ -136,7 +136,7 @@ async def test_every_number_matches_a_hand_count(history: History) -> None:
     assert (a.ready, a.scheduled, a.claimed, a.running, a.backlog_age_s) == (1, 0, 1, 1, 5.0)
     assert (a.claim_latency_p50_s, a.claim_latency_p95_s) == (15, 40)  # 10 10 15 30 40
     assert (a.completed, a.dead, a.cancelled, a.reclaims) == (2, 1, 0, 0)
-    assert (b.ready, b.scheduled, b.retrying, b.backlog_age_s) == (1, 1, 1, 100.0)
+    assert (b.ready, b.scheduled, b.retrying, b.backlog_age_s) == (1, 1, 1, 200.0)
     assert (b.claim_latency_p50_s, b.claim_latency_max_s) == (10, 10)
     assert (b.cancelled, b.reclaims, b.attempts_1, b.run_duration_p50_s) == (1, 1, 0, None)
 

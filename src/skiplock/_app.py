@@ -678,17 +678,21 @@ class App:
         max_depth: int | None = None,
         max_running: int | None = None,
         rate_per_s: float | None = None,
+        aging_s: float | None = None,
         who: str = "",
         create: bool = False,
     ) -> None:
         """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
-        every worker (``max_running`` at once, ``rate_per_s`` starts a second). None lifts.
-        The queue must be known unless ``create``, as ``pause_queue``."""
+        every worker (``max_running`` at once, ``rate_per_s`` starts a second), and age its
+        priorities (``aging_s``: a ready job's effective priority is ``priority + floor(wait /
+        aging_s)``, so a flood of higher priorities cannot starve it). Each call sets all
+        four; None lifts one. The queue must be known unless ``create``, as ``pause_queue``."""
         return await self._operations.set_queue_limits(
             queue,
             max_depth=max_depth,
             max_running=max_running,
             rate_per_s=rate_per_s,
+            aging_s=aging_s,
             who=who,
             create=create,
         )

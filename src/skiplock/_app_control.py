@@ -32,7 +32,14 @@ from ._job import (
     QueueInfo,
     TaskPause,
 )
-from ._limits import MAX_TEXT_CHARS, check_int, check_rate, check_seconds, check_text
+from ._limits import (
+    MAX_TEXT_CHARS,
+    check_aging,
+    check_int,
+    check_rate,
+    check_seconds,
+    check_text,
+)
 from ._registry import Registry
 from .errors import ConfigurationError, DuplicateJob
 
@@ -246,6 +253,7 @@ class Operations:
         max_depth: int | None = None,
         max_running: int | None = None,
         rate_per_s: float | None = None,
+        aging_s: float | None = None,
         who: str = "",
         create: bool = False,
     ) -> None:
@@ -255,11 +263,16 @@ class Operations:
             check_int("max_running", max_running, 0)
         if rate_per_s is not None:
             check_rate("rate_per_s", rate_per_s)
+        if aging_s is not None:
+            check_aging("aging_s", aging_s)
         limits = QueueSetLimitsParams(
-            await self._known_queue(queue, create), max_depth, max_running, rate_per_s
+            await self._known_queue(queue, create), max_depth, max_running, rate_per_s, aging_s
         )
         await (await self.backend()).queue_set_limits(limits)
-        detail = f"max_depth={max_depth} max_running={max_running} rate_per_s={rate_per_s}"
+        detail = (
+            f"max_depth={max_depth} max_running={max_running} rate_per_s={rate_per_s}"
+            f" aging_s={aging_s}"
+        )
         await self._audit("set queue limits", who, f"queue {queue}", detail)
 
     async def pause_task(

@@ -417,6 +417,8 @@ class QueueInfo:
     """Running jobs whose worker reported them started."""
     claimed: int = 0
     """Running in the row but not (yet reported) started: claimed ahead by a worker."""
+    aging_s: float | None = None
+    """Priority aging (None: off): a ready job gains one priority step per ``aging_s`` of wait."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,25 @@ MAX_RATE_PER_S = 1_000_000.0
 """The highest ``rate_per_s`` a queue limit takes (starts a second, across every worker)."""
 
 
+MIN_AGING_S = 0.001
+MAX_AGING_S = 30 * 86400.0
+"""A queue's ``aging_s`` lies in ``[MIN_AGING_S, MAX_AGING_S]``: 1 ms to 30 days. Past a month a
+step of aging is no aging a person would notice; under a millisecond the claim is FIFO in all
+but name, and the floor keeps every effective priority (``priority + wait // aging_s``) an
+exact integer in a double (< 2**53) whatever the wait, on both backends."""
+
+
+def check_aging(option: str, value: object) -> float:
+    """A finite number of seconds in ``[MIN_AGING_S, MAX_AGING_S]``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(option, value, "must be a number of seconds")
+    if not (math.isfinite(value) and MIN_AGING_S <= value <= MAX_AGING_S):
+        raise _fail(
+            option, value, f"must be finite, >= {MIN_AGING_S:g} and <= {MAX_AGING_S:g} s (30 days)"
+        )
+    return float(value)
+
+
 def check_rate(option: str, value: object) -> float:
     """A finite rate in ``(0, MAX_RATE_PER_S]``."""
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -21,7 +21,7 @@ from skiplock._backends import (
     sqlite_sql,
 )
 from skiplock._backends.base import ClaimParams, JobInsertManyParams
-from skiplock._backends.common import keys_to_visit
+from skiplock._backends.common import AGING_LEVELS, keys_to_visit
 from skiplock._backends.postgres_ops import insert_params
 from skiplock._job import NewJob
 
@@ -207,6 +207,39 @@ async def test_a_limited_queues_claim_keeps_the_index_order_when_statistics_lag_
     assert "Sort Key: skiplock_jobs." not in plans[0], plans[0]  # the whole queue sorted
     assert "JIT" not in plans[0], plans[0]
     assert {j.priority for j in jobs} == {2}
+
+
+async def test_an_aging_queues_claim_reads_each_priority_on_the_index_when_statistics_lag(
+    pg: Migrated,
+) -> None:
+    """The aged claim (priority aging) under the statistics of an empty table and a flood of
+    5,000 jobs over three priorities: a probe per priority of the per-queue pending index,
+    each stopping at the batch; only those few rows are ranked, never the queue read whole
+    or sorted. Planned where the claim runs: the claim sessions (sorts priced out)."""
+    await pg.conn.execute(f"ANALYZE {pg.table}")  # empty
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, max_attempts, priority, run_at)
+            SELECT 'aged', 'flood', 3, n % 3, now() - n * interval '1 second'
+            FROM generate_series(1, 5000) n"""
+    )
+    await pg.app.set_queue_limits("aged", aging_s=600.0)
+    backend: Any = await pg.app.backend()
+    await backend.job_get_available(claim_of(("none",), 1))  # opens the claim sessions
+    args = await pg.claim_args(["aged"], 100)
+    aged = ["aged", *args[1:7], 600.0, AGING_LEVELS]
+    async with backend._claim_pool.acquire() as claimer:
+        plan = await pg.explain(await pg.sql("JOB_GET_AVAILABLE_AGED"), *aged, conn=claimer)
+    jobs = await backend.job_get_available_limited(claim_of(("aged",), 100))
+    segment = await pg.conn.fetchval(f"SELECT DISTINCT segment FROM {pg.table}")
+    flooded = f"skiplock_jobs_live_s{segment}"
+    assert f"{flooded}_queue_pending_idx" in plan, plan
+    assert f"Seq Scan on {flooded} " not in plan, plan
+    assert "Sort Key: skiplock_jobs." not in plan, plan  # a whole queue sorted
+    assert "JIT" not in plan, plan
+    # job n (its id) is of priority n % 3 and waited n seconds: ranked by the rule, the best
+    # 100 are priority 2 then 1 of the oldest (2 + 8 and 1 + 8), no fresher priority 2
+    rule = sorted(range(1, 5001), key=lambda n: (-(n % 3 + n // 600), -n))
+    assert sorted(j.id for j in jobs) == sorted(rule[:100])
 
 
 async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(

@@ -82,6 +82,8 @@ class QueueSetLimitsParams:
     max_depth: int | None = None
     max_running: int | None = None
     rate_per_s: float | None = None
+    aging_s: float | None = None
+    """Priority aging: a ready job's effective priority is ``priority + floor(wait / aging_s)``."""
 
 
 @dataclass(frozen=True, slots=True)

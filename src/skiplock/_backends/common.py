@@ -36,6 +36,11 @@ class Row(Protocol):
     def __getitem__(self, name: str, /) -> Any: ...
 
 
+AGING_LEVELS = 16
+"""Distinct priorities an aged claim reads from each end of its queue (so at most 32 index
+probes, each for at most the claim's batch of rows): postgres_aging_sql.py."""
+
+
 def rate_window(rate_per_s: float) -> tuple[int, float]:
     """A rate as (starts, window seconds): ``ceil(rate)`` starts in any ``ceil(rate) / rate``.
 

@@ -33,6 +33,13 @@ class QueueLimits:
     recent_starts: Sequence[float]
     now: float
     """The database clock's now, in Unix seconds, read under the lock."""
+    aging_s: float | None = None
+    """Priority aging: the queue's claim ranks by ``priority + floor(wait / aging_s)``."""
+
+    @property
+    def limited(self) -> bool:
+        """Whether a global limit holds (else the lock serves the aged order alone)."""
+        return self.max_running is not None or self.rate_per_s is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +58,13 @@ class CountRunning:
 
 @dataclass(frozen=True, slots=True)
 class ClaimFromQueue:
-    """-> the rows claimed (the ordinary claim, restricted to ``queue``, at ``now``)."""
+    """-> the rows claimed (the ordinary claim, restricted to ``queue``, at ``now``; by
+    effective priority when ``aging_s`` is set)."""
 
     queue: str
     params: ClaimParams
     now: float
+    aging_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +86,18 @@ class SetStarts:
 
 def limited_claim(params: ClaimParams) -> Flow[list[Any]]:
     """Claim from a queue (``params.queues``: exactly one) with a global ``max_running`` or
-    rate, under its settings row's lock, so that concurrent claimers anywhere cannot exceed
-    either."""
+    rate, or priority aging, under its settings row's lock, so that concurrent claimers
+    anywhere cannot exceed either limit, and each takes the aged order it read.
+
+    A queue that only ages leaves its keyed jobs to the ordinary keyed claim (which ranks
+    by priority alone): no limit of the queue's needs the lock for them."""
     if params.queues is None or len(params.queues) != 1:
         raise ValueError(f"queues={params.queues!r}: a limited claim names exactly one queue")
     (queue,) = params.queues
     limits: QueueLimits | None = yield LockQueue(queue)
     if limits is None or limits.paused:
         return []
-    running: int = yield CountRunning(queue)
+    running: int = (yield CountRunning(queue)) if limits.max_running is not None else 0
     starts, recent = allowed_starts(
         params.limit,
         limits.max_running,
@@ -97,8 +109,10 @@ def limited_claim(params: ClaimParams) -> Flow[list[Any]]:
     if starts <= 0:
         return []
     claim = dataclasses.replace(params, limit=starts)
-    rows: list[Any] = yield ClaimFromQueue(queue, claim, limits.now)
-    if len(rows) < starts:  # its keyed jobs: the queue's limits and their keys' both hold
+    rows: list[Any] = yield ClaimFromQueue(queue, claim, limits.now, limits.aging_s)
+    # its keyed jobs: the queue's limits and their keys' both hold (an aging queue's are the
+    # ordinary keyed claim's)
+    if len(rows) < starts and limits.limited:
         keyed = dataclasses.replace(params, limit=starts - len(rows))
         rows = [*rows, *(yield ClaimKeyedFromQueue(queue, keyed))]
     if limits.rate_per_s is not None and rows:

@@ -846,7 +846,12 @@ class PostgresBackend:
         p = params
         with _wrapped("queue_set_limits"):
             await self.pool.execute(
-                self._sql.QUEUE_SET_LIMITS, p.queue, p.max_depth, p.max_running, p.rate_per_s
+                self._sql.QUEUE_SET_LIMITS,
+                p.queue,
+                p.max_depth,
+                p.max_running,
+                p.rate_per_s,
+                p.aging_s,
             )
 
     async def task_pause(self, params: TaskPauseParams) -> None:

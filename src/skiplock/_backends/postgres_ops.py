@@ -23,6 +23,7 @@ from ..errors import QueueFull
 from . import flows
 from .base import MAX_ERRORS_KEPT, ClaimParams
 from .common import (
+    AGING_LEVELS,
     KeyCursors,
     claimed_jobs,
     filter_values,
@@ -274,7 +275,12 @@ class Answers:
         if row is None:
             return None
         return flows.QueueLimits(
-            row["max_running"], row["rate_per_s"], row["paused"], row["recent_starts"], row["now"]
+            row["max_running"],
+            row["rate_per_s"],
+            row["paused"],
+            row["recent_starts"],
+            row["now"],
+            row["aging_s"],
         )
 
     @answer.register
@@ -284,6 +290,9 @@ class Answers:
     @answer.register
     async def _(self, step: flows.ClaimFromQueue) -> list[Any]:
         args = self.claim_args(step.params, step.queue)
+        if step.aging_s is not None:  # $1 the queue itself; $8 its step, $9 the levels read
+            aged = (step.queue, *args[1:], step.aging_s, AGING_LEVELS)
+            return list(await self.conn.fetch(self.sql.JOB_GET_AVAILABLE_AGED, *aged))
         rows: list[Any] = await self.conn.fetch(self.sql.JOB_GET_AVAILABLE_IN_QUEUES, *args, True)
         return rows
 

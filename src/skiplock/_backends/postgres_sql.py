@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from . import postgres_aging_sql as _aging
 from . import postgres_keys_sql as _keys
 from . import postgres_observe_sql as _observe
 from . import postgres_storage_sql as _storage
@@ -422,19 +423,20 @@ RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs,
 attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6."""
 
 
-def _ready(*, queues: str, limited: str) -> str:
+def _ready(*, queues: str, limited: str, aged: str = "aging_s IS NOT NULL") -> str:
     """The ready jobs the ordinary claim picks from, in claim order: pending, due by ``now_``,
     in the queues ``queues`` names (NULL: any), none of a paused queue or task, and none of a
-    limited queue unless ``limited`` (those go through their own locked claim)."""
+    limited queue unless ``limited``, nor of a queue that ``aged`` says ages its priorities
+    (those go through their own locked claim)."""
     return f"""SELECT id FROM {{s}}.skiplock_jobs
     WHERE state = 'pending' AND run_at <= (SELECT t FROM now_)
       -- keyed jobs never: their own claim (postgres_keys_sql.py) keeps their keys' limits
       AND segment <> {_keys.KEYED_SEGMENT}
       AND ({queues}::text[] IS NULL OR queue = ANY({queues}::text[]))
-      -- paused queues never; limited queues only through their own locked claim
+      -- paused queues never; limited and aging queues only through their own locked claim
       AND queue NOT IN (SELECT name FROM {{s}}.skiplock_queues
                         WHERE paused OR (NOT {limited} AND (max_running IS NOT NULL
-                                                     OR rate_per_s IS NOT NULL)))
+                                                     OR rate_per_s IS NOT NULL OR {aged})))
       AND task NOT IN (SELECT task FROM {{s}}.skiplock_task_pauses
                        WHERE until IS NULL OR until > (SELECT t FROM now_))
     ORDER BY priority DESC, run_at, id"""
@@ -477,10 +479,11 @@ c AS MATERIALIZED (
         LIMIT $2
         FOR UPDATE SKIP LOCKED  -- never waits: no deadlock, whatever the order
     ) AS p
-    -- paused queues never; limited queues only through their own locked claim ($8)
+    -- paused queues never; limited and aging queues only through their own locked claim ($8)
     WHERE q.name NOT IN (SELECT name FROM {s}.skiplock_queues
                          WHERE paused OR (NOT $8 AND (max_running IS NOT NULL
-                                                      OR rate_per_s IS NOT NULL)))
+                                                      OR rate_per_s IS NOT NULL
+                                                      OR aging_s IS NOT NULL)))
     ORDER BY p.priority DESC, p.run_at, p.id
     LIMIT $2
 )
@@ -498,7 +501,7 @@ JOB_READY_EXISTS = (
 WITH now_ AS (SELECT coalesce($2::timestamptz, now()) AS t)
 SELECT EXISTS (
     """
-    + _ready(queues="$1", limited="false")
+    + _ready(queues="$1", limited="false", aged="false")
     + """
 ) OR EXISTS (
     """
@@ -513,6 +516,9 @@ MIGRATIONS.append(
     (13, "concurrency keys", _keys.MIGRATION_KEYS + _keys.claim_function(_CLAIM_UPDATE))
 )
 MIGRATIONS.append((14, "unique windows", _unique.MIGRATION_UNIQUE_WINDOWS))
+MIGRATIONS.append((15, "priority aging", _aging.MIGRATION_AGING))
+
+JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
 
 JOB_GET_AVAILABLE_KEYED = """
 -- The keyed claim (postgres_keys_sql.keyed_claim), in its function: up to $2 ready keyed jobs
@@ -679,7 +685,7 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                  WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
     finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts
                        THEN (SELECT t FROM now_) END,
-    run_at = (SELECT t FROM now_),
+    -- run_at kept: a reclaimed job keeps its place among the ready (its priority, its age)
     lease_token = NULL, lease_expires_at = NULL,
     reclaims = j.reclaims + 1, reclaimed_at = (SELECT t FROM now_), run_s = NULL,
     errors = CASE WHEN jsonb_array_length(j.errors) >= $2 THEN j.errors - 0 ELSE j.errors END
@@ -693,7 +699,9 @@ RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlati
 """
 """What both reclaims do with the rows their CTE ``x`` picked at the time in ``now_``: the
 attempt stays spent; pending, or dead when attempts are spent, or cancelled when a person
-asked; the error ``{why}`` recorded (keeping the last $2)."""
+asked; the error ``{why}`` recorded (keeping the last $2). ``run_at`` is left as it was, so a
+pending one goes back to its place (before jobs enqueued after it, aged by its whole wait);
+its next claim's ``ready_at`` (and so its claim latency) counts from that place too."""
 
 JOB_RECLAIM_EXPIRED = """
 -- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
@@ -1091,15 +1099,16 @@ SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
 )
 
 QUEUE_LIMITED = """
--- Queues whose claims must go through their row lock (global concurrency or a rate).
+-- Queues whose claims must go through their row lock (global concurrency or a rate, or
+-- priority aging: its order is read and taken under the lock).
 SELECT name FROM {s}.skiplock_queues
-WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
+WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL OR aging_s IS NOT NULL)
 """
 
 QUEUE_LOCK = """
 -- Serialise claimers of one limited queue; the row's limits and recent starts.
 SELECT max_running, rate_per_s, paused, recent_starts,
-       extract(epoch FROM coalesce($2::timestamptz, now()))::float8 AS now
+       extract(epoch FROM coalesce($2::timestamptz, now()))::float8 AS now, aging_s
 FROM {s}.skiplock_queues WHERE name = $1 FOR UPDATE
 """
 
@@ -1120,12 +1129,13 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
 """
 
 QUEUE_SET_LIMITS = """
--- Set a queue's bound and limits (NULL lifts one), keeping its pause flag.
-INSERT INTO {s}.skiplock_queues (name, max_depth, max_running, rate_per_s)
-VALUES ($1, $2, $3, $4)
+-- Set a queue's bound, limits and aging (NULL lifts one), keeping its pause flag.
+INSERT INTO {s}.skiplock_queues (name, max_depth, max_running, rate_per_s, aging_s)
+VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (name) DO UPDATE
 SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, recent_starts = '{}', updated_at = now()
+    rate_per_s = excluded.rate_per_s, aging_s = excluded.aging_s, recent_starts = '{}',
+    updated_at = now()
 """
 
 QUEUE_KNOWN = """
@@ -1143,7 +1153,8 @@ SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, fals
        (SELECT count(*) FROM {s}.skiplock_jobs j
         WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NOT NULL) AS running,
        (SELECT count(*) FROM {s}.skiplock_jobs j
-        WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL) AS claimed
+        WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL) AS claimed,
+       q.aging_s
 FROM names n LEFT JOIN {s}.skiplock_queues q ON q.name = n.name
 """
 """A queue's settings and live counts, never a finished row: pending through the per-queue
@@ -1166,7 +1177,7 @@ WITH pending AS (
 )
 SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, false) AS paused,
        coalesce(p.n, 0) AS pending, coalesce(r.started, 0) AS running,
-       coalesce(r.claimed, 0) AS claimed
+       coalesce(r.claimed, 0) AS claimed, q.aging_s
 FROM names n
 LEFT JOIN {s}.skiplock_queues q ON q.name = n.name
 LEFT JOIN pending p ON p.queue = n.name
@@ -1249,6 +1260,7 @@ class Statements:
     JOB_GET_AVAILABLE: str
     JOB_GET_AVAILABLE_IN_QUEUES: str
     JOB_GET_AVAILABLE_KEYED: str
+    JOB_GET_AVAILABLE_AGED: str
     JOB_READY_EXISTS: str
     JOB_BUSIEST_KEYS: str
     JOB_BLOCKED_KEYS: str

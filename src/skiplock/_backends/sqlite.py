@@ -147,7 +147,7 @@ def _own_sqlite(connection: object) -> sqlite3.Connection:
 
 
 def _queue_info(r: Any) -> QueueInfo:
-    return QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7])
+    return QueueInfo(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7], r[8])
 
 
 def _create_private(path: str, mode: int) -> None:
@@ -722,6 +722,7 @@ class SQLiteBackend:
             "max_depth": params.max_depth,
             "max_running": params.max_running,
             "rate": params.rate_per_s,
+            "aging": params.aging_s,
             "now": self._now(),
         }
         await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)

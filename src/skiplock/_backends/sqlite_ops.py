@@ -22,7 +22,7 @@ from . import sqlite_history as history
 from . import sqlite_sql as sql
 from . import sqlite_unique as unique
 from .base import MAX_ERRORS_KEPT, ClaimParams
-from .common import claimed_jobs, filter_values, job_record, map_inserted
+from .common import AGING_LEVELS, claimed_jobs, filter_values, job_record, map_inserted
 from .sqlite_support import dt as _dt
 
 NOTHING = "SELECT 1 WHERE 0"
@@ -260,7 +260,8 @@ class Answers:
         row = self.conn.execute(sql.QUEUE_LOCK, {"queue": step.queue}).fetchone()
         if row is None:
             return None
-        return flows.QueueLimits(row[0], row[1], bool(row[2]), json.loads(row[3]), self.now())
+        limits = (row[0], row[1], bool(row[2]), json.loads(row[3]))
+        return flows.QueueLimits(*limits, self.now(), row[4])
 
     @answer.register
     def _(self, step: flows.CountRunning) -> int:
@@ -269,6 +270,9 @@ class Answers:
     @answer.register
     def _(self, step: flows.ClaimFromQueue) -> list[Any]:
         statement, args = self.claim(step.params, step.queue)
+        if step.aging_s is not None:
+            statement = sql.JOB_GET_AVAILABLE_AGED
+            args = {**args, "aging": step.aging_s, "levels": AGING_LEVELS}
         return self.conn.execute(statement, {**args, "now": step.now}).fetchall()
 
     @answer.register

@@ -11,6 +11,7 @@ of any job reads the view ``skiplock_jobs`` (the live table and the day tables o
 jobs, sqlite_history.py), whose branches SQLite searches each by its own primary key or index.
 """
 
+from . import sqlite_aging_sql as _aging
 from . import sqlite_observe_sql as _observe
 from . import sqlite_unique as _unique
 
@@ -237,6 +238,7 @@ CREATE INDEX skiplock_jobs_dead_blocking_idx ON skiplock_jobs_live (concurrency_
 """,
     ),
     (13, "unique windows", _unique.MIGRATION_UNIQUE_WINDOWS),
+    (14, "priority aging", _aging.MIGRATION_AGING),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -374,15 +376,21 @@ RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeou
 :token for the job's lease, or its timeout (else :default_lease) + :margin."""
 
 _READY = """state = 'pending' AND (concurrency_key IS NOT NULL) = 0 AND run_at <= :now
-      -- paused queues never; limited queues only through their own claim (:limited)
+      -- paused queues never; limited and aging queues only through their own claim (:limited)
       AND queue NOT IN (SELECT name FROM skiplock_queues
                         WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
-                                                          OR rate_per_s IS NOT NULL)))
+                                                          OR rate_per_s IS NOT NULL
+                                                          OR aging_s IS NOT NULL)))
       AND task NOT IN (SELECT task FROM skiplock_task_pauses
                        WHERE until IS NULL OR until > :now)"""
 """What makes a live row one the ordinary claim takes: pending, unkeyed (keyed jobs have their
 own claim, sqlite_keys.py; the pending index leads with this term), due, of no paused queue
-or task, and of no limited queue unless :limited."""
+or task, and of no limited or aging queue unless :limited."""
+
+_READY_ANY_AGING = _READY.replace(
+    "\n                                                          OR aging_s IS NOT NULL", ""
+)
+"""_READY with aging queues' jobs in: their claim is their own, but a ready one is ready."""
 
 JOB_GET_AVAILABLE = (
     """
@@ -452,7 +460,7 @@ JOB_READY_EXISTS = (
 SELECT EXISTS (
     SELECT 1 FROM skiplock_jobs_live
     WHERE """
-    + _READY
+    + _READY_ANY_AGING
     + """
       AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
 ) OR EXISTS (
@@ -509,6 +517,9 @@ FROM p WHERE p.priority IS NOT NULL
 """
 
 
+JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_SET, _CLAIM_RETURNING)
+
+
 def job_get_available_in_queues(count: int) -> str:
     """JOB_GET_AVAILABLE for ``count`` named queues (:q0, :q1, ...): each queue's first :limit
     ready jobs (an ordered walk of the per-queue pending index that stops at :limit, so a
@@ -520,7 +531,8 @@ def job_get_available_in_queues(count: int) -> str:
           AND run_at <= :now
           AND :q{i} NOT IN (SELECT name FROM skiplock_queues
                             WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
-                                                              OR rate_per_s IS NOT NULL)))
+                                                              OR rate_per_s IS NOT NULL
+                                                              OR aging_s IS NOT NULL)))
           AND task NOT IN (SELECT task FROM skiplock_task_pauses
                            WHERE until IS NULL OR until > :now)
         ORDER BY priority DESC, run_at, id
@@ -659,7 +671,7 @@ _RECLAIM_SET = """UPDATE skiplock_jobs_live
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
                  WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
     finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN :now END,
-    run_at = :now,
+    -- run_at kept: a reclaimed job keeps its place among the ready (its priority, its age)
     lease_token = NULL, lease_expires_at = NULL,
     reclaims = reclaims + 1, reclaimed_at = :now, run_s = NULL,
     errors = json_insert(
@@ -962,14 +974,16 @@ SELECT state, count(*) AS n FROM skiplock_jobs"""
 )
 
 QUEUE_LIMITED = """
--- Queues whose claims must go through their own limit check (concurrency or a rate).
+-- Queues whose claims must go through their own limit check (concurrency or a rate), or rank
+-- by aged priority.
 SELECT name FROM skiplock_queues
-WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL)
+WHERE NOT paused AND (max_running IS NOT NULL OR rate_per_s IS NOT NULL OR aging_s IS NOT NULL)
 """
 
 QUEUE_LOCK = """
 -- One limited queue's limits and recent starts (the write transaction serialises claimers).
-SELECT max_running, rate_per_s, paused, recent_starts FROM skiplock_queues WHERE name = :queue
+SELECT max_running, rate_per_s, paused, recent_starts, aging_s FROM skiplock_queues
+WHERE name = :queue
 """
 
 QUEUE_RUNNING = """
@@ -989,12 +1003,13 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded
 """
 
 QUEUE_SET_LIMITS = """
--- Set a queue's bound and limits (NULL lifts one), keeping its pause flag.
-INSERT INTO skiplock_queues (name, max_depth, max_running, rate_per_s, updated_at)
-VALUES (:name, :max_depth, :max_running, :rate, :now)
+-- Set a queue's bound, limits and aging (NULL lifts one), keeping its pause flag.
+INSERT INTO skiplock_queues (name, max_depth, max_running, rate_per_s, aging_s, updated_at)
+VALUES (:name, :max_depth, :max_running, :rate, :aging, :now)
 ON CONFLICT (name) DO UPDATE
 SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, recent_starts = '[]', updated_at = excluded.updated_at
+    rate_per_s = excluded.rate_per_s, aging_s = excluded.aging_s, recent_starts = '[]',
+    updated_at = excluded.updated_at
 """
 
 QUEUE_KNOWN = """
@@ -1010,7 +1025,8 @@ SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
        (SELECT count(*) FROM skiplock_jobs_live j
         WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NOT NULL),
        (SELECT count(*) FROM skiplock_jobs_live j
-        WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL)
+        WHERE j.queue = n.name AND j.state = 'running' AND j.started_at IS NULL),
+       q.aging_s
 FROM names n LEFT JOIN skiplock_queues q ON q.name = n.name
 """
 """A queue's settings and live counts, never a finished row (as on PostgreSQL)."""
@@ -1029,7 +1045,7 @@ WITH pending AS (
     UNION SELECT queue FROM running
 )
 SELECT n.name, q.max_depth, q.max_running, q.rate_per_s, coalesce(q.paused, 0),
-       coalesce(p.n, 0), coalesce(r.started, 0), coalesce(r.claimed, 0)
+       coalesce(p.n, 0), coalesce(r.started, 0), coalesce(r.claimed, 0), q.aging_s
 FROM names n
 LEFT JOIN skiplock_queues q ON q.name = n.name
 LEFT JOIN pending p ON p.queue = n.name

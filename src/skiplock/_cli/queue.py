@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .._job import QueueInfo
+from .._limits import MAX_AGING_S, MIN_AGING_S
 from .output import echo_json, json_option
 from .support import (
     CANNOT_RUN,
@@ -32,7 +33,7 @@ def queue_list(app_spec: str, url: str | None, as_json: bool) -> None:
     app = app_for(app_spec, url)
     listed = {q.name: q for q in run_async(app, app.queues)}
     for name in {t.queue for t in app.tasks.values()} - listed.keys():
-        listed[name] = QueueInfo(name, None, None, None, False, 0, 0)
+        listed[name] = QueueInfo(name, None, None, None, False, 0, 0)  # aging_s: None
     queues = sorted(listed.values(), key=lambda info: info.name)
     if as_json:
         echo_json({"queues": [_queue_json(q) for q in queues]})
@@ -43,7 +44,7 @@ def queue_list(app_spec: str, url: str | None, as_json: bool) -> None:
         click.echo(
             f"{q.name:<20} pending={q.pending:<6} running={q.running:<5} claimed={q.claimed:<5} "
             f"paused={'yes' if q.paused else 'no'} max_depth={q.max_depth} "
-            f"max_running={q.max_running} rate_per_s={q.rate_per_s}"
+            f"max_running={q.max_running} rate_per_s={q.rate_per_s} aging_s={q.aging_s}"
         )
 
 
@@ -58,6 +59,7 @@ def _queue_json(q: QueueInfo) -> dict[str, object]:
         "max_depth": q.max_depth,
         "max_running": q.max_running,
         "rate_per_s": q.rate_per_s,
+        "aging_s": q.aging_s,
     }
 
 
@@ -108,6 +110,10 @@ def _limit(option: str, value: str | None, kind: type[int] | type[float]) -> int
 @click.option("--max-depth", help="Enqueue raises QueueFull past this many live jobs ('none').")
 @click.option("--max-running", help="At most this many running at once, everywhere ('none').")
 @click.option("--rate", help="At most this many starts per second, everywhere ('none').")
+@click.option(
+    "--aging",
+    help="Seconds of waiting that raise a ready job's priority by one ('none': no aging).",
+)
 @CREATE
 def queue_limit(
     app_spec: str,
@@ -116,6 +122,7 @@ def queue_limit(
     max_depth: str | None,
     max_running: str | None,
     rate: str | None,
+    aging: str | None,
     create: bool,
 ) -> None:
     """Set NAME's bound and limits; options left out are lifted.
@@ -125,6 +132,7 @@ def queue_limit(
     depth = _limit("--max-depth", max_depth, int)
     running = _limit("--max-running", max_running, int)
     rate_per_s = _limit("--rate", rate, float)
+    aging_s = _aging(aging)
     run_async(
         app,
         lambda: app.set_queue_limits(
@@ -132,7 +140,22 @@ def queue_limit(
             max_depth=None if depth is None else int(depth),
             max_running=None if running is None else int(running),
             rate_per_s=rate_per_s,
+            aging_s=aging_s,
             create=create,
         ),
     )
-    click.echo(f"queue {name}: max_depth={depth} max_running={running} rate_per_s={rate_per_s}")
+    click.echo(
+        f"queue {name}: max_depth={depth} max_running={running} rate_per_s={rate_per_s}"
+        f" aging_s={aging_s}"
+    )
+
+
+def _aging(value: str | None) -> float | None:
+    """``--aging``: seconds within the App's bounds (_limits.check_aging), or 'none'."""
+    if value is None or value.lower() == "none":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError as exc:
+        raise CliError(f"--aging {value!r}: not a number or 'none'", CANNOT_RUN) from exc
+    return bounded("--aging", seconds, MIN_AGING_S, MAX_AGING_S)
