@@ -370,6 +370,7 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
+    "ALTER TABLE skiplock_jobs_live DROP COLUMN key_weight",  # migration 15 (key weights)
     "ALTER TABLE skiplock_queues DROP COLUMN aging_s",  # migration 14 (priority aging)
     "ALTER TABLE skiplock_jobs_live DROP COLUMN unique_until",  # 13 (unique windows)
     "DROP INDEX skiplock_jobs_keyed_walk_idx",
@@ -387,7 +388,7 @@ SQLITE_UNDO_KEYS = [
     " ON skiplock_jobs_live (queue, priority DESC, run_at, id) WHERE state = 'pending'",
     "DELETE FROM skiplock_migrations WHERE version >= 12",
 ]
-"""SQLite's migrations from 12 on (12 concurrency keys, 13 unique windows, 14 priority aging)
+"""SQLite's migrations from 12 on (concurrency keys, unique windows, priority aging, weights)
 undone on a migrated file, for the tests that rebuild an earlier version's shape; the view is
 left to the caller (they drop it first)."""
 

@@ -55,6 +55,17 @@ def claim(limit: int, token: str) -> ClaimParams:
         ({"concurrency_key": "a\x00b"}, "must not contain a NUL character"),
         ({"concurrency_key": "k" * (MAX_TEXT_CHARS + 1)}, f"at most {MAX_TEXT_CHARS}"),
         ({"concurrency_key": 7}, "concurrency_key=7: must be a non-empty string"),
+        ({"key_weight": 2}, "key_weight=2: weighs the turns of one concurrency key"),
+        ({"concurrency_key": "k", "key_weight": 0}, "key_weight=0: must be between 1 and 1000"),
+        ({"concurrency_key": "k", "key_weight": 1001}, "must be between 1 and 1000"),
+        ({"concurrency_key": "k", "key_weight": 1.5}, "key_weight=1.5: must be an int"),
+        (
+            {"concurrency_key": "k", "key_weight": 2, "fair": False},
+            "key_weight=2: weighs turns, which fair=False turns off",
+        ),
+        ({"fair": False}, "fair=False: turns a concurrency key's turns off"),
+        ({"concurrency_key": "k", "fair": "no"}, "fair='no': must be True or False"),
+        ({"ordering_key": "k", "key_weight": 2}, "key_weight=2: weighs the turns"),
     ],
 )
 def test_key_options_are_checked_where_they_are_given(

@@ -152,3 +152,24 @@ async def test_the_busiest_keys_are_gauges_and_only_the_top_ten(app_db: skiplock
         line.split('"')[1] for line in text.splitlines() if line.startswith("skiplock_key_jobs{")
     }
     assert len(keys) == 10 and "acct:7" in keys
+
+
+async def test_a_blocked_ordered_key_is_a_gauge_naming_its_dead_job(
+    app_db: skiplock.App,
+) -> None:
+    """A dead ``block`` job holds its ordered key: the gauge names the key and the dead job,
+    with the jobs waiting behind it; none while no key is blocked."""
+
+    @app_db.task(name="o", ordering_key=lambda n: "acct:1", max_attempts=1)
+    def o(n: int) -> None:
+        raise RuntimeError("no")
+
+    mount = metrics_app(app_db, refresh_s=0)
+    transport = httpx.ASGITransport(app=mount)
+    async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+        assert "skiplock_blocked_key_jobs{" not in (await client.get("/metrics")).text
+        first = await o.aenqueue(1)
+        await app_db.enqueue_many([o.prepare(2), o.prepare(3)])
+        await app_db.drain()  # the first dies; the key blocks the other two
+        text = (await client.get("/metrics")).text
+    assert f'skiplock_blocked_key_jobs{{dead_job_id="{first.id}",key="acct:1"}} 2.0' in text

@@ -226,6 +226,8 @@ class App:
         unique_while: Literal["live", "live_or_succeeded"] = "live",
         unique_for: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
+        key_weight: int | None = None,
+        fair: bool = True,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -254,6 +256,8 @@ class App:
         unique_while: Literal["live", "live_or_succeeded"] = "live",
         unique_for: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
+        key_weight: int | None = None,
+        fair: bool = True,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options.
 
@@ -265,7 +269,8 @@ class App:
         ``key_limit``: at most ``key_limit`` jobs with one key run at once, on every worker,
         and claims take from keys in turn; ``ordering_key``: one key's jobs one at a time in
         enqueue order, a dead one blocking the key (``ordering_on_dead="block"``) until a
-        person acts, or skipped (``"skip"``) (docs/guides/keys.md).
+        person acts, or skipped (``"skip"``); ``key_weight``: how many jobs a key takes each
+        turn, ``fair=False``: no turns for the key (docs/guides/keys.md).
 
         ``unique_key`` (a string or a function of the arguments), ``on_conflict``,
         ``unique_while``, ``unique_for`` and ``debounce``: what an enqueue does while another
@@ -296,6 +301,8 @@ class App:
                 unique_while=unique_while,
                 unique_for=unique_for,
                 debounce=debounce,
+                key_weight=key_weight,
+                fair=fair,
             )
             self.registry.add_task(task)
             return task

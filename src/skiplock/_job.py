@@ -89,6 +89,9 @@ class NewJob:
     key_order: str | None = None
     """An ordered key's (``ordering_key``): its jobs run one at a time in enqueue order, and
     a dead one ``block``s the key until a person acts, or is ``skip``ped; None: unordered."""
+    key_weight: int | None = None
+    """How many jobs the key takes a turn (None: 1); 0: no turns (``fair=False``), its
+    jobs by priority and age alone."""
 
 
 @dataclass(slots=True)
@@ -245,6 +248,8 @@ class JobRecord:
     """How many jobs of its key may run at once (an ordering key's: 1)."""
     key_order: str | None = None
     """``block`` or ``skip`` for an ordered key's job (``ordering_on_dead``); None: unordered."""
+    key_weight: int | None = None
+    """Jobs its key takes a turn (``key_weight=``; None: 1); 0: no turns (``fair=False``)."""
 
     @property
     def worker(self) -> str | None:

@@ -32,6 +32,9 @@ the keeper renews in one statement, and maybe a pool thread."""
 MAX_KEY_LIMIT = 1_000_000
 """The most jobs of one concurrency key a ``key_limit`` lets run at once."""
 
+MAX_KEY_WEIGHT = 1000
+"""The most turns a key may take to another's one (``key_weight``)."""
+
 MAX_BATCH = 10_000
 """Rows one claim locks or one completion round trip writes: a statement, not a bulk load."""
 

@@ -21,6 +21,7 @@ from ._limits import (
     MAX_ATTEMPTS,
     MAX_INT,
     MAX_KEY_LIMIT,
+    MAX_KEY_WEIGHT,
     check_int,
     check_run_after,
     check_seconds,
@@ -149,6 +150,7 @@ def _validate_options(task: Task[Any, Any]) -> None:
     check_run_after(task.run_after)
     _validate_ordering(task)
     _validate_keys(task.concurrency_key, task.key_limit)
+    _validate_turns(task)
     require(isinstance(task.keep_result, bool), "keep_result", task.keep_result, "must be a bool")
     _validate_versions(task.version, task.upcast)
 
@@ -234,6 +236,33 @@ def _validate_keys(key: object, limit: object) -> None:
             "key_limit",
             limit,
             "limits the jobs of one concurrency key: give concurrency_key= too",
+        )
+
+
+def _validate_turns(task: Task[Any, Any]) -> None:
+    """``key_weight`` a whole number from 1 to MAX_KEY_WEIGHT, ``fair`` a bool; both about a
+    concurrency key's turns, so only with one, and a weight only while it takes turns."""
+    require(isinstance(task.fair, bool), "fair", task.fair, "must be True or False")
+    if task.key_weight is not None:
+        check_int("key_weight", task.key_weight, 1, MAX_KEY_WEIGHT)
+        require(
+            task.concurrency_key is not None,
+            "key_weight",
+            task.key_weight,
+            "weighs the turns of one concurrency key: give concurrency_key= too",
+        )
+        require(
+            task.fair,
+            "key_weight",
+            task.key_weight,
+            "weighs turns, which fair=False turns off: give one of them",
+        )
+    if not task.fair:
+        require(
+            task.concurrency_key is not None,
+            "fair",
+            task.fair,
+            "turns a concurrency key's turns off: give concurrency_key= too",
         )
 
 
@@ -356,6 +385,12 @@ class Task(Generic[P, R]):
     ordering_on_dead: Literal["block", "skip"] = "block"
     """When an ordered job dies: ``block`` its key until a person retries or discards it,
     or ``skip`` it and run the next."""
+    key_weight: int | None = None
+    """How many jobs a concurrency key takes each turn (None: 1): a key of weight 3 starts
+    three jobs to another's one while both have work."""
+    fair: bool = True
+    """Whether a concurrency key's jobs take turns with other keys' (False: its jobs compete
+    by priority and age alone; ``key_limit`` still holds)."""
     _fitting_shapes: set[object] = field(default_factory=set, init=False, repr=False, compare=False)
     """Call shapes known to bind: prepare's check is one set lookup after the first. A field,
     not a cached_property: a key added to ``__dict__`` after ``__init__`` turns off CPython's
@@ -408,6 +443,8 @@ class Task(Generic[P, R]):
         key_limit: int | None = None,
         ordering_key: str | Callable[..., str] | None = None,
         ordering_on_dead: Literal["block", "skip"] | None = None,
+        key_weight: int | None = None,
+        fair: bool | None = None,
     ) -> Task[P, R]:
         """A copy whose jobs are enqueued with these options instead."""
         if on_conflict is not None and on_duplicate is not None:
@@ -433,6 +470,8 @@ class Task(Generic[P, R]):
             "key_limit": key_limit,
             "ordering_key": ordering_key,
             "ordering_on_dead": ordering_on_dead,
+            "key_weight": key_weight,
+            "fair": fair,
         }
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
@@ -481,6 +520,7 @@ class Task(Generic[P, R]):
             concurrency_key=key,
             key_limit=limit,
             key_order=order,
+            key_weight=self.key_weight if self.fair else 0,
         )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:

@@ -44,7 +44,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
         "Prometheus metrics need prometheus-client: pip install 'skiplock[prometheus]'"
     ) from exc
 
-from ._job import KeyLoad
+from ._job import BlockedKey, KeyLoad
 from ._observe.gauges import (
     DEFAULT_REFRESH_S,
     DEFAULT_WINDOW_S,
@@ -171,6 +171,21 @@ def database_metrics(cache: GaugeCache) -> Iterator[Metric]:
     workers.add_metric([], len(cache.workers))
     yield workers
     yield from _keys(stats.keys)
+    yield _blocked(stats.blocked_keys)
+
+
+def _blocked(blocked: Iterable[BlockedKey]) -> Metric:
+    """The ordered keys a dead job blocks (the reading's first 10, oldest dead job first),
+    each with the live jobs waiting behind it: an alert on any series is an alert on a key
+    that will not move until a person acts."""
+    waiting = _gauge(
+        "skiplock_blocked_key_jobs",
+        "Live jobs waiting behind the dead job that blocks their ordered key (first 10 keys).",
+        ["key", "dead_job_id"],
+    )
+    for key in blocked:
+        waiting.add_metric([key.key, str(key.dead_job_id)], key.waiting)
+    return waiting
 
 
 def _keys(keys: Iterable[KeyLoad]) -> Iterator[Metric]:

@@ -94,6 +94,24 @@ FAIRNESS = [
         ["a1:1", "a2:1", "b1:1"],
         id="within a priority, turns; a lower priority waits for the higher ones",
     ),
+    pytest.param(
+        [("k1*3", f"a{i}") for i in range(1, 6)] + [("k2", "b1"), ("k2", "b2"), ("k3", "c1")],
+        6,
+        ["a1", "a2", "a3", "a4", "b1", "c1"],
+        id="a key of weight 3 takes three jobs a turn to another's one",
+    ),
+    pytest.param(
+        [("k1", "a1"), ("k1", "a2"), ("k2*2", "b1"), ("k2*2", "b2"), ("k2*2", "b3")],
+        3,
+        ["a1", "b1", "b2"],
+        id="the weight is the key's, its first ready job's",
+    ),
+    pytest.param(
+        [("k3*0", f"c{i}") for i in range(1, 4)] + [("k1", "a1"), ("k1", "a2"), ("k2", "b1")],
+        5,
+        ["a1", "b1", "c1", "c2", "c3"],
+        id="fair=False: no turns, the key takes all it may in the first",
+    ),
 ]
 
 
@@ -101,11 +119,20 @@ FAIRNESS = [
 async def test_the_fairness_rule_priority_then_turn_then_age(
     backend: Backend, jobs: list[tuple[str, str]], limit: int, taken: list[str]
 ) -> None:
-    """A label ``name:p`` has priority p (else 0); jobs are enqueued in the order listed."""
+    """A label ``name:p`` has priority p (else 0), a key ``k*w`` weight w (``*0``: not fair);
+    jobs are enqueued in the order listed."""
     rows = []
-    for key, label in jobs:
+    for spec, label in jobs:
         _, _, priority = label.partition(":")
-        rows.append(new_job(label, concurrency_key=key, priority=int(priority or 0)))
+        key, _, weight = spec.partition("*")
+        rows.append(
+            new_job(
+                label,
+                concurrency_key=key,
+                priority=int(priority or 0),
+                key_weight=int(weight) if weight else None,
+            )
+        )
     await backend.job_insert_many(JobInsertManyParams(rows))
     assert labels(await backend.job_get_available_keyed(claim(limit=limit))) == taken
 

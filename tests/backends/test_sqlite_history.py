@@ -374,9 +374,9 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         assert kinds[0] == "view"
         after = [dict(r) for r in conn.execute("SELECT * FROM skiplock_jobs ORDER BY id")]
         # migration 12's and 13's columns: no job of before has a concurrency key or a window
-        added = ("concurrency_key", "key_limit", "key_order", "unique_until")
+        added = ("concurrency_key", "key_limit", "key_order", "unique_until", "key_weight")
         keys = {tuple(r.pop(name) for name in added) for r in after}
-        assert keys == {(None, None, None, None)}
+        assert keys == {(None,) * len(added)}
         assert after == before
         ids = [row["id"] for row in before]
         assert all(where(sqlite_url, i) == history.LIVE for i in ids)

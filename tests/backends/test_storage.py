@@ -117,9 +117,9 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         # every row already there is in the long segment (version 12's column)
         assert [row.pop("segment") for row in after] == [3] * len(after)
         # version 13's and 14's columns: no job of before has a concurrency key or a window
-        added = ("concurrency_key", "key_limit", "key_order", "unique_until")
+        added = ("concurrency_key", "key_limit", "key_order", "unique_until", "key_weight")
         keys = {tuple(r.pop(name) for name in added) for r in after}
-        assert keys == {(None, None, None, None)}
+        assert keys == {(None,) * len(added)}
         stamped = after[6].pop("finished_at")
         assert stamped is not None and before[6].pop("finished_at") is None
         assert after == before

@@ -30,6 +30,12 @@ from ..errors import DuplicateJob
 T = TypeVar("T")
 
 
+TURN = "CASE WHEN wt = 0 THEN 0 ELSE (rank - 1) / coalesce(wt, 1) END"
+"""The turn a key's job of ``rank`` (1 first) is claimed in, in both dialects' keyed claims:
+a key of weight ``wt`` takes ``wt`` jobs a turn; weight 0 (``fair=False``) takes every job in
+the first (integer division on both databases)."""
+
+
 class Row(Protocol):
     """A result row read by column name (asyncpg's Record, a dict of SQLite's)."""
 
@@ -195,7 +201,7 @@ RECORD_COLUMNS = (
     "id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at, created_at,"
     " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit,"
     " started_at, result, progress, payload_version, unique_key, unique_until, concurrency_key,"
-    " key_limit, key_order"
+    " key_limit, key_order, key_weight"
 )
 """The columns of an inspection read. Each dialect selects them under these names, times as
 Unix seconds (PostgreSQL: exact numeric) and JSON as text, so one reader maps both."""
@@ -260,6 +266,7 @@ def job_record(row: Row) -> JobRecord:
         concurrency_key=read.text_or_none("concurrency_key"),
         key_limit=row["key_limit"],
         key_order=read.text_or_none("key_order"),
+        key_weight=row["key_weight"],
         problems=read.problems,
     )
 

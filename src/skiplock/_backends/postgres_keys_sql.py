@@ -26,12 +26,19 @@ with that key run anywhere (docs/design.md, "Concurrency keys"). Three parts mak
 
 from __future__ import annotations
 
+from .common import TURN
 from .postgres_storage_sql import _LEAF_SETTINGS
 
 KEYED_SEGMENT = 4
 """The live segment keyed jobs are written to (0-2 are the ring, 3 the long segment)."""
 
 KEYED_TABLE = "skiplock_jobs_live_keyed"
+
+MIGRATION_WEIGHTS = """
+-- Weighted turns (key_weight=, fair=False: 0): how many jobs a key takes each turn; the keyed
+-- claim's function is made again to read it. Nullable without a default: no row rewritten.
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN key_weight integer CHECK (key_weight >= 0);
+"""
 
 MIGRATION_KEYS = (
     """
@@ -168,9 +175,10 @@ def blocked(key: str, head: str) -> str:
                     AND d.concurrency_key = {key} AND d.id < {head}"""
 
 
-def keyed_claim(claim_update: str) -> str:
+def keyed_claim(claim_update: str, *, weighted: bool = True) -> str:
     """The keyed claim; ``claim_update`` is the ordinary claims' update of the ids in ``c``
-    (postgres_sql._CLAIM_UPDATE)."""
+    (postgres_sql._CLAIM_UPDATE). ``weighted``: a key's turn counts ``key_weight`` jobs
+    (migration 16); migration 13's function, before the column, counted one."""
     # The keyed segment's table by its primary key alone: the rows are locked in ``c`` and
     # pending; a state condition lets the planner AND the ids with a whole partial index of
     # the segment (100,000 entries read for 16 rows, from statistics older than a bulk load).
@@ -182,6 +190,11 @@ def keyed_claim(claim_update: str) -> str:
         "UPDATE {s}.skiplock_jobs j", "UPDATE {s}." + KEYED_TABLE + " j"
     )
     assert where in claim_update and "UPDATE {s}.skiplock_jobs j" in claim_update
+    weight = ",\n           first_value(c.key_weight) OVER w AS wt" if weighted else ""
+    weight_column = ", key_weight" if weighted else ""
+    weight_h = ", h.key_weight" if weighted else ""
+    # a key's turn is its next ``wt`` jobs (0: no turns, its jobs by age); then the walk's place
+    order = f"priority DESC, {TURN}, pos, rank" if weighted else "priority DESC, rank, pos"
     return (
         f"""
 -- Claim up to $2 ready keyed jobs of the queues in $1 (NULL: any) for worker $3 under token
@@ -211,9 +224,9 @@ cand AS MATERIALIZED (
     -- an ordered key's head alone (its live job of the lowest id) if it is pending, due and
     -- not behind a dead job of its key that blocks it
     SELECT c.id, c.priority, k.k, k.pos, k.running,
-           row_number() OVER w AS rank, first_value(c.key_limit) OVER w AS lim
+           row_number() OVER w AS rank, first_value(c.key_limit) OVER w AS lim{weight}
     FROM keys k CROSS JOIN LATERAL (
-        (SELECT id, priority, run_at, key_limit FROM {{s}}.skiplock_jobs
+        (SELECT id, priority, run_at, key_limit{weight_column} FROM {{s}}.skiplock_jobs
         WHERE state = 'pending' AND segment = {KEYED_SEGMENT}
           AND queue = k.q AND concurrency_key = k.k AND run_at <= (SELECT t FROM now_)
           AND task NOT IN (SELECT task FROM {{s}}.skiplock_task_pauses
@@ -222,8 +235,8 @@ cand AS MATERIALIZED (
         ORDER BY priority DESC, run_at, id
         LIMIT $2)
         UNION ALL
-        SELECT h.id, h.priority, h.run_at, h.key_limit FROM (
-            SELECT id, priority, run_at, key_limit, state, queue, task
+        SELECT h.id, h.priority, h.run_at, h.key_limit{weight_h} FROM (
+            SELECT id, priority, run_at, key_limit{weight_column}, state, queue, task
             FROM {{s}}.skiplock_jobs
             WHERE state IN ('pending', 'running') AND segment = {KEYED_SEGMENT}
               AND concurrency_key = k.k AND k.ordered IS NOT NULL
@@ -248,7 +261,7 @@ c AS MATERIALIZED (
         SELECT j.id, j.state FROM {{s}}.{KEYED_TABLE} j
         WHERE j.id = ANY(ARRAY(
             SELECT id FROM cand WHERE lim IS NULL OR rank <= lim - running
-            ORDER BY priority DESC, rank, pos LIMIT $2))
+            ORDER BY {order} LIMIT $2))
         FOR UPDATE SKIP LOCKED
     ) x
     WHERE x.state = 'pending'
@@ -330,7 +343,7 @@ _CLAIMED = """id bigint, task text, queue text, args text, kwargs text, priority
 the key's place in the walk, and where the walk ended."""
 
 
-def claim_function(claim_update: str) -> str:
+def claim_function(claim_update: str, *, weighted: bool = True, replace: bool = False) -> str:
     """Migration 13's ``skiplock_keyed_claim``: the keyed claim (``keyed_claim``) as a function
     whose plan is prepared once per session, generic. Planned each time, as a statement, it
     cost 1.3 ms of planning for 0.7 ms of work: 2.8 ms a claim of 2 against 0.9 ms (100 keys,
@@ -339,7 +352,9 @@ def claim_function(claim_update: str) -> str:
         """
 -- The keyed claim (postgres_keys_sql.keyed_claim), its arguments in JOB_GET_AVAILABLE_KEYED's
 -- order; its plan made once per session.
-CREATE FUNCTION {s}.skiplock_keyed_claim(text[], integer, text, text, double precision,
+CREATE """
+        + ("OR REPLACE " if replace else "")
+        + """FUNCTION {s}.skiplock_keyed_claim(text[], integer, text, text, double precision,
     double precision, timestamptz, boolean, text, text, integer)
 RETURNS TABLE ("""
         + _CLAIMED
@@ -348,7 +363,7 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY"""
-        + keyed_claim(claim_update).rstrip()
+        + keyed_claim(claim_update, weighted=weighted).rstrip()
         + """;
 END
 $$;

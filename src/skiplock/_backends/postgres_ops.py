@@ -65,6 +65,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         _unless_all([j.key_limit for j in jobs], None),
         _unless_all([j.key_order for j in jobs], None),
         _unless_all([j.unique_for_s for j in jobs], None),
+        _unless_all([j.key_weight for j in jobs], None),
     ]
 
 

@@ -266,11 +266,12 @@ WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
                          $14::text[], $15::bool[], $16::text[], $17::int[], $18::text[],
-                         $19::int[], $20::text[], $21::float8[])
+                         $19::int[], $20::text[], $21::float8[], $22::int[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
                               unique_succeeded, trace_context, payload_version,
-                              concurrency_key, key_limit, key_order, unique_for, ord)
+                              concurrency_key, key_limit, key_order, unique_for, key_weight,
+                              ord)
 ), full_ AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
@@ -294,13 +295,14 @@ WITH batch AS (
     INSERT INTO {s}.skiplock_jobs
         (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout,
          correlation_id, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-         concurrency_key, key_limit, key_order, unique_until, segment)
+         concurrency_key, key_limit, key_order, unique_until, key_weight, segment)
     SELECT u.id, u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
            u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
            u.trace_context, u.payload_version, u.concurrency_key, u.key_limit, u.key_order,
            coalesce($12::timestamptz, now()) + make_interval(secs => u.unique_for),
+           u.key_weight,
            -- a keyed job goes to the keyed segment, any other to the ring's (the default)
            CASE WHEN u.concurrency_key IS NULL THEN """
     + _storage.SEGMENT_NOW
@@ -513,10 +515,22 @@ SELECT EXISTS (
 
 # Migration 13 makes the keyed claim's function, which holds the claims' update above.
 MIGRATIONS.append(
-    (13, "concurrency keys", _keys.MIGRATION_KEYS + _keys.claim_function(_CLAIM_UPDATE))
+    (
+        13,
+        "concurrency keys",
+        _keys.MIGRATION_KEYS + _keys.claim_function(_CLAIM_UPDATE, weighted=False),
+    )
 )
 MIGRATIONS.append((14, "unique windows", _unique.MIGRATION_UNIQUE_WINDOWS))
 MIGRATIONS.append((15, "priority aging", _aging.MIGRATION_AGING))
+# Migration 16 makes the keyed claim's function again, weighing each key's turn.
+MIGRATIONS.append(
+    (
+        16,
+        "key weights",
+        _keys.MIGRATION_WEIGHTS + _keys.claim_function(_CLAIM_UPDATE, replace=True),
+    )
+)
 
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
 
@@ -622,7 +636,7 @@ _RECORD = """id, task, queue, state, args::text AS args, kwargs::text AS kwargs,
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order"""
+       key_order, key_weight"""
 """An inspection read's columns (common.RECORD_COLUMNS): times as exact epoch seconds, which
 any timestamptz has, even one beyond the driver's datetime range ('infinity', year 20000)."""
 

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from .common import KeyCursors, keys_to_visit, next_cursor
+from .common import TURN, KeyCursors, keys_to_visit, next_cursor
 
 NEXT_PAIR = """
 -- The first (queue, key) pair with a pending keyed job after (:queue, :key), any queue.
@@ -43,7 +43,8 @@ PICK = (
     """
 -- Of the visited pairs (:pairs, JSON [[queue, key, place], ...]), the jobs to claim: each
 -- key's ready jobs within its room (its limit, which its first ready job carries, less its
--- running jobs), by priority, then the key's turn, then age; an ordered key's head alone (its
+-- running jobs), by priority, then the key's turn (its next key_weight jobs; 0: all of them),
+-- then the walk's place; an ordered key's head alone (its
 -- live job of the lowest id) if it is pending, due and not behind a dead job that blocks the
 -- key. :limited: a limited queue's own claim (otherwise limited queues are left to it).
 WITH keys AS (
@@ -63,7 +64,7 @@ WITH keys AS (
                     WHERE paused OR (NOT :limited AND (max_running IS NOT NULL
                                                       OR rate_per_s IS NOT NULL)))
 ), picked AS (
-    SELECT j.id, j.priority, j.run_at, j.key_limit, c.q, c.k, c.pos, c.running
+    SELECT j.id, j.priority, j.run_at, j.key_limit, j.key_weight, c.q, c.k, c.pos, c.running
     FROM counted c JOIN skiplock_jobs_live j ON c.ordered IS NULL AND j.id IN (
         SELECT id FROM skiplock_jobs_live
         WHERE state = 'pending' AND concurrency_key IS NOT NULL
@@ -73,7 +74,7 @@ WITH keys AS (
         ORDER BY priority DESC, run_at, id
         LIMIT :limit)
     UNION ALL
-    SELECT h.id, h.priority, h.run_at, h.key_limit, c.q, c.k, c.pos, c.running
+    SELECT h.id, h.priority, h.run_at, h.key_limit, h.key_weight, c.q, c.k, c.pos, c.running
     FROM counted c JOIN skiplock_jobs_live h ON c.ordered IS NOT NULL AND h.id = (
         SELECT id FROM skiplock_jobs_live
         WHERE state IN ('pending', 'running') AND concurrency_key IS NOT NULL
@@ -87,12 +88,15 @@ WITH keys AS (
     + """)
 ), cand AS (
     SELECT id, q, k, priority, pos, running,
-           row_number() OVER w AS rank, first_value(key_limit) OVER w AS lim
+           row_number() OVER w AS rank, first_value(key_limit) OVER w AS lim,
+           first_value(key_weight) OVER w AS wt
     FROM picked
     WINDOW w AS (PARTITION BY k ORDER BY priority DESC, run_at, id)
 )
 SELECT id, q, k, pos FROM cand WHERE lim IS NULL OR rank <= lim - running
-ORDER BY priority DESC, rank, pos
+ORDER BY priority DESC, """
+    + TURN
+    + """, pos, rank
 LIMIT :limit
 """
 )

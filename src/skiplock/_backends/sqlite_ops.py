@@ -99,6 +99,7 @@ def _values(j: NewJob, now: float) -> tuple[Any, ...]:
         j.concurrency_key,
         j.key_limit,
         j.key_order,
+        j.key_weight,
     )
 
 
@@ -122,6 +123,7 @@ def _row(j: NewJob, now: float) -> dict[str, Any]:
         "concurrency_key": j.concurrency_key,
         "key_limit": j.key_limit,
         "key_order": j.key_order,
+        "key_weight": j.key_weight,
         "unique_until": None if j.unique_for_s is None else now + j.unique_for_s,
     }
 

@@ -239,6 +239,14 @@ CREATE INDEX skiplock_jobs_dead_blocking_idx ON skiplock_jobs_live (concurrency_
     ),
     (13, "unique windows", _unique.MIGRATION_UNIQUE_WINDOWS),
     (14, "priority aging", _aging.MIGRATION_AGING),
+    (
+        15,
+        "key weights",
+        """
+-- Weighted turns (key_weight=, fair=False: 0): how many jobs a key takes each turn.
+ALTER TABLE skiplock_jobs_live ADD COLUMN key_weight INTEGER CHECK (key_weight >= 0)
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -274,10 +282,11 @@ JOB_INSERT = """
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order, unique_until)
+     concurrency_key, key_limit, key_order, unique_until, key_weight)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
         :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
-        :payload_version, :concurrency_key, :key_limit, :key_order, :unique_until)
+        :payload_version, :concurrency_key, :key_limit, :key_order, :unique_until,
+        :key_weight)
 """
 
 JOB_INSERT_ROWS = """
@@ -286,7 +295,7 @@ JOB_INSERT_ROWS = """
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order)
+     concurrency_key, key_limit, key_order, key_weight)
 VALUES {rows}
 """
 
@@ -303,13 +312,13 @@ JOB_INSERT_ONE = (
 -- check and the insert. A statement is atomic, and alone (autocommit) it is its own write
 -- transaction, taking the write lock at its start as BEGIN IMMEDIATE does: so no BEGIN, no
 -- separate depth read, no COMMIT (four statements were one job's). No row inserted: the
--- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 19th parameter is
+-- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 20th parameter is
 -- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence).
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order)
-SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+     concurrency_key, key_limit, key_order, key_weight)
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 WHERE NOT EXISTS (
     SELECT 1 FROM skiplock_queues q
     WHERE q.name = ? AND q.max_depth IS NOT NULL AND """
@@ -319,11 +328,11 @@ WHERE NOT EXISTS (
 """
 )
 
-JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+JOB_INSERT_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 """One row of JOB_INSERT_ROWS."""
 
-JOB_INSERT_ROWS_MAX = 999 // 18
-"""Rows a statement: 18 values each, within the 999 parameters older SQLite builds allow."""
+JOB_INSERT_ROWS_MAX = 999 // 19
+"""Rows a statement: 19 values each, within the 999 parameters older SQLite builds allow."""
 
 
 JOB_INSERT_UNIQUE = (
@@ -623,7 +632,7 @@ DELETE FROM skiplock_jobs_live WHERE id IN (SELECT value FROM json_each(:ids))
 _RECORD = """id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
        correlation_id, audit, started_at, result, progress, payload_version, unique_key,
-       unique_until, concurrency_key, key_limit, key_order"""
+       unique_until, concurrency_key, key_limit, key_order, key_weight"""
 """An inspection read's columns (common.RECORD_COLUMNS), one list for every such read."""
 
 JOB_GET = (

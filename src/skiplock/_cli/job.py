@@ -72,6 +72,7 @@ def job_details(job: JobRecord) -> dict[str, Any]:
         "concurrency_key": job.concurrency_key,
         "key_limit": job.key_limit,
         "key_order": job.key_order,
+        "key_weight": job.key_weight,
         "errors": job.errors,
         "audit": job.audit,
         "problems": job.problems,
