@@ -499,3 +499,41 @@ async def test_an_ordered_keys_next_job_is_claimed_once_the_one_before_is_writte
         worker.request_stop()
         await asyncio.wait_for(run, 10)
     assert ran == list(range(6))
+
+
+async def test_the_keyed_jobs_a_worker_waits_on_forget_a_lost_lease(
+    app: skiplock.App,
+) -> None:
+    """The producer remembers the keyed jobs whose outcomes it waits for (their writes free
+    key slots, and wake it); a lease lost to another worker is never written by this one, so
+    its id leaves the set at the next keyed claim instead of staying for the worker's life."""
+    release = asyncio.Event()
+    started: list[int] = []
+    second_ran = asyncio.Event()
+
+    @app.task(name="slow", concurrency_key=lambda n: f"k{n}")
+    async def slow(n: int) -> None:
+        started.append(n)
+        if n == 1:
+            await release.wait()
+        else:
+            second_ran.set()
+
+    first = await slow.aenqueue(1)
+    worker = Worker(app, poll_interval_s=0.05, scheduler=False)
+    run = asyncio.create_task(worker.run())
+    try:
+        while not started:  # the job runs: the worker and its producer are up
+            await asyncio.sleep(0.01)
+        producer = worker._producer
+        assert producer is not None and first.id in producer._keyed_held
+        lease = producer.ledger.lease(first.id)
+        assert lease is not None
+        producer.ledger.lost(first.id, lease.job.lease_token)  # as a beat finding it gone
+        await slow.aenqueue(2)  # the next keyed claim
+        await asyncio.wait_for(second_ran.wait(), 20)
+        assert first.id not in producer._keyed_held
+    finally:
+        release.set()
+        worker.request_stop()
+        await asyncio.wait_for(run, 10)

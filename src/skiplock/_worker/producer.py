@@ -231,7 +231,10 @@ class Producer(Service):
         self._keyed_at = asyncio.get_running_loop().time()
         jobs = await self.backend.job_get_available_keyed(self._claim_params(limit))
         self._keyed_took = bool(jobs)
-        self._keyed_held.update(job.id for job in jobs)
+        # a lease lost to another worker is never written here: its id goes with the lease
+        held = self._keyed_held
+        held.difference_update([i for i in held if self.ledger.lease(i) is None])
+        held.update(job.id for job in jobs)
         return jobs
 
     def written(self, job_ids: list[int]) -> None:
