@@ -352,13 +352,10 @@ class PostgresBackend:
 
         async def answer(step: object) -> Any:
             statement, args, read = ops.replace_step(step, self._sql, self._now(), self.channel)
-            try:
+            rows: list[Any] = []
+            with ops.unless_race_lost():
                 async with conn.transaction():
                     rows = await conn.fetch(statement, *args)
-            except asyncpg.PostgresError as exc:
-                if exc.sqlstate != ops.RACE_LOST:
-                    raise
-                rows = []
             return read(rows)
 
         return answer
@@ -367,16 +364,12 @@ class PostgresBackend:
         """``_asyncpg_answers`` on a caller's psycopg async connection."""
 
         async def answer(step: object) -> Any:
-            statement, args, read = ops.replace_step(step, self._sql, self._now(), self.channel)
-            named = {f"p{i}": v for i, v in enumerate(args, 1)}
-            try:
+            statement, named, read = ops.psycopg_step(step, self._sql, self._now(), self.channel)
+            rows: list[Any] = []
+            with ops.unless_race_lost():
                 async with conn.transaction():
-                    cursor = await conn.execute(ops.to_psycopg(statement), named)
-                    rows = await cursor.fetchall() if cursor.description else []
-            except Exception as exc:
-                if getattr(exc, "sqlstate", None) != ops.RACE_LOST:
-                    raise
-                rows = []
+                    cursor = await conn.execute(statement, named)
+                    rows = await cursor.fetchall()
             return read(rows)
 
         return answer
@@ -385,16 +378,10 @@ class PostgresBackend:
         """``_psycopg_answers`` on a caller's synchronous psycopg connection."""
 
         def answer(step: object) -> Any:
-            statement, args, read = ops.replace_step(step, self._sql, self._now(), self.channel)
-            named = {f"p{i}": v for i, v in enumerate(args, 1)}
-            try:
-                with conn.transaction():
-                    cursor = conn.execute(ops.to_psycopg(statement), named)
-                    rows = cursor.fetchall() if cursor.description else []
-            except Exception as exc:
-                if getattr(exc, "sqlstate", None) != ops.RACE_LOST:
-                    raise
-                rows = []
+            statement, named, read = ops.psycopg_step(step, self._sql, self._now(), self.channel)
+            rows: list[Any] = []
+            with ops.unless_race_lost(), conn.transaction():
+                rows = conn.execute(statement, named).fetchall()
             return read(rows)
 
         return answer

@@ -29,6 +29,20 @@ ALTER TABLE {s}.skiplock_queues ADD COLUMN aging_s double precision
 """
 
 
+def _levels(name: str, pick: str, beyond: str, unkeyed: str) -> str:
+    """The CTE ``name``: up to $9 of queue $1's distinct pending priorities from one end (the
+    highest with ``max``/``<``, the lowest with ``min``/``>``), one index probe each."""
+    return f"""{name}(priority, n) AS (
+    SELECT {pick}(priority), 1 FROM {{s}}.skiplock_jobs
+    WHERE queue = $1 AND state = 'pending' AND {unkeyed}
+    UNION ALL
+    SELECT (SELECT {pick}(j.priority) FROM {{s}}.skiplock_jobs j
+            WHERE j.queue = $1 AND j.state = 'pending' AND j.{unkeyed}
+              AND j.priority {beyond} {name}.priority), {name}.n + 1
+    FROM {name} WHERE {name}.priority IS NOT NULL AND {name}.n < $9
+)"""
+
+
 def aged_claim(claim_update: str, keyed_segment: int) -> str:
     """JOB_GET_AVAILABLE_AGED around the claims' shared update ``claim_update`` (which reads
     the CTE ``c`` of ids and ``now_``)."""
@@ -40,32 +54,11 @@ def aged_claim(claim_update: str, keyed_segment: int) -> str:
 -- claims ($5, $6; $7 now). Candidates: the first $2 ready jobs of each of the queue's $9
 -- highest and $9 lowest pending priorities (postgres_aging_sql.py).
 WITH RECURSIVE now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
-hi(priority, n) AS (
-    SELECT max(priority), 1 FROM {s}.skiplock_jobs
-    WHERE queue = $1 AND state = 'pending' AND """
-        + unkeyed
-        + """
-    UNION ALL
-    SELECT (SELECT max(j.priority) FROM {s}.skiplock_jobs j
-            WHERE j.queue = $1 AND j.state = 'pending' AND j."""
-        + unkeyed
-        + """
-              AND j.priority < hi.priority), hi.n + 1
-    FROM hi WHERE hi.priority IS NOT NULL AND hi.n < $9
-),
-lo(priority, n) AS (
-    SELECT min(priority), 1 FROM {s}.skiplock_jobs
-    WHERE queue = $1 AND state = 'pending' AND """
-        + unkeyed
-        + """
-    UNION ALL
-    SELECT (SELECT min(j.priority) FROM {s}.skiplock_jobs j
-            WHERE j.queue = $1 AND j.state = 'pending' AND j."""
-        + unkeyed
-        + """
-              AND j.priority > lo.priority), lo.n + 1
-    FROM lo WHERE lo.priority IS NOT NULL AND lo.n < $9
-),
+"""
+        + _levels("hi", "max", "<", unkeyed)
+        + ",\n"
+        + _levels("lo", "min", ">", unkeyed)
+        + """,
 levels AS (
     SELECT priority FROM hi WHERE priority IS NOT NULL
     UNION SELECT priority FROM lo WHERE priority IS NOT NULL

@@ -7,11 +7,12 @@ kept apart so that module stays the list of operations.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -226,6 +227,25 @@ def _first_or_none(rows: Sequence[Any]) -> int | None:
 RACE_LOST = "40001"
 """SQLSTATE of a row another transaction moved to another partition (a finish, a person's
 cancel) while a replace step waited for it: the step did nothing, and the flow looks again."""
+
+
+@contextlib.contextmanager
+def unless_race_lost() -> Iterator[None]:
+    """Swallow RACE_LOST from a replace step run in a savepoint (asyncpg's and psycopg's
+    errors both carry ``sqlstate``); the step's rows stay as they were before it (none)."""
+    try:
+        yield
+    except Exception as exc:
+        if getattr(exc, "sqlstate", None) != RACE_LOST:
+            raise
+
+
+def psycopg_step(
+    step: object, statements: Statements, now: datetime | None, channel: str
+) -> tuple[str, dict[str, Any], Callable[[Sequence[Any]], Any]]:
+    """``replace_step`` in psycopg's placeholders and named arguments."""
+    statement, args, read = replace_step(step, statements, now, channel)
+    return to_psycopg(statement), {f"p{i}": v for i, v in enumerate(args, 1)}, read
 
 
 async def claim_keyed(

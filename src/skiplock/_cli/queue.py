@@ -93,16 +93,25 @@ def queue_resume(app_spec: str, url: str | None, name: str, create: bool) -> Non
     click.echo(f"queue {name} resumed")
 
 
-def _limit(option: str, value: str | None, kind: type[int] | type[float]) -> int | float | None:
-    """A bound or limit: a number within range, or 'none' (lifted)."""
+def _limit(
+    option: str,
+    value: str | None,
+    kind: type[int] | type[float],
+    low: float | None = None,
+    high: float = MAX_COUNT,
+) -> int | float | None:
+    """A bound, limit or step: a number within range (``low`` by default 0 for a count,
+    1e-6 for a rate: a rate of 0 would stop the queue, which is a pause), or 'none'
+    (lifted)."""
     if value is None or value.lower() == "none":
         return None
     try:
         number = kind(value)
     except ValueError as exc:
         raise CliError(f"{option} {value!r}: not a number or 'none'", CANNOT_RUN) from exc
-    low = 0 if kind is int else 1e-6  # a rate of 0 would stop the queue: that is a pause
-    return kind(bounded(option, number, low, MAX_COUNT))
+    if low is None:
+        low = 0 if kind is int else 1e-6
+    return kind(bounded(option, number, low, high))
 
 
 @app_command(queue, "limit")
@@ -152,10 +161,4 @@ def queue_limit(
 
 def _aging(value: str | None) -> float | None:
     """``--aging``: seconds within the App's bounds (_limits.check_aging), or 'none'."""
-    if value is None or value.lower() == "none":
-        return None
-    try:
-        seconds = float(value)
-    except ValueError as exc:
-        raise CliError(f"--aging {value!r}: not a number or 'none'", CANNOT_RUN) from exc
-    return bounded("--aging", seconds, MIN_AGING_S, MAX_AGING_S)
+    return _limit("--aging", value, float, MIN_AGING_S, MAX_AGING_S)
