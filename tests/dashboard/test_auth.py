@@ -125,12 +125,15 @@ async def test_roles_decide_the_actions(client: httpx.AsyncClient, app: skiplock
     set_ = await client.post(
         "/queues/q/limits",
         headers=admin,
-        data={"csrf": admin_token, "max_depth": "10", "rate_per_s": "2.5"},
+        data={"csrf": admin_token, "max_depth": "10", "rate_per_s": "2.5", "aging_s": "30"},
         follow_redirects=False,
     )
     assert set_.status_code == 303
     [info] = await app.queues()
-    assert (info.paused, info.max_depth, info.rate_per_s) == (True, 10, 2.5)
+    assert (info.paused, info.max_depth, info.rate_per_s, info.aging_s) == (True, 10, 2.5, 30)
+    page = (await client.get("/", headers=admin)).text
+    assert 'name="aging_s" inputmode="decimal" value="30.0"' in page  # kept by the next submit
+    assert ">aging 30" in page
 
 
 async def test_a_post_from_another_origin_is_refused_even_with_the_token(

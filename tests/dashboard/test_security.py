@@ -665,7 +665,9 @@ async def test_every_person_action_refusal_and_failed_sign_in_is_stored(
         ("ops-bot", "pause task", "task audited"),
     ]
     details = {e.what: e.detail for e in await app.audit_trail()}
-    assert details["set queue limits"] == "max_depth=9 max_running=None rate_per_s=None"
+    assert details["set queue limits"] == (
+        "max_depth=9 max_running=None rate_per_s=None aging_s=None"
+    )
     assert details["refused queue limits"] == "needs the admin role"
     assert details["refused pause queue"] == "CSRF token missing or wrong"
     page = await app.audit_trail(limit=3)

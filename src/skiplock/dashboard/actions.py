@@ -204,6 +204,7 @@ async def queue_limits(request: Request, user: User, form: FormData) -> Response
         "max_depth": _number(form, "max_depth", True),
         "max_running": _number(form, "max_running", True),
         "rate_per_s": _number(form, "rate_per_s", False),
+        "aging_s": _number(form, "aging_s", False),
     }
     await dashboard(request).app.set_queue_limits(queue, **limits, who=who(user))
     log.info("%s set queue %r limits %s", who(user), queue, limits)

@@ -58,6 +58,7 @@ class QueueRow:
     max_depth: int | None = None
     max_running: int | None = None
     rate_per_s: float | None = None
+    aging_s: float | None = None
     backlog_age_s: float | None = None
     claim_latency_p50_s: float | None = None
     claim_latency_p95_s: float | None = None
@@ -100,6 +101,7 @@ async def overview(request: Request) -> Response:
         if (info := infos.get(name)) is not None:
             row.paused, row.max_depth = info.paused, info.max_depth
             row.max_running, row.rate_per_s = info.max_running, info.rate_per_s
+            row.aging_s = info.aging_s
         row.read(stats.queue(name))
         row.spark = dash.sampler.depths(name)
         rows.append(row)
