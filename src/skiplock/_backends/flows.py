@@ -199,12 +199,20 @@ class ReleaseRunning:
     holder: int
 
 
+@dataclass(frozen=True, slots=True)
+class ReplaceKey:
+    """-> the id of the pending job holding the job's key, which took the job's arguments
+    and run time; None when no pending job holds it."""
+
+    job: NewJob
+
+
 REPLACE_TRIES = 8
 """How often ``replace_held`` looks again when the holder changes under it (each change is
 another enqueue, a claim or a finish that won a race on the key)."""
 
 
-def replace_held(job: NewJob, holder: int) -> Flow[int]:
+def replace_held(job: NewJob, holder: int | None) -> Flow[int]:
     """``on_conflict="replace"`` for a job whose key ``holder`` held at the insert: the id
     the enqueue answers with.
 
@@ -234,6 +242,21 @@ def replace_held(job: NewJob, holder: int) -> Flow[int]:
     if current is None:
         raise RuntimeError(f"unique_key {key!r}: the key changed hands {REPLACE_TRIES} times")
     return current
+
+
+def replace_first(job: NewJob) -> Flow[int]:
+    """``on_conflict="replace"`` for one job on its own: the pending holder is replaced first
+    (one statement: a burst of debounced enqueues finds one almost every time), else the job
+    is inserted, else ``replace_held`` deals with the holder the insert found."""
+    replaced: int | None = yield ReplaceKey(job)
+    if replaced is not None:
+        return replaced
+    created: int | None = yield InsertUnique(job)
+    if created is not None:
+        return created
+    assert job.unique_key is not None
+    holder: int | None = yield HolderOf(job.unique_key)  # None: gone since, insert again
+    return (yield from replace_held(job, holder))
 
 
 def drive(flow: Flow[R], answer: Callable[[Any], Any]) -> R:

@@ -309,9 +309,13 @@ class PostgresBackend:
         with _wrapped("job_insert_many"):
             if connection is None:
                 async with self.pool.acquire() as conn:
-                    if not any(j.on_duplicate != "return" for j in jobs):
+                    # one job needs no transaction: each step of a replace stands alone
+                    # (and a DuplicateJob wrote nothing); a batch rolls back as one
+                    if len(jobs) == 1 and jobs[0].on_duplicate == "replace":
+                        return [await self._replace_one(conn, jobs[0])]
+                    if len(jobs) == 1 or not any(j.on_duplicate != "return" for j in jobs):
                         return await self._insert_asyncpg(conn, jobs)
-                    async with conn.transaction():  # a DuplicateJob rolls the batch back
+                    async with conn.transaction():
                         return await self._insert_asyncpg(conn, jobs)
             if isinstance(connection, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
                 return await self._insert_asyncpg(connection, jobs)
@@ -345,17 +349,25 @@ class PostgresBackend:
             ids[i] = await flows.drive_async(flow, self._asyncpg_answers(conn))
         return ids
 
+    async def _replace_one(self, conn: Any, job: NewJob) -> int:
+        """One ``replace`` job: its pending holder replaced first (``flows.replace_first``:
+        a burst of debounced enqueues costs one statement each), else inserted."""
+        return await flows.drive_async(flows.replace_first(job), self._asyncpg_answers(conn))
+
     def _asyncpg_answers(self, conn: Any) -> Callable[[object], Awaitable[Any]]:
-        """``flows.replace_held``'s steps on an asyncpg connection, each in a savepoint: a
-        row a finish moved meanwhile fails the step alone (RACE_LOST), which then did
-        nothing."""
+        """``flows.replace_held``'s steps on an asyncpg connection, each in a savepoint (or
+        alone, outside a transaction): a row a finish moved meanwhile fails the step alone
+        (RACE_LOST), which then did nothing."""
 
         async def answer(step: object) -> Any:
             statement, args, read = ops.replace_step(step, self._sql, self._now(), self.channel)
             rows: list[Any] = []
             with ops.unless_race_lost():
-                async with conn.transaction():
+                if not conn.is_in_transaction():  # a statement alone: its failure ends there
                     rows = await conn.fetch(statement, *args)
+                else:
+                    async with conn.transaction():
+                        rows = await conn.fetch(statement, *args)
             return read(rows)
 
         return answer

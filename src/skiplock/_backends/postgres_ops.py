@@ -203,11 +203,13 @@ def replace_step(
         return statements.JOB_INSERT_MANY, insert_params([step.job], channel, now), _inserted
     if isinstance(step, flows.HolderOf):
         return statements.JOB_HOLDER_OF, [step.key, now], _first_or_none
-    if isinstance(step, flows.ReplacePending):
+    if isinstance(step, flows.ReplacePending | flows.ReplaceKey):
         j = step.job
+        holder = step.holder if isinstance(step, flows.ReplacePending) else None
         run_at = j.run_at.timestamp() if j.run_at else None
-        args = [step.holder, j.unique_key, j.args_json, j.kwargs_json, run_at, j.run_after_s]
-        return statements.JOB_REPLACE_PENDING, [*args, now, j.payload_version, channel], bool
+        args = [holder, j.unique_key, j.args_json, j.kwargs_json, run_at, j.run_after_s]
+        read = bool if holder is not None else _first_or_none
+        return statements.JOB_REPLACE_PENDING, [*args, now, j.payload_version, channel], read
     if isinstance(step, flows.ReleaseRunning):
         return statements.JOB_RELEASE_RUNNING_KEY, [step.holder, step.key], bool
     raise TypeError(f"no PostgreSQL answer to {step!r}")

@@ -42,22 +42,30 @@ SELECT k.job_id FROM {s}.skiplock_keys k WHERE k.unique_key = $1 AND """
     + "\n"
 )
 
-JOB_REPLACE_PENDING = """
--- on_conflict="replace": pending job $1, holding key $2, takes this enqueue's arguments, run
+JOB_REPLACE_PENDING = (
+    """
+-- on_conflict="replace": the pending job holding key $2 takes this enqueue's arguments, run
 -- time and payload version (run at $5 or $6 seconds after $7, the database's now() if NULL);
--- nothing when it started or finished meanwhile. A run time moved earlier wakes its queue.
+-- the job is $1, or (NULL) the key's holder read here; nothing when it is not pending (it
+-- started or finished meanwhile, or no job holds the key). A run time moved earlier wakes
+-- its queue.
 WITH r AS (
     UPDATE {s}.skiplock_jobs
     SET args = $3::jsonb, kwargs = $4::jsonb, payload_version = $8::int,
         run_at = coalesce(to_timestamp($5::float8), coalesce($7::timestamptz, now())
                           + make_interval(secs => coalesce($6::float8, 0)))
-    WHERE id = $1 AND state = 'pending' AND unique_key = $2
+    WHERE id = coalesce($1::bigint, (SELECT k.job_id FROM {s}.skiplock_keys k
+                                     WHERE k.unique_key = $2 AND """
+    + HELD.format(now="coalesce($7::timestamptz, now())")
+    + """))
+      AND state = 'pending' AND unique_key = $2
     RETURNING id, queue
 ), woken AS (
     SELECT pg_notify($9, queue) FROM r
 )
 SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
 """
+)
 
 JOB_RELEASE_RUNNING_KEY = """
 -- A debounce gathering enqueues while job $1 runs with key $2: the running job gives the key
