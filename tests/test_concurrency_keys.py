@@ -508,13 +508,13 @@ async def test_the_keyed_jobs_a_worker_waits_on_forget_a_lost_lease(
     key slots, and wake it); a lease lost to another worker is never written by this one, so
     its id leaves the set at the next keyed claim instead of staying for the worker's life."""
     release = asyncio.Event()
-    started: list[int] = []
+    first_started = asyncio.Event()
     second_ran = asyncio.Event()
 
     @app.task(name="slow", concurrency_key=lambda n: f"k{n}")
     async def slow(n: int) -> None:
-        started.append(n)
         if n == 1:
+            first_started.set()
             await release.wait()
         else:
             second_ran.set()
@@ -523,8 +523,7 @@ async def test_the_keyed_jobs_a_worker_waits_on_forget_a_lost_lease(
     worker = Worker(app, poll_interval_s=0.05, scheduler=False)
     run = asyncio.create_task(worker.run())
     try:
-        while not started:  # the job runs: the worker and its producer are up
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(first_started.wait(), 20)  # the worker and its producer are up
         producer = worker._producer
         assert producer is not None and first.id in producer._keyed_held
         lease = producer.ledger.lease(first.id)

@@ -141,17 +141,32 @@ def _insert_unique(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float)
             live[str(job.unique_key)] = _holder(conn, str(job.unique_key))
     held: list[int] = []
     ids = map_inserted(jobs, inserted, live, held)
-    if held:
-        answers = unique.ReplaceAnswers(
-            conn,
-            now,
-            insert=lambda job: _insert_keyed(conn, job, now),
-            holder=lambda key: _holder_or_none(conn, key),
-            row_values=_row,
-        )
-        for i in held:
-            ids[i] = flows.drive(flows.replace_held(jobs[i], ids[i]), answers)
+    for i in held:
+        ids[i] = flows.drive(flows.replace_held(jobs[i], ids[i]), _replace_answer(conn, now))
     return ids
+
+
+def _replace_answer(conn: sqlite3.Connection, now: float) -> Callable[[object], Any]:
+    """``flows.replace_held``'s steps on ``conn``, inside its write transaction (nothing can
+    change between them)."""
+
+    def answer(step: object) -> Any:
+        if isinstance(step, flows.InsertUnique):
+            return _insert_keyed(conn, step.job, now)
+        if isinstance(step, flows.HolderOf):
+            unique.release_passed(conn, step.key, now)
+            return _holder_or_none(conn, step.key)
+        if isinstance(step, flows.ReplacePending):
+            row = _row(step.job, now)
+            names = ("args", "kwargs", "run_at", "payload_version", "unique_key")
+            args = {"id": step.holder, **{name: row[name] for name in names}}
+            return conn.execute(sql.JOB_REPLACE_PENDING, args).rowcount == 1
+        if isinstance(step, flows.ReleaseRunning):
+            args = {"id": step.holder, "unique_key": step.key}
+            return conn.execute(sql.JOB_RELEASE_RUNNING_KEY, args).rowcount == 1
+        raise TypeError(f"no SQLite answer to {step!r}")
+
+    return answer
 
 
 def _insert_keyed(conn: sqlite3.Connection, job: NewJob, now: float) -> int | None:

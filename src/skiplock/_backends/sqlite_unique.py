@@ -1,5 +1,5 @@
-"""SQLite's unique-key windows and replacing enqueues: migration 13's text and the answers to
-``flows.replace_held``'s steps (docs/design.md, "Unique keys").
+"""SQLite's unique-key windows and replacing enqueues: migration 13's text and the statements
+``flows.replace_held``'s steps run (answered in sqlite_ops) (docs/design.md, "Unique keys").
 
 A key is held by the live table's partial unique index: a pending or running job, or a
 succeeded one with ``unique_succeeded`` (kept in the live table for it). A window
@@ -12,11 +12,6 @@ Everything runs inside the caller's write transaction: nothing can change betwee
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import Any
-
-from .._job import NewJob
-from . import flows
 
 MIGRATION_UNIQUE_WINDOWS = """
 -- A succeeded job with a window keeps its key until then (unique_for=). The day tables gain
@@ -64,46 +59,3 @@ WHERE id = :id AND state = 'running' AND unique_key = :unique_key
 def release_passed(conn: sqlite3.Connection, key: str, now: float) -> bool:
     """Whether a succeeded job kept ``key`` past its window and has now let it go."""
     return conn.execute(JOB_KEY_PASSED, {"unique_key": key, "now": now}).rowcount > 0
-
-
-class ReplaceAnswers:
-    """``flows.replace_held``'s steps on ``conn``, inside its write transaction.
-
-    ``insert`` writes one job with its key and gives its id, or None when a job holds it.
-    """
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        now: float,
-        insert: Callable[[NewJob], int | None],
-        holder: Callable[[str], int | None],
-        row_values: Callable[[NewJob, float], dict[str, Any]],
-    ) -> None:
-        self.conn, self.now = conn, now
-        self.insert, self.holder, self.row_values = insert, holder, row_values
-
-    def __call__(self, step: object) -> Any:
-        if isinstance(step, flows.InsertUnique):
-            return self.insert(step.job)
-        if isinstance(step, flows.HolderOf):
-            release_passed(self.conn, step.key, self.now)
-            return self.holder(step.key)
-        if isinstance(step, flows.ReplacePending):
-            return self._replace(step.job, step.holder)
-        if isinstance(step, flows.ReleaseRunning):
-            args = {"id": step.holder, "unique_key": step.key}
-            return self.conn.execute(JOB_RELEASE_RUNNING_KEY, args).rowcount == 1
-        raise TypeError(f"no SQLite answer to {step!r}")
-
-    def _replace(self, job: NewJob, holder: int) -> bool:
-        row = self.row_values(job, self.now)
-        args = {
-            "id": holder,
-            "unique_key": job.unique_key,
-            "args": row["args"],
-            "kwargs": row["kwargs"],
-            "run_at": row["run_at"],
-            "payload_version": row["payload_version"],
-        }
-        return self.conn.execute(JOB_REPLACE_PENDING, args).rowcount == 1
