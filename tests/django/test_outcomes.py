@@ -170,31 +170,48 @@ def _status(task: Any, result_id: str) -> str:
     return str(task.get_result(result_id).status)
 
 
-def test_a_handle_stops_run_worker_on_another_thread(tmp_path: Path) -> None:
+def _never_left(backend: Any, result_id: str) -> None:
+    """A held job these tests leave pending (released, as they assert) is cancelled: another
+    test's worker (a process, whose release never comes) would hold a slot with it for ever."""
+    backend.app.run_sync(backend.app.cancel_job(int(result_id)))
+
+
+def test_a_handle_stops_run_worker_on_another_thread(tmp_path: Path, backend: Any) -> None:
     handle = worker_module.WorkerHandle()
     options = {"scheduler": False, "interval": 0.05, "shutdown_timeout": 0.2, "handle": handle}
     thread = threading.Thread(target=run_worker, kwargs=options, daemon=True)
     outcome_tasks.RELEASE.clear()
     result = outcome_tasks.held_until_released.enqueue()
-    thread.start()
-    task = outcome_tasks.held_until_released
-    wait_for(lambda: _status(task, result.id) == "RUNNING", 30, "the task's start")
-    handle.stop()
-    thread.join(30)
-    assert not thread.is_alive()
-    assert _status(task, result.id) == "READY"  # released by the drain, not left RUNNING
+    try:
+        thread.start()
+        task = outcome_tasks.held_until_released
+        wait_for(lambda: _status(task, result.id) == "RUNNING", 30, "the task's start")
+        handle.stop()
+        thread.join(30)
+        assert not thread.is_alive()
+        assert _status(task, result.id) == "READY"  # released by the drain, not left RUNNING
+    finally:
+        _never_left(backend, result.id)
 
 
-def test_cancelling_run_worker_async_releases_its_tasks() -> None:
+def test_cancelling_run_worker_async_releases_its_tasks(backend: Any) -> None:
     outcome_tasks.RELEASE.clear()
     task = outcome_tasks.held_until_released
     result = task.enqueue()
+    try:
+        _run_and_cancel(task, result.id)
+    finally:
+        _never_left(backend, result.id)
+
+
+def _run_and_cancel(task: Any, result_id: str) -> None:
+    """run_worker_async until the held task runs, then cancelled: the task is released."""
 
     async def main() -> None:
         worker = asyncio.ensure_future(
             run_worker_async(scheduler=False, interval=0.05, shutdown_timeout=0.2)
         )
-        while await asyncio.to_thread(_status, task, result.id) != "RUNNING":
+        while await asyncio.to_thread(_status, task, result_id) != "RUNNING":
             await asyncio.sleep(0.02)
         worker.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -203,7 +220,7 @@ def test_cancelling_run_worker_async_releases_its_tasks() -> None:
     thread = threading.Thread(target=asyncio.run, args=(main(),))
     thread.start()
     thread.join(60)
-    assert _status(task, result.id) == "READY"  # today: RUNNING under a 5-minute lease
+    assert _status(task, result_id) == "READY"  # today: RUNNING under a 5-minute lease
 
 
 def test_sigquit_drains_like_sigterm(workers: WorkerProcesses) -> None:
