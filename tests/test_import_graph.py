@@ -34,6 +34,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._handback",
             "skiplock._service",
             "skiplock._outage",
+            "skiplock._workflow_records",
+            "skiplock._durable",
         ),
     ),
     (
@@ -57,6 +59,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._app_control",
             "skiplock._app_observe",
             "skiplock._app_results",
+            "skiplock._app_workflows",
+            "skiplock._workflow",
+            "skiplock._batch",
             "skiplock._observe",
         ),
     ),

@@ -23,8 +23,11 @@ from . import _schema
 from ._app_control import Operations
 from ._app_observe import DEFAULT_KEYS_SHOWN, DEFAULT_WINDOW_S, Observe
 from ._app_results import Results
+from ._app_workflows import WorkflowOps
 from ._backends import Backend, open_backend
 from ._backends.base import Clock
+from ._backends.workflow_plan import Plan
+from ._batch import Batch
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._eager import EagerMode
 from ._enqueue import Enqueuer
@@ -44,6 +47,7 @@ from ._job import (
     TaskPause,
     WorkerInfo,
 )
+from ._limits import check_int
 from ._observe.stats import Stats
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._registry import Registry
@@ -57,6 +61,8 @@ from ._schedule import (
 from ._task import JobHandle, Task, Upcast
 from ._tracing import Tracing
 from ._url import mask_in, mask_url
+from ._workflow import Signature
+from ._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
 from .errors import ConfigurationError, SchemaError
 
 P = ParamSpec("P")
@@ -125,6 +131,7 @@ class App:
             self.registry, self.backend, self.new_backend, self._eager, self, lambda: self.url
         )
         self._operations = Operations(self.backend, self.registry)
+        self._workflows = WorkflowOps(self.backend, max_payload_bytes, self._operations._audit)
         self._observe = Observe(self.backend)
         self._results = Results(self.backend, self._eager, self)
         self.registry.on_finished(self._results.note_finished)
@@ -480,6 +487,78 @@ class App:
         return self._enqueuer.enqueue_many_sync(
             jobs, connection=connection, run_sync=self._run_sync
         )
+
+    async def enqueue_plan(
+        self, plan: Plan, *, connection: object | None = None
+    ) -> list[JobHandle]:
+        """Write a compiled workflow (``skiplock.chain(...)`` and the rest call this)."""
+        return await self._enqueuer.enqueue_plan(plan, connection=connection)
+
+    def enqueue_plan_sync(self, plan: Plan, *, connection: object | None = None) -> list[JobHandle]:
+        """``enqueue_plan`` without an event loop."""
+        return self._enqueuer.enqueue_plan_sync(
+            plan, connection=connection, run_sync=self._run_sync
+        )
+
+    # -- workflows: batches, signals, links ----------------------------------------------------
+
+    def batch(
+        self,
+        *,
+        on_success: Signature | None = None,
+        on_complete: Signature | None = None,
+        id: int | None = None,
+        close: bool = True,
+    ) -> Batch:
+        """A batch: ``async with app.batch(on_success=report.s()) as batch:`` (or ``with``);
+        every job enqueued in the block joins it. ``on_success`` runs once every member
+        succeeded (a member that dies or is cancelled cancels it), ``on_complete`` once every
+        member finished, either way; each exactly once, with the batch's id first. The block's
+        end closes the batch; ``close=False`` leaves it open, and ``app.batch(id=...)``
+        reopens an open one to add more (``app.close_batch(id)`` closes it)."""
+        if id is not None:
+            check_int("id", id, 1, 2**63 - 1)
+            if on_success is not None or on_complete is not None:
+                raise ConfigurationError(
+                    "app.batch(id=...): an existing batch keeps its callbacks; give id= alone"
+                )
+        return Batch(self, on_success, on_complete, id, close)
+
+    async def open_batch(
+        self, on_success: Signature | None = None, on_complete: Signature | None = None
+    ) -> int:
+        """Open a batch (what entering ``app.batch(...)`` does); its id."""
+        return await self._workflows.open_batch(on_success, on_complete)
+
+    async def close_batch(self, batch_id: int) -> bool:
+        """Close a batch: its callbacks run once every member finished (at once if they all
+        have). False if it was closed already."""
+        return await self._workflows.close_batch(batch_id)
+
+    async def batch_info(self, batch_id: int) -> BatchInfo:
+        """A batch's live counts: members per state, whether it is closed, its callbacks."""
+        return await self._workflows.batch_info(batch_id)
+
+    async def signal(
+        self, job_id: int, name: str, payload: Any = None, *, who: str = ""
+    ) -> SignalOutcome:
+        """Send the signal ``name`` to a job: a job parked on it (``job.wait_for(name)``)
+        runs again now, with ``payload`` (strict JSON) as ``wait_for``'s value; a job that has
+        not waited yet finds it when it does. Once per name: a second signal, or one after
+        the wait timed out, changes nothing (``DUPLICATE``, ``TIMED_OUT``). Audited."""
+        return await self._workflows.signal(job_id, name, payload, who=who)
+
+    async def job_links(self, job_id: int) -> JobLinks:
+        """A job's parents, children, batch, and what it waits for."""
+        return await self._workflows.job_links(job_id)
+
+    async def waiting_jobs(self, limit: int = 200) -> list[WaitingJob]:
+        """Jobs in ``waiting``: on parents, or parked on a signal (and until when)."""
+        return await self._workflows.waiting_jobs(limit)
+
+    async def workflow_graph(self, job_id: int, most: int = 2000) -> WorkflowGraph:
+        """The jobs linked to a job, up and down (at most ``most``), and their edges."""
+        return await self._workflows.workflow_graph(job_id, most)
 
     # -- in-process wake-ups ------------------------------------------------------------------
 

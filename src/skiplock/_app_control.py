@@ -130,10 +130,11 @@ class Operations:
         return done
 
     async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
-        state = await (await self.backend()).job_cancel(
-            JobActionParams(job_id, who or default_who())
-        )
+        backend = await self.backend()
+        state = await backend.job_cancel(JobActionParams(job_id, who or default_who()))
         await self._audit("cancel", who, f"job {job_id}", state.value)
+        if state is JobState.CANCELLED:  # its waiting children follow their policy now
+            await backend.workflow_release([job_id])
         return state
 
     async def list_jobs(

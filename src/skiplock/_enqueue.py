@@ -17,14 +17,38 @@ from . import _sqlalchemy
 from ._backends import Backend, BackendGetter
 from ._backends.base import JobInsertManyParams
 from ._backends.sqlite import SQLiteBackend
+from ._backends.workflow_plan import Node, Plan, existing
+from ._batch import current_batch
 from ._eager import EagerMode
 from ._job import NewJob
 from ._registry import Registry
 from ._task import Enqueuing, JobHandle
+from .errors import ConfigurationError
 
 T = TypeVar("T")
 
 RunSync = Callable[[Coroutine[Any, Any, T]], T]
+
+
+class _Unset:
+    """No batch id given: the enqueue joins the caller's current batch, if any."""
+
+
+_UNSET = _Unset()
+
+
+def plan_of(jobs: Sequence[NewJob], batch_id: int | None) -> Plan:
+    """Jobs enqueued one by one (``depends_on`` on each, or inside a batch) as a plan."""
+    nodes = tuple(
+        Node(
+            job,
+            tuple(existing(p) for p in job.depends_on),
+            None,
+            job.on_parent_failure,
+        )
+        for job in jobs
+    )
+    return Plan(nodes, batch_id=batch_id)
 
 
 def _ignore_ids(_ids: Sequence[int]) -> None:
@@ -55,9 +79,16 @@ class Enqueuer:
         self._here_lock = threading.Lock()
 
     async def enqueue_many(
-        self, jobs: Iterable[NewJob], *, connection: object | None = None
+        self,
+        jobs: Iterable[NewJob],
+        *,
+        connection: object | None = None,
+        batch_id: int | _Unset | None = _UNSET,
     ) -> list[JobHandle]:
         batch = list(jobs)
+        joining = current_batch() if isinstance(batch_id, _Unset) else batch_id
+        if joining is not None or any(job.depends_on for job in batch):
+            return await self.enqueue_plan(plan_of(batch, joining), connection=connection)
         if self._eager.on:
             return await self._eager.run(self._registry, self._owner, batch)
         backend = await self._backend()
@@ -75,6 +106,10 @@ class Enqueuer:
         self, jobs: Iterable[NewJob], *, connection: object | None, run_sync: RunSync[Any]
     ) -> list[JobHandle]:
         batch = list(jobs)
+        joining = current_batch()  # read here: the app's loop runs in another thread
+        if joining is not None or any(job.depends_on for job in batch):
+            plan = plan_of(batch, joining)
+            return self.enqueue_plan_sync(plan, connection=connection, run_sync=run_sync)
         if connection is None and not self._eager.on:
             here = self._here_backend(run_sync)
             if here is not None:
@@ -95,6 +130,46 @@ class Enqueuer:
             ids = self._new_backend().job_insert_many_sync(params)
             inserted(ids)
         return self._handles(batch, ids)  # woken at commit, not here (see App.enqueue_many)
+
+    async def enqueue_plan(
+        self, plan: Plan, *, connection: object | None = None
+    ) -> list[JobHandle]:
+        """Write a workflow's jobs (``Plan``) in one transaction; handles in plan order."""
+        if self._eager.on:
+            raise ConfigurationError(
+                "workflows (depends_on, chains, groups, chords, batches) do not run in eager "
+                "mode: test them with a worker (skiplock.testing's drain)"
+            )
+        if _sqlalchemy.is_sqlalchemy(connection):
+            raise TypeError(
+                "connection: a workflow takes the driver's own connection (asyncpg, psycopg "
+                "async or sqlite3), not a SQLAlchemy one"
+            )
+        backend = await self._backend()
+        jobs = [node.job for node in plan.nodes]
+        with self._traced(jobs) as inserted:
+            ids = await backend.workflow_enqueue(plan, connection)
+            inserted(ids)
+        if connection is None:
+            self._registry.wake_queues({job.queue for job in jobs})
+        return self._handles(jobs, ids)
+
+    def enqueue_plan_sync(
+        self, plan: Plan, *, connection: object | None, run_sync: RunSync[Any]
+    ) -> list[JobHandle]:
+        """``enqueue_plan`` without an event loop (a sync connection: sqlite3 only)."""
+        if connection is None:
+            handles: list[JobHandle] = run_sync(self.enqueue_plan(plan))
+            return handles
+        backend = self._new_backend()
+        if not isinstance(backend, SQLiteBackend):
+            raise TypeError(
+                "connection: a workflow on PostgreSQL takes an async connection; use "
+                "`await ....aenqueue()`"
+            )
+        jobs = [node.job for node in plan.nodes]
+        ids = backend.workflow_enqueue_sync(plan, connection)
+        return self._handles(jobs, ids)
 
     def _here_backend(self, run_sync: RunSync[Any]) -> SQLiteBackend | None:
         """The backend a sync enqueue inserts through in the caller's own thread (SQLite),

@@ -11,15 +11,18 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._config import require
 from ._limits import MAX_TEXT_CHARS
 
+if TYPE_CHECKING:
+    from ._durable import Durable, DurableStore
+
 
 class JobState(enum.StrEnum):
-    """The five states a job row can be in."""
+    """The six states a job row can be in."""
 
     PENDING = "pending"
     """Waiting: new, scheduled for later, or awaiting a retry."""
@@ -29,6 +32,9 @@ class JobState(enum.StrEnum):
     CANCELLED = "cancelled"
     DEAD = "dead"
     """Attempts spent, a permanent error, or a job no worker can run; a person may requeue it."""
+    WAITING = "waiting"
+    """Not claimable yet: waiting for its parents (``depends_on``, a chain, a chord, a
+    batch's callback), or parked on a signal (``job.wait_for``) without holding a worker."""
 
     @classmethod
     def live(cls) -> frozenset[JobState]:
@@ -92,6 +98,11 @@ class NewJob:
     key_weight: int | None = None
     """How many jobs the key takes a turn (None: 1); 0: no turns (``fair=False``), its
     jobs by priority and age alone."""
+    depends_on: tuple[int, ...] = ()
+    """Ids of jobs this one waits for (``state = 'waiting'``) until every one succeeded."""
+    on_parent_failure: str = "cancel"
+    """When a parent ends dead or cancelled (or is gone): ``cancel`` this job (the reason
+    recorded), ``run`` it anyway, or ``wait`` (for a person to retry the parent)."""
 
 
 @dataclass(slots=True)
@@ -135,6 +146,9 @@ class Disposition(enum.StrEnum):
     """Back to pending after a delay, the attempt given back."""
     RELEASE = "release"
     """Back to pending now, the attempt given back (shutdown)."""
+    PARK = "park"
+    """Waiting for a signal (``job.wait_for``) until the delay's end, the attempt given back:
+    no lease, no worker slot; a signal or the timeout makes it pending again."""
     CANCEL = "cancelled"
     DEAD = "dead"
 
@@ -331,6 +345,37 @@ class JobContext:
     lease_expires_at: datetime
     report: Callable[[int, str], None] | None = field(default=None, repr=False, compare=False)
     """Where ``set_progress`` leaves its record (the worker's progress board)."""
+    durable: Durable | None = field(default=None, repr=False, compare=False)
+    """Steps, waits and parent results (None: an eager run, which has no database)."""
+
+    def _store(self) -> Durable:
+        if self.durable is None:
+            raise RuntimeError(
+                "steps, wait_for and parent_results need a worker's job (not an eager run)"
+            )
+        return self.durable
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once for this job and keep its result: a retry, a
+        reclaim after a crash or a resume after ``wait_for`` returns the stored result
+        instead of running it again (async functions are awaited, sync ones run in a thread).
+        The result must be strict JSON, as a job's result."""
+        return await self._store().step(name, fn, *args, **kwargs)
+
+    async def wait_for(self, name: str, timeout: float | timedelta | None = None) -> Any:
+        """The payload of the signal ``name`` (``app.signal(job_id, name, payload)``).
+
+        If it has not come, the job parks: this attempt ends (no lease, no worker slot, the
+        attempt given back) and the job runs again from the top when the signal comes or
+        ``timeout`` (seconds or a timedelta; None: 366 days) passes; its ``wait_for`` then
+        returns the payload, or raises SignalTimeout. Code before it that must not run twice
+        belongs in ``step``s."""
+        return await self._store().wait_for(name, timeout)
+
+    async def parent_results(self) -> dict[int, Any]:
+        """The results of this job's parents that succeeded, by job id, in ``depends_on``
+        order (kept on the edge: readable after a parent's row was pruned)."""
+        return await self._store().parent_results()
 
     async def set_progress(self, fraction: float, message: str = "") -> None:
         """Report how far the job is (0..1) and what it is doing; stored with the worker's
@@ -353,7 +398,7 @@ class StartedJob:
     "Step two alone"); this costs a tenth of that. The context built is kept, so every
     call in one attempt sees the same object, whichever thread makes it."""
 
-    __slots__ = ("built", "job", "report", "started", "timeout")
+    __slots__ = ("built", "job", "report", "started", "store", "timeout")
 
     def __init__(
         self,
@@ -361,7 +406,10 @@ class StartedJob:
         timeout: float | None,
         report: Callable[[int, str], None] | None,
         started: float,
+        store: tuple[DurableStore, int] | None = None,
     ) -> None:
+        self.store = store
+        """The backend its steps and waits go to, and the largest result it may store."""
         self.job = job
         self.timeout = timeout
         self.report = report
@@ -384,8 +432,18 @@ class StartedJob:
                 deadline=deadline,
                 lease_expires_at=job.lease_expires_at,
                 report=self.report,
+                durable=self._durable(),
             )
         return built
+
+    def _durable(self) -> Durable | None:
+        if self.store is None:
+            return None
+        from ._durable import Durable
+
+        store, max_result_bytes = self.store
+        job = self.job
+        return Durable(store, job.id, job.lease_token, job.task, max_result_bytes)
 
 
 _current: contextvars.ContextVar[JobContext | StartedJob] = contextvars.ContextVar("skiplock_job")

@@ -38,6 +38,16 @@ MAX_KEY_WEIGHT = 1000
 MAX_BATCH = 10_000
 """Rows one claim locks or one completion round trip writes: a statement, not a bulk load."""
 
+MAX_PARENTS = 10_000
+"""The most parents one job may wait for (``depends_on``, a chord's header, a group in a
+chain): a fan-in of 9,999 fits."""
+
+MAX_WORKFLOW_JOBS = 100_000
+"""The most jobs one workflow enqueue may write (one transaction)."""
+
+MAX_WORKFLOW_DEPTH = 10_000
+"""The longest path of one workflow enqueue (a chain of 10,000 links fits)."""
+
 MAX_TRACEBACK_CHARS = 8000
 """A traceback is cut to its last 8,000 characters, where the cause is."""
 

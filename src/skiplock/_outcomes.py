@@ -43,3 +43,14 @@ class Cancel(JobControl):
     def __init__(self, reason: str = "cancelled by the task") -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Parked(BaseException):
+    """Raised by ``job.wait_for`` to end the attempt as parked: the job waits for the signal
+    ``name`` for ``timeout_s`` seconds without a lease or a worker slot. A BaseException, so
+    a task's own ``except Exception`` cannot swallow it (as with asyncio's CancelledError)."""
+
+    def __init__(self, name: str, timeout_s: float) -> None:
+        super().__init__(f"waiting for signal {name!r}")
+        self.name = name
+        self.timeout_s = timeout_s

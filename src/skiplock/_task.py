@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
+from ._backends.workflow_plan import Plan
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
 from ._job import JobOutcome, JobRecord, NewJob
 from ._limits import (
@@ -22,6 +23,7 @@ from ._limits import (
     MAX_INT,
     MAX_KEY_LIMIT,
     MAX_KEY_WEIGHT,
+    MAX_PARENTS,
     check_int,
     check_run_after,
     check_seconds,
@@ -29,6 +31,7 @@ from ._limits import (
 )
 from ._payload import encode_args
 from ._waiting import unwrap
+from ._workflow import Signature
 from .errors import BlockingCallInLoop, ConfigurationError
 
 Upcast = Callable[[list[Any], dict[str, Any]], tuple[list[Any], dict[str, Any]]]
@@ -53,6 +56,14 @@ class Enqueuing(Protocol):
 
     def enqueue_many_sync(
         self, jobs: Iterable[NewJob], *, connection: object | None = None
+    ) -> list[JobHandle]: ...
+
+    async def enqueue_plan(
+        self, plan: Plan, *, connection: object | None = None
+    ) -> list[JobHandle]: ...
+
+    def enqueue_plan_sync(
+        self, plan: Plan, *, connection: object | None = None
     ) -> list[JobHandle]: ...
 
     async def get_job(self, job_id: int) -> JobRecord: ...
@@ -224,6 +235,50 @@ def _validate_unique(task: Task[Any, Any]) -> None:
         )
 
 
+def parent_ids(parents: Iterable[JobHandle | int]) -> tuple[int, ...]:
+    """``depends_on``'s job ids (handles or ids), checked: positive ints, at most
+    MAX_PARENTS of them, repeats dropped."""
+    if isinstance(parents, str | bytes) or not isinstance(parents, Iterable):
+        raise ConfigurationError(
+            f"depends_on={parents!r}: must be a list of job handles or job ids"
+        )
+    ids: list[int] = []
+    for parent in parents:
+        value = parent.id if isinstance(parent, JobHandle) else parent
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+            raise ConfigurationError(
+                f"depends_on: {parent!r} is not a job handle or a job id (a positive int)"
+            )
+        ids.append(value)
+    unique = tuple(dict.fromkeys(ids))
+    require(
+        len(unique) <= MAX_PARENTS,
+        "depends_on",
+        f"{len(unique)} jobs",
+        f"must name at most {MAX_PARENTS} parents",
+    )
+    return unique
+
+
+def _validate_dependencies(task: Task[Any, Any]) -> None:
+    """``on_parent_failure`` is a known word, and a job with parents holds no unique key or
+    ordering key (a waiting job holds no key: a key's holder must be live)."""
+    require(
+        task.on_parent_failure in ("cancel", "run", "wait"),
+        "on_parent_failure",
+        task.on_parent_failure,
+        "must be 'cancel', 'run' or 'wait'",
+    )
+    if not task.depends_on:
+        return
+    for option in ("unique_key", "debounce", "ordering_key"):
+        if getattr(task, option) is not None:
+            raise ConfigurationError(
+                f"{option}= with depends_on: a job that waits for parents cannot hold a "
+                f"{option.replace('_', ' ')} (enqueue it without one, or without depends_on)"
+            )
+
+
 def _validate_keys(key: object, limit: object) -> None:
     """``concurrency_key`` a key or a function of the arguments; ``key_limit`` with a key only,
     a whole number from 1 to MAX_KEY_LIMIT."""
@@ -391,6 +446,12 @@ class Task(Generic[P, R]):
     fair: bool = True
     """Whether a concurrency key's jobs take turns with other keys' (False: its jobs compete
     by priority and age alone; ``key_limit`` still holds)."""
+    depends_on: tuple[int, ...] = field(default=(), compare=False)
+    """Job ids (``using(depends_on=[handle, id, ...])``) the jobs wait for: they are written
+    ``waiting`` and become pending once every one of them succeeded."""
+    on_parent_failure: Literal["cancel", "run", "wait"] = "cancel"
+    """When a parent ends dead or cancelled: ``cancel`` the job (the reason recorded),
+    ``run`` it anyway, or ``wait`` for a person to retry the parent."""
     _fitting_shapes: set[object] = field(default_factory=set, init=False, repr=False, compare=False)
     """Call shapes known to bind: prepare's check is one set lookup after the first. A field,
     not a cached_property: a key added to ``__dict__`` after ``__init__`` turns off CPython's
@@ -402,6 +463,7 @@ class Task(Generic[P, R]):
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
         _validate_options(self)
+        _validate_dependencies(self)
         if self.on_duplicate is not None:  # the older spelling, kept as on_conflict
             require(
                 self.on_duplicate in ("return", "raise"),
@@ -445,6 +507,8 @@ class Task(Generic[P, R]):
         ordering_on_dead: Literal["block", "skip"] | None = None,
         key_weight: int | None = None,
         fair: bool | None = None,
+        depends_on: Iterable[JobHandle | int] | None = None,
+        on_parent_failure: Literal["cancel", "run", "wait"] | None = None,
     ) -> Task[P, R]:
         """A copy whose jobs are enqueued with these options instead."""
         if on_conflict is not None and on_duplicate is not None:
@@ -472,8 +536,19 @@ class Task(Generic[P, R]):
             "ordering_on_dead": ordering_on_dead,
             "key_weight": key_weight,
             "fair": fair,
+            "depends_on": None if depends_on is None else parent_ids(depends_on),
+            "on_parent_failure": on_parent_failure,
         }
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """A signature: this task with these arguments, to compose into a workflow (``chain``,
+        ``group``, ``chord``). In a chain it receives the previous step's result first."""
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """An immutable signature: in a chain it takes no previous result."""
+        return Signature(self, args, kwargs, immutable=True)
 
     def prepare(self, *args: P.args, **kwargs: P.kwargs) -> NewJob:
         """The job row a call would insert, validated; feed these to ``app.enqueue_many``.
@@ -481,10 +556,16 @@ class Task(Generic[P, R]):
         A call that cannot bind to the function's signature is a TypeError here, before
         anything is written (checked once per call shape, then cached).
         """
+        return self.prepare_call(args, kwargs)
+
+    def prepare_call(self, args: Sequence[Any], kwargs: dict[str, Any], leading: int = 0) -> NewJob:
+        """``prepare`` for a call whose first ``leading`` positional arguments come later
+        (a workflow step's: the previous result, a group's results, a batch's id)."""
         args_json, kwargs_json = encode_args(self.name, args, kwargs, self.app.max_payload_bytes)
-        shape = (len(args), tuple(kwargs)) if kwargs else len(args)
+        given = len(args) + leading
+        shape = (given, tuple(kwargs)) if kwargs else given
         if shape not in self._fitting_shapes:
-            self._check_fit(len(args), tuple(kwargs), shape)
+            self._check_fit(given, tuple(kwargs), shape)
         run_after = self.run_after
         unique, on_duplicate = self.unique_key, _ON_DUPLICATE[self.on_conflict]
         if unique is not None and not isinstance(unique, str):
@@ -521,6 +602,8 @@ class Task(Generic[P, R]):
             key_limit=limit,
             key_order=order,
             key_weight=self.key_weight if self.fair else 0,
+            depends_on=self.depends_on,
+            on_parent_failure=self.on_parent_failure,
         )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:

@@ -31,6 +31,7 @@ _RULES: dict[Disposition, tuple[JobState, int, bool]] = {
     Disposition.RETRY: (JobState.PENDING, 0, True),
     Disposition.SNOOZE: (JobState.PENDING, -1, True),
     Disposition.RELEASE: (JobState.PENDING, -1, True),
+    Disposition.PARK: (JobState.WAITING, -1, True),
     Disposition.CANCEL: (JobState.CANCELLED, 0, False),
     Disposition.DEAD: (JobState.DEAD, 0, False),
 }

@@ -5,7 +5,10 @@ with the original kept as ``__cause__``::
 
     SkiplockError
      ├── ConfigurationError        a bad URL, option or task declaration
-     │    └── UrlRefused            the driver refused an option of the URL at connect
+     │    ├── UrlRefused            the driver refused an option of the URL at connect
+     │    ├── UnknownParent         depends_on names no job (never written, or pruned)
+     │    ├── WorkflowCycle         the edges an enqueue would add close a cycle
+     │    └── BatchClosed           a job joined a batch that is closed
      ├── PayloadError              args that cannot become a job row
      │    └── PayloadTooLarge       over the app's ``max_payload_bytes``
      ├── UnknownTask               a task name nobody registered
@@ -16,6 +19,8 @@ with the original kept as ``__cause__``::
      ├── JobFailed                 an awaited job ended dead (carries its last error)
      ├── JobCancelled              an awaited job was cancelled
      ├── BlockingCallInLoop        a blocking call (``result_sync``) on a running event loop
+     ├── SignalTimeout             ``job.wait_for`` ended by its timeout, no signal came
+     ├── LeaseLost                 a running job's lease passed to another worker mid-step
      └── BackendError              the database failed; ``__cause__`` holds the driver error
           └── BackendUnavailable   the database could not be reached
 
@@ -59,6 +64,43 @@ class PayloadTooLarge(PayloadError):
     """The encoded arguments are larger than the configured limit."""
 
     default_message = "job arguments are too large"
+
+
+class UnknownParent(ConfigurationError):
+    """A ``depends_on`` names no job: never written, or pruned or discarded since."""
+
+    default_message = "depends_on names no job"
+
+
+class WorkflowCycle(ConfigurationError):
+    """The edges an enqueue would add close a cycle (a job waiting, through others, on
+    itself)."""
+
+    default_message = "the dependencies form a cycle"
+
+
+class BatchClosed(ConfigurationError):
+    """A job was added to a batch that is already closed."""
+
+    default_message = "the batch is closed"
+
+
+class SignalTimeout(SkiplockError):
+    """``job.wait_for(name, timeout=...)`` ran out: no signal of that name came in time.
+    The job runs on (catch it to take another path); ``name`` is the signal's."""
+
+    default_message = "no signal came before the wait's timeout"
+
+    def __init__(self, message: str | None = None, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class LeaseLost(SkiplockError):
+    """The running job's lease passed to another worker (this one was too slow to heartbeat,
+    or was cut off): what it would store now is not stored; the holder runs it."""
+
+    default_message = "the job's lease was lost"
 
 
 class UnknownTask(SkiplockError, LookupError):

@@ -12,7 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+
+if TYPE_CHECKING:
+    from .workflow_plan import Plan, SweepResult
 
 from .._job import (
     AuditEntry,
@@ -588,6 +593,83 @@ class Backend(Protocol):
         ...
 
     async def worker_list(self) -> list[WorkerInfo]: ...
+
+    # -- workflows (workflow_flows.py; docs/guides/workflows.md) --------------------------
+
+    async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
+        """Write a workflow's jobs, edges and waits in one transaction (the caller's, if
+        ``connection``); the ids in plan order. UnknownParent, WorkflowCycle, BatchClosed."""
+        ...
+
+    async def workflow_open_batch(
+        self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None
+    ) -> int:
+        """A new open batch, its callbacks written waiting on its gate; its id."""
+        ...
+
+    async def workflow_close_batch(self, batch_id: int) -> bool:
+        """Close a batch (its callbacks run once every member finished); False if closed."""
+        ...
+
+    async def workflow_release(self, parents: Sequence[int]) -> list[int]:
+        """Resolve finished parents' edges now; the children released to pending."""
+        ...
+
+    async def workflow_after_completion(
+        self, finished: Sequence[int], parked: Sequence[int]
+    ) -> list[int]:
+        """A completion's follow-up (both are done inside the completion where possible)."""
+        ...
+
+    async def workflow_sweep(self) -> SweepResult:
+        """Releases a crash left undone, and parked waits past their timeout."""
+        ...
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
+        """Record the signal a running job is about to park on; False if its lease is gone."""
+        ...
+
+    async def workflow_signal(
+        self, job_id: int, name: str, payload_json: str | None
+    ) -> SignalOutcome:
+        """Deliver a signal once (JobNotFound if no such job)."""
+        ...
+
+    async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:
+        """(kind, payload) of the job's signal ``name``: ``signal`` or ``timeout``; or None."""
+        ...
+
+    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]:
+        """(found, result JSON) of a durable step."""
+        ...
+
+    async def workflow_step_put(
+        self, job_id: int, token: str, name: str, result_json: str | None
+    ) -> bool:
+        """Store a step's result under the lease; False if the lease is gone (or stored)."""
+        ...
+
+    async def workflow_parent_results(
+        self, job_id: int
+    ) -> list[tuple[int, str | None, str | None]]:
+        """(parent id, its final state or None while open, result JSON) in order."""
+        ...
+
+    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
+        """A job's parents, children (the first ``children_limit``), batch and wait."""
+        ...
+
+    async def workflow_batch_info(self, batch_id: int) -> BatchInfo:
+        """A batch's members per state (JobNotFound if no such batch)."""
+        ...
+
+    async def workflow_waiting(self, limit: int) -> list[WaitingJob]:
+        """The first ``limit`` waiting jobs, oldest id first."""
+        ...
+
+    async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
+        """The jobs linked to ``job_id`` (at most ``most``) and their edges."""
+        ...
 
     def listen(self, on_wake: Callable[[str], None]) -> AbstractAsyncContextManager[asyncio.Event]:
         """While entered, call ``on_wake(queue)`` when another process enqueues."""

@@ -25,6 +25,15 @@ from .._job import (
     ReclaimedJob,
     WorkerInfo,
 )
+from .._workflow_records import (
+    BatchInfo,
+    GraphNode,
+    JobLinks,
+    LinkedJob,
+    SignalOutcome,
+    WaitingJob,
+    WorkflowGraph,
+)
 from ..errors import DuplicateJob
 
 T = TypeVar("T")
@@ -448,3 +457,66 @@ def key_load(row: Sequence[Any]) -> KeyLoad:
     """A JOB_BUSIEST_KEYS row (SQLite's sums come back as ints, or None for no rows)."""
     key, running, ready, pending, limit = row
     return KeyLoad(str(key), int(running or 0), int(ready or 0), int(pending or 0), limit)
+
+
+# -- workflows ---------------------------------------------------------------------------------
+
+FINAL_STATES = frozenset({"succeeded", "cancelled", "dead"})
+
+
+def signal_seen(kind: str) -> SignalOutcome:
+    """A second signal's outcome, from what the first row of its name was."""
+    return SignalOutcome.DUPLICATE if kind == "signal" else SignalOutcome.TIMED_OUT
+
+
+def _maybe_time(seconds: float | Decimal | None) -> datetime | None:
+    return None if seconds is None else from_seconds(seconds)
+
+
+def job_links(
+    parents: Iterable[Sequence[Any]],
+    children: Iterable[Sequence[Any]],
+    wait: Sequence[Any] | None,
+    batch: int | None,
+) -> JobLinks:
+    return JobLinks(
+        parents=[LinkedJob(r[0], r[1], r[2]) for r in parents],
+        children=[LinkedJob(r[0], r[1], r[2]) for r in children],
+        batch_id=batch,
+        parents_left=None if wait is None else wait[0],
+        signal=None if wait is None else wait[1],
+    )
+
+
+def batch_info(row: Sequence[Any]) -> BatchInfo:
+    counts = json.loads(row[5]) if row[5] else {}
+    return BatchInfo(
+        id=row[0],
+        created_at=from_seconds(row[1]),
+        closed_at=_maybe_time(row[2]),
+        on_success=row[3],
+        on_complete=row[4],
+        counts={str(k): int(v) for k, v in counts.items()},
+    )
+
+
+def waiting_job(row: Sequence[Any]) -> WaitingJob:
+    signal = row[4]
+    return WaitingJob(
+        id=row[0],
+        task=row[1],
+        queue=row[2],
+        parents_left=row[3],
+        signal=signal,
+        until=_maybe_time(row[5]) if signal is not None else None,
+        created_at=from_seconds(row[6]),
+    )
+
+
+def workflow_graph(
+    nodes: Iterable[Sequence[Any]], edges: Iterable[Sequence[Any]], truncated: bool
+) -> WorkflowGraph:
+    made = [GraphNode(r[0], r[1], r[2]) for r in nodes]
+    known = {n.id for n in made}
+    pairs = [(e[0], e[1]) for e in edges if e[0] in known and e[1] in known]
+    return WorkflowGraph(sorted(made, key=lambda n: n.id), sorted(pairs), truncated)

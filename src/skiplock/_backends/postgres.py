@@ -11,10 +11,11 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -37,12 +38,15 @@ from .._job import (
     TaskPause,
     WorkerInfo,
 )
+from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows, postgres_url
 from . import postgres_observe as observe
 from . import postgres_ops as ops
 from . import postgres_sql as sql
 from . import postgres_storage as storage
+from . import postgres_workflow as workflow
+from . import workflow_flows as wf
 from .base import (
     MAX_ERRORS_KEPT,
     NEXT_RUN_PRIORITIES,
@@ -68,19 +72,27 @@ from .base import (
     WorkerBeatParams,
 )
 from .common import (
+    FINAL_STATES,
     KeyCursors,
+    batch_info,
     blocked_key,
     dead_group,
+    job_links,
     job_outcomes,
     job_record,
     key_load,
     reclaimed_jobs,
+    signal_seen,
     state_counts,
+    waiting_job,
     worker_info,
+    workflow_graph,
 )
 from .postgres_errors import connecting, retry_moved
 from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
+from .postgres_workflow_sql import WorkflowStatements
+from .workflow_plan import Plan, SweepResult
 
 PRICED_OUT = {"jit": "off"}
 """What every session that prices a plan shape out also sets: a plan that must keep a priced-out
@@ -97,6 +109,13 @@ SEQSCAN_OFF_IN_TRANSACTION = "SET LOCAL enable_seqscan = off; SET LOCAL jit = of
 
 MAX_AGE_S = 100 * 365 * 86400.0
 """A retention past which no history partition is dropped (and no date overflows)."""
+
+R = TypeVar("R")
+
+log = logging.getLogger("skiplock")
+
+WORKFLOW_TRIES = 5
+"""How often a workflow transaction that PostgreSQL broke off to end a deadlock is run again."""
 
 COPY_MIN_ROWS = 200
 """Bulk enqueues this large (and without unique keys) go by COPY; smaller ones by one INSERT,
@@ -609,15 +628,27 @@ class PostgresBackend:
             params = ops.completion_params(completions, self._now(), self.done_channel)
             rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
             done = [r["id"] for r in rows]
-            if params[-1] is None or len(done) == len(completions):
-                return done
-            found = set(done)
-            missed = [c for c in completions if c.job_id not in found]
-            params = ops.completion_params(
-                missed, self._now(), self.done_channel, ops.LONG_SEGMENTS
-            )
-            rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
-        return done + [r["id"] for r in rows]
+            if params[-1] is not None and len(done) < len(completions):
+                found = set(done)
+                missed = [c for c in completions if c.job_id not in found]
+                params = ops.completion_params(
+                    missed, self._now(), self.done_channel, ops.LONG_SEGMENTS
+                )
+                more = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
+                rows, done = [*rows, *more], done + [r["id"] for r in more]
+        parented = [r["id"] for r in rows if r["parented"]]
+        parked = [r["id"] for r in rows if r["parked"]]
+        if parented or parked:
+            await self._follow_completion(parented, parked)
+        return done
+
+    async def _follow_completion(self, parented: list[int], parked: list[int]) -> None:
+        """Release the children of jobs just finished, resume parked jobs already signalled;
+        a failure here leaves it to the sweep (the outcomes are written)."""
+        try:
+            await self.workflow_after_completion(parented, parked)
+        except BackendError as exc:
+            log.warning("workflow release after a completion failed (the sweep will): %s", exc)
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
@@ -1016,3 +1047,147 @@ class PostgresBackend:
         with _wrapped("worker_list"):
             rows = await self.pool.fetch(self._sql.WORKER_LIST, self._now())
         return [worker_info(r, lambda t: t) for r in rows]
+
+    # -- workflows (postgres_workflow_sql.py) -----------------------------------------------
+
+    @property
+    def _wf(self) -> WorkflowStatements:
+        statements = self.__dict__.get("_wf_sql")
+        if statements is None:
+            statements = self.__dict__["_wf_sql"] = WorkflowStatements.for_schema(self.schema)
+        return statements
+
+    def _wf_answers(self, conn: Any) -> workflow.Answers:
+        return workflow.Answers(conn, self._wf, self.channel, self._now(), self.job_insert_many)
+
+    async def _wf_transaction(
+        self, make: Callable[[], flows.Flow[R]], connection: object | None
+    ) -> R:
+        """A workflow flow in one transaction: the caller's (``connection``), or one of ours,
+        run again from the start where it met a row moved between partitions or a deadlock
+        (each attempt a new flow: nothing of a rolled-back one is kept)."""
+        if connection is not None:
+            return await flows.drive_async(make(), self._wf_answers(connection))
+
+        async def attempt() -> R:
+            async with self.pool.acquire() as conn, conn.transaction():
+                return await flows.drive_async(make(), self._wf_answers(conn))
+
+        for _ in range(WORKFLOW_TRIES - 1):
+            try:
+                return await retry_moved(attempt)
+            except asyncpg.exceptions.DeadlockDetectedError:
+                continue
+        return await retry_moved(attempt)
+
+    async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
+        with _wrapped("workflow_enqueue"):
+            return await self._wf_transaction(lambda: wf.enqueue_plan(plan), connection)
+
+    async def workflow_open_batch(
+        self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None
+    ) -> int:
+        with _wrapped("workflow_open_batch"):
+            return await self._wf_transaction(
+                lambda: wf.open_batch(on_success, on_complete), connection
+            )
+
+    async def workflow_close_batch(self, batch_id: int) -> bool:
+        with _wrapped("workflow_close_batch"):
+            return await self._wf_transaction(lambda: wf.close_batch(batch_id), None)
+
+    async def workflow_release(self, parents: Sequence[int]) -> list[int]:
+        if not parents:
+            return []
+        with _wrapped("workflow_release"):
+            return await self._wf_transaction(lambda: wf.release(list(parents)), None)
+
+    async def workflow_after_completion(
+        self, finished: Sequence[int], parked: Sequence[int]
+    ) -> list[int]:
+        with _wrapped("workflow_after_completion"):
+            return await self._wf_transaction(lambda: wf.after_completion(finished, parked), None)
+
+    async def workflow_sweep(self) -> SweepResult:
+        with _wrapped("workflow_sweep"):
+            return await self._wf_transaction(wf.sweep, None)
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
+        with _wrapped("workflow_wait_prepare"):
+            row = await self.pool.fetchval(self._wf.WAIT_PREPARE, job_id, token, name)
+        return row is not None
+
+    async def workflow_signal(
+        self, job_id: int, name: str, payload_json: str | None
+    ) -> SignalOutcome:
+        async def attempt() -> SignalOutcome:
+            async with self.pool.acquire() as conn, conn.transaction():
+                state = await conn.fetchval(self._wf.JOB_LOCK_STATE, job_id)
+                if state is None:
+                    raise JobNotFound(f"job {job_id}: no such job")
+                seen = await conn.fetchrow(self._wf.SIGNAL_GET, job_id, name)
+                if seen is not None:
+                    return signal_seen(seen[0])
+                if state in FINAL_STATES:
+                    return SignalOutcome.FINISHED
+                await conn.execute(self._wf.SIGNAL_INSERT, job_id, name, payload_json)
+                await conn.execute(self._wf.SIGNAL_WAKE, job_id, name, self.channel, self._now())
+                return SignalOutcome.DELIVERED
+
+        with _wrapped("workflow_signal"):
+            return await retry_moved(attempt)
+
+    async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:
+        with _wrapped("workflow_signal_get"):
+            row = await self.pool.fetchrow(self._wf.SIGNAL_GET, job_id, name)
+        return None if row is None else (row[0], row[1])
+
+    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]:
+        with _wrapped("workflow_step_get"):
+            row = await self.pool.fetchrow(self._wf.STEP_GET, job_id, name)
+        return (False, None) if row is None else (True, row[0])
+
+    async def workflow_step_put(
+        self, job_id: int, token: str, name: str, result_json: str | None
+    ) -> bool:
+        with _wrapped("workflow_step_put"):
+            row = await self.pool.fetchval(self._wf.STEP_PUT, job_id, token, name, result_json)
+        return row is not None
+
+    async def workflow_parent_results(
+        self, job_id: int
+    ) -> list[tuple[int, str | None, str | None]]:
+        with _wrapped("workflow_parent_results"):
+            rows = await self.pool.fetch(self._wf.PARENT_RESULTS, job_id)
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
+        with _wrapped("workflow_links"):
+            async with self.pool.acquire() as conn:
+                parents = await conn.fetch(self._wf.JOB_PARENTS, job_id)
+                children = await conn.fetch(self._wf.JOB_CHILDREN, job_id, children_limit)
+                wait = await conn.fetchrow(self._wf.JOB_WAIT, job_id)
+                batch = await conn.fetchval(self._wf.JOB_BATCH, job_id)
+        return job_links(
+            map(tuple, parents), map(tuple, children), None if wait is None else tuple(wait), batch
+        )
+
+    async def workflow_batch_info(self, batch_id: int) -> BatchInfo:
+        with _wrapped("workflow_batch_info"):
+            row = await self.pool.fetchrow(self._wf.BATCH_INFO, batch_id)
+        if row is None:
+            raise JobNotFound(f"batch {batch_id}: no such batch")
+        return batch_info(tuple(row))
+
+    async def workflow_waiting(self, limit: int) -> list[WaitingJob]:
+        with _wrapped("workflow_waiting"):
+            rows = await self.pool.fetch(self._wf.WAITING_LIST, limit)
+        return [waiting_job(tuple(r)) for r in rows]
+
+    async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
+        with _wrapped("workflow_graph"):
+            async with self.pool.acquire() as conn:
+                edges = await conn.fetch(self._wf.GRAPH_EDGES, job_id, most + 1)
+                ids = sorted({job_id} | {e[0] for e in edges} | {e[1] for e in edges})
+                nodes = await conn.fetch(self._wf.GRAPH_NODES, ids[:most])
+        return workflow_graph(map(tuple, nodes), map(tuple, edges), len(ids) > most)

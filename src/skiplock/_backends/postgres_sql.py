@@ -21,6 +21,7 @@ from . import postgres_keys_sql as _keys
 from . import postgres_observe_sql as _observe
 from . import postgres_storage_sql as _storage
 from . import postgres_unique_sql as _unique
+from . import postgres_workflow_sql as _workflow
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -532,6 +533,8 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append((17, "workflows", _workflow.MIGRATION_WORKFLOWS))
+
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
 
 JOB_GET_AVAILABLE_KEYED = """
@@ -617,13 +620,19 @@ c AS (
     WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = c.id AND j.lease_token = c.token
       AND j.state IN ('pending', 'running')
       AND ($14::smallint[] IS NULL OR j.segment = ANY($14::smallint[]))
-    RETURNING j.id, c.finished
+    -- a finished job with open edges (its children wait for it) and a parked one (it may
+    -- have been signalled meanwhile) are followed up by workflow_flows.after_completion
+    RETURNING j.id, c.finished,
+              c.finished AND EXISTS (SELECT 1 FROM {s}.skiplock_deps d
+                                     WHERE d.parent_id = j.id AND d.parent_state IS NULL)
+                  AS parented,
+              c.state = 'waiting' AS parked
 ), told AS (
     SELECT pg_notify($11, string_agg(id::text, ',')) FROM (
         SELECT id, (row_number() OVER ()) / 300 AS chunk FROM done WHERE finished
     ) f GROUP BY chunk
 )
-SELECT id FROM done WHERE (SELECT count(*) FROM told) >= 0
+SELECT id, parented, parked FROM done WHERE (SELECT count(*) FROM told) >= 0
 """
 )
 
@@ -854,22 +863,20 @@ CRON_SLOTS_PRUNE = """
 DELETE FROM {s}.skiplock_cron_slots WHERE slot < $1
 """
 
-JOB_CANCEL = (
-    """
--- A person cancels a job: pending -> cancelled at once; running -> flagged for its worker.
+JOB_CANCEL = """
+-- A person cancels a job: pending or waiting -> cancelled at once; running -> flagged for its
+-- worker (a waiting job's children follow their on_parent_failure at the next release).
 WITH now_ AS (SELECT coalesce($3::timestamptz, now()) AS t)
 UPDATE {s}.skiplock_jobs
-SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END,
-    finished_at = CASE WHEN state = 'pending' THEN (SELECT t FROM now_) ELSE finished_at END,
+SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'cancelled' ELSE state END,
+    finished_at = CASE WHEN state IN ('pending', 'waiting') THEN (SELECT t FROM now_)
+                       ELSE finished_at END,
     cancel_requested = true,
     audit = audit || jsonb_build_array(jsonb_build_object(
         'at', (SELECT t FROM now_), 'who', $2::text, 'what', 'cancel'))
-WHERE id = $1 AND state IN """
-    + _LIVE
-    + """
+WHERE id = $1 AND state IN ('pending', 'running', 'waiting')
 RETURNING state
 """
-)
 
 JOB_CANCEL_REQUESTED = """
 -- Which of the jobs a worker holds a person asked to cancel.

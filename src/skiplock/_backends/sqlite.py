@@ -30,6 +30,7 @@ from .._job import (
     Completion,
     CronRun,
     DeadGroup,
+    Disposition,
     JobOutcome,
     JobRecord,
     JobState,
@@ -41,6 +42,7 @@ from .._job import (
     TaskPause,
     WorkerInfo,
 )
+from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
 from ..errors import BackendError, JobNotFound, SchemaError
 from . import flows
 from . import sqlite_history as history
@@ -48,6 +50,9 @@ from . import sqlite_keys as keys
 from . import sqlite_observe as observe
 from . import sqlite_ops as ops
 from . import sqlite_sql as sql
+from . import sqlite_workflow as workflow
+from . import sqlite_workflow_sql as wf_sql
+from . import workflow_flows as wf
 from .base import (
     MAX_ERRORS_KEPT,
     NEXT_RUN_PRIORITIES,
@@ -74,13 +79,17 @@ from .base import (
 )
 from .common import (
     KeyCursors,
+    batch_info,
     blocked_key,
     dead_group,
+    job_links,
     job_outcomes,
     key_load,
     reclaimed_jobs,
     state_counts,
+    waiting_job,
     worker_info,
+    workflow_graph,
 )
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
@@ -90,8 +99,10 @@ from .sqlite_thread import DatabaseThread
 from .sqlite_unique import JOB_KEYS_PASSED
 from .sqlite_url import parse_sqlite_url
 from .sqlite_watch import open_wal_watch
+from .workflow_plan import Plan, SweepResult
 
 T = TypeVar("T")
+R = TypeVar("R")
 log = logging.getLogger("skiplock.worker")
 
 BUSY_TIMEOUT_MS = 10_000
@@ -160,6 +171,12 @@ def _create_private(path: str, mode: int) -> None:
         return
     os.chmod(path, mode)
 
+
+WORKFLOWS_MIGRATION = 16
+"""The migration that lets the live table hold waiting jobs (sqlite_workflow_sql.py)."""
+
+FINISHING_DISPOSITIONS = frozenset({Disposition.SUCCEED, Disposition.CANCEL, Disposition.DEAD})
+"""Outcomes after which a job's children may be released."""
 
 HISTORY_APART = 11
 """The migration that put the finished jobs apart (sqlite_history.py): from it on, a migration
@@ -305,6 +322,8 @@ class SQLiteBackend:
                         for statement in body.split(";"):
                             if statement.strip():
                                 conn.execute(statement)
+                        if version == WORKFLOWS_MIGRATION:
+                            wf_sql.widen_state_check(conn)
                         conn.execute(
                             sql.MIGRATION_RECORD,
                             {"version": version, "name": name, "now": self._now()},
@@ -451,9 +470,33 @@ class SQLiteBackend:
 
         def complete(conn: sqlite3.Connection) -> list[int]:
             with _immediate(conn):
-                return ops.complete(conn, completions, self._now())
+                applied = ops.complete(conn, completions, self._now())
+                self._follow_completion(conn, completions, applied)
+                return applied
 
         return await self._run("job_set_state_if_running_many", complete)
+
+    def _follow_completion(
+        self, conn: sqlite3.Connection, completions: Sequence[Completion], applied: list[int]
+    ) -> None:
+        """In the completion's transaction: release the children of jobs just finished (when
+        any edge is open at all: one probe of an empty index otherwise), resume parked jobs
+        already signalled."""
+        written = set(applied)
+        parked = [
+            c.job_id
+            for c in completions
+            if c.disposition is Disposition.PARK and c.job_id in written
+        ]
+        finished: list[int] = []
+        if conn.execute(wf_sql.ANY_OPEN_EDGE).fetchone()[0]:
+            finished = [
+                c.job_id
+                for c in completions
+                if c.disposition in FINISHING_DISPOSITIONS and c.job_id in written
+            ]
+        if finished or parked:
+            flows.drive(wf.after_completion(finished, parked), self._wf_answers(conn))
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
@@ -904,3 +947,146 @@ class SQLiteBackend:
             return [worker_info(r, _dt) for r in rows]
 
         return await self._run("worker_list", read)
+
+    # -- workflows (sqlite_workflow_sql.py) -------------------------------------------------
+
+    def _wf_answers(self, conn: sqlite3.Connection) -> workflow.Answers:
+        return workflow.Answers(conn, self._now, _no_wake)
+
+    async def _wf_write(self, operation: str, make: Callable[[], flows.Flow[R]]) -> R:
+        def run(conn: sqlite3.Connection) -> R:
+            with _immediate(conn):
+                return flows.drive(make(), self._wf_answers(conn))
+
+        return await self._run(operation, run)
+
+    async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
+        if connection is not None:
+            own = _own_sqlite(connection)
+            with _wrapped("workflow_enqueue"):
+                return flows.drive(wf.enqueue_plan(plan), self._wf_answers(own))
+        return await self._wf_write("workflow_enqueue", lambda: wf.enqueue_plan(plan))
+
+    def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
+        """``workflow_enqueue`` on the caller's own sqlite3 connection, in its transaction."""
+        own = _own_sqlite(connection)
+        with _wrapped("workflow_enqueue"):
+            return flows.drive(wf.enqueue_plan(plan), self._wf_answers(own))
+
+    async def workflow_open_batch(
+        self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None
+    ) -> int:
+        if connection is not None:
+            own = _own_sqlite(connection)
+            with _wrapped("workflow_open_batch"):
+                return flows.drive(wf.open_batch(on_success, on_complete), self._wf_answers(own))
+        return await self._wf_write(
+            "workflow_open_batch", lambda: wf.open_batch(on_success, on_complete)
+        )
+
+    async def workflow_close_batch(self, batch_id: int) -> bool:
+        return await self._wf_write("workflow_close_batch", lambda: wf.close_batch(batch_id))
+
+    async def workflow_release(self, parents: Sequence[int]) -> list[int]:
+        if not parents:
+            return []
+        return await self._wf_write("workflow_release", lambda: wf.release(list(parents)))
+
+    async def workflow_after_completion(
+        self, finished: Sequence[int], parked: Sequence[int]
+    ) -> list[int]:
+        return await self._wf_write(
+            "workflow_after_completion", lambda: wf.after_completion(finished, parked)
+        )
+
+    async def workflow_sweep(self) -> SweepResult:
+        return await self._wf_write("workflow_sweep", wf.sweep)
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
+        args = {"id": job_id, "token": token, "name": name, "now": self._now()}
+
+        def prepare(conn: sqlite3.Connection) -> bool:
+            with _immediate(conn):
+                return conn.execute(wf_sql.WAIT_PREPARE, args).fetchone() is not None
+
+        return await self._run("workflow_wait_prepare", prepare)
+
+    async def workflow_signal(
+        self, job_id: int, name: str, payload_json: str | None
+    ) -> SignalOutcome:
+        def send(conn: sqlite3.Connection) -> SignalOutcome:
+            with _immediate(conn):
+                outcome, _queue = workflow.signal(conn, job_id, name, payload_json, self._now())
+                return outcome
+
+        return await self._run("workflow_signal", send)
+
+    async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:
+        row = await self._run(
+            "workflow_signal_get",
+            lambda c: c.execute(wf_sql.SIGNAL_GET, (job_id, name)).fetchone(),
+        )
+        return None if row is None else (row[0], row[1])
+
+    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]:
+        row = await self._run(
+            "workflow_step_get", lambda c: c.execute(wf_sql.STEP_GET, (job_id, name)).fetchone()
+        )
+        return (False, None) if row is None else (True, row[0])
+
+    async def workflow_step_put(
+        self, job_id: int, token: str, name: str, result_json: str | None
+    ) -> bool:
+        args = {"id": job_id, "token": token, "name": name, "result": result_json}
+
+        def put(conn: sqlite3.Connection) -> bool:
+            with _immediate(conn):
+                return bool(conn.execute(wf_sql.STEP_PUT, {**args, "now": self._now()}).rowcount)
+
+        return await self._run("workflow_step_put", put)
+
+    async def workflow_parent_results(
+        self, job_id: int
+    ) -> list[tuple[int, str | None, str | None]]:
+        rows = await self._run(
+            "workflow_parent_results",
+            lambda c: c.execute(wf_sql.PARENT_RESULTS, (job_id,)).fetchall(),
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
+        def read(conn: sqlite3.Connection) -> JobLinks:
+            parents = conn.execute(wf_sql.JOB_PARENTS, (job_id,)).fetchall()
+            children = conn.execute(wf_sql.JOB_CHILDREN, (job_id, children_limit)).fetchall()
+            wait = conn.execute(wf_sql.JOB_WAIT, (job_id,)).fetchone()
+            batch = conn.execute(wf_sql.JOB_BATCH, {"id": job_id}).fetchone()
+            return job_links(parents, children, wait, None if batch is None else batch[0])
+
+        return await self._run("workflow_links", read)
+
+    async def workflow_batch_info(self, batch_id: int) -> BatchInfo:
+        row = await self._run(
+            "workflow_batch_info", lambda c: c.execute(wf_sql.BATCH_INFO, (batch_id,)).fetchone()
+        )
+        if row is None:
+            raise JobNotFound(f"batch {batch_id}: no such batch")
+        return batch_info(row)
+
+    async def workflow_waiting(self, limit: int) -> list[WaitingJob]:
+        rows = await self._run(
+            "workflow_waiting", lambda c: c.execute(wf_sql.WAITING_LIST, (limit,)).fetchall()
+        )
+        return [waiting_job(r) for r in rows]
+
+    async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
+        def read(conn: sqlite3.Connection) -> WorkflowGraph:
+            edges = conn.execute(wf_sql.GRAPH_EDGES, {"id": job_id, "most": most + 1}).fetchall()
+            ids = sorted({job_id} | {e[0] for e in edges} | {e[1] for e in edges})
+            nodes = conn.execute(wf_sql.GRAPH_NODES, {"ids": json.dumps(ids[:most])}).fetchall()
+            return workflow_graph(nodes, edges, len(ids) > most)
+
+        return await self._run("workflow_graph", read)
+
+
+def _no_wake(_queues: set[str]) -> None:
+    """SQLite's workers see every commit through the file's data-version watch."""

@@ -14,6 +14,7 @@ jobs, sqlite_history.py), whose branches SQLite searches each by its own primary
 from . import sqlite_aging_sql as _aging
 from . import sqlite_observe_sql as _observe
 from . import sqlite_unique as _unique
+from . import sqlite_workflow_sql as _workflow
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -247,6 +248,8 @@ CREATE INDEX skiplock_jobs_dead_blocking_idx ON skiplock_jobs_live (concurrency_
 ALTER TABLE skiplock_jobs_live ADD COLUMN key_weight INTEGER CHECK (key_weight >= 0)
 """,
     ),
+    # Migration 16 also widens the live table's state CHECK (sqlite.py: widen_state_check).
+    (16, "workflows", _workflow.MIGRATION_WORKFLOWS),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -794,20 +797,17 @@ CRON_SLOTS_PRUNE = """
 DELETE FROM skiplock_cron_slots WHERE slot < :before
 """
 
-JOB_CANCEL = (
-    """
--- A person cancels a job: pending -> cancelled at once; running -> flagged for its worker.
+JOB_CANCEL = """
+-- A person cancels a job: pending or waiting -> cancelled at once; running -> flagged for its
+-- worker (a waiting job's children follow their on_parent_failure at the next release).
 UPDATE skiplock_jobs_live
-SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END,
-    finished_at = CASE WHEN state = 'pending' THEN :now ELSE finished_at END,
+SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'cancelled' ELSE state END,
+    finished_at = CASE WHEN state IN ('pending', 'waiting') THEN :now ELSE finished_at END,
     cancel_requested = 1,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'cancel'))
-WHERE id = :id AND state IN """
-    + _LIVE
-    + """
+WHERE id = :id AND state IN ('pending', 'running', 'waiting')
 RETURNING state
 """
-)
 
 JOB_CANCEL_REQUESTED = """
 -- Which of the jobs a worker holds a person asked to cancel.

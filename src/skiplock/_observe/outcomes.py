@@ -14,6 +14,7 @@ SUCCEED     succeeded       succeeded    DEBUG     completed
 RETRY       retried         retry        WARNING               yes
 SNOOZE      snoozed         snoozed      DEBUG
 RELEASE     released        released     DEBUG
+PARK        parked          parked       DEBUG
 CANCEL      cancelled       cancelled    WARNING   cancelled
 DEAD        dead            dead         ERROR     dead        yes
 ==========  ==============  ===========  ========  ==========  ======
@@ -26,7 +27,7 @@ DEAD        dead            dead         ERROR     dead        yes
   ``StatsGroup`` field (``skiplock stats --json``) and the ``outcome`` label of
   ``skiplock_jobs_finished`` (None: the job goes on);
 - ``failed``: the attempt raised (the span's error status; ``StatsGroup.failed`` counts these);
-- ``Disposition``'s own value (succeeded, retry, snooze, release, cancelled, dead) is what the
+- ``Disposition``'s own value (succeeded, retry, snooze, release, park, cancelled, dead) is what the
   completer writes and the span's ``skiplock.outcome`` attribute carries.
 """
 
@@ -52,6 +53,7 @@ OUTCOMES: dict[Disposition, Outcome] = {
     Disposition.RETRY: Outcome("retried", "retry", logging.WARNING, failed=True),
     Disposition.SNOOZE: Outcome("snoozed", "snoozed", logging.DEBUG),
     Disposition.RELEASE: Outcome("released", "released", logging.DEBUG),
+    Disposition.PARK: Outcome("parked", "parked", logging.DEBUG),
     Disposition.CANCEL: Outcome("cancelled", "cancelled", logging.WARNING, final="cancelled"),
     Disposition.DEAD: Outcome("dead", "dead", logging.ERROR, final="dead", failed=True),
 }

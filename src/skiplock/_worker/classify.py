@@ -10,7 +10,7 @@ import random
 from .._attempt import MAX_MESSAGE_CHARS, Decision, error_record
 from .._config import RetryPolicy
 from .._job import Disposition
-from .._outcomes import Cancel, Retry, Snooze
+from .._outcomes import Cancel, Parked, Retry, Snooze
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
@@ -60,6 +60,8 @@ def classify(
         return Decision(Disposition.SUCCEED)
     if isinstance(exc, Snooze):
         return Decision(Disposition.SNOOZE, exc.in_s)
+    if isinstance(exc, Parked):
+        return Decision(Disposition.PARK, exc.timeout_s)
     error = error_record(attempt, exc)
     if isinstance(exc, NewerPayload):
         return Decision(Disposition.SNOOZE, exc.in_s, error)

@@ -72,6 +72,8 @@ class Completer(Service):
         """Told the ids a batch finished, lazily: this process's result waiters (if any)."""
         self._signals = signals or WorkerSignals()
         self._backend = backend
+        self.backend = backend
+        """The database it writes to (the runner's jobs' steps and waits go there too)."""
         self._max_batch = max_batch
         self._pending: list[Completion] = []
         self._writing: list[Completion] = []

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._config import RetryPolicy
+from .._durable import DurableStore
 from .._handback import Handback, handback_for
 from .._job import ClaimedJob, StartedJob, current_job, set_current_job
 from .._payload import decode_args, encode_result
@@ -251,9 +252,10 @@ async def execute(
     job: ClaimedJob,
     pool: SyncPool,
     report: Callable[[int, str], None] | None = None,
+    store: tuple[DurableStore, int] | None = None,
 ) -> Decision:
-    """Run one claimed job and decide its outcome (``report`` takes its progress records).
-    Raises only the worker's own cancel."""
+    """Run one claimed job and decide its outcome (``report`` takes its progress records;
+    ``store`` serves its steps and waits). Raises only the worker's own cancel."""
     task: Task[Any, Any] | None = None
     result_json = None
     try:
@@ -262,7 +264,7 @@ async def execute(
         failure: BaseException | None = exc
     else:
         timeout = job.timeout if job.timeout is not None else task.timeout
-        set_current_job(StartedJob(job, timeout, report, time.time()))
+        set_current_job(StartedJob(job, timeout, report, time.time(), store))
         failure, value = await _invoke(task, args, kwargs, timeout, pool)
         if failure is None:
             try:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable
 
 from .._config import WorkerConfig
+from .._durable import DurableStore
 from .._job import ClaimedJob, Completion, Disposition
 from .._observe import events
 from .._observe.meter import Meter
@@ -64,6 +65,11 @@ class Runner(Service):
             config.concurrency, ClaimWindow(config.concurrency, config.prefetch)
         )
         """Every lease the worker holds; this service moves them through their phases."""
+        self.durable_store: tuple[DurableStore, int] | None = (
+            completer.backend,
+            registry.max_result_bytes,
+        )
+        """Where its jobs' steps and waits go: the completer's backend."""
         self.forced = asyncio.Event()
         self._drain_now = asyncio.Event()
         self.processed = 0
@@ -172,7 +178,9 @@ class Runner(Service):
         started = loop.time()
         try:
             if self.registry.tracing is None:
-                decision = await execute(self.registry, job, pool, self.progress.put)
+                decision = await execute(
+                    self.registry, job, pool, self.progress.put, self.durable_store
+                )
             else:
                 decision = await self._traced(job, pool)
         except asyncio.CancelledError:
@@ -184,7 +192,9 @@ class Runner(Service):
         """``execute`` inside the attempt's span (current while the task runs)."""
         assert self.registry.tracing is not None
         with self.registry.tracing.run(job, self.config.name) as ended:
-            decision = await execute(self.registry, job, pool, self.progress.put)
+            decision = await execute(
+                self.registry, job, pool, self.progress.put, self.durable_store
+            )
             ended(decision)
         return decision
 

@@ -87,7 +87,9 @@ class Notifier(Service):
 
 
 class Rescuer(Service):
-    """Every ``maintenance_interval_s``, returns rows whose lease expired (anywhere) to pending."""
+    """Every ``maintenance_interval_s``, returns rows whose lease expired (anywhere) to pending,
+    then sweeps the workflows: releases a crash or a commit race left undone (a finished
+    parent's open edges) and parked waits past their timeout (``workflow_flows.sweep``)."""
 
     name = "rescuer"
 
@@ -122,6 +124,22 @@ class Rescuer(Service):
             for job in details:
                 events.reclaimed(job, self.worker)
             self.signals.reclaimed.fire(list(reclaimed))
+            await self.sweep()
+
+    async def sweep(self) -> None:
+        """One workflow sweep; an outage is reported as the reclaim's is."""
+        try:
+            swept = await self.backend.workflow_sweep()
+        except BackendUnavailable as exc:
+            self.outage.failed(self.name, exc)
+            return
+        if swept.released or swept.timed_out:
+            log.info(
+                "workflow sweep: %d released, %d waits timed out",
+                len(swept.released),
+                len(swept.timed_out),
+            )
+            self.signals.swept.fire(swept.released + swept.timed_out)
 
 
 class Canceller(Service):

@@ -98,3 +98,6 @@ class WorkerSignals:
     """The scheduler enqueued a cron slot (schedule id, slot)."""
     reclaimed: Signal[list[int]] = dataclasses.field(default_factory=lambda: Signal("reclaimed"))
     """The rescuer returned expired leases to pending (the ids, possibly none)."""
+    swept: Signal[list[int]] = dataclasses.field(default_factory=lambda: Signal("swept"))
+    """The rescuer's workflow sweep made jobs pending: children a crash left waiting, and
+    parked jobs whose wait timed out (the ids)."""

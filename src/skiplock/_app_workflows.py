@@ -1,0 +1,78 @@
+"""``WorkflowOps``: what the App does for workflows beyond enqueueing them: batches (open,
+close, counts), signals (``app.signal``: the CLI's and the dashboard's too), and the reads a
+person uses to see a workflow (a job's links, the waiting jobs, a job's graph).
+
+A part the App composes over the backend; the public methods' documentation is on ``App``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from ._backends import BackendGetter
+from ._durable import check_name, signal_payload
+from ._job import NewJob
+from ._limits import check_int
+from ._workflow import Signature
+from ._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from .errors import ConfigurationError
+
+MAX_CHILDREN_SHOWN = 1000
+MAX_GRAPH_JOBS = 2000
+
+Audit = Callable[[str, str, str, str], Coroutine[Any, Any, None]]
+
+
+class WorkflowOps:
+    def __init__(self, backend: BackendGetter, max_payload_bytes: int, audit: Audit) -> None:
+        self.backend = backend
+        self.max_payload_bytes = max_payload_bytes
+        self._audit = audit
+
+    async def open_batch(self, on_success: Signature | None, on_complete: Signature | None) -> int:
+        if on_success is None and on_complete is None:
+            raise ConfigurationError(
+                "app.batch(): give on_success= or on_complete= (a signature: task.s(...)); a "
+                "batch without a callback is a group (skiplock.group)"
+            )
+        jobs: list[NewJob | None] = []
+        for option, sig in (("on_success", on_success), ("on_complete", on_complete)):
+            if sig is None:
+                jobs.append(None)
+                continue
+            if not isinstance(sig, Signature):
+                raise ConfigurationError(f"{option}: {sig!r} is not a signature (task.s(...))")
+            jobs.append(sig.task.prepare_call(sig.args, sig.kwargs, leading=1))
+        return await (await self.backend()).workflow_open_batch(jobs[0], jobs[1], None)
+
+    async def close_batch(self, batch_id: int) -> bool:
+        check_int("batch_id", batch_id, 1, 2**63 - 1)
+        return await (await self.backend()).workflow_close_batch(batch_id)
+
+    async def batch_info(self, batch_id: int) -> BatchInfo:
+        check_int("batch_id", batch_id, 1, 2**63 - 1)
+        return await (await self.backend()).workflow_batch_info(batch_id)
+
+    async def signal(
+        self, job_id: int, name: str, payload: Any = None, *, who: str = ""
+    ) -> SignalOutcome:
+        check_int("job_id", job_id, 1, 2**63 - 1)
+        check_name("name", name)
+        text = signal_payload(payload, self.max_payload_bytes)
+        outcome = await (await self.backend()).workflow_signal(job_id, name, text)
+        await self._audit("signal", who, f"job {job_id}", f"{name}: {outcome.value}")
+        return outcome
+
+    async def job_links(self, job_id: int, children_limit: int = MAX_CHILDREN_SHOWN) -> JobLinks:
+        check_int("job_id", job_id, 1, 2**63 - 1)
+        check_int("children_limit", children_limit, 1, 100_000)
+        return await (await self.backend()).workflow_links(job_id, children_limit)
+
+    async def waiting_jobs(self, limit: int = 200) -> list[WaitingJob]:
+        check_int("limit", limit, 1, 10_000)
+        return await (await self.backend()).workflow_waiting(limit)
+
+    async def workflow_graph(self, job_id: int, most: int = MAX_GRAPH_JOBS) -> WorkflowGraph:
+        check_int("job_id", job_id, 1, 2**63 - 1)
+        check_int("most", most, 1, 100_000)
+        return await (await self.backend()).workflow_graph(job_id, most)

@@ -1,0 +1,151 @@
+"""PostgreSQL's answers to the workflow flows (``workflow_flows.py``), on an asyncpg or a
+psycopg (async) connection, and its one-statement workflow reads and writes."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from . import workflow_flows as wf
+from .base import JobInsertManyParams
+from .postgres_ops import to_psycopg
+from .postgres_workflow_sql import WorkflowStatements
+
+Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Sequence[Any]]]]
+"""Run one statement with positional arguments, returning its rows as sequences."""
+
+
+def fetcher(conn: Any) -> Fetch:
+    """``Fetch`` for an asyncpg connection, or a psycopg async one (the caller's)."""
+    if isinstance(conn, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
+
+        async def fetch_asyncpg(statement: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+            return [tuple(r) for r in await conn.fetch(statement, *args)]
+
+        return fetch_asyncpg
+
+    async def fetch_psycopg(statement: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+        named = {f"p{i}": v for i, v in enumerate(args, 1)}
+        cursor = await conn.execute(to_psycopg(statement), named)
+        if cursor.description is None:
+            return []
+        return [tuple(r) for r in await cursor.fetchall()]
+
+    return fetch_psycopg
+
+
+class Answers:
+    """The workflow flows' steps on one connection, inside the transaction the caller holds."""
+
+    def __init__(
+        self,
+        conn: Any,
+        sql: WorkflowStatements,
+        channel: str,
+        now: datetime | None,
+        insert: Callable[[JobInsertManyParams], Awaitable[list[int]]],
+    ) -> None:
+        self.conn = conn
+        self.fetch = fetcher(conn)
+        self.sql, self.channel, self.now, self.insert = sql, channel, now, insert
+
+    async def __call__(self, step: object) -> Any:
+        return await self.answer(step)
+
+    @functools.singledispatchmethod
+    async def answer(self, step: object) -> Any:
+        raise TypeError(f"no PostgreSQL answer to {step!r}")
+
+    @answer.register
+    async def _(self, step: wf.FindMissing) -> list[int]:
+        return [r[0] for r in await self.fetch(self.sql.JOBS_MISSING, [list(step.ids)])]
+
+    @answer.register
+    async def _(self, step: wf.InsertJobs) -> list[int]:
+        return await self.insert(JobInsertManyParams(list(step.jobs), self.conn))
+
+    @answer.register
+    async def _(self, step: wf.ToWaiting) -> None:
+        await self.fetch(self.sql.JOBS_TO_WAITING, [list(step.ids)])
+
+    @answer.register
+    async def _(self, step: wf.InsertWaits) -> None:
+        columns = [list(c) for c in zip(*step.rows, strict=True)]
+        await self.fetch(self.sql.WAITS_INSERT, columns)
+
+    @answer.register
+    async def _(self, step: wf.AddParents) -> None:
+        columns = [list(c) for c in zip(*step.rows, strict=True)]
+        await self.fetch(self.sql.WAITS_ADD, columns)
+
+    @answer.register
+    async def _(self, step: wf.InsertEdges) -> None:
+        columns = [list(c) for c in zip(*step.rows, strict=True)]
+        await self.fetch(self.sql.DEPS_INSERT, columns)
+
+    @answer.register
+    async def _(self, step: wf.InsertBatch) -> int:
+        rows = await self.fetch(self.sql.BATCH_INSERT, [])
+        return int(rows[0][0])
+
+    @answer.register
+    async def _(self, step: wf.SetCallbacks) -> None:
+        args = [step.batch_id, step.on_success, step.on_complete]
+        await self.fetch(self.sql.BATCH_SET_CALLBACKS, args)
+
+    @answer.register
+    async def _(self, step: wf.LockBatch) -> tuple[bool, int | None, int | None] | None:
+        rows = await self.fetch(self.sql.BATCH_GET_LOCKED, [step.batch_id])
+        return (bool(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
+
+    @answer.register
+    async def _(self, step: wf.CloseBatch) -> tuple[int | None, int | None] | None:
+        rows = await self.fetch(self.sql.BATCH_CLOSE, [step.batch_id])
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    @answer.register
+    async def _(self, step: wf.AncestorsMeet) -> bool:
+        rows = await self.fetch(self.sql.ANCESTORS_MEET, [list(step.starts), list(step.targets)])
+        return bool(rows[0][0])
+
+    @answer.register
+    async def _(self, step: wf.InsertMembers) -> None:
+        await self.fetch(self.sql.BATCH_MEMBERS_INSERT, [step.batch_id, list(step.ids)])
+
+    @answer.register
+    async def _(self, step: wf.ResolveEdges) -> list[tuple[int, int, str, str]]:
+        rows = await self.fetch(self.sql.DEPS_RESOLVE, [list(step.parents)])
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    @answer.register
+    async def _(self, step: wf.Decrement) -> list[int]:
+        args = [list(step.counts), list(step.counts.values())]
+        return [r[0] for r in await self.fetch(self.sql.WAITS_DECREMENT, args) if r[1] == 0]
+
+    @answer.register
+    async def _(self, step: wf.CancelChildren) -> list[int]:
+        args = [list(step.errors), list(step.errors.values()), self.now]
+        return [r[0] for r in await self.fetch(self.sql.CHILDREN_CANCEL, args)]
+
+    @answer.register
+    async def _(self, step: wf.Ready) -> list[int]:
+        args = [sorted(step.ids), self.channel, self.now]
+        return [r[0] for r in await self.fetch(self.sql.CHILDREN_READY, args)]
+
+    @answer.register
+    async def _(self, step: wf.OpenParents) -> list[int]:
+        return [r[0] for r in await self.fetch(self.sql.OPEN_PARENTS, [step.most])]
+
+    @answer.register
+    async def _(self, step: wf.ExpireWaits) -> list[int]:
+        args = [step.most, self.channel, self.now]
+        return [r[0] for r in await self.fetch(self.sql.WAITS_EXPIRED, args)]
+
+    @answer.register
+    async def _(self, step: wf.ResumeSignalled) -> list[int]:
+        args = [list(step.ids), self.channel, self.now]
+        return [r[0] for r in await self.fetch(self.sql.PARKED_RESUME, args)]

@@ -1,0 +1,458 @@
+"""PostgreSQL's workflow storage: waiting jobs, their edges, batches, durable steps, signals.
+
+Why apart from the job table (docs/design.md, "Workflows"): a job that waits (on parents or on
+a signal) is a row in ``state = 'waiting'``, in a partition of its own, so claims never walk
+it; everything else a workflow needs lives in four small tables that only workflow jobs
+write, so a plain job's enqueue, claim and completion stay exactly as they were:
+
+- ``skiplock_waits``: one row per waiting job, the counter of parents it still waits for (the
+  row every release locks, so the last two parents finishing at the same instant on two
+  workers decrement it one after the other and exactly one sees zero), what its first
+  argument becomes when it is released, and the signal a parked job waits for;
+- ``skiplock_deps``: one row per edge, resolved once (``parent_state`` set under the edge's
+  own row lock), keeping a copy of the parent's result, so a child's inputs outlive the
+  parent's retention;
+- ``skiplock_batches`` and ``skiplock_batch_jobs``: a batch, its callbacks (jobs waiting on
+  every member and on the batch's open gate) and its members;
+- ``skiplock_steps`` (a durable step's stored result) and ``skiplock_signals`` (a signal or a
+  wait's timeout: one row per job and name, whichever comes first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+FINAL = "('succeeded', 'cancelled', 'dead')"
+
+MIGRATION_WORKFLOWS = r"""
+-- Workflows (postgres_workflow_sql.py). The state CHECK is replaced: PostgreSQL checks the
+-- new one against every partition once (a read of history, at the upgrade only).
+ALTER TABLE {s}.skiplock_jobs DROP CONSTRAINT skiplock_jobs_state_check;
+ALTER TABLE {s}.skiplock_jobs ADD CONSTRAINT skiplock_jobs_state_check
+    CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead', 'waiting'));
+CREATE TABLE {s}.skiplock_jobs_waiting PARTITION OF {s}.skiplock_jobs
+    (PRIMARY KEY (id)) FOR VALUES IN ('waiting');
+CREATE INDEX skiplock_jobs_waiting_run_at_idx ON {s}.skiplock_jobs_waiting (run_at);
+CREATE TABLE {s}.skiplock_waits (
+    job_id       bigint PRIMARY KEY,
+    parents_left integer NOT NULL DEFAULT 0 CHECK (parents_left >= 0),
+    pass_results text CHECK (pass_results IN ('previous', 'all', 'batch')),
+    signal       text,
+    batch_id     bigint,
+    created_at   timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX skiplock_waits_signal_idx ON {s}.skiplock_waits (job_id) WHERE signal IS NOT NULL;
+CREATE TABLE {s}.skiplock_deps (
+    child_id      bigint NOT NULL,
+    parent_id     bigint NOT NULL,
+    position      integer NOT NULL,
+    on_failure    text NOT NULL CHECK (on_failure IN ('cancel', 'run', 'wait')),
+    parent_state  text,
+    parent_result jsonb,
+    resolved_at   timestamptz,
+    PRIMARY KEY (child_id, parent_id)
+);
+CREATE INDEX skiplock_deps_parent_idx ON {s}.skiplock_deps (parent_id);
+CREATE INDEX skiplock_deps_open_idx ON {s}.skiplock_deps (parent_id) WHERE parent_state IS NULL;
+CREATE TABLE {s}.skiplock_batches (
+    id          bigserial PRIMARY KEY,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    closed_at   timestamptz,
+    on_success  bigint,
+    on_complete bigint
+);
+CREATE TABLE {s}.skiplock_batch_jobs (
+    batch_id bigint NOT NULL,
+    job_id   bigint NOT NULL,
+    PRIMARY KEY (batch_id, job_id)
+);
+CREATE INDEX skiplock_batch_jobs_job_idx ON {s}.skiplock_batch_jobs (job_id);
+CREATE TABLE {s}.skiplock_steps (
+    job_id  bigint NOT NULL,
+    name    text NOT NULL,
+    result  jsonb,
+    done_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job_id, name)
+);
+CREATE TABLE {s}.skiplock_signals (
+    job_id  bigint NOT NULL,
+    name    text NOT NULL,
+    kind    text NOT NULL CHECK (kind IN ('signal', 'timeout')),
+    payload jsonb,
+    at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job_id, name)
+);
+"""
+
+JOBS_MISSING = """
+-- Which of the ids $1 name no job (an unknown or pruned parent).
+SELECT x.id FROM unnest($1::bigint[]) AS x(id)
+WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j WHERE j.id = x.id)
+"""
+
+ANCESTORS_MEET = """
+-- Whether any of the jobs $2 is one of $1 or an ancestor of one (a new edge from $1's
+-- members to $2's would close a cycle).
+WITH RECURSIVE up(id) AS (
+    SELECT unnest($1::bigint[])
+    UNION
+    SELECT d.parent_id FROM {s}.skiplock_deps d JOIN up ON d.child_id = up.id
+)
+SELECT EXISTS (SELECT 1 FROM up WHERE id = ANY($2::bigint[]))
+"""
+
+JOBS_TO_WAITING = """
+-- Freshly inserted jobs (in this transaction, so no worker saw them) wait instead.
+UPDATE {s}.skiplock_jobs SET state = 'waiting'
+WHERE id = ANY($1::bigint[]) AND state = 'pending'
+"""
+
+WAITS_INSERT = """
+INSERT INTO {s}.skiplock_waits (job_id, parents_left, pass_results, batch_id)
+SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[])
+"""
+
+WAITS_ADD = """
+-- More parents for waiting jobs (a batch's callbacks as members join).
+UPDATE {s}.skiplock_waits w SET parents_left = w.parents_left + x.n
+FROM unnest($1::bigint[], $2::int[]) AS x(id, n) WHERE w.job_id = x.id
+"""
+
+DEPS_INSERT = """
+INSERT INTO {s}.skiplock_deps (child_id, parent_id, position, on_failure)
+SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[])
+ON CONFLICT DO NOTHING
+"""
+
+DEPS_RESOLVE = (
+    """
+-- Resolve the open edges of parents $1 that finished (or are gone: pruned, discarded), each
+-- once: a second release meets the edge locked, then resolved, and skips it. An edge whose
+-- parent failed and whose child waits for a retry ('wait') stays open.
+WITH p AS (
+    SELECT x.id, j.state, j.result
+    FROM unnest($1::bigint[]) AS x(id) LEFT JOIN {s}.skiplock_jobs j ON j.id = x.id
+), locked AS (
+    -- in one order, so two releases of one parent (a worker's, the sweep's) never deadlock
+    SELECT d.child_id, d.parent_id FROM {s}.skiplock_deps d
+    WHERE d.parent_id = ANY($1::bigint[]) AND d.parent_state IS NULL
+    ORDER BY d.child_id, d.parent_id FOR UPDATE
+)
+UPDATE {s}.skiplock_deps d
+SET parent_state = coalesce(p.state, 'gone'),
+    parent_result = CASE WHEN p.state = 'succeeded' THEN p.result END,
+    resolved_at = now()
+FROM p
+WHERE d.parent_id = p.id AND d.parent_state IS NULL
+  AND (d.child_id, d.parent_id) IN (SELECT child_id, parent_id FROM locked)
+  AND (p.state IS NULL OR p.state IN """
+    + FINAL
+    + """)
+  AND (p.state = 'succeeded' OR d.on_failure <> 'wait')
+RETURNING d.child_id, d.parent_id, d.parent_state, d.on_failure
+"""
+)
+
+WAITS_DECREMENT = """
+-- Count resolved parents off; the children that reach zero come back (their row lock orders
+-- two releases of one child: exactly one of them sees zero).
+WITH locked AS (
+    SELECT job_id FROM {s}.skiplock_waits WHERE job_id = ANY($1::bigint[])
+    ORDER BY job_id FOR UPDATE
+)
+UPDATE {s}.skiplock_waits w SET parents_left = w.parents_left - x.n
+FROM unnest($1::bigint[], $2::int[]) AS x(id, n)
+WHERE w.job_id = x.id AND w.job_id IN (SELECT job_id FROM locked)
+RETURNING w.job_id, w.parents_left
+"""
+
+CHILDREN_CANCEL = """
+-- Waiting children of a failed parent are cancelled, the reason recorded as their error.
+WITH x AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[]) AS x(id, error)
+), gone AS (
+    DELETE FROM {s}.skiplock_waits WHERE job_id IN (SELECT id FROM x)
+)
+UPDATE {s}.skiplock_jobs j
+SET state = 'cancelled', finished_at = coalesce($3::timestamptz, now()),
+    errors = j.errors || jsonb_build_array(x.error::jsonb)
+FROM x WHERE j.id = x.id AND j.state = 'waiting'
+RETURNING j.id
+"""
+
+CHILDREN_READY = """
+-- Children with no parent left become pending (a delayed one keeps its later run_at), their
+-- first argument the parents' results when asked ('previous': the one parent's result; 'all':
+-- the list of them in the order given; 'batch': the batch's id). A NOTIFY per queue wakes the
+-- workers at commit.
+WITH w AS (
+    DELETE FROM {s}.skiplock_waits
+    WHERE job_id = ANY($1::bigint[]) AND parents_left = 0 AND signal IS NULL
+    RETURNING job_id, pass_results, batch_id
+), r AS (
+    UPDATE {s}.skiplock_jobs j
+    SET state = 'pending', run_at = greatest(j.run_at, coalesce($3::timestamptz, now())),
+        args = CASE w.pass_results
+            WHEN 'previous' THEN jsonb_build_array(
+                (SELECT coalesce(d.parent_result, 'null'::jsonb) FROM {s}.skiplock_deps d
+                 WHERE d.child_id = j.id ORDER BY d.position LIMIT 1)) || j.args
+            WHEN 'all' THEN jsonb_build_array(
+                (SELECT coalesce(jsonb_agg(coalesce(d.parent_result, 'null'::jsonb)
+                                           ORDER BY d.position), '[]'::jsonb)
+                 FROM {s}.skiplock_deps d WHERE d.child_id = j.id)) || j.args
+            WHEN 'batch' THEN jsonb_build_array(w.batch_id) || j.args
+            ELSE j.args END
+    FROM w WHERE j.id = w.job_id AND j.state = 'waiting'
+    RETURNING j.id, j.queue
+), woken AS (
+    SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+)
+SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
+"""
+
+OPEN_PARENTS = (
+    """
+-- The sweep's look: parents with an open edge that are finished or gone (a release a crash
+-- or a commit race left undone).
+SELECT p.parent_id FROM (
+    SELECT DISTINCT parent_id FROM {s}.skiplock_deps WHERE parent_state IS NULL
+) p
+WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
+                  WHERE j.id = p.parent_id AND j.state NOT IN """
+    + FINAL
+    + """)
+LIMIT $1
+"""
+)
+
+WAITS_EXPIRED = """
+-- Parked jobs whose wait timed out: the timeout is recorded under the signal's name (the
+-- signal's own primary key decides between a timeout and a racing signal), and they run again.
+WITH due AS (
+    SELECT j.id, w.signal FROM {s}.skiplock_jobs j JOIN {s}.skiplock_waits w ON w.job_id = j.id
+    WHERE j.state = 'waiting' AND w.signal IS NOT NULL
+      AND j.run_at <= coalesce($3::timestamptz, now())
+    ORDER BY j.run_at LIMIT $1
+    FOR UPDATE OF j SKIP LOCKED
+), marked AS (
+    INSERT INTO {s}.skiplock_signals (job_id, name, kind)
+    SELECT id, signal, 'timeout' FROM due ON CONFLICT DO NOTHING
+), gone AS (
+    DELETE FROM {s}.skiplock_waits WHERE job_id IN (SELECT id FROM due)
+), r AS (
+    UPDATE {s}.skiplock_jobs j SET state = 'pending', run_at = coalesce($3::timestamptz, now())
+    FROM due WHERE j.id = due.id AND j.state = 'waiting'
+    RETURNING j.id, j.queue
+), woken AS (
+    SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+)
+SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
+"""
+
+WAIT_PREPARE = """
+-- A running job about to park: record the signal it waits for, under its lease.
+INSERT INTO {s}.skiplock_waits (job_id, signal)
+SELECT id, $3 FROM {s}.skiplock_jobs
+WHERE id = $1 AND lease_token = $2 AND state = 'running'
+ON CONFLICT (job_id) DO UPDATE SET signal = EXCLUDED.signal
+RETURNING job_id
+"""
+
+PARKED_RESUME = """
+-- Parked jobs whose signal came before they parked run again at once (the signal's sender
+-- locked the row, so it either saw the job waiting or left its signal for this look).
+WITH due AS (
+    SELECT w.job_id FROM {s}.skiplock_waits w
+    WHERE w.job_id = ANY($1::bigint[]) AND w.signal IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {s}.skiplock_signals s
+                  WHERE s.job_id = w.job_id AND s.name = w.signal)
+), gone AS (
+    DELETE FROM {s}.skiplock_waits WHERE job_id IN (SELECT job_id FROM due)
+), r AS (
+    UPDATE {s}.skiplock_jobs j SET state = 'pending', run_at = coalesce($3::timestamptz, now())
+    FROM due WHERE j.id = due.job_id AND j.state = 'waiting'
+    RETURNING j.id, j.queue
+), woken AS (
+    SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+)
+SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
+"""
+
+JOB_LOCK_STATE = """
+-- A signal's first step: the job's row locked (whatever its state), so a park and a signal
+-- happen one after the other.
+SELECT state FROM {s}.skiplock_jobs WHERE id = $1 FOR UPDATE
+"""
+
+SIGNAL_INSERT = """
+INSERT INTO {s}.skiplock_signals (job_id, name, kind, payload)
+VALUES ($1, $2, 'signal', $3::jsonb) ON CONFLICT DO NOTHING
+RETURNING job_id
+"""
+
+SIGNAL_WAKE = """
+-- The signalled job, parked on this name, runs again now (one still running towards its
+-- park keeps its wait row: the park's own look finds the signal).
+WITH r AS (
+    UPDATE {s}.skiplock_jobs j SET state = 'pending', run_at = coalesce($4::timestamptz, now())
+    WHERE j.id = $1 AND j.state = 'waiting'
+      AND EXISTS (SELECT 1 FROM {s}.skiplock_waits w WHERE w.job_id = $1 AND w.signal = $2)
+    RETURNING j.queue
+), gone AS (
+    DELETE FROM {s}.skiplock_waits WHERE job_id = $1 AND EXISTS (SELECT 1 FROM r)
+)
+SELECT queue, pg_notify($3, queue) FROM r
+"""
+
+SIGNAL_GET = """
+SELECT kind, payload::text FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2
+"""
+
+STEP_GET = """
+SELECT result::text FROM {s}.skiplock_steps WHERE job_id = $1 AND name = $2
+"""
+
+STEP_PUT = """
+-- A step's result, stored only while the job runs under this lease (a worker that lost it
+-- stores nothing: the one that holds it now runs the step, or finds it stored).
+INSERT INTO {s}.skiplock_steps (job_id, name, result)
+SELECT id, $3, $4::jsonb FROM {s}.skiplock_jobs
+WHERE id = $1 AND lease_token = $2 AND state = 'running'
+ON CONFLICT DO NOTHING
+RETURNING job_id
+"""
+
+PARENT_RESULTS = """
+SELECT parent_id, parent_state, parent_result::text FROM {s}.skiplock_deps
+WHERE child_id = $1 ORDER BY position
+"""
+
+JOB_PARENTS = """
+SELECT d.parent_id, coalesce(j.state, d.parent_state, 'gone'), d.on_failure
+FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.parent_id
+WHERE d.child_id = $1 ORDER BY d.position
+"""
+
+JOB_CHILDREN = """
+SELECT d.child_id, coalesce(j.state, 'gone'), d.on_failure
+FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.child_id
+WHERE d.parent_id = $1 ORDER BY d.child_id LIMIT $2
+"""
+
+JOB_WAIT = """
+SELECT parents_left, signal, pass_results FROM {s}.skiplock_waits WHERE job_id = $1
+"""
+
+JOB_BATCH = """
+SELECT batch_id FROM {s}.skiplock_batch_jobs WHERE job_id = $1
+UNION SELECT id FROM {s}.skiplock_batches WHERE on_success = $1 OR on_complete = $1
+LIMIT 1
+"""
+
+BATCH_INSERT = """
+INSERT INTO {s}.skiplock_batches DEFAULT VALUES RETURNING id
+"""
+
+BATCH_SET_CALLBACKS = """
+UPDATE {s}.skiplock_batches SET on_success = $2, on_complete = $3 WHERE id = $1
+"""
+
+BATCH_GET_LOCKED = """
+SELECT closed_at IS NOT NULL, on_success, on_complete FROM {s}.skiplock_batches
+WHERE id = $1 FOR UPDATE
+"""
+
+BATCH_CLOSE = """
+UPDATE {s}.skiplock_batches SET closed_at = now() WHERE id = $1 AND closed_at IS NULL
+RETURNING on_success, on_complete
+"""
+
+BATCH_MEMBERS_INSERT = """
+INSERT INTO {s}.skiplock_batch_jobs (batch_id, job_id)
+SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING
+"""
+
+BATCH_INFO = """
+SELECT b.id, extract(epoch FROM b.created_at), extract(epoch FROM b.closed_at),
+       b.on_success, b.on_complete,
+       (SELECT coalesce(jsonb_object_agg(s.state, s.n), '{{}}'::jsonb)::text FROM (
+            SELECT coalesce(j.state, 'gone') AS state, count(*) AS n
+            FROM {s}.skiplock_batch_jobs m LEFT JOIN {s}.skiplock_jobs j ON j.id = m.job_id
+            WHERE m.batch_id = b.id GROUP BY 1) s)
+FROM {s}.skiplock_batches b WHERE b.id = $1
+"""
+
+WAITING_LIST = """
+-- Waiting jobs for a person: what each waits for (parents left, or a signal and until when).
+SELECT j.id, j.task, j.queue, w.parents_left, w.signal, extract(epoch FROM j.run_at),
+       extract(epoch FROM j.created_at)
+FROM {s}.skiplock_jobs j LEFT JOIN {s}.skiplock_waits w ON w.job_id = j.id
+WHERE j.state = 'waiting' ORDER BY j.id LIMIT $1
+"""
+
+GRAPH_EDGES = """
+-- The workflow around job $1: every job linked to it through edges, up and down, and the
+-- edges between them (at most $2 jobs).
+WITH RECURSIVE g(id) AS (
+    SELECT $1::bigint
+    UNION
+    SELECT CASE WHEN d.child_id = g.id THEN d.parent_id ELSE d.child_id END
+    FROM {s}.skiplock_deps d JOIN g ON d.child_id = g.id OR d.parent_id = g.id
+), ids AS (SELECT id FROM g LIMIT $2)
+SELECT d.parent_id, d.child_id FROM {s}.skiplock_deps d
+WHERE d.child_id IN (SELECT id FROM ids) AND d.parent_id IN (SELECT id FROM ids)
+"""
+
+GRAPH_NODES = """
+SELECT id, task, state FROM {s}.skiplock_jobs WHERE id = ANY($1::bigint[])
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStatements:
+    """The statements above for one schema."""
+
+    JOBS_MISSING: str
+    ANCESTORS_MEET: str
+    JOBS_TO_WAITING: str
+    WAITS_INSERT: str
+    WAITS_ADD: str
+    DEPS_INSERT: str
+    DEPS_RESOLVE: str
+    WAITS_DECREMENT: str
+    CHILDREN_CANCEL: str
+    CHILDREN_READY: str
+    OPEN_PARENTS: str
+    WAITS_EXPIRED: str
+    WAIT_PREPARE: str
+    PARKED_RESUME: str
+    JOB_LOCK_STATE: str
+    SIGNAL_INSERT: str
+    SIGNAL_WAKE: str
+    SIGNAL_GET: str
+    STEP_GET: str
+    STEP_PUT: str
+    PARENT_RESULTS: str
+    JOB_PARENTS: str
+    JOB_CHILDREN: str
+    JOB_WAIT: str
+    JOB_BATCH: str
+    BATCH_INSERT: str
+    BATCH_SET_CALLBACKS: str
+    BATCH_GET_LOCKED: str
+    BATCH_CLOSE: str
+    BATCH_MEMBERS_INSERT: str
+    BATCH_INFO: str
+    WAITING_LIST: str
+    GRAPH_EDGES: str
+    GRAPH_NODES: str
+
+    @classmethod
+    def for_schema(cls, schema: str) -> WorkflowStatements:
+        quoted = f'"{schema}"'
+        return cls(
+            **{
+                f.name: globals()[f.name].replace("{s}", quoted).replace("{{}}", "{}")
+                for f in fields(cls)
+            }
+        )

@@ -1,0 +1,216 @@
+"""SQLite's answers to the workflow flows (``workflow_flows.py``) and its workflow reads and
+writes, each on the one connection, inside a transaction the caller holds (SQLite has one
+writer at a time, so the flows' row locks are the file's write lock)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._workflow_records import SignalOutcome
+from ..errors import JobNotFound
+from . import sqlite_ops as ops
+from . import sqlite_workflow_sql as sql
+from . import workflow_flows as wf
+from .common import FINAL_STATES, signal_seen
+
+
+class Answers:
+    """The workflow flows' steps on one SQLite connection."""
+
+    def __init__(
+        self, conn: Any, now: Callable[[], float], woken: Callable[[set[str]], None]
+    ) -> None:
+        self.conn, self.now, self.woken = conn, now, woken
+
+    def __call__(self, step: object) -> Any:
+        return self.answer(step)
+
+    @functools.singledispatchmethod
+    def answer(self, step: object) -> Any:
+        raise TypeError(f"no SQLite answer to {step!r}")
+
+    @answer.register
+    def _(self, step: wf.FindMissing) -> list[int]:
+        rows = self.conn.execute(sql.JOBS_PRESENT, {"ids": json.dumps(list(step.ids))})
+        present = {r[0] for r in rows}
+        return [i for i in step.ids if i not in present]
+
+    @answer.register
+    def _(self, step: wf.InsertJobs) -> list[int]:
+        return ops.insert_rows(self.conn, list(step.jobs), self.now())
+
+    @answer.register
+    def _(self, step: wf.ToWaiting) -> None:
+        self.conn.execute(sql.JOBS_TO_WAITING, {"ids": json.dumps(list(step.ids))})
+
+    @answer.register
+    def _(self, step: wf.InsertWaits) -> None:
+        now = self.now()
+        self.conn.executemany(sql.WAIT_INSERT, [(*row, now) for row in step.rows])
+
+    @answer.register
+    def _(self, step: wf.AddParents) -> None:
+        self.conn.executemany(sql.WAITS_ADD, [(n, job) for job, n in step.rows])
+
+    @answer.register
+    def _(self, step: wf.InsertEdges) -> None:
+        self.conn.executemany(sql.DEP_INSERT, step.rows)
+
+    @answer.register
+    def _(self, step: wf.InsertBatch) -> int:
+        return int(self.conn.execute(sql.BATCH_INSERT, (self.now(),)).fetchone()[0])
+
+    @answer.register
+    def _(self, step: wf.SetCallbacks) -> None:
+        args = (step.on_success, step.on_complete, step.batch_id)
+        self.conn.execute(sql.BATCH_SET_CALLBACKS, args)
+
+    @answer.register
+    def _(self, step: wf.LockBatch) -> tuple[bool, int | None, int | None] | None:
+        row = self.conn.execute(sql.BATCH_GET, (step.batch_id,)).fetchone()
+        return None if row is None else (bool(row[0]), row[1], row[2])
+
+    @answer.register
+    def _(self, step: wf.CloseBatch) -> tuple[int | None, int | None] | None:
+        row = self.conn.execute(sql.BATCH_CLOSE, (self.now(), step.batch_id)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    @answer.register
+    def _(self, step: wf.AncestorsMeet) -> bool:
+        args = {"from": json.dumps(list(step.starts)), "to": json.dumps(list(step.targets))}
+        return bool(self.conn.execute(sql.ANCESTORS_MEET, args).fetchone()[0])
+
+    @answer.register
+    def _(self, step: wf.InsertMembers) -> None:
+        rows = [(step.batch_id, i) for i in step.ids]
+        self.conn.executemany(sql.BATCH_MEMBER_INSERT, rows)
+
+    @answer.register
+    def _(self, step: wf.ResolveEdges) -> list[tuple[int, int, str, str]]:
+        now = self.now()
+        states = self.conn.execute(sql.PARENTS_STATE, {"ids": json.dumps(list(step.parents))})
+        resolved: list[tuple[int, int, str, str]] = []
+        for parent, state, result in states.fetchall():
+            if state is not None and state not in FINAL_STATES:
+                continue  # still live: its edges wait for it
+            final = state or "gone"
+            kept = result if final == "succeeded" else None
+            for child, _parent, policy in self.conn.execute(sql.OPEN_EDGES_OF, (parent,)):
+                if final != "succeeded" and policy == "wait":
+                    continue
+                self.conn.execute(sql.EDGE_RESOLVE, (final, kept, now, child, parent))
+                resolved.append((child, parent, final, policy))
+        return resolved
+
+    @answer.register
+    def _(self, step: wf.Decrement) -> list[int]:
+        zero = []
+        for child, n in step.counts.items():
+            row = self.conn.execute(sql.WAIT_DECREMENT, (n, child)).fetchone()
+            if row is not None and row[0] == 0:
+                zero.append(child)
+        return zero
+
+    @answer.register
+    def _(self, step: wf.CancelChildren) -> list[int]:
+        cancelled = []
+        now = self.now()
+        for child, error in step.errors.items():
+            self.conn.execute(sql.WAIT_DELETE, (child,))
+            args = {"id": child, "error": error, "now": now}
+            if self.conn.execute(sql.CHILD_CANCEL, args).rowcount:
+                cancelled.append(child)
+        return cancelled
+
+    @answer.register
+    def _(self, step: wf.Ready) -> list[int]:
+        released, queues = [], set()
+        now = self.now()
+        for child in sorted(step.ids):
+            wait = self.conn.execute(sql.READY_WAIT, (child,)).fetchone()
+            if wait is None:
+                continue
+            self.conn.execute(sql.WAIT_DELETE, (child,))
+            args = self._args_with_results(child, wait[0], wait[1])
+            row = self.conn.execute(sql.CHILD_READY, {"id": child, "now": now, "args": args})
+            found = row.fetchone()
+            if found is not None:
+                released.append(child)
+                queues.add(found[0])
+        self.woken(queues)
+        return released
+
+    def _args_with_results(self, child: int, mode: str | None, batch_id: int | None) -> str | None:
+        """The child's arguments with its parents' results first, as ``mode`` asks (None:
+        left as they are)."""
+        if mode is None:
+            return None
+        if mode == "batch":
+            first = str(batch_id)
+        else:
+            results = [r[0] for r in self.conn.execute(sql.CHILD_RESULTS, (child,))]
+            if mode == "previous":
+                first = results[0] if results else "null"
+            else:
+                first = "[" + ",".join(results) + "]"
+        (args,) = self.conn.execute(
+            "SELECT args FROM skiplock_jobs_live WHERE id = ?", (child,)
+        ).fetchone()
+        rest = args.strip()[1:-1].strip()
+        return f"[{first},{rest}]" if rest else f"[{first}]"
+
+    @answer.register
+    def _(self, step: wf.OpenParents) -> list[int]:
+        return [r[0] for r in self.conn.execute(sql.OPEN_PARENTS, {"most": step.most})]
+
+    @answer.register
+    def _(self, step: wf.ExpireWaits) -> list[int]:
+        now = self.now()
+        due = self.conn.execute(sql.WAITS_EXPIRED, {"now": now, "most": step.most}).fetchall()
+        return self._resume([(job, name) for job, name in due], timeout=True)
+
+    @answer.register
+    def _(self, step: wf.ResumeSignalled) -> list[int]:
+        args = {"ids": json.dumps(list(step.ids))}
+        due = [(r[0], None) for r in self.conn.execute(sql.PARKED_SIGNALLED, args)]
+        return self._resume(due, timeout=False)
+
+    def _resume(self, due: Sequence[tuple[int, str | None]], *, timeout: bool) -> list[int]:
+        resumed, queues = [], set()
+        now = self.now()
+        for job, name in due:
+            if timeout:
+                self.conn.execute(sql.TIMEOUT_MARK, (job, name, now))
+            self.conn.execute(sql.WAIT_DELETE, (job,))
+            found = self.conn.execute(sql.JOB_RESUME, {"id": job, "now": now}).fetchone()
+            if found is not None:
+                resumed.append(job)
+                queues.add(found[0])
+        self.woken(queues)
+        return resumed
+
+
+def signal(
+    conn: Any, job_id: int, name: str, payload_json: str | None, now: float
+) -> tuple[SignalOutcome, str | None]:
+    """Deliver a signal (inside the caller's write transaction). Returns the outcome and the
+    queue woken (a parked job resumed), if any."""
+    row = conn.execute(sql.JOB_STATE, (job_id,)).fetchone()
+    if row is None:
+        raise JobNotFound(f"job {job_id}: no such job")
+    seen = conn.execute(sql.SIGNAL_GET, (job_id, name)).fetchone()
+    if seen is not None:
+        return signal_seen(seen[0]), None
+    if row[0] in FINAL_STATES:
+        return SignalOutcome.FINISHED, None
+    conn.execute(sql.SIGNAL_INSERT, (job_id, name, payload_json, now))
+    if conn.execute(sql.WAIT_SIGNAL_OF, (job_id, name)).fetchone() is None:
+        return SignalOutcome.DELIVERED, None  # not parked on it (yet): kept for its wait
+    found = conn.execute(sql.JOB_RESUME, {"id": job_id, "now": now}).fetchone()
+    if found is None:  # still running towards its park: the park's look finds the signal
+        return SignalOutcome.DELIVERED, None
+    conn.execute(sql.WAIT_DELETE, (job_id,))
+    return SignalOutcome.DELIVERED, found[0]

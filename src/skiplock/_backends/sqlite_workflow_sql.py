@@ -1,0 +1,299 @@
+"""SQLite's workflow storage: the same tables as PostgreSQL's (``postgres_workflow_sql.py``
+says why each exists). A waiting job stays in ``skiplock_jobs_live`` with ``state =
+'waiting'``: the claim indexes are partial on ``pending``, so claims never read it.
+
+SQLite cannot alter a CHECK; the live table's state CHECK is widened by rewriting its stored
+definition (``widen_state_check``), the procedure SQLite documents for loosening a constraint
+every stored row already meets. Times are Unix seconds, as in every other SQLite table.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+FINAL = "('succeeded', 'cancelled', 'dead')"
+
+MIGRATION_WORKFLOWS = """
+CREATE INDEX IF NOT EXISTS skiplock_jobs_waiting_idx ON skiplock_jobs_live (run_at)
+    WHERE state = 'waiting';
+CREATE TABLE IF NOT EXISTS skiplock_waits (
+    job_id       INTEGER PRIMARY KEY,
+    parents_left INTEGER NOT NULL DEFAULT 0 CHECK (parents_left >= 0),
+    pass_results TEXT CHECK (pass_results IN ('previous', 'all', 'batch')),
+    signal       TEXT,
+    batch_id     INTEGER,
+    created_at   REAL
+);
+CREATE TABLE IF NOT EXISTS skiplock_deps (
+    child_id      INTEGER NOT NULL,
+    parent_id     INTEGER NOT NULL,
+    position      INTEGER NOT NULL,
+    on_failure    TEXT NOT NULL CHECK (on_failure IN ('cancel', 'run', 'wait')),
+    parent_state  TEXT,
+    parent_result TEXT,
+    resolved_at   REAL,
+    PRIMARY KEY (child_id, parent_id)
+);
+CREATE INDEX IF NOT EXISTS skiplock_deps_parent_idx ON skiplock_deps (parent_id);
+CREATE INDEX IF NOT EXISTS skiplock_deps_open_idx ON skiplock_deps (parent_id)
+    WHERE parent_state IS NULL;
+CREATE TABLE IF NOT EXISTS skiplock_batches (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at  REAL NOT NULL,
+    closed_at   REAL,
+    on_success  INTEGER,
+    on_complete INTEGER
+);
+CREATE TABLE IF NOT EXISTS skiplock_batch_jobs (
+    batch_id INTEGER NOT NULL,
+    job_id   INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, job_id)
+);
+CREATE INDEX IF NOT EXISTS skiplock_batch_jobs_job_idx ON skiplock_batch_jobs (job_id);
+CREATE TABLE IF NOT EXISTS skiplock_steps (
+    job_id  INTEGER NOT NULL,
+    name    TEXT NOT NULL,
+    result  TEXT,
+    done_at REAL,
+    PRIMARY KEY (job_id, name)
+);
+CREATE TABLE IF NOT EXISTS skiplock_signals (
+    job_id  INTEGER NOT NULL,
+    name    TEXT NOT NULL,
+    kind    TEXT NOT NULL CHECK (kind IN ('signal', 'timeout')),
+    payload TEXT,
+    at      REAL,
+    PRIMARY KEY (job_id, name)
+)
+"""
+
+_OLD_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead'))"
+_NEW_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead', 'waiting'))"
+
+
+def widen_state_check(conn: sqlite3.Connection) -> None:
+    """Let the live table hold ``waiting`` rows: its stored CREATE TABLE's state CHECK gains
+    the word (sqlite.org/lang_altertable.html, "Making Other Kinds Of Table Schema Changes":
+    a constraint every existing row meets may be loosened by editing the schema text, then
+    bumping ``schema_version`` so every connection reads it again). Runs inside the
+    migration's transaction."""
+    (version,) = conn.execute("PRAGMA schema_version").fetchone()
+    conn.execute("PRAGMA writable_schema = ON")
+    try:
+        conn.execute(
+            "UPDATE sqlite_master SET sql = replace(sql, ?, ?) "
+            "WHERE type = 'table' AND name = 'skiplock_jobs_live'",
+            (_OLD_CHECK, _NEW_CHECK),
+        )
+        conn.execute(f"PRAGMA schema_version = {int(version) + 1}")
+    finally:
+        conn.execute("PRAGMA writable_schema = OFF")
+
+
+JOBS_PRESENT = """
+SELECT id FROM skiplock_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+"""
+
+ANCESTORS_MEET = """
+WITH RECURSIVE up(id) AS (
+    SELECT value FROM json_each(:from)
+    UNION
+    SELECT d.parent_id FROM skiplock_deps d JOIN up ON d.child_id = up.id
+)
+SELECT EXISTS (SELECT 1 FROM up WHERE id IN (SELECT value FROM json_each(:to)))
+"""
+
+JOBS_TO_WAITING = """
+UPDATE skiplock_jobs_live SET state = 'waiting'
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'pending'
+"""
+
+WAIT_INSERT = """
+INSERT INTO skiplock_waits (job_id, parents_left, pass_results, batch_id, created_at)
+VALUES (?, ?, ?, ?, ?)
+"""
+
+WAITS_ADD = "UPDATE skiplock_waits SET parents_left = parents_left + ? WHERE job_id = ?"
+
+DEP_INSERT = """
+INSERT OR IGNORE INTO skiplock_deps (child_id, parent_id, position, on_failure)
+VALUES (?, ?, ?, ?)
+"""
+
+PARENTS_STATE = """
+SELECT x.value, j.state, j.result
+FROM json_each(:ids) x LEFT JOIN skiplock_jobs j ON j.id = x.value
+"""
+
+OPEN_EDGES_OF = """
+SELECT child_id, parent_id, on_failure FROM skiplock_deps
+WHERE parent_id = ? AND parent_state IS NULL
+"""
+
+EDGE_RESOLVE = """
+UPDATE skiplock_deps SET parent_state = ?, parent_result = ?, resolved_at = ?
+WHERE child_id = ? AND parent_id = ?
+"""
+
+WAIT_DECREMENT = """
+UPDATE skiplock_waits SET parents_left = parents_left - ? WHERE job_id = ?
+RETURNING parents_left
+"""
+
+CHILD_CANCEL = """
+UPDATE skiplock_jobs_live
+SET state = 'cancelled', finished_at = :now, errors = json_insert(errors, '$[#]', json(:error))
+WHERE id = :id AND state = 'waiting'
+"""
+
+WAIT_DELETE = "DELETE FROM skiplock_waits WHERE job_id = ?"
+
+READY_WAIT = """
+SELECT pass_results, batch_id FROM skiplock_waits
+WHERE job_id = ? AND parents_left = 0 AND signal IS NULL
+"""
+
+CHILD_RESULTS = """
+SELECT coalesce(parent_result, 'null') FROM skiplock_deps WHERE child_id = ? ORDER BY position
+"""
+
+CHILD_READY = """
+UPDATE skiplock_jobs_live SET state = 'pending', run_at = max(run_at, :now),
+    args = coalesce(:args, args)
+WHERE id = :id AND state = 'waiting'
+RETURNING queue
+"""
+
+OPEN_PARENTS = (
+    """
+SELECT p.parent_id FROM (
+    SELECT DISTINCT parent_id FROM skiplock_deps WHERE parent_state IS NULL
+) p
+WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j
+                  WHERE j.id = p.parent_id AND j.state NOT IN """
+    + FINAL
+    + """)
+LIMIT :most
+"""
+)
+
+WAITS_EXPIRED = """
+SELECT j.id, w.signal FROM skiplock_jobs_live j JOIN skiplock_waits w ON w.job_id = j.id
+WHERE j.state = 'waiting' AND w.signal IS NOT NULL AND j.run_at <= :now
+ORDER BY j.run_at LIMIT :most
+"""
+
+TIMEOUT_MARK = """
+INSERT OR IGNORE INTO skiplock_signals (job_id, name, kind, at) VALUES (?, ?, 'timeout', ?)
+"""
+
+JOB_RESUME = """
+UPDATE skiplock_jobs_live SET state = 'pending', run_at = :now
+WHERE id = :id AND state = 'waiting'
+RETURNING queue
+"""
+
+WAIT_PREPARE = """
+INSERT INTO skiplock_waits (job_id, signal, created_at)
+SELECT id, :name, :now FROM skiplock_jobs_live
+WHERE id = :id AND lease_token = :token AND state = 'running'
+ON CONFLICT (job_id) DO UPDATE SET signal = excluded.signal
+RETURNING job_id
+"""
+
+PARKED_SIGNALLED = """
+SELECT w.job_id FROM skiplock_waits w
+WHERE w.job_id IN (SELECT value FROM json_each(:ids)) AND w.signal IS NOT NULL
+  AND EXISTS (SELECT 1 FROM skiplock_signals s WHERE s.job_id = w.job_id AND s.name = w.signal)
+"""
+
+JOB_STATE = "SELECT state FROM skiplock_jobs WHERE id = ?"
+
+SIGNAL_INSERT = """
+INSERT OR IGNORE INTO skiplock_signals (job_id, name, kind, payload, at)
+VALUES (?, ?, 'signal', ?, ?)
+"""
+
+WAIT_SIGNAL_OF = "SELECT 1 FROM skiplock_waits WHERE job_id = ? AND signal = ?"
+
+SIGNAL_GET = "SELECT kind, payload FROM skiplock_signals WHERE job_id = ? AND name = ?"
+
+STEP_GET = "SELECT result FROM skiplock_steps WHERE job_id = ? AND name = ?"
+
+STEP_PUT = """
+INSERT OR IGNORE INTO skiplock_steps (job_id, name, result, done_at)
+SELECT id, :name, :result, :now FROM skiplock_jobs_live
+WHERE id = :id AND lease_token = :token AND state = 'running'
+"""
+
+PARENT_RESULTS = """
+SELECT parent_id, parent_state, parent_result FROM skiplock_deps
+WHERE child_id = ? ORDER BY position
+"""
+
+JOB_PARENTS = """
+SELECT d.parent_id, coalesce(j.state, d.parent_state, 'gone'), d.on_failure
+FROM skiplock_deps d LEFT JOIN skiplock_jobs j ON j.id = d.parent_id
+WHERE d.child_id = ? ORDER BY d.position
+"""
+
+JOB_CHILDREN = """
+SELECT d.child_id, coalesce(j.state, 'gone'), d.on_failure
+FROM skiplock_deps d LEFT JOIN skiplock_jobs j ON j.id = d.child_id
+WHERE d.parent_id = ? ORDER BY d.child_id LIMIT ?
+"""
+
+JOB_WAIT = "SELECT parents_left, signal, pass_results FROM skiplock_waits WHERE job_id = ?"
+
+JOB_BATCH = """
+SELECT batch_id FROM skiplock_batch_jobs WHERE job_id = :id
+UNION SELECT id FROM skiplock_batches WHERE on_success = :id OR on_complete = :id
+LIMIT 1
+"""
+
+BATCH_INSERT = "INSERT INTO skiplock_batches (created_at) VALUES (?) RETURNING id"
+
+BATCH_SET_CALLBACKS = "UPDATE skiplock_batches SET on_success = ?, on_complete = ? WHERE id = ?"
+
+BATCH_GET = (
+    "SELECT closed_at IS NOT NULL, on_success, on_complete FROM skiplock_batches WHERE id = ?"
+)
+
+BATCH_CLOSE = """
+UPDATE skiplock_batches SET closed_at = ? WHERE id = ? AND closed_at IS NULL
+RETURNING on_success, on_complete
+"""
+
+BATCH_MEMBER_INSERT = "INSERT OR IGNORE INTO skiplock_batch_jobs (batch_id, job_id) VALUES (?, ?)"
+
+BATCH_INFO = """
+SELECT b.id, b.created_at, b.closed_at, b.on_success, b.on_complete,
+       (SELECT json_group_object(s.state, s.n) FROM (
+            SELECT coalesce(j.state, 'gone') AS state, count(*) AS n
+            FROM skiplock_batch_jobs m LEFT JOIN skiplock_jobs j ON j.id = m.job_id
+            WHERE m.batch_id = b.id GROUP BY 1) s)
+FROM skiplock_batches b WHERE b.id = ?
+"""
+
+WAITING_LIST = """
+SELECT j.id, j.task, j.queue, w.parents_left, w.signal, j.run_at, j.created_at
+FROM skiplock_jobs_live j LEFT JOIN skiplock_waits w ON w.job_id = j.id
+WHERE j.state = 'waiting' ORDER BY j.id LIMIT ?
+"""
+
+GRAPH_EDGES = """
+WITH RECURSIVE g(id) AS (
+    SELECT :id
+    UNION
+    SELECT CASE WHEN d.child_id = g.id THEN d.parent_id ELSE d.child_id END
+    FROM skiplock_deps d JOIN g ON d.child_id = g.id OR d.parent_id = g.id
+), ids AS (SELECT id FROM g LIMIT :most)
+SELECT d.parent_id, d.child_id FROM skiplock_deps d
+WHERE d.child_id IN (SELECT id FROM ids) AND d.parent_id IN (SELECT id FROM ids)
+"""
+
+GRAPH_NODES = """
+SELECT id, task, state FROM skiplock_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+"""
+
+ANY_OPEN_EDGE = "SELECT EXISTS (SELECT 1 FROM skiplock_deps WHERE parent_state IS NULL)"

@@ -1,0 +1,333 @@
+"""Workflows' multi-statement operations, written once as step generators (``flows.py`` says
+how a flow runs on both dialects).
+
+- ``enqueue_plan``: a workflow's jobs, their edges and their waits, in the caller's
+  transaction (all or none);
+- ``release``: what parents that finished mean for their waiting children: each edge is
+  resolved once (under its own row lock), each child's count of parents left goes down under
+  its wait row's lock, and a child reaching zero becomes pending exactly once, whichever
+  worker finished the last parent and however many finished it at the same instant;
+- ``sweep``: the backstop every worker's rescuer runs: releases a crash or a commit race left
+  undone, and waits whose timeout passed.
+
+Nothing here runs a callback: a callback, a chord's body, a chain's next link is a job
+written at enqueue in ``waiting``, and releasing it is one conditional row change. So it
+fires once by construction, even when a worker dies between a member's completion and the
+release (the sweep finds the finished parent's open edge).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from .._job import NewJob
+from ..errors import BatchClosed, JobNotFound, UnknownParent, WorkflowCycle
+from .flows import Flow
+from .workflow_plan import Node, Plan, SweepResult
+
+ON_FAILURE = ("cancel", "run", "wait")
+PASS_RESULTS = ("previous", "all", "batch")
+SWEEP_MOST = 1000
+"""Parents (and expired waits) one sweep handles; the next sweep takes the rest."""
+
+
+# -- steps ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FindMissing:
+    """-> the ids among ``ids`` that name no job."""
+
+    ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class InsertJobs:
+    """-> the new jobs' ids, in order (the dialect's ordinary insert, this transaction)."""
+
+    jobs: Sequence[NewJob]
+
+
+@dataclass(frozen=True, slots=True)
+class ToWaiting:
+    """Freshly inserted jobs wait instead of being pending. -> None"""
+
+    ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class InsertWaits:
+    """Rows of (job id, parents left, pass_results, batch id). -> None"""
+
+    rows: Sequence[tuple[int, int, str | None, int | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class AddParents:
+    """Rows of (waiting job id, more parents). -> None"""
+
+    rows: Sequence[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class InsertEdges:
+    """Rows of (child, parent, position, on_failure). -> None"""
+
+    rows: Sequence[tuple[int, int, int, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class LockBatch:
+    """-> (closed, on_success id, on_complete id) of the batch, locked; None if unknown."""
+
+    batch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class InsertBatch:
+    """-> a new open batch's id."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetCallbacks:
+    """The batch's callback jobs. -> None"""
+
+    batch_id: int
+    on_success: int | None
+    on_complete: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CloseBatch:
+    """-> (on_success, on_complete) of the batch, now closed; None if it was closed already
+    (or is unknown)."""
+
+    batch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class AncestorsMeet:
+    """-> whether any of ``targets`` is one of ``starts`` or an ancestor of one."""
+
+    starts: Sequence[int]
+    targets: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class InsertMembers:
+    """The jobs join the batch's member list. -> None"""
+
+    batch_id: int
+    ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveEdges:
+    """-> rows (child, parent, parent_state, on_failure) of the open edges of ``parents``
+    this step resolved (finished or gone parents only; 'wait' edges of failed ones stay)."""
+
+    parents: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Decrement:
+    """-> the children (of ``counts``: child -> resolved parents) now at zero parents."""
+
+    counts: dict[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelChildren:
+    """-> the waiting children cancelled (``errors``: child -> its error record as JSON)."""
+
+    errors: dict[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """-> the waiting children with no parent left now pending (their queues woken)."""
+
+    ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenParents:
+    """-> up to ``most`` parents with an open edge that are finished or gone."""
+
+    most: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireWaits:
+    """-> the parked jobs whose timeout passed, now pending (the timeout recorded)."""
+
+    most: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeSignalled:
+    """-> the parked jobs among ``ids`` whose signal is already stored, now pending."""
+
+    ids: Sequence[int]
+
+
+# -- flows ---------------------------------------------------------------------------------
+
+
+def enqueue_plan(plan: Plan) -> Flow[list[int]]:
+    """Write a plan's jobs, waits and edges; release those whose parents already finished."""
+    olds = sorted({-1 - p for n in plan.nodes for p in n.parents if p < 0})
+    if olds:
+        missing: Sequence[int] = yield FindMissing(olds)
+        if missing:
+            names = ", ".join(str(i) for i in sorted(missing)[:10])
+            raise UnknownParent(
+                f"depends_on: no job {names} (never written, or pruned or discarded since); "
+                "a parent must exist when its child is enqueued"
+            )
+    batch = None if plan.batch_id is None else (yield from _open_batch(plan.batch_id, olds))
+    callbacks = () if batch is None else tuple(c for c in batch[1:] if c is not None)
+    ids: list[int] = yield InsertJobs([n.job for n in plan.nodes])
+    waits: list[tuple[int, int, str | None, int | None]] = []
+    edges: list[tuple[int, int, int, str]] = []
+    for node, child in zip(plan.nodes, ids, strict=True):
+        if not node.parents and not node.gate:
+            continue
+        parents = [ids[p] if p >= 0 else -1 - p for p in node.parents]
+        unique = list(dict.fromkeys(parents))
+        batch_id = plan.batch_id if plan.batch_id is not None else plan.callbacks_of
+        waits.append((child, len(unique) + node.gate, node.pass_results, batch_id))
+        edges += [(child, p, i, node.on_parent_failure) for i, p in enumerate(unique)]
+    if waits:
+        yield ToWaiting([w[0] for w in waits])
+        yield InsertWaits(waits)
+    if plan.batch_id is not None and batch is not None and callbacks:
+        yield InsertMembers(plan.batch_id, ids)
+        for callback, policy in zip(callbacks, _callback_policies(batch), strict=True):
+            edges += [(callback, member, 0, policy) for member in ids]
+        yield AddParents([(c, len(ids)) for c in callbacks])
+    if edges:
+        yield InsertEdges(edges)
+    if olds:
+        yield from release(olds)
+    return ids
+
+
+def _open_batch(batch_id: int, olds: Sequence[int]) -> Flow[tuple[bool, int | None, int | None]]:
+    """The batch a plan joins, locked: refused if unknown or closed, or if a member would
+    wait (through ``olds``) for the batch's own callbacks."""
+    batch: tuple[bool, int | None, int | None] | None = yield LockBatch(batch_id)
+    if batch is None:
+        raise JobNotFound(f"batch {batch_id}: no such batch")
+    closed, on_success, on_complete = batch
+    if closed:
+        raise BatchClosed(f"batch {batch_id} is closed: no job may join it now")
+    callbacks = [c for c in (on_success, on_complete) if c is not None]
+    if olds and callbacks and (yield AncestorsMeet(olds, callbacks)):
+        raise WorkflowCycle(
+            f"depends_on: a job of batch {batch_id} cannot wait for the batch's own "
+            "callback (or a job that waits for it): that is a cycle"
+        )
+    return batch
+
+
+def _callback_policies(batch: tuple[bool, int | None, int | None]) -> list[str]:
+    """on_success waits for every member to succeed (a failure cancels it); on_complete runs
+    once every member finished, however."""
+    _closed, on_success, on_complete = batch
+    policies = []
+    if on_success is not None:
+        policies.append("cancel")
+    if on_complete is not None:
+        policies.append("run")
+    return policies
+
+
+def _failure_record(parent: int, state: str, now: datetime) -> str:
+    """The error a child cancelled for its parent keeps (the shape of ``error_record``)."""
+    ended = "is gone (pruned or discarded)" if state == "gone" else f"ended {state}"
+    return json.dumps(
+        {
+            "attempt": 0,
+            "at": now.isoformat(),
+            "message": f"parent job {parent} {ended}; on_parent_failure='cancel'",
+            "type": "ParentFailed",
+            "traceback": None,
+            "worker": None,
+        }
+    )
+
+
+def release(parents: Sequence[int]) -> Flow[list[int]]:
+    """Resolve finished parents' edges; cancel or release their children (and theirs, for a
+    cancel, down the graph). Returns the children released to pending."""
+    frontier = list(parents)
+    released: list[int] = []
+    while frontier:
+        rows: Sequence[tuple[int, int, str, str]] = yield ResolveEdges(frontier)
+        if not rows:
+            break
+        counts = Counter(child for child, _parent, _state, _policy in rows)
+        now = datetime.now(UTC)
+        failed: dict[int, str] = {}
+        for child, parent, state, policy in rows:
+            if state != "succeeded" and policy == "cancel" and child not in failed:
+                failed[child] = _failure_record(parent, state, now)
+        zero: list[int] = yield Decrement(dict(counts))
+        cancelled: list[int] = (yield CancelChildren(failed)) if failed else []
+        ready = [c for c in zero if c not in failed]
+        if ready:
+            released += yield Ready(ready)
+        frontier = cancelled
+    return released
+
+
+def open_batch(on_success: NewJob | None, on_complete: NewJob | None) -> Flow[int]:
+    """A new open batch and its callbacks, each waiting on the batch's open gate."""
+    batch_id: int = yield InsertBatch()
+    jobs = [j for j in (on_success, on_complete) if j is not None]
+    nodes = tuple(Node(job, pass_results="batch", gate=1) for job in jobs)
+    ids = iter((yield from enqueue_plan(Plan(nodes, callbacks_of=batch_id))))
+    success = next(ids) if on_success is not None else None
+    complete = next(ids) if on_complete is not None else None
+    yield SetCallbacks(batch_id, success, complete)
+    return batch_id
+
+
+def close_batch(batch_id: int) -> Flow[bool]:
+    """Close the batch: its callbacks stop waiting on the gate (and run, if every member has
+    finished already). False if it was closed already."""
+    row = yield CloseBatch(batch_id)
+    if row is None:
+        return False
+    callbacks = [c for c in row if c is not None]
+    if callbacks:
+        zero: list[int] = yield Decrement({c: 1 for c in callbacks})
+        if zero:
+            yield Ready(zero)
+    return True
+
+
+def after_completion(finished: Sequence[int], parked: Sequence[int]) -> Flow[list[int]]:
+    """What a batch of outcomes means for workflows: the finished jobs' children, and parked
+    jobs whose signal came before they parked. Returns the jobs made pending."""
+    made: list[int] = []
+    if finished:
+        made += yield from release(finished)
+    if parked:
+        made += yield ResumeSignalled(parked)
+    return made
+
+
+def sweep(most: int = SWEEP_MOST) -> Flow[SweepResult]:
+    """The backstop: releases left undone, waits past their timeout."""
+    result = SweepResult()
+    parents: Sequence[int] = yield OpenParents(most)
+    if parents:
+        result.released = yield from release(parents)
+    result.timed_out = yield ExpireWaits(most)
+    return result

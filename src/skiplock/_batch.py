@@ -1,0 +1,117 @@
+"""Batches: the jobs enqueued in a block, and callbacks that run once when the last finishes.
+
+``async with app.batch(on_success=report.s(), on_complete=cleanup.s()) as batch:`` opens a
+batch in the database (its callbacks written ``waiting``, behind the batch's open gate); every
+job enqueued inside the block joins it (a context variable, so it follows the block's task and
+the calls it makes, nothing else); the block's end closes it. A callback becomes pending once
+the batch is closed and every member has finished (``on_success``: every member succeeded; a
+member that dies or is cancelled cancels it): exactly once, because that is one conditional
+change of its row, whichever worker finishes the last member, and the sweep finishes it if a
+worker dies in between. Its first argument is the batch's id (``app.batch_info(id)``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Coroutine
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+from ._workflow import Signature
+from ._workflow_records import BatchInfo
+
+T = TypeVar("T")
+
+
+class BatchApp(Protocol):
+    """What a batch calls on its app (``App`` is one)."""
+
+    async def open_batch(
+        self, on_success: Signature | None = None, on_complete: Signature | None = None
+    ) -> int: ...
+
+    async def close_batch(self, batch_id: int) -> bool: ...
+
+    async def batch_info(self, batch_id: int) -> BatchInfo: ...
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T: ...
+
+
+_current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "skiplock_batch", default=None
+)
+
+
+def current_batch() -> int | None:
+    """The id of the batch the calling code enqueues into, or None."""
+    return _current.get()
+
+
+class Batch:
+    """An open batch while its block runs (``app.batch(...)``)."""
+
+    def __init__(
+        self,
+        app: BatchApp,
+        on_success: Signature | None,
+        on_complete: Signature | None,
+        batch_id: int | None,
+        close: bool,
+    ) -> None:
+        self.app = app
+        self.on_success, self.on_complete = on_success, on_complete
+        self._id = batch_id
+        self.close = close
+        """Whether the block's end closes the batch (False: more may join later)."""
+        self._token: contextvars.Token[int | None] | None = None
+
+    @property
+    def id(self) -> int:
+        if self._id is None:
+            raise RuntimeError("the batch is opened when its `async with` block starts")
+        return self._id
+
+    async def open(self) -> Batch:
+        """Write the batch and its callbacks (what entering the block does)."""
+        if self._id is None:
+            self._id = await self.app.open_batch(self.on_success, self.on_complete)
+        return self
+
+    async def __aenter__(self) -> Batch:
+        await self.open()
+        self._token = _current.set(self._id)
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
+        if self.close:
+            await self.app.close_batch(self.id)
+
+    def __enter__(self) -> Batch:
+        if self._id is None:
+            self._id = self.app._run_sync(self.app.open_batch(self.on_success, self.on_complete))
+        self._token = _current.set(self._id)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
+        if self.close:
+            self.app._run_sync(self.app.close_batch(self.id))
+
+    async def info(self) -> BatchInfo:
+        """The batch's members per state, now."""
+        return await self.app.batch_info(self.id)

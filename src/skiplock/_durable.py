@@ -1,0 +1,148 @@
+"""Durable execution inside a running job: steps that run once, waits for a signal, and the
+parents' results (``current_job().step``, ``.wait_for``, ``.parent_results``).
+
+A job that parks or crashes runs again from the top; what it did is not lost, because each
+step's result is stored (under the job's lease) the moment it returns, and a step already
+stored returns its stored result instead of running again. So code before a ``wait_for`` that
+must not repeat goes in a step. A wait parks the job (``Parked`` ends the attempt: no lease,
+no slot) until ``app.signal`` or the timeout makes it pending again; the next run's
+``wait_for`` finds the signal (or the timeout) stored and returns (or raises) at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import math
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Protocol
+
+from ._config import require
+from ._outcomes import Parked
+from ._payload import encode_result
+from .errors import LeaseLost, SignalTimeout
+
+MAX_NAME_CHARS = 200
+"""The longest step or signal name."""
+MAX_WAIT_S = 366 * 86400.0
+"""The longest a job may stay parked on a signal (and the wait of ``timeout=None``)."""
+
+
+class DurableStore(Protocol):
+    """What durable execution needs of a backend (every Backend has these)."""
+
+    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]: ...
+
+    async def workflow_step_put(
+        self, job_id: int, token: str, name: str, result_json: str | None
+    ) -> bool: ...
+
+    async def workflow_signal_get(
+        self, job_id: int, name: str
+    ) -> tuple[str, str | None] | None: ...
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool: ...
+
+    async def workflow_parent_results(
+        self, job_id: int
+    ) -> list[tuple[int, str | None, str | None]]: ...
+
+
+def check_name(option: str, name: object) -> str:
+    """A step's or a signal's name: a non-empty str of at most MAX_NAME_CHARS, no NUL."""
+    require(isinstance(name, str), option, name, "must be a str")
+    assert isinstance(name, str)
+    require(
+        0 < len(name) <= MAX_NAME_CHARS and "\x00" not in name,
+        option,
+        name[:50],
+        f"must be 1 to {MAX_NAME_CHARS} characters, without NUL",
+    )
+    return name
+
+
+def check_wait(timeout: float | timedelta | None) -> float:
+    """A wait's timeout in seconds: finite, above 0, at most MAX_WAIT_S (None: that)."""
+    if timeout is None:
+        return MAX_WAIT_S
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    require(
+        isinstance(seconds, int | float) and not isinstance(seconds, bool),
+        "timeout",
+        timeout,
+        "must be seconds or a timedelta",
+    )
+    require(
+        math.isfinite(seconds) and 0 < seconds <= MAX_WAIT_S,
+        "timeout",
+        timeout,
+        f"must be above 0 and at most {MAX_WAIT_S:.0f} seconds (366 days)",
+    )
+    return float(seconds)
+
+
+def _decode(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class Durable:
+    """One running attempt's durable operations, fenced by its lease token."""
+
+    __slots__ = ("job_id", "max_result_bytes", "store", "task", "token")
+
+    def __init__(
+        self, store: DurableStore, job_id: int, token: str, task: str, max_result_bytes: int
+    ) -> None:
+        self.store, self.job_id, self.token = store, job_id, token
+        self.task, self.max_result_bytes = task, max_result_bytes
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        check_name("name", name)
+        found, text = await self.store.workflow_step_get(self.job_id, name)
+        if found:
+            return _decode(text)
+        if inspect.iscoroutinefunction(fn):
+            value = await fn(*args, **kwargs)
+        else:
+            value = await asyncio.to_thread(fn, *args, **kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        stored = None if value is None else encode_result(self.task, value, self.max_result_bytes)
+        if not await self.store.workflow_step_put(self.job_id, self.token, name, stored):
+            found, text = await self.store.workflow_step_get(self.job_id, name)
+            if not found:
+                raise LeaseLost(
+                    f"job {self.job_id}: step {name!r} ran, but the job's lease is gone; the "
+                    "worker that holds it now runs the step"
+                )
+            return _decode(text)  # stored meanwhile by the lease's holder: its result counts
+        return value
+
+    async def wait_for(self, name: str, timeout: float | timedelta | None) -> Any:
+        check_name("name", name)
+        seconds = check_wait(timeout)
+        seen = await self.store.workflow_signal_get(self.job_id, name)
+        if seen is not None:
+            kind, payload = seen
+            if kind == "signal":
+                return _decode(payload)
+            raise SignalTimeout(
+                f"job {self.job_id}: no signal {name!r} came before the wait's timeout",
+                name=name,
+            )
+        if not await self.store.workflow_wait_prepare(self.job_id, self.token, name):
+            raise LeaseLost(f"job {self.job_id}: the lease is gone; it cannot park on {name!r}")
+        raise Parked(name, seconds)
+
+    async def parent_results(self) -> dict[int, Any]:
+        rows = await self.store.workflow_parent_results(self.job_id)
+        return {parent: _decode(result) for parent, state, result in rows if state == "succeeded"}
+
+
+def signal_payload(payload: Any, max_bytes: int) -> str | None:
+    """A signal's payload as strict JSON (checked as a result is), or None."""
+    if payload is None:
+        return None
+    return encode_result("signal", payload, max_bytes)
