@@ -68,3 +68,9 @@ def _v1_to_v2(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[
 async def greet(name: str, lang: str) -> str:
     """A task at payload version 2 (``job show`` shows the version)."""
     return f"{name}/{lang}"
+
+
+@app.task(name="approval")
+async def approval() -> Any:
+    """Parks on the signal ``approved`` (a workflow's wait), then returns its payload."""
+    return await skiplock.current_job().wait_for("approved", timeout=3600)

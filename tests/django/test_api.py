@@ -177,3 +177,22 @@ def test_a_running_row_reads_running_from_its_claim(backend: Any) -> None:
     read = to_task_result(tasks.add, claimed, "default")
     assert read.status == TaskResultStatus.RUNNING
     assert read.started_at == now
+
+
+def test_every_job_state_reads_as_a_django_status(backend: Any) -> None:
+    """A waiting row (a workflow's child, a parked job) reads READY, as Django's tasks that
+    are enqueued and not yet running do; every state maps (a missing one is a KeyError)."""
+    import dataclasses
+
+    from skiplock import JobState
+    from skiplock.contrib.django._results import STATUS, to_task_result
+
+    assert set(STATUS) == set(JobState)
+    result = tasks.add.enqueue(3, 4)
+
+    async def fetch() -> Any:
+        return await (await backend.app.job(int(result.id))).fetch()
+
+    record = backend.app.run_sync(fetch())
+    waiting = dataclasses.replace(record, state=JobState.WAITING)
+    assert to_task_result(tasks.add, waiting, "default").status == TaskResultStatus.READY

@@ -1,4 +1,4 @@
-"""``skiplock job ...``: list, show, cancel or retry jobs.
+"""``skiplock job ...``: list, show, cancel, retry or signal jobs; waiting jobs and batches.
 
 Every action that changes a job is recorded on it (who, when, what); ``--who`` defaults to
 user@host. Unknown ids, queues and tasks are clear errors, never silent no-ops.
@@ -6,6 +6,8 @@ user@host. Unknown ids, queues and tasks are clear errors, never silent no-ops.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +16,7 @@ import click
 
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
+from .._workflow_records import JobLinks, LinkedJob, SignalOutcome
 from .output import echo_json, json_option, to_json
 from .support import CANNOT_RUN, LIMIT, CliError, Group, app_command, app_for, run_async
 
@@ -164,7 +167,7 @@ def echo_jobs(jobs: list[JobRecord], noun: str, as_json: bool) -> None:
 
 @click.group(cls=Group)
 def job() -> None:
-    """List, show, cancel or retry jobs."""
+    """List, show, cancel, retry or signal jobs; waiting jobs and batches."""
 
 
 @app_command(job, "list")
@@ -192,11 +195,126 @@ def job_show(app_spec: str, url: str | None, job_id: int, as_json: bool) -> None
     Its state, arguments, result, progress, which worker ran it, each attempt's error, and
     what people did to it."""
     app = app_for(app_spec, url)
-    record = run_async(app, lambda: app.get_job(job_id))
+
+    async def read() -> tuple[JobRecord, JobLinks]:
+        return await app.get_job(job_id), await app.job_links(job_id)
+
+    record, links = run_async(app, read)
     if as_json:
-        echo_json(job_details(record))
-    else:
-        echo_job(record, full=True)
+        echo_json({**job_details(record), "workflow": links_details(links)})
+        return
+    echo_job(record, full=True)
+    for line in links_lines(links):
+        click.echo(line)
+
+
+def links_details(links: JobLinks) -> dict[str, Any]:
+    """A job's place in a workflow as JSON (``job show --json``'s ``workflow``)."""
+
+    def linked(jobs: list[LinkedJob]) -> list[dict[str, Any]]:
+        return [
+            {"id": j.id, "state": j.state, "on_parent_failure": j.on_parent_failure} for j in jobs
+        ]
+
+    return {
+        "parents": linked(links.parents),
+        "children": linked(links.children),
+        "batch_id": links.batch_id,
+        "parents_left": links.parents_left,
+        "signal": links.signal,
+    }
+
+
+def links_lines(links: JobLinks) -> list[str]:
+    """``job show``'s workflow lines: parents, children, batch, what it waits for."""
+
+    def named(jobs: list[LinkedJob]) -> str:
+        shown = ", ".join(f"{j.id} ({j.state})" for j in jobs[:20])
+        more = f", and {len(jobs) - 20} more" if len(jobs) > 20 else ""
+        return shown + more
+
+    lines = []
+    if links.parents:
+        policy = links.parents[0].on_parent_failure
+        lines.append(f"parents: {named(links.parents)}; on_parent_failure={policy}")
+    if links.children:
+        lines.append(f"children: {named(links.children)}")
+    if links.batch_id is not None:
+        lines.append(f"batch: {links.batch_id} (skiplock job batch {links.batch_id})")
+    if links.signal is not None:
+        lines.append(f"waits for signal {links.signal!r} (skiplock job signal ID NAME)")
+    elif links.parents_left:
+        lines.append(f"waits for {links.parents_left} more parent(s) to finish")
+    return lines
+
+
+@app_command(job, "signal")
+@click.argument("job_id", type=JOB_ID)
+@click.argument("name")
+@click.option("--payload", help="The signal's payload as JSON (what wait_for returns).")
+@who_option
+def job_signal(
+    app_spec: str, url: str | None, job_id: int, name: str, payload: str | None, who: str
+) -> None:
+    """Send the signal NAME to a job: one parked on it (``wait_for(NAME)``) runs again now.
+
+    Once per name: a second signal, or one after the wait timed out, changes nothing and
+    exits 1 saying so."""
+    value = None
+    if payload is not None:
+        try:
+            value = json.loads(payload)
+        except ValueError as exc:
+            raise CliError(f"--payload is not JSON: {exc}", CANNOT_RUN) from None
+    app = app_for(app_spec, url)
+    outcome = run_async(app, lambda: app.signal(job_id, name, value, who=who))
+    if outcome is SignalOutcome.DELIVERED:
+        click.echo(f"job {job_id}: signal {name!r} delivered")
+        return
+    why = {
+        SignalOutcome.DUPLICATE: "was delivered already",
+        SignalOutcome.TIMED_OUT: "came after the wait timed out",
+        SignalOutcome.FINISHED: "came after the job finished",
+    }[outcome]
+    raise CliError(f"job {job_id}: signal {name!r} {why}: nothing changed")
+
+
+@app_command(job, "waiting")
+@click.option("--limit", type=LIMIT, default=100, show_default=True, help="At most this many.")
+@json_option
+def job_waiting(app_spec: str, url: str | None, limit: int, as_json: bool) -> None:
+    """Jobs in waiting: on parents (how many are left), or parked on a signal (until when)."""
+    app = app_for(app_spec, url)
+    jobs = run_async(app, lambda: app.waiting_jobs(limit))
+    if as_json:
+        echo_json({"count": len(jobs), "jobs": [dataclasses.asdict(j) for j in jobs]})
+        return
+    for w in jobs:
+        if w.signal is not None:
+            until = f" until {w.until:%Y-%m-%d %H:%M:%S}" if w.until else ""
+            what = f"signal {w.signal!r}{until}"
+        else:
+            what = f"{w.parents_left} parent(s) left"
+        click.echo(f"{w.id:>8} {w.task} queue={w.queue} waits for {what}")
+    click.echo(f"{len(jobs)} waiting")
+
+
+@app_command(job, "batch")
+@click.argument("batch_id", type=JOB_ID)
+@json_option
+def job_batch(app_spec: str, url: str | None, batch_id: int, as_json: bool) -> None:
+    """A batch's members per state, whether it is closed, and its callbacks."""
+    app = app_for(app_spec, url)
+    info = run_async(app, lambda: app.batch_info(batch_id))
+    if as_json:
+        echo_json({**dataclasses.asdict(info), "total": info.total, "finished": info.finished})
+        return
+    counts = " ".join(f"{state}={n}" for state, n in sorted(info.counts.items()))
+    closed = "closed" if info.closed else "open"
+    click.echo(f"batch {info.id} {closed}: {info.finished}/{info.total} finished {counts}")
+    for label, callback in (("on_success", info.on_success), ("on_complete", info.on_complete)):
+        if callback is not None:
+            click.echo(f"  {label}: job {callback}")
 
 
 @app_command(job, "cancel")

@@ -20,6 +20,7 @@ STATUS = {
     JobState.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
     JobState.DEAD: TaskResultStatus.FAILED,
     JobState.CANCELLED: TaskResultStatus.FAILED,
+    JobState.WAITING: TaskResultStatus.READY,  # enqueued, waiting for its parents or a signal
 }
 
 

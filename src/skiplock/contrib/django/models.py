@@ -30,7 +30,7 @@ class Timestamp(models.FloatField):  # type: ignore[misc]
         return super().get_db_prep_value(value, connection, prepared)
 
 
-STATES = [(s, s) for s in ("pending", "running", "succeeded", "cancelled", "dead")]
+STATES = [(s, s) for s in ("pending", "running", "succeeded", "cancelled", "dead", "waiting")]
 
 
 class Job(models.Model):  # type: ignore[misc]

@@ -1,0 +1,83 @@
+"""``skiplock job show`` / ``signal`` / ``waiting`` / ``batch`` on workflows, through the real
+CLI on SQLite and PostgreSQL: what they print, the documented ``--json`` keys, and a signal
+that resumes a parked job exactly once (a second one exits 1 saying it changed nothing)."""
+
+from __future__ import annotations
+
+import pytest
+
+import skiplock
+from skiplock import JobState, chain
+
+from .apps import cli_app
+from .helpers import Cli, cli_fixtures, documented, keys, ok, parsed, run
+
+pytestmark = pytest.mark.slow
+APP = "tests.apps.cli_app:app"
+
+cli, app = cli_fixtures(cli_app)
+
+
+async def test_show_prints_a_jobs_links_and_json_has_the_documented_keys(
+    cli: Cli, app: skiplock.App
+) -> None:
+    flow = await chain(cli_app.add.s(1, 2), cli_app.add_sync.s(3)).aenqueue()
+    first, second = flow.ids
+    text = ok(await run(cli, "job", "show", APP, str(second)))
+    assert f"parents: {first} (pending); on_parent_failure=cancel" in text
+    assert "waits for 1 more parent(s) to finish" in text
+    text = ok(await run(cli, "job", "show", APP, str(first)))
+    assert f"children: {second} (waiting)" in text
+    shown = parsed(await run(cli, "job", "show", APP, str(second), "--json"))
+    assert shown["state"] == "waiting"
+    doc = {k.removeprefix("workflow.") for k in documented("`job show --json`'s")}
+    assert set(shown["workflow"]) | {"workflow"} == doc
+    assert shown["workflow"]["parents"] == [
+        {"id": first, "state": "pending", "on_parent_failure": "cancel"}
+    ]
+    waiting = parsed(await run(cli, "job", "waiting", APP, "--json"))
+    assert keys(waiting) | {f"jobs[].{k}" for k in waiting["jobs"][0]} == documented(
+        "`job waiting --json`"
+    )
+    assert [(j["id"], j["parents_left"]) for j in waiting["jobs"]] == [(second, 1)]
+    assert f"{second} add_sync queue=default waits for 1 parent(s) left" in ok(
+        await run(cli, "job", "waiting", APP)
+    )
+
+
+async def test_a_signal_from_the_cli_resumes_a_parked_job_once(cli: Cli, app: skiplock.App) -> None:
+    handle = await cli_app.approval.aenqueue()
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    assert (await app.get_job(handle.id)).state is JobState.WAITING
+    listed = ok(await run(cli, "job", "waiting", APP))
+    assert f"{handle.id} approval queue=default waits for signal 'approved' until" in listed
+    bad = await run(cli, "job", "signal", APP, str(handle.id), "approved", "--payload", "{no")
+    assert bad.returncode == 2 and "--payload is not JSON" in bad.stderr  # type: ignore[attr-defined]
+    sent = await run(
+        cli, "job", "signal", APP, str(handle.id), "approved", "--payload", '{"by": "ann"}'
+    )
+    assert ok(sent).strip() == f"job {handle.id}: signal 'approved' delivered"
+    again = await run(cli, "job", "signal", APP, str(handle.id), "approved")
+    assert again.returncode == 1  # type: ignore[attr-defined]
+    assert "was delivered already: nothing changed" in again.stderr  # type: ignore[attr-defined]
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    assert await handle.result(timeout=10) == {"by": "ann"}
+    trail = await app.audit_trail()
+    assert [(e.what, e.detail) for e in trail[:2]] == [
+        ("signal", "approved: duplicate"),
+        ("signal", "approved: delivered"),
+    ]
+
+
+async def test_batch_prints_its_counts(cli: Cli, app: skiplock.App) -> None:
+    async with app.batch(on_complete=cli_app.record.s()) as batch:
+        await cli_app.add.aenqueue(1, 1)
+        await cli_app.fail.aenqueue("no")
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    info = parsed(await run(cli, "job", "batch", APP, str(batch.id), "--json"))
+    assert set(info) == documented("`job batch --json`")
+    assert info["counts"] == {"succeeded": 1, "dead": 1} and info["finished"] == 2
+    text = ok(await run(cli, "job", "batch", APP, str(batch.id)))
+    assert f"batch {batch.id} closed: 2/2 finished dead=1 succeeded=1" in text
+    missing = await run(cli, "job", "batch", APP, "999999")
+    assert missing.returncode == 1 and "no such batch" in missing.stderr  # type: ignore[attr-defined]

@@ -1,0 +1,158 @@
+"""Exactly-once releases under concurrency: the last two parents of one child finishing on
+two connections at the same instant, forced step by step (the release flow driven by hand on
+two PostgreSQL transactions, the second blocked on the first's lock); and many releases of
+one fan-in racing on both databases. However they interleave, the child is released once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import asyncpg
+import pytest
+
+import skiplock
+from skiplock import JobState
+from skiplock._backends import workflow_flows as wf
+from skiplock._backends.postgres import PostgresBackend
+from skiplock._backends.postgres_url import parse_postgres_url
+
+pytestmark = pytest.mark.slow
+
+
+def tasks(app: skiplock.App) -> tuple[Any, Any]:
+    @app.task(name="parent")
+    def parent(n: int) -> int:
+        return n
+
+    @app.task(name="child")
+    def child(*results: Any) -> list[Any]:
+        return list(results)
+
+    return parent, child
+
+
+async def finish_without_release(app: skiplock.App, url: str, ids: list[int]) -> None:
+    """The parents' rows as a completion leaves them, and no release: a person's SQL (or a
+    worker that died right after its completion statement)."""
+    backend = await app.backend()
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        marks = ",".join("?" * len(ids))
+        conn.execute(
+            "UPDATE skiplock_jobs_live SET state = 'succeeded', finished_at = 1, result = '7' "
+            f"WHERE id IN ({marks})",
+            ids,
+        )
+        conn.close()
+        return
+    assert isinstance(backend, PostgresBackend)
+    await backend.pool.execute(
+        f'UPDATE "{backend.schema}".skiplock_jobs SET state = $2, finished_at = now(), '
+        "result = '7' WHERE id = ANY($1::bigint[])",
+        ids,
+        "succeeded",
+    )
+
+
+async def step_until(flow: Any, answer: Any, kind: type, first: Any = None) -> tuple[Any, Any]:
+    """Drive ``flow`` with ``answer`` until it yields a step of ``kind``; return that step
+    (unanswered) and the flow."""
+    step = next(flow) if first is None else first
+    while not isinstance(step, kind):
+        step = flow.send(await answer(step))
+    return step, flow
+
+
+async def resume(flow: Any, answer: Any, value: Any) -> list[int]:
+    """Send ``value`` (the answer to the step the flow waits on), then drive it to its end."""
+    try:
+        step = flow.send(value)
+        while True:
+            step = flow.send(await answer(step))
+    except StopIteration as done:
+        return list(done.value)
+
+
+async def test_the_last_two_parents_released_at_once_release_the_child_once(
+    pg_url: str,
+) -> None:
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    try:
+        parent, child = tasks(app)
+        p1, p2 = await parent.aenqueue(1), await parent.aenqueue(2)
+        c = await child.using(depends_on=[p1, p2]).aenqueue()
+        await finish_without_release(app, pg_url, [p1.id, p2.id])
+        backend = await app.backend()
+        assert isinstance(backend, PostgresBackend)
+        dsn = parse_postgres_url(pg_url).dsn
+        a, b = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+        try:
+            ta, tb = a.transaction(), b.transaction()
+            await ta.start()
+            await tb.start()
+            answer_a, answer_b = backend._wf_answers(a), backend._wf_answers(b)
+            # both resolve their parent's edge (two rows: neither waits)
+            step_a, flow_a = await step_until(wf.release([p1.id]), answer_a, wf.Decrement)
+            step_b, flow_b = await step_until(wf.release([p2.id]), answer_b, wf.Decrement)
+            # A counts its parent off first; B's count waits on the child's wait row
+            first_zero = await answer_a(step_a)
+            assert first_zero == []  # one parent left, as A sees it
+            b_counts = asyncio.create_task(answer_b(step_b))
+            await wait_for_lock(backend, b.get_server_pid())
+            assert not b_counts.done()
+            released_a = await resume(flow_a, answer_a, first_zero)
+            await ta.commit()
+            zero = await b_counts
+            assert zero == [c.id]  # B's count, after A's, reaches zero
+            released_b = await resume(flow_b, answer_b, zero)
+            await tb.commit()
+        finally:
+            await a.close()
+            await b.close()
+        assert released_a == [] and released_b == [c.id]
+        assert (await app.get_job(c.id)).state is JobState.PENDING
+        assert (await app.get_job(c.id)).args == []  # no results asked for
+    finally:
+        await app.close()
+
+
+async def wait_for_lock(backend: PostgresBackend, pid: int, timeout: float = 10) -> None:
+    """Until the session ``pid`` waits on a lock (pg_stat_activity), not a sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        waiting = await backend.pool.fetchval(
+            "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid
+        )
+        if waiting:
+            return
+        assert time.monotonic() < deadline, "the second release never waited on the lock"
+        await asyncio.sleep(0.01)
+
+
+async def test_many_releases_of_one_fan_in_racing_release_it_once(db_url: str) -> None:
+    app = skiplock.App(db_url)
+    await app.migrate()
+    others = [app.new_backend() for _ in range(4)]
+    try:
+        parent, child = tasks(app)
+        parents = [await parent.aenqueue(n) for n in range(40)]
+        c = await child.using(depends_on=parents).aenqueue()
+        await finish_without_release(app, db_url, [p.id for p in parents])
+        for backend in others:
+            await backend.open()
+        calls = [others[n % len(others)].workflow_release([p.id]) for n, p in enumerate(parents)]
+        calls += [b.workflow_sweep() for b in others]  # the sweeps race them too
+        results = await asyncio.gather(*calls)
+        released = [i for r in results[: len(parents)] for i in r]
+        released += [i for r in results[len(parents) :] for i in r.released]
+        assert released == [c.id]
+        assert (await app.get_job(c.id)).state is JobState.PENDING
+    finally:
+        for backend in others:
+            await backend.close()
+        await app.close()
