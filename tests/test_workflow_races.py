@@ -156,3 +156,44 @@ async def test_many_releases_of_one_fan_in_racing_release_it_once(db_url: str) -
         for backend in others:
             await backend.close()
         await app.close()
+
+
+async def test_a_timeout_and_a_signal_racing_resolve_to_one_outcome(db_url: str) -> None:
+    """The wait's timeout has passed and a signal comes at the same instant as the sweep that
+    times it out, ten times over: each job ends one way, the same way its run sees."""
+    from .helpers import FakeClock
+
+    clock = FakeClock()
+    app = skiplock.App(db_url, clock=clock)
+    await app.migrate()
+    sweeper = app.new_backend()
+    try:
+
+        @app.task(name="wait")
+        async def wait() -> str:
+            try:
+                return str(await skiplock.current_job().wait_for("go", timeout=5))
+            except skiplock.SignalTimeout:
+                return "timed out"
+
+        await sweeper.open()
+        seen = set()
+        for _ in range(10):  # a round each: one parked job, its signal against the sweep
+            h = await wait.aenqueue()
+            await app.drain()
+            clock.advance(6)
+            sent, swept = await asyncio.gather(
+                app.signal(h.id, "go", "signal"), sweeper.workflow_sweep()
+            )
+            await app.drain()
+            result = await h.result(timeout=5)
+            seen.add(sent)
+            if sent is skiplock.SignalOutcome.DELIVERED:
+                assert h.id not in swept.timed_out and result == "signal"
+            else:
+                assert sent is skiplock.SignalOutcome.TIMED_OUT
+                assert swept.timed_out == [h.id] and result == "timed out"
+        assert seen  # each round ended one way
+    finally:
+        await sweeper.close()
+        await app.close()

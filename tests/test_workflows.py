@@ -227,6 +227,32 @@ async def test_a_workflow_is_all_or_nothing(app: skiplock.App) -> None:
     assert await app.count_jobs() == 0
 
 
+async def test_a_chain_on_the_callers_connection_outside_a_transaction_is_all_or_none(
+    db_url: str, app: skiplock.App
+) -> None:
+    """No transaction open on the caller's connection: the workflow takes one of its own (a
+    worker never sees a child pending before it is made to wait)."""
+    t = tasks(app)
+    if db_url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+        handle = chain(t["add"].s(1), t["add"].s(2)).using(connection=conn).enqueue()
+        conn.close()
+    else:
+        import psycopg
+
+        from skiplock._backends.postgres_url import parse_postgres_url
+
+        parsed = parse_postgres_url(db_url)
+        async with await psycopg.AsyncConnection.connect(parsed.dsn, autocommit=True) as conn:
+            await conn.execute(f'SET search_path TO "{parsed.schema}"')
+            handle = await chain(t["add"].s(1), t["add"].s(2)).using(connection=conn).aenqueue()
+    assert [await state(app, i) for i in handle.ids] == [JobState.PENDING, JobState.WAITING]
+    await app.drain()
+    assert await handle.result(timeout=5) == 3
+
+
 async def test_a_chain_in_the_callers_transaction(db_url: str, app: skiplock.App) -> None:
     t = tasks(app)
     wf = chain(t["add"].s(1), t["add"].s(2))
@@ -418,3 +444,26 @@ async def test_names_and_timeouts_are_checked(app: skiplock.App) -> None:
     assert record.state is JobState.DEAD
     assert "timeout=nan" in record.errors[-1]["message"]
     assert await app.count_jobs(where=JobFilter(task="bad_wait")) == 1
+
+
+async def test_a_workflows_size_depth_and_parents_are_bounded(app: skiplock.App) -> None:
+    t = tasks(app)
+    from skiplock._limits import MAX_PARENTS, MAX_WORKFLOW_DEPTH
+
+    too_deep = chain(*[t["add"].s(1)] + [t["add"].s(1)] * MAX_WORKFLOW_DEPTH)
+    with pytest.raises(ConfigurationError, match=f"deeper than {MAX_WORKFLOW_DEPTH} steps"):
+        await too_deep.aenqueue()
+    too_wide = chord([t["add"].s(i) for i in range(MAX_PARENTS + 1)], t["total"].s())
+    with pytest.raises(ConfigurationError, match=f"at most {MAX_PARENTS} others"):
+        await too_wide.aenqueue()
+    with pytest.raises(ConfigurationError, match=f"at most {MAX_PARENTS} parents"):
+        t["note"].using(depends_on=range(1, MAX_PARENTS + 2))
+    with pytest.raises(ConfigurationError, match="not a signature"):
+        chain(t["add"].s(1), "b")  # type: ignore[arg-type]
+    app.eager = True
+    try:
+        with pytest.raises(ConfigurationError, match="do not run in eager mode"):
+            await chain(t["add"].s(1), t["add"].s(2)).aenqueue()
+    finally:
+        app.eager = False
+    assert await app.count_jobs() == 0

@@ -1066,8 +1066,9 @@ class PostgresBackend:
         """A workflow flow in one transaction: the caller's (``connection``), or one of ours,
         run again from the start where it met a row moved between partitions or a deadlock
         (each attempt a new flow: nothing of a rolled-back one is kept)."""
-        if connection is not None:
-            return await flows.drive_async(make(), self._wf_answers(connection))
+        if connection is not None:  # a savepoint inside the caller's transaction, or one
+            async with connection.transaction():  # type: ignore[attr-defined]
+                return await flows.drive_async(make(), self._wf_answers(connection))
 
         async def attempt() -> R:
             async with self.pool.acquire() as conn, conn.transaction():

@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -962,15 +962,13 @@ class SQLiteBackend:
 
     async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
         if connection is not None:
-            own = _own_sqlite(connection)
-            with _wrapped("workflow_enqueue"):
-                return flows.drive(wf.enqueue_plan(plan), self._wf_answers(own))
+            return self.workflow_enqueue_sync(plan, connection)
         return await self._wf_write("workflow_enqueue", lambda: wf.enqueue_plan(plan))
 
     def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
         """``workflow_enqueue`` on the caller's own sqlite3 connection, in its transaction."""
         own = _own_sqlite(connection)
-        with _wrapped("workflow_enqueue"):
+        with _wrapped("workflow_enqueue"), _savepoint(own):
             return flows.drive(wf.enqueue_plan(plan), self._wf_answers(own))
 
     async def workflow_open_batch(
@@ -978,7 +976,7 @@ class SQLiteBackend:
     ) -> int:
         if connection is not None:
             own = _own_sqlite(connection)
-            with _wrapped("workflow_open_batch"):
+            with _wrapped("workflow_open_batch"), _savepoint(own):
                 return flows.drive(wf.open_batch(on_success, on_complete), self._wf_answers(own))
         return await self._wf_write(
             "workflow_open_batch", lambda: wf.open_batch(on_success, on_complete)
@@ -1086,6 +1084,20 @@ class SQLiteBackend:
             return workflow_graph(nodes, edges, len(ids) > most)
 
         return await self._run("workflow_graph", read)
+
+
+@contextlib.contextmanager
+def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
+    """All of a workflow or none on the caller's connection: a savepoint inside its
+    transaction (or, outside one, a transaction of its own that the release commits)."""
+    conn.execute("SAVEPOINT skiplock_workflow")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK TO skiplock_workflow")
+        conn.execute("RELEASE skiplock_workflow")
+        raise
+    conn.execute("RELEASE skiplock_workflow")
 
 
 def _no_wake(_queues: set[str]) -> None:
