@@ -467,3 +467,45 @@ async def test_a_workflows_size_depth_and_parents_are_bounded(app: skiplock.App)
     finally:
         app.eager = False
     assert await app.count_jobs() == 0
+
+
+async def side_rows(app: skiplock.App, db_url: str) -> dict[str, int]:
+    tables = ["steps", "signals", "deps", "waits", "batch_jobs", "batches"]
+    backend = await app.backend()
+    if db_url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        try:
+            return {
+                t: conn.execute(f"SELECT count(*) FROM skiplock_{t}").fetchone()[0] for t in tables
+            }
+        finally:
+            conn.close()
+    schema = backend.schema  # type: ignore[attr-defined]
+    pool = backend.pool  # type: ignore[attr-defined]
+    return {t: await pool.fetchval(f'SELECT count(*) FROM "{schema}".skiplock_{t}') for t in tables}
+
+
+async def test_the_retention_takes_what_a_workflow_leaves(db_url: str, app: skiplock.App) -> None:
+    t = tasks(app)
+
+    @app.task(name="stepper")
+    async def stepper() -> Any:
+        job = skiplock.current_job()
+        await job.step("one", lambda: 1)
+        return await job.wait_for("go", timeout=60)
+
+    flow = await chain(t["add"].s(1), t["add"].s(2)).aenqueue()
+    async with app.batch(on_complete=t["note"].s()):
+        parked = await stepper.aenqueue()
+    await app.drain()
+    await app.signal(parked.id, "go", 1)
+    await app.drain()
+    assert await flow.result(timeout=5) == 3
+    before = await side_rows(app, db_url)
+    assert before["steps"] == 1 and before["signals"] == 1 and before["deps"] == 2
+    await app.prune(finished_age_s=3600, dead_age_s=3600)  # nothing is old enough yet
+    assert await side_rows(app, db_url) == before
+    await app.prune(finished_age_s=0, dead_age_s=0)
+    assert await side_rows(app, db_url) == dict.fromkeys(before, 0)

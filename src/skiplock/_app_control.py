@@ -202,6 +202,8 @@ class Operations:
         total = 0
         while (deleted := await backend.job_prune(params)) > 0:
             total += deleted
+        while await backend.workflow_prune(batch) > 0:  # what workflows left behind
+            pass
         ages = f"finished_age_s={finished_age_s} dead_age_s={dead_age_s}"
         await self._audit("prune", who, "jobs", f"{total} rows; {ages}")
         return total

@@ -671,6 +671,11 @@ class Backend(Protocol):
         """The jobs linked to ``job_id`` (at most ``most``) and their edges."""
         ...
 
+    async def workflow_prune(self, most: int) -> int:
+        """Delete what workflows left of jobs now gone (steps, signals, edges, waits, batch
+        members, empty closed batches), at most ``most`` rows a table; how many."""
+        ...
+
     def listen(self, on_wake: Callable[[str], None]) -> AbstractAsyncContextManager[asyncio.Event]:
         """While entered, call ``on_wake(queue)`` when another process enqueues."""
         ...

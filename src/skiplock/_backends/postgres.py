@@ -1192,3 +1192,7 @@ class PostgresBackend:
                 ids = sorted({job_id} | {e[0] for e in edges} | {e[1] for e in edges})
                 nodes = await conn.fetch(self._wf.GRAPH_NODES, ids[:most])
         return workflow_graph(map(tuple, nodes), map(tuple, edges), len(ids) > most)
+
+    async def workflow_prune(self, most: int) -> int:
+        with _wrapped("workflow_prune"):
+            return int(await self.pool.fetchval(self._wf.WORKFLOW_PRUNE, most))

@@ -408,6 +408,54 @@ SELECT id, task, state FROM {s}.skiplock_jobs WHERE id = ANY($1::bigint[])
 """
 
 
+WORKFLOW_PRUNE = """
+-- What a workflow leaves once its jobs are gone (pruned, discarded), at most $1 rows a table:
+-- steps and signals of jobs no longer kept, edges of children no longer kept, wait rows of
+-- jobs that no longer wait (or prepare to park), batch members gone, and closed batches left
+-- with no member and no callback.
+WITH steps AS (
+    DELETE FROM {s}.skiplock_steps WHERE ctid IN (
+        SELECT x.ctid FROM {s}.skiplock_steps x
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j WHERE j.id = x.job_id) LIMIT $1)
+    RETURNING 1
+), signals AS (
+    DELETE FROM {s}.skiplock_signals WHERE ctid IN (
+        SELECT x.ctid FROM {s}.skiplock_signals x
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j WHERE j.id = x.job_id) LIMIT $1)
+    RETURNING 1
+), edges AS (
+    DELETE FROM {s}.skiplock_deps WHERE ctid IN (
+        SELECT x.ctid FROM {s}.skiplock_deps x
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j WHERE j.id = x.child_id) LIMIT $1)
+    RETURNING 1
+), waits AS (
+    DELETE FROM {s}.skiplock_waits WHERE job_id IN (
+        SELECT x.job_id FROM {s}.skiplock_waits x
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
+                          WHERE j.id = x.job_id AND j.state IN ('waiting', 'running'))
+        LIMIT $1)
+    RETURNING 1
+), members AS (
+    DELETE FROM {s}.skiplock_batch_jobs WHERE ctid IN (
+        SELECT x.ctid FROM {s}.skiplock_batch_jobs x
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j WHERE j.id = x.job_id) LIMIT $1)
+    RETURNING 1
+), batches AS (
+    DELETE FROM {s}.skiplock_batches b WHERE b.id IN (
+        SELECT x.id FROM {s}.skiplock_batches x
+        WHERE x.closed_at IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM {s}.skiplock_batch_jobs m WHERE m.batch_id = x.id)
+          AND NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
+                          WHERE j.id IN (x.on_success, x.on_complete))
+        LIMIT $1)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM steps) + (SELECT count(*) FROM signals)
+     + (SELECT count(*) FROM edges) + (SELECT count(*) FROM waits)
+     + (SELECT count(*) FROM members) + (SELECT count(*) FROM batches)
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class WorkflowStatements:
     """The statements above for one schema."""
@@ -446,6 +494,7 @@ class WorkflowStatements:
     WAITING_LIST: str
     GRAPH_EDGES: str
     GRAPH_NODES: str
+    WORKFLOW_PRUNE: str
 
     @classmethod
     def for_schema(cls, schema: str) -> WorkflowStatements:

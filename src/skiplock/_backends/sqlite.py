@@ -1085,6 +1085,16 @@ class SQLiteBackend:
 
         return await self._run("workflow_graph", read)
 
+    async def workflow_prune(self, most: int) -> int:
+        def prune(conn: sqlite3.Connection) -> int:
+            with _immediate(conn):
+                return sum(
+                    conn.execute(statement, {"most": most}).rowcount
+                    for statement in wf_sql.WORKFLOW_PRUNE
+                )
+
+        return await self._run("workflow_prune", prune)
+
 
 @contextlib.contextmanager
 def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:

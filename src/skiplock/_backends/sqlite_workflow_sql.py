@@ -297,3 +297,31 @@ SELECT id, task, state FROM skiplock_jobs WHERE id IN (SELECT value FROM json_ea
 """
 
 ANY_OPEN_EDGE = "SELECT EXISTS (SELECT 1 FROM skiplock_deps WHERE parent_state IS NULL)"
+
+WORKFLOW_PRUNE = (
+    """DELETE FROM skiplock_steps WHERE rowid IN (
+    SELECT x.rowid FROM skiplock_steps x
+    WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = x.job_id) LIMIT :most)""",
+    """DELETE FROM skiplock_signals WHERE rowid IN (
+    SELECT x.rowid FROM skiplock_signals x
+    WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = x.job_id) LIMIT :most)""",
+    """DELETE FROM skiplock_deps WHERE rowid IN (
+    SELECT x.rowid FROM skiplock_deps x
+    WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = x.child_id) LIMIT :most)""",
+    """DELETE FROM skiplock_waits WHERE job_id IN (
+    SELECT x.job_id FROM skiplock_waits x
+    WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs_live j
+                      WHERE j.id = x.job_id AND j.state IN ('waiting', 'running'))
+    LIMIT :most)""",
+    """DELETE FROM skiplock_batch_jobs WHERE rowid IN (
+    SELECT x.rowid FROM skiplock_batch_jobs x
+    WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = x.job_id) LIMIT :most)""",
+    """DELETE FROM skiplock_batches WHERE id IN (
+    SELECT x.id FROM skiplock_batches x
+    WHERE x.closed_at IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM skiplock_batch_jobs m WHERE m.batch_id = x.id)
+      AND NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id IN (x.on_success, x.on_complete))
+    LIMIT :most)""",
+)
+"""What a workflow leaves once its jobs are gone (postgres_workflow_sql.WORKFLOW_PRUNE says
+which rows), at most :most rows a table."""

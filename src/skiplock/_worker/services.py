@@ -222,6 +222,9 @@ class Pruner(Service):
             if batch == 0:
                 break
             await asyncio.sleep(0.01)  # let claims in between batches
+        for _ in range(PRUNE_MAX_BATCHES):  # what workflows left of the jobs now gone (a
+            if await self.backend.workflow_prune(PRUNE_BATCH) == 0:  # batch goes once its
+                break  # members have, a call later)
         return removed
 
 
