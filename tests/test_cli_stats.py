@@ -114,7 +114,7 @@ async def test_stats_fit_80_columns_and_a_pipe(app: skiplock.App, columns: str |
     assert max(len(line) for line in lines) <= 80, out
     assert "myapp.tasks.synchronise_crm_contacts" in lines  # a name on a line, whole
     assert "email-notifications-eu" in lines
-    assert "  pending 1  ready 1  scheduled 0  retrying 0  claimed 0  running 0" in lines
+    assert "  pending 1  ready 1  scheduled 0  retrying 0  claimed 0  running 0  waiting 0" in lines
     assert any("claim p50/p95/max" in line and "dead 1" in out for line in lines)
     for title in ("queues now", "queues, last 5.0m", "tasks now", "tasks, last 5.0m"):
         assert title in lines

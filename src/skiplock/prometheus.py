@@ -61,7 +61,7 @@ __all__ = ["CONTENT_TYPE", "PrometheusExporter", "SkiplockCollector", "metrics_a
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 """The exposition's content type."""
 
-QUEUE_STATES = ("ready", "scheduled", "retrying", "claimed", "running")
+QUEUE_STATES = ("ready", "scheduled", "retrying", "claimed", "running", "waiting")
 
 
 class PrometheusExporter:

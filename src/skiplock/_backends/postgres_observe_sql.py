@@ -24,13 +24,14 @@ SELECT coalesce($1::timestamptz, now()) AS now
 
 JOB_STATS_LIVE = f"""
 -- Live depth per (queue, task) at $1 ($2, the window's start, is unused here): pending jobs
--- ready and scheduled, those waiting for a retry, jobs claimed ahead and running, and the
--- oldest ready job's run_at (epoch seconds). Each state on its own partial index.
+-- ready and scheduled, those waiting for a retry, jobs claimed ahead and running, jobs in
+-- waiting (a workflow's: their own partition), and the oldest ready job's run_at (epoch
+-- seconds). Each state on its own partial index.
 SELECT queue, task,
        count(*) FILTER (WHERE run_at <= $1) AS ready,
        count(*) FILTER (WHERE run_at > $1) AS scheduled,
        count(*) FILTER (WHERE attempt > 0) AS retrying,
-       0::bigint AS claimed, 0::bigint AS running,
+       0::bigint AS claimed, 0::bigint AS running, 0::bigint AS waiting,
        extract(epoch FROM min(run_at) FILTER (WHERE run_at <= $1))::float8 AS oldest_ready
 FROM {{s}}.skiplock_jobs
 WHERE state = 'pending' AND $2::timestamptz IS NOT NULL AND {_FILTER}
@@ -38,9 +39,14 @@ GROUP BY queue, task
 UNION ALL
 SELECT queue, task, 0, 0, 0,
        count(*) FILTER (WHERE started_at IS NULL),
-       count(*) FILTER (WHERE started_at IS NOT NULL), NULL
+       count(*) FILTER (WHERE started_at IS NOT NULL), 0, NULL
 FROM {{s}}.skiplock_jobs
 WHERE state = 'running' AND {_FILTER}
+GROUP BY queue, task
+UNION ALL
+SELECT queue, task, 0, 0, 0, 0, 0, count(*), NULL
+FROM {{s}}.skiplock_jobs
+WHERE state = 'waiting' AND {_FILTER}
 GROUP BY queue, task
 """
 

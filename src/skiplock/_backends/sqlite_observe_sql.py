@@ -16,20 +16,26 @@ JOB_STATS_NOW = "SELECT :now"
 
 JOB_STATS_LIVE = f"""
 -- Live depth per (queue, task) at :now: pending jobs ready and scheduled, those waiting for a
--- retry, jobs claimed ahead and running, and the oldest ready job's run_at.
+-- retry, jobs claimed ahead and running, jobs in waiting (a workflow's), and the oldest ready
+-- job's run_at.
 SELECT queue, task,
        sum(run_at <= :now) AS ready,
        sum(run_at > :now) AS scheduled,
        sum(attempt > 0) AS retrying,
-       0 AS claimed, 0 AS running,
+       0 AS claimed, 0 AS running, 0 AS waiting,
        min(CASE WHEN run_at <= :now THEN run_at END) AS oldest_ready
 FROM skiplock_jobs_live
 WHERE state = 'pending' AND {_FILTER}
 GROUP BY queue, task
 UNION ALL
-SELECT queue, task, 0, 0, 0, sum(started_at IS NULL), sum(started_at IS NOT NULL), NULL
+SELECT queue, task, 0, 0, 0, sum(started_at IS NULL), sum(started_at IS NOT NULL), 0, NULL
 FROM skiplock_jobs_live
 WHERE state = 'running' AND {_FILTER}
+GROUP BY queue, task
+UNION ALL
+SELECT queue, task, 0, 0, 0, 0, 0, count(*), NULL
+FROM skiplock_jobs_live
+WHERE state = 'waiting' AND {_FILTER}
 GROUP BY queue, task
 """
 

@@ -50,6 +50,7 @@ NOW_COLUMNS: list[tuple[str, str]] = [
     ("retrying", "retrying"),
     ("claimed", "claimed"),
     ("running", "running"),
+    ("waiting", "waiting"),
     ("backlog_age_s", "backlog age"),
 ]
 """The depths' table: (cell, header) in order."""

@@ -45,6 +45,10 @@ class StatsGroup:
     claimed: int
     """Claimed ahead by a worker, not started yet."""
     running: int
+    waiting: int
+    """Jobs in ``waiting``: a workflow's, waiting for their parents or parked on a signal. A
+    count that grows while nothing runs is a workflow stuck on a parent (``on_parent_failure=
+    "wait"``) or a signal nobody sends."""
     backlog_age_s: float
     """Now minus the oldest ready job's run_at (0 when none is ready): a job scheduled for
     tomorrow is not old. Alert when it passes a few minutes."""
@@ -124,7 +128,7 @@ class Stats:
 
 # -- building a reading -------------------------------------------------------------------------
 
-_LIVE = ("ready", "scheduled", "retrying", "claimed", "running")
+_LIVE = ("ready", "scheduled", "retrying", "claimed", "running", "waiting")
 _FINISHED = (
     "succeeded",
     "cancelled",
@@ -214,6 +218,7 @@ def _group(
         retrying=c["retrying"],
         claimed=c["claimed"],
         running=c["running"],
+        waiting=c["waiting"],
         backlog_age_s=0.0 if oldest is None else max(0.0, now_s - float(oldest)),
         claim_latency_p50_s=_seconds(claim[0]),
         claim_latency_p95_s=_seconds(claim[1]),
