@@ -197,3 +197,37 @@ async def test_a_timeout_and_a_signal_racing_resolve_to_one_outcome(db_url: str)
     finally:
         await sweeper.close()
         await app.close()
+
+
+async def test_the_sweep_looks_past_children_that_wait_for_a_retry(db_url: str) -> None:
+    """A dead parent whose child waits for its retry (``wait``) is no work for the sweep: a
+    look of one finds the finished parent whose release a crash left undone instead."""
+    app = skiplock.App(db_url)
+    await app.migrate()
+    try:
+        parent, child = tasks(app)
+
+        @app.task(name="doomed", max_attempts=1)
+        def doomed() -> None:
+            raise RuntimeError("no")
+
+        dead = await doomed.aenqueue()
+        await child.using(depends_on=[dead], on_parent_failure="wait").aenqueue()
+        await app.drain()
+        assert (await app.get_job(dead.id)).state is JobState.DEAD
+        done = await parent.aenqueue(1)
+        c = await child.using(depends_on=[done]).aenqueue()
+        await finish_without_release(app, db_url, [done.id])
+        backend = await app.backend()
+        answers: Any = backend._wf_answers  # type: ignore[attr-defined]
+        if db_url.startswith("sqlite"):
+            found = await backend._run(  # type: ignore[attr-defined]
+                "look", lambda conn: answers(conn)(wf.OpenParents(1))
+            )
+        else:
+            async with backend.pool.acquire() as conn:  # type: ignore[attr-defined]
+                found = await answers(conn)(wf.OpenParents(1))
+        assert found == [done.id]
+        assert (await backend.workflow_sweep()).released == [c.id]
+    finally:
+        await app.close()

@@ -210,20 +210,20 @@ WITH w AS (
 SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
 """
 
-OPEN_PARENTS = (
-    """
+OPEN_PARENTS = """
 -- The sweep's look: parents with an open edge that are finished or gone (a release a crash
--- or a commit race left undone).
-SELECT p.parent_id FROM (
-    SELECT DISTINCT parent_id FROM {s}.skiplock_deps WHERE parent_state IS NULL
-) p
-WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
-                  WHERE j.id = p.parent_id AND j.state NOT IN """
-    + FINAL
-    + """)
+-- or a commit race left undone); not live nor waiting, so the partitions probed are those
+-- two, whatever history holds. An edge that waits for its failed parent's retry ('wait')
+-- counts only once that parent succeeded: a thousand such could otherwise fill every look.
+SELECT DISTINCT d.parent_id FROM {s}.skiplock_deps d
+WHERE d.parent_state IS NULL
+  AND NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
+                  WHERE j.id = d.parent_id AND j.state IN ('pending', 'running', 'waiting'))
+  AND (d.on_failure <> 'wait'
+       OR EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
+                  WHERE j.id = d.parent_id AND j.state = 'succeeded'))
 LIMIT $1
 """
-)
 
 WAITS_EXPIRED = """
 -- Parked jobs whose wait timed out: the timeout is recorded under the signal's name (the

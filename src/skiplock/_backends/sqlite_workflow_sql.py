@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 
-FINAL = "('succeeded', 'cancelled', 'dead')"
-
 MIGRATION_WORKFLOWS = """
 CREATE INDEX IF NOT EXISTS skiplock_jobs_waiting_idx ON skiplock_jobs_live (run_at)
     WHERE state = 'waiting';
@@ -164,18 +162,15 @@ WHERE id = :id AND state = 'waiting'
 RETURNING queue
 """
 
-OPEN_PARENTS = (
-    """
-SELECT p.parent_id FROM (
-    SELECT DISTINCT parent_id FROM skiplock_deps WHERE parent_state IS NULL
-) p
-WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j
-                  WHERE j.id = p.parent_id AND j.state NOT IN """
-    + FINAL
-    + """)
+OPEN_PARENTS = """
+SELECT DISTINCT d.parent_id FROM skiplock_deps d
+WHERE d.parent_state IS NULL
+  AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live j
+                  WHERE j.id = d.parent_id AND j.state IN ('pending', 'running', 'waiting'))
+  AND (d.on_failure <> 'wait'
+       OR EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = d.parent_id AND j.state = 'succeeded'))
 LIMIT :most
 """
-)
 
 WAITS_EXPIRED = """
 SELECT j.id, w.signal FROM skiplock_jobs_live j JOIN skiplock_waits w ON w.job_id = j.id
