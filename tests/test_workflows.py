@@ -509,3 +509,41 @@ async def test_the_retention_takes_what_a_workflow_leaves(db_url: str, app: skip
     assert await side_rows(app, db_url) == before
     await app.prune(finished_age_s=0, dead_age_s=0)
     assert await side_rows(app, db_url) == dict.fromkeys(before, 0)
+
+
+async def test_a_sync_task_has_steps_waits_and_parent_results(app: skiplock.App) -> None:
+    ran: list[str] = []
+
+    @app.task(name="sync_source")
+    def sync_source() -> int:
+        return 5
+
+    @app.task(name="sync_flow", max_attempts=3, retry=skiplock.RetryPolicy(base_s=0, cap_s=0))
+    def sync_flow() -> Any:
+        job = skiplock.current_job()
+        parents = job.parent_results_sync()
+        first = job.step_sync("first", lambda: ran.append("first") or "one")
+        if job.attempt == 1:
+            raise RuntimeError("again")
+        go = job.wait_for_sync("go", timeout=60)
+        return [list(parents.values()), first, go]
+
+    source = await sync_source.aenqueue()
+    flow = await sync_flow.using(depends_on=[source]).aenqueue()
+    await app.drain()
+    await app.drain()
+    assert (await app.get_job(flow.id)).state is JobState.WAITING
+    assert await app.signal(flow.id, "go", "ok") is SignalOutcome.DELIVERED
+    await app.drain()
+    assert await flow.result(timeout=5) == [[5], "one", "ok"]
+    assert ran == ["first"]
+
+    @app.task(name="on_loop", max_attempts=1)
+    async def on_loop() -> None:
+        skiplock.current_job().wait_for_sync("x")
+
+    bad = await on_loop.aenqueue()
+    await app.drain()
+    record = await app.get_job(bad.id)
+    assert record.state is JobState.DEAD
+    assert "use await current_job().wait_for(...)" in record.errors[-1]["message"]

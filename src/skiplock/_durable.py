@@ -15,14 +15,17 @@ import asyncio
 import inspect
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ._config import require
 from ._outcomes import Parked
 from ._payload import encode_result
-from .errors import LeaseLost, SignalTimeout
+from .errors import BlockingCallInLoop, LeaseLost, SignalTimeout
+
+T = TypeVar("T")
 
 MAX_NAME_CHARS = 200
 """The longest step or signal name."""
@@ -87,16 +90,53 @@ def _decode(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+@dataclass(frozen=True, slots=True)
+class DurableSource:
+    """Where a worker's jobs keep their steps and signals: its backend, the largest result it
+    stores, and the event loop the backend lives on (a sync task's thread calls it there)."""
+
+    store: DurableStore
+    max_result_bytes: int
+    loop: asyncio.AbstractEventLoop
+
+
 class Durable:
     """One running attempt's durable operations, fenced by its lease token."""
 
-    __slots__ = ("job_id", "max_result_bytes", "store", "task", "token")
+    __slots__ = ("job_id", "loop", "max_result_bytes", "store", "task", "token")
 
-    def __init__(
-        self, store: DurableStore, job_id: int, token: str, task: str, max_result_bytes: int
-    ) -> None:
-        self.store, self.job_id, self.token = store, job_id, token
-        self.task, self.max_result_bytes = task, max_result_bytes
+    def __init__(self, source: DurableSource, job_id: int, token: str, task: str) -> None:
+        self.store, self.job_id, self.token = source.store, job_id, token
+        self.task, self.max_result_bytes = task, source.max_result_bytes
+        self.loop = source.loop
+
+    def _on_loop(self, coro: Coroutine[Any, Any, T], call: str) -> T:
+        """Run ``coro`` on the worker's loop from a sync task's thread, and wait for it."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None:
+            coro.close()
+            raise BlockingCallInLoop(
+                f"job {self.job_id}: current_job().{call}_sync() on an event loop would block "
+                f"it; use await current_job().{call}(...)"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def step_sync(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        check_name("name", name)
+        found, text = self._on_loop(self.store.workflow_step_get(self.job_id, name), "step")
+        if found:
+            return _decode(text)
+        value = fn(*args, **kwargs)
+        return self._on_loop(self._keep(name, value), "step")
+
+    def wait_for_sync(self, name: str, timeout: float | timedelta | None) -> Any:
+        return self._on_loop(self.wait_for(name, timeout), "wait_for")
+
+    def parent_results_sync(self) -> dict[int, Any]:
+        return self._on_loop(self.parent_results(), "parent_results")
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         check_name("name", name)
@@ -109,6 +149,11 @@ class Durable:
             value = await asyncio.to_thread(fn, *args, **kwargs)
             if inspect.isawaitable(value):
                 value = await value
+        return await self._keep(name, value)
+
+    async def _keep(self, name: str, value: Any) -> Any:
+        """Store a step's result under the lease; the stored one if another holder stored
+        first; LeaseLost if neither."""
         stored = None if value is None else encode_result(self.task, value, self.max_result_bytes)
         if not await self.store.workflow_step_put(self.job_id, self.token, name, stored):
             found, text = await self.store.workflow_step_get(self.job_id, name)

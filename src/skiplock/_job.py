@@ -18,7 +18,7 @@ from ._config import require
 from ._limits import MAX_TEXT_CHARS
 
 if TYPE_CHECKING:
-    from ._durable import Durable, DurableStore
+    from ._durable import Durable, DurableSource
 
 
 class JobState(enum.StrEnum):
@@ -377,6 +377,18 @@ class JobContext:
         order (kept on the edge: readable after a parent's row was pruned)."""
         return await self._store().parent_results()
 
+    def step_sync(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``step`` for a sync task (from its thread; ``fn`` runs on that thread)."""
+        return self._store().step_sync(name, fn, *args, **kwargs)
+
+    def wait_for_sync(self, name: str, timeout: float | timedelta | None = None) -> Any:
+        """``wait_for`` for a sync task (from its thread)."""
+        return self._store().wait_for_sync(name, timeout)
+
+    def parent_results_sync(self) -> dict[int, Any]:
+        """``parent_results`` for a sync task (from its thread)."""
+        return self._store().parent_results_sync()
+
     async def set_progress(self, fraction: float, message: str = "") -> None:
         """Report how far the job is (0..1) and what it is doing; stored with the worker's
         next heartbeat, at most once a second, never a round trip per call."""
@@ -406,10 +418,10 @@ class StartedJob:
         timeout: float | None,
         report: Callable[[int, str], None] | None,
         started: float,
-        store: tuple[DurableStore, int] | None = None,
+        store: DurableSource | None = None,
     ) -> None:
         self.store = store
-        """The backend its steps and waits go to, and the largest result it may store."""
+        """Where its steps and waits go (None: a run with no database)."""
         self.job = job
         self.timeout = timeout
         self.report = report
@@ -441,9 +453,8 @@ class StartedJob:
             return None
         from ._durable import Durable
 
-        store, max_result_bytes = self.store
         job = self.job
-        return Durable(store, job.id, job.lease_token, job.task, max_result_bytes)
+        return Durable(self.store, job.id, job.lease_token, job.task)
 
 
 _current: contextvars.ContextVar[JobContext | StartedJob] = contextvars.ContextVar("skiplock_job")

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._config import RetryPolicy
-from .._durable import DurableStore
+from .._durable import DurableSource
 from .._handback import Handback, handback_for
 from .._job import ClaimedJob, StartedJob, current_job, set_current_job
 from .._payload import decode_args, encode_result
@@ -252,7 +252,7 @@ async def execute(
     job: ClaimedJob,
     pool: SyncPool,
     report: Callable[[int, str], None] | None = None,
-    store: tuple[DurableStore, int] | None = None,
+    store: DurableSource | None = None,
 ) -> Decision:
     """Run one claimed job and decide its outcome (``report`` takes its progress records;
     ``store`` serves its steps and waits). Raises only the worker's own cancel."""

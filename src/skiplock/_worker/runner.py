@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable
 
 from .._config import WorkerConfig
-from .._durable import DurableStore
+from .._durable import DurableSource
 from .._job import ClaimedJob, Completion, Disposition
 from .._observe import events
 from .._observe.meter import Meter
@@ -65,11 +65,8 @@ class Runner(Service):
             config.concurrency, ClaimWindow(config.concurrency, config.prefetch)
         )
         """Every lease the worker holds; this service moves them through their phases."""
-        self.durable_store: tuple[DurableStore, int] | None = (
-            completer.backend,
-            registry.max_result_bytes,
-        )
-        """Where its jobs' steps and waits go: the completer's backend."""
+        self._durable: DurableSource | None = None
+        """Where its jobs' steps and waits go: the completer's backend, on this loop."""
         self.forced = asyncio.Event()
         self._drain_now = asyncio.Event()
         self.processed = 0
@@ -172,6 +169,15 @@ class Runner(Service):
 
     # -- one job ------------------------------------------------------------------------------
 
+    def durable_source(self) -> DurableSource:
+        """Made on the first job, on the worker's loop (a sync task's steps run there)."""
+        source = self._durable
+        if source is None:
+            loop = asyncio.get_running_loop()
+            backend, limit = self.completer.backend, self.registry.max_result_bytes
+            source = self._durable = DurableSource(backend, limit, loop)
+        return source
+
     async def _run(self, lease: Lease, pool: JobPool) -> None:
         job = lease.job
         loop = asyncio.get_running_loop()
@@ -179,7 +185,7 @@ class Runner(Service):
         try:
             if self.registry.tracing is None:
                 decision = await execute(
-                    self.registry, job, pool, self.progress.put, self.durable_store
+                    self.registry, job, pool, self.progress.put, self.durable_source()
                 )
             else:
                 decision = await self._traced(job, pool)
@@ -193,7 +199,7 @@ class Runner(Service):
         assert self.registry.tracing is not None
         with self.registry.tracing.run(job, self.config.name) as ended:
             decision = await execute(
-                self.registry, job, pool, self.progress.put, self.durable_store
+                self.registry, job, pool, self.progress.put, self.durable_source()
             )
             ended(decision)
         return decision
