@@ -88,10 +88,7 @@ class Batch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._token is not None:
-            _current.reset(self._token)
-            self._token = None
-        if self.close:
+        if self._leave():
             await self.app.close_batch(self.id)
 
     def __enter__(self) -> Batch:
@@ -106,11 +103,15 @@ class Batch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._leave():
+            self.app._run_sync(self.app.close_batch(self.id))
+
+    def _leave(self) -> bool:
+        """Stop collecting the block's enqueues; whether the batch closes now."""
         if self._token is not None:
             _current.reset(self._token)
             self._token = None
-        if self.close:
-            self.app._run_sync(self.app.close_batch(self.id))
+        return self.close
 
     async def info(self) -> BatchInfo:
         """The batch's members per state, now."""

@@ -225,7 +225,22 @@ WHERE d.parent_state IS NULL
 LIMIT $1
 """
 
-WAITS_EXPIRED = """
+_RESUME_DUE = """, gone AS (
+    DELETE FROM {s}.skiplock_waits WHERE job_id IN (SELECT id FROM due)
+), r AS (
+    UPDATE {s}.skiplock_jobs j SET state = 'pending', run_at = coalesce($3::timestamptz, now())
+    FROM due WHERE j.id = due.id AND j.state = 'waiting'
+    RETURNING j.id, j.queue
+), woken AS (
+    SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+)
+SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
+"""
+"""The end of a statement whose CTE ``due`` (ids) names parked jobs to run again now: their
+wait rows go, they become pending, their queues are woken ($2 the channel, $3 now)."""
+
+WAITS_EXPIRED = (
+    """
 -- Parked jobs whose wait timed out: the timeout is recorded under the signal's name (the
 -- signal's own primary key decides between a timeout and a racing signal), and they run again.
 WITH due AS (
@@ -237,17 +252,9 @@ WITH due AS (
 ), marked AS (
     INSERT INTO {s}.skiplock_signals (job_id, name, kind)
     SELECT id, signal, 'timeout' FROM due ON CONFLICT DO NOTHING
-), gone AS (
-    DELETE FROM {s}.skiplock_waits WHERE job_id IN (SELECT id FROM due)
-), r AS (
-    UPDATE {s}.skiplock_jobs j SET state = 'pending', run_at = coalesce($3::timestamptz, now())
-    FROM due WHERE j.id = due.id AND j.state = 'waiting'
-    RETURNING j.id, j.queue
-), woken AS (
-    SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+)"""
+    + _RESUME_DUE
 )
-SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
-"""
 
 WAIT_PREPARE = """
 -- A running job about to park: record the signal it waits for, under its lease.
@@ -258,25 +265,18 @@ ON CONFLICT (job_id) DO UPDATE SET signal = EXCLUDED.signal
 RETURNING job_id
 """
 
-PARKED_RESUME = """
+PARKED_RESUME = (
+    """
 -- Parked jobs whose signal came before they parked run again at once (the signal's sender
 -- locked the row, so it either saw the job waiting or left its signal for this look).
 WITH due AS (
-    SELECT w.job_id FROM {s}.skiplock_waits w
+    SELECT w.job_id AS id FROM {s}.skiplock_waits w
     WHERE w.job_id = ANY($1::bigint[]) AND w.signal IS NOT NULL
       AND EXISTS (SELECT 1 FROM {s}.skiplock_signals s
                   WHERE s.job_id = w.job_id AND s.name = w.signal)
-), gone AS (
-    DELETE FROM {s}.skiplock_waits WHERE job_id IN (SELECT job_id FROM due)
-), r AS (
-    UPDATE {s}.skiplock_jobs j SET state = 'pending', run_at = coalesce($3::timestamptz, now())
-    FROM due WHERE j.id = due.job_id AND j.state = 'waiting'
-    RETURNING j.id, j.queue
-), woken AS (
-    SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+)"""
+    + _RESUME_DUE
 )
-SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
-"""
 
 JOB_LOCK_STATE = """
 -- A signal's first step: the job's row locked (whatever its state), so a park and a signal
