@@ -129,7 +129,7 @@ async def test_a_finished_job_moves_to_its_days_table_and_reads_as_before(
             "succeeded": 2,
             "cancelled": 1,
             "dead": 1,
-                "waiting": 0,
+            "waiting": 0,
         }
         listed = await app.list_jobs()
         assert [j.id for j in listed] == sorted([done.id, kept.id, dead.id, cancelled.id])[::-1]
