@@ -55,3 +55,17 @@ def _v1_to_v2(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[
 @app.task(name="greet", queue="archive", version=2, upcast={1: _v1_to_v2})
 async def greet(name: str, lang: str) -> None:
     """A task at payload version 2 (its job page shows the version)."""
+
+
+@app.task(name="step", queue="flows")
+async def step(n: int) -> int:
+    """A workflow's step (the Workflow section and graph of a job's page): no worker of the
+    browser tests serves ``flows``; the test drains it in process."""
+    return n
+
+
+@app.task(name="approve", queue="flows")
+async def approve(order: int) -> Any:
+    """Parks on the signal ``approved`` (the Waiting page's Send signal) and returns its
+    payload once it comes."""
+    return await skiplock.current_job().wait_for("approved", timeout=3600)

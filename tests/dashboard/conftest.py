@@ -52,7 +52,11 @@ class Stack:
             "SKIPLOCK_DATABASE_URL": url,
             "SKIPLOCK_TEST_FLAG": str(self.flag),
             "SKIPLOCK_TEST_LOG": str(tmp / "jobs.log"),
-            "PYTHONPATH": str(ROOT),
+            # the tests' apps, then the test run's own path (PYTHONPATH=src: this tree's
+            # skiplock, not the one a venv's editable install points at), as helpers.Cli does
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+            ),
         }
         self.app = skiplock.App(url)
         self.app.tasks.update(dash_app.app.tasks)  # the served app's, on this database

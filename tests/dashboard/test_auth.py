@@ -93,7 +93,7 @@ async def test_basic_sign_in_and_every_response_is_locked_down(client: httpx.Asy
     assert refused.status_code == 401
     assert refused.headers["WWW-Authenticate"].startswith("Basic")
     assert (await client.get("/", headers=basic("vera", "wrong"))).status_code == 401
-    for path in ("/", "/jobs", "/dead", "/schedules", "/workers", "/jobs/12345"):
+    for path in ("/", "/jobs", "/waiting", "/dead", "/schedules", "/workers", "/jobs/12345"):
         response = await client.get(path, headers=basic("vera", "arev"))
         assert response.status_code in (200, 404), path
         assert response.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY

@@ -74,7 +74,7 @@ def test_per_state_counts_and_search_by_id_key_and_correlation_id(
                 return before  # type: ignore[no-any-return]
 
     counts = steady_counts()
-    for state in ("pending", "running", "succeeded", "cancelled", "dead"):
+    for state in ("pending", "waiting", "running", "succeeded", "cancelled", "dead"):
         shown = page.locator(f'[data-state-count="{state}"]')
         expect(shown).to_have_text(str(counts.get(state, 0)))
     expect(page.locator('[data-state-count="all"]')).to_have_text(str(sum(counts.values())))

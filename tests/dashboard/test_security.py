@@ -395,7 +395,15 @@ async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
     users = {"vera": ("viewer", hash_password("arev")), "otto": ("operator", hash_password("otto"))}
     viewer, operator = credentials("vera", "arev"), credentials("otto", "otto")
     async with serving(create_app(app, auth=basic_auth(users))) as client:
-        for path in ("/", "/jobs", "/jobs?state=dead", f"/jobs/{handle.id}", "/dead", "/workers"):
+        for path in (
+            "/",
+            "/jobs",
+            "/jobs?state=dead",
+            f"/jobs/{handle.id}",
+            "/waiting",
+            "/dead",
+            "/workers",
+        ):
             page = await client.get(path, headers=viewer)
             assert page.status_code == 200, path
             assert LEAKED not in page.text, path

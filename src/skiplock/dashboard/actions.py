@@ -7,6 +7,7 @@ job to hold them) are logged on the ``skiplock.dashboard`` logger with the same 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -17,12 +18,13 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from .._job import JobFilter, JobState
-from ..errors import SkiplockError
+from .._job import JobFilter
+from .._workflow_records import SignalOutcome
+from ..errors import JobNotFound, SkiplockError
 from .audit import audit
 from .auth import Role, User
 from .filters import BadFilter, exact_text_field, job_id, selected_ids, text_field
-from .pages import dashboard
+from .pages import CANCELLABLE, dashboard
 from .security import same_origin
 
 log = logging.getLogger("skiplock.dashboard")
@@ -99,6 +101,74 @@ async def cancel_job(request: Request, user: User, form: FormData) -> Response:
     return back(request, "job", f"Cancel asked; the job is now {state.value}.", job_id=job)
 
 
+SIGNAL_OUTCOMES = {
+    SignalOutcome.DELIVERED: "delivered",
+    SignalOutcome.DUPLICATE: "duplicate (a signal of this name was already delivered; this "
+    "one changed nothing)",
+    SignalOutcome.TIMED_OUT: "timed out (the job's wait for it ended first; this one changed "
+    "nothing)",
+    SignalOutcome.FINISHED: "finished (the job has finished; nothing waits for a signal)",
+}
+"""What the notice after a signal says of each outcome (``app.signal``'s)."""
+
+SIGNAL_BACK = {"waiting": "waiting", "job": "job"}
+"""The pages a signal form may come back to (a fixed set: never a URL from the form)."""
+
+MAX_SIGNAL_PAYLOAD_CHARS = 1_000_000
+"""A payload typed longer than this is refused before parsing (the App's max_payload_bytes
+decides what is stored: 256 KiB by default)."""
+
+
+@action(Role.OPERATOR)
+async def send_signal(request: Request, user: User, form: FormData) -> Response:
+    """Send the signal named in the form, with its JSON payload, to exactly the job in the
+    path, through ``app.signal`` (audited, once per name: a second send is a duplicate)."""
+    job = job_id(request.path_params["job_id"])
+    name = text_field(form, "name")
+    if not name:
+        raise BadFilter("name: the signal's name, as the job waits for it (e.g. approved)")
+    payload = _signal_payload(form)
+    app = dashboard(request).app
+    outcome = await app.signal(job, name, payload, who=who(user))
+    notice = f"Signal {name} to job {job}: {SIGNAL_OUTCOMES[outcome]}"
+    if outcome is SignalOutcome.DELIVERED:
+        try:
+            notice += f"; the job is now {(await app.get_job(job)).state.value}."
+        except JobNotFound:  # pruned in between: the signal was delivered all the same
+            notice += "."
+    else:
+        notice += "."
+    log.info("%s sent signal %r to job %d: %s", who(user), name, job, outcome.value)
+    page = SIGNAL_BACK.get(str(form.get("back") or ""), "job")
+    if page == "job":
+        return back(request, "job", notice, job_id=job)
+    return back(request, page, notice)
+
+
+def _signal_payload(form: FormData) -> Any:
+    """The payload typed as JSON (empty: none), or a BadFilter saying what is wrong with it."""
+    text = str(form.get("payload") or "").strip()
+    if not text:
+        return None
+    if len(text) > MAX_SIGNAL_PAYLOAD_CHARS:
+        raise BadFilter(f"payload: at most {MAX_SIGNAL_PAYLOAD_CHARS:,} characters of JSON")
+    try:
+        return json.loads(text, parse_constant=_not_json)
+    except json.JSONDecodeError as exc:
+        raise BadFilter(
+            f"payload: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            'type JSON such as {"approved_by": "ann"} or "yes", or leave it empty'
+        ) from None
+    except RecursionError:
+        raise BadFilter("payload: not strict JSON (nested too deep)") from None
+    except ValueError as exc:  # NaN, Infinity
+        raise BadFilter(f"payload: not strict JSON ({exc})") from None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 def _text(form: FormData, name: str) -> str | None:
     return text_field(form, name) or None
 
@@ -156,7 +226,7 @@ async def selected_bulk(request: Request, user: User, form: FormData) -> Respons
         try:
             if verb == "retry":
                 done += await app.retry_job(job, who=who(user))
-            elif (await app.get_job(job)).state in (JobState.PENDING, JobState.RUNNING):
+            elif (await app.get_job(job)).state in CANCELLABLE:
                 await app.cancel_job(job, who=who(user))
                 done += 1
         except SkiplockError:  # pruned since the preview, or a live job holds its unique key

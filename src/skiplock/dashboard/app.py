@@ -192,6 +192,7 @@ def routes() -> list[Route | Mount]:
         ("/", pages.overview, "overview"),
         ("/jobs", pages.jobs, "jobs"),
         ("/jobs/{job_id}", pages.job, "job"),
+        ("/waiting", pages.waiting, "waiting"),
         ("/dead", pages.dead, "dead"),
         ("/dead/confirm", pages.dead_confirm, "dead_confirm"),
         ("/selected", pages.selected_confirm, "selected_confirm"),
@@ -202,6 +203,7 @@ def routes() -> list[Route | Mount]:
     post: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
         ("/jobs/{job_id}/retry", actions.retry_job, "retry_job"),
         ("/jobs/{job_id}/cancel", actions.cancel_job, "cancel_job"),
+        ("/jobs/{job_id}/signal", actions.send_signal, "signal_job"),
         # only the two verbs route: any other is a 404, never a discard
         ("/dead/{action:skiplock_dead_verb}", actions.dead_bulk, "dead_bulk"),
         ("/selected/{action:str}", actions.selected_bulk, "selected_bulk"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from .filters import (
     selected_ids,
     text_field,
 )
+from .graph import draw
 
 if TYPE_CHECKING:
     from .state import Dashboard
@@ -38,6 +40,16 @@ STATS_WINDOW_S = 300.0
 
 FINISHED = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD})
 LIVE = frozenset({JobState.PENDING, JobState.RUNNING})
+CANCELLABLE = LIVE | {JobState.WAITING}
+"""A person may cancel a live job, and a waiting one (neither live nor finished: it holds no
+unique key and no worker; its waiting children follow their ``on_parent_failure``)."""
+
+GRAPH_MOST = 100
+"""The most jobs a workflow graph draws on a job's page (``app.workflow_graph(most=...)``);
+past it the page says the graph stops there."""
+
+WAITING_SHOWN = 200
+"""The Waiting page lists this many waiting jobs, the oldest first, and counts them all."""
 
 SILENT_AFTER_S = 30.0
 """A worker beats every 5 s by default: one silent for 30 s is flagged (stalled or gone)."""
@@ -105,7 +117,8 @@ async def overview(request: Request) -> Response:
         row.read(stats.queue(name))
         row.spark = dash.sampler.depths(name)
         rows.append(row)
-    totals = {s: sum(r.counts[s] for r in rows) for s in ("pending", "claimed", "running", "dead")}
+    shown = ("pending", "claimed", "running", "waiting", "dead")
+    totals = {s: sum(r.counts.get(s, 0) for r in rows) for s in shown}
     live_workers = sum(w.silent_s <= SILENT_AFTER_S for w in await app.workers())
     return dash.render.page(
         request,
@@ -173,8 +186,9 @@ async def jobs(request: Request) -> Response:
     )
 
 
-SELECTION_VERBS = {"retry": FINISHED, "cancel": LIVE}
-"""What each bulk verb on selected jobs acts on: retry a finished job, cancel a live one."""
+SELECTION_VERBS = {"retry": FINISHED, "cancel": CANCELLABLE}
+"""What each bulk verb on selected jobs acts on: retry a finished job, cancel a live or
+waiting one."""
 
 
 async def selected_confirm(request: Request) -> Response:
@@ -231,6 +245,14 @@ async def job(request: Request) -> Response:
     except (JobNotFound, BadFilter):
         job_text = request.path_params["job_id"]
         return dash.render.page(request, "missing.html", 404, what=f"job {job_text}")
+    links = await dash.app.job_links(record.id)
+    drawing = None
+    if links.parents or links.children:
+        drawing = draw(await dash.app.workflow_graph(record.id, most=GRAPH_MOST), record.id)
+    batch = None
+    if links.batch_id is not None:
+        with contextlib.suppress(JobNotFound):  # pruned with its jobs since the links' read
+            batch = await dash.app.batch_info(links.batch_id)
     return dash.render.page(
         request,
         "job.html",
@@ -239,6 +261,12 @@ async def job(request: Request) -> Response:
         payload=request.state.user.may(Role.OPERATOR),
         errors=list(reversed(record.errors)),
         problems=shown_problems(record, request.state.user.may(Role.OPERATOR)),
+        links=None if links.empty else links,
+        batch=batch,
+        drawing=drawing,
+        graph_most=GRAPH_MOST,
+        # refreshed while the job, or any job of its workflow drawn, may still change
+        live=record.state not in FINISHED or (drawing is not None and drawing.live),
     )
 
 
@@ -277,6 +305,14 @@ async def dead_confirm(request: Request) -> Response:
     where = JobFilter(task=task or None, last_error=error if "error" in params else None)
     count = await dash.app.count_jobs(JobState.DEAD, where)
     return dash.render.page(request, "confirm.html", action=action, where=where, count=count)
+
+
+async def waiting(request: Request) -> Response:
+    """The jobs in ``waiting``: on their parents, or parked on a signal (and until when)."""
+    dash = dashboard(request)
+    rows = await dash.app.waiting_jobs(WAITING_SHOWN)
+    total = await dash.app.count_jobs(JobState.WAITING)
+    return dash.render.page(request, "waiting.html", rows=rows, total=max(total, len(rows)))
 
 
 async def schedules(request: Request) -> Response:

@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse
 from .auth import Role, User
 from .security import Csrf
 
-STATES = ("pending", "running", "succeeded", "cancelled", "dead")
+STATES = ("pending", "waiting", "running", "succeeded", "cancelled", "dead")
 
 
 def age(at: datetime | None, now: datetime | None = None) -> str:
