@@ -547,3 +547,43 @@ async def test_a_sync_task_has_steps_waits_and_parent_results(app: skiplock.App)
     record = await app.get_job(bad.id)
     assert record.state is JobState.DEAD
     assert "use await current_job().wait_for(...)" in record.errors[-1]["message"]
+
+
+async def test_the_graph_keeps_the_nearest_jobs_and_the_job_itself(app: skiplock.App) -> None:
+    t = tasks(app)
+    flow = await chain(*[t["add"].s(1)] + [t["add"].s(1)] * 5).aenqueue()
+    ids = flow.ids
+    whole = await app.workflow_graph(ids[2])
+    assert [n.id for n in whole.nodes] == ids and not whole.truncated
+    assert whole.edges == list(zip(ids, ids[1:], strict=False))
+    assert {n.state for n in whole.nodes} == {"pending", "waiting"}
+    near = await app.workflow_graph(ids[-1], most=3)
+    assert [n.id for n in near.nodes] == ids[-3:] and near.truncated
+    assert near.edges == [(ids[-3], ids[-2]), (ids[-2], ids[-1])]
+    exact = await app.workflow_graph(ids[0], most=6)
+    assert len(exact.nodes) == 6 and not exact.truncated
+    lone = await t["add"].aenqueue(1)
+    assert [n.id for n in (await app.workflow_graph(lone.id)).nodes] == [lone.id]
+
+
+async def test_a_signal_is_in_the_jobs_own_trail_and_its_payload_is_checked(
+    app: skiplock.App,
+) -> None:
+    @app.task(name="parks")
+    async def parks() -> Any:
+        return await skiplock.current_job().wait_for("go", timeout=60)
+
+    handle = await parks.aenqueue()
+    await app.drain()
+    with pytest.raises(skiplock.PayloadError, match=r"signal 'go': its payload \(float\)"):
+        await app.signal(handle.id, "go", float("nan"))
+    assert await app.signal(handle.id, "go", 1, who="ann") is SignalOutcome.DELIVERED
+    await app.drain()
+    assert await app.signal(handle.id, "go", 2, who="bob") is SignalOutcome.DUPLICATE
+    assert await app.signal(handle.id, "late", 3, who="cy") is SignalOutcome.FINISHED
+    trail = [(a["who"], a["what"]) for a in (await app.get_job(handle.id)).audit]
+    assert trail == [
+        ("ann", "signal go: delivered"),
+        ("bob", "signal go: duplicate"),
+        ("cy", "signal late: finished"),
+    ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ._app_control import default_who
 from ._backends import BackendGetter
 from ._durable import check_name, signal_payload
 from ._job import NewJob
@@ -58,8 +59,9 @@ class WorkflowOps:
     ) -> SignalOutcome:
         check_int("job_id", job_id, 1, 2**63 - 1)
         check_name("name", name)
-        text = signal_payload(payload, self.max_payload_bytes)
-        outcome = await (await self.backend()).workflow_signal(job_id, name, text)
+        text = signal_payload(name, payload, self.max_payload_bytes)
+        who = who or default_who()
+        outcome = await (await self.backend()).workflow_signal(job_id, name, text, who)
         await self._audit("signal", who, f"job {job_id}", f"{name}: {outcome.value}")
         return outcome
 

@@ -186,8 +186,9 @@ class Durable:
         return {parent: _decode(result) for parent, state, result in rows if state == "succeeded"}
 
 
-def signal_payload(payload: Any, max_bytes: int) -> str | None:
+def signal_payload(name: str, payload: Any, max_bytes: int) -> str | None:
     """A signal's payload as strict JSON (checked as a result is), or None."""
     if payload is None:
         return None
-    return encode_result("signal", payload, max_bytes)
+    subject = f"signal {name!r}: its payload"
+    return encode_result("signal", payload, max_bytes, subject=subject, limit="max_payload_bytes")

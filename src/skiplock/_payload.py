@@ -91,13 +91,23 @@ def _check_text(task: str, text: str, max_bytes: int) -> None:
         )
 
 
-def encode_result(task: str, value: Any, max_bytes: int) -> str | None:
+def encode_result(
+    task: str,
+    value: Any,
+    max_bytes: int,
+    *,
+    subject: str | None = None,
+    limit: str = "max_result_bytes",
+) -> str | None:
     """A task's return value as strict JSON under the same rules as arguments (None stays
-    None: no text to store), or raise TypeError / PayloadError naming the task and the type."""
+    None: no text to store), or raise TypeError / PayloadError naming the task and the type
+    (``subject`` names something else the rule checks, such as a signal's payload, and
+    ``limit`` the setting its size is bounded by)."""
     if value is None:
         return None
     kind = type(value).__name__
-    where = f"task {task!r}: its result ({kind})"
+    what = f"its result ({kind})"
+    where = f"{subject} ({kind})" if subject else f"task {task!r}: {what}"
     try:
         text = _dumps(value)
     except TypeError as exc:
@@ -111,8 +121,10 @@ def encode_result(task: str, value: Any, max_bytes: int) -> str | None:
         if _may_hide_a_bad_shape(text, "{}"):
             _check_shape(task, [value], {})
     except PayloadError as exc:
-        what = str(exc).replace("arguments", f"its result ({kind})", 1)
-        raise type(exc)(what.replace("the limit", "max_result_bytes", 1)) from None
+        said = str(exc).replace("arguments", what, 1)
+        if subject:
+            said = said.replace(f"task {task!r}: {what}", f"{subject} ({kind})", 1)
+        raise type(exc)(said.replace("the limit", limit, 1)) from None
     return text
 
 

@@ -630,9 +630,10 @@ class Backend(Protocol):
         ...
 
     async def workflow_signal(
-        self, job_id: int, name: str, payload_json: str | None
+        self, job_id: int, name: str, payload_json: str | None, who: str
     ) -> SignalOutcome:
-        """Deliver a signal once (JobNotFound if no such job)."""
+        """Deliver a signal once (JobNotFound if no such job), recorded in the job's audit
+        trail as ``who``'s."""
         ...
 
     async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:

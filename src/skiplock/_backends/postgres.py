@@ -86,7 +86,6 @@ from .common import (
     state_counts,
     waiting_job,
     worker_info,
-    workflow_graph,
 )
 from .postgres_errors import connecting, retry_moved
 from .postgres_errors import wrapped as _wrapped
@@ -1119,7 +1118,7 @@ class PostgresBackend:
         return row is not None
 
     async def workflow_signal(
-        self, job_id: int, name: str, payload_json: str | None
+        self, job_id: int, name: str, payload_json: str | None, who: str
     ) -> SignalOutcome:
         async def attempt() -> SignalOutcome:
             async with self.pool.acquire() as conn, conn.transaction():
@@ -1128,12 +1127,18 @@ class PostgresBackend:
                     raise JobNotFound(f"job {job_id}: no such job")
                 seen = await conn.fetchrow(self._wf.SIGNAL_GET, job_id, name)
                 if seen is not None:
-                    return signal_seen(seen[0])
-                if state in FINAL_STATES:
-                    return SignalOutcome.FINISHED
-                await conn.execute(self._wf.SIGNAL_INSERT, job_id, name, payload_json)
-                await conn.execute(self._wf.SIGNAL_WAKE, job_id, name, self.channel, self._now())
-                return SignalOutcome.DELIVERED
+                    outcome = signal_seen(seen[0])
+                elif state in FINAL_STATES:
+                    outcome = SignalOutcome.FINISHED
+                else:
+                    await conn.execute(self._wf.SIGNAL_INSERT, job_id, name, payload_json)
+                    await conn.execute(
+                        self._wf.SIGNAL_WAKE, job_id, name, self.channel, self._now()
+                    )
+                    outcome = SignalOutcome.DELIVERED
+                what = f"signal {name}: {outcome.value}"
+                await conn.execute(self._wf.JOB_AUDIT_ADD, job_id, who, what, self._now())
+                return outcome
 
         with _wrapped("workflow_signal"):
             return await retry_moved(attempt)
@@ -1188,10 +1193,7 @@ class PostgresBackend:
     async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
         with _wrapped("workflow_graph"):
             async with self.pool.acquire() as conn:
-                edges = await conn.fetch(self._wf.GRAPH_EDGES, job_id, most + 1)
-                ids = sorted({job_id} | {e[0] for e in edges} | {e[1] for e in edges})
-                nodes = await conn.fetch(self._wf.GRAPH_NODES, ids[:most])
-        return workflow_graph(map(tuple, nodes), map(tuple, edges), len(ids) > most)
+                return await flows.drive_async(wf.graph(job_id, most), self._wf_answers(conn))
 
     async def workflow_prune(self, most: int) -> int:
         with _wrapped("workflow_prune"):

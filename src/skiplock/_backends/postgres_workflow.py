@@ -137,6 +137,16 @@ class Answers:
         return [r[0] for r in await self.fetch(self.sql.CHILDREN_READY, args)]
 
     @answer.register
+    async def _(self, step: wf.EdgesAround) -> list[tuple[int, int]]:
+        rows = await self.fetch(self.sql.GRAPH_EDGES, [list(step.ids)])
+        return [(r[0], r[1]) for r in rows]
+
+    @answer.register
+    async def _(self, step: wf.GraphNodes) -> list[tuple[int, str, str]]:
+        rows = await self.fetch(self.sql.GRAPH_NODES, [list(step.ids)])
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    @answer.register
     async def _(self, step: wf.OpenParents) -> list[int]:
         return [r[0] for r in await self.fetch(self.sql.OPEN_PARENTS, [step.most])]
 

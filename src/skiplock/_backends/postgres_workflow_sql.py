@@ -61,6 +61,9 @@ CREATE TABLE {s}.skiplock_batches (
     on_success  bigint,
     on_complete bigint
 );
+-- a callback finds its batch (a job's page, ``job show``) by these
+CREATE INDEX skiplock_batches_on_success_idx ON {s}.skiplock_batches (on_success);
+CREATE INDEX skiplock_batches_on_complete_idx ON {s}.skiplock_batches (on_complete);
 CREATE TABLE {s}.skiplock_batch_jobs (
     batch_id bigint NOT NULL,
     job_id   bigint NOT NULL,
@@ -304,6 +307,14 @@ WITH r AS (
 SELECT queue, pg_notify($3, queue) FROM r
 """
 
+JOB_AUDIT_ADD = """
+-- A person's action on the job, in its own trail (as retry and cancel record theirs).
+UPDATE {s}.skiplock_jobs
+SET audit = audit || jsonb_build_array(jsonb_build_object(
+    'at', coalesce($4::timestamptz, now()), 'who', $2::text, 'what', $3::text))
+WHERE id = $1
+"""
+
 SIGNAL_GET = """
 SELECT kind, payload::text FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2
 """
@@ -391,16 +402,9 @@ WHERE j.state = 'waiting' ORDER BY j.id LIMIT $1
 """
 
 GRAPH_EDGES = """
--- The workflow around job $1: every job linked to it through edges, up and down, and the
--- edges between them (at most $2 jobs).
-WITH RECURSIVE g(id) AS (
-    SELECT $1::bigint
-    UNION
-    SELECT CASE WHEN d.child_id = g.id THEN d.parent_id ELSE d.child_id END
-    FROM {s}.skiplock_deps d JOIN g ON d.child_id = g.id OR d.parent_id = g.id
-), ids AS (SELECT id FROM g LIMIT $2)
-SELECT d.parent_id, d.child_id FROM {s}.skiplock_deps d
-WHERE d.child_id IN (SELECT id FROM ids) AND d.parent_id IN (SELECT id FROM ids)
+-- The edges that touch the jobs $1 (a step of the graph's walk outward from one job).
+SELECT parent_id, child_id FROM {s}.skiplock_deps
+WHERE parent_id = ANY($1::bigint[]) OR child_id = ANY($1::bigint[])
 """
 
 GRAPH_NODES = """
@@ -478,6 +482,7 @@ class WorkflowStatements:
     SIGNAL_INSERT: str
     SIGNAL_WAKE: str
     SIGNAL_GET: str
+    JOB_AUDIT_ADD: str
     STEP_GET: str
     STEP_PUT: str
     PARENT_RESULTS: str

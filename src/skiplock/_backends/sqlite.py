@@ -89,7 +89,6 @@ from .common import (
     state_counts,
     waiting_job,
     worker_info,
-    workflow_graph,
 )
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
@@ -1010,11 +1009,15 @@ class SQLiteBackend:
         return await self._run("workflow_wait_prepare", prepare)
 
     async def workflow_signal(
-        self, job_id: int, name: str, payload_json: str | None
+        self, job_id: int, name: str, payload_json: str | None, who: str
     ) -> SignalOutcome:
         def send(conn: sqlite3.Connection) -> SignalOutcome:
             with _immediate(conn):
-                outcome, _queue = workflow.signal(conn, job_id, name, payload_json, self._now())
+                now = self._now()
+                outcome, _queue = workflow.signal(conn, job_id, name, payload_json, now)
+                what = f"signal {name}: {outcome.value}"
+                args = {"id": job_id, "who": who, "what": what, "now": now}
+                conn.execute(wf_sql.JOB_AUDIT_ADD, args)
                 return outcome
 
         return await self._run("workflow_signal", send)
@@ -1077,13 +1080,10 @@ class SQLiteBackend:
         return [waiting_job(r) for r in rows]
 
     async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
-        def read(conn: sqlite3.Connection) -> WorkflowGraph:
-            edges = conn.execute(wf_sql.GRAPH_EDGES, {"id": job_id, "most": most + 1}).fetchall()
-            ids = sorted({job_id} | {e[0] for e in edges} | {e[1] for e in edges})
-            nodes = conn.execute(wf_sql.GRAPH_NODES, {"ids": json.dumps(ids[:most])}).fetchall()
-            return workflow_graph(nodes, edges, len(ids) > most)
-
-        return await self._run("workflow_graph", read)
+        return await self._run(
+            "workflow_graph",
+            lambda conn: flows.drive(wf.graph(job_id, most), self._wf_answers(conn)),
+        )
 
     async def workflow_prune(self, most: int) -> int:
         def prune(conn: sqlite3.Connection) -> int:

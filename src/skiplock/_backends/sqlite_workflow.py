@@ -163,6 +163,16 @@ class Answers:
         return f"[{first},{rest}]" if rest else f"[{first}]"
 
     @answer.register
+    def _(self, step: wf.EdgesAround) -> list[tuple[int, int]]:
+        rows = self.conn.execute(sql.GRAPH_EDGES, {"ids": json.dumps(list(step.ids))})
+        return [(r[0], r[1]) for r in rows]
+
+    @answer.register
+    def _(self, step: wf.GraphNodes) -> list[tuple[int, str, str]]:
+        rows = self.conn.execute(sql.GRAPH_NODES, {"ids": json.dumps(list(step.ids))})
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    @answer.register
     def _(self, step: wf.OpenParents) -> list[int]:
         return [r[0] for r in self.conn.execute(sql.OPEN_PARENTS, {"most": step.most})]
 

@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS skiplock_batches (
     on_success  INTEGER,
     on_complete INTEGER
 );
+CREATE INDEX IF NOT EXISTS skiplock_batches_on_success_idx ON skiplock_batches (on_success);
+CREATE INDEX IF NOT EXISTS skiplock_batches_on_complete_idx ON skiplock_batches (on_complete);
 CREATE TABLE IF NOT EXISTS skiplock_batch_jobs (
     batch_id INTEGER NOT NULL,
     job_id   INTEGER NOT NULL,
@@ -211,6 +213,12 @@ VALUES (?, ?, 'signal', ?, ?)
 
 WAIT_SIGNAL_OF = "SELECT 1 FROM skiplock_waits WHERE job_id = ? AND signal = ?"
 
+JOB_AUDIT_ADD = """
+UPDATE skiplock_jobs
+SET audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', :what))
+WHERE id = :id
+"""
+
 SIGNAL_GET = "SELECT kind, payload FROM skiplock_signals WHERE job_id = ? AND name = ?"
 
 STEP_GET = "SELECT result FROM skiplock_steps WHERE job_id = ? AND name = ?"
@@ -277,14 +285,9 @@ WHERE j.state = 'waiting' ORDER BY j.id LIMIT ?
 """
 
 GRAPH_EDGES = """
-WITH RECURSIVE g(id) AS (
-    SELECT :id
-    UNION
-    SELECT CASE WHEN d.child_id = g.id THEN d.parent_id ELSE d.child_id END
-    FROM skiplock_deps d JOIN g ON d.child_id = g.id OR d.parent_id = g.id
-), ids AS (SELECT id FROM g LIMIT :most)
-SELECT d.parent_id, d.child_id FROM skiplock_deps d
-WHERE d.child_id IN (SELECT id FROM ids) AND d.parent_id IN (SELECT id FROM ids)
+SELECT parent_id, child_id FROM skiplock_deps
+WHERE parent_id IN (SELECT value FROM json_each(:ids))
+   OR child_id IN (SELECT value FROM json_each(:ids))
 """
 
 GRAPH_NODES = """

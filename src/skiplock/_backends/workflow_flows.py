@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from .._job import NewJob
+from .._workflow_records import WorkflowGraph
 from ..errors import BatchClosed, JobNotFound, UnknownParent, WorkflowCycle
+from .common import workflow_graph
 from .flows import Flow
 from .workflow_plan import Node, Plan, SweepResult
 
@@ -150,6 +152,20 @@ class CancelChildren:
 @dataclass(frozen=True, slots=True)
 class Ready:
     """-> the waiting children with no parent left now pending (their queues woken)."""
+
+    ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class EdgesAround:
+    """-> (parent, child) pairs of every edge that touches one of ``ids``."""
+
+    ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphNodes:
+    """-> (id, task, state) of the jobs ``ids`` that exist."""
 
     ids: Sequence[int]
 
@@ -331,3 +347,26 @@ def sweep(most: int = SWEEP_MOST) -> Flow[SweepResult]:
         result.released = yield from release(parents)
     result.timed_out = yield ExpireWaits(most)
     return result
+
+
+def graph(job_id: int, most: int) -> Flow[WorkflowGraph]:
+    """The workflow around ``job_id``: a walk outward along edges, both ways, a ring of
+    neighbours a step, so the ``most`` jobs kept are the nearest (the job itself first)."""
+    order = [job_id]
+    seen = {job_id}
+    edges: set[tuple[int, int]] = set()
+    frontier = [job_id]
+    while frontier and len(order) <= most:  # one ring past ``most`` says if more are linked
+        around: Sequence[tuple[int, int]] = yield EdgesAround(frontier)
+        frontier = []
+        for parent, child in around:
+            edges.add((parent, child))
+            for linked in (parent, child):
+                if linked not in seen:
+                    seen.add(linked)
+                    order.append(linked)
+                    frontier.append(linked)
+    kept = order[:most]
+    truncated = len(order) > most
+    nodes: Sequence[tuple[int, str, str]] = yield GraphNodes(kept)
+    return workflow_graph(nodes, sorted(edges), truncated)
