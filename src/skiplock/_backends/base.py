@@ -320,6 +320,10 @@ class Backend(Protocol):
     """True when the hot rows' updates leave dead versions a worker vacuums (PostgreSQL's
     live partition, ``hot_vacuum``); SQLite's deletes and updates leave none to collect."""
 
+    on_released: Callable[[set[str]], None] | None
+    """Told the queues a workflow release made jobs pending in (a worker sets it to wake its
+    own producer at once); None: nobody here to tell."""
+
     async def open(self, *, create: bool = False) -> None:
         """Connect. ``create``: the database may be made if it is missing (migrating only:
         a read or a worker must never leave an empty database behind)."""

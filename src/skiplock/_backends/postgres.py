@@ -184,6 +184,9 @@ class PostgresBackend:
         self._sql = sql.Statements.for_schema(self.schema)
         self._key_cursors: KeyCursors = {}
         """Where each keyed claim's walk starts next (postgres_ops.claim_keyed)."""
+        self.on_released: Callable[[set[str]], None] | None = None
+        """Told the queues a workflow release of ours made jobs pending in (a worker wakes
+        its producer: no wait for the NOTIFY's round trip)."""
 
     def _now(self) -> datetime | None:
         return self._clock() if self._clock else None
@@ -1068,10 +1071,19 @@ class PostgresBackend:
         if connection is not None:  # a savepoint inside the caller's transaction, or one
             async with connection.transaction():  # type: ignore[attr-defined]
                 return await flows.drive_async(make(), self._wf_answers(connection))
+        result, woken = await self._wf_own_transaction(make)
+        if woken and self.on_released is not None:  # this process's workers claim at once
+            self.on_released(woken)
+        return result
 
-        async def attempt() -> R:
+    async def _wf_own_transaction(self, make: Callable[[], flows.Flow[R]]) -> tuple[R, set[str]]:
+        """The flow in a transaction of ours; its result and the queues it made jobs pending
+        in (told after the commit)."""
+
+        async def attempt() -> tuple[R, set[str]]:
             async with self.pool.acquire() as conn, conn.transaction():
-                return await flows.drive_async(make(), self._wf_answers(conn))
+                answers = self._wf_answers(conn)
+                return await flows.drive_async(make(), answers), answers.woken
 
         for _ in range(WORKFLOW_TRIES - 1):
             try:

@@ -52,6 +52,14 @@ class Answers:
         self.conn = conn
         self.fetch = fetcher(conn)
         self.sql, self.channel, self.now, self.insert = sql, channel, now, insert
+        self.woken: set[str] = set()
+        """The queues the steps made jobs pending in."""
+
+    async def _pending(self, statement: str, args: list[Any]) -> list[int]:
+        """A statement that makes jobs pending, returning (id, queue) rows: the ids."""
+        rows = await self.fetch(statement, args)
+        self.woken.update(r[1] for r in rows)
+        return [r[0] for r in rows]
 
     async def __call__(self, step: object) -> Any:
         return await self.answer(step)
@@ -133,8 +141,9 @@ class Answers:
 
     @answer.register
     async def _(self, step: wf.Ready) -> list[int]:
-        args = [sorted(step.ids), self.channel, self.now]
-        return [r[0] for r in await self.fetch(self.sql.CHILDREN_READY, args)]
+        return await self._pending(
+            self.sql.CHILDREN_READY, [sorted(step.ids), self.channel, self.now]
+        )
 
     @answer.register
     async def _(self, step: wf.EdgesAround) -> list[tuple[int, int]]:
@@ -152,10 +161,8 @@ class Answers:
 
     @answer.register
     async def _(self, step: wf.ExpireWaits) -> list[int]:
-        args = [step.most, self.channel, self.now]
-        return [r[0] for r in await self.fetch(self.sql.WAITS_EXPIRED, args)]
+        return await self._pending(self.sql.WAITS_EXPIRED, [step.most, self.channel, self.now])
 
     @answer.register
     async def _(self, step: wf.ResumeSignalled) -> list[int]:
-        args = [list(step.ids), self.channel, self.now]
-        return [r[0] for r in await self.fetch(self.sql.PARKED_RESUME, args)]
+        return await self._pending(self.sql.PARKED_RESUME, [list(step.ids), self.channel, self.now])

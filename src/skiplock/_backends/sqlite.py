@@ -205,6 +205,9 @@ class SQLiteBackend:
         """Where each keyed claim's walk starts next (sqlite_keys.pick)."""
         self._here_pid = 0
         self._here_file: tuple[int, int] | None = None
+        self.on_released: Callable[[set[str]], None] | None = None
+        """Told the queues a completion's workflow release made jobs pending in, after its
+        commit (a worker wakes its producer: no wait for the file's watch)."""
 
     def _now(self) -> float:
         return self._clock().timestamp() if self._clock else time.time()
@@ -467,20 +470,23 @@ class SQLiteBackend:
         if not completions:
             return []
 
-        def complete(conn: sqlite3.Connection) -> list[int]:
+        def complete(conn: sqlite3.Connection) -> tuple[list[int], set[str]]:
             with _immediate(conn):
                 applied = ops.complete(conn, completions, self._now())
-                self._follow_completion(conn, completions, applied)
-                return applied
+                woken = self._follow_completion(conn, completions, applied)
+                return applied, woken
 
-        return await self._run("job_set_state_if_running_many", complete)
+        applied, woken = await self._run("job_set_state_if_running_many", complete)
+        if woken and self.on_released is not None:  # committed: this process's workers
+            self.on_released(woken)  # claim now, before the file's watch would tell them
+        return applied
 
     def _follow_completion(
         self, conn: sqlite3.Connection, completions: Sequence[Completion], applied: list[int]
-    ) -> None:
+    ) -> set[str]:
         """In the completion's transaction: release the children of jobs just finished (when
         any edge is open at all: one probe of an empty index otherwise), resume parked jobs
-        already signalled."""
+        already signalled. Returns the queues it made jobs pending in."""
         written = set(applied)
         parked = [
             c.job_id
@@ -494,8 +500,10 @@ class SQLiteBackend:
                 for c in completions
                 if c.disposition in FINISHING_DISPOSITIONS and c.job_id in written
             ]
+        woken: set[str] = set()
         if finished or parked:
-            flows.drive(wf.after_completion(finished, parked), self._wf_answers(conn))
+            flows.drive(wf.after_completion(finished, parked), self._wf_answers(conn, woken))
+        return woken
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
@@ -949,8 +957,10 @@ class SQLiteBackend:
 
     # -- workflows (sqlite_workflow_sql.py) -------------------------------------------------
 
-    def _wf_answers(self, conn: sqlite3.Connection) -> workflow.Answers:
-        return workflow.Answers(conn, self._now, _no_wake)
+    def _wf_answers(
+        self, conn: sqlite3.Connection, woken: set[str] | None = None
+    ) -> workflow.Answers:
+        return workflow.Answers(conn, self._now, _no_wake if woken is None else woken.update)
 
     async def _wf_write(self, operation: str, make: Callable[[], flows.Flow[R]]) -> R:
         def run(conn: sqlite3.Connection) -> R:

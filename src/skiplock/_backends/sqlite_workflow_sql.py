@@ -32,8 +32,8 @@ CREATE TABLE IF NOT EXISTS skiplock_deps (
     resolved_at   REAL,
     PRIMARY KEY (child_id, parent_id)
 );
-CREATE INDEX IF NOT EXISTS skiplock_deps_parent_idx ON skiplock_deps (parent_id);
-CREATE INDEX IF NOT EXISTS skiplock_deps_open_idx ON skiplock_deps (parent_id)
+CREATE INDEX IF NOT EXISTS skiplock_deps_parent_idx ON skiplock_deps (parent_id, child_id);
+CREATE INDEX IF NOT EXISTS skiplock_deps_open_idx ON skiplock_deps (parent_id, child_id)
     WHERE parent_state IS NULL;
 CREATE TABLE IF NOT EXISTS skiplock_batches (
     id          INTEGER PRIMARY KEY AUTOINCREMENT,

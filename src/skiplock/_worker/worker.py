@@ -219,6 +219,8 @@ class Worker:
             loop.call_soon_threadsafe(producer.on_wake, queue)
 
         unsubscribe = self.registry.add_waker(wake_from_any_thread)
+        if backend.on_released is None:  # a workflow release here wakes every worker here
+            backend.on_released = self.registry.wake_queues
         try:
             for service in self._services:
                 service.on_ready = self.signals.ready.fire
