@@ -231,3 +231,39 @@ async def test_the_sweep_looks_past_children_that_wait_for_a_retry(db_url: str) 
         assert (await backend.workflow_sweep()).released == [c.id]
     finally:
         await app.close()
+
+
+async def test_the_one_statement_release_of_two_last_parents_at_once_releases_once(
+    pg_url: str,
+) -> None:
+    """The completion's own release (RELEASE_SUCCEEDED, one statement) on two sessions for
+    the last two parents of one child: the second waits on the first's lock of the child's
+    wait row, then decides on the count the lock found, not on its older snapshot."""
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    try:
+        parent, child = tasks(app)
+        p1, p2 = await parent.aenqueue(1), await parent.aenqueue(2)
+        c = await child.using(depends_on=[p1, p2]).aenqueue()
+        await finish_without_release(app, pg_url, [p1.id, p2.id])
+        backend = await app.backend()
+        assert isinstance(backend, PostgresBackend)
+        dsn = parse_postgres_url(pg_url).dsn
+        a, b = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+        statement = backend._wf.RELEASE_SUCCEEDED
+        try:
+            ta = a.transaction()
+            await ta.start()
+            first = await a.fetch(statement, [p1.id], backend.channel, None)
+            second = asyncio.create_task(b.fetch(statement, [p2.id], backend.channel, None))
+            await wait_for_lock(backend, b.get_server_pid())
+            await ta.commit()
+            released = [r["id"] for r in first] + [r["id"] for r in await second]
+        finally:
+            await a.close()
+            await b.close()
+        assert released == [c.id]
+        record = await app.get_job(c.id)
+        assert record.state is JobState.PENDING and record.args == []
+    finally:
+        await app.close()

@@ -638,19 +638,45 @@ class PostgresBackend:
                 )
                 more = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
                 rows, done = [*rows, *more], done + [r["id"] for r in more]
-        parented = [r["id"] for r in rows if r["parented"]]
+        succeeded = [r["id"] for r in rows if r["parented"] and r["succeeded"]]
+        failed = [r["id"] for r in rows if r["parented"] and not r["succeeded"]]
         parked = [r["id"] for r in rows if r["parked"]]
-        if parented or parked:
-            await self._follow_completion(parented, parked)
+        if succeeded or failed or parked:
+            await self._follow_completion(succeeded, failed, parked)
         return done
 
-    async def _follow_completion(self, parented: list[int], parked: list[int]) -> None:
-        """Release the children of jobs just finished, resume parked jobs already signalled;
-        a failure here leaves it to the sweep (the outcomes are written)."""
+    async def _follow_completion(
+        self, succeeded: list[int], failed: list[int], parked: list[int]
+    ) -> None:
+        """Release the children of jobs just finished (those of succeeded ones in one
+        statement), resume parked jobs already signalled; a failure here leaves it to the
+        sweep (the outcomes are written)."""
         try:
-            await self.workflow_after_completion(parented, parked)
+            if succeeded:
+                await self._release_succeeded(succeeded)
+            if failed or parked:
+                await self.workflow_after_completion(failed, parked)
         except BackendError as exc:
             log.warning("workflow release after a completion failed (the sweep will): %s", exc)
+
+    async def _release_succeeded(self, parents: list[int]) -> None:
+        statement, args = self._wf.RELEASE_SUCCEEDED, (parents, self.channel, self._now())
+
+        async def attempt() -> list[Any]:
+            rows: list[Any] = await self.pool.fetch(statement, *args)
+            return rows
+
+        with _wrapped("workflow_release"):
+            for tries_left in range(WORKFLOW_TRIES - 1, -1, -1):
+                try:
+                    rows = await retry_moved(attempt)
+                    break
+                except asyncpg.exceptions.DeadlockDetectedError:
+                    if not tries_left:
+                        raise
+        woken = {r["queue"] for r in rows}
+        if woken and self.on_released is not None:
+            self.on_released(woken)
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:

@@ -626,13 +626,13 @@ c AS (
               c.finished AND EXISTS (SELECT 1 FROM {s}.skiplock_deps d
                                      WHERE d.parent_id = j.id AND d.parent_state IS NULL)
                   AS parented,
-              c.state = 'waiting' AS parked
+              c.state = 'waiting' AS parked, c.state = 'succeeded' AS succeeded
 ), told AS (
     SELECT pg_notify($11, string_agg(id::text, ',')) FROM (
         SELECT id, (row_number() OVER ()) / 300 AS chunk FROM done WHERE finished
     ) f GROUP BY chunk
 )
-SELECT id, parented, parked FROM done WHERE (SELECT count(*) FROM told) >= 0
+SELECT id, parented, parked, succeeded FROM done WHERE (SELECT count(*) FROM told) >= 0
 """
 )
 

@@ -175,6 +175,77 @@ FROM locked WHERE w.job_id = locked.job_id
 RETURNING w.job_id, w.parents_left
 """
 
+
+def _args_with(results: str) -> str:
+    """The released child's arguments, its first the parents' results as its wait row asks
+    (``z``): ``results`` is a subquery of (child_id, parent_id, parent_result) this very
+    statement resolved, whose new results the statement's snapshot of the edges cannot see."""
+    edges = (
+        "FROM {s}.skiplock_deps d LEFT JOIN " + results + " n "
+        "ON n.child_id = d.child_id AND n.parent_id = d.parent_id WHERE d.child_id = j.id"
+    )
+    value = "coalesce(n.parent_result, d.parent_result, 'null'::jsonb)"
+    return f"""CASE z.pass_results
+            WHEN 'previous' THEN jsonb_build_array(
+                (SELECT {value} {edges} ORDER BY d.position LIMIT 1)) || j.args
+            WHEN 'all' THEN jsonb_build_array(
+                (SELECT coalesce(jsonb_agg({value} ORDER BY d.position), '[]'::jsonb)
+                 {edges})) || j.args
+            WHEN 'batch' THEN jsonb_build_array(z.batch_id) || j.args
+            ELSE j.args END"""
+
+
+RELEASE_SUCCEEDED = (
+    """
+-- The common release in one statement (one round trip after a completion, where the flow
+-- takes five and a transaction): parents $1 that succeeded resolve their open edges (locked
+-- first, in one order), each child's count goes down under its wait row's lock, and the
+-- children at zero become pending with their parents' results in front. A failed parent's
+-- release (cancels down the graph) takes the flow (workflow_flows.release).
+WITH p AS (
+    SELECT j.id, j.result FROM {s}.skiplock_jobs j
+    WHERE j.id = ANY($1::bigint[]) AND j.state = 'succeeded'
+), todo AS (
+    SELECT d.ctid AS at, p.result FROM {s}.skiplock_deps d JOIN p ON d.parent_id = p.id
+    WHERE d.parent_state IS NULL
+    ORDER BY d.child_id, d.parent_id FOR UPDATE OF d
+), resolved AS (
+    UPDATE {s}.skiplock_deps d
+    SET parent_state = 'succeeded', parent_result = todo.result, resolved_at = now()
+    FROM todo WHERE d.ctid = todo.at
+    RETURNING d.child_id, d.parent_id, d.parent_result
+), locked AS (
+    -- the count as the lock found it: a release that committed while this one waited for
+    -- the lock has counted its parents off already (this statement's snapshot is older, so
+    -- the decisions below read these values, never the snapshot's)
+    SELECT w.job_id, w.parents_left AS left_, w.signal, c.n FROM {s}.skiplock_waits w
+    JOIN (SELECT child_id, count(*)::int AS n FROM resolved GROUP BY child_id) c
+      ON w.job_id = c.child_id
+    ORDER BY w.job_id FOR UPDATE OF w
+), counted AS (
+    -- two statements on disjoint rows (one statement may not change a row twice): counted
+    -- down, or gone at zero
+    UPDATE {s}.skiplock_waits w SET parents_left = locked.left_ - locked.n
+    FROM locked WHERE w.job_id = locked.job_id AND locked.left_ > locked.n
+), z AS (
+    DELETE FROM {s}.skiplock_waits w USING locked
+    WHERE w.job_id = locked.job_id AND locked.left_ = locked.n AND locked.signal IS NULL
+    RETURNING w.job_id, w.pass_results, w.batch_id
+), r AS (
+    UPDATE {s}.skiplock_jobs j
+    SET state = 'pending', run_at = greatest(j.run_at, coalesce($3::timestamptz, now())),
+        args = """
+    + _args_with("resolved")
+    + """
+    FROM z WHERE j.id = z.job_id AND j.state = 'waiting'
+    RETURNING j.id, j.queue
+), woken AS (
+    SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+)
+SELECT id, queue FROM r WHERE (SELECT count(*) FROM woken) >= 0
+"""
+)
+
 CHILDREN_CANCEL = """
 -- Waiting children of a failed parent are cancelled, the reason recorded as their error.
 WITH x AS (
@@ -479,6 +550,7 @@ class WorkflowStatements:
     DEPS_RESOLVE: str
     WAITS_DECREMENT: str
     CHILDREN_CANCEL: str
+    RELEASE_SUCCEEDED: str
     CHILDREN_READY: str
     OPEN_PARENTS: str
     WAITS_EXPIRED: str
