@@ -121,8 +121,12 @@ VALUES (?, ?, ?, ?)
 """
 
 PARENTS_STATE = """
-SELECT x.value, j.state, j.result
-FROM json_each(:ids) x LEFT JOIN skiplock_jobs j ON j.id = x.value
+-- Correlated lookups, not a LEFT JOIN of the view: a join materialises the view (every live
+-- and day table, 24-89 ms at 10,000 rows) where a lookup by id probes each table's key.
+SELECT x.value,
+       (SELECT j.state FROM skiplock_jobs j WHERE j.id = x.value),
+       (SELECT j.result FROM skiplock_jobs j WHERE j.id = x.value)
+FROM json_each(:ids) x
 """
 
 OPEN_EDGES_OF = """
@@ -235,14 +239,19 @@ WHERE child_id = ? ORDER BY position
 """
 
 JOB_PARENTS = """
-SELECT d.parent_id, coalesce(j.state, d.parent_state, 'gone'), d.on_failure
-FROM skiplock_deps d LEFT JOIN skiplock_jobs j ON j.id = d.parent_id
+SELECT d.parent_id,
+       coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id),
+                d.parent_state, 'gone'),
+       d.on_failure
+FROM skiplock_deps d
 WHERE d.child_id = ? ORDER BY d.position
 """
 
 JOB_CHILDREN = """
-SELECT d.child_id, coalesce(j.state, 'gone'), d.on_failure
-FROM skiplock_deps d LEFT JOIN skiplock_jobs j ON j.id = d.child_id
+SELECT d.child_id,
+       coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.child_id), 'gone'),
+       d.on_failure
+FROM skiplock_deps d
 WHERE d.parent_id = ? ORDER BY d.child_id LIMIT ?
 """
 
@@ -272,8 +281,10 @@ BATCH_MEMBER_INSERT = "INSERT OR IGNORE INTO skiplock_batch_jobs (batch_id, job_
 BATCH_INFO = """
 SELECT b.id, b.created_at, b.closed_at, b.on_success, b.on_complete,
        (SELECT json_group_object(s.state, s.n) FROM (
-            SELECT coalesce(j.state, 'gone') AS state, count(*) AS n
-            FROM skiplock_batch_jobs m LEFT JOIN skiplock_jobs j ON j.id = m.job_id
+            SELECT coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = m.job_id),
+                            'gone') AS state,
+                   count(*) AS n
+            FROM skiplock_batch_jobs m
             WHERE m.batch_id = b.id GROUP BY 1) s)
 FROM skiplock_batches b WHERE b.id = ?
 """
