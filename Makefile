@@ -86,6 +86,7 @@ bench: $(BENCH_STAMP) bench-django
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.tenants $(TENANTS_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.aging $(AGING_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.workflows $(WORKFLOWS_BENCH_ARGS)
 
 # The Django paths (Python 3.12+, a venv of its own so the seed's packages never reach the
 # test venv): concurrent_worker on skiplock's backend and on django-tasks-db beside
