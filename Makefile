@@ -76,6 +76,8 @@ soak: $(STAMP)
 
 # Benchmarks (not part of `make test`): skiplock beside pgqueuer, procrastinate and the seed-000
 # design; ~7 minutes here. BENCH_ARGS="--quick" for a smoke test, "--only W2,W4" for some workloads.
+# W17 workflows (benchmarks/workflows.py) adds ~15-20 minutes, most of it the two 10,000-link
+# chains; WORKFLOWS_BENCH_ARGS="--quick" (1,000 jobs a shape, 10 chord runs) or "--only chord".
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
