@@ -76,6 +76,8 @@ soak: $(STAMP)
 
 # Benchmarks (not part of `make test`): skiplock beside pgqueuer, procrastinate and the seed-000
 # design; ~7 minutes here. BENCH_ARGS="--quick" for a smoke test, "--only W2,W4" for some workloads.
+# W17 workflows (benchmarks/workflows.py) adds ~15-20 minutes, most of it the two 10,000-link
+# chains; WORKFLOWS_BENCH_ARGS="--quick" (1,000 jobs a shape, 10 chord runs) or "--only chord".
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -86,6 +88,7 @@ bench: $(BENCH_STAMP) bench-django
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.tenants $(TENANTS_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.aging $(AGING_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.workflows $(WORKFLOWS_BENCH_ARGS)
 
 # The Django paths (Python 3.12+, a venv of its own so the seed's packages never reach the
 # test venv): concurrent_worker on skiplock's backend and on django-tasks-db beside
