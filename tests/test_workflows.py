@@ -4,6 +4,7 @@ run by an in-process burst worker (``app.drain``)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -555,7 +556,7 @@ async def test_the_graph_keeps_the_nearest_jobs_and_the_job_itself(app: skiplock
     ids = flow.ids
     whole = await app.workflow_graph(ids[2])
     assert [n.id for n in whole.nodes] == ids and not whole.truncated
-    assert whole.edges == list(zip(ids, ids[1:], strict=False))
+    assert whole.edges == list(itertools.pairwise(ids))
     assert {n.state for n in whole.nodes} == {"pending", "waiting"}
     near = await app.workflow_graph(ids[-1], most=3)
     assert [n.id for n in near.nodes] == ids[-3:] and near.truncated

@@ -176,23 +176,25 @@ RETURNING w.job_id, w.parents_left
 """
 
 
-def _args_with(results: str) -> str:
-    """The released child's arguments, its first the parents' results as its wait row asks
-    (``z``): ``results`` is a subquery of (child_id, parent_id, parent_result) this very
-    statement resolved, whose new results the statement's snapshot of the edges cannot see."""
-    edges = (
-        "FROM {s}.skiplock_deps d LEFT JOIN " + results + " n "
-        "ON n.child_id = d.child_id AND n.parent_id = d.parent_id WHERE d.child_id = j.id"
-    )
-    value = "coalesce(n.parent_result, d.parent_result, 'null'::jsonb)"
-    return f"""CASE z.pass_results
+_EDGE_RESULT = """coalesce(d.parent_result,
+                     (SELECT pj.result FROM {s}.skiplock_jobs pj
+                      WHERE pj.id = d.parent_id AND pj.state = 'succeeded'),
+                     'null'::jsonb)"""
+"""An edge's parent result: kept on the edge, or, for an edge this very statement resolved
+(its new value is not in the statement's snapshot), read from the parent's row by its key."""
+
+_ARGS_WITH_RESULTS = f"""CASE z.pass_results
             WHEN 'previous' THEN jsonb_build_array(
-                (SELECT {value} {edges} ORDER BY d.position LIMIT 1)) || j.args
+                (SELECT {_EDGE_RESULT} FROM {{s}}.skiplock_deps d
+                 WHERE d.child_id = j.id ORDER BY d.position LIMIT 1)) || j.args
             WHEN 'all' THEN jsonb_build_array(
-                (SELECT coalesce(jsonb_agg({value} ORDER BY d.position), '[]'::jsonb)
-                 {edges})) || j.args
+                (SELECT coalesce(jsonb_agg({_EDGE_RESULT} ORDER BY d.position), '[]'::jsonb)
+                 FROM {{s}}.skiplock_deps d WHERE d.child_id = j.id)) || j.args
             WHEN 'batch' THEN jsonb_build_array(z.batch_id) || j.args
             ELSE j.args END"""
+"""A released child's arguments, its first the parents' results as its wait row (``z``) asks.
+By key lookups only: joined to the statement's own resolved edges, a fan-out's 9,999
+children each scanned all 9,999 of them (4.3 s)."""
 
 
 RELEASE_SUCCEEDED = (
@@ -235,7 +237,7 @@ WITH p AS (
     UPDATE {s}.skiplock_jobs j
     SET state = 'pending', run_at = greatest(j.run_at, coalesce($3::timestamptz, now())),
         args = """
-    + _args_with("resolved")
+    + _ARGS_WITH_RESULTS
     + """
     FROM z WHERE j.id = z.job_id AND j.state = 'waiting'
     RETURNING j.id, j.queue
