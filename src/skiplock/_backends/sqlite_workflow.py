@@ -107,12 +107,9 @@ class Answers:
 
     @answer.register
     def _(self, step: wf.Decrement) -> list[int]:
-        zero = []
-        for child, n in step.counts.items():
-            row = self.conn.execute(sql.WAIT_DECREMENT, (n, child)).fetchone()
-            if row is not None and row[0] == 0:
-                zero.append(child)
-        return zero
+        counts = json.dumps({str(child): n for child, n in step.counts.items()})
+        rows = self.conn.execute(sql.WAITS_DECREMENT, {"counts": counts}).fetchall()
+        return sorted(job for job, left in rows if left == 0)
 
     @answer.register
     def _(self, step: wf.CancelChildren) -> list[int]:
@@ -127,21 +124,25 @@ class Answers:
 
     @answer.register
     def _(self, step: wf.Ready) -> list[int]:
-        released, queues = [], set()
+        """Set-based where the arguments stay as they are (a fan-out's 9,999 children: three
+        statements, not five a child); a child given results is rewritten one by one."""
         now = self.now()
-        for child in sorted(step.ids):
-            wait = self.conn.execute(sql.READY_WAIT, (child,)).fetchone()
-            if wait is None:
-                continue
-            self.conn.execute(sql.WAIT_DELETE, (child,))
-            args = self._args_with_results(child, wait[0], wait[1])
+        ids = json.dumps(sorted(step.ids))
+        waits = self.conn.execute(sql.WAITS_READY, {"ids": ids}).fetchall()
+        if not waits:
+            return []
+        self.conn.execute(sql.WAITS_DELETE, {"ids": json.dumps([w[0] for w in waits])})
+        plain = [w[0] for w in waits if w[1] is None]
+        made: list[Any] = []
+        if plain:
+            named = {"ids": json.dumps(plain), "now": now}
+            made = self.conn.execute(sql.CHILDREN_READY, named).fetchall()
+        for child, mode, batch_id in (w for w in waits if w[1] is not None):
+            args = self._args_with_results(child, mode, batch_id)
             row = self.conn.execute(sql.CHILD_READY, {"id": child, "now": now, "args": args})
-            found = row.fetchone()
-            if found is not None:
-                released.append(child)
-                queues.add(found[0])
-        self.woken(queues)
-        return released
+            made += row.fetchall()
+        self.woken({queue for _id, queue in made})
+        return sorted(job for job, _queue in made)
 
     def _args_with_results(self, child: int, mode: str | None, batch_id: int | None) -> str | None:
         """The child's arguments with its parents' results first, as ``mode`` asks (None:

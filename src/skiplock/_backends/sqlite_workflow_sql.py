@@ -139,9 +139,27 @@ UPDATE skiplock_deps SET parent_state = ?, parent_result = ?, resolved_at = ?
 WHERE child_id = ? AND parent_id = ?
 """
 
-WAIT_DECREMENT = """
-UPDATE skiplock_waits SET parents_left = parents_left - ? WHERE job_id = ?
-RETURNING parents_left
+WAITS_DECREMENT = """
+-- Count resolved parents off (:counts, a JSON object: child id -> parents resolved), in one
+-- statement for the batch.
+UPDATE skiplock_waits SET parents_left = parents_left - x.n
+FROM (SELECT CAST(key AS INTEGER) AS id, value AS n FROM json_each(:counts)) x
+WHERE skiplock_waits.job_id = x.id
+RETURNING job_id, parents_left
+"""
+
+WAITS_READY = """
+SELECT job_id, pass_results, batch_id FROM skiplock_waits
+WHERE job_id IN (SELECT value FROM json_each(:ids)) AND parents_left = 0 AND signal IS NULL
+"""
+
+WAITS_DELETE = "DELETE FROM skiplock_waits WHERE job_id IN (SELECT value FROM json_each(:ids))"
+
+CHILDREN_READY = """
+-- Children whose arguments stay as they are, pending in one statement.
+UPDATE skiplock_jobs_live SET state = 'pending', run_at = max(run_at, :now)
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'waiting'
+RETURNING id, queue
 """
 
 CHILD_CANCEL = """
@@ -152,11 +170,6 @@ WHERE id = :id AND state = 'waiting'
 
 WAIT_DELETE = "DELETE FROM skiplock_waits WHERE job_id = ?"
 
-READY_WAIT = """
-SELECT pass_results, batch_id FROM skiplock_waits
-WHERE job_id = ? AND parents_left = 0 AND signal IS NULL
-"""
-
 CHILD_RESULTS = """
 SELECT coalesce(parent_result, 'null') FROM skiplock_deps WHERE child_id = ? ORDER BY position
 """
@@ -165,7 +178,7 @@ CHILD_READY = """
 UPDATE skiplock_jobs_live SET state = 'pending', run_at = max(run_at, :now),
     args = coalesce(:args, args)
 WHERE id = :id AND state = 'waiting'
-RETURNING queue
+RETURNING id, queue
 """
 
 OPEN_PARENTS = """
