@@ -148,6 +148,7 @@ async def test_soak_kills_and_a_database_restart_lose_nothing(pg_url: str, tmp_p
         "succeeded": JOBS,
         "cancelled": 0,
         "dead": 0,
+        "waiting": 0,
     }
     assert acc.jobs_run == JOBS
     assert not acc.unexplained, acc.unexplained[:10]

@@ -401,7 +401,7 @@ def assert_reads_no_history(
         for p in plan
         if len(p.split()) > 1 and p.split()[1] in jobs - views and not p.startswith("CO-ROUTINE")
     ]
-    live = ("pending_idx", "queue_pending_idx", "lease_idx")
+    live = ("pending_idx", "queue_pending_idx", "lease_idx", "waiting_idx")
     for read in reads:
         partial = read.startswith("SCAN") and read.endswith(live)
         assert read.startswith("SEARCH") or partial, (name, read, plan)

@@ -256,7 +256,7 @@ def links_lines(links: JobLinks) -> list[str]:
 def job_signal(
     app_spec: str, url: str | None, job_id: int, name: str, payload: str | None, who: str
 ) -> None:
-    """Send the signal NAME to a job: one parked on it (``wait_for(NAME)``) runs again now.
+    """Send the signal NAME to a job: one parked on it (wait_for(NAME)) runs again now.
 
     Once per name: a second signal, or one after the wait timed out, changes nothing and
     exits 1 saying so."""
