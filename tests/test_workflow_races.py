@@ -6,7 +6,9 @@ one fan-in racing on both databases. However they interleave, the child is relea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -80,6 +82,37 @@ async def resume(flow: Any, answer: Any, value: Any) -> list[int]:
 async def test_the_last_two_parents_released_at_once_release_the_child_once(
     pg_url: str,
 ) -> None:
+    async with two_last_parents(pg_url) as (app, backend, c, p1, p2, a, b):
+        ta, tb = a.transaction(), b.transaction()
+        await ta.start()
+        await tb.start()
+        answer_a, answer_b = backend._wf_answers(a), backend._wf_answers(b)
+        # both resolve their parent's edge (two rows: neither waits)
+        step_a, flow_a = await step_until(wf.release([p1.id]), answer_a, wf.Decrement)
+        step_b, flow_b = await step_until(wf.release([p2.id]), answer_b, wf.Decrement)
+        # A counts its parent off first; B's count waits on the child's wait row
+        first_zero = await answer_a(step_a)
+        assert first_zero == []  # one parent left, as A sees it
+        b_counts = asyncio.create_task(answer_b(step_b))
+        await wait_for_lock(backend, b.get_server_pid())
+        assert not b_counts.done()
+        released_a = await resume(flow_a, answer_a, first_zero)
+        await ta.commit()
+        zero = await b_counts
+        assert zero == [c.id]  # B's count, after A's, reaches zero
+        released_b = await resume(flow_b, answer_b, zero)
+        await tb.commit()
+        assert released_a == [] and released_b == [c.id]
+        assert (await app.get_job(c.id)).state is JobState.PENDING
+        assert (await app.get_job(c.id)).args == []  # no results asked for
+
+
+@contextlib.asynccontextmanager
+async def two_last_parents(
+    pg_url: str,
+) -> AsyncIterator[tuple[skiplock.App, PostgresBackend, Any, Any, Any, Any, Any]]:
+    """A child of two parents both finished and neither released, and two sessions of our
+    own to release them on (closed, with the app, at the end)."""
     app = skiplock.App(pg_url)
     await app.migrate()
     try:
@@ -92,31 +125,10 @@ async def test_the_last_two_parents_released_at_once_release_the_child_once(
         dsn = parse_postgres_url(pg_url).dsn
         a, b = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
         try:
-            ta, tb = a.transaction(), b.transaction()
-            await ta.start()
-            await tb.start()
-            answer_a, answer_b = backend._wf_answers(a), backend._wf_answers(b)
-            # both resolve their parent's edge (two rows: neither waits)
-            step_a, flow_a = await step_until(wf.release([p1.id]), answer_a, wf.Decrement)
-            step_b, flow_b = await step_until(wf.release([p2.id]), answer_b, wf.Decrement)
-            # A counts its parent off first; B's count waits on the child's wait row
-            first_zero = await answer_a(step_a)
-            assert first_zero == []  # one parent left, as A sees it
-            b_counts = asyncio.create_task(answer_b(step_b))
-            await wait_for_lock(backend, b.get_server_pid())
-            assert not b_counts.done()
-            released_a = await resume(flow_a, answer_a, first_zero)
-            await ta.commit()
-            zero = await b_counts
-            assert zero == [c.id]  # B's count, after A's, reaches zero
-            released_b = await resume(flow_b, answer_b, zero)
-            await tb.commit()
+            yield app, backend, c, p1, p2, a, b
         finally:
             await a.close()
             await b.close()
-        assert released_a == [] and released_b == [c.id]
-        assert (await app.get_job(c.id)).state is JobState.PENDING
-        assert (await app.get_job(c.id)).args == []  # no results asked for
     finally:
         await app.close()
 
@@ -239,31 +251,15 @@ async def test_the_one_statement_release_of_two_last_parents_at_once_releases_on
     """The completion's own release (RELEASE_SUCCEEDED, one statement) on two sessions for
     the last two parents of one child: the second waits on the first's lock of the child's
     wait row, then decides on the count the lock found, not on its older snapshot."""
-    app = skiplock.App(pg_url)
-    await app.migrate()
-    try:
-        parent, child = tasks(app)
-        p1, p2 = await parent.aenqueue(1), await parent.aenqueue(2)
-        c = await child.using(depends_on=[p1, p2]).aenqueue()
-        await finish_without_release(app, pg_url, [p1.id, p2.id])
-        backend = await app.backend()
-        assert isinstance(backend, PostgresBackend)
-        dsn = parse_postgres_url(pg_url).dsn
-        a, b = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    async with two_last_parents(pg_url) as (app, backend, c, p1, p2, a, b):
         statement = backend._wf.RELEASE_SUCCEEDED
-        try:
-            ta = a.transaction()
-            await ta.start()
-            first = await a.fetch(statement, [p1.id], backend.channel, None)
-            second = asyncio.create_task(b.fetch(statement, [p2.id], backend.channel, None))
-            await wait_for_lock(backend, b.get_server_pid())
-            await ta.commit()
-            released = [r["id"] for r in first] + [r["id"] for r in await second]
-        finally:
-            await a.close()
-            await b.close()
+        ta = a.transaction()
+        await ta.start()
+        first = await a.fetch(statement, [p1.id], backend.channel, None)
+        second = asyncio.create_task(b.fetch(statement, [p2.id], backend.channel, None))
+        await wait_for_lock(backend, b.get_server_pid())
+        await ta.commit()
+        released = [r["id"] for r in first] + [r["id"] for r in await second]
         assert released == [c.id]
         record = await app.get_job(c.id)
         assert record.state is JobState.PENDING and record.args == []
-    finally:
-        await app.close()

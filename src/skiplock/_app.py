@@ -23,7 +23,7 @@ from . import _schema
 from ._app_control import Operations
 from ._app_observe import DEFAULT_KEYS_SHOWN, DEFAULT_WINDOW_S, Observe
 from ._app_results import Results
-from ._app_workflows import WorkflowOps
+from ._app_workflows import MAX_GRAPH_JOBS, WorkflowOps
 from ._backends import Backend, open_backend
 from ._backends.base import Clock
 from ._backends.workflow_plan import Plan
@@ -556,7 +556,7 @@ class App:
         """Jobs in ``waiting``: on parents, or parked on a signal (and until when)."""
         return await self._workflows.waiting_jobs(limit)
 
-    async def workflow_graph(self, job_id: int, most: int = 2000) -> WorkflowGraph:
+    async def workflow_graph(self, job_id: int, most: int = MAX_GRAPH_JOBS) -> WorkflowGraph:
         """The jobs linked to a job, up and down (at most ``most``), and their edges."""
         return await self._workflows.workflow_graph(job_id, most)
 

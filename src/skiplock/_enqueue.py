@@ -30,13 +30,6 @@ T = TypeVar("T")
 RunSync = Callable[[Coroutine[Any, Any, T]], T]
 
 
-class _Unset:
-    """No batch id given: the enqueue joins the caller's current batch, if any."""
-
-
-_UNSET = _Unset()
-
-
 def plan_of(jobs: Sequence[NewJob], batch_id: int | None) -> Plan:
     """Jobs enqueued one by one (``depends_on`` on each, or inside a batch) as a plan."""
     nodes = tuple(
@@ -83,10 +76,9 @@ class Enqueuer:
         jobs: Iterable[NewJob],
         *,
         connection: object | None = None,
-        batch_id: int | _Unset | None = _UNSET,
     ) -> list[JobHandle]:
         batch = list(jobs)
-        joining = current_batch() if isinstance(batch_id, _Unset) else batch_id
+        joining = current_batch()
         if joining is not None or any(job.depends_on for job in batch):
             return await self.enqueue_plan(plan_of(batch, joining), connection=connection)
         if self._eager.on:

@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ._backends.workflow_plan import Node, Plan
 from ._config import require
@@ -309,6 +309,3 @@ class WorkflowHandle:
             "workflow.result_sync() inside a running event loop would block it; use await "
             "handle.result()"
         )
-
-
-OnParentFailure = Literal["cancel", "run", "wait"]
