@@ -255,11 +255,145 @@ async def test_the_one_statement_release_of_two_last_parents_at_once_releases_on
         statement = backend._wf.RELEASE_SUCCEEDED
         ta = a.transaction()
         await ta.start()
-        first = await a.fetch(statement, [p1.id], backend.channel, None)
-        second = asyncio.create_task(b.fetch(statement, [p2.id], backend.channel, None))
+        first = await a.fetchrow(statement, [p1.id], backend.channel, None, 1000)
+        second = asyncio.create_task(b.fetchrow(statement, [p2.id], backend.channel, None, 1000))
         await wait_for_lock(backend, b.get_server_pid())
         await ta.commit()
-        released = [r["id"] for r in first] + [r["id"] for r in await second]
-        assert released == [c.id]
+        last = await second
+        released = (first["released"] or []) + (last["released"] or [])
+        stale = (first["stale"] or []) + (last["stale"] or [])
+        # the second decided on the count its lock found: zero, once (released at once, or
+        # left at zero for a newer snapshot when the first committed after its own began)
+        assert sorted(released + stale) == [c.id]
+        if stale:
+            ready = await b.fetch(backend._wf.CHILDREN_READY, stale, backend.channel, None)
+            assert [r["id"] for r in ready] == [c.id]
         record = await app.get_job(c.id)
         assert record.state is JobState.PENDING and record.args == []
+
+
+async def test_a_release_older_than_the_count_it_locked_leaves_the_results_to_a_newer_one(
+    pg_url: str,
+) -> None:
+    """A chord's body's two parents: the first's outcome and release in one open
+    transaction, the second's release begun before that commits (so its snapshot holds
+    neither the first's result nor its edge) and blocked on the body's wait row. Reading the
+    results in that snapshot would give the body [None, 2]: the release leaves the body at
+    zero instead (stale), and CHILDREN_READY, a statement of its own, passes [1, 2]."""
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    dsn = parse_postgres_url(pg_url).dsn
+    a, b = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        parent, child = tasks(app)
+        handle = await skiplock.chord([parent.s(1), parent.s(2)], child.s()).aenqueue()
+        p1, p2, body = handle.ids
+        backend = await app.backend()
+        assert isinstance(backend, PostgresBackend)
+        jobs = f'"{backend.schema}".skiplock_jobs'
+        finish = (
+            f"UPDATE {jobs} SET state = 'succeeded', finished_at = now(), result = $2 WHERE id = $1"
+        )
+        await b.execute(finish, p2, "2")
+        statement = backend._wf.RELEASE_SUCCEEDED
+        ta = a.transaction()
+        await ta.start()
+        await a.execute(finish, p1, "1")
+        first = await a.fetchrow(statement, [p1], backend.channel, None, 1000)
+        second = asyncio.create_task(b.fetchrow(statement, [p2], backend.channel, None, 1000))
+        await wait_for_lock(backend, b.get_server_pid())
+        await ta.commit()
+        last = await second
+        assert first["released"] is None and first["stale"] is None
+        assert last["released"] is None and last["stale"] == [body]
+        assert (await app.get_job(body)).state is JobState.WAITING
+        ready = await b.fetch(backend._wf.CHILDREN_READY, [body], backend.channel, None)
+        assert [r["id"] for r in ready] == [body]
+        record = await app.get_job(body)
+        assert record.state is JobState.PENDING and record.args == [[1, 2]]
+    finally:
+        await a.close()
+        await b.close()
+        await app.close()
+
+
+async def test_the_sweep_releases_a_child_a_release_left_at_zero(db_url: str) -> None:
+    """A release that left its child at zero for a newer snapshot, and whose process died
+    before that ran: the sweep's second look releases it, with its parents' results."""
+    app = skiplock.App(db_url)
+    await app.migrate()
+    try:
+        parent, child = tasks(app)
+        handle = await skiplock.chord([parent.s(1), parent.s(2)], child.s()).aenqueue()
+        p1, p2, body = handle.ids
+        await finish_without_release(app, db_url, [p1, p2])
+        backend = await app.backend()
+        # the edges resolved and the count at zero, as a stale release leaves them
+        if db_url.startswith("sqlite"):
+            import sqlite3
+
+            conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+            conn.execute(
+                "UPDATE skiplock_deps SET parent_state = 'succeeded', parent_result = '7' "
+                "WHERE child_id = ?",
+                (body,),
+            )
+            conn.execute("UPDATE skiplock_waits SET parents_left = 0 WHERE job_id = ?", (body,))
+            conn.close()
+        else:
+            assert isinstance(backend, PostgresBackend)
+            s = f'"{backend.schema}"'
+            await backend.pool.execute(
+                f"UPDATE {s}.skiplock_deps SET parent_state = 'succeeded', "
+                "parent_result = '7' WHERE child_id = $1",
+                body,
+            )
+            await backend.pool.execute(
+                f"UPDATE {s}.skiplock_waits SET parents_left = 0 WHERE job_id = $1", body
+            )
+        assert (await app.get_job(body)).state is JobState.WAITING
+        assert (await backend.workflow_sweep()).released == [body]
+        record = await app.get_job(body)
+        assert record.state is JobState.PENDING and record.args == [[7, 7]]
+    finally:
+        await app.close()
+
+
+async def test_a_release_of_ours_wakes_our_workers_once_not_again_by_its_notify(
+    pg_url: str,
+) -> None:
+    """The worker that released a child is told at once (``on_released``); the NOTIFY the
+    release sends at commit would wake it a second time, for a claim that finds nothing in
+    the path of a chain's next link. It is passed over here, and only here: another
+    session's NOTIFY on the same queue still wakes."""
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    dsn = parse_postgres_url(pg_url).dsn
+    other = await asyncpg.connect(dsn)
+    try:
+        parent, child = tasks(app)
+        p = await parent.aenqueue(1)
+        c = await child.using(depends_on=[p]).aenqueue()
+        await finish_without_release(app, pg_url, [p.id])
+        backend = await app.backend()
+        assert isinstance(backend, PostgresBackend)
+        told: list[set[str]] = []
+        woken: list[str] = []
+        arrived = asyncio.Event()
+
+        def on_wake(queue: str) -> None:
+            woken.append(queue)
+            arrived.set()
+
+        backend.on_released = told.append
+        async with backend.listen(on_wake):
+            await backend._release_succeeded([p.id])
+            assert told == [{"default"}]
+            assert (await app.get_job(c.id)).state is JobState.PENDING
+            # notifications come in commit order: the release's first, then this one
+            await other.execute("SELECT pg_notify($1, 'default')", backend.channel)
+            await asyncio.wait_for(arrived.wait(), 10)
+        assert woken == ["default"]
+    finally:
+        await other.close()
+        await app.close()

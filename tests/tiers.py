@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import pytest
 
+SLOW_DIRS = {
+    "tests/dashboard/": "a real browser (Debian's chromium) and a served dashboard",
+}
+
 SLOW_MODULES = {
     "tests/test_pgbouncer.py": "starts a real PgBouncer (15 s)",
     "tests/test_properties.py": "hypothesis runs over both databases (17 s)",
@@ -92,5 +96,6 @@ def mark_slow(items: list[pytest.Item]) -> None:
     """Add the ``slow`` marker to every collected test the lists above name (all parameters)."""
     for item in items:
         path, _, name = item.nodeid.partition("::")
-        if path in SLOW_MODULES or name.split("[", 1)[0] in SLOW_TESTS.get(path, {}):
+        in_slow_dir = any(path.startswith(d) for d in SLOW_DIRS)
+        if in_slow_dir or path in SLOW_MODULES or name.split("[", 1)[0] in SLOW_TESTS.get(path, {}):
             item.add_marker(pytest.mark.slow)

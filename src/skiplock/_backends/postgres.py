@@ -12,6 +12,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -90,7 +91,7 @@ from .common import (
 from .postgres_errors import connecting, retry_moved
 from .postgres_errors import wrapped as _wrapped
 from .postgres_url import parse_postgres_url
-from .postgres_workflow_sql import WorkflowStatements
+from .postgres_workflow_sql import RELEASE_CHUNK, WorkflowStatements
 from .workflow_plan import Plan, SweepResult
 
 PRICED_OUT = {"jit": "off"}
@@ -115,6 +116,9 @@ log = logging.getLogger("skiplock")
 
 WORKFLOW_TRIES = 5
 """How often a workflow transaction that PostgreSQL broke off to end a deadlock is run again."""
+
+OWN_NOTIFY_S = 2.0
+"""How long the NOTIFY of a release of ours is expected (it comes at the commit)."""
 
 COPY_MIN_ROWS = 200
 """Bulk enqueues this large (and without unique keys) go by COPY; smaller ones by one INSERT,
@@ -184,6 +188,13 @@ class PostgresBackend:
         self._sql = sql.Statements.for_schema(self.schema)
         self._key_cursors: KeyCursors = {}
         """Where each keyed claim's walk starts next (postgres_ops.claim_keyed)."""
+        self._wakers: list[Callable[[str], None]] = []
+        """What each LISTEN of ours wakes (a NOTIFY held while a release ran, passed on)."""
+        self._held_notifies: dict[int, list[str]] = {}
+        """Session pid -> the NOTIFYs it sent while a release of ours runs on it."""
+        self._own_notifies: dict[tuple[int, str], float] = {}
+        """(session pid, queue) -> until when (monotonic): the NOTIFYs of our own releases,
+        which this process's workers were told of already (``_expect_own_notify``)."""
         self.on_released: Callable[[set[str]], None] | None = None
         """Told the queues a workflow release of ours made jobs pending in (a worker wakes
         its producer: no wait for the NOTIFY's round trip)."""
@@ -419,8 +430,11 @@ class PostgresBackend:
 
         return answer
 
-    async def _copy_asyncpg(self, conn: Any, jobs: Sequence[NewJob]) -> list[int]:
-        """A large batch by COPY: ids drawn first, since COPY returns none.
+    async def _copy_asyncpg(
+        self, conn: Any, jobs: Sequence[NewJob], waiting: Sequence[bool] = ()
+    ) -> list[int]:
+        """A large batch by COPY: ids drawn first, since COPY returns none; the jobs
+        ``waiting`` flags (a workflow's) written as waiting.
 
         COPY writes rows about twice as fast as ``INSERT ... SELECT FROM unnest`` (10,000 no-op
         jobs: ~45 ms against ~100 ms here). Its transaction is a savepoint inside the caller's,
@@ -443,7 +457,7 @@ class PostgresBackend:
                 )
             ids: list[int] = row["ids"]
             now: datetime = row["now"]
-            records = [
+            records: list[tuple[Any, ...]] = [
                 (
                     job_id,
                     j.task,
@@ -461,11 +475,13 @@ class PostgresBackend:
                 )
                 for job_id, j in zip(ids, jobs, strict=True)
             ]
+            columns = sql.COPY_COLUMNS.split()
+            if any(waiting):
+                columns.append("state")
+                states = ("pending", "waiting")
+                records = [(*r, states[w]) for r, w in zip(records, waiting, strict=True)]
             await conn.copy_records_to_table(
-                "skiplock_jobs",
-                schema_name=self.schema,
-                columns=sql.COPY_COLUMNS.split(),
-                records=records,
+                "skiplock_jobs", schema_name=self.schema, columns=columns, records=records
             )
         return ids
 
@@ -648,9 +664,9 @@ class PostgresBackend:
     async def _follow_completion(
         self, succeeded: list[int], failed: list[int], parked: list[int]
     ) -> None:
-        """Release the children of jobs just finished (those of succeeded ones in one
-        statement), resume parked jobs already signalled; a failure here leaves it to the
-        sweep (the outcomes are written)."""
+        """Release the children of jobs just finished (those of succeeded ones by
+        RELEASE_SUCCEEDED, a chunk a transaction), resume parked jobs already signalled; a
+        failure here leaves it to the sweep (the outcomes are written)."""
         try:
             if succeeded:
                 await self._release_succeeded(succeeded)
@@ -659,24 +675,80 @@ class PostgresBackend:
         except BackendError as exc:
             log.warning("workflow release after a completion failed (the sweep will): %s", exc)
 
-    async def _release_succeeded(self, parents: list[int]) -> None:
-        statement, args = self._wf.RELEASE_SUCCEEDED, (parents, self.channel, self._now())
+    def _settle_own_notifies(self, pid: int, woken: set[str]) -> None:
+        """The NOTIFY a release of ours on session ``pid`` sends at its commit would wake
+        this process's workers a second time (``on_released`` tells them, and the claim that
+        follows begins after the commit): a claim that finds nothing, in the path of the
+        next link of a chain (a claim a link, not two). Those that came while the release
+        ran (held) are dropped, those still to come are expected (and dropped when they do),
+        only where a worker here is told; any other is passed on."""
+        held = self._held_notifies.pop(pid, [])
+        told = woken if self.on_released is not None else set()
+        for queue in held:
+            if queue not in told:
+                for wake in list(self._wakers):
+                    wake(queue)
+        until = time.monotonic() + OWN_NOTIFY_S
+        for queue in told.difference(held):
+            self._own_notifies[(pid, queue)] = until
 
-        async def attempt() -> list[Any]:
-            rows: list[Any] = await self.pool.fetch(statement, *args)
-            return rows
+    def _notified(self, pid: int, queue: str) -> bool:
+        """Whether the NOTIFY from session ``pid`` should wake: False for one a release of
+        ours sent (held while it runs, or expected after it)."""
+        held = self._held_notifies.get(pid)
+        if held is not None:
+            held.append(queue)
+            return False
+        until = self._own_notifies.pop((pid, queue), None)
+        if len(self._own_notifies) > 1000:  # releases whose commit failed leave theirs
+            now = time.monotonic()
+            self._own_notifies = {k: t for k, t in self._own_notifies.items() if t > now}
+        return until is None or until <= time.monotonic()
 
-        with _wrapped("workflow_release"):
-            for tries_left in range(WORKFLOW_TRIES - 1, -1, -1):
-                try:
-                    rows = await retry_moved(attempt)
-                    break
-                except asyncpg.exceptions.DeadlockDetectedError:
-                    if not tries_left:
-                        raise
-        woken = {r["queue"] for r in rows}
+    def _tell_released(self, woken: set[str]) -> None:
         if woken and self.on_released is not None:
             self.on_released(woken)
+
+    async def _release_succeeded(self, parents: list[int]) -> None:
+        """The rest of the children of ``parents`` (succeeded), RELEASE_CHUNK edges a
+        transaction, until a chunk comes back short."""
+        statement = self._wf.RELEASE_SUCCEEDED
+
+        async def attempt() -> tuple[int, set[str]]:
+            # one statement, committed alone; children it left at zero (stale) by a second,
+            # whose snapshot sees their every parent's result (the sweep's StrandedWaits
+            # should this process die between the two)
+            async with self.pool.acquire() as conn:
+                pid = conn.get_server_pid()
+                self._held_notifies[pid] = []
+                woken: set[str] = set()
+                try:
+                    row = await conn.fetchrow(
+                        statement, parents, self.channel, self._now(), RELEASE_CHUNK
+                    )
+                    assert row is not None  # one row, always
+                    woken.update(row["woken"] or ())
+                    if row["stale"]:
+                        more = await conn.fetch(
+                            self._wf.CHILDREN_READY, row["stale"], self.channel, self._now()
+                        )
+                        woken |= {r["queue"] for r in more}
+                finally:
+                    self._settle_own_notifies(pid, woken)
+                return int(row["resolved_n"]), woken
+
+        with _wrapped("workflow_release"):
+            while True:
+                for tries_left in range(WORKFLOW_TRIES - 1, -1, -1):
+                    try:
+                        resolved, woken = await retry_moved(attempt)
+                        break
+                    except asyncpg.exceptions.DeadlockDetectedError:
+                        if not tries_left:
+                            raise
+                self._tell_released(woken)
+                if resolved < RELEASE_CHUNK:
+                    return
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
@@ -819,11 +891,16 @@ class PostgresBackend:
     async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
         """LISTEN on a dedicated connection; the yielded event is set if it is lost."""
 
-        def notified(_conn: Any, _pid: int, _channel: str, payload: object) -> None:
-            on_wake(str(payload))
+        def notified(_conn: Any, pid: int, _channel: str, payload: object) -> None:
+            if self._notified(pid, str(payload)):
+                on_wake(str(payload))
 
-        async with self._listening(self.channel, notified) as lost:
-            yield lost
+        self._wakers.append(on_wake)
+        try:
+            async with self._listening(self.channel, notified) as lost:
+                yield lost
+        finally:
+            self._wakers.remove(on_wake)
 
     @asynccontextmanager
     async def listen_done(
@@ -1086,7 +1163,15 @@ class PostgresBackend:
         return statements
 
     def _wf_answers(self, conn: Any) -> workflow.Answers:
-        return workflow.Answers(conn, self._wf, self.channel, self._now(), self.job_insert_many)
+        return workflow.Answers(
+            conn,
+            self._wf,
+            self.channel,
+            self._now(),
+            self.job_insert_many,
+            self.schema,
+            self._copy_asyncpg,
+        )
 
     async def _wf_transaction(
         self, make: Callable[[], flows.Flow[R]], connection: object | None

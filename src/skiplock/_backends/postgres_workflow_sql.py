@@ -176,75 +176,112 @@ RETURNING w.job_id, w.parents_left
 """
 
 
-_EDGE_RESULT = """coalesce(d.parent_result,
-                     (SELECT pj.result FROM {s}.skiplock_jobs pj
-                      WHERE pj.id = d.parent_id AND pj.state = 'succeeded'),
-                     'null'::jsonb)"""
-"""An edge's parent result: kept on the edge, or, for an edge this very statement resolved
-(its new value is not in the statement's snapshot), read from the parent's row by its key."""
+RELEASE_CHUNK = 1000
+"""Open edges one release statement resolves at most: a fan-out's children become pending a
+thousand at a time, each chunk committed (and claimable) while the next is written."""
 
-_ARGS_WITH_RESULTS = f"""CASE z.pass_results
+
+def release_tail(*, limit: str, channel: str, now: str) -> str:
+    """The CTEs that release the children of the parents in a CTE ``p(id, result jsonb)``
+    that succeeded: their open edges resolved (locked first, in one order, at most ``limit``),
+    each child's count going down under its wait row's lock, and the children at zero made
+    pending with their parents' results in front (``channel`` NOTIFYed per queue, ``now`` the
+    run_at floor). Defines ``resolved``, ``r`` (id, queue: released), ``stale`` (job_id) and
+    ``woken``; used by the completion statement itself (postgres_sql.py) and by
+    RELEASE_SUCCEEDED.
+
+    A child whose count reached zero is released here only if its wait row is the version
+    this statement's snapshot holds (``fresh``): then every other parent's edge was resolved
+    by a transaction this snapshot sees, and so are their results. A release that committed
+    while this one waited for the row's lock wrote results this snapshot cannot read; such a
+    child is left at zero (``stale``) for CHILDREN_READY, a statement of its own whose
+    snapshot is newer (and for the sweep, should the caller die first). An edge this very
+    statement resolves holds its result only once the statement ends: the result comes from
+    ``pm``, the parents' results by id (no read of the job table, whose partitions a plan
+    would have to expand: planning the completion statement took 5 ms with two such reads)."""
+    edge_result = """coalesce(d.parent_result, (SELECT pm.m FROM pm) -> d.parent_id::text,
+                     'null'::jsonb)"""
+    return f"""
+, pm AS (
+    -- this statement's parents' results by id (an edge it resolves holds its new result
+    -- only after it ends)
+    SELECT jsonb_object_agg(p.id::text, coalesce(p.result, 'null'::jsonb)) AS m FROM p
+), todo AS (
+    SELECT d.ctid AS at, p.result FROM {{s}}.skiplock_deps d JOIN p ON d.parent_id = p.id
+    WHERE d.parent_state IS NULL
+    ORDER BY d.child_id, d.parent_id LIMIT {limit} FOR UPDATE OF d
+), resolved AS (
+    -- by ctid (stable while locked): a semi join with the locking CTE was planned as a
+    -- nested loop over it, 4.5 million comparisons for a fan-out of 3,000
+    UPDATE {{s}}.skiplock_deps d
+    SET parent_state = 'succeeded', parent_result = todo.result, resolved_at = now()
+    FROM todo WHERE d.ctid = todo.at
+    RETURNING d.child_id
+), wlocked AS (
+    -- the count as the lock found it: a release that committed while this one waited for
+    -- the lock has counted its parents off already (this statement's snapshot is older, so
+    -- the decisions below read these values, never the snapshot's); ``fresh``: the row the
+    -- lock found is the one the snapshot holds (``s``, not locked, keeps the snapshot's)
+    SELECT w.job_id, w.parents_left AS left_, w.signal, c.n, w.xmin = s.xmin AS fresh
+    FROM {{s}}.skiplock_waits w
+    JOIN (SELECT child_id, count(*)::int AS n FROM resolved GROUP BY child_id) c
+      ON w.job_id = c.child_id
+    JOIN {{s}}.skiplock_waits s ON s.job_id = w.job_id
+    ORDER BY w.job_id FOR UPDATE OF w
+), counted AS (
+    -- three statements on disjoint rows (one statement may not change a row twice):
+    -- counted down, gone at zero, or left at zero for a newer snapshot
+    UPDATE {{s}}.skiplock_waits w SET parents_left = wlocked.left_ - wlocked.n
+    FROM wlocked WHERE w.job_id = wlocked.job_id AND wlocked.left_ > wlocked.n
+), z AS (
+    DELETE FROM {{s}}.skiplock_waits w USING wlocked
+    WHERE w.job_id = wlocked.job_id AND wlocked.left_ = wlocked.n AND wlocked.signal IS NULL
+      AND wlocked.fresh
+    RETURNING w.job_id, w.pass_results, w.batch_id
+), stale AS (
+    UPDATE {{s}}.skiplock_waits w SET parents_left = 0
+    FROM wlocked WHERE w.job_id = wlocked.job_id AND wlocked.left_ = wlocked.n
+      AND wlocked.signal IS NULL AND NOT wlocked.fresh
+    RETURNING w.job_id
+), r AS (
+    -- a released child's arguments, its first the parents' results as its wait row asks, by
+    -- key lookups only: joined to the statement's own resolved edges, a fan-out's 9,999
+    -- children each scanned all 9,999 of them (4.3 s)
+    UPDATE {{s}}.skiplock_jobs j
+    SET state = 'pending', run_at = greatest(j.run_at, coalesce({now}::timestamptz, now())),
+        args = CASE z.pass_results
             WHEN 'previous' THEN jsonb_build_array(
-                (SELECT {_EDGE_RESULT} FROM {{s}}.skiplock_deps d
+                (SELECT {edge_result} FROM {{s}}.skiplock_deps d
                  WHERE d.child_id = j.id ORDER BY d.position LIMIT 1)) || j.args
             WHEN 'all' THEN jsonb_build_array(
-                (SELECT coalesce(jsonb_agg({_EDGE_RESULT} ORDER BY d.position), '[]'::jsonb)
+                (SELECT coalesce(jsonb_agg({edge_result} ORDER BY d.position), '[]'::jsonb)
                  FROM {{s}}.skiplock_deps d WHERE d.child_id = j.id)) || j.args
             WHEN 'batch' THEN jsonb_build_array(z.batch_id) || j.args
-            ELSE j.args END"""
-"""A released child's arguments, its first the parents' results as its wait row (``z``) asks.
-By key lookups only: joined to the statement's own resolved edges, a fan-out's 9,999
-children each scanned all 9,999 of them (4.3 s)."""
+            ELSE j.args END
+    FROM z WHERE j.id = z.job_id AND j.state = 'waiting'
+    RETURNING j.id, j.queue
+), woken AS (
+    SELECT pg_notify({channel}, q.queue) FROM (SELECT DISTINCT queue FROM r) q
+)"""
 
 
 RELEASE_SUCCEEDED = (
     """
--- The common release in one statement (one round trip after a completion, where the flow
--- takes five and a transaction): parents $1 that succeeded resolve their open edges (locked
--- first, in one order), each child's count goes down under its wait row's lock, and the
--- children at zero become pending with their parents' results in front. A failed parent's
--- release (cancels down the graph) takes the flow (workflow_flows.release).
+-- The release of parents $1 that succeeded (a completion's own statement releases what it
+-- can; this one the rest, a chunk of at most $4 open edges a call): see release_tail. One row:
+-- how many edges it resolved (a full chunk: call again), the children released, their
+-- queues, and the children left at zero for CHILDREN_READY.
 WITH p AS (
     SELECT j.id, j.result FROM {s}.skiplock_jobs j
     WHERE j.id = ANY($1::bigint[]) AND j.state = 'succeeded'
-), todo AS (
-    SELECT d.ctid AS at, p.result FROM {s}.skiplock_deps d JOIN p ON d.parent_id = p.id
-    WHERE d.parent_state IS NULL
-    ORDER BY d.child_id, d.parent_id FOR UPDATE OF d
-), resolved AS (
-    UPDATE {s}.skiplock_deps d
-    SET parent_state = 'succeeded', parent_result = todo.result, resolved_at = now()
-    FROM todo WHERE d.ctid = todo.at
-    RETURNING d.child_id, d.parent_id, d.parent_result
-), locked AS (
-    -- the count as the lock found it: a release that committed while this one waited for
-    -- the lock has counted its parents off already (this statement's snapshot is older, so
-    -- the decisions below read these values, never the snapshot's)
-    SELECT w.job_id, w.parents_left AS left_, w.signal, c.n FROM {s}.skiplock_waits w
-    JOIN (SELECT child_id, count(*)::int AS n FROM resolved GROUP BY child_id) c
-      ON w.job_id = c.child_id
-    ORDER BY w.job_id FOR UPDATE OF w
-), counted AS (
-    -- two statements on disjoint rows (one statement may not change a row twice): counted
-    -- down, or gone at zero
-    UPDATE {s}.skiplock_waits w SET parents_left = locked.left_ - locked.n
-    FROM locked WHERE w.job_id = locked.job_id AND locked.left_ > locked.n
-), z AS (
-    DELETE FROM {s}.skiplock_waits w USING locked
-    WHERE w.job_id = locked.job_id AND locked.left_ = locked.n AND locked.signal IS NULL
-    RETURNING w.job_id, w.pass_results, w.batch_id
-), r AS (
-    UPDATE {s}.skiplock_jobs j
-    SET state = 'pending', run_at = greatest(j.run_at, coalesce($3::timestamptz, now())),
-        args = """
-    + _ARGS_WITH_RESULTS
+)"""
+    + release_tail(limit="$4", channel="$2", now="$3")
     + """
-    FROM z WHERE j.id = z.job_id AND j.state = 'waiting'
-    RETURNING j.id, j.queue
-), woken AS (
-    SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q
-)
-SELECT id, queue FROM r WHERE (SELECT count(*) FROM woken) >= 0
+SELECT (SELECT count(*) FROM resolved) AS resolved_n,
+       (SELECT array_agg(id) FROM r) AS released,
+       (SELECT array_agg(DISTINCT queue) FROM r) AS woken,
+       (SELECT array_agg(job_id) FROM stale) AS stale
+WHERE (SELECT count(*) FROM woken) >= 0
 """
 )
 
@@ -305,6 +342,15 @@ WHERE d.parent_state IS NULL
        OR EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
                   WHERE j.id = d.parent_id AND j.state = 'succeeded'))
 LIMIT $1
+"""
+
+STRANDED_WAITS = """
+-- The sweep's second look: waiting children whose count reached zero and who were left so
+-- (a release that met a newer wait row leaves its child to CHILDREN_READY, and its caller
+-- may die before that runs).
+SELECT w.job_id FROM {s}.skiplock_waits w
+WHERE w.parents_left = 0 AND w.signal IS NULL
+ORDER BY w.job_id LIMIT $1
 """
 
 _RESUME_DUE = """, gone AS (
@@ -555,6 +601,7 @@ class WorkflowStatements:
     RELEASE_SUCCEEDED: str
     CHILDREN_READY: str
     OPEN_PARENTS: str
+    STRANDED_WAITS: str
     WAITS_EXPIRED: str
     WAIT_PREPARE: str
     PARKED_RESUME: str

@@ -40,11 +40,11 @@ class Answers:
 
     @answer.register
     def _(self, step: wf.InsertJobs) -> list[int]:
-        return ops.insert_rows(self.conn, list(step.jobs), self.now())
-
-    @answer.register
-    def _(self, step: wf.ToWaiting) -> None:
-        self.conn.execute(sql.JOBS_TO_WAITING, {"ids": json.dumps(list(step.ids))})
+        ids = ops.insert_rows(self.conn, list(step.jobs), self.now())
+        waiting = [i for i, w in zip(ids, step.waiting, strict=True) if w]
+        if waiting:  # inserted in this transaction: no worker saw them pending
+            self.conn.execute(sql.JOBS_TO_WAITING, {"ids": json.dumps(waiting)})
+        return ids
 
     @answer.register
     def _(self, step: wf.InsertWaits) -> None:
@@ -176,6 +176,10 @@ class Answers:
     @answer.register
     def _(self, step: wf.OpenParents) -> list[int]:
         return [r[0] for r in self.conn.execute(sql.OPEN_PARENTS, {"most": step.most})]
+
+    @answer.register
+    def _(self, step: wf.StrandedWaits) -> list[int]:
+        return [r[0] for r in self.conn.execute(sql.STRANDED_WAITS, {"most": step.most})]
 
     @answer.register
     def _(self, step: wf.ExpireWaits) -> list[int]:

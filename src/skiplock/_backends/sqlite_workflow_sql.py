@@ -191,6 +191,13 @@ WHERE d.parent_state IS NULL
 LIMIT :most
 """
 
+STRANDED_WAITS = """
+-- Waiting children at zero parents left so (the sweep's second look; SQLite's release never
+-- leaves one, but a flow is written once for both).
+SELECT job_id FROM skiplock_waits WHERE parents_left = 0 AND signal IS NULL
+ORDER BY job_id LIMIT :most
+"""
+
 WAITS_EXPIRED = """
 SELECT j.id, w.signal FROM skiplock_jobs_live j JOIN skiplock_waits w ON w.job_id = j.id
 WHERE j.state = 'waiting' AND w.signal IS NOT NULL AND j.run_at <= :now
