@@ -209,6 +209,53 @@ async def test_sync_session_commit_rollback_savepoint_and_never_flushed(
     assert await drained(app, ran) == [2, 4, 5]
 
 
+@both
+async def test_a_workflow_in_an_async_session_commits_and_rolls_back_with_it(
+    app: skiplock.App, engine: AsyncEngine
+) -> None:
+    """A chain (its second link waiting) written on the session's driver connection, all
+    of it with the session's transaction."""
+    ran: list[int] = []
+    receipt = receipt_task(app, ran)
+    async with AsyncSession(engine) as session:
+        kept = (
+            await skiplock.chain(receipt.si(1), receipt.si(2)).using(connection=session).aenqueue()
+        )
+        assert not await exists(app, kept.ids[0])  # not before the session commits
+        await session.commit()
+        gone = (
+            await skiplock.chain(receipt.si(3), receipt.si(4)).using(connection=session).aenqueue()
+        )
+        await session.rollback()
+    assert (await app.get_job(kept.ids[1])).state is skiplock.JobState.WAITING
+    assert not await exists(app, gone.ids[0]) and not await exists(app, gone.ids[1])
+    assert await app.count_jobs() == 2
+    assert await drained(app, ran) == [1, 2]
+
+
+@both_sync
+async def test_a_workflow_in_a_sync_session_commits_and_rolls_back_with_it(
+    app: skiplock.App, sync_engine: sa.Engine
+) -> None:
+    """The same through a sync Session: sqlite3's connection, and psycopg's (a Django
+    project's kind) on PostgreSQL."""
+    ran: list[int] = []
+    receipt = receipt_task(app, ran)
+
+    def business() -> tuple[list[int], list[int]]:
+        with Session(sync_engine) as session:
+            gone = skiplock.chain(receipt.si(3), receipt.si(4)).using(connection=session).enqueue()
+            session.rollback()
+            kept = skiplock.chain(receipt.si(1), receipt.si(2)).using(connection=session).enqueue()
+            session.commit()
+        return kept.ids, gone.ids
+
+    kept, _gone = await asyncio.to_thread(business)  # SQLite may give kept gone's ids again
+    assert (await app.get_job(kept[1])).state is skiplock.JobState.WAITING
+    assert await app.count_jobs() == 2
+    assert await drained(app, ran) == [1, 2]
+
+
 @pytest.mark.parametrize(("app_url", "engine"), [("sqlite+aiosqlite",) * 2], indirect=True)
 async def test_an_async_session_in_sync_enqueue_is_a_clear_error(
     app: skiplock.App, engine: AsyncEngine

@@ -132,15 +132,13 @@ class Enqueuer:
                 "workflows (depends_on, chains, groups, chords, batches) do not run in eager "
                 "mode: test them with a worker (skiplock.testing's drain)"
             )
-        if _sqlalchemy.is_sqlalchemy(connection):
-            raise TypeError(
-                "connection: a workflow takes the driver's own connection (asyncpg, psycopg "
-                "async or sqlite3), not a SQLAlchemy one"
-            )
         backend = await self._backend()
         jobs = [node.job for node in plan.nodes]
         with self._traced(jobs) as inserted:
-            ids = await backend.workflow_enqueue(plan, connection)
+            if _sqlalchemy.is_sqlalchemy(connection):
+                ids = await _sqlalchemy.enqueue_plan(backend, plan, connection)
+            else:
+                ids = await backend.workflow_enqueue(plan, connection)
             inserted(ids)
         if connection is None:
             self._registry.wake_queues({job.queue for job in jobs})
@@ -149,19 +147,23 @@ class Enqueuer:
     def enqueue_plan_sync(
         self, plan: Plan, *, connection: object | None, run_sync: RunSync[Any]
     ) -> list[JobHandle]:
-        """``enqueue_plan`` without an event loop (a sync connection: sqlite3 only)."""
+        """``enqueue_plan`` without an event loop (in the transaction of a sync connection:
+        sqlite3's, psycopg's, a SQLAlchemy session's)."""
         if connection is None:
             handles: list[JobHandle] = run_sync(self.enqueue_plan(plan))
             return handles
+        if self._eager.on:
+            run_sync(self.enqueue_plan(plan))  # refused there, with the reason
+        if _sqlalchemy.is_sqlalchemy(connection):
+            connection = _sqlalchemy.driver_connection_sync(connection)
+        if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
+            raise TypeError("connection: an async connection needs `await ....aenqueue()`")
         backend = self._new_backend()
-        if not isinstance(backend, SQLiteBackend):
-            raise TypeError(
-                "connection: a workflow on PostgreSQL takes an async connection; use "
-                "`await ....aenqueue()`"
-            )
         jobs = [node.job for node in plan.nodes]
-        ids = backend.workflow_enqueue_sync(plan, connection)
-        return self._handles(jobs, ids)
+        with self._traced(jobs) as inserted:
+            ids = backend.workflow_enqueue_sync(plan, connection)
+            inserted(ids)
+        return self._handles(jobs, ids)  # woken at commit, not here
 
     def _here_backend(self, run_sync: RunSync[Any]) -> SQLiteBackend | None:
         """The backend a sync enqueue inserts through in the caller's own thread (SQLite),

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from ._backends.base import Backend
+    from ._backends.workflow_plan import Plan
 
 
 def is_sqlalchemy(connection: object) -> bool:
@@ -42,6 +43,16 @@ async def insert_many(backend: Backend, jobs: Sequence[NewJob], connection: obje
         )
         return ids
     return await backend.job_insert_many(JobInsertManyParams(jobs, driver))
+
+
+async def enqueue_plan(backend: Backend, plan: Plan, connection: object) -> list[int]:
+    """``backend.workflow_enqueue`` on the driver connection under an async session."""
+    driver = await _driver_connection(await _async_connection(connection))
+    if _is_aiosqlite(driver):  # on aiosqlite's own thread, as ``insert_many``
+        aio: Any = driver
+        ids: list[int] = await aio._execute(backend.workflow_enqueue_sync, plan, aio._conn)
+        return ids
+    return await backend.workflow_enqueue(plan, driver)
 
 
 def driver_connection_sync(connection: object) -> object:

@@ -605,6 +605,11 @@ class Backend(Protocol):
         ``connection``); the ids in plan order. UnknownParent, WorkflowCycle, BatchClosed."""
         ...
 
+    def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
+        """The same in the transaction of the caller's own synchronous connection (sqlite3,
+        psycopg), which must be given."""
+        ...
+
     async def workflow_open_batch(
         self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None
     ) -> int:

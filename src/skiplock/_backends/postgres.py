@@ -160,6 +160,17 @@ class _Retrying:
         return await retry_moved(lambda: self._pool.fetchval(statement, *args))
 
 
+def _begins_implicitly(connection: object) -> bool:
+    """A psycopg connection outside autocommit and idle: its transaction begins at the next
+    statement and is the caller's to commit or roll back. ``transaction()`` on it would
+    begin one of its own and commit it; one trivial statement first makes it the caller's,
+    and ``transaction()`` a savepoint inside (asyncpg has no implicit transaction)."""
+    if getattr(connection, "autocommit", True):
+        return False
+    info = getattr(connection, "info", None)
+    return getattr(info, "transaction_status", None) == 0  # psycopg's TransactionStatus.IDLE
+
+
 class PostgresBackend:
     """The Backend protocol on PostgreSQL."""
 
@@ -1180,6 +1191,8 @@ class PostgresBackend:
         run again from the start where it met a row moved between partitions or a deadlock
         (each attempt a new flow: nothing of a rolled-back one is kept)."""
         if connection is not None:  # a savepoint inside the caller's transaction, or one
+            if _begins_implicitly(connection):
+                await connection.execute("SELECT 1")  # type: ignore[attr-defined]
             async with connection.transaction():  # type: ignore[attr-defined]
                 return await flows.drive_async(make(), self._wf_answers(connection))
         result, woken = await self._wf_own_transaction(make)
@@ -1206,6 +1219,21 @@ class PostgresBackend:
     async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
         with _wrapped("workflow_enqueue"):
             return await self._wf_transaction(lambda: wf.enqueue_plan(plan), connection)
+
+    def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
+        """``workflow_enqueue`` on the caller's synchronous psycopg connection (Django's, a
+        SQLAlchemy session's), in its transaction (a savepoint inside it)."""
+
+        async def insert(params: JobInsertManyParams) -> list[int]:
+            return self.job_insert_many_sync(params)
+
+        answers = workflow.Answers(
+            connection, self._wf, self.channel, self._now(), insert, self.schema, sync=True
+        )
+        if _begins_implicitly(connection):
+            connection.execute("SELECT 1")  # type: ignore[attr-defined]
+        with _wrapped("workflow_enqueue"), connection.transaction():  # type: ignore[attr-defined]
+            return flows.drive(wf.enqueue_plan(plan), lambda step: workflow.run_now(answers(step)))
 
     async def workflow_open_batch(
         self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None

@@ -4,9 +4,9 @@ psycopg (async) connection, and its one-statement workflow reads and writes."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -15,6 +15,8 @@ from . import workflow_flows as wf
 from .base import JobInsertManyParams
 from .postgres_ops import to_psycopg
 from .postgres_workflow_sql import WorkflowStatements
+
+T = TypeVar("T")
 
 COPY_MIN_ROWS = 200
 """From how many rows a workflow's jobs, waits and edges are written by COPY."""
@@ -26,8 +28,20 @@ Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Sequence[Any]]]]
 """Run one statement with positional arguments, returning its rows as sequences."""
 
 
-def fetcher(conn: Any) -> Fetch:
-    """``Fetch`` for an asyncpg connection, or a psycopg async one (the caller's)."""
+def fetcher(conn: Any, sync: bool = False) -> Fetch:
+    """``Fetch`` for an asyncpg connection, or a psycopg one (the caller's; ``sync``: its
+    synchronous connection, whose coroutines never suspend: ``run_now`` runs them)."""
+    if sync:
+
+        async def fetch_psycopg_sync(statement: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+            named = {f"p{i}": v for i, v in enumerate(args, 1)}
+            cursor = conn.execute(to_psycopg(statement), named)
+            if cursor.description is None:
+                return []
+            return [tuple(r) for r in cursor.fetchall()]
+
+        return fetch_psycopg_sync
+
     if isinstance(conn, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
 
         async def fetch_asyncpg(statement: str, args: Sequence[Any]) -> list[Sequence[Any]]:
@@ -45,6 +59,18 @@ def fetcher(conn: Any) -> Fetch:
     return fetch_psycopg
 
 
+def run_now(coroutine: Coroutine[Any, Any, T]) -> T:
+    """The value of a coroutine that never suspends (an answer on a synchronous psycopg
+    connection: its every statement a plain call), run here, without a loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+    coroutine.close()
+    raise RuntimeError("an answer on a synchronous connection waited on the event loop")
+
+
 class Answers:
     """The workflow flows' steps on one connection, inside the transaction the caller holds."""
 
@@ -57,9 +83,10 @@ class Answers:
         insert: Callable[[JobInsertManyParams], Awaitable[list[int]]],
         schema: str = "public",
         copy_jobs: CopyJobs | None = None,
+        sync: bool = False,
     ) -> None:
         self.conn = conn
-        self.fetch = fetcher(conn)
+        self.fetch = fetcher(conn, sync)
         self.sql, self.channel, self.now, self.insert = sql, channel, now, insert
         self.schema, self.copy_jobs = schema, copy_jobs
         self.copies = isinstance(conn, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy)

@@ -1109,7 +1109,12 @@ class SQLiteBackend:
 @contextlib.contextmanager
 def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
     """All of a workflow or none on the caller's connection: a savepoint inside its
-    transaction (or, outside one, a transaction of its own that the release commits)."""
+    transaction (or, outside one, a transaction of its own that the release commits). A
+    connection that begins its transactions implicitly (sqlite3's default: the caller's
+    commit or rollback decides, as for the statements it runs itself) is begun first, as
+    sqlite3 would before the caller's first write: the savepoint is then the caller's."""
+    if not conn.in_transaction and conn.isolation_level is not None:
+        conn.execute(f"BEGIN {conn.isolation_level}")
     conn.execute("SAVEPOINT skiplock_workflow")
     try:
         yield
