@@ -98,11 +98,9 @@ class Answers:
                 continue  # still live: its edges wait for it
             final = state or "gone"
             kept = result if final == "succeeded" else None
-            for child, _parent, policy in self.conn.execute(sql.OPEN_EDGES_OF, (parent,)):
-                if final != "succeeded" and policy == "wait":
-                    continue
-                self.conn.execute(sql.EDGE_RESOLVE, (final, kept, now, child, parent))
-                resolved.append((child, parent, final, policy))
+            args = {"final": final, "kept": kept, "now": now, "parent": parent}
+            rows = self.conn.execute(sql.EDGES_RESOLVE, args).fetchall()
+            resolved += sorted((child, parent, final, policy) for child, policy in rows)
         return resolved
 
     @answer.register
