@@ -161,6 +161,27 @@ async def test_unknown_parents_and_cycles_are_refused_and_write_nothing(app: ski
     assert (await batch.info()).total == 0
 
 
+async def test_a_canvas_mixing_two_apps_is_refused_and_writes_nothing(
+    app: skiplock.App, tmp_path: Any
+) -> None:
+    """Its jobs would all go to the first step's database, where the other app's workers
+    never look."""
+    t = tasks(app)
+    other = skiplock.App(f"sqlite:///{tmp_path}/other.db")
+    try:
+
+        @other.task(name="elsewhere")
+        def elsewhere(*values: Any) -> None: ...
+
+        with pytest.raises(ConfigurationError, match="'elsewhere' is of another app"):
+            await chain(t["add"].s(1), elsewhere.s()).aenqueue()
+        with pytest.raises(ConfigurationError, match="of another app"):
+            await chord([t["add"].s(1), elsewhere.s()], t["add"].s()).aenqueue()
+    finally:
+        await other.close()
+    assert await app.count_jobs() == 0
+
+
 async def test_a_pruned_parent_is_refused_at_enqueue_and_a_gone_one_fails(
     app: skiplock.App,
 ) -> None:

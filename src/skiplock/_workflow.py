@@ -169,6 +169,8 @@ class _Builder:
 
     nodes: list[Node] = field(default_factory=list)
     depth: list[int] = field(default_factory=list)
+    app: object | None = None
+    """The app of the first signature: every other must be of it (one database)."""
 
     def add(self, part: Canvas, before: list[int], listed: bool) -> tuple[list[int], bool]:
         """Add ``part`` after the nodes ``before`` (whose results come as a list when
@@ -202,6 +204,15 @@ class _Builder:
             f"a step may wait for at most {MAX_PARENTS} others (a group that wide)",
         )
         task = sig.task
+        if self.app is None:
+            self.app = task.app
+        elif task.app is not self.app:
+            raise ConfigurationError(
+                f"workflow: task {getattr(task, 'name', task)!r} is of another app than the "
+                "workflow's first step; "
+                "a workflow's jobs are written to one app's database (register the task on "
+                "that app)"
+            )
         mode: str | None = None
         if before and not sig.immutable:
             mode = "all" if listed else "previous"
