@@ -271,9 +271,18 @@ RELEASE_SUCCEEDED = (
 -- can; this one the rest, a chunk of at most $4 open edges a call): see release_tail. One row:
 -- how many edges it resolved (a full chunk: call again), the children released, their
 -- queues, and the children left at zero for CHILDREN_READY.
+--
+-- Its transaction commits without waiting for its WAL to reach the disk (synchronous_commit
+-- off, for this transaction alone): a chain's link waited for three flushes in a row (the
+-- outcome, this release, the next claim). What it writes is derived from outcomes already
+-- durable: a crash that loses it leaves the parents finished with their edges open, which
+-- the sweep releases again, and the claim of a child it released flushes it first (the WAL
+-- is one sequence).
 WITH p AS (
     SELECT j.id, j.result FROM {s}.skiplock_jobs j
     WHERE j.id = ANY($1::bigint[]) AND j.state = 'succeeded'
+), lazy AS (
+    SELECT set_config('synchronous_commit', 'off', true)
 )"""
     + release_tail(limit="$4", channel="$2", now="$3")
     + """
@@ -281,7 +290,7 @@ SELECT (SELECT count(*) FROM resolved) AS resolved_n,
        (SELECT array_agg(id) FROM r) AS released,
        (SELECT array_agg(DISTINCT queue) FROM r) AS woken,
        (SELECT array_agg(job_id) FROM stale) AS stale
-WHERE (SELECT count(*) FROM woken) >= 0
+WHERE (SELECT count(*) FROM woken) >= 0 AND (SELECT count(*) FROM lazy) >= 0
 """
 )
 
