@@ -137,7 +137,7 @@ async def test_a_few_outcomes_are_written_on_the_generic_plan_by_key_after_a_flo
     )
     from skiplock._job import Completion, Disposition
 
-    statement = await pg.sql("JOB_SET_STATE_IF_RUNNING_MANY")
+    statement = await pg.sql("JOB_SET_STATE_AND_RELEASE")
     for _ in range(6):  # past the five custom plans a session might try first
         jobs = await backend.job_get_available(claim_of(None, 2))
         done = [
@@ -150,7 +150,8 @@ async def test_a_few_outcomes_are_written_on_the_generic_plan_by_key_after_a_flo
             statement,
         )
     assert used["generic_plans"] >= 6 and used["custom_plans"] == 0, dict(used)
-    # and a batch past the small ones is written on the custom plan's sessions
+    # and a batch past the small ones is written on the custom plan's sessions (another
+    # statement: the release follows it)
     jobs = await backend.job_get_available(claim_of(None, 50))
     done = [Completion(j.id, j.lease_token, Disposition.SUCCEED, segment=j.segment) for j in jobs]
     assert len(await backend.job_set_state_if_running_many(done)) == 50

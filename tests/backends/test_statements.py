@@ -29,6 +29,9 @@ DIALECT_ONLY = {
     "QUEUE_DEPTH_LIMIT",
     # SQLite writes one row a statement, so an outcome with no result skips those columns.
     "JOB_SET_STATE_KEEPING_RESULT",
+    # PostgreSQL writes a few outcomes and releases their children in one statement on the
+    # generic plan's session (SQLite releases in the completion's transaction, by its flow).
+    "JOB_SET_STATE_AND_RELEASE",
     # SQLite copies a finished job into its day's table, then deletes the live rows copied
     # (PostgreSQL's partitions move the row with the update).
     "JOB_DELETE_MOVED",

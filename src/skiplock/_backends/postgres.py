@@ -174,6 +174,26 @@ def _begins_implicitly(connection: object) -> bool:
     return getattr(info, "transaction_status", None) == 0  # psycopg's TransactionStatus.IDLE
 
 
+@dataclasses.dataclass(slots=True)
+class _Written:
+    """What completion statements wrote: their rows (one a job written), whether they were
+    looked for in given segments, and what is left to workflows: the queues the statement's
+    own release woke, the children it left at zero for a newer snapshot, and the jobs whose
+    children are (still) to release."""
+
+    rows: list[Any]
+    segments_given: bool
+    woken: set[str] = dataclasses.field(default_factory=set)
+    stale: list[int] = dataclasses.field(default_factory=list)
+    release_later: list[int] = dataclasses.field(default_factory=list)
+
+    def add(self, more: _Written) -> None:
+        self.rows += more.rows
+        self.woken |= more.woken
+        self.stale += more.stale
+        self.release_later += more.release_later
+
+
 class PostgresBackend:
     """The Backend protocol on PostgreSQL."""
 
@@ -217,15 +237,12 @@ class PostgresBackend:
     def _now(self) -> datetime | None:
         return self._clock() if self._clock else None
 
-    async def _by_id(self, statement: str, *args: Any, small: bool = False) -> list[Any]:
+    async def _by_id(self, statement: str, *args: Any) -> list[Any]:
         """``statement`` (one that locks and writes job rows by id) with sequential scans
-        priced out: on its own sessions (``small``: a few ids, on the generic plan's), or
-        behind a transaction pooler in a transaction of its own with SET LOCAL (two round
-        trips more); run again on a moved row."""
+        priced out: on its own sessions, or behind a transaction pooler in a transaction of
+        its own with SET LOCAL (two round trips more); run again on a moved row."""
         if self._by_id_pool is not None:
             pool = self._by_id_pool
-            if small and self._by_id_small_pool is not None:
-                pool = self._by_id_small_pool
             return await retry_moved(lambda: pool.fetch(statement, *args))
 
         async def in_transaction() -> list[Any]:
@@ -667,8 +684,10 @@ class PostgresBackend:
             if self._by_id_small_pool is not None:
                 async with self._by_id_small_pool.acquire() as conn:
                     await conn.fetch(
-                        self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
+                        self._sql.JOB_SET_STATE_AND_RELEASE,
                         *ops.completion_params([], self._now(), self.done_channel),
+                        self.channel,
+                        RELEASE_CHUNK,
                     )
             async with self.pool.acquire() as conn:
                 await conn.fetch(self._sql.QUEUE_LIMITED)
@@ -685,38 +704,116 @@ class PostgresBackend:
         # missed in the long segment, where a rotation moves a job that ran past its
         # segment's turn (the rest of the missed lost their lease: found nowhere).
         with _wrapped("job_set_state_if_running_many"):
-            params = ops.completion_params(completions, self._now(), self.done_channel)
-            small = len(completions) <= SMALL_OUTCOME_BATCH
-            rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params, small=small)
-            done = [r["id"] for r in rows]
-            if params[-1] is not None and len(done) < len(completions):
+            written = await self._write_outcomes(completions, None)
+            done = [r["id"] for r in written.rows]
+            if written.segments_given and len(done) < len(completions):
                 found = set(done)
                 missed = [c for c in completions if c.job_id not in found]
-                params = ops.completion_params(
-                    missed, self._now(), self.done_channel, ops.LONG_SEGMENTS
-                )
-                more = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
-                rows, done = [*rows, *more], done + [r["id"] for r in more]
-        succeeded = [r["id"] for r in rows if r["parented"] and r["succeeded"]]
-        failed = [r["id"] for r in rows if r["parented"] and not r["succeeded"]]
-        parked = [r["id"] for r in rows if r["parked"]]
-        if succeeded or failed or parked:
-            await self._follow_completion(succeeded, failed, parked)
+                more = await self._write_outcomes(missed, ops.LONG_SEGMENTS)
+                written.add(more)
+                done += [r["id"] for r in more.rows]
+        await self._follow_completion(written)
         return done
 
-    async def _follow_completion(
-        self, succeeded: list[int], failed: list[int], parked: list[int]
-    ) -> None:
-        """Release the children of jobs just finished (those of succeeded ones by
-        RELEASE_SUCCEEDED, a chunk a transaction), resume parked jobs already signalled; a
-        failure here leaves it to the sweep (the outcomes are written)."""
+    async def _write_outcomes(
+        self, completions: Sequence[Completion], segments: list[int] | None
+    ) -> _Written:
+        """One completion statement. A few outcomes go to the generic plan's session, in the
+        statement that also releases the children of those that succeeded (one round trip
+        for a chain's link); a batch to the custom plan's sessions, its releases after it."""
+        params = ops.completion_params(completions, self._now(), self.done_channel, segments)
+        given = params[13] is not None
+        small = self._by_id_small_pool
+        if small is None or len(completions) > SMALL_OUTCOME_BATCH:
+            rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
+            later = [r["id"] for r in rows if r["parented"] and r["succeeded"]]
+            return _Written(list(rows), given, release_later=later)
+        statement = self._sql.JOB_SET_STATE_AND_RELEASE
+
+        async def attempt() -> list[Any]:
+            async with small.acquire() as conn:
+                woken: set[str] = set()
+                pid = self._hold_notifies(conn)
+                try:
+                    rows: list[Any] = await conn.fetch(
+                        statement, *params, self.channel, RELEASE_CHUNK
+                    )
+                    if rows:
+                        woken.update(rows[0]["woken"] or ())
+                finally:
+                    self._settle_own_notifies(pid, woken)
+                return rows
+
+        rows = await self._deadlock_retried(attempt)
+        if not rows:
+            return _Written([], given)
+        first = rows[0]  # the release's columns repeat on every row
+        full = first["resolved_n"] >= RELEASE_CHUNK
+        return _Written(
+            list(rows),
+            given,
+            woken=set(first["woken"] or ()),
+            stale=list(first["stale"] or ()),
+            release_later=[r["id"] for r in rows if r["succeeded"]] if full else [],
+        )
+
+    async def _deadlock_retried(self, attempt: Callable[[], Awaitable[R]]) -> R:
+        """``attempt`` (one statement, or a transaction), run again on a row moved between
+        partitions, and where PostgreSQL broke it off to end a deadlock (a person's cancel
+        of a waiting child locks it and its wait row the other way round)."""
+        for tries_left in range(WORKFLOW_TRIES - 1, -1, -1):
+            try:
+                return await retry_moved(attempt)
+            except asyncpg.exceptions.DeadlockDetectedError:
+                if not tries_left:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _follow_completion(self, written: _Written) -> None:
+        """What the completion statement left to workflows: tell this process's workers of
+        the children it released; release the children it left at zero for a newer
+        snapshot, and the rest (or all) of the children of jobs that succeeded
+        (RELEASE_SUCCEEDED, a chunk a transaction); resume, in a flow, the children of jobs
+        that failed and parked jobs already signalled. A failure here leaves it to the sweep
+        (the outcomes are written)."""
+        self._tell_released(written.woken)
+        failed = [r["id"] for r in written.rows if r["parented"] and not r["succeeded"]]
+        parked = [r["id"] for r in written.rows if r["parked"]]
         try:
-            if succeeded:
-                await self._release_succeeded(succeeded)
+            if written.stale:
+                await self._release_stale(written.stale)
+            if written.release_later:
+                await self._release_succeeded(written.release_later)
             if failed or parked:
                 await self.workflow_after_completion(failed, parked)
         except BackendError as exc:
             log.warning("workflow release after a completion failed (the sweep will): %s", exc)
+
+    async def _release_stale(self, children: list[int]) -> None:
+        """Children a release left at zero (their wait row was newer than its snapshot):
+        released by a statement of their own, which sees every parent's result."""
+        statement = self._wf.CHILDREN_READY
+
+        async def attempt() -> set[str]:
+            async with self.pool.acquire() as conn:
+                woken: set[str] = set()
+                pid = self._hold_notifies(conn)
+                try:
+                    rows = await conn.fetch(statement, children, self.channel, self._now())
+                    woken.update(r["queue"] for r in rows)
+                finally:
+                    self._settle_own_notifies(pid, woken)
+                return woken
+
+        with _wrapped("workflow_release"):
+            self._tell_released(await self._deadlock_retried(attempt))
+
+    def _hold_notifies(self, conn: Any) -> int:
+        """Hold the NOTIFYs session ``conn`` sends while a release of ours runs on it (see
+        ``_settle_own_notifies``); its pid."""
+        pid: int = conn.get_server_pid()
+        self._held_notifies[pid] = []
+        return pid
 
     def _settle_own_notifies(self, pid: int, woken: set[str]) -> None:
         """The NOTIFY a release of ours on session ``pid`` sends at its commit would wake
@@ -753,8 +850,8 @@ class PostgresBackend:
             self.on_released(woken)
 
     async def _release_succeeded(self, parents: list[int]) -> None:
-        """The rest of the children of ``parents`` (succeeded), RELEASE_CHUNK edges a
-        transaction, until a chunk comes back short."""
+        """The children of ``parents`` (succeeded), RELEASE_CHUNK edges a transaction, until
+        a chunk comes back short."""
         statement = self._wf.RELEASE_SUCCEEDED
 
         async def attempt() -> tuple[int, set[str]]:
@@ -762,9 +859,8 @@ class PostgresBackend:
             # whose snapshot sees their every parent's result (the sweep's StrandedWaits
             # should this process die between the two)
             async with self.pool.acquire() as conn:
-                pid = conn.get_server_pid()
-                self._held_notifies[pid] = []
                 woken: set[str] = set()
+                pid = self._hold_notifies(conn)
                 try:
                     row = await conn.fetchrow(
                         statement, parents, self.channel, self._now(), RELEASE_CHUNK
@@ -775,20 +871,14 @@ class PostgresBackend:
                         more = await conn.fetch(
                             self._wf.CHILDREN_READY, row["stale"], self.channel, self._now()
                         )
-                        woken |= {r["queue"] for r in more}
+                        woken.update(r["queue"] for r in more)
                 finally:
                     self._settle_own_notifies(pid, woken)
                 return int(row["resolved_n"]), woken
 
         with _wrapped("workflow_release"):
             while True:
-                for tries_left in range(WORKFLOW_TRIES - 1, -1, -1):
-                    try:
-                        resolved, woken = await retry_moved(attempt)
-                        break
-                    except asyncpg.exceptions.DeadlockDetectedError:
-                        if not tries_left:
-                            raise
+                resolved, woken = await self._deadlock_retried(attempt)
                 self._tell_released(woken)
                 if resolved < RELEASE_CHUNK:
                     return
