@@ -249,6 +249,22 @@ async def test_a_workflow_is_all_or_nothing(app: skiplock.App) -> None:
     assert await app.count_jobs() == 0
 
 
+async def test_a_structured_result_goes_first_into_each_childs_own_arguments(
+    app: skiplock.App,
+) -> None:
+    """The one parent's result, whatever its JSON (an object of lists, a string with a
+    bracket, null), in front of each child's own arguments (none, or several), as the
+    children are released together (SQLite writes them in one statement)."""
+    t = tasks(app)
+    handle = await chain(
+        t["note"].s({"k": [1, [2]], "s": "a]b,"}),
+        group(t["note"].s(), t["note"].s("x", [3]), t["note"].s(None)),
+    ).aenqueue()
+    await app.drain()
+    first = [{"k": [1, [2]], "s": "a]b,"}]
+    assert await handle.result(timeout=5) == [[first], [first, "x", [3]], [first, None]]
+
+
 async def test_a_chain_on_the_callers_connection_outside_a_transaction_is_all_or_none(
     db_url: str, app: skiplock.App
 ) -> None:

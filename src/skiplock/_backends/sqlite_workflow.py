@@ -122,20 +122,25 @@ class Answers:
 
     @answer.register
     def _(self, step: wf.Ready) -> list[int]:
-        """Set-based where the arguments stay as they are (a fan-out's 9,999 children: three
-        statements, not five a child); a child given results is rewritten one by one."""
+        """Set-based where the arguments stay as they are or take the one parent's result
+        (a fan-out's 9,999 children: a few statements, not five a child); a child given a list
+        of results or its batch's id (a chord's body, a callback: one) one by one."""
         now = self.now()
         ids = json.dumps(sorted(step.ids))
         waits = self.conn.execute(sql.WAITS_READY, {"ids": ids}).fetchall()
         if not waits:
             return []
         self.conn.execute(sql.WAITS_DELETE, {"ids": json.dumps([w[0] for w in waits])})
-        plain = [w[0] for w in waits if w[1] is None]
         made: list[Any] = []
-        if plain:
-            named = {"ids": json.dumps(plain), "now": now}
-            made = self.conn.execute(sql.CHILDREN_READY, named).fetchall()
-        for child, mode, batch_id in (w for w in waits if w[1] is not None):
+        for mode, statement in (
+            (None, sql.CHILDREN_READY),
+            ("previous", sql.CHILDREN_READY_PREVIOUS),
+        ):
+            these = [w[0] for w in waits if w[1] == mode]
+            if these:
+                named = {"ids": json.dumps(these), "now": now}
+                made += self.conn.execute(statement, named).fetchall()
+        for child, mode, batch_id in (w for w in waits if w[1] not in (None, "previous")):
             args = self._args_with_results(child, mode, batch_id)
             row = self.conn.execute(sql.CHILD_READY, {"id": child, "now": now, "args": args})
             made += row.fetchall()

@@ -162,6 +162,21 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'waiting'
 RETURNING id, queue
 """
 
+CHILDREN_READY_PREVIOUS = """
+-- Children given their one parent's result first ('previous': a chain's link, a fan-out's
+-- children), pending in one statement (one at a time, three statements each, a fan-out's
+-- 9,999 took 0.59 s).
+UPDATE skiplock_jobs_live
+SET state = 'pending', run_at = max(run_at, :now),
+    args = '[' || coalesce((SELECT coalesce(d.parent_result, 'null') FROM skiplock_deps d
+                            WHERE d.child_id = skiplock_jobs_live.id
+                            ORDER BY d.position LIMIT 1), 'null')
+           || CASE WHEN json_array_length(args) = 0 THEN ']'
+                   ELSE ',' || substr(trim(args), 2) END
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'waiting'
+RETURNING id, queue
+"""
+
 CHILD_CANCEL = """
 UPDATE skiplock_jobs_live
 SET state = 'cancelled', finished_at = :now, errors = json_insert(errors, '$[#]', json(:error))
