@@ -90,6 +90,7 @@ from .common import (
 )
 from .postgres_errors import connecting, retry_moved
 from .postgres_errors import wrapped as _wrapped
+from .postgres_ops import COPY_MIN_ROWS
 from .postgres_url import parse_postgres_url
 from .postgres_workflow_sql import RELEASE_CHUNK, WorkflowStatements
 from .workflow_plan import Plan, SweepResult
@@ -122,10 +123,6 @@ SMALL_OUTCOME_BATCH = 4
 
 OWN_NOTIFY_S = 2.0
 """How long the NOTIFY of a release of ours is expected (it comes at the commit)."""
-
-COPY_MIN_ROWS = 200
-"""Bulk enqueues this large (and without unique keys) go by COPY; smaller ones by one INSERT,
-which is a single round trip where COPY takes four."""
 
 
 DEFAULT_CONNECT_TIMEOUT_S = postgres_url.DEFAULT_CONNECT_TIMEOUT_S
@@ -229,7 +226,7 @@ class PostgresBackend:
         """Session pid -> the NOTIFYs it sent while a release of ours runs on it."""
         self._own_notifies: dict[tuple[int, str], float] = {}
         """(session pid, queue) -> until when (monotonic): the NOTIFYs of our own releases,
-        which this process's workers were told of already (``_expect_own_notify``)."""
+        which this process's workers were told of already (``_settle_own_notifies``)."""
         self.on_released: Callable[[set[str]], None] | None = None
         """Told the queues a workflow release of ours made jobs pending in (a worker wakes
         its producer: no wait for the NOTIFY's round trip)."""
@@ -731,17 +728,10 @@ class PostgresBackend:
         statement = self._sql.JOB_SET_STATE_AND_RELEASE
 
         async def attempt() -> list[Any]:
-            async with small.acquire() as conn:
-                woken: set[str] = set()
-                pid = self._hold_notifies(conn)
-                try:
-                    rows: list[Any] = await conn.fetch(
-                        statement, *params, self.channel, RELEASE_CHUNK
-                    )
-                    if rows:
-                        woken.update(rows[0]["woken"] or ())
-                finally:
-                    self._settle_own_notifies(pid, woken)
+            async with self._releasing(small) as (conn, woken):
+                rows: list[Any] = await conn.fetch(statement, *params, self.channel, RELEASE_CHUNK)
+                if rows:
+                    woken.update(rows[0]["woken"] or ())
                 return rows
 
         rows = await self._deadlock_retried(attempt)
@@ -795,25 +785,27 @@ class PostgresBackend:
         statement = self._wf.CHILDREN_READY
 
         async def attempt() -> set[str]:
-            async with self.pool.acquire() as conn:
-                woken: set[str] = set()
-                pid = self._hold_notifies(conn)
-                try:
-                    rows = await conn.fetch(statement, children, self.channel, self._now())
-                    woken.update(r["queue"] for r in rows)
-                finally:
-                    self._settle_own_notifies(pid, woken)
+            async with self._releasing(self.pool) as (conn, woken):
+                rows = await conn.fetch(statement, children, self.channel, self._now())
+                woken.update(r["queue"] for r in rows)
                 return woken
 
         with _wrapped("workflow_release"):
             self._tell_released(await self._deadlock_retried(attempt))
 
-    def _hold_notifies(self, conn: Any) -> int:
-        """Hold the NOTIFYs session ``conn`` sends while a release of ours runs on it (see
-        ``_settle_own_notifies``); its pid."""
-        pid: int = conn.get_server_pid()
-        self._held_notifies[pid] = []
-        return pid
+    @asynccontextmanager
+    async def _releasing(self, pool: asyncpg.Pool) -> AsyncIterator[tuple[Any, set[str]]]:
+        """A session of ``pool`` for a release of ours, and the set its caller fills with the
+        queues the release woke: the NOTIFYs the session sends meanwhile are held, then
+        settled (``_settle_own_notifies``)."""
+        async with pool.acquire() as conn:
+            woken: set[str] = set()
+            pid: int = conn.get_server_pid()
+            self._held_notifies[pid] = []
+            try:
+                yield conn, woken
+            finally:
+                self._settle_own_notifies(pid, woken)
 
     def _settle_own_notifies(self, pid: int, woken: set[str]) -> None:
         """The NOTIFY a release of ours on session ``pid`` sends at its commit would wake
@@ -858,22 +850,17 @@ class PostgresBackend:
             # one statement, committed alone; children it left at zero (stale) by a second,
             # whose snapshot sees their every parent's result (the sweep's StrandedWaits
             # should this process die between the two)
-            async with self.pool.acquire() as conn:
-                woken: set[str] = set()
-                pid = self._hold_notifies(conn)
-                try:
-                    row = await conn.fetchrow(
-                        statement, parents, self.channel, self._now(), RELEASE_CHUNK
+            async with self._releasing(self.pool) as (conn, woken):
+                row = await conn.fetchrow(
+                    statement, parents, self.channel, self._now(), RELEASE_CHUNK
+                )
+                assert row is not None  # one row, always
+                woken.update(row["woken"] or ())
+                if row["stale"]:
+                    more = await conn.fetch(
+                        self._wf.CHILDREN_READY, row["stale"], self.channel, self._now()
                     )
-                    assert row is not None  # one row, always
-                    woken.update(row["woken"] or ())
-                    if row["stale"]:
-                        more = await conn.fetch(
-                            self._wf.CHILDREN_READY, row["stale"], self.channel, self._now()
-                        )
-                        woken.update(r["queue"] for r in more)
-                finally:
-                    self._settle_own_notifies(pid, woken)
+                    woken.update(r["queue"] for r in more)
                 return int(row["resolved_n"]), woken
 
         with _wrapped("workflow_release"):

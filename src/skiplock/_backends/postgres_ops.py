@@ -42,6 +42,11 @@ def to_psycopg(statement: str) -> str:
     return re.sub(r"\$(\d+)", r"%(p\1)s", statement.replace("%", "%%"))
 
 
+COPY_MIN_ROWS = 200
+"""Bulk enqueues this large (and without unique keys) go by COPY; smaller ones by one INSERT,
+which is a single round trip where COPY takes four. A workflow's jobs, waits and edges too."""
+
+
 def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) -> list[Any]:
     """The batch as parallel arrays, in JOB_INSERT_MANY's parameter order."""
     return [

@@ -13,13 +13,10 @@ import asyncpg
 from .._job import NewJob
 from . import workflow_flows as wf
 from .base import JobInsertManyParams
-from .postgres_ops import to_psycopg
+from .postgres_ops import COPY_MIN_ROWS, to_psycopg
 from .postgres_workflow_sql import WorkflowStatements
 
 T = TypeVar("T")
-
-COPY_MIN_ROWS = 200
-"""From how many rows a workflow's jobs, waits and edges are written by COPY."""
 
 CopyJobs = Callable[[Any, list[NewJob], Sequence[bool]], Awaitable[list[int]]]
 """COPY a plan's jobs on a connection (those flagged written as waiting): their ids."""
