@@ -108,10 +108,11 @@ def test_an_idle_worker_opens_no_new_sessions(workers: WorkerProcesses, backend_
         seen |= last
         time.sleep(0.1)
     # Churn is a session closed and another opened: none may close while the worker idles.
-    # The count: claim, outcome and LISTEN sessions, and the shared pool's one, or two once
-    # its due-time look and the vacuumer's look happen to overlap (seen 1.6 s after start on
-    # a loaded machine, then kept: the old bound of 4 failed 2 runs in 5 on that alone).
+    # The count: claim, outcome, few-outcomes (its generic plan's; issue 26) and LISTEN
+    # sessions, and the shared pool's one, or two once its due-time look and the vacuumer's
+    # look happen to overlap (seen 1.6 s after start on a loaded machine, then kept: the old
+    # bound of 4 failed 2 runs in 5 on that alone).
     assert not seen - last, f"sessions closed while idling: {sorted(seen - last)}"
-    assert len(seen) <= 5, f"{len(seen)} sessions in 3 s of idling"
+    assert len(seen) <= 6, f"{len(seen)} sessions in 3 s of idling"
     proc.signal(signal.SIGTERM)
     assert proc.wait(20) == 0, proc.output()
