@@ -376,6 +376,31 @@ async def test_failed_sign_ins_are_rate_limited_per_user_and_per_client(
         basic_auth(users, window_s=float("nan"))
 
 
+async def test_guesses_from_elsewhere_never_lock_a_person_out(
+    app_file: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack as it was run: a stranger sends bad guesses for ``vic`` all the time; once
+    that made ``vic``'s own sign-in fail 11 times in 12. Now ``vic`` signs in every time
+    (each check slowed while the guessing lasts), and the stranger is the one refused."""
+    # the pause's length, not its use (raising=False: a release without it fails below)
+    monkeypatch.setattr(auth_module, "GUESSED_PAUSE_S", 0.05, raising=False)
+    users = {"vic": ("operator", hash_password("civ"))}
+    auth = basic_auth(users, failures_per_user=3, failures_per_client=5)
+    stranger = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+    async with serving(create_app(app_file, auth=auth)) as vic:
+        base = str(vic.base_url)
+        async with httpx.AsyncClient(transport=stranger, base_url=base, timeout=60) as mallory:
+            answers = []
+            for round_ in range(12):
+                for i in range(3):
+                    guess = credentials("vic", f"guess{round_}.{i}")
+                    answers.append((await mallory.get("/", headers=guess)).status_code)
+                right = await vic.get("/", headers=credentials("vic", "civ"))
+                assert right.status_code == 200, (round_, right.status_code, right.text)
+                auth.sign_out(right.request)  # the next round signs in afresh: no cache
+    assert answers[:3] == [401] * 3 and set(answers[3:]) == {429}  # the stranger, refused
+
+
 # -- what a viewer sees ---------------------------------------------------------------------
 
 LEAKED = "sk_live_do_not_show_4242"

@@ -807,6 +807,17 @@ class SQLiteBackend:
         rows = await self._run("audit_list", lambda c: c.execute(sql.AUDIT_LIST, args).fetchall())
         return [AuditEntry(r[0], _dt(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
 
+    async def audit_prune(self, age_s: float, batch: int) -> int:
+        args = {"before": self._now() - age_s, "batch": batch}
+        return await self._write("audit_prune", sql.AUDIT_PRUNE, args)
+
+    async def audit_prune_preview(self, age_s: float) -> int:
+        args = {"before": self._now() - age_s}
+        rows = await self._run(
+            "audit_prune_preview", lambda c: c.execute(sql.AUDIT_PRUNE_PREVIEW, args).fetchall()
+        )
+        return int(rows[0][0])
+
     async def job_get(self, job_id: int) -> JobRecord:
         rows = await self._run("job_get", lambda c: ops.records(c, sql.JOB_GET, {"id": job_id}))
         if not rows:
