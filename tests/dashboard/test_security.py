@@ -565,7 +565,7 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def test_the_dashboard_serves_https_with_a_certificate(
-    stack: Stack, certificate: tuple[Path, Path]
+    stack: Stack, certificate: tuple[Path, Path], signed: Server
 ) -> None:
     cert, key = certificate
     users = stack.users_file()
@@ -575,9 +575,33 @@ def test_the_dashboard_serves_https_with_a_certificate(
     with httpx.Client(verify=context, base_url=f"https://127.0.0.1:{server.port}") as client:
         page = client.get("/", headers=credentials("vera", "arev"))
         assert page.status_code == 200 and ">viewer<" in page.text
+        assert page.headers["strict-transport-security"] == "max-age=31536000"
+        out = client.get("/signout", headers=credentials("vera", "arev"))
+        assert out.status_code == 401 and "; secure" in out.headers["set-cookie"].lower()
+    with httpx.Client(base_url=f"http://127.0.0.1:{signed.port}") as plain:  # no TLS: neither
+        page = plain.get("/", headers=credentials("vera", "arev"))
+        assert page.status_code == 200 and "strict-transport-security" not in page.headers
+        out = plain.get("/signout", headers=credentials("vera", "arev"))
+        assert "secure" not in out.headers["set-cookie"].lower()
     with pytest.raises(httpx.RemoteProtocolError):  # plain HTTP on the TLS port
         httpx.get(f"http://127.0.0.1:{server.port}/", timeout=10)
     assert f"skiplock dashboard on https://127.0.0.1:{server.port}" in server.log()
+
+
+async def test_a_short_csrf_key_is_refused(app_file: skiplock.App, tmp_path: Path) -> None:
+    with pytest.raises(skiplock.ConfigurationError, match="at least 32"):
+        create_app(app_file, secret="x" * 31)
+    create_app(app_file, secret="x" * 32)
+    result = CliRunner().invoke(
+        main,
+        ["dashboard", APP, "--port", str(free_port())],
+        env={"SKIPLOCK_DASHBOARD_SECRET": "hunter2", "SKIPLOCK_DATABASE_URL": str(app_file.url)},
+    )
+    assert result.exit_code != 0
+    assert "SKIPLOCK_DASHBOARD_SECRET: the CSRF key is 7 bytes; it must be at least 32" in (
+        result.output
+    )
+    assert "Traceback" not in result.output
 
 
 def test_tls_options_and_the_plaintext_warning(

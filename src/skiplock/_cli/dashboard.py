@@ -320,7 +320,10 @@ def dashboard_command(
             allowed_hosts=_allowed_hosts(host, allowed_hosts),
         )
     except ConfigurationError as exc:
-        raise CliError(str(exc).removeprefix("create_app: "), CANNOT_RUN) from exc
+        said = (
+            str(exc).removeprefix("create_app: ").replace("secret:", "SKIPLOCK_DASHBOARD_SECRET:")
+        )
+        raise CliError(said, CANNOT_RUN) from exc
 
     async def serve() -> None:
         await app.check_schema()  # a database to migrate fails here, in one line

@@ -32,7 +32,7 @@ from .audit import REFUSALS_STORED_PER_MINUTE, audit_refusal
 from .auth import EXPIRED, Auth, SignInThrottled, no_auth, resolve, signed_in_name
 from .render import Renderer
 from .sampler import Sampler
-from .security import SECURITY_HEADERS, Csrf
+from .security import SECURITY_HEADERS, STRICT_TRANSPORT_SECURITY, Csrf
 from .state import Dashboard
 
 log = logging.getLogger("skiplock.dashboard")
@@ -58,6 +58,8 @@ class _Guard(BaseHTTPMiddleware):
         else:
             response = await self._authenticated(dash, request, call_next)
         response.headers.update(SECURITY_HEADERS)
+        if request.scope.get("scheme") == "https":  # TLS here, or a proxy's it was told of
+            response.headers["Strict-Transport-Security"] = STRICT_TRANSPORT_SECURITY
         return response
 
     async def _authenticated(
@@ -149,7 +151,13 @@ async def sign_out(request: Request) -> Response:
         headers={"WWW-Authenticate": challenge} if challenge else {},
     )
     response.set_cookie(
-        SIGNED_OUT_COOKIE, "1", max_age=600, path=root, httponly=True, samesite="strict"
+        SIGNED_OUT_COOKIE,
+        "1",
+        max_age=600,
+        path=root,
+        httponly=True,
+        samesite="strict",
+        secure=request.scope.get("scheme") == "https",
     )
     return response
 
