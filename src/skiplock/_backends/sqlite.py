@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -171,6 +172,23 @@ def _create_private(path: str, mode: int) -> None:
     os.chmod(path, mode)
 
 
+def _warn_if_world_readable(path: str) -> None:
+    """Say so when every user of the host may read the file: its jobs carry arguments,
+    results and errors. A file skiplock creates is 0600 (``?mode=`` widens it on purpose, to
+    a group at most); one that existed before is used as it is, but not in silence."""
+    with contextlib.suppress(OSError):
+        mode = os.stat(path).st_mode
+        if mode & stat.S_IROTH:
+            log.warning(
+                "the SQLite file %s is readable by every user of this host (mode %04o): its "
+                "jobs carry arguments, results and errors; `chmod o-rw %s` keeps them from "
+                "other users",
+                path,
+                stat.S_IMODE(mode),
+                path,
+            )
+
+
 WORKFLOWS_MIGRATION = 16
 """The migration that lets the live table hold waiting jobs (sqlite_workflow_sql.py)."""
 
@@ -245,6 +263,7 @@ class SQLiteBackend:
         def connect() -> sqlite3.Connection:
             conn = self._connect(create=create)
             self._file = _identity(self.path)  # the pragmas in _connect opened the file
+            _warn_if_world_readable(self.path)
             return conn
 
         try:
