@@ -406,6 +406,32 @@ async def test_guesses_from_elsewhere_never_lock_a_person_out(
 LEAKED = "sk_live_do_not_show_4242"
 
 
+async def test_a_viewer_cannot_confirm_a_key_made_from_arguments(app: skiplock.App) -> None:
+    """Keys are made from arguments (a tenant's e-mail): a viewer sees the busiest keys under
+    a pseudonym, and may not look jobs up by unique key or correlation id, which would
+    confirm a guess at one; an operator may do both."""
+    email = "ceo@example.com"
+
+    @app.task(name="sync", queue="tenants", concurrency_key=lambda who: who)
+    async def sync(who: str) -> None: ...
+
+    handle = await sync.using(unique_key=email, correlation_id=email).aenqueue(email)
+    users = {"vera": ("viewer", hash_password("arev")), "otto": ("operator", hash_password("otto"))}
+    viewer, operator = credentials("vera", "arev"), credentials("otto", "otto")
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
+        overview = await client.get("/", headers=viewer)
+        assert overview.status_code == 200 and email not in overview.text
+        assert re.search(r"key [0-9a-f]{10}", overview.text)
+        assert email in (await client.get("/", headers=operator)).text
+        for guess in (email, "nobody@example.com"):
+            refused = await client.get("/jobs", params={"find": guess}, headers=viewer)
+            assert refused.status_code == 403 and "needs the operator role" in refused.text
+        by_id = await client.get("/jobs", params={"find": str(handle.id)}, headers=viewer)
+        assert by_id.status_code == 200 and f"/jobs/{handle.id}" in by_id.text
+        found = await client.get("/jobs", params={"find": email}, headers=operator)
+        assert found.status_code == 200 and f"/jobs/{handle.id}" in found.text
+
+
 async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
     app: skiplock.App,
 ) -> None:
