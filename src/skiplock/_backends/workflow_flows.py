@@ -108,6 +108,23 @@ class CloseBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class AbortBatch:
+    """-> (on_success, on_complete) of the batch, now closed as aborted; None if it was
+    closed already (or is unknown)."""
+
+    batch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelMembers:
+    """-> the batch's members that never started (pending or waiting, never attempted), now
+    cancelled with ``error`` (an error record as JSON); their wait rows gone."""
+
+    batch_id: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class AncestorsMeet:
     """-> whether any of ``targets`` is one of ``starts`` or an ancestor of one."""
 
@@ -332,6 +349,23 @@ def close_batch(batch_id: int) -> Flow[bool]:
     return True
 
 
+def abort_batch(batch_id: int, error: str) -> Flow[bool]:
+    """A batch whose block raised: closed as aborted, its callbacks cancelled (``on_success``
+    never runs over a partial set, nor ``on_complete``), and its members that never started
+    cancelled, their own children following their policies; a member that started runs to its
+    end. False if the batch was closed already (nothing changes)."""
+    row = yield AbortBatch(batch_id)
+    if row is None:
+        return False
+    callbacks = [c for c in row if c is not None]
+    if callbacks:
+        yield CancelChildren(dict.fromkeys(callbacks, error))
+    cancelled: list[int] = yield CancelMembers(batch_id, error)
+    if cancelled:
+        yield from release(cancelled)
+    return True
+
+
 def after_completion(finished: Sequence[int], parked: Sequence[int]) -> Flow[list[int]]:
     """What a batch of outcomes means for workflows: the finished jobs' children, and parked
     jobs whose signal came before they parked. Returns the jobs made pending."""
@@ -354,6 +388,13 @@ def sweep(most: int = SWEEP_MOST) -> Flow[SweepResult]:
         result.released += yield Ready(stranded)
     result.timed_out = yield ExpireWaits(most)
     return result
+
+
+def expire_waits(most: int = SWEEP_MOST) -> Flow[list[int]]:
+    """Parked waits past their timeout run again (a worker's wait timer, when one comes due;
+    the sweep does the same as a backstop). Returns the jobs made pending."""
+    expired: list[int] = yield ExpireWaits(most)
+    return expired
 
 
 def graph(job_id: int, most: int) -> Flow[WorkflowGraph]:
