@@ -287,3 +287,34 @@ async def test_drain_runs_a_wait_whose_timeout_has_passed(
     clock.advance(31)
     await clocked_app.drain()
     assert await handle.result(timeout=5) == "expired"
+
+
+async def test_the_sweep_resumes_a_parked_job_whose_signal_came_as_it_parked(
+    app: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signal comes after the job recorded its wait and before its park is written, and
+    the look for it after that completion is lost (a failed statement, a dead process): the
+    job is parked with its signal stored. The sweep runs it (before, only its timeout did)."""
+    from skiplock._backends import workflow_flows
+
+    backend = await app.backend()
+    prepare = backend.workflow_wait_prepare
+    after = workflow_flows.after_completion
+
+    async def prepare_then_signal(job_id: int, *args: Any) -> bool:
+        prepared = await prepare(job_id, *args)
+        await app.signal(job_id, "approved", "came as it parked")
+        return prepared
+
+    def look_lost(finished: Any, parked: Any) -> Any:
+        return after(finished, [])
+
+    monkeypatch.setattr(backend, "workflow_wait_prepare", prepare_then_signal)
+    monkeypatch.setattr(workflow_flows, "after_completion", look_lost)
+    expiring = expiring_task(app, timeout=3600)
+    handle = await expiring.aenqueue()
+    await app.drain()
+    assert await state(app, handle.id) is JobState.WAITING  # its signal is stored
+    assert handle.id in (await backend.workflow_sweep()).released
+    await app.drain()
+    assert await handle.result(timeout=5) == "came as it parked"

@@ -620,7 +620,9 @@ class App:
     async def drain(self, *, queues: Sequence[str] | None = None) -> list[JobOutcome]:
         """Run every ready job in this process until none is left (a burst worker), and
         return the outcome of each job it ran, in the order they were written. For tests
-        (``skiplock.testing.drain``, which this calls)."""
+        (``skiplock.testing.drain``, which this calls). Ready is due now: a parked
+        ``wait_for`` whose timeout has passed runs; a timeout or a retry still to come is not
+        waited for."""
         from ._worker.drain import drain  # loaded on first use: the App holds no worker
 
         return await drain(self, queues=queues)

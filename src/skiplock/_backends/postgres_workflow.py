@@ -239,5 +239,9 @@ class Answers:
         return await self._pending(self.sql.WAITS_EXPIRED, [step.most, self.channel, self.now])
 
     @answer.register
+    async def _(self, step: wf.SignalledParked) -> list[int]:
+        return await self._pending(self.sql.PARKED_SIGNALLED, [step.most, self.channel, self.now])
+
+    @answer.register
     async def _(self, step: wf.ResumeSignalled) -> list[int]:
         return await self._pending(self.sql.PARKED_RESUME, [list(step.ids), self.channel, self.now])

@@ -436,6 +436,23 @@ WITH due AS (
     + _RESUME_DUE
 )
 
+PARKED_SIGNALLED = (
+    """
+-- The sweep's look for parked jobs whose signal is stored all the same (it came while the
+-- job ran towards its park, and the look after that completion failed, or its process
+-- died): they run again, rather than at their timeout.
+WITH due AS (
+    SELECT j.id FROM {s}.skiplock_waits w JOIN {s}.skiplock_jobs j ON j.id = w.job_id
+    WHERE w.signal IS NOT NULL AND j.state = 'waiting'
+      AND EXISTS (SELECT 1 FROM {s}.skiplock_signals s
+                  WHERE s.job_id = w.job_id AND s.name = w.signal
+                    AND s.seq >= coalesce(w.signal_seq, 1))
+    ORDER BY j.id LIMIT $1
+    FOR UPDATE OF j SKIP LOCKED
+)"""
+    + _RESUME_DUE
+)
+
 JOB_LOCK_STATE = """
 -- A signal's first step: the job's row locked (whatever its state), so a park and a signal
 -- happen one after the other.
@@ -681,6 +698,7 @@ class WorkflowStatements:
     WAITS_EXPIRED: str
     WAIT_PREPARE: str
     PARKED_RESUME: str
+    PARKED_SIGNALLED: str
     JOB_LOCK_STATE: str
     SIGNAL_APPEND: str
     WAIT_OF: str

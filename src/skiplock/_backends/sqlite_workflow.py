@@ -205,6 +205,11 @@ class Answers:
         return self._resume([(job, (name, seq)) for job, name, seq in due], timeout=True)
 
     @answer.register
+    def _(self, step: wf.SignalledParked) -> list[int]:
+        rows = self.conn.execute(sql.PARKED_SIGNALLED_ANY, {"most": step.most})
+        return self._resume([(r[0], None) for r in rows.fetchall()], timeout=False)
+
+    @answer.register
     def _(self, step: wf.ResumeSignalled) -> list[int]:
         args = {"ids": json.dumps(list(step.ids))}
         due = [(r[0], None) for r in self.conn.execute(sql.PARKED_SIGNALLED, args)]

@@ -288,6 +288,17 @@ WHERE w.job_id IN (SELECT value FROM json_each(:ids)) AND w.signal IS NOT NULL
                 AND s.seq >= coalesce(w.signal_seq, 1))
 """
 
+PARKED_SIGNALLED_ANY = """
+-- The sweep's look for parked jobs whose signal is stored all the same (PARKED_SIGNALLED
+-- of postgres_workflow_sql.py says when).
+SELECT w.job_id FROM skiplock_waits w JOIN skiplock_jobs_live j ON j.id = w.job_id
+WHERE w.signal IS NOT NULL AND j.state = 'waiting'
+  AND EXISTS (SELECT 1 FROM skiplock_signals s
+              WHERE s.job_id = w.job_id AND s.name = w.signal
+                AND s.seq >= coalesce(w.signal_seq, 1))
+ORDER BY w.job_id LIMIT :most
+"""
+
 JOB_STATE = "SELECT state FROM skiplock_jobs WHERE id = ?"
 
 SIGNAL_APPEND = """

@@ -8,7 +8,7 @@ how a flow runs on both dialects).
   its wait row's lock, and a child reaching zero becomes pending exactly once, whichever
   worker finished the last parent and however many finished it at the same instant;
 - ``sweep``: the backstop every worker's rescuer runs: releases a crash or a commit race left
-  undone, and waits whose timeout passed.
+  undone, parked jobs whose signal is stored, and waits whose timeout passed.
 
 Nothing here runs a callback: a callback, a chord's body, a chain's next link is a job
 written at enqueue in ``waiting``, and releasing it is one conditional row change. So it
@@ -206,6 +206,13 @@ class ExpireWaits:
 
 
 @dataclass(frozen=True, slots=True)
+class SignalledParked:
+    """-> up to ``most`` parked jobs whose signal is stored, now pending (the sweep's look)."""
+
+    most: int
+
+
+@dataclass(frozen=True, slots=True)
 class ResumeSignalled:
     """-> the parked jobs among ``ids`` whose signal is already stored, now pending."""
 
@@ -378,7 +385,9 @@ def after_completion(finished: Sequence[int], parked: Sequence[int]) -> Flow[lis
 
 
 def sweep(most: int = SWEEP_MOST) -> Flow[SweepResult]:
-    """The backstop: releases left undone (or half done), waits past their timeout."""
+    """The backstop: releases left undone (or half done), parked jobs whose signal came
+    while they ran towards their park (the look after that completion failed), waits past
+    their timeout."""
     result = SweepResult()
     parents: Sequence[int] = yield OpenParents(most)
     if parents:
@@ -386,6 +395,7 @@ def sweep(most: int = SWEEP_MOST) -> Flow[SweepResult]:
     stranded: Sequence[int] = yield StrandedWaits(most)
     if stranded:
         result.released += yield Ready(stranded)
+    result.released += yield SignalledParked(most)
     result.timed_out = yield ExpireWaits(most)
     return result
 
