@@ -318,3 +318,68 @@ async def test_the_sweep_resumes_a_parked_job_whose_signal_came_as_it_parked(
     assert handle.id in (await backend.workflow_sweep()).released
     await app.drain()
     assert await handle.result(timeout=5) == "came as it parked"
+
+
+# -- the upgrade ---------------------------------------------------------------------------------
+
+
+async def test_steps_signals_and_parked_waits_written_before_the_upgrade_are_the_first(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job parked on ``go`` by the release before the workflow sequences, with a stored step
+    and a signal of another name: after ``migrate`` its rows are the first of their names, so
+    the step is not run again, the kept signal is read, and a signal of ``go`` resumes it."""
+    from skiplock._backends import postgres_sql, sqlite_sql
+
+    postgres = db_url.startswith("postgresql")
+    sql_module: Any = postgres_sql if postgres else sqlite_sql
+    monkeypatch.setattr(sql_module, "MIGRATIONS", sql_module.MIGRATIONS[:-1])
+    ran: list[str] = []
+
+    def app_of_the_release() -> tuple[skiplock.App, Any]:
+        app = skiplock.App(db_url)
+
+        @app.task(name="upgraded")
+        async def upgraded() -> list[Any]:
+            job = skiplock.current_job()
+            charged = await job.step("charge", ran.append, "charged again")
+            early = await job.wait_for("early", timeout=3600)
+            go = await job.wait_for("go", timeout=3600)
+            return [charged, early, go]
+
+        return app, upgraded
+
+    app, upgraded = app_of_the_release()
+    await app.migrate()
+    handle = await upgraded.aenqueue()
+    rows = [  # what the earlier release wrote: no occurrence numbers
+        "INSERT INTO {s}skiplock_steps (job_id, name, result) VALUES ({id}, 'charge', '1')",
+        "INSERT INTO {s}skiplock_signals (job_id, name, kind, payload) "
+        "VALUES ({id}, 'early', 'signal', '\"kept\"')",
+        "INSERT INTO {s}skiplock_waits (job_id, signal) VALUES ({id}, 'go')",
+        "UPDATE {s}{jobs} SET state = 'waiting' WHERE id = {id}",
+    ]
+    backend: Any = await app.backend()
+    if postgres:
+        for row in rows:
+            schema = f'"{backend.schema}".'
+            await backend.pool.execute(row.format(s=schema, jobs="skiplock_jobs", id=handle.id))
+    else:
+        import sqlite3
+
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+            for row in rows:
+                conn.execute(row.format(s="", jobs="skiplock_jobs_live", id=handle.id))
+    await app.close()
+    monkeypatch.undo()
+    app, _ = app_of_the_release()
+    try:
+        assert await app.migrate()
+        receipt = await app.signal(handle.id, "go", "after the upgrade")
+        assert (receipt.outcome, receipt.waiting_for) == (SignalOutcome.DELIVERED, "go")
+        await app.drain()
+        result = await (await app.job(handle.id)).result(timeout=5)
+        assert result == [1, "kept", "after the upgrade"]
+        assert ran == []
+    finally:
+        await app.close()
