@@ -1,6 +1,7 @@
 """``skiplock job show`` / ``signal`` / ``waiting`` / ``batch`` on workflows, through the real
-CLI on SQLite and PostgreSQL: what they print, the documented ``--json`` keys, and a signal
-that resumes a parked job exactly once (a second one exits 1 saying it changed nothing)."""
+CLI on SQLite and PostgreSQL: what they print, the documented ``--json`` keys, a signal that
+resumes a parked job (a second one is kept for a next wait; one after the job finished exits
+1), and a signal of a name the job does not wait for (exits 1 naming the one it does)."""
 
 from __future__ import annotations
 
@@ -58,15 +59,46 @@ async def test_a_signal_from_the_cli_resumes_a_parked_job_once(cli: Cli, app: sk
     )
     assert ok(sent).strip() == f"job {handle.id}: signal 'approved' delivered"
     again = await run(cli, "job", "signal", APP, str(handle.id), "approved")
-    assert again.returncode == 1  # type: ignore[attr-defined]
-    assert "was delivered already: nothing changed" in again.stderr  # type: ignore[attr-defined]
+    assert ok(again).strip() == (  # pending now: kept for a next wait, as a queue would
+        f"job {handle.id}: signal 'approved' kept: job {handle.id} waits for no signal now; "
+        "its next wait_for('approved') takes it"
+    )
     await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
     assert await handle.result(timeout=10) == {"by": "ann"}
+    late = await run(cli, "job", "signal", APP, str(handle.id), "approved")
+    assert late.returncode == 1  # type: ignore[attr-defined]
+    assert late.stderr.strip() == (  # type: ignore[attr-defined]
+        f"Error: job {handle.id}: signal 'approved' not kept: job {handle.id} has finished"
+    )
     trail = await app.audit_trail()
-    assert [(e.what, e.detail) for e in trail[:2]] == [
-        ("signal", "approved: duplicate"),
+    assert [(e.what, e.detail) for e in trail[:3]] == [
+        ("signal", "approved: finished"),
+        ("signal", "approved: kept"),
         ("signal", "approved: delivered"),
     ]
+
+
+async def test_a_signal_the_job_does_not_wait_for_says_so_and_exits_1(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """A person's likely typo: the job is parked on 'approved', the signal says 'aproved'."""
+    handle = await cli_app.approval.aenqueue()
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    assert (await app.get_job(handle.id)).state is JobState.WAITING
+    typo = await run(cli, "job", "signal", APP, str(handle.id), "aproved")
+    assert typo.returncode == 1, (typo.stdout, typo.stderr)  # type: ignore[attr-defined]
+    assert typo.stderr.strip() == (  # type: ignore[attr-defined]
+        f"Error: job {handle.id}: signal 'aproved' kept, not awaited: job {handle.id} waits "
+        "for 'approved', not 'aproved'"
+    )
+    assert (await app.get_job(handle.id)).state is JobState.WAITING  # still parked
+    receipt = await app.signal(handle.id, "aproved")
+    assert (receipt.outcome, receipt.waiting_for) == (skiplock.SignalOutcome.KEPT, "approved")
+    assert receipt.mistaken and not receipt.awaited
+    right = await run(cli, "job", "signal", APP, str(handle.id), "approved", "--payload", "1")
+    assert ok(right).strip() == f"job {handle.id}: signal 'approved' delivered"
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    assert await handle.result(timeout=10) == 1
 
 
 async def test_batch_prints_its_counts(cli: Cli, app: skiplock.App) -> None:

@@ -33,6 +33,7 @@ from ._workflow_records import (
     JobLinks,
     LinkedJob,
     SignalOutcome,
+    SignalReceipt,
     WaitingJob,
     WorkflowGraph,
 )
@@ -117,6 +118,7 @@ __all__ = [
     "SchemaError",
     "SchemaVersion",
     "SignalOutcome",
+    "SignalReceipt",
     "SignalTimeout",
     "Signature",
     "SkiplockError",

@@ -62,7 +62,7 @@ from ._task import JobHandle, Task, Upcast
 from ._tracing import Tracing
 from ._url import mask_in, mask_url
 from ._workflow import Signature
-from ._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from ._workflow_records import BatchInfo, JobLinks, SignalReceipt, WaitingJob, WorkflowGraph
 from .errors import ConfigurationError, SchemaError
 
 P = ParamSpec("P")
@@ -508,21 +508,28 @@ class App:
         on_success: Signature | None = None,
         on_complete: Signature | None = None,
         id: int | None = None,
-        close: bool = True,
+        close: bool | None = None,
     ) -> Batch:
         """A batch: ``async with app.batch(on_success=report.s()) as batch:`` (or ``with``);
         every job enqueued in the block joins it. ``on_success`` runs once every member
         succeeded (a member that dies or is cancelled cancels it), ``on_complete`` once every
-        member finished, either way; each exactly once, with the batch's id first. The block's
-        end closes the batch; ``close=False`` leaves it open, and ``app.batch(id=...)``
-        reopens an open one to add more (``app.close_batch(id)`` closes it)."""
+        member finished, either way; each exactly once, with the batch's id first.
+
+        A new batch is closed at the block's end (``close=False`` leaves it open);
+        ``app.batch(id=...)`` adds more to an open one and leaves it open (``close=True``
+        closes it at the block's end, ``app.close_batch(id)`` at any time). A block that
+        raises aborts the batch, like a transaction: neither callback runs, its members that
+        have not started are cancelled, those running finish, and the exception goes on."""
         if id is not None:
             check_int("id", id, 1, 2**63 - 1)
             if on_success is not None or on_complete is not None:
                 raise ConfigurationError(
                     "app.batch(id=...): an existing batch keeps its callbacks; give id= alone"
                 )
-        return Batch(self, on_success, on_complete, id, close)
+        if close is not None and not isinstance(close, bool):
+            raise ConfigurationError(f"app.batch(close={close!r}): must be True or False")
+        closes = close if close is not None else id is None
+        return Batch(self, on_success, on_complete, id, closes)
 
     async def open_batch(
         self, on_success: Signature | None = None, on_complete: Signature | None = None
@@ -535,17 +542,25 @@ class App:
         have). False if it was closed already."""
         return await self._workflows.close_batch(batch_id)
 
+    async def abort_batch(self, batch_id: int, reason: BaseException) -> bool:
+        """Abort an open batch (what a block that raises does): it closes, neither callback
+        runs, and its members that have not started are cancelled (``BatchAborted``, naming
+        ``reason``); those running finish. False if it was closed already (nothing changes)."""
+        return await self._workflows.abort_batch(batch_id, reason)
+
     async def batch_info(self, batch_id: int) -> BatchInfo:
         """A batch's live counts: members per state, whether it is closed, its callbacks."""
         return await self._workflows.batch_info(batch_id)
 
     async def signal(
         self, job_id: int, name: str, payload: Any = None, *, who: str = ""
-    ) -> SignalOutcome:
-        """Send the signal ``name`` to a job: a job parked on it (``job.wait_for(name)``)
-        runs again now, with ``payload`` (strict JSON) as ``wait_for``'s value; a job that has
-        not waited yet finds it when it does. Once per name: a second signal, or one after
-        the wait timed out, changes nothing (``DUPLICATE``, ``TIMED_OUT``). Audited."""
+    ) -> SignalReceipt:
+        """Send the signal ``name`` to a job, with ``payload`` (strict JSON) as what its
+        ``wait_for(name)`` returns. A job's signals of a name are kept in the order they
+        come, each taken by one ``wait_for``: a job parked on it runs again now
+        (``DELIVERED``); otherwise it is kept for a later wait (``KEPT``; the receipt's
+        ``waiting_for`` names the signal the job is parked on, if another); a finished job
+        keeps nothing (``FINISHED``). Audited."""
         return await self._workflows.signal(job_id, name, payload, who=who)
 
     async def job_links(self, job_id: int) -> JobLinks:
@@ -605,7 +620,9 @@ class App:
     async def drain(self, *, queues: Sequence[str] | None = None) -> list[JobOutcome]:
         """Run every ready job in this process until none is left (a burst worker), and
         return the outcome of each job it ran, in the order they were written. For tests
-        (``skiplock.testing.drain``, which this calls)."""
+        (``skiplock.testing.drain``, which this calls). Ready is due now: a parked
+        ``wait_for`` whose timeout has passed runs; a timeout or a retry still to come is not
+        waited for."""
         from ._worker.drain import drain  # loaded on first use: the App holds no worker
 
         return await drain(self, queues=queues)

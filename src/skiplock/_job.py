@@ -359,17 +359,23 @@ class JobContext:
         """Run ``fn(*args, **kwargs)`` once for this job and keep its result: a retry, a
         reclaim after a crash or a resume after ``wait_for`` returns the stored result
         instead of running it again (async functions are awaited, sync ones run in a thread).
-        The result must be strict JSON, as a job's result."""
+        The result must be strict JSON, as a job's result.
+
+        A step is known by its name and call order: the n-th step named ``name`` of a run is
+        the n-th of every run, so a step in a loop runs once per turn and a re-run gets the
+        stored results back in the same order (as Temporal and DBOS replay)."""
         return await self._store().step(name, fn, *args, **kwargs)
 
     async def wait_for(self, name: str, timeout: float | timedelta | None = None) -> Any:
-        """The payload of the signal ``name`` (``app.signal(job_id, name, payload)``).
+        """The payload of the next signal ``name`` (``app.signal(job_id, name, payload)``).
 
-        If it has not come, the job parks: this attempt ends (no lease, no worker slot, the
-        attempt given back) and the job runs again from the top when the signal comes or
-        ``timeout`` (seconds or a timedelta; None: 366 days) passes; its ``wait_for`` then
-        returns the payload, or raises SignalTimeout. Code before it that must not run twice
-        belongs in ``step``s."""
+        The signals of a name are kept in the order they come, and each ``wait_for(name)``
+        takes the next: the n-th wait of a run takes the n-th signal, in every run. If it has
+        not come, the job parks: this attempt ends (no lease, no worker slot, the attempt
+        given back) and the job runs again from the top when the signal comes or ``timeout``
+        (seconds or a timedelta; None: 366 days) passes; its ``wait_for`` then returns the
+        payload, or raises SignalTimeout (a timed-out wait's place in the order is its
+        timeout). Code before it that must not run twice belongs in ``step``s."""
         return await self._store().wait_for(name, timeout)
 
     async def parent_results(self) -> dict[int, Any]:

@@ -135,7 +135,8 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
     unnamed = await client.post(path, headers=OPERATOR, data={"csrf": token, "name": " "})
     assert unnamed.status_code == 400 and unnamed.text.startswith("Refused: name:")
     assert await still_parked()
-    # sent: delivered, and the job runs again with the payload; a second send is a duplicate
+    # sent: delivered, and the job runs again with the payload; a second send is kept for a
+    # next wait (the job waits for no signal now)
     form = {"csrf": token, "name": "approved", "payload": '{"by": "otto", "n": [1, 2]}'}
     sent = await client.post(path, headers=OPERATOR, data={**form, "back": "waiting"})
     assert sent.headers["location"].startswith("http://dash.local/waiting?")
@@ -146,8 +147,8 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
     again = await client.post(path, headers=OPERATOR, data={**form, "back": "job"})
     assert again.headers["location"].startswith(f"http://dash.local/jobs/{handle.id}?")
     assert await notice_of(client, again) == (
-        f"Signal approved to job {handle.id}: duplicate (a signal of this name was already "
-        "delivered; this one changed nothing)."
+        f"Signal approved to job {handle.id}: kept: job {handle.id} waits for no signal now; "
+        "its next wait_for('approved') takes it."
     )
     await app.drain()
     assert await (await app.job(handle.id)).result(timeout=5) == {"by": "otto", "n": [1, 2]}
@@ -156,8 +157,7 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
     )
     assert finished.headers["location"].startswith(f"http://dash.local/jobs/{handle.id}?")
     assert await notice_of(client, finished) == (
-        f"Signal other to job {handle.id}: finished (the job has finished; nothing waits for "
-        "a signal)."
+        f"Signal other to job {handle.id}: not kept: job {handle.id} has finished."
     )
     nobody = await client.post(
         "/jobs/999999/signal", headers=OPERATOR, data={"csrf": token, "name": "approved"}
@@ -174,7 +174,7 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
         ("otto via dashboard", "refused send signal", path, trail[6][3]),  # nested
         ("otto via dashboard", "refused send signal", path, trail[7][3]),  # no name
         ("otto via dashboard", "signal", f"job {handle.id}", "approved: delivered"),
-        ("otto via dashboard", "signal", f"job {handle.id}", "approved: duplicate"),
+        ("otto via dashboard", "signal", f"job {handle.id}", "approved: kept"),
         ("otto via dashboard", "signal", f"job {handle.id}", "other: finished"),
         ("otto via dashboard", "refused send signal", "/jobs/999999/signal", trail[11][3]),
     ]
@@ -182,7 +182,9 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
     assert [t[3].split(":")[0] for t in trail[4:8]] == ["payload"] * 3 + ["name"]
 
 
-async def test_a_signal_after_the_wait_timed_out_says_so(db_url: str, clock: FakeClock) -> None:
+async def test_a_signal_after_the_wait_timed_out_is_kept_for_a_next_wait(
+    db_url: str, clock: FakeClock
+) -> None:
     app = skiplock.App(db_url, clock=clock)
     await app.migrate()
     try:
@@ -203,8 +205,8 @@ async def test_a_signal_after_the_wait_timed_out_says_so(db_url: str, clock: Fak
                 data={"csrf": await csrf(client, OPERATOR), "name": "approved"},
             )
             assert await notice_of(client, sent) == (
-                f"Signal approved to job {handle.id}: timed out (the job's wait for it ended "
-                "first; this one changed nothing)."
+                f"Signal approved to job {handle.id}: kept: job {handle.id} waits for no "
+                "signal now; its next wait_for('approved') takes it."
             )
     finally:
         await app.close()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from .._workflow_records import BatchInfo, JobLinks, SignalReceipt, WaitingJob, WorkflowGraph
 
 if TYPE_CHECKING:
     from .workflow_plan import Plan, SweepResult
@@ -643,27 +643,45 @@ class Backend(Protocol):
         """Releases a crash left undone, and parked waits past their timeout."""
         ...
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
-        """Record the signal a running job is about to park on; False if its lease is gone."""
+    async def workflow_expire_waits(self) -> list[int]:
+        """Parked waits past their timeout run again now (the timeout recorded); their ids."""
+        ...
+
+    async def workflow_next_wait_timeout(self) -> float | None:
+        """Seconds until the first parked wait times out (<= 0: one is due); None if none."""
+        ...
+
+    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+        """Close an open batch as aborted (its block raised): its callbacks and its members
+        that never started cancelled with ``error_json``; False if it was closed already."""
+        ...
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
+        """Record the signal a running job is about to park on (entry ``seq`` of its name's
+        mailbox); False if its lease is gone."""
         ...
 
     async def workflow_signal(
         self, job_id: int, name: str, payload_json: str | None, who: str
-    ) -> SignalOutcome:
-        """Deliver a signal once (JobNotFound if no such job), recorded in the job's audit
-        trail as ``who``'s."""
+    ) -> SignalReceipt:
+        """Append a signal to its name's mailbox (none for a finished job; JobNotFound if no
+        such job), resume the job if it waits for it, and record it in the job's audit trail
+        as ``who``'s."""
         ...
 
-    async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:
-        """(kind, payload) of the job's signal ``name``: ``signal`` or ``timeout``; or None."""
+    async def workflow_signal_get(
+        self, job_id: int, name: str, seq: int
+    ) -> tuple[str, str | None] | None:
+        """(kind, payload) of entry ``seq`` of the job's mailbox ``name``: ``signal`` or
+        ``timeout``; or None."""
         ...
 
-    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]:
-        """(found, result JSON) of a durable step."""
+    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
+        """(found, result JSON) of the ``seq``-th durable step named ``name``."""
         ...
 
     async def workflow_step_put(
-        self, job_id: int, token: str, name: str, result_json: str | None
+        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
     ) -> bool:
         """Store a step's result under the lease; False if the lease is gone (or stored)."""
         ...

@@ -31,6 +31,7 @@ from .._workflow_records import (
     JobLinks,
     LinkedJob,
     SignalOutcome,
+    SignalReceipt,
     WaitingJob,
     WorkflowGraph,
 )
@@ -464,9 +465,14 @@ def key_load(row: Sequence[Any]) -> KeyLoad:
 FINAL_STATES = frozenset({"succeeded", "cancelled", "dead"})
 
 
-def signal_seen(kind: str) -> SignalOutcome:
-    """A second signal's outcome, from what the first row of its name was."""
-    return SignalOutcome.DUPLICATE if kind == "signal" else SignalOutcome.TIMED_OUT
+def signal_taken(job_id: int, name: str, seq: int, wait: Sequence[Any] | None) -> SignalReceipt:
+    """The receipt of a signal stored as entry ``seq`` of its name, from the job's wait row
+    (signal, entry; None: no row): delivered if the job waits for that entry or an earlier one
+    of this name (it runs again now), else kept, naming what it does wait for."""
+    waiting_for, entry = (wait[0], int(wait[1])) if wait is not None else (None, 1)
+    if waiting_for == name and entry <= seq:
+        return SignalReceipt(job_id, name, SignalOutcome.DELIVERED, name)
+    return SignalReceipt(job_id, name, SignalOutcome.KEPT, waiting_for)
 
 
 def _maybe_time(seconds: float | Decimal | None) -> datetime | None:
@@ -497,6 +503,7 @@ def batch_info(row: Sequence[Any]) -> BatchInfo:
         on_success=row[3],
         on_complete=row[4],
         counts={str(k): int(v) for k, v in counts.items()},
+        aborted_at=_maybe_time(row[6]),
     )
 
 

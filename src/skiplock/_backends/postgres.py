@@ -39,7 +39,14 @@ from .._job import (
     TaskPause,
     WorkerInfo,
 )
-from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from .._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    SignalOutcome,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows, postgres_url
 from . import postgres_observe as observe
@@ -83,7 +90,7 @@ from .common import (
     job_record,
     key_load,
     reclaimed_jobs,
-    signal_seen,
+    signal_taken,
     state_counts,
     waiting_job,
     worker_info,
@@ -1381,52 +1388,68 @@ class PostgresBackend:
         with _wrapped("workflow_sweep"):
             return await self._wf_transaction(wf.sweep, None)
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
+    async def workflow_expire_waits(self) -> list[int]:
+        with _wrapped("workflow_expire_waits"):
+            return await self._wf_transaction(wf.expire_waits, None)
+
+    async def workflow_next_wait_timeout(self) -> float | None:
+        with _wrapped("workflow_next_wait_timeout"):
+            seconds: float | None = await self.pool.fetchval(
+                self._wf.WAIT_NEXT_TIMEOUT, self._now()
+            )
+        return seconds
+
+    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+        with _wrapped("workflow_abort_batch"):
+            return await self._wf_transaction(lambda: wf.abort_batch(batch_id, error_json), None)
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
         with _wrapped("workflow_wait_prepare"):
-            row = await self.pool.fetchval(self._wf.WAIT_PREPARE, job_id, token, name)
+            row = await self.pool.fetchval(self._wf.WAIT_PREPARE, job_id, token, name, seq)
         return row is not None
 
     async def workflow_signal(
         self, job_id: int, name: str, payload_json: str | None, who: str
-    ) -> SignalOutcome:
-        async def attempt() -> SignalOutcome:
+    ) -> SignalReceipt:
+        async def attempt() -> SignalReceipt:
             async with self.pool.acquire() as conn, conn.transaction():
                 state = await conn.fetchval(self._wf.JOB_LOCK_STATE, job_id)
                 if state is None:
                     raise JobNotFound(f"job {job_id}: no such job")
-                seen = await conn.fetchrow(self._wf.SIGNAL_GET, job_id, name)
-                if seen is not None:
-                    outcome = signal_seen(seen[0])
-                elif state in FINAL_STATES:
-                    outcome = SignalOutcome.FINISHED
+                if state in FINAL_STATES:
+                    receipt = SignalReceipt(job_id, name, SignalOutcome.FINISHED)
                 else:
-                    await conn.execute(self._wf.SIGNAL_INSERT, job_id, name, payload_json)
-                    await conn.execute(
-                        self._wf.SIGNAL_WAKE, job_id, name, self.channel, self._now()
-                    )
-                    outcome = SignalOutcome.DELIVERED
-                what = f"signal {name}: {outcome.value}"
+                    seq = await conn.fetchval(self._wf.SIGNAL_APPEND, job_id, name, payload_json)
+                    wait = await conn.fetchrow(self._wf.WAIT_OF, job_id)
+                    receipt = signal_taken(job_id, name, seq, None if wait is None else tuple(wait))
+                    if receipt.awaited:
+                        await conn.execute(
+                            self._wf.SIGNAL_WAKE, job_id, name, self.channel, self._now()
+                        )
+                what = f"signal {name}: {receipt.outcome.value}"
                 await conn.execute(self._wf.JOB_AUDIT_ADD, job_id, who, what, self._now())
-                return outcome
+                return receipt
 
         with _wrapped("workflow_signal"):
             return await retry_moved(attempt)
 
-    async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:
+    async def workflow_signal_get(
+        self, job_id: int, name: str, seq: int
+    ) -> tuple[str, str | None] | None:
         with _wrapped("workflow_signal_get"):
-            row = await self.pool.fetchrow(self._wf.SIGNAL_GET, job_id, name)
+            row = await self.pool.fetchrow(self._wf.SIGNAL_GET, job_id, name, seq)
         return None if row is None else (row[0], row[1])
 
-    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]:
+    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
         with _wrapped("workflow_step_get"):
-            row = await self.pool.fetchrow(self._wf.STEP_GET, job_id, name)
+            row = await self.pool.fetchrow(self._wf.STEP_GET, job_id, name, seq)
         return (False, None) if row is None else (True, row[0])
 
     async def workflow_step_put(
-        self, job_id: int, token: str, name: str, result_json: str | None
+        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
     ) -> bool:
         with _wrapped("workflow_step_put"):
-            row = await self.pool.fetchval(self._wf.STEP_PUT, job_id, token, name, result_json)
+            row = await self.pool.fetchval(self._wf.STEP_PUT, job_id, token, name, result_json, seq)
         return row is not None
 
     async def workflow_parent_results(

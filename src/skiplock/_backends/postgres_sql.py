@@ -534,6 +534,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append((17, "workflows", _workflow.MIGRATION_WORKFLOWS))
+MIGRATIONS.append((18, "workflow sequences", _workflow.MIGRATION_WORKFLOW_SEQUENCES))
 
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
 

@@ -174,6 +174,19 @@ class Answers:
         return (rows[0][0], rows[0][1]) if rows else None
 
     @answer.register
+    async def _(self, step: wf.AbortBatch) -> tuple[int | None, int | None] | None:
+        rows = await self.fetch(self.sql.BATCH_ABORT, [step.batch_id, self.now])
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    @answer.register
+    async def _(self, step: wf.CancelMembers) -> list[int]:
+        rows = await self.fetch(self.sql.MEMBERS_CANCEL, [step.batch_id, step.error, self.now])
+        ids = [r[0] for r in rows]
+        if ids:
+            await self.fetch(self.sql.WAITS_DROP, [ids])
+        return ids
+
+    @answer.register
     async def _(self, step: wf.AncestorsMeet) -> bool:
         rows = await self.fetch(self.sql.ANCESTORS_MEET, [list(step.starts), list(step.targets)])
         return bool(rows[0][0])
@@ -224,6 +237,10 @@ class Answers:
     @answer.register
     async def _(self, step: wf.ExpireWaits) -> list[int]:
         return await self._pending(self.sql.WAITS_EXPIRED, [step.most, self.channel, self.now])
+
+    @answer.register
+    async def _(self, step: wf.SignalledParked) -> list[int]:
+        return await self._pending(self.sql.PARKED_SIGNALLED, [step.most, self.channel, self.now])
 
     @answer.register
     async def _(self, step: wf.ResumeSignalled) -> list[int]:

@@ -14,8 +14,11 @@ write, so a plain job's enqueue, claim and completion stay exactly as they were:
   parent's retention;
 - ``skiplock_batches`` and ``skiplock_batch_jobs``: a batch, its callbacks (jobs waiting on
   every member and on the batch's open gate) and its members;
-- ``skiplock_steps`` (a durable step's stored result) and ``skiplock_signals`` (a signal or a
-  wait's timeout: one row per job and name, whichever comes first).
+- ``skiplock_steps`` (a durable step's stored result, one row per job, name and occurrence:
+  the third ``step("charge", ...)`` of a run is ``("charge", 3)`` in every run) and
+  ``skiplock_signals`` (a job's mailbox: the signals of each name in the order they came,
+  numbered from 1, and a wait's timeout in the place of the signal it waited for; the n-th
+  ``wait_for(name)`` of a run takes entry n).
 """
 
 from __future__ import annotations
@@ -87,6 +90,20 @@ CREATE TABLE {s}.skiplock_signals (
     at      timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (job_id, name)
 );
+"""
+
+MIGRATION_WORKFLOW_SEQUENCES = r"""
+-- Steps keyed by occurrence, signals queued per name (a mailbox), the entry a parked wait
+-- waits for, and a batch whose block raised (postgres_workflow_sql.py). Rows written before
+-- are the first of their name.
+ALTER TABLE {s}.skiplock_steps ADD COLUMN seq integer NOT NULL DEFAULT 1;
+ALTER TABLE {s}.skiplock_steps DROP CONSTRAINT skiplock_steps_pkey;
+ALTER TABLE {s}.skiplock_steps ADD PRIMARY KEY (job_id, name, seq);
+ALTER TABLE {s}.skiplock_signals ADD COLUMN seq integer NOT NULL DEFAULT 1;
+ALTER TABLE {s}.skiplock_signals DROP CONSTRAINT skiplock_signals_pkey;
+ALTER TABLE {s}.skiplock_signals ADD PRIMARY KEY (job_id, name, seq);
+ALTER TABLE {s}.skiplock_waits ADD COLUMN signal_seq integer;
+ALTER TABLE {s}.skiplock_batches ADD COLUMN aborted_at timestamptz;
 """
 
 JOBS_MISSING = """
@@ -378,27 +395,30 @@ wait rows go, they become pending, their queues are woken ($2 the channel, $3 no
 
 WAITS_EXPIRED = (
     """
--- Parked jobs whose wait timed out: the timeout is recorded under the signal's name (the
--- signal's own primary key decides between a timeout and a racing signal), and they run again.
+-- Parked jobs whose wait timed out: the timeout takes the mailbox entry the wait waits for
+-- (the entry's primary key decides between a timeout and a racing signal: a signal that
+-- comes after it is the next entry, kept for the next wait), and they run again.
 WITH due AS (
-    SELECT j.id, w.signal FROM {s}.skiplock_jobs j JOIN {s}.skiplock_waits w ON w.job_id = j.id
+    SELECT j.id, w.signal, coalesce(w.signal_seq, 1) AS seq
+    FROM {s}.skiplock_jobs j JOIN {s}.skiplock_waits w ON w.job_id = j.id
     WHERE j.state = 'waiting' AND w.signal IS NOT NULL
       AND j.run_at <= coalesce($3::timestamptz, now())
     ORDER BY j.run_at LIMIT $1
     FOR UPDATE OF j SKIP LOCKED
 ), marked AS (
-    INSERT INTO {s}.skiplock_signals (job_id, name, kind)
-    SELECT id, signal, 'timeout' FROM due ON CONFLICT DO NOTHING
+    INSERT INTO {s}.skiplock_signals (job_id, name, seq, kind)
+    SELECT id, signal, seq, 'timeout' FROM due ON CONFLICT DO NOTHING
 )"""
     + _RESUME_DUE
 )
 
 WAIT_PREPARE = """
--- A running job about to park: record the signal it waits for, under its lease.
-INSERT INTO {s}.skiplock_waits (job_id, signal)
-SELECT id, $3 FROM {s}.skiplock_jobs
+-- A running job about to park: record the signal it waits for (its name, and the entry of
+-- that name's mailbox: its n-th wait for the name takes the n-th), under its lease.
+INSERT INTO {s}.skiplock_waits (job_id, signal, signal_seq)
+SELECT id, $3, $4 FROM {s}.skiplock_jobs
 WHERE id = $1 AND lease_token = $2 AND state = 'running'
-ON CONFLICT (job_id) DO UPDATE SET signal = EXCLUDED.signal
+ON CONFLICT (job_id) DO UPDATE SET signal = EXCLUDED.signal, signal_seq = EXCLUDED.signal_seq
 RETURNING job_id
 """
 
@@ -410,7 +430,25 @@ WITH due AS (
     SELECT w.job_id AS id FROM {s}.skiplock_waits w
     WHERE w.job_id = ANY($1::bigint[]) AND w.signal IS NOT NULL
       AND EXISTS (SELECT 1 FROM {s}.skiplock_signals s
-                  WHERE s.job_id = w.job_id AND s.name = w.signal)
+                  WHERE s.job_id = w.job_id AND s.name = w.signal
+                    AND s.seq >= coalesce(w.signal_seq, 1))
+)"""
+    + _RESUME_DUE
+)
+
+PARKED_SIGNALLED = (
+    """
+-- The sweep's look for parked jobs whose signal is stored all the same (it came while the
+-- job ran towards its park, and the look after that completion failed, or its process
+-- died): they run again, rather than at their timeout.
+WITH due AS (
+    SELECT j.id FROM {s}.skiplock_waits w JOIN {s}.skiplock_jobs j ON j.id = w.job_id
+    WHERE w.signal IS NOT NULL AND j.state = 'waiting'
+      AND EXISTS (SELECT 1 FROM {s}.skiplock_signals s
+                  WHERE s.job_id = w.job_id AND s.name = w.signal
+                    AND s.seq >= coalesce(w.signal_seq, 1))
+    ORDER BY j.id LIMIT $1
+    FOR UPDATE OF j SKIP LOCKED
 )"""
     + _RESUME_DUE
 )
@@ -421,10 +459,19 @@ JOB_LOCK_STATE = """
 SELECT state FROM {s}.skiplock_jobs WHERE id = $1 FOR UPDATE
 """
 
-SIGNAL_INSERT = """
-INSERT INTO {s}.skiplock_signals (job_id, name, kind, payload)
-VALUES ($1, $2, 'signal', $3::jsonb) ON CONFLICT DO NOTHING
-RETURNING job_id
+SIGNAL_APPEND = """
+-- A signal joins the end of its name's mailbox (the job's row is locked: one signal or
+-- timeout at a time). Returns its place.
+INSERT INTO {s}.skiplock_signals (job_id, name, seq, kind, payload)
+SELECT $1, $2, coalesce(max(seq), 0) + 1, 'signal', $3::jsonb
+FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2
+RETURNING seq
+"""
+
+WAIT_OF = """
+-- What the job waits for now: the signal's name and the entry of it (a wait on parents: no
+-- signal).
+SELECT signal, coalesce(signal_seq, 1) FROM {s}.skiplock_waits WHERE job_id = $1
 """
 
 SIGNAL_WAKE = """
@@ -450,18 +497,19 @@ WHERE id = $1
 """
 
 SIGNAL_GET = """
-SELECT kind, payload::text FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2
+SELECT kind, payload::text FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2 AND seq = $3
 """
 
 STEP_GET = """
-SELECT result::text FROM {s}.skiplock_steps WHERE job_id = $1 AND name = $2
+SELECT result::text FROM {s}.skiplock_steps WHERE job_id = $1 AND name = $2 AND seq = $3
 """
 
 STEP_PUT = """
--- A step's result, stored only while the job runs under this lease (a worker that lost it
--- stores nothing: the one that holds it now runs the step, or finds it stored).
-INSERT INTO {s}.skiplock_steps (job_id, name, result)
-SELECT id, $3, $4::jsonb FROM {s}.skiplock_jobs
+-- A step's result (its name's $3-th occurrence in the run), stored only while the job runs
+-- under this lease (a worker that lost it stores nothing: the one that holds it now runs the
+-- step, or finds it stored).
+INSERT INTO {s}.skiplock_steps (job_id, name, seq, result)
+SELECT id, $3, $5, $4::jsonb FROM {s}.skiplock_jobs
 WHERE id = $1 AND lease_token = $2 AND state = 'running'
 ON CONFLICT DO NOTHING
 RETURNING job_id
@@ -512,6 +560,32 @@ UPDATE {s}.skiplock_batches SET closed_at = now() WHERE id = $1 AND closed_at IS
 RETURNING on_success, on_complete
 """
 
+BATCH_ABORT = """
+-- A batch whose block raised is closed as aborted (an open one only: a closed batch's
+-- callbacks may be running already).
+UPDATE {s}.skiplock_batches
+SET closed_at = coalesce($2::timestamptz, now()), aborted_at = coalesce($2::timestamptz, now())
+WHERE id = $1 AND closed_at IS NULL
+RETURNING on_success, on_complete
+"""
+
+MEMBERS_CANCEL = """
+-- An aborted batch's members that never started (pending or waiting, never attempted) are
+-- cancelled, the reason recorded as their error; one that started (running, parked, waiting
+-- for a retry) runs to its end.
+UPDATE {s}.skiplock_jobs j
+SET state = 'cancelled', finished_at = coalesce($3::timestamptz, now()),
+    errors = j.errors || jsonb_build_array($2::jsonb)
+FROM {s}.skiplock_batch_jobs m
+WHERE m.batch_id = $1 AND j.id = m.job_id
+  AND j.state IN ('pending', 'waiting') AND j.attempted_at IS NULL
+RETURNING j.id
+"""
+
+WAITS_DROP = """
+DELETE FROM {s}.skiplock_waits WHERE job_id = ANY($1::bigint[])
+"""
+
 BATCH_MEMBERS_INSERT = """
 INSERT INTO {s}.skiplock_batch_jobs (batch_id, job_id)
 SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING
@@ -523,8 +597,18 @@ SELECT b.id, extract(epoch FROM b.created_at), extract(epoch FROM b.closed_at),
        (SELECT coalesce(jsonb_object_agg(s.state, s.n), '{{}}'::jsonb)::text FROM (
             SELECT coalesce(j.state, 'gone') AS state, count(*) AS n
             FROM {s}.skiplock_batch_jobs m LEFT JOIN {s}.skiplock_jobs j ON j.id = m.job_id
-            WHERE m.batch_id = b.id GROUP BY 1) s)
+            WHERE m.batch_id = b.id GROUP BY 1) s),
+       extract(epoch FROM b.aborted_at)
 FROM {s}.skiplock_batches b WHERE b.id = $1
+"""
+
+WAIT_NEXT_TIMEOUT = """
+-- Seconds from now ($1, NULL: the database's) until the first parked wait times out (<= 0:
+-- one is due), NULL if no job is parked: a worker's wait timer sleeps until then. Parked
+-- jobs only (the wait rows with a signal, a partial index), not every waiting child.
+SELECT extract(epoch FROM min(j.run_at) - coalesce($1::timestamptz, now()))::float8
+FROM {s}.skiplock_waits w JOIN {s}.skiplock_jobs j ON j.id = w.job_id
+WHERE w.signal IS NOT NULL AND j.state = 'waiting'
 """
 
 WAITING_LIST = """
@@ -614,8 +698,10 @@ class WorkflowStatements:
     WAITS_EXPIRED: str
     WAIT_PREPARE: str
     PARKED_RESUME: str
+    PARKED_SIGNALLED: str
     JOB_LOCK_STATE: str
-    SIGNAL_INSERT: str
+    SIGNAL_APPEND: str
+    WAIT_OF: str
     SIGNAL_WAKE: str
     SIGNAL_GET: str
     JOB_AUDIT_ADD: str
@@ -630,8 +716,12 @@ class WorkflowStatements:
     BATCH_SET_CALLBACKS: str
     BATCH_GET_LOCKED: str
     BATCH_CLOSE: str
+    BATCH_ABORT: str
+    MEMBERS_CANCEL: str
+    WAITS_DROP: str
     BATCH_MEMBERS_INSERT: str
     BATCH_INFO: str
+    WAIT_NEXT_TIMEOUT: str
     WAITING_LIST: str
     GRAPH_EDGES: str
     GRAPH_NODES: str

@@ -43,7 +43,7 @@ from .._job import (
     TaskPause,
     WorkerInfo,
 )
-from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from .._workflow_records import BatchInfo, JobLinks, SignalReceipt, WaitingJob, WorkflowGraph
 from ..errors import BackendError, JobNotFound, SchemaError
 from . import flows
 from . import sqlite_history as history
@@ -993,11 +993,22 @@ class SQLiteBackend:
         return workflow.Answers(conn, self._now, _no_wake if woken is None else woken.update)
 
     async def _wf_write(self, operation: str, make: Callable[[], flows.Flow[R]]) -> R:
-        def run(conn: sqlite3.Connection) -> R:
-            with _immediate(conn):
-                return flows.drive(make(), self._wf_answers(conn))
+        """The flow in one write transaction; the queues it made jobs pending in are told to
+        this process's workers once it committed (they claim now, not at the file's watch)."""
+        woken: set[str] = set()
 
-        return await self._run(operation, run)
+        def run(conn: sqlite3.Connection) -> R:
+            woken.clear()
+            with _immediate(conn):
+                return flows.drive(make(), self._wf_answers(conn, woken))
+
+        result = await self._run(operation, run)
+        self._tell_released(woken)
+        return result
+
+    def _tell_released(self, woken: set[str]) -> None:
+        if woken and self.on_released is not None:
+            self.on_released(woken)
 
     async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
         if connection is not None:
@@ -1039,8 +1050,23 @@ class SQLiteBackend:
     async def workflow_sweep(self) -> SweepResult:
         return await self._wf_write("workflow_sweep", wf.sweep)
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
-        args = {"id": job_id, "token": token, "name": name, "now": self._now()}
+    async def workflow_expire_waits(self) -> list[int]:
+        return await self._wf_write("workflow_expire_waits", wf.expire_waits)
+
+    async def workflow_next_wait_timeout(self) -> float | None:
+        row = await self._run(
+            "workflow_next_wait_timeout",
+            lambda c: c.execute(wf_sql.WAIT_NEXT_TIMEOUT, {"now": self._now()}).fetchone(),
+        )
+        return None if row is None or row[0] is None else float(row[0])
+
+    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+        return await self._wf_write(
+            "workflow_abort_batch", lambda: wf.abort_batch(batch_id, error_json)
+        )
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
+        args = {"id": job_id, "token": token, "name": name, "seq": seq, "now": self._now()}
 
         def prepare(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
@@ -1050,35 +1076,44 @@ class SQLiteBackend:
 
     async def workflow_signal(
         self, job_id: int, name: str, payload_json: str | None, who: str
-    ) -> SignalOutcome:
-        def send(conn: sqlite3.Connection) -> SignalOutcome:
+    ) -> SignalReceipt:
+        woken: list[str] = []
+
+        def send(conn: sqlite3.Connection) -> SignalReceipt:
+            woken.clear()
             with _immediate(conn):
                 now = self._now()
-                outcome, _queue = workflow.signal(conn, job_id, name, payload_json, now)
-                what = f"signal {name}: {outcome.value}"
+                receipt, queue = workflow.signal(conn, job_id, name, payload_json, now)
+                what = f"signal {name}: {receipt.outcome.value}"
                 args = {"id": job_id, "who": who, "what": what, "now": now}
                 conn.execute(wf_sql.JOB_AUDIT_ADD, args)
-                return outcome
+                woken.extend([queue] if queue is not None else [])
+                return receipt
 
-        return await self._run("workflow_signal", send)
+        receipt = await self._run("workflow_signal", send)
+        self._tell_released(set(woken))
+        return receipt
 
-    async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:
+    async def workflow_signal_get(
+        self, job_id: int, name: str, seq: int
+    ) -> tuple[str, str | None] | None:
         row = await self._run(
             "workflow_signal_get",
-            lambda c: c.execute(wf_sql.SIGNAL_GET, (job_id, name)).fetchone(),
+            lambda c: c.execute(wf_sql.SIGNAL_GET, (job_id, name, seq)).fetchone(),
         )
         return None if row is None else (row[0], row[1])
 
-    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]:
+    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
         row = await self._run(
-            "workflow_step_get", lambda c: c.execute(wf_sql.STEP_GET, (job_id, name)).fetchone()
+            "workflow_step_get",
+            lambda c: c.execute(wf_sql.STEP_GET, (job_id, name, seq)).fetchone(),
         )
         return (False, None) if row is None else (True, row[0])
 
     async def workflow_step_put(
-        self, job_id: int, token: str, name: str, result_json: str | None
+        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
     ) -> bool:
-        args = {"id": job_id, "token": token, "name": name, "result": result_json}
+        args = {"id": job_id, "token": token, "name": name, "seq": seq, "result": result_json}
 
         def put(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):

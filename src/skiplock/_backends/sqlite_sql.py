@@ -250,6 +250,7 @@ ALTER TABLE skiplock_jobs_live ADD COLUMN key_weight INTEGER CHECK (key_weight >
     ),
     # Migration 16 also widens the live table's state CHECK (sqlite.py: widen_state_check).
     (16, "workflows", _workflow.MIGRATION_WORKFLOWS),
+    (17, "workflow sequences", _workflow.MIGRATION_WORKFLOW_SEQUENCES),
 ]
 
 _LIVE = "('pending', 'running')"

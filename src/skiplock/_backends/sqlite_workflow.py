@@ -9,12 +9,12 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._workflow_records import SignalOutcome
+from .._workflow_records import SignalOutcome, SignalReceipt
 from ..errors import JobNotFound
 from . import sqlite_ops as ops
 from . import sqlite_workflow_sql as sql
 from . import workflow_flows as wf
-from .common import FINAL_STATES, signal_seen
+from .common import FINAL_STATES, signal_taken
 
 
 class Answers:
@@ -77,6 +77,20 @@ class Answers:
     def _(self, step: wf.CloseBatch) -> tuple[int | None, int | None] | None:
         row = self.conn.execute(sql.BATCH_CLOSE, (self.now(), step.batch_id)).fetchone()
         return None if row is None else (row[0], row[1])
+
+    @answer.register
+    def _(self, step: wf.AbortBatch) -> tuple[int | None, int | None] | None:
+        args = {"id": step.batch_id, "now": self.now()}
+        row = self.conn.execute(sql.BATCH_ABORT, args).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    @answer.register
+    def _(self, step: wf.CancelMembers) -> list[int]:
+        args = {"batch": step.batch_id, "error": step.error, "now": self.now()}
+        ids = sorted(r[0] for r in self.conn.execute(sql.MEMBERS_CANCEL, args).fetchall())
+        if ids:
+            self.conn.execute(sql.WAITS_DELETE, {"ids": json.dumps(ids)})
+        return ids
 
     @answer.register
     def _(self, step: wf.AncestorsMeet) -> bool:
@@ -188,7 +202,12 @@ class Answers:
     def _(self, step: wf.ExpireWaits) -> list[int]:
         now = self.now()
         due = self.conn.execute(sql.WAITS_EXPIRED, {"now": now, "most": step.most}).fetchall()
-        return self._resume([(job, name) for job, name in due], timeout=True)
+        return self._resume([(job, (name, seq)) for job, name, seq in due], timeout=True)
+
+    @answer.register
+    def _(self, step: wf.SignalledParked) -> list[int]:
+        rows = self.conn.execute(sql.PARKED_SIGNALLED_ANY, {"most": step.most})
+        return self._resume([(r[0], None) for r in rows.fetchall()], timeout=False)
 
     @answer.register
     def _(self, step: wf.ResumeSignalled) -> list[int]:
@@ -196,12 +215,16 @@ class Answers:
         due = [(r[0], None) for r in self.conn.execute(sql.PARKED_SIGNALLED, args)]
         return self._resume(due, timeout=False)
 
-    def _resume(self, due: Sequence[tuple[int, str | None]], *, timeout: bool) -> list[int]:
+    def _resume(
+        self, due: Sequence[tuple[int, tuple[str, int] | None]], *, timeout: bool
+    ) -> list[int]:
+        """Parked jobs run again now (``due``: each with the mailbox entry its timeout takes,
+        if ``timeout``)."""
         resumed, queues = [], set()
         now = self.now()
-        for job, name in due:
-            if timeout:
-                self.conn.execute(sql.TIMEOUT_MARK, (job, name, now))
+        for job, entry in due:
+            if timeout and entry is not None:
+                self.conn.execute(sql.TIMEOUT_MARK, (job, *entry, now))
             self.conn.execute(sql.WAIT_DELETE, (job,))
             found = self.conn.execute(sql.JOB_RESUME, {"id": job, "now": now}).fetchone()
             if found is not None:
@@ -213,22 +236,22 @@ class Answers:
 
 def signal(
     conn: Any, job_id: int, name: str, payload_json: str | None, now: float
-) -> tuple[SignalOutcome, str | None]:
-    """Deliver a signal (inside the caller's write transaction). Returns the outcome and the
-    queue woken (a parked job resumed), if any."""
+) -> tuple[SignalReceipt, str | None]:
+    """Deliver a signal (inside the caller's write transaction): the end of its name's
+    mailbox, and the job run again if it waits for it. Returns the receipt and the queue woken
+    (a parked job resumed), if any."""
     row = conn.execute(sql.JOB_STATE, (job_id,)).fetchone()
     if row is None:
         raise JobNotFound(f"job {job_id}: no such job")
-    seen = conn.execute(sql.SIGNAL_GET, (job_id, name)).fetchone()
-    if seen is not None:
-        return signal_seen(seen[0]), None
     if row[0] in FINAL_STATES:
-        return SignalOutcome.FINISHED, None
-    conn.execute(sql.SIGNAL_INSERT, (job_id, name, payload_json, now))
-    if conn.execute(sql.WAIT_SIGNAL_OF, (job_id, name)).fetchone() is None:
-        return SignalOutcome.DELIVERED, None  # not parked on it (yet): kept for its wait
+        return SignalReceipt(job_id, name, SignalOutcome.FINISHED), None
+    args = {"id": job_id, "name": name, "payload": payload_json, "now": now}
+    (seq,) = conn.execute(sql.SIGNAL_APPEND, args).fetchone()
+    receipt = signal_taken(job_id, name, seq, conn.execute(sql.WAIT_OF, (job_id,)).fetchone())
+    if not receipt.awaited:
+        return receipt, None
     found = conn.execute(sql.JOB_RESUME, {"id": job_id, "now": now}).fetchone()
     if found is None:  # still running towards its park: the park's look finds the signal
-        return SignalOutcome.DELIVERED, None
+        return receipt, None
     conn.execute(sql.WAIT_DELETE, (job_id,))
-    return SignalOutcome.DELIVERED, found[0]
+    return receipt, found[0]

@@ -67,6 +67,40 @@ CREATE TABLE IF NOT EXISTS skiplock_signals (
 )
 """
 
+MIGRATION_WORKFLOW_SEQUENCES = """
+CREATE TABLE skiplock_steps_seq (
+    job_id  INTEGER NOT NULL,
+    name    TEXT NOT NULL,
+    seq     INTEGER NOT NULL DEFAULT 1,
+    result  TEXT,
+    done_at REAL,
+    PRIMARY KEY (job_id, name, seq)
+);
+INSERT INTO skiplock_steps_seq (job_id, name, seq, result, done_at)
+    SELECT job_id, name, 1, result, done_at FROM skiplock_steps;
+DROP TABLE skiplock_steps;
+ALTER TABLE skiplock_steps_seq RENAME TO skiplock_steps;
+CREATE TABLE skiplock_signals_seq (
+    job_id  INTEGER NOT NULL,
+    name    TEXT NOT NULL,
+    seq     INTEGER NOT NULL DEFAULT 1,
+    kind    TEXT NOT NULL CHECK (kind IN ('signal', 'timeout')),
+    payload TEXT,
+    at      REAL,
+    PRIMARY KEY (job_id, name, seq)
+);
+INSERT INTO skiplock_signals_seq (job_id, name, seq, kind, payload, at)
+    SELECT job_id, name, 1, kind, payload, at FROM skiplock_signals;
+DROP TABLE skiplock_signals;
+ALTER TABLE skiplock_signals_seq RENAME TO skiplock_signals;
+ALTER TABLE skiplock_waits ADD COLUMN signal_seq INTEGER;
+ALTER TABLE skiplock_batches ADD COLUMN aborted_at REAL
+"""
+"""Steps keyed by occurrence, signals queued per name, the entry a parked wait waits for, and
+a batch whose block raised (postgres_workflow_sql.py's migration says why). SQLite cannot
+change a primary key: the two tables are copied into their new shape, rows written before
+being the first of their name."""
+
 _OLD_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead'))"
 _NEW_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead', 'waiting'))"
 
@@ -214,13 +248,22 @@ ORDER BY job_id LIMIT :most
 """
 
 WAITS_EXPIRED = """
-SELECT j.id, w.signal FROM skiplock_jobs_live j JOIN skiplock_waits w ON w.job_id = j.id
+SELECT j.id, w.signal, coalesce(w.signal_seq, 1)
+FROM skiplock_jobs_live j JOIN skiplock_waits w ON w.job_id = j.id
 WHERE j.state = 'waiting' AND w.signal IS NOT NULL AND j.run_at <= :now
 ORDER BY j.run_at LIMIT :most
 """
 
 TIMEOUT_MARK = """
-INSERT OR IGNORE INTO skiplock_signals (job_id, name, kind, at) VALUES (?, ?, 'timeout', ?)
+-- The timeout takes the mailbox entry the wait waits for (a signal stored there first wins).
+INSERT OR IGNORE INTO skiplock_signals (job_id, name, seq, kind, at)
+VALUES (?, ?, ?, 'timeout', ?)
+"""
+
+WAIT_NEXT_TIMEOUT = """
+SELECT min(j.run_at) - :now
+FROM skiplock_waits w JOIN skiplock_jobs_live j ON j.id = w.job_id
+WHERE w.signal IS NOT NULL AND j.state = 'waiting'
 """
 
 JOB_RESUME = """
@@ -230,27 +273,42 @@ RETURNING queue
 """
 
 WAIT_PREPARE = """
-INSERT INTO skiplock_waits (job_id, signal, created_at)
-SELECT id, :name, :now FROM skiplock_jobs_live
+INSERT INTO skiplock_waits (job_id, signal, signal_seq, created_at)
+SELECT id, :name, :seq, :now FROM skiplock_jobs_live
 WHERE id = :id AND lease_token = :token AND state = 'running'
-ON CONFLICT (job_id) DO UPDATE SET signal = excluded.signal
+ON CONFLICT (job_id) DO UPDATE SET signal = excluded.signal, signal_seq = excluded.signal_seq
 RETURNING job_id
 """
 
 PARKED_SIGNALLED = """
 SELECT w.job_id FROM skiplock_waits w
 WHERE w.job_id IN (SELECT value FROM json_each(:ids)) AND w.signal IS NOT NULL
-  AND EXISTS (SELECT 1 FROM skiplock_signals s WHERE s.job_id = w.job_id AND s.name = w.signal)
+  AND EXISTS (SELECT 1 FROM skiplock_signals s
+              WHERE s.job_id = w.job_id AND s.name = w.signal
+                AND s.seq >= coalesce(w.signal_seq, 1))
+"""
+
+PARKED_SIGNALLED_ANY = """
+-- The sweep's look for parked jobs whose signal is stored all the same (PARKED_SIGNALLED
+-- of postgres_workflow_sql.py says when).
+SELECT w.job_id FROM skiplock_waits w JOIN skiplock_jobs_live j ON j.id = w.job_id
+WHERE w.signal IS NOT NULL AND j.state = 'waiting'
+  AND EXISTS (SELECT 1 FROM skiplock_signals s
+              WHERE s.job_id = w.job_id AND s.name = w.signal
+                AND s.seq >= coalesce(w.signal_seq, 1))
+ORDER BY w.job_id LIMIT :most
 """
 
 JOB_STATE = "SELECT state FROM skiplock_jobs WHERE id = ?"
 
-SIGNAL_INSERT = """
-INSERT OR IGNORE INTO skiplock_signals (job_id, name, kind, payload, at)
-VALUES (?, ?, 'signal', ?, ?)
+SIGNAL_APPEND = """
+INSERT INTO skiplock_signals (job_id, name, seq, kind, payload, at)
+SELECT :id, :name, coalesce(max(seq), 0) + 1, 'signal', :payload, :now
+FROM skiplock_signals WHERE job_id = :id AND name = :name
+RETURNING seq
 """
 
-WAIT_SIGNAL_OF = "SELECT 1 FROM skiplock_waits WHERE job_id = ? AND signal = ?"
+WAIT_OF = "SELECT signal, coalesce(signal_seq, 1) FROM skiplock_waits WHERE job_id = ?"
 
 JOB_AUDIT_ADD = """
 UPDATE skiplock_jobs
@@ -258,13 +316,13 @@ SET audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'wha
 WHERE id = :id
 """
 
-SIGNAL_GET = "SELECT kind, payload FROM skiplock_signals WHERE job_id = ? AND name = ?"
+SIGNAL_GET = "SELECT kind, payload FROM skiplock_signals WHERE job_id = ? AND name = ? AND seq = ?"
 
-STEP_GET = "SELECT result FROM skiplock_steps WHERE job_id = ? AND name = ?"
+STEP_GET = "SELECT result FROM skiplock_steps WHERE job_id = ? AND name = ? AND seq = ?"
 
 STEP_PUT = """
-INSERT OR IGNORE INTO skiplock_steps (job_id, name, result, done_at)
-SELECT id, :name, :result, :now FROM skiplock_jobs_live
+INSERT OR IGNORE INTO skiplock_steps (job_id, name, seq, result, done_at)
+SELECT id, :name, :seq, :result, :now FROM skiplock_jobs_live
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
@@ -311,6 +369,21 @@ UPDATE skiplock_batches SET closed_at = ? WHERE id = ? AND closed_at IS NULL
 RETURNING on_success, on_complete
 """
 
+BATCH_ABORT = """
+UPDATE skiplock_batches SET closed_at = :now, aborted_at = :now
+WHERE id = :id AND closed_at IS NULL
+RETURNING on_success, on_complete
+"""
+
+MEMBERS_CANCEL = """
+-- An aborted batch's members that never started (postgres_workflow_sql.MEMBERS_CANCEL).
+UPDATE skiplock_jobs_live
+SET state = 'cancelled', finished_at = :now, errors = json_insert(errors, '$[#]', json(:error))
+WHERE id IN (SELECT job_id FROM skiplock_batch_jobs WHERE batch_id = :batch)
+  AND state IN ('pending', 'waiting') AND attempted_at IS NULL
+RETURNING id
+"""
+
 BATCH_MEMBER_INSERT = "INSERT OR IGNORE INTO skiplock_batch_jobs (batch_id, job_id) VALUES (?, ?)"
 
 BATCH_INFO = """
@@ -320,7 +393,8 @@ SELECT b.id, b.created_at, b.closed_at, b.on_success, b.on_complete,
                             'gone') AS state,
                    count(*) AS n
             FROM skiplock_batch_jobs m
-            WHERE m.batch_id = b.id GROUP BY 1) s)
+            WHERE m.batch_id = b.id GROUP BY 1) s),
+       b.aborted_at
 FROM skiplock_batches b WHERE b.id = ?
 """
 

@@ -8,7 +8,7 @@ how a flow runs on both dialects).
   its wait row's lock, and a child reaching zero becomes pending exactly once, whichever
   worker finished the last parent and however many finished it at the same instant;
 - ``sweep``: the backstop every worker's rescuer runs: releases a crash or a commit race left
-  undone, and waits whose timeout passed.
+  undone, parked jobs whose signal is stored, and waits whose timeout passed.
 
 Nothing here runs a callback: a callback, a chord's body, a chain's next link is a job
 written at enqueue in ``waiting``, and releasing it is one conditional row change. So it
@@ -108,6 +108,23 @@ class CloseBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class AbortBatch:
+    """-> (on_success, on_complete) of the batch, now closed as aborted; None if it was
+    closed already (or is unknown)."""
+
+    batch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelMembers:
+    """-> the batch's members that never started (pending or waiting, never attempted), now
+    cancelled with ``error`` (an error record as JSON); their wait rows gone."""
+
+    batch_id: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class AncestorsMeet:
     """-> whether any of ``targets`` is one of ``starts`` or an ancestor of one."""
 
@@ -184,6 +201,13 @@ class StrandedWaits:
 @dataclass(frozen=True, slots=True)
 class ExpireWaits:
     """-> the parked jobs whose timeout passed, now pending (the timeout recorded)."""
+
+    most: int
+
+
+@dataclass(frozen=True, slots=True)
+class SignalledParked:
+    """-> up to ``most`` parked jobs whose signal is stored, now pending (the sweep's look)."""
 
     most: int
 
@@ -332,6 +356,23 @@ def close_batch(batch_id: int) -> Flow[bool]:
     return True
 
 
+def abort_batch(batch_id: int, error: str) -> Flow[bool]:
+    """A batch whose block raised: closed as aborted, its callbacks cancelled (``on_success``
+    never runs over a partial set, nor ``on_complete``), and its members that never started
+    cancelled, their own children following their policies; a member that started runs to its
+    end. False if the batch was closed already (nothing changes)."""
+    row = yield AbortBatch(batch_id)
+    if row is None:
+        return False
+    callbacks = [c for c in row if c is not None]
+    if callbacks:
+        yield CancelChildren(dict.fromkeys(callbacks, error))
+    cancelled: list[int] = yield CancelMembers(batch_id, error)
+    if cancelled:
+        yield from release(cancelled)
+    return True
+
+
 def after_completion(finished: Sequence[int], parked: Sequence[int]) -> Flow[list[int]]:
     """What a batch of outcomes means for workflows: the finished jobs' children, and parked
     jobs whose signal came before they parked. Returns the jobs made pending."""
@@ -344,7 +385,9 @@ def after_completion(finished: Sequence[int], parked: Sequence[int]) -> Flow[lis
 
 
 def sweep(most: int = SWEEP_MOST) -> Flow[SweepResult]:
-    """The backstop: releases left undone (or half done), waits past their timeout."""
+    """The backstop: releases left undone (or half done), parked jobs whose signal came
+    while they ran towards their park (the look after that completion failed), waits past
+    their timeout."""
     result = SweepResult()
     parents: Sequence[int] = yield OpenParents(most)
     if parents:
@@ -352,8 +395,16 @@ def sweep(most: int = SWEEP_MOST) -> Flow[SweepResult]:
     stranded: Sequence[int] = yield StrandedWaits(most)
     if stranded:
         result.released += yield Ready(stranded)
+    result.released += yield SignalledParked(most)
     result.timed_out = yield ExpireWaits(most)
     return result
+
+
+def expire_waits(most: int = SWEEP_MOST) -> Flow[list[int]]:
+    """Parked waits past their timeout run again (a worker's wait timer, when one comes due;
+    the sweep does the same as a backstop). Returns the jobs made pending."""
+    expired: list[int] = yield ExpireWaits(most)
+    return expired
 
 
 def graph(job_id: int, most: int) -> Flow[WorkflowGraph]:

@@ -16,7 +16,7 @@ import click
 
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
-from .._workflow_records import JobLinks, LinkedJob, SignalOutcome
+from .._workflow_records import JobLinks, LinkedJob
 from .output import echo_json, json_option, to_json
 from .support import CANNOT_RUN, LIMIT, CliError, Group, app_command, app_for, run_async
 
@@ -258,8 +258,10 @@ def job_signal(
 ) -> None:
     """Send the signal NAME to a job: one parked on it (wait_for(NAME)) runs again now.
 
-    Once per name: a second signal, or one after the wait timed out, changes nothing and
-    exits 1 saying so."""
+    A job's signals of a name are kept in order, each taken by one wait_for(NAME): one the
+    job does not wait for yet is kept for its next wait. Exits 1 when the job has finished
+    (nothing kept), or is parked on another signal (kept, but not what it waits for: most
+    likely a typo), naming the signal it waits for."""
     value = None
     if payload is not None:
         try:
@@ -267,16 +269,11 @@ def job_signal(
         except ValueError as exc:
             raise CliError(f"--payload is not JSON: {exc}", CANNOT_RUN) from None
     app = app_for(app_spec, url)
-    outcome = run_async(app, lambda: app.signal(job_id, name, value, who=who))
-    if outcome is SignalOutcome.DELIVERED:
-        click.echo(f"job {job_id}: signal {name!r} delivered")
-        return
-    why = {
-        SignalOutcome.DUPLICATE: "was delivered already",
-        SignalOutcome.TIMED_OUT: "came after the wait timed out",
-        SignalOutcome.FINISHED: "came after the job finished",
-    }[outcome]
-    raise CliError(f"job {job_id}: signal {name!r} {why}: nothing changed")
+    receipt = run_async(app, lambda: app.signal(job_id, name, value, who=who))
+    line = f"job {job_id}: signal {name!r} {receipt.describe()}"
+    if receipt.mistaken:
+        raise CliError(line)
+    click.echo(line)
 
 
 @app_command(job, "waiting")
@@ -310,7 +307,7 @@ def job_batch(app_spec: str, url: str | None, batch_id: int, as_json: bool) -> N
         echo_json({**dataclasses.asdict(info), "total": info.total, "finished": info.finished})
         return
     counts = " ".join(f"{state}={n}" for state, n in sorted(info.counts.items()))
-    closed = "closed" if info.closed else "open"
+    closed = "aborted" if info.aborted else "closed" if info.closed else "open"
     click.echo(f"batch {info.id} {closed}: {info.finished}/{info.total} finished {counts}")
     for label, callback in (("on_success", info.on_success), ("on_complete", info.on_complete)):
         if callback is not None:

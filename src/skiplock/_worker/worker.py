@@ -58,6 +58,7 @@ from .runner import Runner
 from .scheduler import Scheduler
 from .services import Canceller, Notifier, Pruner, Rescuer, Vacuumer
 from .signals import WorkerSignals
+from .wait_timer import WaitTimer
 from .watchdog import Watchdog
 
 log = logging.getLogger("skiplock.worker")
@@ -308,6 +309,9 @@ class Worker:
         completer.on_written = producer.written
         services: list[Service] = [completer, runner, leases]
         services.append(Rescuer(backend, config, signals, outage, self.meter))
+        timer = WaitTimer(backend, config.maintenance_interval_s, outage)
+        completer.on_parked = timer.due_in
+        services.append(timer)
         canceller = Canceller(backend, runner, ledger, outage=outage)
         services += [canceller, Pruner(backend, config, outage)]
         if backend.vacuums_hot and (config.vacuum_interval_s > 0 or config.rotate_interval_s > 0):
