@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from . import _schema
-from ._app_control import Operations
+from ._app_control import KEPT, Kept, Operations
 from ._app_observe import DEFAULT_KEYS_SHOWN, DEFAULT_WINDOW_S, Observe
 from ._app_results import Results
 from ._app_workflows import MAX_GRAPH_JOBS, WorkflowOps
@@ -761,18 +761,19 @@ class App:
         self,
         queue: str,
         *,
-        max_depth: int | None = None,
-        max_running: int | None = None,
-        rate_per_s: float | None = None,
-        aging_s: float | None = None,
+        max_depth: int | Kept | None = KEPT,
+        max_running: int | Kept | None = KEPT,
+        rate_per_s: float | Kept | None = KEPT,
+        aging_s: float | Kept | None = KEPT,
         who: str = "",
         create: bool = False,
     ) -> None:
         """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
         every worker (``max_running`` at once, ``rate_per_s`` starts a second), and age its
         priorities (``aging_s``: a ready job's effective priority is ``priority + floor(wait /
-        aging_s)``, so a flood of higher priorities cannot starve it). Each call sets all
-        four; None lifts one. The queue must be known unless ``create``, as ``pause_queue``."""
+        aging_s)``, so a flood of higher priorities cannot starve it). A call sets the ones
+        it names, None lifting one; those left out stay as they are. The queue must be known
+        unless ``create``, as ``pause_queue``."""
         return await self._operations.set_queue_limits(
             queue,
             max_depth=max_depth,

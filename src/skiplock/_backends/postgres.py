@@ -1107,6 +1107,7 @@ class PostgresBackend:
                 p.max_running,
                 p.rate_per_s,
                 p.aging_s,
+                sorted(p.given),
             )
 
     async def task_pause(self, params: TaskPauseParams) -> None:

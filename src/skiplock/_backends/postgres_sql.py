@@ -1183,12 +1183,20 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
 """
 
 QUEUE_SET_LIMITS = """
--- Set a queue's bound, limits and aging (NULL lifts one), keeping its pause flag.
-INSERT INTO {s}.skiplock_queues (name, max_depth, max_running, rate_per_s, aging_s)
+-- Set the given ones ($6: max_depth, max_running, rate_per_s, aging_s) of a queue's bound,
+-- limits and aging (NULL lifts one), keeping the others and its pause flag. A rate set anew
+-- starts its window afresh.
+INSERT INTO {s}.skiplock_queues AS q (name, max_depth, max_running, rate_per_s, aging_s)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (name) DO UPDATE
-SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, aging_s = excluded.aging_s, recent_starts = '{}',
+SET max_depth = CASE WHEN 'max_depth' = ANY($6::text[]) THEN excluded.max_depth
+                     ELSE q.max_depth END,
+    max_running = CASE WHEN 'max_running' = ANY($6::text[]) THEN excluded.max_running
+                       ELSE q.max_running END,
+    rate_per_s = CASE WHEN 'rate_per_s' = ANY($6::text[]) THEN excluded.rate_per_s
+                      ELSE q.rate_per_s END,
+    aging_s = CASE WHEN 'aging_s' = ANY($6::text[]) THEN excluded.aging_s ELSE q.aging_s END,
+    recent_starts = CASE WHEN 'rate_per_s' = ANY($6::text[]) THEN '{}' ELSE q.recent_starts END,
     updated_at = now()
 """
 

@@ -774,6 +774,10 @@ class SQLiteBackend:
             "rate": params.rate_per_s,
             "aging": params.aging_s,
             "now": self._now(),
+            "set_depth": "max_depth" in params.given,
+            "set_running": "max_running" in params.given,
+            "set_rate": "rate_per_s" in params.given,
+            "set_aging": "aging_s" in params.given,
         }
         await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)
 

@@ -1012,12 +1012,16 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded
 """
 
 QUEUE_SET_LIMITS = """
--- Set a queue's bound, limits and aging (NULL lifts one), keeping its pause flag.
+-- Set the given ones (:set_*) of a queue's bound, limits and aging (NULL lifts one), keeping
+-- the others and its pause flag. A rate set anew starts its window afresh.
 INSERT INTO skiplock_queues (name, max_depth, max_running, rate_per_s, aging_s, updated_at)
 VALUES (:name, :max_depth, :max_running, :rate, :aging, :now)
 ON CONFLICT (name) DO UPDATE
-SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, aging_s = excluded.aging_s, recent_starts = '[]',
+SET max_depth = CASE WHEN :set_depth THEN excluded.max_depth ELSE max_depth END,
+    max_running = CASE WHEN :set_running THEN excluded.max_running ELSE max_running END,
+    rate_per_s = CASE WHEN :set_rate THEN excluded.rate_per_s ELSE rate_per_s END,
+    aging_s = CASE WHEN :set_aging THEN excluded.aging_s ELSE aging_s END,
+    recent_starts = CASE WHEN :set_rate THEN '[]' ELSE recent_starts END,
     updated_at = excluded.updated_at
 """
 
