@@ -114,7 +114,11 @@ def test_task_list_shows_every_key_option_a_task_carries() -> None:
     assert lines["bulk_import"].endswith(" concurrency_key=imports fair=no")
     assert lines["ledger_entry"].endswith(f" ordering_key={function} ordering_on_dead=block")
     assert lines["reindex"].endswith(" ordering_key=index ordering_on_dead=skip debounce=2s")
-    assert lines["welcome"].endswith(" unique_key=welcome (live_or_succeeded) version=2")
+    assert lines["welcome"].endswith(
+        " unique_key=welcome (live_or_succeeded) unique_scope=shared version=2"
+    )
+    assert tasks["welcome"]["unique_scope"] == "shared"
+    assert tasks["sync_account"]["unique_scope"] == "task"
 
 
 async def test_prune_dry_run_counts_exactly_what_the_real_run_deletes(

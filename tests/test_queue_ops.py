@@ -131,7 +131,8 @@ async def test_sixteen_processes_racing_one_key_create_one_job(
         "h = cli_app.record.using(unique_key='the-one').enqueue(0)\n"
         "print(h.id)\n"
     )
-    env = {**os.environ, "SKIPLOCK_DATABASE_URL": app.url, "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "SKIPLOCK_DATABASE_URL": app.url, "PYTHONPATH": path}
 
     def race() -> list[str]:
         procs = [

@@ -231,6 +231,7 @@ class App:
         unique_key: str | Callable[..., str] | None = None,
         on_conflict: Literal["keep", "replace", "reject"] = "keep",
         unique_while: Literal["live", "live_or_succeeded"] = "live",
+        unique_scope: Literal["task", "shared"] = "task",
         unique_for: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
         key_weight: int | None = None,
@@ -261,6 +262,7 @@ class App:
         unique_key: str | Callable[..., str] | None = None,
         on_conflict: Literal["keep", "replace", "reject"] = "keep",
         unique_while: Literal["live", "live_or_succeeded"] = "live",
+        unique_scope: Literal["task", "shared"] = "task",
         unique_for: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
         key_weight: int | None = None,
@@ -281,7 +283,9 @@ class App:
 
         ``unique_key`` (a string or a function of the arguments), ``on_conflict``,
         ``unique_while``, ``unique_for`` and ``debounce``: what an enqueue does while another
-        job holds its key (docs/concepts/delivery.md, "Unique jobs")."""
+        job holds its key, a job of this task (``unique_scope="task"``, the default) or of
+        any task sharing the key space (``"shared"``) (docs/concepts/delivery.md, "Unique
+        jobs")."""
 
         def register(f: Callable[P, R]) -> Task[P, R]:
             task = Task(
@@ -306,6 +310,7 @@ class App:
                 unique_key=unique_key,
                 on_conflict=on_conflict,
                 unique_while=unique_while,
+                unique_scope=unique_scope,
                 unique_for=unique_for,
                 debounce=debounce,
                 key_weight=key_weight,

@@ -34,6 +34,12 @@ async def reindex(doc_id: int) -> None:
     """Debounced, and ordered on one key that skips a dead job."""
 
 
-@app.task(name="welcome", unique_key="welcome", unique_while="live_or_succeeded", version=2)
+@app.task(
+    name="welcome",
+    unique_key="welcome",
+    unique_while="live_or_succeeded",
+    unique_scope="shared",
+    version=2,
+)
 async def welcome(user_id: int) -> None:
     """Sent once; payload version 2."""

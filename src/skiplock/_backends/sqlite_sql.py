@@ -250,6 +250,7 @@ ALTER TABLE skiplock_jobs_live ADD COLUMN key_weight INTEGER CHECK (key_weight >
     ),
     # Migration 16 also widens the live table's state CHECK (sqlite.py: widen_state_check).
     (16, "workflows", _workflow.MIGRATION_WORKFLOWS),
+    (17, "unique scopes", _unique.MIGRATION_UNIQUE_SCOPES),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -285,11 +286,11 @@ JOB_INSERT = """
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order, unique_until, key_weight)
+     concurrency_key, key_limit, key_order, unique_until, key_weight, unique_scope)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
         :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
         :payload_version, :concurrency_key, :key_limit, :key_order, :unique_until,
-        :key_weight)
+        :key_weight, :unique_scope)
 """
 
 JOB_INSERT_ROWS = """
@@ -341,7 +342,7 @@ JOB_INSERT_ROWS_MAX = 999 // 19
 JOB_INSERT_UNIQUE = (
     JOB_INSERT.rstrip()
     + """
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL
+ON CONFLICT (unique_key, unique_scope) WHERE unique_key IS NOT NULL
     AND (state IN """
     + _LIVE
     + """ OR (state = 'succeeded' AND unique_succeeded))
@@ -672,6 +673,8 @@ UPDATE skiplock_jobs_live
 SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
     progress = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+    -- a key of a row from before migration 17 is its task's own
+    unique_scope = CASE WHEN unique_key IS NOT NULL THEN coalesce(unique_scope, task) END,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
 WHERE id = :id AND state IN """
     + _FINAL
@@ -939,6 +942,7 @@ WHERE state = 'dead'"""
       AND (unique_key IS NULL OR NOT EXISTS (
           SELECT 1 FROM skiplock_jobs_live o
           WHERE o.unique_key = skiplock_jobs_live.unique_key
+            AND o.unique_scope = skiplock_jobs_live.unique_scope
             AND (o.state IN """
     + _LIVE
     + """

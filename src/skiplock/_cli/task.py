@@ -58,6 +58,7 @@ def task_details(task: Task[Any, Any], schedules: list[str]) -> dict[str, Any]:
         "unique_key": _key(task.unique_key),
         "on_conflict": task.on_conflict,
         "unique_while": task.unique_while,
+        "unique_scope": task.unique_scope,
         "unique_for_s": None if task.unique_for is None else seconds_of(task.unique_for),
         "debounce_s": None if task.debounce is None else seconds_of(task.debounce),
         "keep_result": task.keep_result,
@@ -115,6 +116,8 @@ def _keys_shown(details: dict[str, Any]) -> list[str]:
         parts.append(f"ordering_on_dead={details['ordering_on_dead']}")
     if details["unique_key"] is not None:
         parts.append(f"unique_key={details['unique_key']} ({details['unique_while']})")
+        if details["unique_scope"] != "task":
+            parts.append(f"unique_scope={details['unique_scope']}")
         if details["unique_for_s"] is not None:
             parts.append(f"unique_for={details['unique_for_s']:g}s")
         if details["on_conflict"] != "keep" and details["debounce_s"] is None:
