@@ -32,6 +32,7 @@ from .common import (
     map_inserted,
     unique_scope,
 )
+from .sqlite_ids import ID_FLOOR_RAISE, JOBS
 from .sqlite_support import dt as _dt
 
 NOTHING = "SELECT 1 WHERE 0"
@@ -71,6 +72,7 @@ def insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) ->
         wanted = sum(1 for j in jobs if j.queue == queue)
         if bound is not None and bound[1] + wanted > bound[0]:
             raise QueueFull(f"queue {queue!r} is at its max_depth: nothing was enqueued")
+    conn.execute(ID_FLOOR_RAISE, {"name": JOBS})  # past ids a rollback took back
     if any(j.unique_key for j in jobs):
         return _insert_unique(conn, jobs, now)
     step = sql.JOB_INSERT_ROWS_MAX

@@ -12,6 +12,7 @@ jobs, sqlite_history.py), whose branches SQLite searches each by its own primary
 """
 
 from . import sqlite_aging_sql as _aging
+from . import sqlite_ids as _ids
 from . import sqlite_observe_sql as _observe
 from . import sqlite_unique as _unique
 from . import sqlite_workflow_sql as _workflow
@@ -251,6 +252,7 @@ ALTER TABLE skiplock_jobs_live ADD COLUMN key_weight INTEGER CHECK (key_weight >
     # Migration 16 also widens the live table's state CHECK (sqlite.py: widen_state_check).
     (16, "workflows", _workflow.MIGRATION_WORKFLOWS),
     (17, "unique scopes", _unique.MIGRATION_UNIQUE_SCOPES),
+    (18, "id counters", _ids.MIGRATION_ID_COUNTERS),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -317,12 +319,16 @@ JOB_INSERT_ONE = (
 -- transaction, taking the write lock at its start as BEGIN IMMEDIATE does: so no BEGIN, no
 -- separate depth read, no COMMIT (four statements were one job's). No row inserted: the
 -- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 20th parameter is
--- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence).
+-- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence). Its id is
+-- above the counter and the id ledger's mark, read under the lock the insert takes
+-- (sqlite_ids.py: an id handed out in a transaction that rolled back is not handed out again).
 INSERT INTO skiplock_jobs_live
-    (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
+    (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
      concurrency_key, key_limit, key_order, key_weight)
-SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+SELECT """
+    + _ids.NEXT_JOB_ID
+    + """, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 WHERE NOT EXISTS (
     SELECT 1 FROM skiplock_queues q
     WHERE q.name = ? AND q.max_depth IS NOT NULL AND """
