@@ -109,5 +109,9 @@ async def assert_upgraded_jobs_hold(app: skiplock.App, ids: list[int]) -> None:
     others = [keyed("k-pending", task="t"), keyed("k-free", task="d"), keyed("k-dead", task="f")]
     fresh = await backend.job_insert_many(JobInsertManyParams(others))
     assert min(fresh) > max(ids) and len(set(fresh)) == 3
+    newer = keyed("k-pending", task="a")
+    newer.args_json, newer.on_duplicate = "[2]", "replace"  # the old pending job, replaced
+    assert await backend.job_insert_many(JobInsertManyParams([newer])) == ids[:1]
+    assert (await app.get_job(ids[0])).args == [2]
     assert (await app.get_job(ids[2])).result == {"x": 1}
     assert (await app.get_job(ids[5])).errors[-1]["message"] == "boom"
