@@ -8,8 +8,9 @@ may have logged or sent to a client already. Nothing written to the database sur
 rollback, and no other connection can write while the caller's transaction holds the lock.
 
 So the highest id handed out inside a transaction that may still roll back goes to a file
-beside the database, ``<database>-ids`` (the *id ledger*): eight bytes a table, written with
-``pwrite`` before the id is returned, outside any transaction. Every insert then takes its
+beside the database, ``<database>-ids`` (the *id ledger*): eight bytes a table, stored in a
+shared mapping of the file before the id is returned, outside any transaction (``IdLedger``
+says why mapped). Every insert then takes its
 ids above both the counter and the ledger: a single insert computes its id in its own
 statement, a batch raises the counter first in its transaction. Both read the ledger through
 ``skiplock_id_floor(table)``, a function registered on each connection that inserts, so it
