@@ -10,9 +10,9 @@ rollback, and no other connection can write while the caller's transaction holds
 So the highest id handed out inside a transaction that may still roll back goes to a file
 beside the database, ``<database>-ids`` (the *id ledger*): eight bytes a table, stored in a
 shared mapping of the file before the id is returned, outside any transaction (``IdLedger``
-says why mapped). Every insert then takes its
-ids above both the counter and the ledger: a single insert computes its id in its own
-statement, a batch raises the counter first in its transaction. Both read the ledger through
+says why mapped). Every insert then takes its ids above both the counter and the ledger: a
+single insert computes its id in its own statement, a batch raises the counter first in its
+transaction. Both read the ledger through
 ``skiplock_id_floor(table)``, a function registered on each connection that inserts, so it
 is read while the statement holds the database's write lock; and the ledger is written only
 while the writer holds that lock, so the lock orders every read and write of it across
