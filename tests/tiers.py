@@ -89,6 +89,10 @@ SLOW_TESTS = {
     "tests/backends/test_registry.py": {
         "test_an_sqlite_app_never_imports_the_postgres_driver": "2.2 s (a subprocess)",
     },
+    "tests/test_ids_never_reused.py": {
+        "test_a_rollback_in_another_process_is_not_reused_here_after_a_restart": "2.9 s",
+        "test_an_enqueue_in_another_process_after_the_rollback_gets_a_new_id": "2 s",
+    },
 }
 
 

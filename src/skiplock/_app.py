@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from . import _schema
-from ._app_control import Operations
+from ._app_control import KEPT, Kept, Operations
 from ._app_observe import DEFAULT_KEYS_SHOWN, DEFAULT_WINDOW_S, Observe
 from ._app_results import Results
 from ._app_workflows import MAX_GRAPH_JOBS, WorkflowOps
@@ -231,6 +231,7 @@ class App:
         unique_key: str | Callable[..., str] | None = None,
         on_conflict: Literal["keep", "replace", "reject"] = "keep",
         unique_while: Literal["live", "live_or_succeeded"] = "live",
+        unique_scope: Literal["task", "shared"] = "task",
         unique_for: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
         key_weight: int | None = None,
@@ -261,6 +262,7 @@ class App:
         unique_key: str | Callable[..., str] | None = None,
         on_conflict: Literal["keep", "replace", "reject"] = "keep",
         unique_while: Literal["live", "live_or_succeeded"] = "live",
+        unique_scope: Literal["task", "shared"] = "task",
         unique_for: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
         key_weight: int | None = None,
@@ -281,7 +283,9 @@ class App:
 
         ``unique_key`` (a string or a function of the arguments), ``on_conflict``,
         ``unique_while``, ``unique_for`` and ``debounce``: what an enqueue does while another
-        job holds its key (docs/concepts/delivery.md, "Unique jobs")."""
+        job holds its key, a job of this task (``unique_scope="task"``, the default) or of
+        any task sharing the key space (``"shared"``) (docs/concepts/delivery.md, "Unique
+        jobs")."""
 
         def register(f: Callable[P, R]) -> Task[P, R]:
             task = Task(
@@ -306,6 +310,7 @@ class App:
                 unique_key=unique_key,
                 on_conflict=on_conflict,
                 unique_while=unique_while,
+                unique_scope=unique_scope,
                 unique_for=unique_for,
                 debounce=debounce,
                 key_weight=key_weight,
@@ -788,18 +793,19 @@ class App:
         self,
         queue: str,
         *,
-        max_depth: int | None = None,
-        max_running: int | None = None,
-        rate_per_s: float | None = None,
-        aging_s: float | None = None,
+        max_depth: int | Kept | None = KEPT,
+        max_running: int | Kept | None = KEPT,
+        rate_per_s: float | Kept | None = KEPT,
+        aging_s: float | Kept | None = KEPT,
         who: str = "",
         create: bool = False,
     ) -> None:
         """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
         every worker (``max_running`` at once, ``rate_per_s`` starts a second), and age its
         priorities (``aging_s``: a ready job's effective priority is ``priority + floor(wait /
-        aging_s)``, so a flood of higher priorities cannot starve it). Each call sets all
-        four; None lifts one. The queue must be known unless ``create``, as ``pause_queue``."""
+        aging_s)``, so a flood of higher priorities cannot starve it). A call sets the ones
+        it names, None lifting one; those left out stay as they are. The queue must be known
+        unless ``create``, as ``pause_queue``."""
         return await self._operations.set_queue_limits(
             queue,
             max_depth=max_depth,

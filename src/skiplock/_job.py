@@ -70,7 +70,11 @@ class NewJob:
     lease_s: float | None = None
     """An explicit visibility timeout; None means the task's timeout plus the worker's margin."""
     unique_key: str | None = None
-    """While a live (pending or running) job has this key, no second one is created."""
+    """While a live (pending or running) job of this task has this key, no second one is
+    created."""
+    unique_shared: bool = False
+    """The key is in the shared key space (``unique_scope="shared"``), where the jobs of
+    every task that shares hold it alike; False: the task's own (``"task"``, the default)."""
     on_duplicate: str = "return"
     """When a job holds the key already: ``return`` it, ``raise`` DuplicateJob, or
     ``replace`` its arguments and run time if it is still pending (``on_conflict``)."""

@@ -79,9 +79,15 @@ class QueueSetPausedParams:
     paused: bool
 
 
+QUEUE_LIMITS = frozenset({"max_depth", "max_running", "rate_per_s", "aging_s"})
+"""The settings ``QueueSetLimitsParams`` may change."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSetLimitsParams:
-    """A queue's bound and global limits; None lifts one."""
+    """A queue's bound and global limits; None lifts one. Only the settings named in
+    ``given`` change (the others keep what the queue's row holds: a person setting one limit
+    must not lift another set a minute before)."""
 
     queue: str
     max_depth: int | None = None
@@ -89,6 +95,8 @@ class QueueSetLimitsParams:
     rate_per_s: float | None = None
     aging_s: float | None = None
     """Priority aging: a ready job's effective priority is ``priority + floor(wait / aging_s)``."""
+    given: frozenset[str] = QUEUE_LIMITS
+    """The settings this call sets (to their value here, None lifting one)."""
 
 
 @dataclass(frozen=True, slots=True)

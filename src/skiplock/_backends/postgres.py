@@ -415,7 +415,8 @@ class PostgresBackend:
         keys = ops.missing_keys(jobs, rows)
         live: list[Any] = []
         if keys:
-            cursor = await connection.execute(ops.to_psycopg(lookup), {"p1": keys})  # type: ignore[attr-defined]
+            named = {"p1": keys[0], "p2": keys[1]}
+            cursor = await connection.execute(ops.to_psycopg(lookup), named)  # type: ignore[attr-defined]
             live = await cursor.fetchall()
         held: list[int] = []
         ids = ops.finish_insert(jobs, rows, live, held)
@@ -430,7 +431,7 @@ class PostgresBackend:
         params = ops.insert_params(jobs, self.channel, self._now())
         rows = [tuple(r) for r in await conn.fetch(self._sql.JOB_INSERT_MANY, *params)]
         keys = ops.missing_keys(jobs, rows)
-        live = await conn.fetch(self._sql.JOB_LIVE_BY_UNIQUE_KEY, keys) if keys else []
+        live = await conn.fetch(self._sql.JOB_LIVE_BY_UNIQUE_KEY, *keys) if keys else []
         held: list[int] = []
         ids = ops.finish_insert(jobs, rows, [tuple(r) for r in live], held)
         for i in held:
@@ -556,7 +557,7 @@ class PostgresBackend:
         live = []
         if keys:
             lookup = ops.to_psycopg(self._sql.JOB_LIVE_BY_UNIQUE_KEY)
-            live = execute(lookup, {"p1": keys}).fetchall()
+            live = execute(lookup, {"p1": keys[0], "p2": keys[1]}).fetchall()
         held: list[int] = []
         ids = ops.finish_insert(jobs, rows, live, held)
         for i in held:
@@ -1114,6 +1115,7 @@ class PostgresBackend:
                 p.max_running,
                 p.rate_per_s,
                 p.aging_s,
+                sorted(p.given),
             )
 
     async def task_pause(self, params: TaskPauseParams) -> None:

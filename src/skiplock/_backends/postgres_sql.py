@@ -267,12 +267,12 @@ WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
                          $14::text[], $15::bool[], $16::text[], $17::int[], $18::text[],
-                         $19::int[], $20::text[], $21::float8[], $22::int[])
+                         $19::int[], $20::text[], $21::float8[], $22::int[], $23::text[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
                               unique_succeeded, trace_context, payload_version,
                               concurrency_key, key_limit, key_order, unique_for, key_weight,
-                              ord)
+                              unique_scope, ord)
 ), full_ AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
@@ -285,25 +285,29 @@ WITH batch AS (
 ), keyed AS (
     -- the keys are taken first, in skiplock_keys (a key spans the live and the history
     -- partitions, which no index of the job table can); the insert's trigger finds them held.
-    -- A batch's first job of a key takes it; a key whose window has passed is taken over.
-    INSERT INTO {s}.skiplock_keys (unique_key, job_id)
-    SELECT DISTINCT ON (unique_key) unique_key, id FROM ided WHERE unique_key IS NOT NULL
-    ORDER BY unique_key, ord
-    ON CONFLICT (unique_key) DO UPDATE SET job_id = EXCLUDED.job_id, held_until = NULL
+    -- A batch's first job of a key (in its key space) takes it; a key whose window has
+    -- passed is taken over.
+    INSERT INTO {s}.skiplock_keys (unique_key, unique_scope, job_id)
+    SELECT DISTINCT ON (unique_key, unique_scope) unique_key, unique_scope, id
+    FROM ided WHERE unique_key IS NOT NULL
+    ORDER BY unique_key, unique_scope, ord
+    ON CONFLICT (unique_key, unique_scope) DO UPDATE
+        SET job_id = EXCLUDED.job_id, held_until = NULL
         WHERE {s}.skiplock_keys.held_until <= coalesce($12::timestamptz, now())
     RETURNING job_id
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout,
          correlation_id, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-         concurrency_key, key_limit, key_order, unique_until, key_weight, segment)
+         concurrency_key, key_limit, key_order, unique_until, key_weight, unique_scope,
+         segment)
     SELECT u.id, u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
            u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
            u.trace_context, u.payload_version, u.concurrency_key, u.key_limit, u.key_order,
            coalesce($12::timestamptz, now()) + make_interval(secs => u.unique_for),
-           u.key_weight,
+           u.key_weight, u.unique_scope,
            -- a keyed job goes to the keyed segment, any other to the ring's (the default)
            CASE WHEN u.concurrency_key IS NULL THEN """
     + _storage.SEGMENT_NOW
@@ -313,13 +317,14 @@ WITH batch AS (
     FROM ided u
     WHERE u.unique_key IS NULL OR u.id IN (SELECT job_id FROM keyed)
     ORDER BY u.ord
-    RETURNING id, queue, unique_key
+    RETURNING id, queue, unique_key, unique_scope
 ), woken AS (
     SELECT pg_notify($11, q.queue) FROM (SELECT DISTINCT queue FROM ins) q
 )
-SELECT 'full' AS kind, NULL::bigint AS id, name AS key FROM full_
+SELECT 'full' AS kind, NULL::bigint AS id, name AS key, NULL::text AS scope FROM full_
 UNION ALL
-SELECT 'inserted', id, unique_key FROM ins WHERE (SELECT count(*) FROM woken) >= 0
+SELECT 'inserted', id, unique_key, unique_scope FROM ins
+WHERE (SELECT count(*) FROM woken) >= 0
 ORDER BY id
 """
 )
@@ -361,8 +366,11 @@ JOB_REPLACE_PENDING = _unique.JOB_REPLACE_PENDING
 JOB_RELEASE_RUNNING_KEY = _unique.JOB_RELEASE_RUNNING_KEY
 
 JOB_LIVE_BY_UNIQUE_KEY = """
--- The jobs holding these unique keys (live, or succeeded where the job asked for that).
-SELECT job_id AS id, unique_key FROM {s}.skiplock_keys WHERE unique_key = ANY($1::text[])
+-- The jobs holding these unique keys ($1) in these key spaces ($2), live, or succeeded where
+-- the job asked for that.
+SELECT k.job_id AS id, k.unique_key, k.unique_scope FROM {s}.skiplock_keys k
+JOIN unnest($1::text[], $2::text[]) AS w(unique_key, unique_scope)
+  ON k.unique_key = w.unique_key AND k.unique_scope = w.unique_scope
 """
 
 
@@ -535,6 +543,7 @@ MIGRATIONS.append(
 
 MIGRATIONS.append((17, "workflows", _workflow.MIGRATION_WORKFLOWS))
 MIGRATIONS.append((18, "workflow sequences", _workflow.MIGRATION_WORKFLOW_SEQUENCES))
+MIGRATIONS.append((19, "unique scopes", _unique.MIGRATION_UNIQUE_SCOPES))
 
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
 
@@ -716,8 +725,11 @@ JOB_RETRY = (
 WITH freed AS (
     DELETE FROM {s}.skiplock_keys k
     WHERE k.held_until <= coalesce($3::timestamptz, now())
-      AND k.unique_key = (SELECT unique_key FROM {s}.skiplock_jobs
-                          WHERE id = $1 AND state IN """
+      AND (k.unique_key, k.unique_scope) = (SELECT j.unique_key, """
+    + _unique.SCOPE_OF.format(j="j")
+    + """
+                                            FROM {s}.skiplock_jobs j
+                                            WHERE j.id = $1 AND j.state IN """
     + _FINAL
     + """)
 ), r AS (
@@ -1060,21 +1072,29 @@ _KEY_FREE = (
   -- the key's promise); the caller reports it
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM {s}.skiplock_keys k WHERE k.unique_key = skiplock_jobs.unique_key
+        AND k.unique_scope = """
+    + _unique.SCOPE_OF.format(j="skiplock_jobs")
+    + """
         AND """
     + _unique.HELD.format(now="(SELECT t FROM now_)")
     + """))
 """
 )
 
-_KEYS_PASSED = """
+_KEYS_PASSED = (
+    """
 -- the key rows of the picked jobs' keys whose windows have passed go first: the requeued
 -- job's trigger takes its key after this statement's changes
 freed AS (
     DELETE FROM {s}.skiplock_keys k
     WHERE k.held_until <= (SELECT t FROM now_)
-      AND k.unique_key IN (SELECT unique_key FROM {s}.skiplock_jobs
-                           WHERE state = 'dead' AND id IN (SELECT id FROM picked))
+      AND (k.unique_key, k.unique_scope) IN (
+          SELECT j.unique_key, """
+    + _unique.SCOPE_OF.format(j="j")
+    + """ FROM {s}.skiplock_jobs j
+          WHERE j.state = 'dead' AND j.id IN (SELECT id FROM picked))
 ),"""
+)
 
 JOB_REQUEUE_DEAD = (
     """
@@ -1184,12 +1204,20 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
 """
 
 QUEUE_SET_LIMITS = """
--- Set a queue's bound, limits and aging (NULL lifts one), keeping its pause flag.
-INSERT INTO {s}.skiplock_queues (name, max_depth, max_running, rate_per_s, aging_s)
+-- Set the given ones ($6: max_depth, max_running, rate_per_s, aging_s) of a queue's bound,
+-- limits and aging (NULL lifts one), keeping the others and its pause flag. A rate set anew
+-- starts its window afresh.
+INSERT INTO {s}.skiplock_queues AS q (name, max_depth, max_running, rate_per_s, aging_s)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (name) DO UPDATE
-SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, aging_s = excluded.aging_s, recent_starts = '{}',
+SET max_depth = CASE WHEN 'max_depth' = ANY($6::text[]) THEN excluded.max_depth
+                     ELSE q.max_depth END,
+    max_running = CASE WHEN 'max_running' = ANY($6::text[]) THEN excluded.max_running
+                       ELSE q.max_running END,
+    rate_per_s = CASE WHEN 'rate_per_s' = ANY($6::text[]) THEN excluded.rate_per_s
+                      ELSE q.rate_per_s END,
+    aging_s = CASE WHEN 'aging_s' = ANY($6::text[]) THEN excluded.aging_s ELSE q.aging_s END,
+    recent_starts = CASE WHEN 'rate_per_s' = ANY($6::text[]) THEN '{}' ELSE q.recent_starts END,
     updated_at = now()
 """
 

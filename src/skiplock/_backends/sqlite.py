@@ -91,6 +91,7 @@ from .common import (
     waiting_job,
     worker_info,
 )
+from .sqlite_ids import BATCHES, JOBS, IdLedger, may_roll_back, runs_alone
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -219,6 +220,8 @@ class SQLiteBackend:
         self._here_conn: sqlite3.Connection | None = None
         """The connection of ``job_insert_many_here`` (a sync enqueue in its caller's thread)."""
         self._here_lock = threading.Lock()
+        self._ids = IdLedger.of(self.path, self.mode)
+        """The ids handed out in transactions that may roll back (sqlite_ids.py)."""
         self._key_cursors: KeyCursors = {}
         """Where each keyed claim's walk starts next (sqlite_keys.pick)."""
         self._here_pid = 0
@@ -295,6 +298,7 @@ class SQLiteBackend:
             conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
             conn.row_factory = sqlite3.Row  # rows read by column name, or by position
             conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
+            self._ids.register(conn)
             return conn
 
     def job_insert_many_here(self, params: JobInsertManyParams) -> list[int]:
@@ -380,7 +384,26 @@ class SQLiteBackend:
     def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
         jobs, connection = params.jobs, _own_sqlite(params.connection)
         with _wrapped("job_insert_many"):
-            return ops.insert_rows(connection, jobs, self._now())
+            self._ids.register(connection)
+            if runs_alone(connection) and not ops.one_statement(jobs):
+                with _immediate(connection):  # raise the counter and insert under one lock
+                    return ops.insert_rows(connection, jobs, self._now())
+            ids = ops.insert_rows(connection, jobs, self._now())
+            if ids and may_roll_back(connection):  # kept before an id is returned (sqlite_ids)
+                self._ids.mark(JOBS, max(ids))
+            return ids
+
+    @contextlib.contextmanager
+    def _handing_out(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """Around a workflow's writes on a caller's connection, which hand out job and batch
+        ids: ``conn`` reads the id ledger (sqlite_ids.py), and if its transaction is still
+        open when they succeed (it may yet roll back), the ledger keeps the ids before they
+        are returned."""
+        self._ids.register(conn)
+        yield
+        if may_roll_back(conn):
+            for table in (JOBS, BATCHES):
+                self._ids.mark_counter(conn, table)
 
     def _claim(self, params: ClaimParams, queue: str | None) -> tuple[str, dict[str, Any]]:
         """The claim statement and its arguments: all queues, or the named ones."""
@@ -793,6 +816,10 @@ class SQLiteBackend:
             "rate": params.rate_per_s,
             "aging": params.aging_s,
             "now": self._now(),
+            "set_depth": "max_depth" in params.given,
+            "set_running": "max_running" in params.given,
+            "set_rate": "rate_per_s" in params.given,
+            "set_aging": "aging_s" in params.given,
         }
         await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)
 
@@ -1018,7 +1045,7 @@ class SQLiteBackend:
     def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
         """``workflow_enqueue`` on the caller's own sqlite3 connection, in its transaction."""
         own = _own_sqlite(connection)
-        with _wrapped("workflow_enqueue"), _savepoint(own):
+        with _wrapped("workflow_enqueue"), self._handing_out(own), _savepoint(own):
             return flows.drive(wf.enqueue_plan(plan), self._wf_answers(own))
 
     async def workflow_open_batch(
@@ -1026,8 +1053,9 @@ class SQLiteBackend:
     ) -> int:
         if connection is not None:
             own = _own_sqlite(connection)
-            with _wrapped("workflow_open_batch"), _savepoint(own):
-                return flows.drive(wf.open_batch(on_success, on_complete), self._wf_answers(own))
+            flow = wf.open_batch(on_success, on_complete)
+            with _wrapped("workflow_open_batch"), self._handing_out(own), _savepoint(own):
+                return flows.drive(flow, self._wf_answers(own))
         return await self._wf_write(
             "workflow_open_batch", lambda: wf.open_batch(on_success, on_complete)
         )

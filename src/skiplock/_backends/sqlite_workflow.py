@@ -15,6 +15,7 @@ from . import sqlite_ops as ops
 from . import sqlite_workflow_sql as sql
 from . import workflow_flows as wf
 from .common import FINAL_STATES, signal_taken
+from .sqlite_ids import BATCHES, ID_FLOOR_RAISE
 
 
 class Answers:
@@ -61,6 +62,7 @@ class Answers:
 
     @answer.register
     def _(self, step: wf.InsertBatch) -> int:
+        self.conn.execute(ID_FLOOR_RAISE, {"name": BATCHES})  # past ids a rollback took back
         return int(self.conn.execute(sql.BATCH_INSERT, (self.now(),)).fetchone()[0])
 
     @answer.register
