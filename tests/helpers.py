@@ -370,7 +370,9 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
-    "DROP INDEX skiplock_jobs_unique_idx",  # migration 17 (unique scopes)
+    "ALTER TABLE skiplock_waits DROP COLUMN signal_seq",  # migration 17 (workflow sequences;
+    "ALTER TABLE skiplock_batches DROP COLUMN aborted_at",  # its table copies run again)
+    "DROP INDEX skiplock_jobs_unique_idx",  # migration 18 (unique scopes)
     "ALTER TABLE skiplock_jobs_live DROP COLUMN unique_scope",
     "CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs_live (unique_key)"
     " WHERE unique_key IS NOT NULL"
@@ -394,7 +396,7 @@ SQLITE_UNDO_KEYS = [
     "DELETE FROM skiplock_migrations WHERE version >= 12",
 ]
 """SQLite's migrations from 12 on (concurrency keys, unique windows, priority aging, weights,
-unique scopes) undone on a migrated file, for the tests that rebuild an earlier version's
+workflow sequences, unique scopes) undone on a migrated file, for the tests that rebuild an earlier version's
 shape; the view is left to the caller (they drop it first)."""
 
 

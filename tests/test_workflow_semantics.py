@@ -333,7 +333,8 @@ async def test_steps_signals_and_parked_waits_written_before_the_upgrade_are_the
 
     postgres = db_url.startswith("postgresql")
     sql_module: Any = postgres_sql if postgres else sqlite_sql
-    monkeypatch.setattr(sql_module, "MIGRATIONS", sql_module.MIGRATIONS[:-1])
+    before = [m for m in sql_module.MIGRATIONS if m[1] != "workflow sequences"]
+    monkeypatch.setattr(sql_module, "MIGRATIONS", before)  # every other one is applied
     ran: list[str] = []
 
     def app_of_the_release() -> tuple[skiplock.App, Any]:
