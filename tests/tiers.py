@@ -21,6 +21,7 @@ SLOW_MODULES = {
     "tests/test_pgbouncer.py": "starts a real PgBouncer (15 s)",
     "tests/test_properties.py": "hypothesis runs over both databases (17 s)",
     "tests/test_records.py": "the real CLI in subprocesses (9 s)",
+    "tests/test_orphans.py": "real supervisors SIGKILLed, their children waited for (20 s)",
 }
 
 SLOW_TESTS = {

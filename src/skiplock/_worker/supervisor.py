@@ -21,6 +21,9 @@ child's code (its one-line error is already on stderr). A child that dies after 
 is restarted, after a delay that doubles with each death in a row (1 s up to a minute) and
 starts again from 1 s once a child has stayed up a minute after it was ready (a job that
 kills its worker every time must not make the supervisor spin).
+
+The children watch their supervisor (``lifeline``): killed in any way, it leaves no orphans
+claiming jobs; they stop as on SIGTERM.
 """
 
 from __future__ import annotations
@@ -42,9 +45,17 @@ from types import FrameType
 from .._backends import open_backend
 from .._config import WorkerConfig
 from .._schema import refuse_newer
+from .lifeline import Lifeline, watch_supervisor
 from .report import READY_FD_ENV, READY_LINE, WORKER_PREFIX, report_ready, report_worker
 
-__all__ = ["Supervisor", "process_ports", "report_ready", "report_worker", "supervise"]
+__all__ = [
+    "Supervisor",
+    "process_ports",
+    "report_ready",
+    "report_worker",
+    "supervise",
+    "watch_supervisor",
+]
 
 log = logging.getLogger("skiplock.supervisor")
 
@@ -164,13 +175,18 @@ class Child:
         return self.ready_at is not None
 
     @classmethod
-    def start(cls, command: list[str], index: int = 0) -> Child:
-        """Start a child; ``index`` (0..N-1, reused by its restarts) offsets its ports."""
+    def start(cls, command: list[str], index: int = 0, lifeline: Lifeline | None = None) -> Child:
+        """Start a child; ``index`` (0..N-1, reused by its restarts) offsets its ports; it
+        watches ``lifeline``."""
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
         env = {**os.environ, READY_FD_ENV: str(write_fd), PROCESS_INDEX_ENV: str(index)}
+        passed = [write_fd]
+        if lifeline is not None:
+            env |= lifeline.env()
+            passed.append(lifeline.read_fd)
         try:
-            process = subprocess.Popen(command, env=env, pass_fds=(write_fd,))
+            process = subprocess.Popen(command, env=env, pass_fds=passed)
         finally:
             os.close(write_fd)
         return cls(process, read_fd, index=index)
@@ -241,6 +257,8 @@ class Supervisor:
     restarts_due: list[float] = field(default_factory=list)
     free_indexes: list[int] = field(default_factory=list)
     """Process indexes of children waiting to be restarted (the restart takes one)."""
+    lifeline: Lifeline | None = None
+    """The pipe the children watch (made by ``run``, cut as it returns)."""
 
     def forward(self, sig: int, _frame: FrameType | None) -> None:
         self.stopping = True
@@ -253,14 +271,21 @@ class Supervisor:
         self.forward(sig, None)
 
     def run(self, processes: int) -> int:
-        self.children.extend(Child.start(self.command, i) for i in range(processes))
-        log.info("supervisor started %d workers: %s", processes, self.pids())
-        while self.children or (self.restarts_due and not self.stopping):
-            for child in list(self.children):
-                self.check(child)
-            self.restart_due()
-            time.sleep(POLL_S)
+        self.lifeline = Lifeline()
+        try:
+            self.children.extend(self.start(i) for i in range(processes))
+            log.info("supervisor started %d workers: %s", processes, self.pids())
+            while self.children or (self.restarts_due and not self.stopping):
+                for child in list(self.children):
+                    self.check(child)
+                self.restart_due()
+                time.sleep(POLL_S)
+        finally:
+            self.lifeline.close()
         return self.worst
+
+    def start(self, index: int) -> Child:
+        return Child.start(self.command, index, self.lifeline)
 
     def pids(self) -> list[int]:
         return [c.process.pid for c in self.children]
@@ -339,7 +364,7 @@ class Supervisor:
             self.restarts_due.remove(due)
             if not self.stopping:
                 index = self.free_indexes.pop(0) if self.free_indexes else 0
-                child = Child.start(self.command, index)
+                child = self.start(index)
                 self.children.append(child)
                 log.info("restarted a worker as %d", child.process.pid)
 
