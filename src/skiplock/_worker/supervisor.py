@@ -20,7 +20,12 @@ schema): restarting it cannot help, so the supervisor stops every child and exit
 child's code (its one-line error is already on stderr). A child that dies after it was ready
 is restarted, after a delay that doubles with each death in a row (1 s up to a minute) and
 starts again from 1 s once a child has stayed up a minute after it was ready (a job that
-kills its worker every time must not make the supervisor spin).
+kills its worker every time must not make the supervisor spin). Each child is told how often
+the supervisor restarted a crashed child before it, in all and in a row (the deaths its
+backoff counts, ``RESTARTS_ENV``): its registry row shows them (``skiplock workers``), and
+three in a row, a crash loop, turn ``skiplock health`` red. A ready child that exits 0 on
+its own (a SIGTERM sent to it alone) crashed nothing: it is logged as a clean stop and
+started again, without counting.
 
 The children watch their supervisor (``lifeline``): killed in any way, it leaves no orphans
 claiming jobs; they stop as on SIGTERM.
@@ -44,6 +49,7 @@ from types import FrameType
 
 from .._backends import open_backend
 from .._config import WorkerConfig
+from .._observe.liveness import RESTARTS_ENV, STABLE_S
 from .._schema import refuse_newer
 from .lifeline import Lifeline, watch_supervisor
 from .report import READY_FD_ENV, READY_LINE, WORKER_PREFIX, report_ready, report_worker
@@ -65,8 +71,6 @@ POLL_S = 0.2
 RELEASE_TIMEOUT_S = 10.0
 """The longest a child's death holds the supervisor releasing its leases (the database away:
 they expire and are reclaimed as before)."""
-STABLE_S = 60.0
-"""A child up this long after it was ready ends a run of deaths: the next restart waits 1 s."""
 
 PROCESSES_PER_CPU = 4
 """The most worker processes per usable CPU a ``--processes`` option takes unless forced
@@ -155,6 +159,15 @@ class Backoff:
         self.deaths = 0
 
 
+def describe_exit(code: int) -> str:
+    """An exit code in words: ``was killed by SIGKILL``, ``exited with code 7``."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 @dataclass
 class Child:
     """One worker process and the read end of its readiness pipe."""
@@ -175,9 +188,15 @@ class Child:
         return self.ready_at is not None
 
     @classmethod
-    def start(cls, command: list[str], index: int = 0, lifeline: Lifeline | None = None) -> Child:
+    def start(
+        cls,
+        command: list[str],
+        index: int = 0,
+        lifeline: Lifeline | None = None,
+        restarts: tuple[int, int] = (0, 0),
+    ) -> Child:
         """Start a child; ``index`` (0..N-1, reused by its restarts) offsets its ports; it
-        watches ``lifeline``."""
+        watches ``lifeline`` and is told its supervisor's ``restarts`` (in all, in a row)."""
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
         env = {**os.environ, READY_FD_ENV: str(write_fd), PROCESS_INDEX_ENV: str(index)}
@@ -185,6 +204,7 @@ class Child:
         if lifeline is not None:
             env |= lifeline.env()
             passed.append(lifeline.read_fd)
+        env[RESTARTS_ENV] = f"{restarts[0]} {restarts[1]}"
         try:
             process = subprocess.Popen(command, env=env, pass_fds=passed)
         finally:
@@ -257,6 +277,8 @@ class Supervisor:
     restarts_due: list[float] = field(default_factory=list)
     free_indexes: list[int] = field(default_factory=list)
     """Process indexes of children waiting to be restarted (the restart takes one)."""
+    restarts: int = 0
+    """Children restarted after a crash, in all (``backoff.deaths``: in a row)."""
     lifeline: Lifeline | None = None
     """The pipe the children watch (made by ``run``, cut as it returns)."""
 
@@ -285,7 +307,8 @@ class Supervisor:
         return self.worst
 
     def start(self, index: int) -> Child:
-        return Child.start(self.command, index, self.lifeline)
+        restarts = (self.restarts, self.backoff.deaths)
+        return Child.start(self.command, index, self.lifeline, restarts)
 
     def pids(self) -> list[int]:
         return [c.process.pid for c in self.children]
@@ -352,9 +375,26 @@ class Supervisor:
             )
             self.worst = max(self.worst, abs(code) or 1)
             self.stop_all()
+        elif code == 0:
+            # it stopped as asked (a SIGTERM sent to it, not to the supervisor): no crash
+            log.info(
+                "worker %d stopped cleanly (exit code 0) though the supervisor did not ask; "
+                "starting another in its place in %.0fs",
+                pid,
+                self.backoff.first_s,
+            )
+            self.restarts_due.append(time.monotonic() + self.backoff.first_s)
+            self.free_indexes.append(child.index)
         else:
             delay = self.backoff.next_delay()
-            log.error("worker %d exited with %d; restarting it in %.0fs", pid, code, delay)
+            self.restarts += 1
+            log.error(
+                "worker %d %s; restarting it in %.0fs (restart %d in a row)",
+                pid,
+                describe_exit(code),
+                delay,
+                self.backoff.deaths,
+            )
             self.restarts_due.append(time.monotonic() + delay)
             self.free_indexes.append(child.index)
 
