@@ -181,6 +181,8 @@ class Child:
     workers: list[tuple[str, str]] = field(default_factory=list)
     """The workers it reported running, (id, database URL): their leases are released when
     it exits."""
+    exited_before_stop: bool = False
+    """Found exited (not yet seen by ``check``) when the stop came: a crash, not counted."""
     _partial: bytes = b""
 
     @property
@@ -287,6 +289,8 @@ class Supervisor:
         for child in self.children:
             if child.process.poll() is None:
                 child.process.send_signal(sig)
+            else:  # died before the stop (a SIGKILL just before): judged as a crash
+                child.exited_before_stop = True
 
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         self.restarts_due.clear()
@@ -320,7 +324,7 @@ class Supervisor:
             self.backoff.reset()
         # Read before the exit: a stop that arrives while the exit is handled (a SIGTERM during
         # the lease release below) must not turn a crash seen before it into a failed shutdown.
-        stopping = self.stopping
+        stopping = self.stopping and not child.exited_before_stop
         code = child.process.poll()
         if code is None:
             return
