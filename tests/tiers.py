@@ -21,6 +21,9 @@ SLOW_MODULES = {
     "tests/test_pgbouncer.py": "starts a real PgBouncer (15 s)",
     "tests/test_properties.py": "hypothesis runs over both databases (17 s)",
     "tests/test_records.py": "the real CLI in subprocesses (9 s)",
+    "tests/test_orphans.py": "real supervisors SIGKILLed, their children waited for (20 s)",
+    "tests/test_dead_workers.py": "real workers killed and frozen past a 10 s limit (90 s)",
+    "tests/test_supervisor_restarts.py": "real supervisors restarting children (40-65 s)",
 }
 
 SLOW_TESTS = {

@@ -611,3 +611,15 @@ class WorkerInfo:
     """When it last claimed a job (None: never)."""
     silent_s: float
     """Seconds since its last beat, by the database clock, when this was read."""
+    gone_after_s: float | None = None
+    """The silence after which this worker counts as gone (a few of its beats, at least
+    10 s); None: a worker from before skiplock recorded it."""
+    process: str | None = None
+    """Which OS process beat (boot id, pid namespace, pid, start time), so a reader on the
+    same machine can tell that process is gone; None where the OS cannot say."""
+    restarts: int = 0
+    """How often its ``--processes`` supervisor had restarted a crashed worker when it
+    started this one."""
+    restarts_in_a_row: int = 0
+    """Of those, the ones since one of its workers last stayed up a minute (0 once this one
+    has): a crash loop when it grows (``skiplock health`` turns red at 3)."""

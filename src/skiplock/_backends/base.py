@@ -45,6 +45,9 @@ Clock = Callable[[], datetime]
 MAX_ERRORS_KEPT = 10
 """Each job keeps the errors of its last ten attempts; older ones are dropped."""
 
+RELEASED_BY_SUPERVISOR = "exited; released by its supervisor"
+"""Why ``job_reclaim_worker`` returns a job unless told otherwise (after ``worker <name>``)."""
+
 
 NEXT_RUN_PRIORITIES = 64
 """How many distinct pending priorities ``job_next_run_at`` looks at (each one an index
@@ -316,6 +319,12 @@ class WorkerBeatParams:
     processed: int
     claimed_ago_s: float | None
     """Seconds since its last claim (None: never claimed)."""
+    gone_after_s: float | None = None
+    """The silence after which it counts as gone (``WorkerInfo.gone_after_s``)."""
+    process: str | None = None
+    """Which OS process it is (``WorkerInfo.process``)."""
+    restarts: int = 0
+    restarts_in_a_row: int = 0
 
 
 class Backend(Protocol):
@@ -552,10 +561,15 @@ class Backend(Protocol):
         ...
 
     async def job_reclaim_worker(
-        self, worker_id: str, into: list[ReclaimedJob] | None = None
+        self,
+        worker_id: str,
+        into: list[ReclaimedJob] | None = None,
+        why: str = RELEASED_BY_SUPERVISOR,
     ) -> list[int]:
         """``job_reclaim_expired`` for every lease of one worker (``Worker.id``, its lease
-        token prefix), expired or not: a supervisor saw that worker's process exit."""
+        token prefix), expired or not: a supervisor saw that worker's process exit, or another
+        worker saw it is gone (``_observe.liveness``). Each job's error reads ``worker
+        <locked_by> <why>``."""
         ...
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:

@@ -436,6 +436,10 @@ def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
         heartbeat_at=to_time(r["heartbeat_at"]),
         last_claim_at=None if r["last_claim_at"] is None else to_time(r["last_claim_at"]),
         silent_s=max(0.0, float(r["silent_s"])),
+        gone_after_s=None if r["gone_after_s"] is None else float(r["gone_after_s"]),
+        process=r["process"],
+        restarts=int(r["restarts"]),
+        restarts_in_a_row=int(r["restarts_in_a_row"]),
     )
 
 

@@ -58,6 +58,7 @@ from . import workflow_flows as wf
 from .base import (
     MAX_ERRORS_KEPT,
     NEXT_RUN_PRIORITIES,
+    RELEASED_BY_SUPERVISOR,
     AuditRecordParams,
     ClaimParams,
     Clock,
@@ -952,11 +953,14 @@ class PostgresBackend:
         return [r["id"] for r in rows]
 
     async def job_reclaim_worker(
-        self, worker_id: str, into: list[ReclaimedJob] | None = None
+        self,
+        worker_id: str,
+        into: list[ReclaimedJob] | None = None,
+        why: str = RELEASED_BY_SUPERVISOR,
     ) -> list[int]:
         with _wrapped("job_reclaim_worker"):
             rows = await self._retrying.fetch(
-                self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id
+                self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id, why
             )
         if into is not None:
             into += reclaimed_jobs(rows)

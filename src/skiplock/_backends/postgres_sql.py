@@ -544,6 +544,24 @@ MIGRATIONS.append(
 MIGRATIONS.append((17, "workflows", _workflow.MIGRATION_WORKFLOWS))
 MIGRATIONS.append((18, "workflow sequences", _workflow.MIGRATION_WORKFLOW_SEQUENCES))
 MIGRATIONS.append((19, "unique scopes", _unique.MIGRATION_UNIQUE_SCOPES))
+MIGRATIONS.append(
+    (
+        20,
+        "worker liveness",
+        """
+-- What tells a dead worker's registry row from a live one's (``_observe/liveness.py``): the
+-- silence after which it counts as gone (its own beat interval decides, not the reader's);
+-- which OS process beat (boot id, pid namespace, pid, start time: a worker on the same
+-- machine sees that process is gone, and a reused pid is told apart); and how often its
+-- supervisor restarted it after crashes, in all and in a row. Nullable or constant
+-- defaults: rows of running older workers keep the old rules.
+ALTER TABLE {s}.skiplock_workers ADD COLUMN gone_after_s double precision;
+ALTER TABLE {s}.skiplock_workers ADD COLUMN process text;
+ALTER TABLE {s}.skiplock_workers ADD COLUMN restarts integer NOT NULL DEFAULT 0;
+ALTER TABLE {s}.skiplock_workers ADD COLUMN restarts_in_a_row integer NOT NULL DEFAULT 0;
+""",
+    )
+)
 
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
 
@@ -792,7 +810,8 @@ x AS MATERIALIZED (
 
 JOB_RECLAIM_WORKER = """
 -- JOB_RECLAIM_EXPIRED for every lease of worker $3 (its token prefix: tokens are
--- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, so nothing renews them.
+-- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, or another worker saw
+-- it is gone, so nothing renews them; the error reads 'worker <locked_by> ' || $4.
 -- A row a live worker holds has another token and is never touched (fencing unchanged).
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 x AS MATERIALIZED (
@@ -803,9 +822,7 @@ x AS MATERIALIZED (
     ORDER BY id
     FOR NO KEY UPDATE
 )
-""" + _RECLAIM_UPDATE.replace(
-    "{why}", "'worker ' || coalesce(j.locked_by, '?') || ' exited; released by its supervisor'"
-)
+""" + _RECLAIM_UPDATE.replace("{why}", "'worker ' || coalesce(j.locked_by, '?') || ' ' || $4::text")
 
 JOB_HEARTBEAT_MANY = (
     """

@@ -57,6 +57,7 @@ from . import workflow_flows as wf
 from .base import (
     MAX_ERRORS_KEPT,
     NEXT_RUN_PRIORITIES,
+    RELEASED_BY_SUPERVISOR,
     AuditRecordParams,
     ClaimParams,
     Clock,
@@ -619,11 +620,19 @@ class SQLiteBackend:
         return [r["id"] for r in rows]
 
     async def job_reclaim_worker(
-        self, worker_id: str, into: list[ReclaimedJob] | None = None
+        self,
+        worker_id: str,
+        into: list[ReclaimedJob] | None = None,
+        why: str = RELEASED_BY_SUPERVISOR,
     ) -> list[int]:
         def reclaim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
-                args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT, "worker": worker_id}
+                args = {
+                    "now": self._now(),
+                    "max_errors": MAX_ERRORS_KEPT,
+                    "worker": worker_id,
+                    "why": why,
+                }
                 return conn.execute(sql.JOB_RECLAIM_WORKER, args).fetchall()
 
         rows = await self._run("job_reclaim_worker", reclaim)

@@ -254,6 +254,17 @@ ALTER TABLE skiplock_jobs_live ADD COLUMN key_weight INTEGER CHECK (key_weight >
     (17, "workflow sequences", _workflow.MIGRATION_WORKFLOW_SEQUENCES),
     (18, "unique scopes", _unique.MIGRATION_UNIQUE_SCOPES),
     (19, "id counters", _ids.MIGRATION_ID_COUNTERS),
+    (
+        20,
+        "worker liveness",
+        """
+-- What tells a dead worker's registry row from a live one's (see PostgreSQL's migration 20)
+ALTER TABLE skiplock_workers ADD COLUMN gone_after_s REAL;
+ALTER TABLE skiplock_workers ADD COLUMN process TEXT;
+ALTER TABLE skiplock_workers ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE skiplock_workers ADD COLUMN restarts_in_a_row INTEGER NOT NULL DEFAULT 0
+""",
+    ),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -728,12 +739,11 @@ JOB_RECLAIM_EXPIRED = (
 JOB_RECLAIM_WORKER = (
     """
 -- JOB_RECLAIM_EXPIRED for every lease of worker :worker (its token prefix: tokens are
--- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, so nothing renews them.
+-- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, or another worker saw
+-- it is gone, so nothing renews them; the error reads 'worker <locked_by> ' || :why.
 -- A row a live worker holds has another token and is never touched (fencing unchanged).
 """
-    + _RECLAIM_SET.replace(
-        "{why}", "'worker ' || coalesce(locked_by, '?') || ' exited; released by its supervisor'"
-    )
+    + _RECLAIM_SET.replace("{why}", "'worker ' || coalesce(locked_by, '?') || ' ' || :why")
     + """WHERE id IN (SELECT id FROM skiplock_jobs_live
              WHERE state = 'running' AND lease_expires_at IS NOT NULL
                AND substr(lease_token, 1, length(:worker) + 1) = :worker || ':')
