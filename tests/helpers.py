@@ -370,6 +370,10 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
+    "ALTER TABLE skiplock_workers DROP COLUMN gone_after_s",  # migration 20 (worker liveness)
+    "ALTER TABLE skiplock_workers DROP COLUMN process",
+    "ALTER TABLE skiplock_workers DROP COLUMN restarts",
+    "ALTER TABLE skiplock_workers DROP COLUMN restarts_in_a_row",
     "ALTER TABLE skiplock_waits DROP COLUMN signal_seq",  # migration 17 (workflow sequences;
     "ALTER TABLE skiplock_batches DROP COLUMN aborted_at",  # its table copies run again)
     "DROP INDEX skiplock_jobs_unique_idx",  # migration 18 (unique scopes)
@@ -396,8 +400,9 @@ SQLITE_UNDO_KEYS = [
     "DELETE FROM skiplock_migrations WHERE version >= 12",
 ]
 """SQLite's migrations from 12 on (concurrency keys, unique windows, priority aging, weights,
-workflow sequences, unique scopes) undone on a migrated file, for the tests that rebuild an earlier version's
-shape; the view is left to the caller (they drop it first)."""
+workflow sequences, unique scopes, worker liveness; 19's id counters are written again as
+they are) undone on a migrated file, for the tests that rebuild an earlier version's shape;
+the view is left to the caller (they drop it first)."""
 
 
 class LoopHarness:
