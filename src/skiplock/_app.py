@@ -402,8 +402,11 @@ class App:
     # -- the database -------------------------------------------------------------------------
 
     def new_backend(self) -> Backend:
-        """A fresh, unopened backend for this app's URL."""
-        return open_backend(self.url, clock=self.clock)
+        """A fresh, unopened backend for this app's URL (its workflow releases bound by this
+        app's ``max_payload_bytes``)."""
+        backend = open_backend(self.url, clock=self.clock)
+        backend.max_payload_bytes = self.max_payload_bytes
+        return backend
 
     async def backend(self, *, create: bool = False) -> Backend:
         """The open backend for the running event loop (one per loop: pools are per loop).

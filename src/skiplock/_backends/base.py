@@ -323,6 +323,10 @@ class Backend(Protocol):
     on_released: Callable[[set[str]], None] | None
     """Told the queues a workflow release made jobs pending in (a worker sets it to wake its
     own producer at once); None: nobody here to tell."""
+    max_payload_bytes: int
+    """The most bytes a workflow release gives a child as the list of its parents' results
+    (a chord's body): one over it is buried, ``dead`` with a PayloadTooLarge error, and never
+    run. ``App.new_backend`` sets the App's ``max_payload_bytes``."""
 
     async def open(self, *, create: bool = False) -> None:
         """Connect. ``create``: the database may be made if it is missing (migrating only:

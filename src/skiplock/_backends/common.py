@@ -464,6 +464,22 @@ def key_load(row: Sequence[Any]) -> KeyLoad:
 FINAL_STATES = frozenset({"succeeded", "cancelled", "dead"})
 
 
+def gathered_too_large(parents: int, size: int, bound: int, now: float) -> str:
+    """The error a chord's body buried for the size of its parents' results keeps (as JSON,
+    the shape of ``error_record``; PostgreSQL's CHILDREN_READY writes the same words)."""
+    return json.dumps(
+        {
+            "attempt": 0,
+            "at": now,
+            "message": f"the list of its {parents} parents' results is {size} bytes, over "
+            f"max_payload_bytes ({bound}): it was not run",
+            "type": "PayloadTooLarge",
+            "traceback": None,
+            "worker": None,
+        }
+    )
+
+
 def signal_seen(kind: str) -> SignalOutcome:
     """A second signal's outcome, from what the first row of its name was."""
     return SignalOutcome.DUPLICATE if kind == "signal" else SignalOutcome.TIMED_OUT

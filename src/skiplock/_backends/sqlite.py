@@ -42,9 +42,10 @@ from .._job import (
     TaskPause,
     WorkerInfo,
 )
+from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
-from ..errors import BackendError, JobNotFound, SchemaError
-from . import flows
+from ..errors import BackendError, BackendUnavailable, JobNotFound, SchemaError
+from . import flows, workflow_sweep
 from . import sqlite_history as history
 from . import sqlite_keys as keys
 from . import sqlite_observe as observe
@@ -90,6 +91,7 @@ from .common import (
     waiting_job,
     worker_info,
 )
+from .sqlite_support import classify as _classify
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -208,6 +210,10 @@ class SQLiteBackend:
         self.on_released: Callable[[set[str]], None] | None = None
         """Told the queues a completion's workflow release made jobs pending in, after its
         commit (a worker wakes its producer: no wait for the file's watch)."""
+        self.max_payload_bytes = DEFAULT_MAX_PAYLOAD_BYTES
+        """The most bytes a release gives a child as the list of its parents' results (the
+        App's ``max_payload_bytes``, set by ``App.new_backend``): a chord's body over it is
+        buried (dead, PayloadTooLarge), never run with an argument of hundreds of MB."""
 
     def _now(self) -> float:
         return self._clock().timestamp() if self._clock else time.time()
@@ -502,7 +508,22 @@ class SQLiteBackend:
             ]
         woken: set[str] = set()
         if finished or parked:
-            flows.drive(wf.after_completion(finished, parked), self._wf_answers(conn, woken))
+            try:
+                with _savepoint(conn):  # the outcomes never wait for a release that fails
+                    flows.drive(
+                        wf.after_completion(finished, parked), self._wf_answers(conn, woken)
+                    )
+            except Exception as exc:
+                if isinstance(exc, sqlite3.Error) and isinstance(
+                    _classify("workflow release", exc), BackendUnavailable
+                ):
+                    raise
+                log.warning(
+                    "a completion's workflow release failed (the sweep tries it again): %s",
+                    exc,
+                    exc_info=exc,
+                )
+                woken.clear()
         return woken
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
@@ -835,6 +856,11 @@ class SQLiteBackend:
     async def job_retry(self, params: JobActionParams) -> bool:
         def retry(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
+                # one that ended waiting for its parents waits for them again; any other is
+                # requeued as it is (JOB_RETRY leaves the first kind alone)
+                flow = wf.retry_unreleased(params.job_id, params.who)
+                if flows.drive(flow, self._wf_answers(conn)):
+                    return True
                 args = {"id": params.job_id, "now": self._now(), "who": params.who}
                 history.move_back(conn, params.job_id)  # a day table's job: live again first
                 conn.execute(JOB_KEYS_PASSED, args)  # windows that have passed free their keys
@@ -846,6 +872,8 @@ class SQLiteBackend:
         def cancel(conn: sqlite3.Connection) -> Any:
             with _immediate(conn):
                 args = {"id": params.job_id, "now": self._now(), "who": params.who}
+                # a job waiting for its parents keeps what their release would give it
+                conn.execute(wf_sql.UNRELEASED_KEEP_WAITING, args)
                 return conn.execute(sql.JOB_CANCEL, args).fetchone()
 
         row = await self._run("job_cancel", cancel)
@@ -960,7 +988,12 @@ class SQLiteBackend:
     def _wf_answers(
         self, conn: sqlite3.Connection, woken: set[str] | None = None
     ) -> workflow.Answers:
-        return workflow.Answers(conn, self._now, _no_wake if woken is None else woken.update)
+        return workflow.Answers(
+            conn,
+            self._now,
+            _no_wake if woken is None else woken.update,
+            self.max_payload_bytes,
+        )
 
     async def _wf_write(self, operation: str, make: Callable[[], flows.Flow[R]]) -> R:
         def run(conn: sqlite3.Connection) -> R:
@@ -1007,7 +1040,10 @@ class SQLiteBackend:
         )
 
     async def workflow_sweep(self) -> SweepResult:
-        return await self._wf_write("workflow_sweep", wf.sweep)
+        async def run(make: Callable[[], flows.Flow[R]]) -> R:
+            return await self._wf_write("workflow_sweep", make)
+
+        return await workflow_sweep.sweep(run)
 
     async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
         args = {"id": job_id, "token": token, "name": name, "now": self._now()}

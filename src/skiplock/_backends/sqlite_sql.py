@@ -250,6 +250,7 @@ ALTER TABLE skiplock_jobs_live ADD COLUMN key_weight INTEGER CHECK (key_weight >
     ),
     # Migration 16 also widens the live table's state CHECK (sqlite.py: widen_state_check).
     (16, "workflows", _workflow.MIGRATION_WORKFLOWS),
+    (17, "unreleased waits", _workflow.MIGRATION_UNRELEASED),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -676,6 +677,9 @@ SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL, result = 
 WHERE id = :id AND state IN """
     + _FINAL
     + """
+  -- one that ended waiting for its parents waits for them again instead
+  -- (workflow_flows.retry_unreleased): never pending without their results
+  AND NOT EXISTS (SELECT 1 FROM skiplock_unreleased u WHERE u.job_id = :id)
 """
 )
 
@@ -934,6 +938,8 @@ SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
 WHERE state = 'dead'"""
     + _PICKED
     + """
+      -- one that died waiting for its parents never got them: only its own retry may
+      AND NOT EXISTS (SELECT 1 FROM skiplock_unreleased u WHERE u.job_id = skiplock_jobs_live.id)
       -- a dead job whose unique key a live job now holds stays dead (requeueing it would
       -- break the key's promise); the caller reports it
       AND (unique_key IS NULL OR NOT EXISTS (
