@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from .._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalOutcome,
+    WaitingJob,
+    WorkflowGraph,
+)
 
 if TYPE_CHECKING:
     from .workflow_plan import Plan, SweepResult
@@ -669,8 +676,18 @@ class Backend(Protocol):
         """(parent id, its final state or None while open, result JSON) in order."""
         ...
 
-    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
-        """A job's parents, children (the first ``children_limit``), batch and wait."""
+    async def workflow_links(
+        self, job_id: int, children_limit: int, parents_limit: int
+    ) -> JobLinks:
+        """A job's parents (the first ``parents_limit``, in order, and every one counted by
+        state), children (the first ``children_limit``), batch and wait."""
+        ...
+
+    async def workflow_linked(
+        self, job_id: int, parents: bool, after: int, limit: int
+    ) -> list[LinkedJob]:
+        """A page of a job's parents (or children) by id: at most ``limit`` after id
+        ``after`` (0: from the first)."""
         ...
 
     async def workflow_batch_info(self, batch_id: int) -> BatchInfo:

@@ -494,14 +494,21 @@ def job_links(
     children: Iterable[Sequence[Any]],
     wait: Sequence[Any] | None,
     batch: int | None,
+    parent_counts: Iterable[Sequence[Any]] = (),
 ) -> JobLinks:
     return JobLinks(
-        parents=[LinkedJob(r[0], r[1], r[2]) for r in parents],
-        children=[LinkedJob(r[0], r[1], r[2]) for r in children],
+        parents=linked_jobs(parents),
+        children=linked_jobs(children),
         batch_id=batch,
         parents_left=None if wait is None else wait[0],
         signal=None if wait is None else wait[1],
+        parent_counts={str(r[0]): int(r[1]) for r in parent_counts},
     )
+
+
+def linked_jobs(rows: Iterable[Sequence[Any]]) -> list[LinkedJob]:
+    """Rows (id, state, on_failure) of a job's parents or children."""
+    return [LinkedJob(r[0], r[1], r[2]) for r in rows]
 
 
 def batch_info(row: Sequence[Any]) -> BatchInfo:

@@ -40,7 +40,14 @@ from .._job import (
     WorkerInfo,
 )
 from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
-from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from .._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalOutcome,
+    WaitingJob,
+    WorkflowGraph,
+)
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows, postgres_url, workflow_sweep
 from . import postgres_observe as observe
@@ -83,6 +90,7 @@ from .common import (
     job_outcomes,
     job_record,
     key_load,
+    linked_jobs,
     reclaimed_jobs,
     signal_seen,
     state_counts,
@@ -1483,16 +1491,33 @@ class PostgresBackend:
             rows = await self.pool.fetch(self._wf.PARENT_RESULTS, job_id)
         return [(r[0], r[1], r[2]) for r in rows]
 
-    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
+    async def workflow_links(
+        self, job_id: int, children_limit: int, parents_limit: int
+    ) -> JobLinks:
         with _wrapped("workflow_links"):
             async with self.pool.acquire() as conn:
-                parents = await conn.fetch(self._wf.JOB_PARENTS, job_id)
-                children = await conn.fetch(self._wf.JOB_CHILDREN, job_id, children_limit)
+                parents = await conn.fetch(self._wf.JOB_PARENTS, job_id, parents_limit)
+                counts = await conn.fetch(self._wf.JOB_PARENT_COUNTS, job_id)
+                children = await conn.fetch(self._wf.JOB_CHILDREN, job_id, children_limit, 0)
                 wait = await conn.fetchrow(self._wf.JOB_WAIT, job_id)
                 batch = await conn.fetchval(self._wf.JOB_BATCH, job_id)
         return job_links(
-            map(tuple, parents), map(tuple, children), None if wait is None else tuple(wait), batch
+            map(tuple, parents),
+            map(tuple, children),
+            None if wait is None else tuple(wait),
+            batch,
+            map(tuple, counts),
         )
+
+    async def workflow_linked(
+        self, job_id: int, parents: bool, after: int, limit: int
+    ) -> list[LinkedJob]:
+        with _wrapped("workflow_linked"):
+            if parents:
+                rows = await self.pool.fetch(self._wf.JOB_PARENTS_AFTER, job_id, after, limit)
+            else:
+                rows = await self.pool.fetch(self._wf.JOB_CHILDREN, job_id, limit, after)
+        return linked_jobs(map(tuple, rows))
 
     async def workflow_batch_info(self, batch_id: int) -> BatchInfo:
         with _wrapped("workflow_batch_info"):

@@ -605,15 +605,31 @@ WHERE child_id = $1 ORDER BY position
 """
 
 JOB_PARENTS = """
+-- A job's first $2 parents, in order (a chord's body has up to 10,000: a page shows a few).
 SELECT d.parent_id, coalesce(j.state, d.parent_state, 'gone'), d.on_failure
 FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.parent_id
-WHERE d.child_id = $1 ORDER BY d.position
+WHERE d.child_id = $1 ORDER BY d.position, d.parent_id LIMIT $2
+"""
+
+JOB_PARENT_COUNTS = """
+-- Every parent of a job counted by its state.
+SELECT coalesce(j.state, d.parent_state, 'gone') AS state, count(*)
+FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.parent_id
+WHERE d.child_id = $1 GROUP BY 1 ORDER BY 1
+"""
+
+JOB_PARENTS_AFTER = """
+-- A page of a job's parents by id, after id $2.
+SELECT d.parent_id, coalesce(j.state, d.parent_state, 'gone'), d.on_failure
+FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.parent_id
+WHERE d.child_id = $1 AND d.parent_id > $2 ORDER BY d.parent_id LIMIT $3
 """
 
 JOB_CHILDREN = """
+-- A job's children by id, after id $3 (0: from the first), $2 at most.
 SELECT d.child_id, coalesce(j.state, 'gone'), d.on_failure
 FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.child_id
-WHERE d.parent_id = $1 ORDER BY d.child_id LIMIT $2
+WHERE d.parent_id = $1 AND d.child_id > $3 ORDER BY d.child_id LIMIT $2
 """
 
 JOB_WAIT = """
@@ -764,6 +780,8 @@ class WorkflowStatements:
     PARENT_RESULTS: str
     JOB_PARENTS: str
     JOB_CHILDREN: str
+    JOB_PARENT_COUNTS: str
+    JOB_PARENTS_AFTER: str
     JOB_WAIT: str
     JOB_BATCH: str
     BATCH_INSERT: str

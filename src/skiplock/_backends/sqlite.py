@@ -43,7 +43,14 @@ from .._job import (
     WorkerInfo,
 )
 from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
-from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from .._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalOutcome,
+    WaitingJob,
+    WorkflowGraph,
+)
 from ..errors import BackendError, BackendUnavailable, JobNotFound, SchemaError
 from . import flows, workflow_sweep
 from . import sqlite_history as history
@@ -86,6 +93,7 @@ from .common import (
     job_links,
     job_outcomes,
     key_load,
+    linked_jobs,
     reclaimed_jobs,
     state_counts,
     waiting_job,
@@ -1101,15 +1109,28 @@ class SQLiteBackend:
         )
         return [(r[0], r[1], r[2]) for r in rows]
 
-    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
+    async def workflow_links(
+        self, job_id: int, children_limit: int, parents_limit: int
+    ) -> JobLinks:
         def read(conn: sqlite3.Connection) -> JobLinks:
-            parents = conn.execute(wf_sql.JOB_PARENTS, (job_id,)).fetchall()
-            children = conn.execute(wf_sql.JOB_CHILDREN, (job_id, children_limit)).fetchall()
+            parents = conn.execute(wf_sql.JOB_PARENTS, (job_id, parents_limit)).fetchall()
+            counts = conn.execute(wf_sql.JOB_PARENT_COUNTS, (job_id,)).fetchall()
+            children = conn.execute(wf_sql.JOB_CHILDREN, (job_id, 0, children_limit)).fetchall()
             wait = conn.execute(wf_sql.JOB_WAIT, (job_id,)).fetchone()
             batch = conn.execute(wf_sql.JOB_BATCH, {"id": job_id}).fetchone()
-            return job_links(parents, children, wait, None if batch is None else batch[0])
+            batch_id = None if batch is None else batch[0]
+            return job_links(parents, children, wait, batch_id, counts)
 
         return await self._run("workflow_links", read)
+
+    async def workflow_linked(
+        self, job_id: int, parents: bool, after: int, limit: int
+    ) -> list[LinkedJob]:
+        statement = wf_sql.JOB_PARENTS_AFTER if parents else wf_sql.JOB_CHILDREN
+        rows = await self._run(
+            "workflow_linked", lambda c: c.execute(statement, (job_id, after, limit)).fetchall()
+        )
+        return linked_jobs(rows)
 
     async def workflow_batch_info(self, batch_id: int) -> BatchInfo:
         row = await self._run(

@@ -356,21 +356,45 @@ SELECT parent_id, parent_state, parent_result FROM skiplock_deps
 WHERE child_id = ? ORDER BY position
 """
 
-JOB_PARENTS = """
-SELECT d.parent_id,
-       coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id),
-                d.parent_state, 'gone'),
-       d.on_failure
+_PARENT_STATE = """coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id),
+                d.parent_state, 'gone')"""
+
+JOB_PARENTS = (
+    """
+-- (postgres_workflow_sql.py says what each of these reads)
+SELECT d.parent_id, """
+    + _PARENT_STATE
+    + """, d.on_failure
 FROM skiplock_deps d
-WHERE d.child_id = ? ORDER BY d.position
+WHERE d.child_id = ? ORDER BY d.position, d.parent_id LIMIT ?
 """
+)
+
+JOB_PARENT_COUNTS = (
+    """
+SELECT """
+    + _PARENT_STATE
+    + """ AS state, count(*)
+FROM skiplock_deps d WHERE d.child_id = ? GROUP BY 1 ORDER BY 1
+"""
+)
+
+JOB_PARENTS_AFTER = (
+    """
+SELECT d.parent_id, """
+    + _PARENT_STATE
+    + """, d.on_failure
+FROM skiplock_deps d
+WHERE d.child_id = ? AND d.parent_id > ? ORDER BY d.parent_id LIMIT ?
+"""
+)
 
 JOB_CHILDREN = """
 SELECT d.child_id,
        coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.child_id), 'gone'),
        d.on_failure
 FROM skiplock_deps d
-WHERE d.parent_id = ? ORDER BY d.child_id LIMIT ?
+WHERE d.parent_id = ? AND d.child_id > ? ORDER BY d.child_id LIMIT ?
 """
 
 JOB_WAIT = "SELECT parents_left, signal, pass_results FROM skiplock_waits WHERE job_id = ?"

@@ -18,7 +18,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from .._job import JobFilter
+from .._job import JobFilter, JobState
 from .._workflow_records import SignalOutcome
 from ..errors import JobNotFound, SkiplockError
 from .audit import audit
@@ -89,8 +89,11 @@ def back(request: Request, route: str, notice: str, **params: Any) -> RedirectRe
 @action(Role.OPERATOR)
 async def retry_job(request: Request, user: User, form: FormData) -> Response:
     job = job_id(request.path_params["job_id"])
-    done = await dashboard(request).app.retry_job(job, who=who(user))
+    app = dashboard(request).app
+    done = await app.retry_job(job, who=who(user))
     notice = "Requeued." if done else "Not retried: only a finished job can be."
+    if done and (await app.get_job(job)).state is JobState.WAITING:
+        notice = "Retried: it waits for its parents again, and runs with their results."
     return back(request, "job", notice, job_id=job)
 
 
