@@ -15,7 +15,9 @@ write, so a plain job's enqueue, claim and completion stay exactly as they were:
 - ``skiplock_batches`` and ``skiplock_batch_jobs``: a batch, its callbacks (jobs waiting on
   every member and on the batch's open gate) and its members;
 - ``skiplock_steps`` (a durable step's stored result) and ``skiplock_signals`` (a signal or a
-  wait's timeout: one row per job and name, whichever comes first).
+  wait's timeout: one row per job and name, whichever comes first);
+- ``skiplock_unreleased``: what the release of a job that ended while it waited (cancelled,
+  or buried for the size of its parents' results) would have given it, for a retry.
 """
 
 from __future__ import annotations

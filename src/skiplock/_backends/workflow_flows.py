@@ -8,7 +8,10 @@ how a flow runs on both dialects).
   its wait row's lock, and a child reaching zero becomes pending exactly once, whichever
   worker finished the last parent and however many finished it at the same instant;
 - ``sweep``: the backstop every worker's rescuer runs: releases a crash or a commit race left
-  undone, and waits whose timeout passed.
+  undone, and waits whose timeout passed (``workflow_sweep.py`` runs it item by item past a
+  failing one);
+- ``retry_unreleased``: a person's retry of a job that ended while it waited for its parents
+  (it never got their results): it waits for them again, or is refused.
 
 Nothing here runs a callback: a callback, a chord's body, a chain's next link is a job
 written at enqueue in ``waiting``, and releasing it is one conditional row change. So it
