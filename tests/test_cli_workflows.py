@@ -113,3 +113,26 @@ async def test_batch_prints_its_counts(cli: Cli, app: skiplock.App) -> None:
     assert f"batch {batch.id} closed: 2/2 finished dead=1 succeeded=1" in text
     missing = await run(cli, "job", "batch", APP, "999999")
     assert missing.returncode == 1 and "no such batch" in missing.stderr  # type: ignore[attr-defined]
+
+
+async def test_retrying_a_cancelled_link_says_it_waits_and_a_link_without_input_is_refused(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """``job retry`` of a chain's link a person cancelled while its parent had not run says
+    it waits for its parents again (it does not run); of a link whose parent died, one line
+    naming the parent, exit 1, nothing changed."""
+    flow = await chain(cli_app.add.s(1, 2), cli_app.add_sync.s(3)).aenqueue()
+    _first, second = flow.ids
+    ok(await run(cli, "job", "cancel", APP, str(second)))
+    text = ok(await run(cli, "job", "retry", APP, str(second)))
+    assert text == f"job {second} waits for its parents again (1 left)\n"
+    assert (await app.get_job(second)).state is JobState.WAITING
+    doomed = await chain(cli_app.fail.s("down"), cli_app.add_sync.s(3)).aenqueue()
+    dead, link = doomed.ids
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    assert (await app.get_job(link)).state is JobState.CANCELLED
+    refused = await run(cli, "job", "retry", APP, str(link))
+    assert refused.returncode == 1  # type: ignore[attr-defined]
+    lines = refused.stderr.splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1 and f"parent job {dead}, which ended dead" in lines[0], lines
+    assert (await app.get_job(link)).state is JobState.CANCELLED

@@ -79,6 +79,9 @@ SLOW_TESTS = {
     "tests/backends/test_operations.py": {
         "test_error_filter_matches_decoded_messages_case_insensitively": "2.7 s",
     },
+    "tests/test_workflow_limits.py": {
+        "test_a_sweep_item_the_database_refuses_is_logged_and_the_worker_goes_on": "1.9 s",
+    },
     "tests/test_results.py": {
         "test_a_result_that_cannot_be_stored_kills_the_job_not_the_worker": "2.4 s",
         "test_a_populated_version_5_database_upgrades_and_runs_its_jobs": "1.9 s",

@@ -47,7 +47,7 @@ from ._job import (
     TaskPause,
     WorkerInfo,
 )
-from ._limits import check_int
+from ._limits import MAX_PARENTS, check_int
 from ._observe.stats import Stats
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._registry import Registry
@@ -62,7 +62,14 @@ from ._task import JobHandle, Task, Upcast
 from ._tracing import Tracing
 from ._url import mask_in, mask_url
 from ._workflow import Signature
-from ._workflow_records import BatchInfo, JobLinks, SignalReceipt, WaitingJob, WorkflowGraph
+from ._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
 from .errors import ConfigurationError, SchemaError
 
 P = ParamSpec("P")
@@ -407,8 +414,11 @@ class App:
     # -- the database -------------------------------------------------------------------------
 
     def new_backend(self) -> Backend:
-        """A fresh, unopened backend for this app's URL."""
-        return open_backend(self.url, clock=self.clock)
+        """A fresh, unopened backend for this app's URL (its workflow releases bound by this
+        app's ``max_payload_bytes``)."""
+        backend = open_backend(self.url, clock=self.clock)
+        backend.max_payload_bytes = self.max_payload_bytes
+        return backend
 
     async def backend(self, *, create: bool = False) -> Backend:
         """The open backend for the running event loop (one per loop: pools are per loop).
@@ -568,9 +578,25 @@ class App:
         keeps nothing (``FINISHED``). Audited."""
         return await self._workflows.signal(job_id, name, payload, who=who)
 
-    async def job_links(self, job_id: int) -> JobLinks:
-        """A job's parents, children, batch, and what it waits for."""
-        return await self._workflows.job_links(job_id)
+    async def job_links(
+        self, job_id: int, *, parents_limit: int = MAX_PARENTS, children_limit: int = 1000
+    ) -> JobLinks:
+        """A job's parents (the first ``parents_limit`` in order, and all of them counted
+        by state: ``parent_counts``), children (the first ``children_limit`` by id), batch,
+        and what it waits for."""
+        return await self._workflows.job_links(job_id, children_limit, parents_limit)
+
+    async def linked_jobs(
+        self,
+        job_id: int,
+        side: Literal["parents", "children"],
+        *,
+        after: int | None = None,
+        limit: int = 200,
+    ) -> list[LinkedJob]:
+        """A page of a job's parents or children by id: at most ``limit``, those after id
+        ``after`` (None: from the first); pass the last id of one page for the next."""
+        return await self._workflows.linked_jobs(job_id, side, after, limit)
 
     async def waiting_jobs(self, limit: int = 200) -> list[WaitingJob]:
         """Jobs in ``waiting``: on parents, or parked on a signal (and until when)."""

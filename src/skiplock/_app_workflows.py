@@ -16,9 +16,16 @@ from ._attempt import MAX_MESSAGE_CHARS
 from ._backends import BackendGetter
 from ._durable import check_name, signal_payload
 from ._job import NewJob
-from ._limits import check_int
+from ._limits import MAX_PARENTS, check_int
 from ._workflow import Signature
-from ._workflow_records import BatchInfo, JobLinks, SignalReceipt, WaitingJob, WorkflowGraph
+from ._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
 from .errors import ConfigurationError
 
 MAX_CHILDREN_SHOWN = 1000
@@ -88,10 +95,28 @@ class WorkflowOps:
         await self._audit("signal", who, f"job {job_id}", f"{name}: {receipt.outcome.value}")
         return receipt
 
-    async def job_links(self, job_id: int, children_limit: int = MAX_CHILDREN_SHOWN) -> JobLinks:
+    async def job_links(
+        self,
+        job_id: int,
+        children_limit: int = MAX_CHILDREN_SHOWN,
+        parents_limit: int = MAX_PARENTS,
+    ) -> JobLinks:
         check_int("job_id", job_id, 1, 2**63 - 1)
         check_int("children_limit", children_limit, 1, 100_000)
-        return await (await self.backend()).workflow_links(job_id, children_limit)
+        check_int("parents_limit", parents_limit, 1, MAX_PARENTS)
+        return await (await self.backend()).workflow_links(job_id, children_limit, parents_limit)
+
+    async def linked_jobs(
+        self, job_id: int, side: str, after: int | None, limit: int
+    ) -> list[LinkedJob]:
+        check_int("job_id", job_id, 1, 2**63 - 1)
+        if side not in ("parents", "children"):
+            raise ConfigurationError(f"side={side!r}: must be 'parents' or 'children'")
+        if after is not None:
+            check_int("after", after, 1, 2**63 - 1)
+        check_int("limit", limit, 1, 10_000)
+        backend = await self.backend()
+        return await backend.workflow_linked(job_id, side == "parents", after or 0, limit)
 
     async def waiting_jobs(self, limit: int = 200) -> list[WaitingJob]:
         check_int("limit", limit, 1, 10_000)

@@ -81,13 +81,23 @@ class JobLinks:
     """Where a job stands in a workflow."""
 
     parents: list[LinkedJob] = field(default_factory=list)
+    """Its parents in order (the first ``parents_limit`` of ``app.job_links``)."""
     children: list[LinkedJob] = field(default_factory=list)
+    """Its children by id (the first ``children_limit``)."""
     batch_id: int | None = None
     """The batch it belongs to (as a member or as a callback)."""
     parents_left: int | None = None
     """While it waits: how many parents (and an open batch's gate) it still waits for."""
     signal: str | None = None
     """While it is parked: the signal it waits for."""
+    parent_counts: dict[str, int] = field(default_factory=dict)
+    """Every parent counted by its state (``gone``: pruned or discarded), however many the
+    list holds."""
+
+    @property
+    def parents_total(self) -> int:
+        """How many parents it has (the list may hold only the first of them)."""
+        return sum(self.parent_counts.values()) or len(self.parents)
 
     @property
     def empty(self) -> bool:

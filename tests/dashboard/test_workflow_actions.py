@@ -327,6 +327,92 @@ async def test_a_graph_past_its_cap_says_it_stops_there(
     assert "data-truncated" in short
 
 
+async def test_a_chord_body_of_ten_thousand_parents_has_a_bounded_page_and_a_list_of_them(
+    app: skiplock.App, client: httpx.AsyncClient
+) -> None:
+    """Its page lists the first 100 parents, counts all 10,000 by state and links to the
+    list of them, a page of 200 at a time (it listed all 10,000: a 2.5 MB page)."""
+    step = stepper(app)
+
+    @app.task(name="gather", queue="flows")
+    async def gather(values: list[int]) -> int:
+        return len(values)
+
+    handle = await skiplock.chord([step.s(n) for n in range(10_000)], gather.s()).aenqueue()
+    members, body = handle.ids[:-1], handle.ids[-1]
+    answer = await client.get(f"/jobs/{body}", headers=VIEWER)
+    assert answer.status_code == 200
+    assert len(answer.content) < 120_000, len(answer.content)  # 2.5 MB, all listed
+    page = answer.text
+    listed = re.findall(r'<li data-linked="(\d+)"', page)
+    assert [int(i) for i in listed] == members[:100]
+    assert "10000 parents:" in page
+    assert '<span class="pill state-pending" data-state-count="pending">10000 pending' in page
+    assert f'href="http://dash.local/jobs/{body}/parents">all 10000 parents</a>' in page
+    # the list: 200 a page, by id, each page linking to the next
+    seen: list[int] = []
+    path = f"/jobs/{body}/parents"
+    while path:
+        answer = await client.get(path, headers=VIEWER)
+        assert answer.status_code == 200 and len(answer.content) < 120_000
+        rows = [int(i) for i in re.findall(r'<tr data-linked="(\d+)"', answer.text)]
+        assert 0 < len(rows) <= 200
+        seen += rows
+        nexts = r'href="http://dash.local(/jobs/\d+/parents\?after=\d+)" rel="next"'
+        found = re.search(nexts, answer.text)
+        path = found.group(1) if found else ""
+        if len(seen) >= 600 and path:  # three pages say it; jump to the last one
+            path = f"/jobs/{body}/parents?after={members[-2]}"
+            seen = members[: members.index(members[-2]) + 1]
+    assert seen == members
+    assert '10000 parents: <span class="pill state-pending"' in answer.text
+    # a member's children: the body; a bad page is a 404, not a traceback
+    children = (await client.get(f"/jobs/{members[0]}/children", headers=VIEWER)).text
+    assert re.findall(r'<tr data-linked="(\d+)"', children) == [str(body)]
+    assert (await client.get(f"/jobs/{body}/parents?after=x", headers=VIEWER)).status_code == 404
+    assert (await client.get(f"/jobs/{body}/siblings", headers=VIEWER)).status_code == 404
+
+
+async def test_a_retried_cancelled_link_waits_and_one_without_its_input_is_refused(
+    app: skiplock.App, client: httpx.AsyncClient
+) -> None:
+    """The Retry button on a chain's link a person cancelled before its parent ran: it
+    waits for its parent again (the notice says so); on a link whose parent died: refused,
+    one line naming the parent, nothing changed."""
+
+    @app.task(name="first", queue="flows")
+    async def first() -> int:
+        return 1
+
+    @app.task(name="then", queue="flows")
+    async def then(x: int) -> int:
+        return x + 1
+
+    @app.task(name="doomed", queue="flows", max_attempts=1)
+    async def doomed() -> int:
+        raise RuntimeError("down")
+
+    waiting = await skiplock.chain(first.s(), then.s()).aenqueue()
+    link = waiting.ids[1]
+    await app.cancel_job(link)
+    token = await csrf(client, OPERATOR)
+    retried = await client.post(f"/jobs/{link}/retry", headers=OPERATOR, data={"csrf": token})
+    assert await notice_of(client, retried) == (
+        "Retried: it waits for its parents again, and runs with their results."
+    )
+    assert (await app.get_job(link)).state is JobState.WAITING
+    dead = await skiplock.chain(doomed.s(), then.s()).aenqueue()
+    await app.drain(queues=["flows"])
+    assert await waiting.result(timeout=10) == 2
+    orphan = dead.ids[1]
+    refused = await client.post(f"/jobs/{orphan}/retry", headers=OPERATOR, data={"csrf": token})
+    assert refused.status_code == 400
+    assert refused.text.startswith(f"Refused: job {orphan} was not retried: it never got")
+    assert f"parent job {dead.ids[0]}, which ended dead" in refused.text
+    assert "\n" not in refused.text
+    assert (await app.get_job(orphan)).state is JobState.CANCELLED
+
+
 # -- the layout ---------------------------------------------------------------------------------
 
 

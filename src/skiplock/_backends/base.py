@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._workflow_records import BatchInfo, JobLinks, SignalReceipt, WaitingJob, WorkflowGraph
+from .._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
 
 if TYPE_CHECKING:
     from .workflow_plan import Plan, SweepResult
@@ -340,6 +347,10 @@ class Backend(Protocol):
     on_released: Callable[[set[str]], None] | None
     """Told the queues a workflow release made jobs pending in (a worker sets it to wake its
     own producer at once); None: nobody here to tell."""
+    max_payload_bytes: int
+    """The most bytes a workflow release gives a child as the list of its parents' results
+    (a chord's body): one over it is buried, ``dead`` with a PayloadTooLarge error, and never
+    run. ``App.new_backend`` sets the App's ``max_payload_bytes``."""
 
     async def open(self, *, create: bool = False) -> None:
         """Connect. ``create``: the database may be made if it is missing (migrating only:
@@ -714,8 +725,18 @@ class Backend(Protocol):
         """(parent id, its final state or None while open, result JSON) in order."""
         ...
 
-    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
-        """A job's parents, children (the first ``children_limit``), batch and wait."""
+    async def workflow_links(
+        self, job_id: int, children_limit: int, parents_limit: int
+    ) -> JobLinks:
+        """A job's parents (the first ``parents_limit``, in order, and every one counted by
+        state), children (the first ``children_limit``), batch and wait."""
+        ...
+
+    async def workflow_linked(
+        self, job_id: int, parents: bool, after: int, limit: int
+    ) -> list[LinkedJob]:
+        """A page of a job's parents (or children) by id: at most ``limit`` after id
+        ``after`` (0: from the first)."""
         ...
 
     async def workflow_batch_info(self, batch_id: int) -> BatchInfo:

@@ -504,6 +504,22 @@ def signal_taken(job_id: int, name: str, seq: int, wait: Sequence[Any] | None) -
     return SignalReceipt(job_id, name, SignalOutcome.KEPT, waiting_for)
 
 
+def gathered_too_large(parents: int, size: int, bound: int, now: float) -> str:
+    """The error a chord's body buried for the size of its parents' results keeps (as JSON,
+    the shape of ``error_record``; PostgreSQL's CHILDREN_READY writes the same words)."""
+    return json.dumps(
+        {
+            "attempt": 0,
+            "at": now,
+            "message": f"the list of its {parents} parents' results is {size} bytes, over "
+            f"max_payload_bytes ({bound}): it was not run",
+            "type": "PayloadTooLarge",
+            "traceback": None,
+            "worker": None,
+        }
+    )
+
+
 def _maybe_time(seconds: float | Decimal | None) -> datetime | None:
     return None if seconds is None else from_seconds(seconds)
 
@@ -513,14 +529,21 @@ def job_links(
     children: Iterable[Sequence[Any]],
     wait: Sequence[Any] | None,
     batch: int | None,
+    parent_counts: Iterable[Sequence[Any]] = (),
 ) -> JobLinks:
     return JobLinks(
-        parents=[LinkedJob(r[0], r[1], r[2]) for r in parents],
-        children=[LinkedJob(r[0], r[1], r[2]) for r in children],
+        parents=linked_jobs(parents),
+        children=linked_jobs(children),
         batch_id=batch,
         parents_left=None if wait is None else wait[0],
         signal=None if wait is None else wait[1],
+        parent_counts={str(r[0]): int(r[1]) for r in parent_counts},
     )
+
+
+def linked_jobs(rows: Iterable[Sequence[Any]]) -> list[LinkedJob]:
+    """Rows (id, state, on_failure) of a job's parents or children."""
+    return [LinkedJob(r[0], r[1], r[2]) for r in rows]
 
 
 def batch_info(row: Sequence[Any]) -> BatchInfo:

@@ -562,6 +562,7 @@ ALTER TABLE {s}.skiplock_workers ADD COLUMN restarts_in_a_row integer NOT NULL D
 """,
     )
 )
+MIGRATIONS.append((21, "unreleased waits", _workflow.MIGRATION_UNRELEASED))
 
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
 
@@ -761,6 +762,9 @@ WITH freed AS (
     WHERE id = $1 AND state IN """
     + _FINAL
     + """
+      -- one that ended waiting for its parents waits for them again instead
+      -- (workflow_flows.retry_unreleased): never pending without their results
+      AND NOT EXISTS (SELECT 1 FROM {s}.skiplock_unreleased u WHERE u.job_id = $1)
     RETURNING queue
 )
 SELECT pg_notify($2, queue) FROM r
@@ -928,8 +932,19 @@ DELETE FROM {s}.skiplock_cron_slots WHERE slot < $1
 
 JOB_CANCEL = """
 -- A person cancels a job: pending or waiting -> cancelled at once; running -> flagged for its
--- worker (a waiting job's children follow their on_parent_failure at the next release).
-WITH now_ AS (SELECT coalesce($3::timestamptz, now()) AS t)
+-- worker (a waiting job's children follow their on_parent_failure at the next release). A job
+-- that waited for its parents keeps what their release would have given it, for a retry
+-- (skiplock_unreleased): its row locked first, so a release racing this cancel either made it
+-- pending before (nothing kept) or finds it cancelled after.
+WITH now_ AS (SELECT coalesce($3::timestamptz, now()) AS t),
+was AS (SELECT id, state FROM {s}.skiplock_jobs WHERE id = $1 FOR UPDATE),
+kept AS (
+    INSERT INTO {s}.skiplock_unreleased (job_id, pass_results, batch_id, ended_at)
+    SELECT w.job_id, w.pass_results, w.batch_id, (SELECT t FROM now_)
+    FROM {s}.skiplock_waits w JOIN was ON was.id = w.job_id
+    WHERE was.state = 'waiting' AND w.signal IS NULL
+    ON CONFLICT (job_id) DO NOTHING
+)
 UPDATE {s}.skiplock_jobs
 SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'cancelled' ELSE state END,
     finished_at = CASE WHEN state IN ('pending', 'waiting') THEN (SELECT t FROM now_)
@@ -937,7 +952,9 @@ SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'cancelled' ELSE stat
     cancel_requested = true,
     audit = audit || jsonb_build_array(jsonb_build_object(
         'at', (SELECT t FROM now_), 'who', $2::text, 'what', 'cancel'))
-WHERE id = $1 AND state IN ('pending', 'running', 'waiting')
+-- through ``was``: read (and locked) before this update changes the row, which ``kept``
+-- (run once this update is done) could no longer lock
+WHERE id = (SELECT id FROM was) AND state IN ('pending', 'running', 'waiting')
 RETURNING state
 """
 
@@ -1128,7 +1145,11 @@ r AS (
         lease_token = NULL, lease_expires_at = NULL, cancel_requested = false,
         audit = audit || jsonb_build_array(jsonb_build_object(
             'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'requeue'))
-    WHERE state = 'dead' AND id IN (SELECT id FROM picked)"""
+    WHERE state = 'dead' AND id IN (SELECT id FROM picked)
+      -- one that died waiting for its parents (a body buried for the size of their
+      -- results) never got them: only its own retry (job retry) may send it back
+      AND NOT EXISTS (SELECT 1 FROM {s}.skiplock_unreleased u
+                      WHERE u.job_id = {s}.skiplock_jobs.id)"""
     + _KEY_FREE
     + """    RETURNING id, queue
 ), woken AS (

@@ -43,9 +43,17 @@ from .._job import (
     TaskPause,
     WorkerInfo,
 )
-from .._workflow_records import BatchInfo, JobLinks, SignalReceipt, WaitingJob, WorkflowGraph
-from ..errors import BackendError, JobNotFound, SchemaError
-from . import flows
+from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from .._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
+from ..errors import BackendError, BackendUnavailable, JobNotFound, SchemaError
+from . import flows, workflow_sweep
 from . import sqlite_history as history
 from . import sqlite_keys as keys
 from . import sqlite_observe as observe
@@ -87,12 +95,14 @@ from .common import (
     job_links,
     job_outcomes,
     key_load,
+    linked_jobs,
     reclaimed_jobs,
     state_counts,
     waiting_job,
     worker_info,
 )
 from .sqlite_ids import BATCHES, JOBS, IdLedger, may_roll_back, runs_alone
+from .sqlite_support import classify as _classify
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -230,6 +240,10 @@ class SQLiteBackend:
         self.on_released: Callable[[set[str]], None] | None = None
         """Told the queues a completion's workflow release made jobs pending in, after its
         commit (a worker wakes its producer: no wait for the file's watch)."""
+        self.max_payload_bytes = DEFAULT_MAX_PAYLOAD_BYTES
+        """The most bytes a release gives a child as the list of its parents' results (the
+        App's ``max_payload_bytes``, set by ``App.new_backend``): a chord's body over it is
+        buried (dead, PayloadTooLarge), never run with an argument of hundreds of MB."""
 
     def _now(self) -> float:
         return self._clock().timestamp() if self._clock else time.time()
@@ -545,7 +559,22 @@ class SQLiteBackend:
             ]
         woken: set[str] = set()
         if finished or parked:
-            flows.drive(wf.after_completion(finished, parked), self._wf_answers(conn, woken))
+            try:
+                with _savepoint(conn):  # the outcomes never wait for a release that fails
+                    flows.drive(
+                        wf.after_completion(finished, parked), self._wf_answers(conn, woken)
+                    )
+            except Exception as exc:
+                if isinstance(exc, sqlite3.Error) and isinstance(
+                    _classify("workflow release", exc), BackendUnavailable
+                ):
+                    raise
+                log.warning(
+                    "a completion's workflow release failed (the sweep tries it again): %s",
+                    exc,
+                    exc_info=exc,
+                )
+                woken.clear()
         return woken
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
@@ -901,6 +930,11 @@ class SQLiteBackend:
     async def job_retry(self, params: JobActionParams) -> bool:
         def retry(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
+                # one that ended waiting for its parents waits for them again; any other is
+                # requeued as it is (JOB_RETRY leaves the first kind alone)
+                flow = wf.retry_unreleased(params.job_id, params.who)
+                if flows.drive(flow, self._wf_answers(conn)):
+                    return True
                 args = {"id": params.job_id, "now": self._now(), "who": params.who}
                 history.move_back(conn, params.job_id)  # a day table's job: live again first
                 conn.execute(JOB_KEYS_PASSED, args)  # windows that have passed free their keys
@@ -912,6 +946,8 @@ class SQLiteBackend:
         def cancel(conn: sqlite3.Connection) -> Any:
             with _immediate(conn):
                 args = {"id": params.job_id, "now": self._now(), "who": params.who}
+                # a job waiting for its parents keeps what their release would give it
+                conn.execute(wf_sql.UNRELEASED_KEEP_WAITING, args)
                 return conn.execute(sql.JOB_CANCEL, args).fetchone()
 
         row = await self._run("job_cancel", cancel)
@@ -1026,7 +1062,12 @@ class SQLiteBackend:
     def _wf_answers(
         self, conn: sqlite3.Connection, woken: set[str] | None = None
     ) -> workflow.Answers:
-        return workflow.Answers(conn, self._now, _no_wake if woken is None else woken.update)
+        return workflow.Answers(
+            conn,
+            self._now,
+            _no_wake if woken is None else woken.update,
+            self.max_payload_bytes,
+        )
 
     async def _wf_write(self, operation: str, make: Callable[[], flows.Flow[R]]) -> R:
         """The flow in one write transaction; the queues it made jobs pending in are told to
@@ -1085,7 +1126,10 @@ class SQLiteBackend:
         )
 
     async def workflow_sweep(self) -> SweepResult:
-        return await self._wf_write("workflow_sweep", wf.sweep)
+        async def run(make: Callable[[], flows.Flow[R]]) -> R:
+            return await self._wf_write("workflow_sweep", make)
+
+        return await workflow_sweep.sweep(run)
 
     async def workflow_expire_waits(self) -> list[int]:
         return await self._wf_write("workflow_expire_waits", wf.expire_waits)
@@ -1167,15 +1211,28 @@ class SQLiteBackend:
         )
         return [(r[0], r[1], r[2]) for r in rows]
 
-    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
+    async def workflow_links(
+        self, job_id: int, children_limit: int, parents_limit: int
+    ) -> JobLinks:
         def read(conn: sqlite3.Connection) -> JobLinks:
-            parents = conn.execute(wf_sql.JOB_PARENTS, (job_id,)).fetchall()
-            children = conn.execute(wf_sql.JOB_CHILDREN, (job_id, children_limit)).fetchall()
+            parents = conn.execute(wf_sql.JOB_PARENTS, (job_id, parents_limit)).fetchall()
+            counts = conn.execute(wf_sql.JOB_PARENT_COUNTS, (job_id,)).fetchall()
+            children = conn.execute(wf_sql.JOB_CHILDREN, (job_id, 0, children_limit)).fetchall()
             wait = conn.execute(wf_sql.JOB_WAIT, (job_id,)).fetchone()
             batch = conn.execute(wf_sql.JOB_BATCH, {"id": job_id}).fetchone()
-            return job_links(parents, children, wait, None if batch is None else batch[0])
+            batch_id = None if batch is None else batch[0]
+            return job_links(parents, children, wait, batch_id, counts)
 
         return await self._run("workflow_links", read)
+
+    async def workflow_linked(
+        self, job_id: int, parents: bool, after: int, limit: int
+    ) -> list[LinkedJob]:
+        statement = wf_sql.JOB_PARENTS_AFTER if parents else wf_sql.JOB_CHILDREN
+        rows = await self._run(
+            "workflow_linked", lambda c: c.execute(statement, (job_id, after, limit)).fetchall()
+        )
+        return linked_jobs(rows)
 
     async def workflow_batch_info(self, batch_id: int) -> BatchInfo:
         row = await self._run(

@@ -265,6 +265,7 @@ ALTER TABLE skiplock_workers ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE skiplock_workers ADD COLUMN restarts_in_a_row INTEGER NOT NULL DEFAULT 0
 """,
     ),
+    (21, "unreleased waits", _workflow.MIGRATION_UNRELEASED),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -697,6 +698,9 @@ SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL, result = 
 WHERE id = :id AND state IN """
     + _FINAL
     + """
+  -- one that ended waiting for its parents waits for them again instead
+  -- (workflow_flows.retry_unreleased): never pending without their results
+  AND NOT EXISTS (SELECT 1 FROM skiplock_unreleased u WHERE u.job_id = :id)
 """
 )
 
@@ -954,6 +958,8 @@ SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
 WHERE state = 'dead'"""
     + _PICKED
     + """
+      -- one that died waiting for its parents never got them: only its own retry may
+      AND NOT EXISTS (SELECT 1 FROM skiplock_unreleased u WHERE u.job_id = skiplock_jobs_live.id)
       -- a dead job whose unique key a live job now holds stays dead (requeueing it would
       -- break the key's promise); the caller reports it
       AND (unique_key IS NULL OR NOT EXISTS (

@@ -9,12 +9,14 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from .._workflow_records import SignalOutcome, SignalReceipt
 from ..errors import JobNotFound
+from . import sqlite_history as history
 from . import sqlite_ops as ops
 from . import sqlite_workflow_sql as sql
 from . import workflow_flows as wf
-from .common import FINAL_STATES, signal_taken
+from .common import FINAL_STATES, gathered_too_large, signal_taken
 from .sqlite_ids import BATCHES, ID_FLOOR_RAISE
 
 
@@ -22,9 +24,15 @@ class Answers:
     """The workflow flows' steps on one SQLite connection."""
 
     def __init__(
-        self, conn: Any, now: Callable[[], float], woken: Callable[[set[str]], None]
+        self,
+        conn: Any,
+        now: Callable[[], float],
+        woken: Callable[[set[str]], None],
+        bound: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         self.conn, self.now, self.woken = conn, now, woken
+        self.bound = bound
+        """The most bytes the list of a child's parents' results may take (``Ready``)."""
 
     def __call__(self, step: object) -> Any:
         return self.answer(step)
@@ -130,22 +138,28 @@ class Answers:
         cancelled = []
         now = self.now()
         for child, error in step.errors.items():
-            self.conn.execute(sql.WAIT_DELETE, (child,))
             args = {"id": child, "error": error, "now": now}
             if self.conn.execute(sql.CHILD_CANCEL, args).rowcount:
                 cancelled.append(child)
+                self.conn.execute(sql.UNRELEASED_KEEP, {"id": child, "now": now})
+            self.conn.execute(sql.WAIT_DELETE, (child,))
         return cancelled
 
     @answer.register
-    def _(self, step: wf.Ready) -> list[int]:
+    def _(self, step: wf.Ready) -> tuple[list[int], list[int]]:
         """Set-based where the arguments stay as they are or take the one parent's result
         (a fan-out's 9,999 children: a few statements, not five a child); a child given a list
-        of results or its batch's id (a chord's body, a callback: one) one by one."""
+        of results or its batch's id (a chord's body, a callback: one) one by one, a body
+        whose list would be over the bound buried instead (its size summed first)."""
         now = self.now()
         ids = json.dumps(sorted(step.ids))
         waits = self.conn.execute(sql.WAITS_READY, {"ids": ids}).fetchall()
         if not waits:
-            return []
+            return [], []
+        over, buried = self._bury_oversized([w[0] for w in waits if w[1] == "all"], now)
+        waits = [w for w in waits if w[0] not in over]
+        if not waits:
+            return [], sorted(buried)
         self.conn.execute(sql.WAITS_DELETE, {"ids": json.dumps([w[0] for w in waits])})
         made: list[Any] = []
         for mode, statement in (
@@ -161,7 +175,26 @@ class Answers:
             row = self.conn.execute(sql.CHILD_READY, {"id": child, "now": now, "args": args})
             made += row.fetchall()
         self.woken({queue for _id, queue in made})
-        return sorted(job for job, _queue in made)
+        return sorted(job for job, _queue in made), sorted(buried)
+
+    def _bury_oversized(self, bodies: list[int], now: float) -> tuple[set[int], set[int]]:
+        """The bodies among ``bodies`` whose list of results would be over the bound (their
+        wait rows taken), and of those the ones buried: dead with a PayloadTooLarge error,
+        their release kept for a retry, never run (one already cancelled stays so)."""
+        over: set[int] = set()
+        buried: set[int] = set()
+        for child in bodies:
+            n, size = self.conn.execute(sql.CHILD_RESULTS_SIZE, (child,)).fetchone()
+            if size <= self.bound:
+                continue
+            over.add(child)
+            error = gathered_too_large(n, size, self.bound, now)
+            args = {"id": child, "error": error, "now": now}
+            if self.conn.execute(sql.CHILD_BURY, args).rowcount:
+                buried.add(child)
+                self.conn.execute(sql.UNRELEASED_KEEP, {"id": child, "now": now})
+            self.conn.execute(sql.WAIT_DELETE, (child,))
+        return over, buried
 
     def _args_with_results(self, child: int, mode: str | None, batch_id: int | None) -> str | None:
         """The child's arguments with its parents' results first, as ``mode`` asks (None:
@@ -234,6 +267,43 @@ class Answers:
                 queues.add(found[0])
         self.woken(queues)
         return resumed
+
+    @answer.register
+    def _(self, step: wf.TakeUnreleased) -> tuple[str | None, int | None] | None:
+        row = self.conn.execute(sql.UNRELEASED_GET, {"id": step.job_id}).fetchone()
+        if row is None:
+            return None
+        history.move_back(self.conn, step.job_id)  # a day table's job: live again first
+        self.conn.execute(sql.UNRELEASED_DELETE, {"id": step.job_id})
+        return row[0], row[1]
+
+    @answer.register
+    def _(self, step: wf.ChildEdges) -> list[tuple[int, str | None, str, str]]:
+        rows = self.conn.execute(sql.CHILD_EDGES, (step.child,)).fetchall()
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    @answer.register
+    def _(self, step: wf.ReopenEdges) -> None:
+        args = {"child": step.child, "parents": json.dumps(list(step.parents))}
+        self.conn.execute(sql.EDGES_REOPEN, args)
+
+    @answer.register
+    def _(self, step: wf.Rewait) -> None:
+        now = self.now()
+        wait = {
+            "id": step.job_id,
+            "left": step.parents_left,
+            "pass_results": step.pass_results,
+            "batch_id": step.batch_id,
+            "now": now,
+        }
+        self.conn.execute(sql.WAIT_REWRITE, wait)
+        self.conn.execute(sql.JOB_REWAIT, {"id": step.job_id, "who": step.who, "now": now})
+
+    @answer.register
+    def _(self, step: wf.StateOf) -> tuple[str, str | None]:
+        row = self.conn.execute(sql.JOB_STATE_ERROR, (step.job_id,)).fetchone()
+        return row[0], row[1]
 
 
 def signal(

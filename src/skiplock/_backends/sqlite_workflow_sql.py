@@ -101,6 +101,16 @@ a batch whose block raised (postgres_workflow_sql.py's migration says why). SQLi
 change a primary key: the two tables are copied into their new shape, rows written before
 being the first of their name."""
 
+MIGRATION_UNRELEASED = """
+CREATE TABLE IF NOT EXISTS skiplock_unreleased (
+    job_id       INTEGER PRIMARY KEY,
+    pass_results TEXT CHECK (pass_results IN ('previous', 'all', 'batch')),
+    batch_id     INTEGER,
+    ended_at     REAL
+)
+"""
+"""Jobs that ended while they waited for their parents (postgres_workflow_sql.py says why)."""
+
 _OLD_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead'))"
 _NEW_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead', 'waiting'))"
 
@@ -166,10 +176,10 @@ FROM json_each(:ids) x
 EDGES_RESOLVE = """
 -- A finished parent's open edges resolved in one statement (a fan-out's 9,999: one statement,
 -- where one a child took 0.2 s); an edge whose child waits for a failed parent's retry
--- ('wait') stays open.
+-- ('wait') stays open, unless the parent is gone (pruned): no retry can come.
 UPDATE skiplock_deps SET parent_state = :final, parent_result = :kept, resolved_at = :now
 WHERE parent_id = :parent AND parent_state IS NULL
-  AND (:final = 'succeeded' OR on_failure <> 'wait')
+  AND (:final IN ('succeeded', 'gone') OR on_failure <> 'wait')
 RETURNING child_id, on_failure
 """
 
@@ -223,6 +233,36 @@ CHILD_RESULTS = """
 SELECT coalesce(parent_result, 'null') FROM skiplock_deps WHERE child_id = ? ORDER BY position
 """
 
+CHILD_RESULTS_SIZE = """
+-- How many parents a body has, and the bytes the list of their results would take (each
+-- result's JSON text summed with a comma and the brackets: the list is never built).
+SELECT count(*), coalesce(sum(length(CAST(coalesce(parent_result, 'null') AS BLOB)) + 1), 1) + 1
+FROM skiplock_deps WHERE child_id = ?
+"""
+
+CHILD_BURY = """
+-- A body whose list of results is over the bound: dead, never run, the reason its error.
+UPDATE skiplock_jobs_live
+SET state = 'dead', finished_at = :now, errors = json_insert(errors, '$[#]', json(:error))
+WHERE id = :id AND state = 'waiting'
+"""
+
+UNRELEASED_KEEP = """
+-- A job that ended while it waited for its parents (cancelled, or buried): what its release
+-- would have given it, kept for a retry (it waits for them again), from its wait row.
+INSERT OR IGNORE INTO skiplock_unreleased (job_id, pass_results, batch_id, ended_at)
+SELECT job_id, pass_results, batch_id, :now FROM skiplock_waits
+WHERE job_id = :id AND signal IS NULL
+"""
+
+UNRELEASED_KEEP_WAITING = """
+-- UNRELEASED_KEEP for a job a person cancels, if it waits for its parents.
+INSERT OR IGNORE INTO skiplock_unreleased (job_id, pass_results, batch_id, ended_at)
+SELECT w.job_id, w.pass_results, w.batch_id, :now
+FROM skiplock_waits w JOIN skiplock_jobs_live j ON j.id = w.job_id
+WHERE w.job_id = :id AND w.signal IS NULL AND j.state = 'waiting'
+"""
+
 CHILD_READY = """
 UPDATE skiplock_jobs_live SET state = 'pending', run_at = max(run_at, :now),
     args = coalesce(:args, args)
@@ -230,13 +270,56 @@ WHERE id = :id AND state = 'waiting'
 RETURNING id, queue
 """
 
+UNRELEASED_GET = """
+SELECT u.pass_results, u.batch_id FROM skiplock_unreleased u
+WHERE u.job_id = :id
+  AND EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = :id AND j.state IN ('cancelled', 'dead'))
+"""
+
+UNRELEASED_DELETE = "DELETE FROM skiplock_unreleased WHERE job_id = :id"
+
+CHILD_EDGES = """
+SELECT d.parent_id, d.parent_state, d.on_failure,
+       coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id), 'gone')
+FROM skiplock_deps d WHERE d.child_id = ? ORDER BY d.parent_id
+"""
+
+EDGES_REOPEN = """
+UPDATE skiplock_deps SET parent_state = NULL, parent_result = NULL, resolved_at = NULL
+WHERE child_id = :child AND parent_id IN (SELECT value FROM json_each(:parents))
+"""
+
+WAIT_REWRITE = """
+INSERT INTO skiplock_waits (job_id, parents_left, pass_results, batch_id, created_at)
+VALUES (:id, :left, :pass_results, :batch_id, :now)
+ON CONFLICT (job_id) DO UPDATE
+SET parents_left = excluded.parents_left, pass_results = excluded.pass_results,
+    batch_id = excluded.batch_id, signal = NULL
+"""
+
+JOB_REWAIT = """
+-- (postgres_workflow_sql.JOB_REWAIT)
+UPDATE skiplock_jobs_live
+SET state = 'waiting', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
+    progress = NULL, lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
+WHERE id = :id
+"""
+
+JOB_STATE_ERROR = """
+SELECT state, CASE WHEN json_valid(errors) THEN json_extract(errors, '$[#-1].message') END
+FROM skiplock_jobs WHERE id = ?
+"""
+
 OPEN_PARENTS = """
+-- (postgres_workflow_sql.OPEN_PARENTS says why each condition)
 SELECT DISTINCT d.parent_id FROM skiplock_deps d
 WHERE d.parent_state IS NULL
   AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live j
                   WHERE j.id = d.parent_id AND j.state IN ('pending', 'running', 'waiting'))
   AND (d.on_failure <> 'wait'
-       OR EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = d.parent_id AND j.state = 'succeeded'))
+       OR NOT EXISTS (SELECT 1 FROM skiplock_jobs j
+                      WHERE j.id = d.parent_id AND j.state IN ('dead', 'cancelled')))
 LIMIT :most
 """
 
@@ -331,21 +414,45 @@ SELECT parent_id, parent_state, parent_result FROM skiplock_deps
 WHERE child_id = ? ORDER BY position
 """
 
-JOB_PARENTS = """
-SELECT d.parent_id,
-       coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id),
-                d.parent_state, 'gone'),
-       d.on_failure
+_PARENT_STATE = """coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id),
+                d.parent_state, 'gone')"""
+
+JOB_PARENTS = (
+    """
+-- (postgres_workflow_sql.py says what each of these reads)
+SELECT d.parent_id, """
+    + _PARENT_STATE
+    + """, d.on_failure
 FROM skiplock_deps d
-WHERE d.child_id = ? ORDER BY d.position
+WHERE d.child_id = ? ORDER BY d.position, d.parent_id LIMIT ?
 """
+)
+
+JOB_PARENT_COUNTS = (
+    """
+SELECT """
+    + _PARENT_STATE
+    + """ AS state, count(*)
+FROM skiplock_deps d WHERE d.child_id = ? GROUP BY 1 ORDER BY 1
+"""
+)
+
+JOB_PARENTS_AFTER = (
+    """
+SELECT d.parent_id, """
+    + _PARENT_STATE
+    + """, d.on_failure
+FROM skiplock_deps d
+WHERE d.child_id = ? AND d.parent_id > ? ORDER BY d.parent_id LIMIT ?
+"""
+)
 
 JOB_CHILDREN = """
 SELECT d.child_id,
        coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.child_id), 'gone'),
        d.on_failure
 FROM skiplock_deps d
-WHERE d.parent_id = ? ORDER BY d.child_id LIMIT ?
+WHERE d.parent_id = ? AND d.child_id > ? ORDER BY d.child_id LIMIT ?
 """
 
 JOB_WAIT = "SELECT parents_left, signal, pass_results FROM skiplock_waits WHERE job_id = ?"
@@ -439,6 +546,11 @@ WORKFLOW_PRUNE = (
     WHERE x.closed_at IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM skiplock_batch_jobs m WHERE m.batch_id = x.id)
       AND NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id IN (x.on_success, x.on_complete))
+    LIMIT :most)""",
+    """DELETE FROM skiplock_unreleased WHERE job_id IN (
+    SELECT x.job_id FROM skiplock_unreleased x
+    WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j
+                      WHERE j.id = x.job_id AND j.state IN ('cancelled', 'dead'))
     LIMIT :most)""",
 )
 """What a workflow leaves once its jobs are gone (postgres_workflow_sql.WORKFLOW_PRUNE says

@@ -353,14 +353,24 @@ def _flagged(job: JobRecord) -> str:
 @click.argument("job_id", type=JOB_ID)
 @who_option
 def job_retry(app_spec: str, url: str | None, job_id: int, who: str) -> None:
-    """Requeue a finished job with its attempts reset."""
+    """Requeue a finished job with its attempts reset (one that ended while it waited for
+    its parents waits for them again)."""
     app = app_for(app_spec, url)
 
-    async def retry() -> JobState | None:
+    async def retry() -> tuple[bool, JobState, int | None]:
         before = await app.get_job(job_id)  # JobNotFound for an unknown id
-        return None if await app.retry_job(job_id, who=who) else before.state
+        if not await app.retry_job(job_id, who=who):
+            return False, before.state, None
+        after = await app.get_job(job_id)
+        left = None
+        if after.state is JobState.WAITING:
+            left = (await app.job_links(job_id)).parents_left
+        return True, after.state, left
 
-    refused = run_async(app, retry)
-    if refused is not None:
-        raise CliError(f"job {job_id} is {refused.value}, not finished: nothing to retry")
-    click.echo(f"job {job_id} requeued")
+    done, state, left = run_async(app, retry)
+    if not done:
+        raise CliError(f"job {job_id} is {state.value}, not finished: nothing to retry")
+    if state is JobState.WAITING:
+        click.echo(f"job {job_id} waits for its parents again ({left} left)")
+    else:
+        click.echo(f"job {job_id} requeued")

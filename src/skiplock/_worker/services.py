@@ -116,6 +116,8 @@ class Rescuer(Service):
         self.outage = outage or Outage()
         self.dead_workers = dead_workers
         self.wake = wake
+        self._sweep_failure: str | None = None
+        """The last sweep's error while sweeps fail (logged once, not at every sweep)."""
 
     async def serve(self) -> None:
         await self.bury()
@@ -159,12 +161,23 @@ class Rescuer(Service):
         self.signals.reclaimed.fire(list(reclaimed))
 
     async def sweep(self) -> None:
-        """One workflow sweep; an outage is reported as the reclaim's is."""
+        """One workflow sweep; an outage is reported as the reclaim's is. Any other failure
+        is logged (once while it repeats) and the worker goes on: the sweep is a backstop of
+        releases, and a fault in one of them must not stop the worker that runs every other
+        job (the backend's sweep already takes its items one by one past a failing one)."""
         try:
             swept = await self.backend.workflow_sweep()
         except BackendUnavailable as exc:
             self.outage.failed(self.name, exc)
             return
+        except Exception as exc:
+            if str(exc) != self._sweep_failure:
+                log.error("workflow sweep failed; the next tries again: %s", exc, exc_info=exc)
+            self._sweep_failure = str(exc)
+            return
+        if self._sweep_failure is not None:
+            log.info("workflow sweep: working again")
+            self._sweep_failure = None
         if swept.released or swept.timed_out:
             log.info(
                 "workflow sweep: %d released, %d waits timed out",

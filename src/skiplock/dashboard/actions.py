@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from .._job import JobFilter
+from .._job import JobFilter, JobState
 from ..errors import JobNotFound, SkiplockError
 from .audit import audit, audit_refusal
 from .auth import Role, User
@@ -135,8 +135,11 @@ def back(request: Request, route: str, notice: str, **params: Any) -> RedirectRe
 @action(Role.OPERATOR)
 async def retry_job(request: Request, user: User, form: FormData) -> Response:
     job = job_id(request.path_params["job_id"])
-    done = await dashboard(request).app.retry_job(job, who=who(user))
+    app = dashboard(request).app
+    done = await app.retry_job(job, who=who(user))
     notice = "Requeued." if done else "Not retried: only a finished job can be."
+    if done and (await app.get_job(job)).state is JobState.WAITING:
+        notice = "Retried: it waits for its parents again, and runs with their results."
     return back(request, "job", notice, job_id=job)
 
 

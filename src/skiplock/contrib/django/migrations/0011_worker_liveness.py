@@ -1,7 +1,7 @@
-"""skiplock's migrations of issue 42 (PostgreSQL 18-20, SQLite 17-20: workflow sequences,
-unique scopes, SQLite's id counters, and worker liveness: the live-worker registry's silence
-limit, OS process and restart counts), by skiplock's own migration list run again (it applies
-only what is missing)."""
+"""skiplock's migrations of issue 42 (PostgreSQL 18-21, SQLite 17-21: workflow sequences,
+unique scopes, SQLite's id counters, worker liveness: the live-worker registry's silence
+limit, OS process and restart counts; and the waits a release left unreleased), by skiplock's
+own migration list run again (it applies only what is missing)."""
 
 from __future__ import annotations
 
