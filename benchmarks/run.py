@@ -6,7 +6,10 @@
     .venv/bin/python -m benchmarks.run --systems skiplock,seed-000 --runs 5
 
 Every measured step runs in a fresh interpreter (``benchmarks/child.py``) against a fresh
-PostgreSQL database (created and dropped per run) or a fresh SQLite file. Each figure is the
+PostgreSQL database (created and dropped per run) or a fresh SQLite file. W2, W3 and W4 also
+run through the CLI as a user starts it (``skiplock worker APP --concurrency 20``, every other
+setting at its default, stopped by SIGTERM: ``cli_worker``), printed beside the same run's
+in-process rows and raw ceiling. Each figure is the
 median of the runs with min and max beside it. Every run's raw numbers go to
 ``benchmarks/results/bench-TIMESTAMP.json`` and the tables to ``bench-TIMESTAMP.md`` (also
 copied to ``latest.json`` / ``latest.md``); the tables are printed at the end. Method and
@@ -507,6 +510,7 @@ def w2(b: Bench) -> None:
                     b.attempt("W2", label, backend, run, step)
                 step = _drain_step(b, "W2", CEILING, backend, "noop", cfg["n"])
                 b.attempt("W2", CEILING, backend, run, step)
+                _cli_row(b, "W2", backend, run)  # next to the rows it is compared with
             step = _drain_step(b, "W2", "skiplock", "postgres", "noop", cfg["n"], analyze=False)
             b.attempt("W2", "skiplock (table not analyzed)", "postgres", run, step)
             # A worker limited to named queues claims through another statement and index.
@@ -515,7 +519,6 @@ def w2(b: Bench) -> None:
                     b, "W2", "skiplock", backend, "noop", cfg["n"], False, queues=["default"]
                 )
                 b.attempt("W2", "skiplock --queues default (not analyzed)", backend, run, step)
-        _cli_rows(b, "W2", run)
 
 
 def w3(b: Bench) -> None:
@@ -525,7 +528,8 @@ def w3(b: Bench) -> None:
             for backend in _backends(b, system):
                 step = _drain_step(b, "W3", system, backend, "sleep", n)
                 b.attempt("W3", system, backend, run, step)
-        _cli_rows(b, "W3", run)
+                if system == "skiplock":
+                    _cli_row(b, "W3", backend, run)
 
 
 def _latency(served: dict[str, Any], fed: dict[str, Any], n: int) -> dict[str, Any]:
@@ -580,7 +584,8 @@ def w4(b: Bench) -> None:
 
             label = "skiplock (same process)" if inproc else system
             b.attempt("W4", label, backend, run, step)
-        _cli_rows(b, "W4", run)
+            if system == "skiplock" and not inproc:
+                _cli_row(b, "W4", backend, run)
 
 
 # -- the CLI worker at its defaults (issue 42) ----------------------------------------------------
@@ -707,12 +712,13 @@ def _cli_step(b: Bench, workload: str) -> Callable[[str], dict[str, Any]]:
     return step
 
 
-def _cli_rows(b: Bench, workload: str, run: int) -> None:
-    """The CLI worker at its defaults on each backend, recorded as workload "CLI W2" etc., so
-    that its rows sit in a table of their own beside this run's in-process and ceiling rows."""
-    step = _cli_step(b, workload)
-    for backend in _cli_backends(b):
-        b.attempt(f"CLI {workload}", CLI_LABEL, backend, run, lambda be=backend: step(be))
+def _cli_row(b: Bench, workload: str, backend: str, run: int) -> None:
+    """The CLI worker at its defaults on ``backend`` (if it runs there), measured right after
+    the rows it is compared with and recorded as workload "CLI W2" etc., so that its rows sit
+    in a table of their own beside this run's in-process and ceiling rows."""
+    if backend in _cli_backends(b):
+        step = _cli_step(b, workload)
+        b.attempt(f"CLI {workload}", CLI_LABEL, backend, run, lambda: step(backend))
 
 
 def _cli(
