@@ -79,7 +79,7 @@ soak: $(STAMP)
 	SKIPLOCK_SOAK_SECONDS=60 $(BIN)/pytest -s -m soak
 
 # Benchmarks (not part of `make test`): skiplock beside pgqueuer, procrastinate and the seed-000
-# design; ~7 minutes here. BENCH_ARGS="--quick" for a smoke test, "--only W2,W4" for some workloads.
+# design, and the CLI worker at its defaults beside the in-process rows (W2-W4); ~8 minutes here. BENCH_ARGS="--quick" for a smoke test, "--only W2,W4" for some workloads.
 # W17 workflows (benchmarks/workflows.py) adds ~15-20 minutes, most of it the two 10,000-link
 # chains; WORKFLOWS_BENCH_ARGS="--quick" (1,000 jobs a shape, 10 chord runs) or "--only chord".
 BENCH_STAMP := $(VENV)/.bench-installed
@@ -120,7 +120,7 @@ bench-storage: $(BENCH_STAMP)
 bench-logs: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.log_cost
 
-# Where the time goes (pyinstrument over W1 bulk and W2), for docs/benchmarks.md.
+# Where the time goes (pyinstrument over W1 bulk and W2), read in benchmarks/HISTORY.md.
 profile: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.profile $(PROFILE_ARGS)
 

@@ -23,7 +23,7 @@ is the contrast.
     .venv/bin/python -m benchmarks.aging --quick      # 1 minute a run
     .venv/bin/python -m benchmarks.aging --databases sqlite --seconds 30
 
-Results also land in ``benchmarks/results/aging-TIMESTAMP.json``; docs/benchmarks.md, "Many
+Results also land in ``benchmarks/results/aging-TIMESTAMP.json``; benchmarks/HISTORY.md, "Many
 tenants (issue 25)", W16.
 """
 

@@ -7,7 +7,7 @@ Each profile runs in this process against a fresh schema (PostgreSQL) or file (S
 the W2 setting (concurrency 100, claim_batch 100). The text reports go to stdout and to
 ``benchmarks/results/profile-<workload>-<backend>.txt``, an HTML report beside each. The
 profiler costs time itself: read the shares, not the rates (``make bench`` gives those).
-docs/benchmarks.md quotes and reads the last run.
+benchmarks/HISTORY.md ("Where the time goes") quotes and reads the last run.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .common import summarize
@@ -274,6 +275,128 @@ def w6(records: Records) -> list[str]:
     return [title, "", *_table(head, rows)]
 
 
+CLI = "skiplock worker APP --concurrency 20"
+"""benchmarks/run.py's CLI_LABEL: the worker as a user starts it, every other setting default."""
+
+W3_IDEAL_S = 0.10
+"""200 jobs of 10 ms on 20 slots: W3's limit, which no queue beats (its "ceiling")."""
+
+
+@dataclass(frozen=True)
+class CliFigure:
+    """One line of the CLI table: the CLI row's figure beside the same run's in-process row
+    and the ceiling (the raw ceiling's row, W3's ideal, or none for W4's latencies), each
+    taken from the jobs' own clocks: first job start → last job end, or enqueue → start."""
+
+    workload: str
+    figure: str
+    key: str
+    kind: str
+    in_process: str
+    in_process_key: str
+    ceiling_key: str | None = None
+    ideal: float | None = None
+
+
+CLI_FIGURES = (
+    CliFigure(
+        "W2",
+        "W2 jobs/s",
+        "jobs_per_s",
+        "rate",
+        "skiplock defaults (--concurrency 20)",
+        "jobs_per_s_job_span",
+        ceiling_key="jobs_per_s_job_span",
+    ),
+    CliFigure(
+        "W3", "W3 seconds", "seconds", "s", "skiplock", "seconds_to_last_job_end", ideal=W3_IDEAL_S
+    ),
+    CliFigure("W4", "W4 p50 ms", "p50_ms", "ms", "skiplock", "p50_ms"),
+    CliFigure("W4", "W4 p99 ms", "p99_ms", "ms", "skiplock", "p99_ms"),
+)
+
+
+def _by_run(
+    records: Records, workload: str, system: str, backend: str, key: str
+) -> dict[int, float]:
+    """One row's figure in each run that produced it, by run number."""
+    runs = _rows(records, workload).get((system, backend), [])
+    return {r["run"]: r[key] for r in runs if r.get(key) is not None and "error" not in r}
+
+
+def run_ratio(
+    records: Records, workload: str, backend: str, key: str, other: tuple[str, str]
+) -> dict[str, float] | None:
+    """The CLI row's figure over another row's (system, key) of the same workload, taken
+    within each run and summarized over the runs: the two ran minutes apart on one machine."""
+    mine = _by_run(records, f"CLI {workload}", CLI, backend, key)
+    theirs = _by_run(records, workload, *other[:1], backend, other[1])
+    return summarize([mine[run] / theirs[run] for run in mine if theirs.get(run)])
+
+
+def _ratio_cell(ratio: dict[str, float] | None) -> str:
+    if ratio is None:
+        return ""
+    text = f"{ratio['median']:.2f}x"
+    if ratio["n"] > 1:
+        text += f" ({ratio['min']:.2f}{DASH}{ratio['max']:.2f})"
+    return text
+
+
+def _cli_row(records: Records, f: CliFigure, backend: str, runs: Records) -> list[str]:
+    rows = _rows(records, f.workload)
+    inproc = rows.get((f.in_process, backend), [])
+    ratio = run_ratio(records, f.workload, backend, f.key, (f.in_process, f.in_process_key))
+    if f.ceiling_key:
+        ceiling = cell(rows.get((CEILING, backend), []), f.ceiling_key, f.kind)
+        of_it = _ratio_cell(
+            run_ratio(records, f.workload, backend, f.key, (CEILING, f.ceiling_key))
+        )
+    elif f.ideal:
+        ceiling = f"ideal {_num(f.ideal, f.kind)}"
+        mine = [r[f.key] / f.ideal for r in runs if r.get(f.key) is not None and "error" not in r]
+        of_it = _ratio_cell(summarize(mine))
+    else:
+        ceiling, of_it = "", ""
+    return [
+        f.figure,
+        backend,
+        cell(runs, f.key, f.kind),
+        f.in_process,
+        cell(inproc, f.in_process_key, f.kind) if inproc else "not run",
+        _ratio_cell(ratio),
+        ceiling,
+        of_it,
+    ]
+
+
+def cli(records: Records) -> list[str]:
+    """The CLI worker at its defaults beside the in-process row and the ceiling, per run."""
+    rows = [
+        _cli_row(records, f, backend, runs)
+        for f in CLI_FIGURES
+        for (_s, backend), runs in _rows(records, f"CLI {f.workload}").items()
+    ]
+    if not rows:
+        return []
+    head = ["figure", "backend", "CLI at defaults", "in-process row", "its figure, same run"]
+    head += ["CLI ÷ in-process", "ceiling, same run", "CLI ÷ ceiling"]
+    loops = sorted(
+        {str(r["loop"]) for r in records if r["workload"].startswith("CLI") and r.get("loop")}
+    )
+    title = f"### The CLI worker at its defaults: `{CLI}`, stopped by SIGTERM"
+    note = (
+        "No `--burst`, no `--poll-interval`, the default log level and event loop "
+        f"({', '.join(loops) or 'n/a'} here), a process that runs until SIGTERM. The jobs "
+        "time themselves (first job start → last job end; W4: enqueue returned → job "
+        "started), and so do the in-process and ceiling figures beside them (W2: the raw "
+        "ceiling, benchmarks/ceiling.py; W3: the ideal, 200 jobs of 10 ms on 20 slots). "
+        "Ratios are taken within each run, then summarized; jobs/s is better higher, seconds "
+        "and ms lower."
+    )
+    return [title, "", note, "", *_table(head, rows)]
+
+
 def _check(value: float | None, ok: Callable[[float], bool], shown: str) -> list[str]:
     if value is None:
         return [shown, "not measured"]
@@ -301,7 +424,26 @@ def targets(records: Records) -> list[str]:
     hist = None
     if len(rates) >= 2 and rates[0] and rates[-1]:
         hist = 100 * (rates[-1]["median"] / rates[0]["median"] - 1)
+    cli_w3 = {be: m("CLI W3", CLI, be, "seconds") for be in ("postgres", "sqlite")}
+    cli_w2 = run_ratio(records, "W2", "postgres", "jobs_per_s", (CEILING, "jobs_per_s_job_span"))
+    cli_w2_ratio = cli_w2["median"] if cli_w2 else None
     rows = [
+        [
+            "CLI at defaults: PG W3 ≤ 0.12 s",
+            *_check(cli_w3["postgres"], lambda v: v <= 0.12, fmt(cli_w3["postgres"], "s") + " s"),
+        ],
+        [
+            "CLI at defaults: SQLite W3 ≤ 0.12 s",
+            *_check(cli_w3["sqlite"], lambda v: v <= 0.12, fmt(cli_w3["sqlite"], "s") + " s"),
+        ],
+        [
+            "CLI at defaults: PG W2 ≥ 0.60x the raw ceiling of the same run",
+            *_check(
+                cli_w2_ratio,
+                lambda v: v >= 0.60,
+                "n/a" if cli_w2_ratio is None else f"{cli_w2_ratio:.2f}x",
+            ),
+        ],
         [
             "PG W2 ≥ 15,000 jobs/s, one process",
             *_check(pg_w2, lambda v: v >= 15_000, fmt(pg_w2, "rate")),
@@ -357,6 +499,8 @@ def markdown(
         lines += [f"- {system}: {reason}", ""]
     for workload in only:
         lines += [*SECTIONS[workload](records), ""]
+    if table := cli(records):
+        lines += [*table, ""]
     lines += [*targets(records), ""]
     lines += noise(records, m["cores"] or 1)
     return "\n".join(lines)

@@ -6,7 +6,10 @@
     .venv/bin/python -m benchmarks.run --systems skiplock,seed-000 --runs 5
 
 Every measured step runs in a fresh interpreter (``benchmarks/child.py``) against a fresh
-PostgreSQL database (created and dropped per run) or a fresh SQLite file. Each figure is the
+PostgreSQL database (created and dropped per run) or a fresh SQLite file. W2, W3 and W4 also
+run through the CLI as a user starts it (``skiplock worker APP --concurrency 20``, every other
+setting at its default, stopped by SIGTERM: ``cli_worker``), printed beside the same run's
+in-process rows and raw ceiling. Each figure is the
 median of the runs with min and max beside it. Every run's raw numbers go to
 ``benchmarks/results/bench-TIMESTAMP.json`` and the tables to ``bench-TIMESTAMP.md`` (also
 copied to ``latest.json`` / ``latest.md``); the tables are printed at the end. Method and
@@ -21,6 +24,7 @@ import importlib.util
 import json
 import os
 import platform
+import queue
 import resource
 import select
 import shutil
@@ -28,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from . import report
+from .child import SETTLE_S
 from .common import (
     DEFAULT_PG_URL,
     env_for_child,
@@ -450,6 +456,7 @@ def _drain_metrics(r: dict[str, Any], t_spawn: float, n: int, backend: str) -> d
         "jobs_per_s_startup": n / (r["t_done"] - t_spawn),
         "seconds": span,
         "seconds_to_last_job_end": r["t_last_end"] - r["t_first_start"],
+        "jobs_per_s_job_span": n / (r["t_last_end"] - r["t_first_start"]),
         "worker_cpu_s": r["worker_cpu_s"],
         "pg_cpu_s": pg,
         "other_cpu_s": r["other_cpu_s"],
@@ -503,6 +510,7 @@ def w2(b: Bench) -> None:
                     b.attempt("W2", label, backend, run, step)
                 step = _drain_step(b, "W2", CEILING, backend, "noop", cfg["n"])
                 b.attempt("W2", CEILING, backend, run, step)
+                _cli_row(b, "W2", backend, run)  # next to the rows it is compared with
             step = _drain_step(b, "W2", "skiplock", "postgres", "noop", cfg["n"], analyze=False)
             b.attempt("W2", "skiplock (table not analyzed)", "postgres", run, step)
             # A worker limited to named queues claims through another statement and index.
@@ -520,6 +528,8 @@ def w3(b: Bench) -> None:
             for backend in _backends(b, system):
                 step = _drain_step(b, "W3", system, backend, "sleep", n)
                 b.attempt("W3", system, backend, run, step)
+                if system == "skiplock":
+                    _cli_row(b, "W3", backend, run)
 
 
 def _latency(served: dict[str, Any], fed: dict[str, Any], n: int) -> dict[str, Any]:
@@ -574,6 +584,141 @@ def w4(b: Bench) -> None:
 
             label = "skiplock (same process)" if inproc else system
             b.attempt("W4", label, backend, run, step)
+            if system == "skiplock" and not inproc:
+                _cli_row(b, "W4", backend, run)
+
+
+# -- the CLI worker at its defaults (issue 42) ----------------------------------------------------
+
+CLI_CONCURRENCY = 20
+CLI_APP = "benchmarks.cli_app:app"
+CLI_LABEL = f"skiplock worker APP --concurrency {CLI_CONCURRENCY}"
+"""The one option given; no --burst, no --poll-interval, the default log level and loop."""
+CLI_KIND = {"W2": "noop", "W3": "sleep"}
+
+
+def _cli_backends(b: Bench) -> list[str]:
+    """The CLI rows run on PostgreSQL and on a SQLite file at its default URL."""
+    if "skiplock" not in b.systems:
+        return []
+    return ["postgres", "sqlite"] if b.sqlite else ["postgres"]
+
+
+class _Lines:
+    """A process's stdout read line by line on a thread, so waiting for a line has a
+    deadline (a select on a buffered text pipe can miss a line already read into its buffer)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for(self, prefix: str, timeout: float) -> str:
+        """The rest of the first line starting with ``prefix``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                what = f"the worker printed no {prefix.strip()} in {timeout:.0f} s"
+                raise StepFailed(what) from None
+            if line is None:
+                raise StepFailed(f"the worker exited with {self.proc.wait()} before {prefix}")
+            if line.startswith(prefix):
+                return line[len(prefix) :]
+
+
+def cli_worker(
+    b: Bench,
+    url: str,
+    expect: int,
+    label: str,
+    feed: dict[str, Any] | None = None,
+    options: tuple[str, ...] = (),
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Run ``skiplock worker benchmarks.cli_app:app --concurrency 20`` as a user starts it until
+    ``expect`` jobs have ended, then stop it with SIGTERM; what its jobs recorded, and what the
+    feeder recorded when ``feed`` (W4) is given. With ``feed``, the worker first runs one
+    warm-up job (it is up and idle), then the feeder enqueues in another process. ``options``
+    are added to the command line (none in ``make bench``: a probe's, to tell causes apart)."""
+    exe = Path(sys.executable).parent / "skiplock"
+    cmd = [str(exe), "worker", CLI_APP, "--concurrency", str(CLI_CONCURRENCY), *options]
+    env = b.env(SKIPLOCK_DATABASE_URL=url, SKIPLOCK_BENCH_EXPECT=str(expect))
+    b.quiet()
+    b.refresh_postmaster()
+    fed = None
+    with b._log(label).open("w") as err:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
+        lines = _Lines(proc)
+        try:
+            if feed is not None:
+                ping = b._spec("feed", "skiplock", url, n=0, interval=0.0)
+                b.child(ping, f"{label}-ping", timeout=120, measured=False)
+                lines.wait_for("READY", 60)
+                time.sleep(SETTLE_S)  # idle: listening, its poll timer running
+                fed, _ = b.child(feed, f"{label}-feed", timeout=120, measured=False)
+            done = json.loads(lines.wait_for("DONE ", 120))
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+    if code != 0:
+        raise StepFailed(f"the worker exited {code} after SIGTERM (log: {label})")
+    return done, fed
+
+
+def _cli_step(b: Bench, workload: str) -> Callable[[str], dict[str, Any]]:
+    cfg = b.sizes[workload]
+    n = cfg["n"]
+
+    def step(backend: str) -> dict[str, Any]:
+        url, cleanup = _target(b, backend, f"cli_{workload}")
+        label = f"cli-{workload.lower()}-{backend}"
+        try:
+            if workload == "W4":
+                install = b._spec("fill", "skiplock", url, kind="mark", n=0)
+                b.child(install, f"{label}-install", measured=False)
+                feed = b._spec("feed", "skiplock", url, n=n, interval=cfg["interval"])
+                done, fed = cli_worker(b, url, n + 2, label, feed)  # two warm-ups
+            else:
+                _prepare(b, "skiplock", backend, url, CLI_KIND[workload], n)
+                done, fed = cli_worker(b, url, n, label)
+        finally:
+            cleanup()
+        out: dict[str, Any] = {"n": n, "settings": CLI_LABEL, "loop": done["loop"]}
+        if fed is not None:
+            return {**out, **_latency({"starts": done["starts"]}, fed, n), "settings": CLI_LABEL}
+        span = done["last_end"] - done["first_start"]
+        return {**out, "seconds": span, "jobs_per_s": n / span}
+
+    return step
+
+
+def _cli_row(b: Bench, workload: str, backend: str, run: int) -> None:
+    """The CLI worker at its defaults on ``backend`` (if it runs there), measured right after
+    the rows it is compared with and recorded as workload "CLI W2" etc., so that its rows sit
+    in a table of their own beside this run's in-process and ceiling rows."""
+    if backend in _cli_backends(b):
+        step = _cli_step(b, workload)
+        b.attempt(f"CLI {workload}", CLI_LABEL, backend, run, lambda: step(backend))
 
 
 def _cli(

@@ -22,7 +22,7 @@ and SQLite, through skiplock's own CLI workers (``benchmarks/tenants_app.py``).
     .venv/bin/python -m benchmarks.tenants --only W13 --databases sqlite --runs 3
 
 Results also land in ``benchmarks/results/tenants-TIMESTAMP.json``; method and reading in
-docs/benchmarks.md, "Many tenants".
+benchmarks/HISTORY.md, "Many tenants".
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ rate; the chain's per-link overhead p50 <= 2 ms; the callback exactly once in ev
     .venv/bin/python -m benchmarks.workflows --quick        # 1,000 jobs, 10 chord runs
     .venv/bin/python -m benchmarks.workflows --only chain,chord --databases sqlite
 
-Results also land in ``benchmarks/results/workflows-TIMESTAMP.json``; docs/benchmarks.md,
+Results also land in ``benchmarks/results/workflows-TIMESTAMP.json``; benchmarks/HISTORY.md,
 "W17 workflows".
 """
 

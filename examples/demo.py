@@ -1,7 +1,10 @@
 """skiplock's main job on the embedded SQLite default: `make demo`.
 
-Starts a worker, enqueues a few hundred example jobs of several kinds, shows live progress,
-and ends with a summary of job states. Exits 0 when every job reached its expected state.
+Starts a worker, enqueues a few hundred example jobs of several kinds (I/O-bound and CPU-bound
+jobs, a flaky and a poisoned one, a delayed one, a periodic task, tenants capped by a
+concurrency key, a chord, a batch with its callback and a job waiting for a signal), shows live
+progress, and ends with a summary. Exits 0 when every job reached its expected state; Ctrl-C
+stops the worker cleanly (running jobs finish, claimed ones go back to pending).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import logging
 import random
 import sys
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,13 +23,16 @@ import skiplock
 
 DB = Path("skiplock-demo.db")
 app = skiplock.App(f"sqlite:///{DB}")
-attempts_seen: dict[str, int] = {}
+heartbeats: list[int] = []
+syncing: Counter[str] = Counter()
+most_at_once: Counter[str] = Counter()
 
 
 @app.task(name="demo.fetch_page", queue="io")
-async def fetch_page(url: str) -> None:
+async def fetch_page(url: str) -> int:
     """I/O-bound: waits like an HTTP call would."""
     await asyncio.sleep(random.uniform(0.01, 0.1))
+    return len(url)
 
 
 @app.task(name="demo.thumbnail", queue="cpu", timeout=30)
@@ -56,14 +63,40 @@ async def reminder(text: str) -> None:
     """Delayed: enqueued now, runs a few seconds later."""
 
 
-heartbeats: list[int] = []
-
-
 @app.periodic("* * * * * */2")  # every two seconds (the sixth field is seconds)
 @app.task(name="demo.heartbeat")
 async def heartbeat(timestamp: int) -> None:
     """Periodic: the worker's scheduler enqueues it once per slot; it gets the slot's time."""
     heartbeats.append(timestamp)
+
+
+@app.task(name="demo.sync_tenant", concurrency_key=lambda tenant, page: tenant, key_limit=2)
+async def sync_tenant(tenant: str, page: int) -> None:
+    """Tenant-capped: at most 2 of one tenant's jobs run at once, whatever the concurrency."""
+    syncing[tenant] += 1
+    most_at_once[tenant] = max(most_at_once[tenant], syncing[tenant])
+    await asyncio.sleep(0.05)
+    syncing[tenant] -= 1
+
+
+@app.task(name="demo.total")
+async def total(sizes: list[int]) -> int:
+    """A chord's body: runs once, with every fetch's result."""
+    return sum(sizes)
+
+
+@app.task(name="demo.zip_thumbnails")
+async def zip_thumbnails(batch_id: int) -> str:
+    """A batch's callback: runs once, when the last thumbnail of the batch succeeded."""
+    info = await app.batch_info(batch_id)
+    return f"zipped {info.counts['succeeded']} thumbnails"
+
+
+@app.task(name="demo.refund")
+async def refund(order_id: int) -> str:
+    """Waits for a person: parks (no slot, no lease) until the signal 'approved' comes."""
+    decision = await skiplock.current_job().wait_for("approved")
+    return f"order {order_id} refunded, approved by {decision['by']}"
 
 
 def line(counts: dict[str, int], elapsed: float) -> str:
@@ -76,6 +109,64 @@ def line(counts: dict[str, int], elapsed: float) -> str:
     return f"[{bar}] {final}/{total} final  {parts}  {elapsed:5.1f}s"
 
 
+async def enqueue_everything() -> dict[str, skiplock.JobHandle]:
+    """The demo's jobs; the ones the summary reads back, by name."""
+    await app.enqueue_many(
+        [fetch_page.prepare(f"https://example.com/{i}") for i in range(300)]
+        + [sync_tenant.prepare(tenant, page) for tenant in ("acme", "globex") for page in range(10)]
+    )
+    async with app.batch(on_success=zip_thumbnails.s()) as batch:
+        await app.enqueue_many(thumbnail.prepare(i) for i in range(40))
+    pages = [fetch_page.s(f"https://example.org/{i}") for i in range(5)]
+    return {
+        "chord": await skiplock.chord(pages, total.s()).aenqueue(),
+        "batch": await app.job((await batch.info()).on_success),
+        "flaky": await flaky_partner.aenqueue(),
+        "poison": await poison.aenqueue(),
+        "reminder": await reminder.using(run_after=timedelta(seconds=3)).aenqueue("stand up"),
+        "refund": await refund.aenqueue(1042),
+    }
+
+
+async def watch(jobs: dict[str, skiplock.JobHandle], started: float) -> bool:
+    """Progress until every job is final and the heartbeat fired twice; the refund's signal
+    is sent once it has waited a moment. False after 50 s."""
+    tty = sys.stdout.isatty()
+    signalled = False
+    while True:
+        counts = await app.counts()
+        print(line(counts, time.monotonic() - started), end="\r" if tty else "\n")
+        refund_state = (await jobs["refund"].fetch()).state
+        if not signalled and refund_state is skiplock.JobState.WAITING and counts["waiting"] == 1:
+            await app.signal(jobs["refund"].id, "approved", {"by": "ann"})  # a person approves
+            signalled = True
+        if not counts["pending"] + counts["running"] + counts["waiting"] and len(heartbeats) >= 2:
+            return True
+        if time.monotonic() - started > 50:
+            print("\ndemo did not finish in 50 s", file=sys.stderr)
+            return False
+        await asyncio.sleep(0.5)
+
+
+async def summary(jobs: dict[str, skiplock.JobHandle]) -> bool:
+    counts = await app.counts()
+    print("\nsummary (including the periodic heartbeat's jobs)")
+    print(f"  {'state':<10} {'jobs':>5}")
+    for state, n in counts.items():
+        print(f"  {state:<10} {n:>5}")
+    flaky = await jobs["flaky"].fetch()
+    dead = await jobs["poison"].fetch()
+    print(f"\nflaky_partner: {flaky.state} after {flaky.attempt} attempts")
+    last_error = dead.errors[-1]["message"]
+    print(f"poison: {dead.state} after {dead.attempt} attempts; last error: {last_error}")
+    print(f"heartbeat (every 2 s, from the worker's scheduler): fired for slots {heartbeats}")
+    print(f"sync_tenant (key_limit=2): at most {dict(most_at_once)} at once, with 20 slots")
+    print(f"chord of 5 fetches, then total: {await jobs['chord'].result(timeout=5)}")
+    print(f"batch of 40 thumbnails, then its callback: {await jobs['batch'].result(timeout=5)}")
+    print(f"refund, after waiting for a signal: {await jobs['refund'].result(timeout=5)}")
+    return counts["dead"] == 1 and max(most_at_once.values()) <= 2
+
+
 async def main() -> int:
     for path in (DB, Path(f"{DB}-wal"), Path(f"{DB}-shm")):
         path.unlink(missing_ok=True)
@@ -83,51 +174,26 @@ async def main() -> int:
     worker = skiplock.Worker(app, concurrency=20, poll_interval_s=0.2, shutdown_timeout_s=5)
     started = time.monotonic()
     running = asyncio.create_task(worker.run())
-
-    handles = await app.enqueue_many(
-        [fetch_page.prepare(f"https://example.com/{i}") for i in range(300)]
-        + [thumbnail.prepare(i) for i in range(40)]
-    )
-    handles.append(await flaky_partner.aenqueue())
-    handles.append(await poison.aenqueue())
-    handles.append(await reminder.using(run_after=timedelta(seconds=3)).aenqueue("stand up"))
-    total = len(handles)
-    print(f"enqueued {total} jobs into {app.url}; worker running with concurrency 20")
-
-    tty = sys.stdout.isatty()
-    ids = {h.id for h in handles}
-    while True:
-        counts = await app.counts()
-        print(line(counts, time.monotonic() - started), end="\r" if tty else "\n")
-        states = [(await app.get_job(i)).state for i in ids]
-        if all(state in skiplock.JobState.final() for state in states) and len(heartbeats) >= 2:
-            break
-        if time.monotonic() - started > 50:
-            print("\ndemo did not finish in 50 s", file=sys.stderr)
-            return 1
-        await asyncio.sleep(0.5)
-    worker.request_stop()
-    await running
+    try:
+        jobs = await enqueue_everything()
+        print(
+            f"enqueued {sum((await app.counts()).values())} jobs into {app.url}; "
+            "worker running with concurrency 20"
+        )
+        finished = await watch(jobs, started)
+    finally:  # Ctrl-C too: stop claiming, let running jobs finish, give the rest back
+        worker.request_stop()
+        await running
     print()
-
-    counts = await app.counts()
-    print("\nsummary (including the periodic heartbeat's jobs)")
-    print(f"  {'state':<10} {'jobs':>5}")
-    for state, n in counts.items():
-        print(f"  {state:<10} {n:>5}")
-    flaky = await handles[-3].fetch()
-    dead = await handles[-2].fetch()
-    print(f"\nflaky_partner: {flaky.state} after {flaky.attempt} attempts")
-    print(
-        f"poison: {dead.state} after {dead.attempt} attempts; last error: "
-        f"{dead.errors[-1]['message']}"
-    )
-    print(f"heartbeat (every 2 s, from the worker's scheduler): fired for slots {heartbeats}")
+    ok = finished and await summary(jobs)
     await app.close()
-    ok = counts["succeeded"] >= total - 1 + len(heartbeats) and counts["dead"] == 1
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.ERROR)
-    sys.exit(asyncio.run(main()))
+    try:
+        sys.exit(asyncio.run(main()))
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: the worker stopped cleanly; {DB} keeps the jobs")
+        sys.exit(130)

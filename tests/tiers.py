@@ -67,6 +67,11 @@ SLOW_TESTS = {
         "test_a_dying_scheduler_stops_the_worker": "4.6 s",
         "test_five_schedulers_racing_enqueue_each_slot_once": "3.9 s",
     },
+    "tests/test_examples.py": {
+        "test_each_guide_example_runs_and_prints_what_it_promises": "2-10 s each (a subprocess)",
+        "test_make_demo_runs_every_feature_and_ends_by_itself": "5 s (a subprocess)",
+        "test_ctrl_c_stops_the_demo_cleanly": "2 s (a subprocess)",
+    },
     "tests/test_fastapi.py": {
         "test_a_rolled_back_request_enqueues_nothing": "4.2 s",
     },

@@ -416,7 +416,7 @@ class StartedJob:
     the wall time it started, turned into a ``JobContext`` on the first ``current_job()``.
 
     Most tasks never ask, and building the frozen context (nine fields, a clock read, a
-    deadline) cost 1.8 us of the ~20 a no-op job takes in a worker (docs/benchmarks.md,
+    deadline) cost 1.8 us of the ~20 a no-op job takes in a worker (benchmarks/HISTORY.md,
     "Step two alone"); this costs a tenth of that. The context built is kept, so every
     call in one attempt sees the same object, whichever thread makes it."""
 

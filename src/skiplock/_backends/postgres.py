@@ -594,7 +594,7 @@ class PostgresBackend:
 
         # Behind a transaction pooler a session setting would leak to whoever gets the server
         # session next, so the claim prices sorts out in its own transaction: BEGIN and SET
-        # LOCAL and COMMIT cost three round trips more (docs/benchmarks.md, "Behind PgBouncer").
+        # LOCAL and COMMIT cost three round trips more (benchmarks/HISTORY.md, "Behind PgBouncer").
         async def claim() -> list[Any]:
             async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute(SORT_OFF_IN_TRANSACTION)

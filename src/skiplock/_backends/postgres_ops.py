@@ -140,7 +140,7 @@ def _unless_all(column: list[Any], default: object) -> list[Any] | None:
     """The column, or None (one SQL NULL the statement reads as ``default`` in every row)
     when every row holds the default: asyncpg checks each element of an array it encodes,
     about 0.2 us apiece, and a batch of successes leaves five of its ten columns at theirs
-    (docs/benchmarks.md, "Step two, made up")."""
+    (benchmarks/HISTORY.md, "Step two, made up")."""
     return None if column.count(default) == len(column) else column
 
 

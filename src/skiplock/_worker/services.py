@@ -42,7 +42,7 @@ VACUUM_SHARE = 0.1
 """The most of the time the vacuumer's vacuums may take: after one that took t seconds it
 pauses at least t * (1 / share - 1). At 20,000 jobs a second a vacuum every second of the live
 partition took the claims' CPU on two cores, and a 30-minute soak's pickup p50 rose from 5 ms
-to seconds (docs/benchmarks.md, "W11")."""
+to seconds (benchmarks/HISTORY.md, "W11")."""
 HELD_WARN_LOOKS = 3
 """Held vacuums in a row before the vacuumer warns (several seconds of a held horizon). A
 short hold is ordinary: autovacuum's ANALYZE of a growing history partition holds a snapshot
