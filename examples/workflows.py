@@ -69,8 +69,8 @@ async def main() -> None:
     while (await waiting.fetch()).state is not skiplock.JobState.WAITING:
         await asyncio.sleep(0.05)
     print(f"refund job {waiting.id} is waiting for the signal 'approved'")
-    outcome = await app.signal(waiting.id, "approved", {"by": "ann"})
-    print("signal sent:", outcome.value)
+    receipt = await app.signal(waiting.id, "approved", {"by": "ann"})
+    print("signal sent:", receipt.outcome.value)
     print("refund:", await waiting.result(timeout=30))
 
     worker.request_stop()
