@@ -235,6 +235,9 @@ class Cli:
         )
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:
+        """``skiplock worker APP *args`` as a user starts it: every option not in ``args`` at
+        its default (a poll interval of 0.1 s here once hid a worker that idled a whole
+        default poll interval with a backlog)."""
         with open(self.tmp / f"worker-{len(self.procs)}.out", "wb") as out:
             proc = subprocess.Popen(
                 [
@@ -243,8 +246,6 @@ class Cli:
                     "skiplock",
                     "worker",
                     self.app,
-                    "--poll-interval",
-                    "0.1",
                     *args,
                 ],
                 env=self.env(),
