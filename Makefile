@@ -22,12 +22,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-# Two tiers in turn: the in-process tests in 4 pytest-xdist processes (they mostly wait on the
-# database), then what is marked slow or soak (real processes, the browser, PostgreSQL restarts)
-# one at a time, as those share ports, signals and the server.
+# Three runs in turn: the in-process tests in 4 pytest-xdist processes (they mostly wait on the
+# database); what is marked slow (real processes, the browser) in 2, each process with its own
+# ports and schemas; then what restarts the shared PostgreSQL server (marked serial in
+# tests/tiers.py) and the soak, one at a time.
 pytest: $(STAMP)
 	$(BIN)/pytest -q -n 4 -m "not slow and not soak" --ignore=tests/django
-	$(BIN)/pytest -m "slow or soak" --ignore=tests/django
+	$(BIN)/pytest -q -n 2 -m "slow and not serial and not soak" --ignore=tests/django
+	$(BIN)/pytest -m "serial or soak" --ignore=tests/django
 
 # Django 6 needs Python 3.12+: tests/django run in a venv of their own, once per database.
 DJANGO_VENV := .venv-django

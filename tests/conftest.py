@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import shlex
 import shutil
@@ -105,6 +106,17 @@ async def restart_postgres() -> None:
     finally:
         if start is not None:
             await asyncio.to_thread(subprocess.run, start, capture_output=True)
+
+
+@pytest.fixture(autouse=True)
+def _collected_at_teardown(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A slow test's garbage is collected at its own teardown: a socket or a connection it
+    left unclosed then fails this test, by name, with its ResourceWarning, instead of
+    whichever test the collector happened to run in (it failed a dashboard test twice, under
+    xdist, for a PostgreSQL socket some earlier test leaked)."""
+    yield
+    if request.node.get_closest_marker("slow") is not None:
+        gc.collect()
 
 
 @pytest.fixture

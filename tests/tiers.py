@@ -17,6 +17,13 @@ SLOW_DIRS = {
     "tests/dashboard/": "a real browser (Debian's chromium) and a served dashboard",
 }
 
+SERIAL_MODULES = {
+    "tests/test_outage.py": "restarts the shared PostgreSQL server",
+    "tests/test_soak.py": "restarts the shared PostgreSQL server",
+}
+"""Slow tests that must run alone: ``make test`` runs the rest of the slow tier in two
+pytest-xdist processes, then these one at a time (marked ``serial`` here)."""
+
 SLOW_MODULES = {
     "tests/test_pgbouncer.py": "starts a real PgBouncer (15 s)",
     "tests/test_properties.py": "hypothesis runs over both databases (17 s)",
@@ -108,9 +115,13 @@ SLOW_TESTS = {
 
 
 def mark_slow(items: list[pytest.Item]) -> None:
-    """Add the ``slow`` marker to every collected test the lists above name (all parameters)."""
+    """Add the ``slow`` marker to every collected test the lists above name (all parameters),
+    and ``serial`` (with ``slow``) to the modules that must run alone."""
     for item in items:
         path, _, name = item.nodeid.partition("::")
+        if path in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+            item.add_marker(pytest.mark.slow)
         in_slow_dir = any(path.startswith(d) for d in SLOW_DIRS)
         if in_slow_dir or path in SLOW_MODULES or name.split("[", 1)[0] in SLOW_TESTS.get(path, {}):
             item.add_marker(pytest.mark.slow)
