@@ -370,6 +370,8 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
+    "DROP INDEX skiplock_jobs_parked_ordered_idx",  # migration 17 (key turns)
+    "DROP TABLE skiplock_key_turns",
     "ALTER TABLE skiplock_jobs_live DROP COLUMN key_weight",  # migration 15 (key weights)
     "ALTER TABLE skiplock_queues DROP COLUMN aging_s",  # migration 14 (priority aging)
     "ALTER TABLE skiplock_jobs_live DROP COLUMN unique_until",  # 13 (unique windows)

@@ -21,6 +21,7 @@ SLOW_MODULES = {
     "tests/test_pgbouncer.py": "starts a real PgBouncer (15 s)",
     "tests/test_properties.py": "hypothesis runs over both databases (17 s)",
     "tests/test_records.py": "the real CLI in subprocesses (9 s)",
+    "tests/test_key_turns_cli.py": "the real CLI worker in a subprocess (6 s)",
 }
 
 SLOW_TESTS = {
