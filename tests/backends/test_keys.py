@@ -152,6 +152,33 @@ async def test_claims_take_keys_in_turn_across_claims_and_wrap_round(backend: Ba
     ]
 
 
+async def test_claims_over_more_keys_than_a_walk_visits_take_each_once_in_turn(
+    backend: Backend,
+) -> None:
+    """More keys than a claim visits, claims of 8: one-job keys (the walk reads their entries
+    in one scan of the walk index, then goes on where it stopped) are taken in key order,
+    each once; keys of three jobs (the walk steps over each key's backlog) are taken a job
+    each in turn, round and round."""
+    await enqueue(backend, *[(f"k{n:02}", None, f"k{n:02}") for n in range(45)])
+    taken: list[str] = []
+    while jobs := await backend.job_get_available_keyed(claim(limit=8, token=f"t{len(taken)}")):
+        taken += [j.task for j in jobs]
+        await finish(backend, jobs)
+    assert taken == [f"k{n:02}" for n in range(45)]
+    await enqueue(
+        backend, *[(f"k{n:02}", None, f"k{n:02}-{i}") for n in range(45) for i in range(3)]
+    )
+    taken = []
+    while jobs := await backend.job_get_available_keyed(claim(limit=8, token=f"u{len(taken)}")):
+        taken += [j.task for j in jobs]
+        await finish(backend, jobs)
+    assert sorted(taken) == sorted(f"k{n:02}-{i}" for n in range(45) for i in range(3))
+    rounds = [taken[45 * i : 45 * (i + 1)] for i in range(3)]
+    assert [
+        sorted(r) == sorted(f"k{n:02}-{i}" for n in range(45)) for i, r in enumerate(rounds)
+    ] == [True] * 3
+
+
 async def test_a_capped_key_leaves_its_turn_to_the_keys_after_it(backend: Backend) -> None:
     """No ready job waits forever behind keys at their limit: a claim that took nothing
     still moves the walk past the keys it visited, so the next one goes on from there."""

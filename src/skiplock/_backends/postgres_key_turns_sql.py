@@ -24,13 +24,15 @@ sees how far each key got. The rule (``common.py`` holds the constants, SQLite's
   every visited key is past that turn, after the last visited key (the keys beyond get their
   turn), or from the first key when the walk went round them all.
 
-The claim also no longer counts the running jobs of a key that has no limit (its lock alone,
-taken inline), reads each key's limit, weight and order from its first pending job (one
-probe, the walk index's first entry of the key), locks the chosen rows by primary key whatever
-the statistics say (``state <> 'running'``, which no partial index's predicate matches: a
-planner without statistics walked a whole partial index for 10 ids, 12 ms a claim), and walks
-the keys with a recursive statement (a probe of the walk index a key, 8 us, where the
-plpgsql loop's were 20 us) when it serves every queue.
+The claim is also cheaper a key (docs/design.md, "Plans that hold whatever the statistics
+say"; 20,000 one-job keys drained in 3.3 s where they took 17): it counts the running jobs of a
+key only when the key has a limit (a key without one is only locked, inline); it locks the
+chosen rows by primary key whatever the statistics say (``state <> 'running'``, which no
+partial index's predicate matches: a plan made without statistics walked a whole partial
+index for 10 ids, 11 ms a claim); and when it serves every queue it reads the walk index's
+next entries in one scan, which for keys of a job or two is the whole walk and every key's
+candidates (no probe a key), else it steps over the keys' backlogs with a recursive loose
+scan, a probe a key whose entry carries the key's limit, weight and order.
 """
 
 from __future__ import annotations
@@ -40,11 +42,14 @@ from .postgres_keys_sql import KEYED_SEGMENT, KEYED_TABLE, blocked, parked_ahead
 
 MIGRATION_TURNS = """
 -- Turns in the database (postgres_key_turns_sql.py): each key's pass, advanced at claim by
--- TURN_UNITS / key_weight a job taken; a key without a row starts in the current turn. A row
--- whose key has no live job is pruned by the upkeep (KEY_TURNS_PRUNE).
-CREATE TABLE {s}.skiplock_key_turns (
+-- TURN_UNITS / key_weight a job taken (step: the last claim's advance); a key without a row
+-- starts in the current turn. A row whose key has no live job is pruned by the upkeep
+-- (KEY_TURNS_PRUNE). UNLOGGED: soft state written by every keyed claim, so no WAL for it; a
+-- crash or a failover empties it, and every key starts its turns afresh.
+CREATE UNLOGGED TABLE {s}.skiplock_key_turns (
     concurrency_key text PRIMARY KEY,
-    pass            bigint NOT NULL
+    pass            bigint NOT NULL,
+    step            bigint NOT NULL
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0,
         autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_cost_delay = 0);
 -- An ordered job parked on a signal holds its key: the parked jobs of ordered keys, by key.
@@ -66,13 +71,19 @@ _PAUSED_TASKS = """SELECT task FROM {s}.skiplock_task_pauses
                            WHERE until IS NULL OR until > (SELECT t FROM now_)"""
 
 
+_FIRST = """j.id, j.priority, j.run_at, j.task, j.key_limit, j.key_weight, j.key_order"""
+"""A pending job's columns the claim reads of a key's first one (its limit, weight, order)."""
+
+_FIRST_OF = "id, priority, run_at, task, key_limit, key_weight, key_order"
+
+
 def _walk_probe(after: str) -> str:
-    """The first (queue, key) pair with a pending keyed job after ``after``: one probe of the
-    walk index (the keyed segment's own table: through the partitioned one a row comparison
-    is no index condition)."""
-    return f"""SELECT j.queue AS q, j.concurrency_key AS k FROM {{s}}.{KEYED_TABLE} j
+    """The first pending job (claim order) of the first (queue, key) pair after ``after``: one
+    probe of the walk index (the keyed segment's own table: through the partitioned one a row
+    comparison is no index condition), and its row."""
+    return f"""SELECT j.queue AS q, j.concurrency_key AS k, {_FIRST} FROM {{s}}.{KEYED_TABLE} j
             WHERE j.state = 'pending' AND (j.queue, j.concurrency_key) > {after}
-            ORDER BY j.queue, j.concurrency_key LIMIT 1"""
+            ORDER BY j.queue, j.concurrency_key, j.priority DESC, j.run_at, j.id LIMIT 1"""
 
 
 def keyed_claim(claim_update: str) -> str:
@@ -86,6 +97,7 @@ def keyed_claim(claim_update: str) -> str:
     update = claim_update.replace(where, "WHERE j.id = ANY(ARRAY(SELECT id FROM c))").replace(
         "UPDATE {s}.skiplock_jobs j", "UPDATE {s}." + KEYED_TABLE + " j"
     )
+    first_probe = _walk_probe("(coalesce($9, ''), coalesce($10, ''))")
     return (
         f"""
 -- Claim up to $2 ready keyed jobs of the queues in $1 (NULL: any) for worker $3 under token
@@ -96,89 +108,135 @@ def keyed_claim(claim_update: str) -> str:
 -- next walk starts (next_queue, next_key; NULL: from the first); one row of NULLs but those
 -- when nothing was claimed.
 WITH RECURSIVE now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
+scan AS MATERIALIZED (
+    -- every queue served: the walk index's next 2 x $11 entries after the cursor, in its
+    -- order (one descent, then leaf by leaf: many keys of a job or two, a key an entry),
+    -- each with its key's place and its own within the key
+    SELECT e.*, dense_rank() OVER (ORDER BY e.q, e.k) AS pos,
+           row_number() OVER (PARTITION BY e.q, e.k
+                              ORDER BY e.priority DESC, e.run_at, e.id) AS nth
+    FROM (
+        SELECT j.queue AS q, j.concurrency_key AS k, {_FIRST} FROM {{s}}.{KEYED_TABLE} j
+        WHERE $1 IS NULL AND j.state = 'pending'
+          AND (j.queue, j.concurrency_key) > (coalesce($9, ''), coalesce($10, ''))
+        ORDER BY j.queue, j.concurrency_key, j.priority DESC, j.run_at, j.id
+        LIMIT 2 * $11
+    ) e
+),
+scanned AS MATERIALIZED (
+    -- each key the scan met: its first entry's limit, weight and order, its first $2 entries
+    SELECT q, k, pos, max(key_limit) FILTER (WHERE nth = 1) AS key_limit,
+           max(key_weight) FILTER (WHERE nth = 1) AS key_weight,
+           max(key_order) FILTER (WHERE nth = 1) AS key_order,
+           array_agg(ROW(id, priority, run_at, task)) FILTER (WHERE nth <= $2) AS entries
+    FROM scan GROUP BY q, k, pos
+),
+fast AS MATERIALIZED (
+    -- the scan holds the first $11 keys whole (a key began after them): they are the walk
+    SELECT coalesce(max(pos) > $11, false) AS yes FROM scanned
+),
 round AS (
-    -- every queue's pairs (a loose scan of the walk index: one probe a pair) after the
-    -- cursor, then from the first again up to it
-    SELECT n.q, n.k, n.lap, 1 AS pos FROM (
-        (SELECT x.q, x.k, 0 AS lap FROM ({_walk_probe("(coalesce($9, ''), coalesce($10, ''))")}) x)
+    -- else a loose scan of the walk index (a probe a pair) after the cursor, then from the
+    -- first again up to it: a key's backlog is stepped over, however long
+    SELECT n.q, n.k, n.lap, 1 AS pos, {_FIRST_OF} FROM (
+        (SELECT x.*, 0 AS lap FROM ({first_probe}) x)
         UNION ALL
-        (SELECT x.q, x.k, 1 FROM ({_walk_probe("('', '')")}) x WHERE $10 IS NOT NULL)
+        (SELECT x.*, 1 FROM ({_walk_probe("('', '')")}) x WHERE $10 IS NOT NULL)
         LIMIT 1
     ) n
-    WHERE $1 IS NULL AND (n.lap = 0 OR (n.q, n.k) <= ($9, $10))
+    WHERE $1 IS NULL AND NOT (SELECT yes FROM fast) AND (n.lap = 0 OR (n.q, n.k) <= ($9, $10))
     UNION ALL
-    SELECT n.q, n.k, n.lap, r.pos + 1 FROM round r CROSS JOIN LATERAL (
-        (SELECT x.q, x.k, r.lap FROM ({_walk_probe("(r.q, r.k)")}) x)
+    SELECT n.q, n.k, n.lap, r.pos + 1, {", ".join("n." + c for c in _FIRST_OF.split(", "))}
+    FROM round r CROSS JOIN LATERAL (
+        (SELECT x.*, r.lap FROM ({_walk_probe("(r.q, r.k)")}) x)
         UNION ALL
-        (SELECT x.q, x.k, 1 FROM ({_walk_probe("('', '')")}) x
-         WHERE r.lap = 0 AND $10 IS NOT NULL)
+        (SELECT x.*, 1 FROM ({_walk_probe("('', '')")}) x WHERE r.lap = 0 AND $10 IS NOT NULL)
         LIMIT 1
     ) n
     WHERE r.pos < $11 AND (n.lap = 0 OR (n.q, n.k) <= ($9, $10))
 ),
 walk AS MATERIALIZED (
-    SELECT q, k, pos FROM round
+    -- each visited pair, its first pending job's limit, weight and order, and the scan's
+    -- entries of the keys it held whole
+    SELECT q, k, pos, key_limit, key_weight, key_order, entries
+    FROM scanned WHERE pos <= $11 AND (SELECT yes FROM fast)
     UNION ALL
-    -- queues named: each named queue's keys alone (skiplock_key_walk)
-    SELECT q, k, pos FROM {{s}}.skiplock_key_walk($9::text, $10::text, $1::text[], $11)
+    SELECT q, k, pos, key_limit, key_weight, key_order, NULL FROM round
+    UNION ALL
+    -- queues named: each named queue's keys alone (skiplock_key_walk), then a probe a key
+    SELECT w.q, w.k, w.pos, f.key_limit, f.key_weight, f.key_order, NULL
+    FROM {{s}}.skiplock_key_walk($9::text, $10::text, $1::text[], $11) w
+    CROSS JOIN LATERAL (
+        SELECT j.key_limit, j.key_weight, j.key_order FROM {{s}}.{KEYED_TABLE} j
+        WHERE j.state = 'pending' AND j.queue = w.q AND j.concurrency_key = w.k
+        ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1
+    ) f
     WHERE $1 IS NOT NULL
 ),
 keys AS MATERIALIZED (
-    -- each visited key as its first pending job (claim order) says: its limit, weight, order;
-    -- locked (NULL running: another claimer holds it, skip it), and only when it has a limit
-    -- its running jobs counted after the lock (skiplock_key_running); its pass
-    SELECT w.q, w.k, w.pos, f.key_limit AS lim, coalesce(f.key_weight, 1) AS wt,
-           f.key_order AS ordered,
-           CASE WHEN f.key_limit IS NULL
+    -- each visited key as its first pending job says: its limit, weight, order; locked (NULL
+    -- running: another claimer holds it, skip it), and only when it has a limit its running
+    -- jobs counted after the lock (skiplock_key_running); its pass and its last advance
+    SELECT w.q, w.k, w.pos, w.key_limit AS lim, coalesce(w.key_weight, 1) AS wt,
+           w.key_order AS ordered, w.entries,
+           CASE WHEN w.key_limit IS NULL
                 THEN CASE WHEN pg_try_advisory_xact_lock(hashtext('skiplock_key:{{s}}'),
                                                          hashtext(w.k)) THEN 0 END
                 ELSE {{s}}.skiplock_key_running(w.k) END AS running,
            (SELECT t.pass FROM {{s}}.skiplock_key_turns t WHERE t.concurrency_key = w.k) AS pass
-    FROM walk w CROSS JOIN LATERAL (
-        SELECT j.key_limit, j.key_weight, j.key_order FROM {{s}}.skiplock_jobs j
-        WHERE j.state = 'pending' AND j.segment = {KEYED_SEGMENT}
-          AND j.queue = w.q AND j.concurrency_key = w.k
-        ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1
-    ) f
+    FROM walk w
     -- paused queues never; limited queues only through their own locked claim ($8)
     WHERE w.q NOT IN ({_PAUSED_OR_LIMITED})
 ),
 lifted AS MATERIALIZED (
     -- each key's pass, at least one turn below the highest the claim visits
-    SELECT k.q, k.k, k.pos, k.lim, k.wt, k.ordered, k.running,
+    SELECT k.q, k.k, k.pos, k.lim, k.ordered, k.running, k.entries,
            greatest(coalesce(k.pass, 0), m.low) AS pass,
            CASE WHEN k.wt = 0 THEN 0 ELSE {_S} / k.wt END AS stride
     FROM keys k,
          (SELECT greatest(0, (coalesce(max(pass), 0) / {_S} - 1) * {_S}) AS low FROM keys) m
     WHERE k.running IS NOT NULL
 ),
-cand AS MATERIALIZED (
-    -- each key's first $2 ready jobs; an ordered key's head alone (its live job of the lowest
-    -- id) if it is pending, due, and behind no dead job that blocks the key and no job parked
-    -- on a signal
-    SELECT c.id, c.priority, c.run_at, k.q, k.k, k.pos, k.lim, k.running, k.pass, k.stride,
-           row_number() OVER w AS rank, count(*) OVER (PARTITION BY k.k) AS ready
+jobs AS (
+    -- each key's ready jobs: a key the scan held whole, its entries there; another, its first
+    -- $2 read by a probe; an ordered key, its head alone (its live job of the lowest id) if it
+    -- is pending, due, and behind no dead job that blocks the key and no job parked on a
+    -- signal
+    SELECT s.id, s.priority, s.run_at, k.q, k.k, k.pos, k.lim, k.running, k.pass, k.stride
+    FROM lifted k
+    CROSS JOIN LATERAL unnest(k.entries) AS s(id bigint, priority integer, run_at timestamptz,
+                                              task text)
+    WHERE k.entries IS NOT NULL AND k.ordered IS NULL
+      AND s.run_at <= (SELECT t FROM now_) AND s.task NOT IN ({_PAUSED_TASKS})
+    UNION ALL
+    SELECT c.id, c.priority, c.run_at, k.q, k.k, k.pos, k.lim, k.running, k.pass, k.stride
     FROM lifted k CROSS JOIN LATERAL (
-        (SELECT id, priority, run_at FROM {{s}}.skiplock_jobs
+        SELECT id, priority, run_at FROM {{s}}.skiplock_jobs
         WHERE state = 'pending' AND segment = {KEYED_SEGMENT}
           AND queue = k.q AND concurrency_key = k.k AND run_at <= (SELECT t FROM now_)
           AND task NOT IN ({_PAUSED_TASKS})
-          AND k.ordered IS NULL
         ORDER BY priority DESC, run_at, id
-        LIMIT $2)
-        UNION ALL
-        SELECT h.id, h.priority, h.run_at FROM (
-            SELECT id, priority, run_at, state, queue, task FROM {{s}}.skiplock_jobs
-            WHERE state IN ('pending', 'running') AND segment = {KEYED_SEGMENT}
-              AND concurrency_key = k.k AND k.ordered IS NOT NULL
-            ORDER BY id LIMIT 1
-        ) h
-        WHERE h.state = 'pending' AND h.queue = k.q AND h.run_at <= (SELECT t FROM now_)
-          AND h.task NOT IN ({_PAUSED_TASKS})
-          AND NOT EXISTS ({blocked("k.k", "h.id")})
-          AND NOT EXISTS ({parked_ahead("k.k", "h.id")})
+        LIMIT $2
     ) c
-    WINDOW w AS (PARTITION BY k.k ORDER BY c.priority DESC, c.run_at, c.id)
+    WHERE k.entries IS NULL AND k.ordered IS NULL
+    UNION ALL
+    SELECT h.id, h.priority, h.run_at, k.q, k.k, k.pos, k.lim, k.running, k.pass, k.stride
+    FROM lifted k CROSS JOIN LATERAL (
+        SELECT id, priority, run_at, state, queue, task FROM {{s}}.skiplock_jobs
+        WHERE state IN ('pending', 'running') AND segment = {KEYED_SEGMENT}
+          AND concurrency_key = k.k
+        ORDER BY id LIMIT 1
+    ) h
+    WHERE k.ordered IS NOT NULL
+      AND h.state = 'pending' AND h.queue = k.q AND h.run_at <= (SELECT t FROM now_)
+      AND h.task NOT IN ({_PAUSED_TASKS})
+      AND NOT EXISTS ({blocked("k.k", "h.id")})
+      AND NOT EXISTS ({parked_ahead("k.k", "h.id")})
+),
+cand AS MATERIALIZED (
+    SELECT j.*, row_number() OVER w AS rank, count(*) OVER (PARTITION BY j.k) AS ready
+    FROM jobs j
+    WINDOW w AS (PARTITION BY j.k ORDER BY j.priority DESC, j.run_at, j.id)
 ),
 roomy AS MATERIALIZED (
     -- within each key's room, each job's turn (a fair=False key's: the current one)
@@ -206,27 +264,31 @@ claimed AS (
         + f""", j.concurrency_key AS key
 ),
 took AS MATERIALIZED (
-    -- each key's jobs taken, and its pass once it took them
-    SELECT k.k, k.pos, k.pass + count(c.id) * k.stride AS pass, count(c.id) AS n,
-           max(k.stride) AS stride
-    FROM lifted k LEFT JOIN picked p ON p.k = k.k LEFT JOIN c ON c.id = p.id
-    GROUP BY k.k, k.pos, k.pass, k.stride
+    -- each visited key: how many jobs the claim took, its pass once it took them, and how
+    -- many ready jobs it read
+    SELECT k.k, k.pos, k.lim, k.running, k.stride, coalesce(n.n, 0) AS n,
+           k.pass + coalesce(n.n, 0) * k.stride AS pass, coalesce(r.ready, 0) AS ready
+    FROM lifted k
+    LEFT JOIN (SELECT p.k, count(*) AS n FROM picked p JOIN c ON c.id = p.id GROUP BY p.k) n
+           ON n.k = k.k
+    LEFT JOIN (SELECT k, pos, max(ready) AS ready FROM cand GROUP BY k, pos) r
+           ON r.k = k.k AND r.pos = k.pos
 ),
 turned AS (
-    INSERT INTO {{s}}.skiplock_key_turns AS t (concurrency_key, pass)
-    SELECT DISTINCT ON (k) k, pass FROM took WHERE n > 0 AND stride > 0 ORDER BY k, pass DESC
+    -- the advance of each weighted key it took from: onto the row's latest version (a claim
+    -- that committed since this one's snapshot is not undone), lifted as read
+    INSERT INTO {{s}}.skiplock_key_turns AS t (concurrency_key, pass, step)
+    SELECT DISTINCT ON (k) k, pass, n * stride FROM took
+    WHERE n > 0 AND stride > 0 ORDER BY k, pass DESC
     ON CONFLICT (concurrency_key) DO UPDATE
-    SET pass = greatest(t.pass + (SELECT max(o.n * o.stride) FROM took o
-                                  WHERE o.k = excluded.concurrency_key), excluded.pass)
+    SET pass = greatest(t.pass + excluded.step, excluded.pass), step = excluded.step
 ),
 started AS (
     -- the first visited key (walk order) still with work in the turn this claim started in:
     -- a job it read and did not take, or as many as it read ($2, so maybe more), and room
     SELECT min(o.pos) AS pos FROM took o
     WHERE o.stride > 0 AND o.pass / {_S} = (SELECT min(turn) FROM roomy WHERE stride > 0)
-      AND EXISTS (SELECT 1 FROM cand r WHERE r.k = o.k AND r.pos = o.pos
-                  AND (r.lim IS NULL OR r.lim - r.running > o.n)
-                  AND (r.ready > o.n OR r.ready >= $2))
+      AND (o.lim IS NULL OR o.lim - o.running > o.n) AND (o.ready > o.n OR o.ready >= $2)
 ),
 next_ AS (
     SELECT CASE WHEN s.pos = 1 THEN $9::text WHEN s.pos > 1 THEN b.q
