@@ -341,17 +341,20 @@ $$;
 
 KEY_TURNS_PRUNE = f"""
 -- The turn rows of keys with no live job, among the $2 keys after $1 (key order; NULL: from
--- the first): one probe of the keyed segment's head index a row. Returns the last key read
--- (NULL: the end was reached) and how many rows went.
+-- the first): one probe of the keyed segment's head index a row; a row a claim holds this
+-- instant is left for the next look (SKIP LOCKED: the upkeep never waits on a claim, so the
+-- two never wait on each other). Returns the last key read (NULL: the end was reached).
 WITH slice AS MATERIALIZED (
     SELECT concurrency_key AS k FROM {{s}}.skiplock_key_turns
     WHERE concurrency_key > coalesce($1::text, '') ORDER BY concurrency_key LIMIT $2
 ), gone AS (
-    DELETE FROM {{s}}.skiplock_key_turns t USING slice
-    WHERE t.concurrency_key = slice.k
-      AND NOT EXISTS (SELECT 1 FROM {{s}}.skiplock_jobs j
-                      WHERE j.state IN ('pending', 'running') AND j.segment = {KEYED_SEGMENT}
-                        AND j.concurrency_key = slice.k)
+    DELETE FROM {{s}}.skiplock_key_turns WHERE concurrency_key = ANY(ARRAY(
+        SELECT t.concurrency_key FROM {{s}}.skiplock_key_turns t
+        WHERE t.concurrency_key IN (SELECT k FROM slice)
+          AND NOT EXISTS (SELECT 1 FROM {{s}}.skiplock_jobs j
+                          WHERE j.state IN ('pending', 'running') AND j.segment = {KEYED_SEGMENT}
+                            AND j.concurrency_key = t.concurrency_key)
+        FOR UPDATE SKIP LOCKED))
     RETURNING 1
 )
 SELECT CASE WHEN (SELECT count(*) FROM slice) >= $2 THEN (SELECT max(k) FROM slice) END AS last,
