@@ -1,13 +1,16 @@
-"""SQLite's keyed claim: jobs with a ``concurrency_key``, each key within its ``key_limit``.
+"""SQLite's keyed claim: jobs with a ``concurrency_key``, each key within its ``key_limit``,
+keys taking their turns.
 
-The rule is PostgreSQL's (postgres_keys_sql.py, docs/design.md "Concurrency keys"): visit the
-(queue, key) pairs with pending jobs from where the previous claim stopped, one index probe
-each; take at most ``limit - running`` of each key's ready jobs; order them by priority, then
-the key's turn, then age. SQLite holds the file's one write lock for the whole claim (``BEGIN
-IMMEDIATE``), so no lock per key is needed: nothing else can claim, or count, meanwhile. The
-walk runs here step by step (SQLite has no LATERAL, and each probe is microseconds in this
-process); the pick and the update are two statements in the same transaction.
-"""
+The rule is PostgreSQL's (postgres_key_turns_sql.py, docs/design.md "Concurrency keys"):
+visit the (queue, key) pairs with pending jobs from where the previous claim stopped, one
+index probe each; take at most ``limit - running`` of each key's ready jobs; order them by
+priority, then the turn (each key's pass in ``skiplock_key_turns`` plus its rank's share),
+then age; advance the pass of each key taken from; start the next walk at the first visited
+key still with work in the turn this claim started in. SQLite holds the file's one write lock
+for the whole claim (``BEGIN IMMEDIATE``), so no lock per key is needed: nothing else can
+claim, count, or move a pass meanwhile. The walk runs here step by step (SQLite has no
+LATERAL, and each probe is microseconds in this process); the pick, the passes and the update
+are statements in the same transaction."""
 
 from __future__ import annotations
 
