@@ -11,13 +11,13 @@ import sys
 
 import skiplock
 
-from .apps import keys_app
+from .apps import turns_app
 from .helpers import ROOT, Cli, await_until, cli_fixtures
 
-SPEC = "tests.apps.keys_app:app"
+SPEC = "tests.apps.turns_app:app"
 MEASURED = 80
 """Starts counted after the first claim's: 20 whole turns of a weight-3 and a weight-1 key."""
-cli, app = cli_fixtures(keys_app, SPEC)
+cli, app = cli_fixtures(turns_app, SPEC)
 
 
 def start_worker(cli: Cli, *args: str) -> subprocess.Popen[bytes]:
@@ -38,7 +38,7 @@ async def test_the_cli_worker_at_concurrency_1_gives_a_weight_3_key_three_starts
 ) -> None:
     """Both keys backlogged, jobs of 1 to 4 ms; the starts in the order the jobs wrote their
     lines, those of the worker's first claim left out (told apart by their claim time)."""
-    task, heavy = keys_app.tenant_work, keys_app.tenant_work.using(key_weight=3)
+    task, heavy = turns_app.tenant_work, turns_app.tenant_work.using(key_weight=3)
     jobs = [(heavy if tenant == "heavy" else task).prepare(tenant, n)
             for n in range(100) for tenant in ("heavy", "light")]  # fmt: skip
     await app.enqueue_many(jobs)
