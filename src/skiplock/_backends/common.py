@@ -426,8 +426,9 @@ def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
 
 KeyCursors = dict[tuple[tuple[str, ...] | None, bool], tuple[str, str] | None]
 """Where each keyed claim's walk starts next, per queue set and kind (ordinary, or a limited
-queue's): one backend's claims of a queue set take keys in turn. A hint, not a guarantee:
-another process keeps its own, and no key's limit depends on it."""
+queue's), as the claim decided it: one backend's claims of a queue set go round the keys. A
+hint, not a guarantee: another process keeps its own, and the turns themselves are in the
+database (postgres_key_turns_sql.py); no key's limit or turn depends on it."""
 
 KEY_TURNS_SLICE = 10_000
 """Key turn rows the upkeep reads a call for keys with no live job (a probe each): a million
@@ -444,22 +445,6 @@ def keys_to_visit(limit: int) -> int:
     later (p50 79 ms against 29-49 on PostgreSQL, 107 against 73 on SQLite) and W14 gained
     nothing (1,047 jobs/s against 1,023-1,145)."""
     return max(KEYS_PER_CLAIM_MIN, min(KEYS_PER_CLAIM_MAX, 2 * limit))
-
-
-def next_cursor(
-    picks: Sequence[tuple[str, str, int]], walked: tuple[Any, Any], limit: int
-) -> tuple[str, str] | None:
-    """Where the next keyed claim's walk starts, given the (queue, key, place in the walk) of
-    each job this one took and the last pair it visited (None, None: its walk reached the
-    end). A claim that filled its limit stops after the last key it took from, so the keys it
-    visited but had no room for come first next time; one with room left gave every key it
-    visited its turn, so the next starts after them, or from the first key again."""
-    if len(picks) >= limit > 0:
-        queue, key, _ = max(picks, key=lambda p: p[2])
-        return queue, key
-    if walked[0] is None or walked[1] is None:
-        return None
-    return str(walked[0]), str(walked[1])
 
 
 def blocked_key(row: Sequence[Any]) -> BlockedKey:
