@@ -371,6 +371,8 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
+    "DROP INDEX skiplock_jobs_parked_ordered_idx",  # migration 22 (key turns)
+    "DROP TABLE skiplock_key_turns",
     "ALTER TABLE skiplock_workers DROP COLUMN gone_after_s",  # migration 20 (worker liveness)
     "ALTER TABLE skiplock_workers DROP COLUMN process",
     "ALTER TABLE skiplock_workers DROP COLUMN restarts",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 
@@ -74,6 +75,23 @@ async def write_raw(app: skiplock.App, sqlite_sql: str, pg_sql: str, job_id: int
     try:
         schema = app.url.rsplit("schema=", 1)[1]
         await pg.execute(pg_sql.replace("skiplock_jobs", f'"{schema}".skiplock_jobs'), job_id)
+    finally:
+        await pg.close()
+
+
+async def read_raw(app: skiplock.App, statement: str) -> list[tuple[Any, ...]]:
+    """Read rows straight from skiplock's tables (``statement`` names them unqualified)."""
+    if app.url.startswith("sqlite"):
+        conn = sqlite3.connect(app.url.removeprefix("sqlite:///"))
+        try:
+            return [tuple(row) for row in conn.execute(statement).fetchall()]
+        finally:
+            conn.close()
+    pg = await asyncpg.connect(PG_URL)
+    try:
+        schema = app.url.rsplit("schema=", 1)[1]
+        await pg.execute(f'SET search_path = "{schema}"')
+        return [tuple(row) for row in await pg.fetch(statement)]
     finally:
         await pg.close()
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from skiplock._backends import Backend
+import skiplock
+from skiplock._backends import Backend, postgres, sqlite_keys
 from skiplock._backends.base import (
     JobActionParams,
     JobInsertManyParams,
@@ -14,11 +15,11 @@ from skiplock._backends.base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from skiplock._backends.common import KEYS_PER_CLAIM_MIN
+from skiplock._backends.common import KEYS_PER_CLAIM_MIN, TURN_UNITS
 from skiplock._job import ClaimedJob, Completion, Disposition, JobState
 
 from ..helpers import FakeClock
-from .helpers import claim, new_job
+from .helpers import claim, new_job, read_raw
 
 
 async def enqueue(backend: Backend, *specs: tuple[str | None, int | None, str]) -> list[int]:
@@ -149,6 +150,33 @@ async def test_claims_take_keys_in_turn_across_claims_and_wrap_round(backend: Ba
         ["k1-1", "k2-1"],
         ["k3-1", "k4-1"],
     ]
+
+
+async def test_claims_over_more_keys_than_a_walk_visits_take_each_once_in_turn(
+    backend: Backend,
+) -> None:
+    """More keys than a claim visits, claims of 8: one-job keys (the walk reads their entries
+    in one scan of the walk index, then goes on where it stopped) are taken in key order,
+    each once; keys of three jobs (the walk steps over each key's backlog) are taken a job
+    each in turn, round and round."""
+    await enqueue(backend, *[(f"k{n:02}", None, f"k{n:02}") for n in range(45)])
+    taken: list[str] = []
+    while jobs := await backend.job_get_available_keyed(claim(limit=8, token=f"t{len(taken)}")):
+        taken += [j.task for j in jobs]
+        await finish(backend, jobs)
+    assert taken == [f"k{n:02}" for n in range(45)]
+    await enqueue(
+        backend, *[(f"k{n:02}", None, f"k{n:02}-{i}") for n in range(45) for i in range(3)]
+    )
+    taken = []
+    while jobs := await backend.job_get_available_keyed(claim(limit=8, token=f"u{len(taken)}")):
+        taken += [j.task for j in jobs]
+        await finish(backend, jobs)
+    assert sorted(taken) == sorted(f"k{n:02}-{i}" for n in range(45) for i in range(3))
+    rounds = [taken[45 * i : 45 * (i + 1)] for i in range(3)]
+    assert [
+        sorted(r) == sorted(f"k{n:02}-{i}" for n in range(45)) for i, r in enumerate(rounds)
+    ] == [True] * 3
 
 
 async def test_a_capped_key_leaves_its_turn_to_the_keys_after_it(backend: Backend) -> None:
@@ -292,3 +320,47 @@ async def test_a_dead_ordered_job_blocks_its_key_until_a_person_acts_or_is_skipp
     assert await backend.job_retry(JobActionParams(first, who="test"))  # a person acts
     (retried,) = await backend.job_get_available_keyed(claim(token="t3"))
     assert retried.id == first
+
+
+# -- turns kept in the database ------------------------------------------------------------
+
+TURNS = "SELECT concurrency_key, pass FROM skiplock_key_turns ORDER BY concurrency_key"
+
+
+async def test_a_claim_advances_the_pass_of_each_key_it_takes_from(
+    clocked_app: skiplock.App, backend: Backend
+) -> None:
+    """A key's pass moves by a whole turn a job at weight 1, a third of one at weight 3;
+    a fair=False key has none (its jobs are always in the current turn)."""
+    await backend.job_insert_many(
+        JobInsertManyParams(
+            [
+                new_job("a", concurrency_key="a"),
+                new_job("b", concurrency_key="b", key_weight=3),
+                new_job("c", concurrency_key="c", key_weight=0),
+            ]
+        )
+    )
+    assert labels(await backend.job_get_available_keyed(claim(limit=10))) == ["a", "b", "c"]
+    assert await read_raw(clocked_app, TURNS) == [("a", TURN_UNITS), ("b", TURN_UNITS // 3)]
+
+
+async def test_the_upkeep_prunes_the_turns_of_keys_with_nothing_left(
+    clocked_app: skiplock.App, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key's turn row stays while it has a live job, and goes once it has none, a slice of
+    the keys a call (here one key), going round them."""
+    await enqueue(backend, ("gone1", None, "g1"), ("gone2", None, "g2"))
+    await enqueue(backend, ("kept", None, "k1"), ("kept", None, "k2"))
+    jobs = await backend.job_get_available_keyed(claim(limit=3))
+    assert labels(jobs) == ["g1", "g2", "k1"]
+    await finish(backend, jobs)
+    keys = "SELECT concurrency_key FROM skiplock_key_turns ORDER BY concurrency_key"
+    assert await read_raw(clocked_app, keys) == [("gone1",), ("gone2",), ("kept",)]
+    monkeypatch.setattr(postgres, "KEY_TURNS_SLICE", 1)
+    monkeypatch.setattr(sqlite_keys, "KEY_TURNS_SLICE", 1)
+    left = []
+    for _ in range(4):
+        await backend.storage_upkeep()
+        left.append([key for (key,) in await read_raw(clocked_app, keys)])
+    assert left == [["gone2", "kept"], ["kept"], ["kept"], ["kept"]]

@@ -41,9 +41,16 @@ T = TypeVar("T")
 
 
 TURN = "CASE WHEN wt = 0 THEN 0 ELSE (rank - 1) / coalesce(wt, 1) END"
-"""The turn a key's job of ``rank`` (1 first) is claimed in, in both dialects' keyed claims:
-a key of weight ``wt`` takes ``wt`` jobs a turn; weight 0 (``fair=False``) takes every job in
-the first (integer division on both databases)."""
+"""The turn a key's job of ``rank`` (1 first) was claimed in by the keyed claims of
+PostgreSQL's migrations 13 and 16 and SQLite's 12 and 15, within one claim's batch (their
+text stays as applied); since PostgreSQL's 18 and SQLite's 17 the turns are kept in the
+database (``TURN_UNITS``)."""
+
+TURN_UNITS = 720_720
+"""A key's pass (``skiplock_key_turns``) advances by ``TURN_UNITS / key_weight`` for each job a
+claim takes of it; a job's turn is its key's pass at that job divided by ``TURN_UNITS``.
+720,720 is the least common multiple of 1 to 16, so the common weights divide it exactly (a
+weight that does not takes its turns a rounding's worth faster: under one job in 700)."""
 
 
 class Row(Protocol):
@@ -178,9 +185,13 @@ def filter_values(where: JobFilter) -> dict[str, Any]:
 # -- claimed rows ----------------------------------------------------------------------------
 
 
-def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> list[ClaimedJob]:
+def claimed_jobs(
+    rows: Iterable[Row], to_time: Callable[[Any], datetime], *, as_listed: bool = False
+) -> list[ClaimedJob]:
     """A claim's rows, read by column name, in the order to start them: priority first, then
-    id (UPDATE ... RETURNING keeps no order). ``to_time`` reads the dialect's times."""
+    id (UPDATE ... RETURNING keeps no order), or ``as_listed``: the keyed claim lists its jobs
+    in its own order (priority, then the key's turn, then age), and a worker that claims
+    ahead starts them in that order too. ``to_time`` reads the dialect's times."""
     jobs = [
         ClaimedJob(
             id=r["id"],
@@ -203,7 +214,7 @@ def claimed_jobs(rows: Iterable[Row], to_time: Callable[[Any], datetime]) -> lis
         )
         for r in rows
     ]
-    return in_claim_order(jobs)
+    return jobs if as_listed else in_claim_order(jobs)
 
 
 def in_claim_order(jobs: list[ClaimedJob]) -> list[ClaimedJob]:
@@ -445,8 +456,13 @@ def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
 
 KeyCursors = dict[tuple[tuple[str, ...] | None, bool], tuple[str, str] | None]
 """Where each keyed claim's walk starts next, per queue set and kind (ordinary, or a limited
-queue's): one backend's claims of a queue set take keys in turn. A hint, not a guarantee:
-another process keeps its own, and no key's limit depends on it."""
+queue's), as the claim decided it: one backend's claims of a queue set go round the keys. A
+hint, not a guarantee: another process keeps its own, and the turns themselves are in the
+database (postgres_key_turns_sql.py); no key's limit or turn depends on it."""
+
+KEY_TURNS_SLICE = 10_000
+"""Key turn rows the upkeep reads a call for keys with no live job (a probe each): a million
+keys are gone over in a hundred calls, one a prune interval, never all at once."""
 
 KEYS_PER_CLAIM_MIN = 32
 KEYS_PER_CLAIM_MAX = 256
@@ -459,22 +475,6 @@ def keys_to_visit(limit: int) -> int:
     later (p50 79 ms against 29-49 on PostgreSQL, 107 against 73 on SQLite) and W14 gained
     nothing (1,047 jobs/s against 1,023-1,145)."""
     return max(KEYS_PER_CLAIM_MIN, min(KEYS_PER_CLAIM_MAX, 2 * limit))
-
-
-def next_cursor(
-    picks: Sequence[tuple[str, str, int]], walked: tuple[Any, Any], limit: int
-) -> tuple[str, str] | None:
-    """Where the next keyed claim's walk starts, given the (queue, key, place in the walk) of
-    each job this one took and the last pair it visited (None, None: its walk reached the
-    end). A claim that filled its limit stops after the last key it took from, so the keys it
-    visited but had no room for come first next time; one with room left gave every key it
-    visited its turn, so the next starts after them, or from the first key again."""
-    if len(picks) >= limit > 0:
-        queue, key, _ = max(picks, key=lambda p: p[2])
-        return queue, key
-    if walked[0] is None or walked[1] is None:
-        return None
-    return str(walked[0]), str(walked[1])
 
 
 def blocked_key(row: Sequence[Any]) -> BlockedKey:

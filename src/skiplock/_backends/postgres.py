@@ -84,6 +84,7 @@ from .base import (
 )
 from .common import (
     FINAL_STATES,
+    KEY_TURNS_SLICE,
     KeyCursors,
     batch_info,
     blocked_key,
@@ -231,6 +232,8 @@ class PostgresBackend:
         self._sql = sql.Statements.for_schema(self.schema)
         self._key_cursors: KeyCursors = {}
         """Where each keyed claim's walk starts next (postgres_ops.claim_keyed)."""
+        self._turns_after: str | None = None
+        """Where the upkeep's next look for stale key turn rows starts (None: the first)."""
         self._wakers: list[Callable[[str], None]] = []
         """What each LISTEN of ours wakes (a NOTIFY held while a release ran, passed on)."""
         self._held_notifies: dict[int, list[str]] = {}
@@ -650,7 +653,7 @@ class PostgresBackend:
 
         with _wrapped("job_get_available_keyed"):
             rows = await retry_moved(claim)
-        return ops.claimed_in_order(rows)
+        return ops.keyed_in_order(rows)
 
     async def queue_limited(self) -> list[str]:
         with _wrapped("queue_limited"):
@@ -969,7 +972,12 @@ class PostgresBackend:
                 return await storage.rotate_live(conn, self.schema, min_bytes, self.channel)
 
     async def storage_upkeep(self) -> list[str]:
-        return await self._make_ahead("storage_upkeep", analyze=True)
+        made = await self._make_ahead("storage_upkeep", analyze=True)
+        with _wrapped("storage_upkeep"):  # a slice of the key turns, those of idle keys go
+            self._turns_after = await self.pool.fetchval(
+                self._sql.KEY_TURNS_PRUNE, self._turns_after, KEY_TURNS_SLICE
+            )
+        return made
 
     async def _make_ahead(self, operation: str, *, analyze: bool) -> list[str]:
         """The history partitions of today and the next days, by the database's clock."""

@@ -175,6 +175,17 @@ def blocked(key: str, head: str) -> str:
                     AND d.concurrency_key = {key} AND d.id < {head}"""
 
 
+def parked_ahead(key: str, head: str) -> str:
+    """A job of ordered key ``key`` parked on a signal (``wait_for``) with an id below
+    ``head``: it keeps its key's turn until it finishes. One probe of the waiting partition's
+    ordered index, then of the parked job's wait row (a job waiting for its parents, which
+    never ran, holds nothing: its parents may be later jobs of the same key)."""
+    return f"""SELECT 1 FROM {{s}}.skiplock_jobs p JOIN {{s}}.skiplock_waits pw ON pw.job_id = p.id
+                  WHERE p.state = 'waiting' AND p.key_order IS NOT NULL
+                    AND p.concurrency_key = {key} AND p.id < {head}
+                    AND pw.signal IS NOT NULL"""
+
+
 def keyed_claim(claim_update: str, *, weighted: bool = True) -> str:
     """The keyed claim; ``claim_update`` is the ordinary claims' update of the ids in ``c``
     (postgres_sql._CLAIM_UPDATE). ``weighted``: a key's turn counts ``key_weight`` jobs
@@ -323,13 +334,15 @@ KEYED_READY = f"""SELECT 1 FROM {{s}}.skiplock_jobs j
            OR (SELECT count(*) FROM {{s}}.skiplock_jobs r
                WHERE r.state = 'running' AND r.segment = {KEYED_SEGMENT}
                  AND r.concurrency_key = j.concurrency_key) < j.key_limit)
-      -- an ordered key's head alone, and not while a dead job blocks it
+      -- an ordered key's head alone, and not while a dead job blocks it or an earlier
+      -- one is parked on a signal
       AND (j.key_order IS NULL
            OR NOT EXISTS (SELECT 1 FROM {{s}}.skiplock_jobs e
                           WHERE e.state IN ('pending', 'running')
                             AND e.segment = {KEYED_SEGMENT}
                             AND e.concurrency_key = j.concurrency_key AND e.id < j.id)
-              AND NOT EXISTS ({blocked("j.concurrency_key", "j.id")}))"""
+              AND NOT EXISTS ({blocked("j.concurrency_key", "j.id")})
+              AND NOT EXISTS ({parked_ahead("j.concurrency_key", "j.id")}))"""
 """A ready keyed job of a queue in $1 whose key has room (JOB_READY_EXISTS, at ``now_``):
 the keyed claim's rule, read without its locks."""
 

@@ -32,7 +32,6 @@ from .common import (
     key_id,
     keys_to_visit,
     map_inserted,
-    next_cursor,
     unique_scope,
 )
 from .postgres_sql import Statements
@@ -160,19 +159,22 @@ def claimed_in_order(rows: Sequence[asyncpg.Record]) -> list[ClaimedJob]:
     return claimed_jobs(rows, _same)
 
 
+def keyed_in_order(rows: Sequence[asyncpg.Record]) -> list[ClaimedJob]:
+    """A keyed claim's rows as jobs to start, in the order the claim took them (its rows
+    come sorted by it: priority, then the key's turn, then age)."""
+    return claimed_jobs(rows, _same, as_listed=True)
+
+
 _WIDTH = len(CLAIMED_COLUMNS)
 """A limited queue's claim lists its ordinary rows, then its keyed ones (wider: their keys)."""
 
 
-def keyed_claimed(
-    rows: Sequence[asyncpg.Record], limit: int
-) -> tuple[list[Any], tuple[str, str] | None]:
+def keyed_claimed(rows: Sequence[asyncpg.Record]) -> tuple[list[Any], tuple[str, str] | None]:
     """A keyed claim's rows (JOB_GET_AVAILABLE_KEYED) without its row of NULLs, and where the
-    next claim's walk starts (``next_cursor``)."""
+    next claim's walk starts (the claim decides: postgres_key_turns_sql.py)."""
     taken = [r for r in rows if r["id"] is not None]
-    walked = (rows[0]["walked_queue"], rows[0]["walked_key"]) if rows else (None, None)
-    picks = [(r["queue"], r["key"], r["pos"]) for r in taken]
-    return taken, next_cursor(picks, walked, limit)
+    queue, key = (rows[0]["next_queue"], rows[0]["next_key"]) if rows else (None, None)
+    return taken, None if queue is None or key is None else (str(queue), str(key))
 
 
 def _same(value: datetime) -> datetime:
@@ -280,7 +282,7 @@ async def claim_keyed(
     after = cursors.get(where) or (None, None)
     statement = statements.JOB_GET_AVAILABLE_KEYED
     rows = await conn.fetch(statement, *args, limited, *after, keys_to_visit(params.limit))
-    taken, cursors[where] = keyed_claimed(rows, params.limit)
+    taken, cursors[where] = keyed_claimed(rows)
     return taken
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from . import postgres_aging_sql as _aging
+from . import postgres_key_turns_sql as _turns
 from . import postgres_keys_sql as _keys
 from . import postgres_observe_sql as _observe
 from . import postgres_storage_sql as _storage
@@ -563,19 +564,24 @@ ALTER TABLE {s}.skiplock_workers ADD COLUMN restarts_in_a_row integer NOT NULL D
     )
 )
 MIGRATIONS.append((21, "unreleased waits", _workflow.MIGRATION_UNRELEASED))
+# Migration 22 makes the keyed claim's function again: turns kept in the database.
+MIGRATIONS.append((22, "key turns", _turns.MIGRATION_TURNS + _turns.claim_function(_CLAIM_UPDATE)))
 
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
 
 JOB_GET_AVAILABLE_KEYED = """
--- The keyed claim (postgres_keys_sql.keyed_claim), in its function: up to $2 ready keyed jobs
--- of the queues in $1 for worker $3 under token $4, leased as the ordinary claim ($5, $6;
--- $7 now), $8 a limited queue's own claim, visiting at most $11 keys after ($9, $10).
+-- The keyed claim (postgres_key_turns_sql.keyed_claim), in its function: up to $2 ready
+-- keyed jobs of the queues in $1 for worker $3 under token $4, leased as the ordinary claim
+-- ($5, $6; $7 now), $8 a limited queue's own claim, visiting at most $11 keys after ($9,
+-- $10); in the claim's order.
 SELECT * FROM {s}.skiplock_keyed_claim($1::text[], $2::integer, $3::text, $4::text,
     $5::float8, $6::float8, $7::timestamptz, $8::boolean, $9::text, $10::text, $11::integer)
+ORDER BY place
 """
 
 JOB_BUSIEST_KEYS = _keys.JOB_BUSIEST_KEYS
 JOB_BLOCKED_KEYS = _keys.JOB_BLOCKED_KEYS
+KEY_TURNS_PRUNE = _turns.KEY_TURNS_PRUNE
 
 JOB_NEXT_RUN_AT = """
 -- Seconds from now ($1, NULL: the database's) until the earliest pending job due after
@@ -1400,6 +1406,7 @@ class Statements:
     JOB_READY_EXISTS: str
     JOB_BUSIEST_KEYS: str
     JOB_BLOCKED_KEYS: str
+    KEY_TURNS_PRUNE: str
     JOB_NEXT_RUN_AT: str
     JOB_SET_STATE_IF_RUNNING_MANY: str
     JOB_SET_STATE_AND_RELEASE: str

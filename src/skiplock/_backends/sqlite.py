@@ -235,6 +235,8 @@ class SQLiteBackend:
         """The ids handed out in transactions that may roll back (sqlite_ids.py)."""
         self._key_cursors: KeyCursors = {}
         """Where each keyed claim's walk starts next (sqlite_keys.pick)."""
+        self._turns_after = ""
+        """Where the upkeep's next look for stale key turn rows starts ("": the first)."""
         self._here_pid = 0
         self._here_file: tuple[int, int] | None = None
         self.on_released: Callable[[set[str]], None] | None = None
@@ -464,7 +466,7 @@ class SQLiteBackend:
         def claim(conn: sqlite3.Connection) -> list[ClaimedJob]:
             with _immediate(conn):
                 rows = self._claim_keyed(conn, params, False)
-            return ops.claimed(rows)
+            return ops.claimed(rows, as_listed=True)
 
         return await self._run("job_get_available_keyed", claim)
 
@@ -492,7 +494,9 @@ class SQLiteBackend:
             "default_lease": params.default_lease,
             "margin": params.lease_margin,
         }
-        return conn.execute(sql.JOB_CLAIM_IDS, args).fetchall()
+        rows = conn.execute(sql.JOB_CLAIM_IDS, args).fetchall()
+        place = {job_id: n for n, job_id in enumerate(ids)}
+        return sorted(rows, key=lambda row: place[row["id"]])  # as the pick took them
 
     def _answerer(self, conn: sqlite3.Connection) -> ops.Answers:
         return ops.Answers(conn, self._now, self._claim, self._claim_keyed)
@@ -626,6 +630,7 @@ class SQLiteBackend:
             with _immediate(conn):
                 known = {name for _, name in history.days(conn)}
                 made = history.day_target(conn, self._now())  # None: past MAX_DAYS
+                self._turns_after = keys.prune_turns(conn, self._turns_after)
                 return [] if made is None or made[0] in known else [made[0]]
 
         return await self._run("storage_upkeep", make)

@@ -269,8 +269,8 @@ def complete(conn: sqlite3.Connection, completions: Sequence[Completion], now: f
     return applied
 
 
-def claimed(rows: list[Any]) -> list[ClaimedJob]:
-    return claimed_jobs(rows, _dt)
+def claimed(rows: list[Any], *, as_listed: bool = False) -> list[ClaimedJob]:
+    return claimed_jobs(rows, _dt, as_listed=as_listed)
 
 
 class Answers:

@@ -13,6 +13,7 @@ jobs, sqlite_history.py), whose branches SQLite searches each by its own primary
 
 from . import sqlite_aging_sql as _aging
 from . import sqlite_ids as _ids
+from . import sqlite_keys as _keys
 from . import sqlite_observe_sql as _observe
 from . import sqlite_unique as _unique
 from . import sqlite_workflow_sql as _workflow
@@ -266,6 +267,7 @@ ALTER TABLE skiplock_workers ADD COLUMN restarts_in_a_row INTEGER NOT NULL DEFAU
 """,
     ),
     (21, "unreleased waits", _workflow.MIGRATION_UNRELEASED),
+    (22, "key turns", _keys.MIGRATION_TURNS),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -483,6 +485,9 @@ JOB_CLAIM_IDS = (
     + _CLAIM_RETURNING
 )
 
+KEY_TURNS_PRUNE = _keys.KEY_TURNS_PRUNE
+"""The upkeep's removal of the turn rows of keys with no live job (sqlite_keys.prune_turns)."""
+
 JOB_READY_EXISTS = (
     """
 -- Whether the ordinary claim has a ready job to take at :now in the queues of the JSON
@@ -508,7 +513,8 @@ SELECT EXISTS (
            OR (SELECT count(*) FROM skiplock_jobs_live r
                WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key)
               < j.key_limit)
-      -- an ordered key's head alone, and not while a dead job blocks it
+      -- an ordered key's head alone, and not while a dead job blocks it or an earlier
+      -- one is parked on a signal
       AND (j.key_order IS NULL
            OR NOT EXISTS (SELECT 1 FROM skiplock_jobs_live e
                           WHERE e.state IN ('pending', 'running')
@@ -516,7 +522,10 @@ SELECT EXISTS (
                             AND e.concurrency_key = j.concurrency_key AND e.id < j.id)
               AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live d
                               WHERE d.state = 'dead' AND d.key_order = 'block'
-                                AND d.concurrency_key = j.concurrency_key AND d.id < j.id))
+                                AND d.concurrency_key = j.concurrency_key AND d.id < j.id)
+              AND NOT EXISTS ("""
+    + _keys.PARKED_AHEAD.format(key="j.concurrency_key", head="j.id")
+    + """))
 )
 """
 )

@@ -1,7 +1,7 @@
-"""skiplock's migrations of issue 42 (PostgreSQL 18-21, SQLite 17-21: workflow sequences,
+"""skiplock's migrations of issue 42 (PostgreSQL 18-22, SQLite 17-22: workflow sequences,
 unique scopes, SQLite's id counters, worker liveness: the live-worker registry's silence
-limit, OS process and restart counts; and the waits a release left unreleased), by skiplock's
-own migration list run again (it applies only what is missing)."""
+limit, OS process and restart counts; the waits a release left unreleased; concurrency keys'
+turns), by skiplock's own migration list run again (it applies only what is missing)."""
 
 from __future__ import annotations
 
