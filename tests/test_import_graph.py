@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._config",
             "skiplock._outcomes",
             "skiplock._payload",
+            "skiplock._printable",
             "skiplock._logging",
             "skiplock._job",
             "skiplock._attempt",

@@ -80,6 +80,9 @@ SLOW_TESTS = {
         "test_make_demo_runs_every_feature_and_ends_by_itself": "5 s (a subprocess)",
         "test_ctrl_c_stops_the_demo_cleanly": "2 s (a subprocess)",
     },
+    "tests/test_cli_control_chars.py": {
+        "test_no_listing_prints_a_stored_values_control_characters": "25-40 s (14 CLI runs)",
+    },
     "tests/test_fastapi.py": {
         "test_a_rolled_back_request_enqueues_nothing": "4.2 s",
     },

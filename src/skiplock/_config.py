@@ -161,6 +161,8 @@ class WorkerConfig:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 0, 65535)
         check_text("http_host", self.http_host)
+        if self.name:  # the live-worker table's key (name:random); "" means host:pid
+            check_text("name", self.name)
         if self.queues is not None:
             require(len(self.queues) > 0, "queues", self.queues, "must name at least one queue")
             for queue in self.queues:

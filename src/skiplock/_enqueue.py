@@ -21,6 +21,7 @@ from ._backends.workflow_plan import Node, Plan, existing
 from ._batch import current_batch
 from ._eager import EagerMode
 from ._job import NewJob
+from ._limits import MAX_TEXT_BYTES, oversized, text_bytes
 from ._registry import Registry
 from ._task import Enqueuing, JobHandle
 from .errors import ConfigurationError
@@ -46,6 +47,42 @@ def plan_of(jobs: Sequence[NewJob], batch_id: int | None) -> Plan:
 
 def _ignore_ids(_ids: Sequence[int]) -> None:
     """What an untraced enqueue does with the ids it inserted."""
+
+
+_LABELS = ("task", "queue", "unique_key", "concurrency_key", "correlation_id")
+"""A job's text columns that an index holds (``_limits.MAX_TEXT_BYTES``)."""
+_ALWAYS_FITS = MAX_TEXT_BYTES // 4
+"""Labels of this many characters together fit whatever they hold (UTF-8: 4 bytes at most)."""
+
+
+def refuse_oversized(jobs: Sequence[NewJob]) -> None:
+    """Refuse the whole batch, before anything is written, if a job's label is over
+    MAX_TEXT_BYTES, naming the job's place in it, its task, the label and its size.
+
+    ``prepare`` checked these already; a job changed since (its fields are plain attributes)
+    must still fail here, alone and by name, not as the database's error for the whole batch
+    (PostgreSQL's index refuses the row; SQLite would take it). One addition per job when the
+    labels are short, which they nearly always are."""
+    for index, job in enumerate(jobs):
+        short = (
+            len(job.task)
+            + len(job.queue)
+            + len(job.unique_key or "")
+            + len(job.concurrency_key or "")
+            + len(job.correlation_id or "")
+        )
+        if short <= _ALWAYS_FITS:
+            continue
+        for option in _LABELS:
+            value = getattr(job, option)
+            if value is None:
+                continue
+            size = text_bytes(option, value)
+            if size > MAX_TEXT_BYTES:
+                raise ConfigurationError(
+                    f"job {index + 1} of {len(jobs)} (task {job.task!r}): "
+                    f"{oversized(option, value, size)} (nothing was enqueued)"
+                )
 
 
 class Enqueuer:
@@ -78,6 +115,7 @@ class Enqueuer:
         connection: object | None = None,
     ) -> list[JobHandle]:
         batch = list(jobs)
+        refuse_oversized(batch)
         joining = current_batch()
         if joining is not None or any(job.depends_on for job in batch):
             return await self.enqueue_plan(plan_of(batch, joining), connection=connection)
@@ -98,6 +136,7 @@ class Enqueuer:
         self, jobs: Iterable[NewJob], *, connection: object | None, run_sync: RunSync[Any]
     ) -> list[JobHandle]:
         batch = list(jobs)
+        refuse_oversized(batch)
         joining = current_batch()  # read here: the app's loop runs in another thread
         if joining is not None or any(job.depends_on for job in batch):
             plan = plan_of(batch, joining)
@@ -127,6 +166,7 @@ class Enqueuer:
         self, plan: Plan, *, connection: object | None = None
     ) -> list[JobHandle]:
         """Write a workflow's jobs (``Plan``) in one transaction; handles in plan order."""
+        refuse_oversized([node.job for node in plan.nodes])
         if self._eager.on:
             raise ConfigurationError(
                 "workflows (depends_on, chains, groups, chords, batches) do not run in eager "
@@ -154,6 +194,7 @@ class Enqueuer:
             return handles
         if self._eager.on:
             run_sync(self.enqueue_plan(plan))  # refused there, with the reason
+        refuse_oversized([node.job for node in plan.nodes])
         if _sqlalchemy.is_sqlalchemy(connection):
             connection = _sqlalchemy.driver_connection_sync(connection)
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):

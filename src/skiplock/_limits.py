@@ -51,8 +51,20 @@ MAX_WORKFLOW_DEPTH = 10_000
 MAX_TRACEBACK_CHARS = 8000
 """A traceback is cut to its last 8,000 characters, where the cause is."""
 
+MAX_TEXT_BYTES = 1000
+"""Task and queue names, unique, concurrency and ordering keys, correlation ids, schedule and
+worker names: short labels, not documents, at most 1,000 bytes of UTF-8 each (``check_text``).
+
+Bytes, not characters, because bytes are what an index holds: PostgreSQL refuses a btree entry
+over 2,704 bytes (``index row size ... exceeds btree version 4 maximum``, failing the whole
+statement, so the whole batch), and its widest entries hold two of these labels beside about
+40 bytes (the keyed claim's walk: queue, concurrency key, priority, run_at, id; a unique key's:
+the key and its task's name). 2 x 1,000 + 40 fits with room whatever the characters, where
+1,000 characters of CJK text (3,000 bytes) did not. SQLite has no such limit; the same bound
+holds there so both databases accept exactly the same jobs."""
+
 MAX_TEXT_CHARS = 1000
-"""Queue names, unique keys and correlation ids: short labels, not documents."""
+"""Free text nothing indexes (a progress message, an audit entry's fields): characters."""
 
 EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_RUN_AT = datetime(9000, 1, 1, tzinfo=UTC)
@@ -87,15 +99,35 @@ def check_int(option: str, value: object, minimum: int, maximum: int = MAX_INT) 
 
 
 def check_text(option: str, value: object, *, optional: bool = False) -> None:
-    """A non-empty string without NUL (PostgreSQL ``text`` refuses it), at most MAX_TEXT_CHARS."""
+    """A non-empty string without NUL (PostgreSQL ``text`` refuses it) that UTF-8 can encode
+    (a lone surrogate cannot: both drivers fail it), at most MAX_TEXT_BYTES bytes of it."""
     if value is None and optional:
         return
     if not isinstance(value, str) or not value:
         raise _fail(option, value, "must be a non-empty string")
     if "\x00" in value:
         raise _fail(option, value, "must not contain a NUL character")
-    if len(value) > MAX_TEXT_CHARS:
-        raise _fail(option, value[:40] + "...", f"must be at most {MAX_TEXT_CHARS} characters")
+    size = text_bytes(option, value)
+    if size > MAX_TEXT_BYTES:
+        raise ConfigurationError(oversized(option, value, size))
+
+
+def text_bytes(option: str, value: str) -> int:
+    """How many bytes ``value`` takes in UTF-8; ConfigurationError if it cannot be encoded."""
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise _fail(
+            option, value[:40], f"is not valid text: {exc.reason} at character {exc.start}"
+        ) from None
+
+
+def oversized(option: str, value: str, size: int) -> str:
+    """The message for a label over MAX_TEXT_BYTES: the option, its start and its size."""
+    return (
+        f"{option}={value[:40]!r}... is {size} bytes of UTF-8 ({len(value)} characters): "
+        f"must be at most {MAX_TEXT_BYTES} bytes"
+    )
 
 
 def check_run_after(value: object) -> None:

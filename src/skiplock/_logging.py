@@ -21,6 +21,8 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from ._printable import printable
+
 JOB_FIELDS = (
     "event",
     "job_id",
@@ -41,6 +43,22 @@ JOB_FIELDS = (
 
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"
 FORMATS = ("plain", "json")
+
+
+class PlainFormatter(logging.Formatter):
+    """``PLAIN_FORMAT`` for a person: skiplock's own records with their control characters
+    shown (``printable``; a traceback keeps its lines), since they name queues, tasks and
+    workers that whoever enqueued or ran a job chose. The application's own records are left
+    as they are (they may colour themselves on purpose)."""
+
+    def __init__(self) -> None:
+        super().__init__(PLAIN_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if record.name == "skiplock" or record.name.startswith("skiplock."):
+            return printable(text, multiline=True)
+        return text
 
 
 class JsonFormatter(logging.Formatter):
@@ -71,7 +89,7 @@ def configure_logging(
     if format not in FORMATS:
         raise ValueError(f"format={format!r}: use one of {', '.join(FORMATS)}")
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if format == "json" else logging.Formatter(PLAIN_FORMAT))
+    handler.setFormatter(JsonFormatter() if format == "json" else PlainFormatter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

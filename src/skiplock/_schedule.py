@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 from ._config import require
 from ._cron import CronExpression, zone
 from ._job import NewJob
+from ._limits import check_text
 from ._task import Task
 
 MissedPolicy = Literal["skip", "latest", "all"]
@@ -48,7 +49,7 @@ class Schedule:
     """False: skip a slot while the previous run of this schedule is pending or running."""
 
     def __post_init__(self) -> None:
-        require(bool(self.id), "name", self.id, "must be a non-empty string")
+        check_text("name", self.id)  # the slot table's key: bounded like every label
         require(self.missed in MISSED_POLICIES, "missed", self.missed, f"one of {MISSED_POLICIES}")
         require(self.max_delay >= 0, "max_delay", self.max_delay, "must be >= 0 seconds")
         require(self.max_catchup >= 1, "max_catchup", self.max_catchup, "must be >= 1")

@@ -150,17 +150,18 @@ def argument_misfit(
 def _validate_options(task: Task[Any, Any]) -> None:
     """Every option against its bound in ``_limits`` (README's "Bounds" table)."""
     check_text("name", task.name)
-    check_text("queue", task.queue)
+    of = f"task {task.name!r}: "  # a label's error names the task: keys are set per task
+    check_text(of + "queue", task.queue)
     check_int("priority", task.priority, -MAX_INT - 1)
     check_int("max_attempts", task.max_attempts, 1, MAX_ATTEMPTS)
     if task.timeout is not None:
         check_seconds("timeout", task.timeout, open_=True)
     if task.visibility_timeout is not None:
         check_seconds("visibility_timeout", task.visibility_timeout, minimum=0.5)
-    check_text("correlation_id", task.correlation_id, optional=True)
+    check_text(of + "correlation_id", task.correlation_id, optional=True)
     check_run_after(task.run_after)
     _validate_ordering(task)
-    _validate_keys(task.concurrency_key, task.key_limit)
+    _validate_keys(of, task.concurrency_key, task.key_limit)
     _validate_turns(task)
     require(isinstance(task.keep_result, bool), "keep_result", task.keep_result, "must be a bool")
     _validate_versions(task.version, task.upcast)
@@ -189,7 +190,7 @@ def _validate_unique(task: Task[Any, Any]) -> None:
     """The unique key and what a conflict, a window or a debounce does with it; options
     that contradict each other are refused, naming both."""
     if not callable(task.unique_key):
-        check_text("unique_key", task.unique_key, optional=True)
+        check_text(f"task {task.name!r}: unique_key", task.unique_key, optional=True)
     require(
         task.on_conflict in ("keep", "replace", "reject"),
         "on_conflict",
@@ -292,11 +293,11 @@ def _validate_dependencies(task: Task[Any, Any]) -> None:
             )
 
 
-def _validate_keys(key: object, limit: object) -> None:
+def _validate_keys(of: str, key: object, limit: object) -> None:
     """``concurrency_key`` a key or a function of the arguments; ``key_limit`` with a key only,
-    a whole number from 1 to MAX_KEY_LIMIT."""
+    a whole number from 1 to MAX_KEY_LIMIT. ``of`` names the task in the key's error."""
     if not callable(key):
-        check_text("concurrency_key", key, optional=True)
+        check_text(of + "concurrency_key", key, optional=True)
     if limit is not None:
         check_int("key_limit", limit, 1, MAX_KEY_LIMIT)
         require(
@@ -339,7 +340,7 @@ def _validate_ordering(task: Task[Any, Any]) -> None:
     time already (no ``concurrency_key`` or ``key_limit`` beside it)."""
     key = task.ordering_key
     if not callable(key):
-        check_text("ordering_key", key, optional=True)
+        check_text(f"task {task.name!r}: ordering_key", key, optional=True)
     require(
         task.ordering_on_dead in ("block", "skip"),
         "ordering_on_dead",

@@ -13,7 +13,7 @@ import click
 
 from .._schedule import Schedule
 from .._worker.scheduler import Scheduler
-from .output import echo_json, json_option
+from .output import echo, echo_json, json_option
 from .support import (
     CANNOT_RUN,
     CliError,
@@ -82,7 +82,7 @@ def cron_list(app_spec: str, as_json: bool) -> None:
         )
         return
     if not app.schedules:
-        click.echo("no schedules")
+        echo("no schedules")
     for schedule in app.schedules.values():
         _echo_schedule(schedule, last.get(schedule.id))
 
@@ -107,17 +107,17 @@ def schedule_details(
 
 
 def _echo_schedule(schedule: Schedule, previous: datetime | None) -> None:
-    click.echo(f"{schedule.id}")
-    click.echo(f"  task     {schedule.task.name}")
-    click.echo(f"  cron     {schedule.cron.text}   zone {schedule.tz.key}")
-    click.echo(
+    echo(f"{schedule.id}")
+    echo(f"  task     {schedule.task.name}")
+    echo(f"  cron     {schedule.cron.text}   zone {schedule.tz.key}")
+    echo(
         f"  missed   {schedule.missed} (max_delay {schedule.max_delay:g}s)"
         f"   overlap {'yes' if schedule.overlap else 'no'}"
     )
     for fire in schedule.next_fires(datetime.now(UTC), 3):
         local = fire.astimezone(schedule.tz)
-        click.echo(f"  next     {local:%Y-%m-%d %H:%M:%S %Z}   {fire:%Y-%m-%d %H:%M:%S} UTC")
-    click.echo(
+        echo(f"  next     {local:%Y-%m-%d %H:%M:%S %Z}   {fire:%Y-%m-%d %H:%M:%S} UTC")
+    echo(
         f"  last     {previous.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
         if previous
         else "  last     never"

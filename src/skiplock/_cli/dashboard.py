@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigurationError
+from .output import echo
 from .support import (
     CANNOT_RUN,
     CliError,
@@ -382,6 +383,6 @@ def hash_password_command(password: str | None, from_stdin: bool) -> None:
         password = sys.stdin.readline().rstrip("\r\n")
     assert password is not None
     try:
-        click.echo(hash_password(password))
+        echo(hash_password(password))
     except ConfigurationError as exc:
         raise CliError(str(exc), CANNOT_RUN) from exc

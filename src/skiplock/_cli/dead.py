@@ -10,7 +10,7 @@ from click.core import ParameterSource
 from .._app import App
 from .._job import JobFilter, JobRecord, JobState
 from .job import echo_job, echo_jobs, filter_options, job_filter, who_option
-from .output import json_option
+from .output import echo, json_option
 from .support import CliError, Group, app_command, app_for, run_async
 
 LIMIT_HELP = (
@@ -53,7 +53,7 @@ def dead_list(app_spec: str, url: str | None, as_json: bool, **filters: Any) -> 
     if total > len(jobs) and not as_json:
         for j in jobs:
             echo_job(j, full=False)
-        click.echo(f"showing {len(jobs)} of {total} dead jobs; --limit to see more")
+        echo(f"showing {len(jobs)} of {total} dead jobs; --limit to see more")
         return
     echo_jobs(jobs, "dead jobs", as_json)
 
@@ -89,7 +89,7 @@ def dead_requeue(app_spec: str, url: str | None, who: str, **filters: Any) -> No
     is reported as skipped."""
     app, where = _target(app_spec, url, filters)
     ids, held, more, dead_now = run_async(app, lambda: _requeue(app, where, who))
-    click.echo(f"requeued {len(ids)} jobs: {ids}{more}")
+    echo(f"requeued {len(ids)} jobs: {ids}{more}")
     problems = []
     if held:
         problems.append(f"skipped {len(held)} jobs, a live job holds their unique key: {held}")
@@ -122,7 +122,7 @@ def dead_discard(app_spec: str, url: str | None, who: str, **filters: Any) -> No
     are kept until the retention deletes them."""
     app, where = _target(app_spec, url, filters)
     ids, more, dead_now = run_async(app, lambda: _discard(app, where, who))
-    click.echo(f"discarded {len(ids)} jobs: {ids}{more}")
+    echo(f"discarded {len(ids)} jobs: {ids}{more}")
     missing = sorted(set(where.ids or ()) - set(ids) - dead_now)
     if missing:
         raise CliError(f"not discarded: not dead, or unknown: {missing}")

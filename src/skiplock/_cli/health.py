@@ -19,7 +19,7 @@ import click
 
 from .._observe.liveness import CRASH_LOOP_RESTARTS, STABLE_S, dead_reason
 from .._observe.stats import StatsGroup, WorkerInfo
-from .output import echo_json, json_option
+from .output import echo, echo_json, json_option
 from .support import Seconds, app_command, app_for, run_async
 
 DEFAULT_MAX_BACKLOG_AGE_S = 300.0
@@ -136,6 +136,6 @@ def health(
         )
         sys.exit(1 if found else 0)
     if found:
-        click.echo(f"unhealthy: {'; '.join(found)}", err=True)
+        echo(f"unhealthy: {'; '.join(found)}", err=True)
         sys.exit(1)
-    click.echo(f"healthy: {len(live)} worker(s) beating, backlog age {total.backlog_age_s:.0f}s")
+    echo(f"healthy: {len(live)} worker(s) beating, backlog age {total.backlog_age_s:.0f}s")

@@ -17,7 +17,7 @@ import click
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
 from .._workflow_records import JobLinks, LinkedJob
-from .output import echo_json, json_option, to_json
+from .output import echo, echo_json, json_option, to_json
 from .support import CANNOT_RUN, LIMIT, CliError, Group, app_command, app_for, run_async
 
 JOB_ID = click.IntRange(min=1, max=2**63 - 1)
@@ -36,7 +36,7 @@ def echo_job(job: JobRecord, *, full: bool) -> None:
     finished = f" finished={job.finished_at:%Y-%m-%d %H:%M:%S}" if job.finished_at else ""
     last = f"  last error: {job.errors[-1]['message']}" if job.errors and not full else ""
     state = "claimed" if job.claimed_only else job.state.value  # leased, not reported started
-    click.echo(
+    echo(
         f"{job.id:>8} {state:<9} {job.task} queue={job.queue} "
         f"attempt={job.attempt}/{job.max_attempts}{finished}{last}"
     )
@@ -44,7 +44,7 @@ def echo_job(job: JobRecord, *, full: bool) -> None:
         details = job_details(job)
         for key in ("id", "task", "queue", "state", "attempt", "max_attempts"):
             del details[key]  # already on the line above
-        click.echo(to_json(details, indent=2))
+        echo(to_json(details, indent=2), multiline=True)
 
 
 def job_details(job: JobRecord) -> dict[str, Any]:
@@ -162,7 +162,7 @@ def echo_jobs(jobs: list[JobRecord], noun: str, as_json: bool) -> None:
         return
     for j in jobs:
         echo_job(j, full=False)
-    click.echo(f"{len(jobs)} {noun}")
+    echo(f"{len(jobs)} {noun}")
 
 
 @click.group(cls=Group)
@@ -205,7 +205,7 @@ def job_show(app_spec: str, url: str | None, job_id: int, as_json: bool) -> None
         return
     echo_job(record, full=True)
     for line in links_lines(links):
-        click.echo(line)
+        echo(line)
 
 
 def links_details(links: JobLinks) -> dict[str, Any]:
@@ -273,7 +273,7 @@ def job_signal(
     line = f"job {job_id}: signal {name!r} {receipt.describe()}"
     if receipt.mistaken:
         raise CliError(line)
-    click.echo(line)
+    echo(line)
 
 
 @app_command(job, "waiting")
@@ -292,8 +292,8 @@ def job_waiting(app_spec: str, url: str | None, limit: int, as_json: bool) -> No
             what = f"signal {w.signal!r}{until}"
         else:
             what = f"{w.parents_left} parent(s) left"
-        click.echo(f"{w.id:>8} {w.task} queue={w.queue} waits for {what}")
-    click.echo(f"{len(jobs)} waiting")
+        echo(f"{w.id:>8} {w.task} queue={w.queue} waits for {what}")
+    echo(f"{len(jobs)} waiting")
 
 
 @app_command(job, "batch")
@@ -308,10 +308,10 @@ def job_batch(app_spec: str, url: str | None, batch_id: int, as_json: bool) -> N
         return
     counts = " ".join(f"{state}={n}" for state, n in sorted(info.counts.items()))
     closed = "aborted" if info.aborted else "closed" if info.closed else "open"
-    click.echo(f"batch {info.id} {closed}: {info.finished}/{info.total} finished {counts}")
+    echo(f"batch {info.id} {closed}: {info.finished}/{info.total} finished {counts}")
     for label, callback in (("on_success", info.on_success), ("on_complete", info.on_complete)):
         if callback is not None:
-            click.echo(f"  {label}: job {callback}")
+            echo(f"  {label}: job {callback}")
 
 
 @app_command(job, "cancel")
@@ -330,9 +330,9 @@ def job_cancel(app_spec: str, url: str | None, job_id: int, who: str) -> None:
 
     state, running = run_async(app, cancel)
     if running is not None:
-        click.echo(f"job {job_id} is running: {_flagged(running)}")
+        echo(f"job {job_id} is running: {_flagged(running)}")
     elif state is JobState.CANCELLED:
-        click.echo(f"job {job_id} cancelled")
+        echo(f"job {job_id} cancelled")
     else:
         raise CliError(f"job {job_id} already finished ({state.value})")
 
@@ -371,6 +371,6 @@ def job_retry(app_spec: str, url: str | None, job_id: int, who: str) -> None:
     if not done:
         raise CliError(f"job {job_id} is {state.value}, not finished: nothing to retry")
     if state is JobState.WAITING:
-        click.echo(f"job {job_id} waits for its parents again ({left} left)")
+        echo(f"job {job_id} waits for its parents again ({left} left)")
     else:
-        click.echo(f"job {job_id} requeued")
+        echo(f"job {job_id} requeued")

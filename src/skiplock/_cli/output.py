@@ -1,8 +1,14 @@
-"""What ``--json`` prints, the same way for every command that lists or shows.
+"""What the commands print: ``echo`` for a person, ``echo_json`` for a script.
 
-One object per command (never a bare list, so a key can be added without breaking a script),
-datetimes as ISO 8601 strings with their offset, keys in a fixed order; each command's keys are
-documented in docs/operations/cli.md and tested there.
+``echo`` (every human-format line) shows the control characters a value holds instead of
+sending them to the terminal (``skiplock._printable``: a job's error, a queue, task or worker
+name, a key, come from whoever enqueued or ran the job, and an escape sequence in one would
+retitle the terminal or rewrite the line); docs/operations/cli.md, "Control characters".
+
+``--json``: one object per command (never a bare list, so a key can be added without breaking
+a script), datetimes as ISO 8601 strings with their offset, keys in a fixed order; each
+command's keys are documented in docs/operations/cli.md and tested there. JSON escapes every
+control character itself, so a script reads the exact value.
 """
 
 from __future__ import annotations
@@ -13,7 +19,17 @@ from typing import Any, TypeVar
 
 import click
 
+from .._printable import printable
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["echo", "echo_json", "json_option", "printable", "to_json"]
+
+
+def echo(text: str = "", *, err: bool = False, multiline: bool = False) -> None:
+    """Print one line for a person (stdout, or stderr with ``err``), its control characters
+    shown, never sent to the terminal (``printable``)."""
+    click.echo(printable(text, multiline=multiline), err=err)
 
 
 def _iso(value: object) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from .._config import WorkerConfig
-from .output import echo_json, json_option
+from .output import echo, echo_json, json_option
 from .support import Seconds, app_command, app_for, run_async
 
 _DEFAULTS = WorkerConfig()
@@ -103,9 +103,7 @@ def prune_command(
     )
     audit = f"{audited} audit trail entries (written more than {in_words(audit_age_s)} ago)"
     if by_state is None:
-        click.echo(f"deleted {count} jobs ({rule}) and {audit}")
+        echo(f"deleted {count} jobs ({rule}) and {audit}")
         return
     states = " ".join(f"{state}={n}" for state, n in sorted(by_state.items()))
-    click.echo(
-        f"would delete {count} jobs ({rule})" + (f": {states}" if states else "") + f"; {audit}"
-    )
+    echo(f"would delete {count} jobs ({rule})" + (f": {states}" if states else "") + f"; {audit}")

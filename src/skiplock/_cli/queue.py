@@ -8,7 +8,7 @@ import click
 
 from .._job import QueueInfo
 from .._limits import MAX_AGING_S, MIN_AGING_S
-from .output import echo_json, json_option
+from .output import echo, echo_json, json_option
 from .support import (
     CANNOT_RUN,
     MAX_COUNT,
@@ -41,9 +41,9 @@ def queue_list(app_spec: str, url: str | None, as_json: bool) -> None:
         echo_json({"queues": [_queue_json(q) for q in queues]})
         return
     if not queues:
-        click.echo("no queues")
+        echo("no queues")
     for q in queues:
-        click.echo(
+        echo(
             f"{q.name:<20} pending={q.pending:<6} running={q.running:<5} claimed={q.claimed:<5} "
             f"paused={'yes' if q.paused else 'no'} max_depth={q.max_depth} "
             f"max_running={q.max_running} rate_per_s={q.rate_per_s} aging_s={q.aging_s}"
@@ -82,7 +82,7 @@ def queue_pause(app_spec: str, url: str | None, name: str, create: bool) -> None
     names it; a new name needs --create."""
     app = app_for(app_spec, url)
     run_async(app, lambda: app.pause_queue(name, create=create))
-    click.echo(f"queue {name} paused")
+    echo(f"queue {name} paused")
 
 
 @app_command(queue, "resume")
@@ -92,7 +92,7 @@ def queue_resume(app_spec: str, url: str | None, name: str, create: bool) -> Non
     """Let workers claim from NAME again (known, or --create, as for pause)."""
     app = app_for(app_spec, url)
     run_async(app, lambda: app.resume_queue(name, create=create))
-    click.echo(f"queue {name} resumed")
+    echo(f"queue {name} resumed")
 
 
 def _limit(
@@ -162,7 +162,7 @@ def queue_limit(
         return await app.queue_info(name)
 
     q = run_async(app, set_and_read)
-    click.echo(
+    echo(
         f"queue {name}: max_depth={q.max_depth} max_running={q.max_running}"
         f" rate_per_s={q.rate_per_s} aging_s={q.aging_s}"
     )

@@ -1,5 +1,9 @@
 """``skiplock stats APP``: is the queue keeping up? The health numbers as tables (red where an
-alert threshold is crossed), or as JSON for scripts, once or refreshed in place."""
+alert threshold is crossed), or as JSON for scripts, once or refreshed in place.
+
+Every name and key reaches rich through ``printable``: rich drops BEL and CR from a ``Text``
+but passes ESC, DEL and the C1 controls to the terminal (measured, rich 15), so a queue named
+``"\\x1b]0;pwned\\x07"`` would retitle it. Rich's own styling escapes are unaffected."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from rich.text import Text
 from .._app_observe import DEFAULT_WINDOW_S
 from .._job import BlockedKey, KeyLoad
 from .._observe.stats import Stats, StatsGroup
-from .output import to_json
+from .output import printable, to_json
 from .support import Seconds, app_command, app_for, run_async
 
 DEFAULT_ALERT_BACKLOG_AGE_S = 300.0
@@ -107,7 +111,7 @@ def table(
         out.add_column(header, justify="right", overflow="fold")
     for group in groups:
         crossed = alerts.crossed(group)
-        row = [Text(group.name or "(all)", style="bold")]
+        row = [Text(printable(group.name or "(all)"), style="bold")]
         row += [
             Text(_cell(group, name), style="bold red" if name in crossed else "")
             for name, _ in columns
@@ -132,7 +136,7 @@ def listing(
     lines: list[Text] = [Text(title, style="bold")]
     for group in groups:
         crossed = alerts.crossed(group)
-        lines.append(Text(group.name or "(all)", style="bold", overflow="fold"))
+        lines.append(Text(printable(group.name or "(all)"), style="bold", overflow="fold"))
         line = Text("  ")
         for name, header in columns:
             value = _cell(group, name)
@@ -182,7 +186,7 @@ def blocked_lines(blocked: tuple[BlockedKey, ...]) -> Group:
     """The ordered keys a dead job holds, in bold red: each waits for a person."""
     lines = [Text("ordered keys held by a dead job (retry or discard it)", style="bold red")]
     for held in blocked:
-        lines.append(Text(held.key, style="bold", overflow="fold"))
+        lines.append(Text(printable(held.key), style="bold", overflow="fold"))
         lines.append(Text(f"  dead job {held.dead_job_id}  waiting {held.waiting}"))
     return Group(*lines)
 
@@ -203,7 +207,7 @@ def keys_table(keys: tuple[KeyLoad, ...]) -> Table:
     for load in keys:
         full = load.key_limit is not None and load.running >= load.key_limit
         out.add_row(
-            Text(load.key, style="bold"),
+            Text(printable(load.key), style="bold"),
             Text(str(load.running), style="bold" if full else ""),
             str(load.ready),
             str(load.pending),
@@ -216,7 +220,7 @@ def keys_listing(keys: tuple[KeyLoad, ...]) -> Group:
     """``keys_table`` for a narrow terminal: a key a line, then its numbers indented."""
     lines = [Text(KEYS_TITLE, style="bold")]
     for load in keys:
-        lines.append(Text(load.key, style="bold", overflow="fold"))
+        lines.append(Text(printable(load.key), style="bold", overflow="fold"))
         lines.append(
             Text(
                 f"  running {load.running}  ready {load.ready}  pending {load.pending}"

@@ -28,6 +28,7 @@ from .._logging import FORMATS
 from .._logging import configure_logging as set_up_logging
 from .._url import mask_in
 from ..errors import ConfigurationError, SchemaError, SkiplockError, UrlRefused
+from .output import printable
 
 T = TypeVar("T")
 
@@ -62,6 +63,10 @@ class CliError(click.ClickException):
     def __init__(self, message: str, exit_code: int = REFUSED) -> None:
         super().__init__(message)
         self.exit_code = exit_code  # type: ignore[misc]  # click declares a ClassVar
+
+    def format_message(self) -> str:
+        """The message with its control characters shown: it may quote a stored value."""
+        return printable(self.message)
 
 
 # -- numbers at the edge -------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .._task import Task, seconds_of
-from .output import echo_json, json_option
+from .output import echo, echo_json, json_option
 from .support import Group, Seconds, load_app, run_async
 
 
@@ -143,8 +143,8 @@ def task_list(app_spec: str, as_json: bool) -> None:
         echo_json({"tasks": listed})
         return
     for details in listed:
-        click.echo(_line(details))
-    click.echo(f"{len(listed)} tasks")
+        echo(_line(details))
+    echo(f"{len(listed)} tasks")
 
 
 @task.command(name="pause")
@@ -157,7 +157,7 @@ def task_pause(app_spec: str, name: str, for_s: float | None) -> None:
     """Stop every worker claiming jobs of task NAME."""
     app = load_app(app_spec)
     run_async(app, lambda: app.pause_task(name, for_s=for_s))
-    click.echo(f"task {name} paused" + (f" for {for_s:g}s" if for_s else ""))
+    echo(f"task {name} paused" + (f" for {for_s:g}s" if for_s else ""))
 
 
 @task.command(name="resume")
@@ -167,4 +167,4 @@ def task_resume(app_spec: str, name: str) -> None:
     """Lift task NAME's pause (a person's or its breaker's)."""
     app = load_app(app_spec)
     resumed = run_async(app, lambda: app.resume_task(name))
-    click.echo(f"task {name} resumed" if resumed else f"task {name} was not paused")
+    echo(f"task {name} resumed" if resumed else f"task {name} was not paused")

@@ -24,6 +24,7 @@ from .._worker.supervisor import (
 )
 from .._worker.worker import Worker
 from .options import build_config, worker_config_options
+from .output import echo
 from .support import (
     CANNOT_RUN,
     LOOPS,
@@ -47,7 +48,7 @@ def migrate(app_spec: str, url: str | None) -> None:
     Refuses (exit 2, naming both versions) a database a newer skiplock migrated."""
     app = app_for(app_spec, url)
     applied = run_async(app, app.migrate, exit_code=CANNOT_RUN)
-    click.echo(f"applied migrations {applied}" if applied else "schema already up to date")
+    echo(f"applied migrations {applied}" if applied else "schema already up to date")
 
 
 @click.command()

@@ -14,7 +14,7 @@ import click
 from .._observe.liveness import dead_reason
 from .._observe.stats import WorkerInfo
 from .health import DEFAULT_MAX_SILENCE_S
-from .output import echo_json, json_option
+from .output import echo, echo_json, json_option
 from .support import Seconds, app_command, app_for, run_async
 
 
@@ -95,10 +95,10 @@ def workers_command(
         )
         return
     for worker in shown:
-        click.echo(_line(worker) + _mark(worker, max_silence))
+        echo(_line(worker) + _mark(worker, max_silence))
     hidden = (
         ""
         if show_all or len(rows) == len(live)
         else f" ({len(rows) - len(live)} silent or dead: --all)"
     )
-    click.echo(f"{len(live)} live worker{'' if len(live) == 1 else 's'}{hidden}")
+    echo(f"{len(live)} live worker{'' if len(live) == 1 else 's'}{hidden}")
