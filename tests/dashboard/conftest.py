@@ -10,26 +10,33 @@ screenshots`` sets it to docs/images: the pictures in the docs are these).
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import os
+import re
 import shutil
+import socket
+import ssl
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import uvicorn
 
 import skiplock
 from skiplock.dashboard import hash_password
 
 from ..apps import dash_app
 from ..conftest import PG_URL
-from ..helpers import free_port, pg_admin, wait_until
+from ..helpers import await_until, free_port, pg_admin, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.apps.dash_app:app"
@@ -242,4 +249,98 @@ def save(page: Any, shots: Path, name: str, stack: Stack, *, full_page: bool = T
         page.screenshot(path=str(shots / f"dashboard-{name}.png"), full_page=full_page)
 
 
-__all__ = ["Pages", "Stack", "save", "shutil", "wait_until"]
+# -- speaking to a served dashboard (test_security, test_floods, test_refusals) ------------
+
+
+def raw(port: int, path: str, headers: dict[str, str], method: str = "GET") -> tuple[int, str]:
+    """One HTTP/1.1 request with exactly these headers; the status and the whole answer."""
+    lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
+    lines += ["Connection: close", "Content-Length: 0", "", ""]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall("\r\n".join(lines).encode("latin-1"))
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    answer = b"".join(chunks).decode("utf-8", errors="replace")
+    return int(answer.split(" ", 2)[1]), answer
+
+
+def basic(name: str) -> str:
+    return "Basic " + base64.b64encode(f"{name}:{name[::-1]}".encode()).decode()
+
+
+class Server:
+    """A ``skiplock dashboard`` process with the given options, on a migrated SQLite file."""
+
+    def __init__(
+        self, stack: Stack, name: str, *options: str, tls: ssl.SSLContext | None = None, **env: str
+    ) -> None:
+        self.stack, self.name, self.tls = stack, name, tls
+        self.port = free_port()
+        saved = stack.env
+        stack.env = {**saved, **env}
+        try:
+            self.proc = stack.start(name, "dashboard", APP, "--port", str(self.port), *options)
+        finally:
+            stack.env = saved
+        wait_until(self._up, f"the {name} dashboard to listen")
+
+    def _up(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(self.stack.output(self.name))
+        scheme = "https" if self.tls else "http"
+        url = f"{scheme}://127.0.0.1:{self.port}/static/dashboard.css"
+        try:
+            with urllib.request.urlopen(url, timeout=1, context=self.tls):
+                return True
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def get(self, path: str, **headers: str) -> tuple[int, str]:
+        return raw(self.port, path, {"Host": f"127.0.0.1:{self.port}", **headers})
+
+    def log(self) -> str:
+        return self.stack.output(self.name)
+
+
+@contextlib.asynccontextmanager
+async def serving(web: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """uvicorn serving ``web`` on a real socket in this test's loop, and a client of it."""
+    port = free_port()
+    config = uvicorn.Config(web, host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    await await_until(lambda: server.started, "uvicorn to listen")
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            yield client
+    finally:
+        server.should_exit = True
+        await task
+
+
+def credentials(name: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{name}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+async def form_token(client: httpx.AsyncClient, headers: dict[str, str], path: str = "/") -> str:
+    page = (await client.get(path, headers=headers)).text
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert found, page[-500:]
+    return found.group(1)
+
+
+__all__ = [
+    "Pages",
+    "Server",
+    "Stack",
+    "basic",
+    "credentials",
+    "form_token",
+    "raw",
+    "save",
+    "serving",
+    "shutil",
+    "wait_until",
+]

@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Stack
-from .test_security import Server
+from .conftest import Server, Stack
 
 FOREIGN_POSTS = 300
 

@@ -9,7 +9,7 @@ from skiplock.dashboard import basic_auth, create_app, hash_password
 from skiplock.dashboard.actions import MAX_FORM_BYTES, MAX_FORM_FIELDS
 from skiplock.dashboard.audit import REFUSALS_STORED_PER_MINUTE
 
-from .test_security import credentials, form_token, serving
+from .conftest import credentials, form_token, serving
 
 PEOPLE = {"vera": "viewer", "otto": "operator"}
 

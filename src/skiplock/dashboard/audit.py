@@ -17,18 +17,18 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import SkiplockError
-from .auth import ANONYMOUS, SlidingWindow, User
+from .auth import ANONYMOUS, User
+from .refusals import REFUSALS_STORED_PER_MINUTE
 
 if TYPE_CHECKING:
     from .state import Dashboard
 
 log = logging.getLogger("skiplock.dashboard")
 
+__all__ = ["REFUSALS_STORED_PER_MINUTE", "audit", "audit_refusal"]
+
 MAX_FIELD_CHARS = 1000
 """A client writes the name and the path it sends: kept to this much of each."""
-
-REFUSALS_STORED_PER_MINUTE = 60
-"""Refused actions and sign-ins stored in the audit trail a minute, at most (together)."""
 
 
 async def audit(dash: Dashboard, what: str, who: str, target: str, detail: str = "") -> None:
@@ -41,36 +41,6 @@ async def audit(dash: Dashboard, what: str, who: str, target: str, detail: str =
         )
     except SkiplockError as exc:
         log.error("audit trail not written (%s by %s on %s): %s", what, who, target, exc)
-
-
-class Refusals:
-    """What the dashboard refused in the last minute, and what it did not store of it."""
-
-    def __init__(self) -> None:
-        self.stored = SlidingWindow(60.0)
-        self.unstored = 0
-        """Refusals counted but not stored since the last line that said so."""
-        self._said_at = float("-inf")
-
-    def may_store(self, now: float) -> bool:
-        """Whether one more refusal fits this minute's cap (then it is counted as stored)."""
-        if self.stored.wait("all", REFUSALS_STORED_PER_MINUTE, now):
-            return False
-        self.stored.add("all", now)
-        return True
-
-    def not_stored(self, what: str, now: float) -> None:
-        """Count one refusal left out of the trail; say how many, once a minute at most."""
-        self.unstored += 1
-        if now - self._said_at >= 60.0:
-            log.warning(
-                "%d refused requests not stored in the audit trail in the last minute "
-                "(the anonymous viewer's, or past %d a minute); the latest: %s",
-                self.unstored,
-                REFUSALS_STORED_PER_MINUTE,
-                what,
-            )
-            self.unstored, self._said_at = 0, now
 
 
 async def audit_refusal(

@@ -6,8 +6,8 @@ it without importing the others (``app.py`` builds it; the pages only read it)."
 from __future__ import annotations
 
 from .._app import App
-from .audit import Refusals
 from .auth import Auth
+from .refusals import Refusals
 from .render import Renderer
 from .sampler import Sampler
 from .security import Csrf
