@@ -47,8 +47,8 @@ FIXED = {
     "jinja2": "3.1.6",
     # CVE-2024-24762 below 0.109.1; 0.133 is the first that admits starlette 1.x at all.
     "fastapi": "0.133",
-    # CVE-2020-17446 (0.21); 0.30 is what the code needs.
-    "asyncpg": "0.30",
+    # CVE-2020-17446 (0.21); 0.31 is the first that reads a connection service (issue 43).
+    "asyncpg": "0.31",
     # CVE-2021-41945 (0.20).
     "httpx": "0.27",
     # CVE-2025-47273 (path traversal in PackageIndex, 78.1.1), CVE-2024-6345.

@@ -214,6 +214,10 @@ class PostgresBackend:
         parsed = parse_postgres_url(url)
         self._dsn, self.schema, self.pooled = parsed.dsn, parsed.schema, parsed.pooled
         self.connect_timeout_s = parsed.connect_timeout_s
+        self._driver: dict[str, Any] = (
+            {"servicefile": parsed.servicefile} if parsed.servicefile else {}
+        )
+        """Keywords every connection of ours is opened with (the service file to read)."""
         self._listen_dsn = parsed.listen_dsn
         # Behind a transaction pooler with no direct connection to LISTEN on: poll-only.
         self.supports_push = self._listen_dsn is not None
@@ -297,6 +301,7 @@ class PostgresBackend:
                 # session is missing on the next; unnamed statements live inside one exchange.
                 statement_cache_size=0 if self.pooled else 100,
                 timeout=self.connect_timeout_s,
+                **self._driver,
                 reset=_keep_session,
             )
             try:
@@ -321,6 +326,7 @@ class PostgresBackend:
                 max_size=2,
                 server_settings={**self._settings, **PRICED_OUT, "enable_sort": "off"},
                 timeout=self.connect_timeout_s,
+                **self._driver,
                 reset=_keep_session,
             )
             # The outcome batches' and heartbeats' sessions: they lock and write given ids of
@@ -343,6 +349,7 @@ class PostgresBackend:
                 max_size=3,
                 server_settings={**self._settings, **settings},
                 timeout=self.connect_timeout_s,
+                **self._driver,
                 reset=_keep_session,
             )
             # A small batch of outcomes (an idle worker's one job, a chain's link) on a session
@@ -361,6 +368,7 @@ class PostgresBackend:
                     "plan_cache_mode": "force_generic_plan",
                 },
                 timeout=self.connect_timeout_s,
+                **self._driver,
                 reset=_keep_session,
             )
 
@@ -1111,7 +1119,10 @@ class PostgresBackend:
             )
         with _wrapped("listen"), self._connecting():
             conn = await asyncpg.connect(
-                self._listen_dsn, server_settings=self._settings, timeout=self.connect_timeout_s
+                self._listen_dsn,
+                server_settings=self._settings,
+                timeout=self.connect_timeout_s,
+                **self._driver,
             )
         conn.add_termination_listener(lambda _c: lost.set())
         try:

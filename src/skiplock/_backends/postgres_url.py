@@ -47,6 +47,10 @@ class PostgresUrl:
     listen_dsn: str | None
     """Where LISTEN connects: ``listen_url``; else ``dsn`` when direct; None means poll-only."""
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    servicefile: str | None = None
+    """``servicefile=``: where asyncpg reads the ``service=`` named in the URL (libpq's
+    connection service file; default ``PGSERVICEFILE`` or ``~/.pg_service.conf``). A keyword of
+    the driver's, not a URL parameter it takes, so it is split off like skiplock's own."""
 
     def __repr__(self) -> str:
         """The URLs masked: a repr lands in logs, tracebacks and debuggers."""
@@ -54,7 +58,7 @@ class PostgresUrl:
         return (
             f"PostgresUrl(dsn={mask_url(self.dsn)!r}, schema={self.schema!r}, "
             f"pooled={self.pooled!r}, listen_dsn={listen!r}, "
-            f"connect_timeout_s={self.connect_timeout_s!r})"
+            f"connect_timeout_s={self.connect_timeout_s!r}, servicefile={self.servicefile!r})"
         )
 
 
@@ -74,6 +78,7 @@ def parse_postgres_url(url: str) -> PostgresUrl:
             "transaction pooling) or leave it out for a direct or session-pooled connection"
         )
     timeout = _connect_timeout(_last(query, "connect_timeout"), url)
+    servicefile = _last(query, "servicefile")
     listen_url = _last(query, "listen_url")
     if listen_url is not None and urlsplit(listen_url).scheme not in ("postgresql", "postgres"):
         raise ConfigurationError("url: listen_url must be a postgresql:// URL")
@@ -83,7 +88,7 @@ def parse_postgres_url(url: str) -> PostgresUrl:
     dsn = parts._replace(query=rest, scheme="postgresql").geturl()
     listen = listen_url.replace("postgres://", "postgresql://", 1) if listen_url else None
     listen_dsn = listen or (None if pooler else dsn)
-    return PostgresUrl(dsn, schema, pooler is not None, listen_dsn, timeout)
+    return PostgresUrl(dsn, schema, pooler is not None, listen_dsn, timeout, servicefile)
 
 
 def _connect_timeout(text: str | None, url: str) -> float:
