@@ -351,3 +351,50 @@ async def test_the_wal_of_a_fan_out_holds_the_result_once(pg_url: str) -> None:
         assert written < CHILDREN * RESULT_BYTES / 10, written
     finally:
         await app.close()
+
+
+async def test_an_edge_resolved_before_the_upgrade_passes_its_own_copy(app: skiplock.App) -> None:
+    """Edges resolved before migration 22 hold their parent's result themselves (and no kept
+    result exists for it): a chord's body released after the upgrade gets it all the same,
+    beside its other member's result kept the new way; so does ``parent_results``."""
+
+    @app.task(name="first", queue="a")
+    async def first() -> str:
+        return "new"
+
+    @app.task(name="second", queue="b")
+    async def second() -> str:
+        return "late"
+
+    @app.task(name="body", queue="c")
+    async def body(values: list[str]) -> list[Any]:
+        mine = await skiplock.current_job().parent_results()
+        return [values, sorted(mine.values())]
+
+    flow = await skiplock.chord([first.s(), second.s()], body.s()).aenqueue()
+    await app.drain(queues=["a"])  # the first member's edge resolves, its result kept once
+    await old_layout(app, flow.ids[0], '"as stored before"')
+    await app.drain(queues=["b"])
+    await app.drain(queues=["c"])
+    assert await flow.result(timeout=10) == [
+        ["as stored before", "late"],
+        ["as stored before", "late"],
+    ]
+
+
+async def old_layout(app: skiplock.App, parent: int, copy: str) -> None:
+    """The parent's resolved edges as an older skiplock left them: the result on each edge,
+    none kept apart."""
+    backend: Any = await app.backend()
+    statements = [
+        "UPDATE {s}skiplock_deps SET parent_result = {v} WHERE parent_id = {p}",
+        "DELETE FROM {s}skiplock_parent_results WHERE parent_id = {p}",
+    ]
+    if hasattr(backend, "pool"):
+        for q in statements:
+            s = f'"{backend.schema}".'
+            await backend.pool.execute(q.format(s=s, v=f"'{copy}'::jsonb", p=parent))
+        return
+    with sqlite3.connect(app.url.removeprefix("sqlite:///")) as conn:
+        for q in statements:
+            conn.execute(q.format(s="", v=f"'{copy}'", p=parent))

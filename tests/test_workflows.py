@@ -510,7 +510,7 @@ async def test_a_workflows_size_depth_and_parents_are_bounded(app: skiplock.App)
 
 
 async def side_rows(app: skiplock.App, db_url: str) -> dict[str, int]:
-    tables = ["steps", "signals", "deps", "waits", "batch_jobs", "batches"]
+    tables = ["steps", "signals", "deps", "waits", "batch_jobs", "batches", "parent_results"]
     backend = await app.backend()
     if db_url.startswith("sqlite"):
         import sqlite3
@@ -545,6 +545,7 @@ async def test_the_retention_takes_what_a_workflow_leaves(db_url: str, app: skip
     assert await flow.result(timeout=5) == 3
     before = await side_rows(app, db_url)
     assert before["steps"] == 1 and before["signals"] == 1 and before["deps"] == 2
+    assert before["parent_results"] == 2  # the chain's first link's, the batch member's
     await app.prune(finished_age_s=3600, dead_age_s=3600)  # nothing is old enough yet
     assert await side_rows(app, db_url) == before
     await app.prune(finished_age_s=0, dead_age_s=0)

@@ -245,6 +245,22 @@ async def test_the_job_is_told_who_sent_a_signal_from_the_dashboard(db_url: str)
         await app.close()
 
 
+async def test_a_job_page_shows_the_count_of_the_actions_its_row_left_out(
+    app: skiplock.App, client: httpx.AsyncClient
+) -> None:
+    """A job's row keeps its last 20 actions and a count of those before: the page's timeline
+    and trail say how many were left out, in words, not as an action of someone's."""
+    handle = await stepper(app).aenqueue(1)
+    for i in range(13):  # 26 actions
+        await app.cancel_job(handle.id, who=f"c{i}")
+        await app.retry_job(handle.id, who=f"r{i}")
+    page = await client.get(f"/jobs/{handle.id}", headers=VIEWER)
+    assert page.status_code == 200
+    assert "6 earlier actions left out" in page.text
+    assert "left out by skiplock" not in page.text
+    assert "c12" in page.text and "c0<" not in page.text
+
+
 # -- the waiting state in every list; cancelling a waiting job --------------------------------
 
 
