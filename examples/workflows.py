@@ -38,13 +38,21 @@ async def zip_them(batch_id: int) -> str:
     return f"zipped {info.counts['succeeded']} images"
 
 
+MANAGERS = {"ann"}
+"""Who may approve a refund: the sender of the signal decides, not a name in its payload."""
+
+
 @app.task(name="refund")
 async def refund(order_id: int) -> str:
     job = skiplock.current_job()
     # a step runs once: when the job resumes after the signal, it returns its stored result
     asked = await job.step("ask", lambda: f"asked a manager about order {order_id}")
-    decision = await job.wait_for("approved")  # parks the job: no slot, no lease
-    return f"{asked}; refunded by {decision['by']}"
+    while True:
+        # parks the job (no slot, no lease) until a signal comes; with_sender: who sent it
+        approval = await job.wait_for("approved", with_sender=True)
+        if approval.sender in MANAGERS:
+            return f"{asked}; refunded by {approval.sender}"
+        await job.step("ignored", print, f"ignored an approval from {approval.sender}")
 
 
 async def main() -> None:
@@ -69,8 +77,10 @@ async def main() -> None:
     while (await waiting.fetch()).state is not skiplock.JobState.WAITING:
         await asyncio.sleep(0.05)
     print(f"refund job {waiting.id} is waiting for the signal 'approved'")
-    receipt = await app.signal(waiting.id, "approved", {"by": "ann"})
+    # the payload claims ann; the sender (the dashboard's signed-in user, or who= here) decides
+    receipt = await app.signal(waiting.id, "approved", {"by": "ann"}, who="mallory")
     print("signal sent:", receipt.outcome.value)
+    await app.signal(waiting.id, "approved", who="ann")  # kept for the next wait if early
     print("refund:", await waiting.result(timeout=30))
 
     worker.request_stop()

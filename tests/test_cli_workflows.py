@@ -5,6 +5,9 @@ resumes a parked job (a second one is kept for a next wait; one after the job fi
 
 from __future__ import annotations
 
+import getpass
+import socket
+
 import pytest
 
 import skiplock
@@ -75,6 +78,18 @@ async def test_a_signal_from_the_cli_resumes_a_parked_job_once(cli: Cli, app: sk
         ("signal", "approved: finished"),
         ("signal", "approved: kept"),
         ("signal", "approved: delivered"),
+    ]
+
+
+async def test_a_signal_from_the_cli_tells_the_job_who_sent_it(cli: Cli, app: skiplock.App) -> None:
+    """``--who`` (default user@host) is the sender ``wait_for(..., with_sender=True)`` sees."""
+    handle = await cli_app.approval_by.aenqueue()
+    for extra in (["--who", "boss"], []):
+        ok(await run(cli, "job", "signal", APP, str(handle.id), "approved", *extra))
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    assert await handle.result(timeout=10) == [
+        "boss",
+        f"{getpass.getuser()}@{socket.gethostname()}",
     ]
 
 

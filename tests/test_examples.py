@@ -107,6 +107,7 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
             "batch of 10 resizes, then its callback: zipped 10 images",
             "is waiting for the signal 'approved'",
             "signal sent: delivered",
+            "ignored an approval from mallory",
             "refund: asked a manager about order 17; refunded by ann",
         ],
     ),

@@ -510,7 +510,7 @@ async def test_a_workflows_size_depth_and_parents_are_bounded(app: skiplock.App)
 
 
 async def side_rows(app: skiplock.App, db_url: str) -> dict[str, int]:
-    tables = ["steps", "signals", "deps", "waits", "batch_jobs", "batches"]
+    tables = ["steps", "signals", "deps", "waits", "batch_jobs", "batches", "parent_results"]
     backend = await app.backend()
     if db_url.startswith("sqlite"):
         import sqlite3
@@ -545,6 +545,7 @@ async def test_the_retention_takes_what_a_workflow_leaves(db_url: str, app: skip
     assert await flow.result(timeout=5) == 3
     before = await side_rows(app, db_url)
     assert before["steps"] == 1 and before["signals"] == 1 and before["deps"] == 2
+    assert before["parent_results"] == 2  # the chain's first link's, the batch member's
     await app.prune(finished_age_s=3600, dead_age_s=3600)  # nothing is old enough yet
     assert await side_rows(app, db_url) == before
     await app.prune(finished_age_s=0, dead_age_s=0)
@@ -622,8 +623,12 @@ async def test_a_signal_is_in_the_jobs_own_trail_and_its_payload_is_checked(
     await app.drain()
     assert (await app.signal(handle.id, "late", 3, who="cy")).outcome is SignalOutcome.FINISHED
     trail = [(a["who"], a["what"]) for a in (await app.get_job(handle.id)).audit]
-    assert trail == [
+    assert trail == [  # a finished job's row is left alone: the audit trail has it
         ("ann", "signal go: delivered"),
         ("bob", "signal go: kept"),
-        ("cy", "signal late: finished"),
+    ]
+    assert [(e.who, e.detail) for e in (await app.audit_trail())[:3]] == [
+        ("cy", "late: finished"),
+        ("bob", "go: kept"),
+        ("ann", "go: delivered"),
     ]

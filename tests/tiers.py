@@ -111,6 +111,10 @@ SLOW_TESTS = {
     "tests/backends/test_registry.py": {
         "test_an_sqlite_app_never_imports_the_postgres_driver": "2.2 s (a subprocess)",
     },
+    "tests/test_row_growth.py": {
+        "test_the_wal_of_a_signal_loop_is_the_same_for_each_signal": "2.4 s quiet, 1,000 signals",
+        "test_a_big_result_to_many_children_is_stored_once": "2.7 s quiet, 300 children",
+    },
     "tests/test_ids_never_reused.py": {
         "test_a_rollback_in_another_process_is_not_reused_here_after_a_restart": "2.9 s",
         "test_an_enqueue_in_another_process_after_the_rollback_gets_a_new_id": "2 s",

@@ -47,7 +47,7 @@ from ._job import (
     TaskPause,
     WorkerInfo,
 )
-from ._limits import MAX_PARENTS, check_int
+from ._limits import DEFAULT_MAX_SIGNALS_KEPT, MAX_INT, MAX_PARENTS, check_int
 from ._observe.stats import Stats
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._registry import Registry
@@ -102,6 +102,8 @@ class App:
     """Tasks, configuration and database access for one skiplock deployment.
 
     ``App()`` reads ``SKIPLOCK_DATABASE_URL`` and falls back to ``sqlite:///skiplock.db``.
+    ``max_signals_kept``: the signals one job keeps that no ``wait_for`` took yet (2,000;
+    past it ``signal`` raises MailboxFull).
     """
 
     def __init__(
@@ -110,6 +112,7 @@ class App:
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        max_signals_kept: int = DEFAULT_MAX_SIGNALS_KEPT,
         clock: Clock | None = None,
         timezone: str = "UTC",
         eager: bool = False,
@@ -117,6 +120,7 @@ class App:
         self.url = _database_url(url)
         require(isinstance(eager, bool), "eager", eager, "must be a bool")
         require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
+        check_int("max_signals_kept", max_signals_kept, 1, MAX_INT)
         self.max_payload_bytes = max_payload_bytes
         """The largest arguments a job may carry, in bytes of JSON (a plain attribute:
         ``Task.prepare`` reads it on every enqueue)."""
@@ -138,7 +142,9 @@ class App:
             self.registry, self.backend, self.new_backend, self._eager, self, lambda: self.url
         )
         self._operations = Operations(self.backend, self.registry)
-        self._workflows = WorkflowOps(self.backend, max_payload_bytes, self._operations._audit)
+        self._workflows = WorkflowOps(
+            self.backend, max_payload_bytes, self._operations._audit, max_signals_kept
+        )
         self._observe = Observe(self.backend)
         self._results = Results(self.backend, self._eager, self)
         self.registry.on_finished(self._results.note_finished)
@@ -575,7 +581,10 @@ class App:
         come, each taken by one ``wait_for``: a job parked on it runs again now
         (``DELIVERED``); otherwise it is kept for a later wait (``KEPT``; the receipt's
         ``waiting_for`` names the signal the job is parked on, if another); a finished job
-        keeps nothing (``FINISHED``). Audited."""
+        keeps nothing (``FINISHED``). ``who`` (default ``user@host``) is recorded as its
+        sender (``wait_for(name, with_sender=True)`` returns it). A job that keeps
+        ``max_signals_kept`` signals no wait took yet refuses more: MailboxFull, nothing
+        written. Audited."""
         return await self._workflows.signal(job_id, name, payload, who=who)
 
     async def job_links(

@@ -80,6 +80,15 @@ def default_who() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
+def _who(who: str) -> str:
+    """Who a person's action is recorded as on the job's row: their words checked at the
+    edge (at most MAX_TEXT_CHARS, no NUL: every entry of a row's trail stays small), or
+    ``user@host``."""
+    if who:
+        check_text("who", who)
+    return who or default_who()
+
+
 def _checked(where: JobFilter) -> JobFilter:
     """A bulk action's filter, its limit checked at the edge (the same bound on both
     backends; SQLite would read a negative LIMIT as none)."""
@@ -147,9 +156,7 @@ class Operations:
 
     async def retry_job(self, job_id: int, *, who: str = "") -> bool:
         try:
-            done = await (await self.backend()).job_retry(
-                JobActionParams(job_id, who or default_who())
-            )
+            done = await (await self.backend()).job_retry(JobActionParams(job_id, _who(who)))
         except DuplicateJob as exc:
             raise DuplicateJob(
                 f"job {job_id} was not retried: another job holds its unique key"
@@ -162,7 +169,7 @@ class Operations:
 
     async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
         backend = await self.backend()
-        state = await backend.job_cancel(JobActionParams(job_id, who or default_who()))
+        state = await backend.job_cancel(JobActionParams(job_id, _who(who)))
         await self._audit("cancel", who, f"job {job_id}", state.value)
         if state is JobState.CANCELLED:  # its waiting children follow their policy now
             await backend.workflow_release([job_id])
@@ -212,7 +219,7 @@ class Operations:
         return await (await self.backend()).cron_last_runs()
 
     async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        params = DeadActionParams(_checked(where), who or default_who())
+        params = DeadActionParams(_checked(where), _who(who))
         ids = await (await self.backend()).job_requeue_dead(params)
         await self._audit("requeue dead", who, _dead(where), _ids(ids))
         if ids:
@@ -220,7 +227,7 @@ class Operations:
         return ids
 
     async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        params = DeadActionParams(_checked(where), who or default_who())
+        params = DeadActionParams(_checked(where), _who(who))
         ids = await (await self.backend()).job_discard_dead(params)
         await self._audit("discard dead", who, _dead(where), _ids(ids))
         return ids

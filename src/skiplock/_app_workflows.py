@@ -16,7 +16,7 @@ from ._attempt import MAX_MESSAGE_CHARS
 from ._backends import BackendGetter
 from ._durable import check_name, signal_payload
 from ._job import NewJob
-from ._limits import MAX_PARENTS, check_int
+from ._limits import DEFAULT_MAX_SIGNALS_KEPT, MAX_PARENTS, check_int, check_text
 from ._workflow import Signature
 from ._workflow_records import (
     BatchInfo,
@@ -50,9 +50,16 @@ def batch_aborted_record(batch_id: int, reason: BaseException) -> str:
 
 
 class WorkflowOps:
-    def __init__(self, backend: BackendGetter, max_payload_bytes: int, audit: Audit) -> None:
+    def __init__(
+        self,
+        backend: BackendGetter,
+        max_payload_bytes: int,
+        audit: Audit,
+        max_signals_kept: int = DEFAULT_MAX_SIGNALS_KEPT,
+    ) -> None:
         self.backend = backend
         self.max_payload_bytes = max_payload_bytes
+        self.max_signals_kept = max_signals_kept
         self._audit = audit
 
     async def open_batch(self, on_success: Signature | None, on_complete: Signature | None) -> int:
@@ -89,9 +96,13 @@ class WorkflowOps:
     ) -> SignalReceipt:
         check_int("job_id", job_id, 1, 2**63 - 1)
         check_name("name", name)
+        if who:
+            check_text("who", who)
         text = signal_payload(name, payload, self.max_payload_bytes)
         who = who or default_who()
-        receipt = await (await self.backend()).workflow_signal(job_id, name, text, who)
+        backend = await self.backend()
+        # MailboxFull writes nothing, here too: a loop of refused signals leaves no rows
+        receipt = await backend.workflow_signal(job_id, name, text, who, self.max_signals_kept)
         await self._audit("signal", who, f"job {job_id}", f"{name}: {receipt.outcome.value}")
         return receipt
 

@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 from ._config import require
 from ._outcomes import Parked
 from ._payload import encode_result
+from ._workflow_records import ReceivedSignal, StoredSignal
 from .errors import BlockingCallInLoop, LeaseLost, SignalTimeout
 
 T = TypeVar("T")
@@ -52,9 +53,9 @@ class DurableStore(Protocol):
         self, job_id: int, token: str, name: str, seq: int, result_json: str | None
     ) -> bool: ...
 
-    async def workflow_signal_get(
+    async def workflow_signal_take(
         self, job_id: int, name: str, seq: int
-    ) -> tuple[str, str | None] | None: ...
+    ) -> StoredSignal | None: ...
 
     async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool: ...
 
@@ -155,8 +156,10 @@ class Durable:
         value = fn(*args, **kwargs)
         return self._on_loop(self._keep(name, seq, value), "step")
 
-    def wait_for_sync(self, name: str, timeout: float | timedelta | None) -> Any:
-        return self._on_loop(self.wait_for(name, timeout), "wait_for")
+    def wait_for_sync(
+        self, name: str, timeout: float | timedelta | None, with_sender: bool = False
+    ) -> Any:
+        return self._on_loop(self.wait_for(name, timeout, with_sender), "wait_for")
 
     def parent_results_sync(self) -> dict[int, Any]:
         return self._on_loop(self.parent_results(), "parent_results")
@@ -189,15 +192,21 @@ class Durable:
             return _decode(text)  # stored meanwhile by the lease's holder: its result counts
         return value
 
-    async def wait_for(self, name: str, timeout: float | timedelta | None) -> Any:
+    async def wait_for(
+        self, name: str, timeout: float | timedelta | None, with_sender: bool = False
+    ) -> Any:
+        """The payload of the signal this wait takes (``with_sender``: a ReceivedSignal)."""
         check_name("name", name)
         seconds = check_wait(timeout)
+        require(isinstance(with_sender, bool), "with_sender", with_sender, "must be a bool")
         seq = self._next(self.waits, name)
-        seen = await self.store.workflow_signal_get(self.job_id, name, seq)
+        seen = await self.store.workflow_signal_take(self.job_id, name, seq)
         if seen is not None:
-            kind, payload = seen
-            if kind == "signal":
-                return _decode(payload)
+            if seen.kind == "signal":
+                payload = _decode(seen.payload_json)
+                if with_sender:
+                    return ReceivedSignal(name, payload, seen.sender, seen.at)
+                return payload
             raise SignalTimeout(
                 f"job {self.job_id}: no signal {name!r} came before the wait's timeout",
                 name=name,

@@ -12,13 +12,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 from ._config import require
 from ._limits import MAX_TEXT_CHARS
 
 if TYPE_CHECKING:
     from ._durable import Durable, DurableSource
+    from ._workflow_records import ReceivedSignal
 
 
 class JobState(enum.StrEnum):
@@ -370,7 +371,23 @@ class JobContext:
         stored results back in the same order (as Temporal and DBOS replay)."""
         return await self._store().step(name, fn, *args, **kwargs)
 
-    async def wait_for(self, name: str, timeout: float | timedelta | None = None) -> Any:
+    @overload
+    async def wait_for(
+        self,
+        name: str,
+        timeout: float | timedelta | None = None,
+        *,
+        with_sender: Literal[False] = False,
+    ) -> Any: ...
+
+    @overload
+    async def wait_for(
+        self, name: str, timeout: float | timedelta | None = None, *, with_sender: Literal[True]
+    ) -> ReceivedSignal: ...
+
+    async def wait_for(
+        self, name: str, timeout: float | timedelta | None = None, *, with_sender: bool = False
+    ) -> Any:
         """The payload of the next signal ``name`` (``app.signal(job_id, name, payload)``).
 
         The signals of a name are kept in the order they come, and each ``wait_for(name)``
@@ -379,8 +396,12 @@ class JobContext:
         given back) and the job runs again from the top when the signal comes or ``timeout``
         (seconds or a timedelta; None: 366 days) passes; its ``wait_for`` then returns the
         payload, or raises SignalTimeout (a timed-out wait's place in the order is its
-        timeout). Code before it that must not run twice belongs in ``step``s."""
-        return await self._store().wait_for(name, timeout)
+        timeout). Code before it that must not run twice belongs in ``step``s.
+
+        ``with_sender=True`` returns a ReceivedSignal instead: the payload, who sent it (the
+        ``who`` of ``app.signal``, ``"<user> via dashboard"`` from the dashboard) and when,
+        for a decision that must rest on who made it rather than on what the payload says."""
+        return await self._store().wait_for(name, timeout, with_sender)
 
     async def parent_results(self) -> dict[int, Any]:
         """The results of this job's parents that succeeded, by job id, in ``depends_on``
@@ -391,9 +412,25 @@ class JobContext:
         """``step`` for a sync task (from its thread; ``fn`` runs on that thread)."""
         return self._store().step_sync(name, fn, *args, **kwargs)
 
-    def wait_for_sync(self, name: str, timeout: float | timedelta | None = None) -> Any:
+    @overload
+    def wait_for_sync(
+        self,
+        name: str,
+        timeout: float | timedelta | None = None,
+        *,
+        with_sender: Literal[False] = False,
+    ) -> Any: ...
+
+    @overload
+    def wait_for_sync(
+        self, name: str, timeout: float | timedelta | None = None, *, with_sender: Literal[True]
+    ) -> ReceivedSignal: ...
+
+    def wait_for_sync(
+        self, name: str, timeout: float | timedelta | None = None, *, with_sender: bool = False
+    ) -> Any:
         """``wait_for`` for a sync task (from its thread)."""
-        return self._store().wait_for_sync(name, timeout)
+        return self._store().wait_for_sync(name, timeout, with_sender)
 
     def parent_results_sync(self) -> dict[int, Any]:
         """``parent_results`` for a sync task (from its thread)."""

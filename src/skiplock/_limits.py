@@ -66,6 +66,16 @@ holds there so both databases accept exactly the same jobs."""
 MAX_TEXT_CHARS = 1000
 """Free text nothing indexes (a progress message, an audit entry's fields): characters."""
 
+DEFAULT_MAX_SIGNALS_KEPT = 2000
+"""The signals one job keeps that no ``wait_for`` took yet, of every name together
+(``App(max_signals_kept=)``): past it, ``app.signal`` raises MailboxFull, so a flood of
+signals to one job cannot grow its mailbox without bound. Far more than people or a
+workflow send one job between two of its waits."""
+
+JOB_AUDIT_KEPT = 20
+"""The person actions a job's own ``audit`` list keeps, the last ones (and a count of those
+left out, ``_backends/job_audit_sql.py``); ``skiplock_audit`` keeps every one."""
+
 EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_RUN_AT = datetime(9000, 1, 1, tzinfo=UTC)
 """``run_after`` datetimes outside these are refused: ``datetime.max`` breaks every read."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 
 class SignalOutcome(enum.StrEnum):
@@ -64,6 +65,38 @@ class SignalReceipt:
             f"kept: job {self.job_id} waits for no signal now; its next "
             f"wait_for({self.name!r}) takes it"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSignal:
+    """An entry of a job's mailbox as a backend reads it: a signal (its payload as JSON, who
+    sent it: None for one stored before skiplock recorded senders) or a wait's timeout."""
+
+    kind: str
+    """``signal`` or ``timeout``."""
+    payload_json: str | None
+    sender: str | None
+    at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedSignal:
+    """What ``current_job().wait_for(name, with_sender=True)`` returns: the signal a wait
+    took, and who sent it.
+
+    ``sender`` is the ``who`` its sender was recorded as, the same words the audit trail
+    shows: ``"<user> via dashboard"`` for the dashboard's signed-in user (an operator),
+    ``user@host`` (or ``--who``) for ``skiplock job signal``, and ``app.signal(...,
+    who=...)``'s argument, else ``user@host``, from code. It is as trustworthy as the way
+    in: the dashboard sets it from the signed-in person, anything else with the database's
+    URL may write any name. None for a signal stored before senders were recorded."""
+
+    name: str
+    payload: Any
+    sender: str | None
+    at: datetime | None
+    """When the signal was stored (the database's clock; None for a signal an older skiplock
+    stored on SQLite without its time)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ with the original kept as ``__cause__``::
      ├── JobCancelled              an awaited job was cancelled
      ├── BlockingCallInLoop        a blocking call (``result_sync``) on a running event loop
      ├── SignalTimeout             ``job.wait_for`` ended by its timeout, no signal came
+     ├── MailboxFull               a job keeps ``max_signals_kept`` signals no wait took yet
      ├── ParentResultGone          a retry of a job that never got a result it needs, now gone
      ├── LeaseLost                 a running job's lease passed to another worker mid-step
      └── BackendError              the database failed; ``__cause__`` holds the driver error
@@ -122,6 +123,21 @@ class JobNotFound(SkiplockError, LookupError):
     """No job has that id."""
 
     default_message = "job not found"
+
+
+class MailboxFull(SkiplockError):
+    """``app.signal`` to a job that keeps ``App(max_signals_kept=...)`` signals no
+    ``wait_for`` took yet (of any name): this one was not kept, nothing was written. Send
+    it again once the job took some; ``job_id`` and ``most`` say which job and bound."""
+
+    default_message = "the job keeps as many signals as it may"
+
+    def __init__(
+        self, message: str | None = None, job_id: int | None = None, most: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.most = most
 
 
 class QueueFull(SkiplockError):

@@ -74,3 +74,10 @@ async def greet(name: str, lang: str) -> str:
 async def approval() -> Any:
     """Parks on the signal ``approved`` (a workflow's wait), then returns its payload."""
     return await skiplock.current_job().wait_for("approved", timeout=3600)
+
+
+@app.task(name="approval_by")
+async def approval_by() -> Any:
+    """Takes two signals ``approved`` and returns who sent each (``with_sender``)."""
+    job = skiplock.current_job()
+    return [(await job.wait_for("approved", with_sender=True)).sender for _ in range(2)]

@@ -212,6 +212,55 @@ async def test_a_signal_after_the_wait_timed_out_is_kept_for_a_next_wait(
         await app.close()
 
 
+async def test_the_job_is_told_who_sent_a_signal_from_the_dashboard(db_url: str) -> None:
+    """The signed-in operator is the signal's sender (``wait_for(..., with_sender=True)``),
+    whatever the payload says; a job whose mailbox is full refuses with one line."""
+    app = skiplock.App(db_url, max_signals_kept=1)
+    await app.migrate()
+    try:
+
+        @app.task(name="approve", queue="flows")
+        async def approve() -> Any:
+            got = await skiplock.current_job().wait_for("approved", with_sender=True)
+            return [got.payload, got.sender]
+
+        handle = await approve.aenqueue()
+        transport = httpx.ASGITransport(app=dashboard(app), client=("127.0.0.1", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://dash.local") as client:
+            path = f"/jobs/{handle.id}/signal"
+            token = await csrf(client, OPERATOR)
+            form = {"csrf": token, "name": "approved", "payload": '{"by": "ada"}'}
+            kept = await client.post(path, headers=OPERATOR, data=form)
+            assert kept.status_code == 303
+            full = await client.post(path, headers=OPERATOR, data=form)
+            assert full.status_code == 400
+            assert full.text == (
+                f"Refused: job {handle.id}: its mailbox holds max_signals_kept=1 signals no "
+                "wait_for took yet; this one was not kept (send it again once the job has "
+                "taken some)"
+            )
+        await app.drain()
+        assert await handle.result(timeout=10) == [{"by": "ada"}, "otto via dashboard"]
+    finally:
+        await app.close()
+
+
+async def test_a_job_page_shows_the_count_of_the_actions_its_row_left_out(
+    app: skiplock.App, client: httpx.AsyncClient
+) -> None:
+    """A job's row keeps its last 20 actions and a count of those before: the page's timeline
+    and trail say how many were left out, in words, not as an action of someone's."""
+    handle = await stepper(app).aenqueue(1)
+    for i in range(13):  # 26 actions
+        await app.cancel_job(handle.id, who=f"c{i}")
+        await app.retry_job(handle.id, who=f"r{i}")
+    page = await client.get(f"/jobs/{handle.id}", headers=VIEWER)
+    assert page.status_code == 200
+    assert "6 earlier actions left out" in page.text
+    assert "left out by skiplock" not in page.text
+    assert "c12" in page.text and "c0<" not in page.text
+
+
 # -- the waiting state in every list; cancelling a waiting job --------------------------------
 
 

@@ -19,6 +19,7 @@ from .._workflow_records import (
     JobLinks,
     LinkedJob,
     SignalReceipt,
+    StoredSignal,
     WaitingJob,
     WorkflowGraph,
 )
@@ -695,18 +696,17 @@ class Backend(Protocol):
         ...
 
     async def workflow_signal(
-        self, job_id: int, name: str, payload_json: str | None, who: str
+        self, job_id: int, name: str, payload_json: str | None, who: str, kept_most: int
     ) -> SignalReceipt:
-        """Append a signal to its name's mailbox (none for a finished job; JobNotFound if no
-        such job), resume the job if it waits for it, and record it in the job's audit trail
-        as ``who``'s."""
+        """Append a signal from ``who`` to its name's mailbox (none for a finished job, whose
+        row is left alone; JobNotFound if no such job), resume the job if it waits for it,
+        and record it in the job's audit trail as ``who``'s. MailboxFull, nothing written,
+        if the job keeps ``kept_most`` signals no wait took yet."""
         ...
 
-    async def workflow_signal_get(
-        self, job_id: int, name: str, seq: int
-    ) -> tuple[str, str | None] | None:
-        """(kind, payload) of entry ``seq`` of the job's mailbox ``name``: ``signal`` or
-        ``timeout``; or None."""
+    async def workflow_signal_take(self, job_id: int, name: str, seq: int) -> StoredSignal | None:
+        """Entry ``seq`` of the job's mailbox ``name`` (a signal or a timeout), marked taken
+        (it no longer counts towards ``kept_most``); None if it has not come."""
         ...
 
     async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:

@@ -32,10 +32,11 @@ from .._workflow_records import (
     LinkedJob,
     SignalOutcome,
     SignalReceipt,
+    StoredSignal,
     WaitingJob,
     WorkflowGraph,
 )
-from ..errors import DuplicateJob
+from ..errors import DuplicateJob, MailboxFull
 
 T = TypeVar("T")
 
@@ -502,6 +503,24 @@ def signal_taken(job_id: int, name: str, seq: int, wait: Sequence[Any] | None) -
     if waiting_for == name and entry <= seq:
         return SignalReceipt(job_id, name, SignalOutcome.DELIVERED, name)
     return SignalReceipt(job_id, name, SignalOutcome.KEPT, waiting_for)
+
+
+def mailbox_full(job_id: int, most: int) -> MailboxFull:
+    """The refusal of a signal to a job whose mailbox holds ``most`` signals no wait took
+    (both backends raise it, in these words)."""
+    return MailboxFull(
+        f"job {job_id}: its mailbox holds max_signals_kept={most} signals no wait_for took "
+        "yet; this one was not kept (send it again once the job has taken some)",
+        job_id=job_id,
+        most=most,
+    )
+
+
+def stored_signal(kind: str, payload: str | None, sender: str | None, at: Any) -> StoredSignal:
+    """A mailbox entry from a row (``at``: a datetime, or SQLite's Unix seconds; None on a
+    SQLite row written without one)."""
+    when = at if isinstance(at, datetime) or at is None else from_seconds(at)
+    return StoredSignal(kind, payload, sender, when)
 
 
 def gathered_too_large(parents: int, size: int, bound: int, now: float) -> str:

@@ -46,6 +46,7 @@ from .._workflow_records import (
     LinkedJob,
     SignalOutcome,
     SignalReceipt,
+    StoredSignal,
     WaitingJob,
     WorkflowGraph,
 )
@@ -94,9 +95,11 @@ from .common import (
     job_record,
     key_load,
     linked_jobs,
+    mailbox_full,
     reclaimed_jobs,
     signal_taken,
     state_counts,
+    stored_signal,
     waiting_job,
     worker_info,
 )
@@ -1492,7 +1495,7 @@ class PostgresBackend:
         return row is not None
 
     async def workflow_signal(
-        self, job_id: int, name: str, payload_json: str | None, who: str
+        self, job_id: int, name: str, payload_json: str | None, who: str, kept_most: int
     ) -> SignalReceipt:
         async def attempt() -> SignalReceipt:
             async with self.pool.acquire() as conn, conn.transaction():
@@ -1502,26 +1505,29 @@ class PostgresBackend:
                 if state in FINAL_STATES:
                     receipt = SignalReceipt(job_id, name, SignalOutcome.FINISHED)
                 else:
-                    seq = await conn.fetchval(self._wf.SIGNAL_APPEND, job_id, name, payload_json)
+                    seq = await conn.fetchval(
+                        self._wf.SIGNAL_APPEND, job_id, name, payload_json, who, kept_most
+                    )
+                    if seq is None:
+                        raise mailbox_full(job_id, kept_most)
                     wait = await conn.fetchrow(self._wf.WAIT_OF, job_id)
                     receipt = signal_taken(job_id, name, seq, None if wait is None else tuple(wait))
                     if receipt.awaited:
                         await conn.execute(
                             self._wf.SIGNAL_WAKE, job_id, name, self.channel, self._now()
                         )
-                what = f"signal {name}: {receipt.outcome.value}"
-                await conn.execute(self._wf.JOB_AUDIT_ADD, job_id, who, what, self._now())
+                    # a finished job's row is left alone: skiplock_audit has the signal
+                    what = f"signal {name}: {receipt.outcome.value}"
+                    await conn.execute(self._wf.JOB_AUDIT_ADD, job_id, who, what, self._now())
                 return receipt
 
         with _wrapped("workflow_signal"):
             return await retry_moved(attempt)
 
-    async def workflow_signal_get(
-        self, job_id: int, name: str, seq: int
-    ) -> tuple[str, str | None] | None:
-        with _wrapped("workflow_signal_get"):
-            row = await self.pool.fetchrow(self._wf.SIGNAL_GET, job_id, name, seq)
-        return None if row is None else (row[0], row[1])
+    async def workflow_signal_take(self, job_id: int, name: str, seq: int) -> StoredSignal | None:
+        with _wrapped("workflow_signal_take"):
+            row = await self.pool.fetchrow(self._wf.SIGNAL_TAKE, job_id, name, seq)
+        return None if row is None else stored_signal(*row)
 
     async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
         with _wrapped("workflow_step_get"):

@@ -23,6 +23,7 @@ from . import postgres_observe_sql as _observe
 from . import postgres_storage_sql as _storage
 from . import postgres_unique_sql as _unique
 from . import postgres_workflow_sql as _workflow
+from .job_audit_sql import pg_action
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -566,6 +567,7 @@ ALTER TABLE {s}.skiplock_workers ADD COLUMN restarts_in_a_row integer NOT NULL D
 MIGRATIONS.append((21, "unreleased waits", _workflow.MIGRATION_UNRELEASED))
 # Migration 22 makes the keyed claim's function again: turns kept in the database.
 MIGRATIONS.append((22, "key turns", _turns.MIGRATION_TURNS + _turns.claim_function(_CLAIM_UPDATE)))
+MIGRATIONS.append((23, "signal senders, kept results", _workflow.MIGRATION_SENDERS_AND_RESULTS))
 
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
 
@@ -763,8 +765,9 @@ WITH freed AS (
         finished_at = NULL, result = NULL, progress = NULL, lease_token = NULL,
         lease_expires_at = NULL,
         cancel_requested = false,
-        audit = audit || jsonb_build_array(jsonb_build_object(
-            'at', coalesce($3::timestamptz, now()), 'who', $4::text, 'what', 'retry'))
+        audit = """
+    + pg_action("coalesce($3::timestamptz, now())", "$4::text", "'retry'")
+    + """
     WHERE id = $1 AND state IN """
     + _FINAL
     + """
@@ -936,9 +939,12 @@ CRON_SLOTS_PRUNE = """
 DELETE FROM {s}.skiplock_cron_slots WHERE slot < $1
 """
 
-JOB_CANCEL = """
+JOB_CANCEL = (
+    """
 -- A person cancels a job: pending or waiting -> cancelled at once; running -> flagged for its
--- worker (a waiting job's children follow their on_parent_failure at the next release). A job
+-- worker (a waiting job's children follow their on_parent_failure at the next release); a
+-- running job already flagged is left as it is (a repeated cancel is in skiplock_audit only:
+-- a loop of cancels never rewrites the row). A job
 -- that waited for its parents keeps what their release would have given it, for a retry
 -- (skiplock_unreleased): its row locked first, so a release racing this cancel either made it
 -- pending before (nothing kept) or finds it cancelled after.
@@ -956,13 +962,16 @@ SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'cancelled' ELSE stat
     finished_at = CASE WHEN state IN ('pending', 'waiting') THEN (SELECT t FROM now_)
                        ELSE finished_at END,
     cancel_requested = true,
-    audit = audit || jsonb_build_array(jsonb_build_object(
-        'at', (SELECT t FROM now_), 'who', $2::text, 'what', 'cancel'))
+    audit = """
+    + pg_action("(SELECT t FROM now_)", "$2::text", "'cancel'")
+    + """
 -- through ``was``: read (and locked) before this update changes the row, which ``kept``
 -- (run once this update is done) could no longer lock
 WHERE id = (SELECT id FROM was) AND state IN ('pending', 'running', 'waiting')
+  AND NOT (state = 'running' AND cancel_requested)
 RETURNING state
 """
+)
 
 JOB_CANCEL_REQUESTED = """
 -- Which of the jobs a worker holds a person asked to cancel.
@@ -1149,8 +1158,9 @@ r AS (
     UPDATE {s}.skiplock_jobs
     SET state = 'pending', attempt = 0, run_at = (SELECT t FROM now_), finished_at = NULL,
         lease_token = NULL, lease_expires_at = NULL, cancel_requested = false,
-        audit = audit || jsonb_build_array(jsonb_build_object(
-            'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'requeue'))
+        audit = """
+    + pg_action("(SELECT t FROM now_)", "$1::text", "'requeue'")
+    + """
     WHERE state = 'dead' AND id IN (SELECT id FROM picked)
       -- one that died waiting for its parents (a body buried for the size of their
       -- results) never got them: only its own retry (job retry) may send it back
@@ -1175,8 +1185,9 @@ WITH now_ AS (SELECT coalesce($9::timestamptz, now()) AS t),
 d AS (
     UPDATE {s}.skiplock_jobs
     SET state = 'cancelled', finished_at = (SELECT t FROM now_),
-        audit = audit || jsonb_build_array(jsonb_build_object(
-            'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'discard'))
+        audit = """
+    + pg_action("(SELECT t FROM now_)", "$1::text", "'discard'")
+    + """
     WHERE state = 'dead' AND id IN (SELECT id FROM picked)
     RETURNING id
 )

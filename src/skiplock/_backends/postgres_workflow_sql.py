@@ -10,8 +10,12 @@ write, so a plain job's enqueue, claim and completion stay exactly as they were:
   workers decrement it one after the other and exactly one sees zero), what its first
   argument becomes when it is released, and the signal a parked job waits for;
 - ``skiplock_deps``: one row per edge, resolved once (``parent_state`` set under the edge's
-  own row lock), keeping a copy of the parent's result, so a child's inputs outlive the
-  parent's retention;
+  own row lock);
+- ``skiplock_parent_results``: a parent's result, kept once for every edge from it when they
+  resolve, so a child's inputs outlive the parent's retention without a copy per edge (edges
+  resolved before migration 23 keep their own copy, ``skiplock_deps.parent_result``, read
+  first); it goes when the last edge from its parent does. A parent that succeeds again (a
+  person retried it) and resolves new edges replaces it: every child then reads the newest;
 - ``skiplock_batches`` and ``skiplock_batch_jobs``: a batch, its callbacks (jobs waiting on
   every member and on the batch's open gate) and its members;
 - ``skiplock_steps`` (a durable step's stored result, one row per job, name and occurrence:
@@ -26,6 +30,8 @@ write, so a plain job's enqueue, claim and completion stay exactly as they were:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+
+from .job_audit_sql import pg_action
 
 FINAL = "('succeeded', 'cancelled', 'dead')"
 
@@ -144,6 +150,23 @@ CREATE TABLE {s}.skiplock_unreleased (
 );
 """
 
+MIGRATION_SENDERS_AND_RESULTS = """
+-- Signals know who sent them (wait_for(..., with_sender=True)) and whether a wait took them:
+-- the signals of a job that no wait took yet are bounded (max_signals_kept), counted through
+-- the partial index; the rows written before count as taken. A parent's result is kept once
+-- for all its children's edges (skiplock_parent_results), not copied onto every edge (a
+-- 253 kB result to 1,000 children was 271 MB of WAL). postgres_workflow_sql.py says more.
+ALTER TABLE {s}.skiplock_signals ADD COLUMN sender text;
+ALTER TABLE {s}.skiplock_signals ADD COLUMN taken boolean NOT NULL DEFAULT true;
+ALTER TABLE {s}.skiplock_signals ALTER COLUMN taken SET DEFAULT false;
+CREATE INDEX skiplock_signals_untaken_idx ON {s}.skiplock_signals (job_id)
+    WHERE kind = 'signal' AND NOT taken;
+CREATE TABLE {s}.skiplock_parent_results (
+    parent_id bigint PRIMARY KEY,
+    result    jsonb
+);
+"""
+
 WAITS_INSERT = """
 INSERT INTO {s}.skiplock_waits (job_id, parents_left, pass_results, batch_id)
 SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[])
@@ -173,10 +196,10 @@ DEPS_RESOLVE = (
 -- key through the partial index read a parent's every edge.
 WITH p AS (
     SELECT x.id, j.state, j.result
-    FROM unnest($1::bigint[]) AS x(id) LEFT JOIN {s}.skiplock_jobs j ON j.id = x.id
+    FROM (SELECT DISTINCT unnest($1::bigint[]) AS id) x
+    LEFT JOIN {s}.skiplock_jobs j ON j.id = x.id
 ), todo AS (
-    SELECT d.ctid AS at, coalesce(p.state, 'gone') AS state,
-           CASE WHEN p.state = 'succeeded' THEN p.result END AS result
+    SELECT d.ctid AS at, d.parent_id, coalesce(p.state, 'gone') AS state
     FROM {s}.skiplock_deps d JOIN p ON d.parent_id = p.id
     WHERE d.parent_state IS NULL
       AND (p.state IS NULL OR p.state IN """
@@ -185,9 +208,17 @@ WITH p AS (
       AND (p.state IS NULL OR p.state = 'succeeded' OR d.on_failure <> 'wait')
     ORDER BY d.child_id, d.parent_id
     FOR UPDATE OF d
+), kept AS (
+    -- the result of a parent that succeeded, once for all its edges (run after the update,
+    -- which locked every edge first: two releases meet on the edges, never here first)
+    INSERT INTO {s}.skiplock_parent_results AS k (parent_id, result)
+    SELECT p.id, p.result FROM p
+    WHERE p.state = 'succeeded' AND p.id IN (SELECT todo.parent_id FROM todo)
+    ON CONFLICT (parent_id) DO UPDATE SET result = EXCLUDED.result
+    WHERE k.result IS DISTINCT FROM EXCLUDED.result
 )
 UPDATE {s}.skiplock_deps d
-SET parent_state = todo.state, parent_result = todo.result, resolved_at = now()
+SET parent_state = todo.state, resolved_at = now()
 FROM todo
 WHERE d.ctid = todo.at
 RETURNING d.child_id, d.parent_id, d.parent_state, d.on_failure
@@ -208,6 +239,12 @@ FROM locked WHERE w.job_id = locked.job_id
 RETURNING w.job_id, w.parents_left
 """
 
+
+EDGE_RESULT = """coalesce({d}.parent_result, CASE WHEN {d}.parent_state = 'succeeded' THEN (
+    SELECT k.result FROM {{s}}.skiplock_parent_results k WHERE k.parent_id = {d}.parent_id) END)"""
+"""The result an edge ``{d}`` of skiplock_deps passes on (NULL: none; a resolved edge that
+succeeded): its own copy if it has one (resolved before migration 23), else its parent's
+kept result (skiplock_parent_results). Through ``str.format``: ``{{s}}`` stays the schema."""
 
 GATHERED_SIZE = "coalesce(sum(octet_length(coalesce({result}, 'null'::jsonb)::text) + 1), 1) + 1"
 """The size in bytes of the list of results a release would give a child ('all'), from the
@@ -245,20 +282,27 @@ def release_tail(*, limit: str, channel: str, now: str) -> str:
     is left at zero for CHILDREN_READY too, which sums the list's size before it builds it
     (and buries a body over the payload bound): built here, the list of 1,100 results of
     250 kB was past jsonb's 256 MiB before anything could look at its size."""
-    edge_result = """coalesce(d.parent_result, (SELECT pm.m FROM pm) -> d.parent_id::text,
-                     'null'::jsonb)"""
+    edge_result = f"""coalesce((SELECT pm.m FROM pm) -> d.parent_id::text,
+                     {EDGE_RESULT.format(d="d")}, 'null'::jsonb)"""
     return f"""
 , todo AS (
-    SELECT d.ctid AS at, p.result FROM {{s}}.skiplock_deps d JOIN p ON d.parent_id = p.id
+    SELECT d.ctid AS at FROM {{s}}.skiplock_deps d JOIN p ON d.parent_id = p.id
     WHERE d.parent_state IS NULL
     ORDER BY d.child_id, d.parent_id LIMIT {limit} FOR UPDATE OF d
 ), resolved AS (
     -- by ctid (stable while locked): a semi join with the locking CTE was planned as a
     -- nested loop over it, 4.5 million comparisons for a fan-out of 3,000
     UPDATE {{s}}.skiplock_deps d
-    SET parent_state = 'succeeded', parent_result = todo.result, resolved_at = now()
+    SET parent_state = 'succeeded', resolved_at = now()
     FROM todo WHERE d.ctid = todo.at
     RETURNING d.child_id, d.parent_id
+), kept AS (
+    -- each parent's result once, for all its edges (not a copy on each: a 253 kB result to
+    -- 1,000 children was 271 MB of WAL), after its edges were locked and resolved
+    INSERT INTO {{s}}.skiplock_parent_results AS k (parent_id, result)
+    SELECT p.id, p.result FROM p WHERE p.id IN (SELECT rs.parent_id FROM resolved rs)
+    ON CONFLICT (parent_id) DO UPDATE SET result = EXCLUDED.result
+    WHERE k.result IS DISTINCT FROM EXCLUDED.result
 ), wlocked AS (
     -- the count as the lock found it: a release that committed while this one waited for
     -- the lock has counted its parents off already (this statement's snapshot is older, so
@@ -393,7 +437,7 @@ WITH c AS (
                SELECT count(*) FROM {s}.skiplock_deps d WHERE d.child_id = c.job_id) END AS n,
            CASE WHEN w.pass_results = 'all' THEN (
                SELECT """
-    + GATHERED_SIZE.format(result="d.parent_result")
+    + GATHERED_SIZE.format(result=EDGE_RESULT.format(d="d"))
     + """
                FROM {s}.skiplock_deps d WHERE d.child_id = c.job_id) END AS size
     FROM c JOIN {s}.skiplock_waits w ON w.job_id = c.job_id
@@ -407,10 +451,15 @@ WITH c AS (
     SET state = 'pending', run_at = greatest(j.run_at, coalesce($3::timestamptz, now())),
         args = CASE g.pass_results
             WHEN 'previous' THEN jsonb_build_array(
-                (SELECT coalesce(d.parent_result, 'null'::jsonb) FROM {s}.skiplock_deps d
+                (SELECT coalesce("""
+    + EDGE_RESULT.format(d="d")
+    + """, 'null'::jsonb)
+                 FROM {s}.skiplock_deps d
                  WHERE d.child_id = j.id ORDER BY d.position LIMIT 1)) || j.args
             WHEN 'all' THEN jsonb_build_array(
-                (SELECT coalesce(jsonb_agg(coalesce(d.parent_result, 'null'::jsonb)
+                (SELECT coalesce(jsonb_agg(coalesce("""
+    + EDGE_RESULT.format(d="d")
+    + """, 'null'::jsonb)
                                            ORDER BY d.position), '[]'::jsonb)
                  FROM {s}.skiplock_deps d WHERE d.child_id = j.id)) || j.args
             WHEN 'batch' THEN jsonb_build_array(g.batch_id) || j.args
@@ -465,7 +514,8 @@ UPDATE {s}.skiplock_deps SET parent_state = NULL, parent_result = NULL, resolved
 WHERE child_id = $1 AND parent_id = ANY($2::bigint[])
 """
 
-JOB_REWAIT = """
+JOB_REWAIT = (
+    """
 -- A retried job that never got its parents' results waits for them again: attempts reset,
 -- the retry in its audit, its wait row written anew ($2 parents left).
 WITH w AS (
@@ -479,10 +529,12 @@ UPDATE {s}.skiplock_jobs
 SET state = 'waiting', attempt = 0, run_at = coalesce($6::timestamptz, now()),
     finished_at = NULL, result = NULL, progress = NULL, lease_token = NULL,
     lease_expires_at = NULL, cancel_requested = false,
-    audit = audit || jsonb_build_array(jsonb_build_object(
-        'at', coalesce($6::timestamptz, now()), 'who', $5::text, 'what', 'retry'))
+    audit = """
+    + pg_action("coalesce($6::timestamptz, now())", "$5::text", "'retry'")
+    + """
 WHERE id = $1
 """
+)
 
 JOB_STATE_ERROR = """
 SELECT state, errors -> -1 ->> 'message' FROM {s}.skiplock_jobs WHERE id = $1
@@ -594,11 +646,15 @@ SELECT state FROM {s}.skiplock_jobs WHERE id = $1 FOR UPDATE
 """
 
 SIGNAL_APPEND = """
--- A signal joins the end of its name's mailbox (the job's row is locked: one signal or
--- timeout at a time). Returns its place.
-INSERT INTO {s}.skiplock_signals (job_id, name, seq, kind, payload)
-SELECT $1, $2, coalesce(max(seq), 0) + 1, 'signal', $3::jsonb
+-- A signal (from $4) joins the end of its name's mailbox (the job's row is locked: one
+-- signal or timeout at a time), unless the job keeps $5 signals no wait took yet (of any
+-- name; the partial index counts them): then nothing is written, and no row comes back.
+-- Returns its place.
+INSERT INTO {s}.skiplock_signals (job_id, name, seq, kind, payload, sender, taken)
+SELECT $1, $2, coalesce(max(seq), 0) + 1, 'signal', $3::jsonb, $4, false
 FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2
+HAVING (SELECT count(*) FROM {s}.skiplock_signals u
+        WHERE u.job_id = $1 AND u.kind = 'signal' AND NOT u.taken) < $5
 RETURNING seq
 """
 
@@ -622,16 +678,29 @@ WITH r AS (
 SELECT queue, pg_notify($3, queue) FROM r
 """
 
-JOB_AUDIT_ADD = """
+JOB_AUDIT_ADD = (
+    """
 -- A person's action on the job, in its own trail (as retry and cancel record theirs).
 UPDATE {s}.skiplock_jobs
-SET audit = audit || jsonb_build_array(jsonb_build_object(
-    'at', coalesce($4::timestamptz, now()), 'who', $2::text, 'what', $3::text))
+SET audit = """
+    + pg_action("coalesce($4::timestamptz, now())", "$2::text", "$3::text")
+    + """
 WHERE id = $1
 """
+)
 
-SIGNAL_GET = """
-SELECT kind, payload::text FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2 AND seq = $3
+SIGNAL_TAKE = """
+-- A wait takes its mailbox entry: (kind, payload, sender, at), the entry marked taken the
+-- first time (it no longer counts towards the job's bound; a re-run reads it again).
+WITH took AS (
+    UPDATE {s}.skiplock_signals SET taken = true
+    WHERE job_id = $1 AND name = $2 AND seq = $3 AND NOT taken
+    RETURNING kind, payload, sender, at
+)
+SELECT kind, payload::text, sender, at FROM took
+UNION ALL
+SELECT kind, payload::text, sender, at FROM {s}.skiplock_signals
+WHERE job_id = $1 AND name = $2 AND seq = $3 AND NOT EXISTS (SELECT 1 FROM took)
 """
 
 STEP_GET = """
@@ -649,10 +718,14 @@ ON CONFLICT DO NOTHING
 RETURNING job_id
 """
 
-PARENT_RESULTS = """
-SELECT parent_id, parent_state, parent_result::text FROM {s}.skiplock_deps
-WHERE child_id = $1 ORDER BY position
+PARENT_RESULTS = (
+    """
+SELECT d.parent_id, d.parent_state, ("""
+    + EDGE_RESULT.format(d="d")
+    + """)::text
+FROM {s}.skiplock_deps d WHERE d.child_id = $1 ORDER BY d.position
 """
+)
 
 JOB_PARENTS = """
 -- A job's first $2 parents, in order (a chord's body has up to 10,000: a page shows a few).
@@ -784,7 +857,9 @@ WORKFLOW_PRUNE = """
 -- What a workflow leaves once its jobs are gone (pruned, discarded), at most $1 rows a table:
 -- steps and signals of jobs no longer kept, edges of children no longer kept, wait rows of
 -- jobs that no longer wait (or prepare to park), batch members gone, closed batches left
--- with no member and no callback, and the kept releases of jobs gone or retried.
+-- with no member and no callback, the kept releases of jobs gone or retried, and the kept
+-- results of parents no edge leads from any more (edges go with their children first: a
+-- result goes at the prune after its last child's).
 WITH steps AS (
     DELETE FROM {s}.skiplock_steps WHERE ctid IN (
         SELECT x.ctid FROM {s}.skiplock_steps x
@@ -821,6 +896,12 @@ WITH steps AS (
                           WHERE j.id IN (x.on_success, x.on_complete))
         LIMIT $1)
     RETURNING 1
+), results AS (
+    DELETE FROM {s}.skiplock_parent_results WHERE parent_id IN (
+        SELECT x.parent_id FROM {s}.skiplock_parent_results x
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_deps d WHERE d.parent_id = x.parent_id)
+        LIMIT $1)
+    RETURNING 1
 ), unreleased AS (
     DELETE FROM {s}.skiplock_unreleased WHERE job_id IN (
         SELECT x.job_id FROM {s}.skiplock_unreleased x
@@ -832,7 +913,7 @@ WITH steps AS (
 SELECT (SELECT count(*) FROM steps) + (SELECT count(*) FROM signals)
      + (SELECT count(*) FROM edges) + (SELECT count(*) FROM waits)
      + (SELECT count(*) FROM members) + (SELECT count(*) FROM batches)
-     + (SELECT count(*) FROM unreleased)
+     + (SELECT count(*) FROM unreleased) + (SELECT count(*) FROM results)
 """
 
 
@@ -861,7 +942,7 @@ class WorkflowStatements:
     SIGNAL_APPEND: str
     WAIT_OF: str
     SIGNAL_WAKE: str
-    SIGNAL_GET: str
+    SIGNAL_TAKE: str
     JOB_AUDIT_ADD: str
     STEP_GET: str
     STEP_PUT: str

@@ -49,6 +49,7 @@ from .._workflow_records import (
     JobLinks,
     LinkedJob,
     SignalReceipt,
+    StoredSignal,
     WaitingJob,
     WorkflowGraph,
 )
@@ -1161,18 +1162,15 @@ class SQLiteBackend:
         return await self._run("workflow_wait_prepare", prepare)
 
     async def workflow_signal(
-        self, job_id: int, name: str, payload_json: str | None, who: str
+        self, job_id: int, name: str, payload_json: str | None, who: str, kept_most: int
     ) -> SignalReceipt:
         woken: list[str] = []
+        sent = workflow.Signal(job_id, name, payload_json, who, kept_most)
 
         def send(conn: sqlite3.Connection) -> SignalReceipt:
             woken.clear()
             with _immediate(conn):
-                now = self._now()
-                receipt, queue = workflow.signal(conn, job_id, name, payload_json, now)
-                what = f"signal {name}: {receipt.outcome.value}"
-                args = {"id": job_id, "who": who, "what": what, "now": now}
-                conn.execute(wf_sql.JOB_AUDIT_ADD, args)
+                receipt, queue = workflow.signal(conn, sent, self._now())
                 woken.extend([queue] if queue is not None else [])
                 return receipt
 
@@ -1180,14 +1178,10 @@ class SQLiteBackend:
         self._tell_released(set(woken))
         return receipt
 
-    async def workflow_signal_get(
-        self, job_id: int, name: str, seq: int
-    ) -> tuple[str, str | None] | None:
-        row = await self._run(
-            "workflow_signal_get",
-            lambda c: c.execute(wf_sql.SIGNAL_GET, (job_id, name, seq)).fetchone(),
+    async def workflow_signal_take(self, job_id: int, name: str, seq: int) -> StoredSignal | None:
+        return await self._run(
+            "workflow_signal_take", lambda c: workflow.take_signal(c, job_id, name, seq)
         )
-        return None if row is None else (row[0], row[1])
 
     async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
         row = await self._run(

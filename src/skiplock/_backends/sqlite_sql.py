@@ -17,6 +17,7 @@ from . import sqlite_keys as _keys
 from . import sqlite_observe_sql as _observe
 from . import sqlite_unique as _unique
 from . import sqlite_workflow_sql as _workflow
+from .job_audit_sql import sqlite_action
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -268,6 +269,7 @@ ALTER TABLE skiplock_workers ADD COLUMN restarts_in_a_row INTEGER NOT NULL DEFAU
     ),
     (21, "unreleased waits", _workflow.MIGRATION_UNRELEASED),
     (22, "key turns", _keys.MIGRATION_TURNS),
+    (23, "signal senders, kept results", _workflow.MIGRATION_SENDERS_AND_RESULTS),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -703,7 +705,9 @@ SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL, result = 
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
     -- a key of a row from before migration 18 is its task's own
     unique_scope = CASE WHEN unique_key IS NOT NULL THEN coalesce(unique_scope, task) END,
-    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
+    audit = """
+    + sqlite_action(":now", ":who", "'retry'")
+    + """
 WHERE id = :id AND state IN """
     + _FINAL
     + """
@@ -830,17 +834,23 @@ CRON_SLOTS_PRUNE = """
 DELETE FROM skiplock_cron_slots WHERE slot < :before
 """
 
-JOB_CANCEL = """
+JOB_CANCEL = (
+    """
 -- A person cancels a job: pending or waiting -> cancelled at once; running -> flagged for its
--- worker (a waiting job's children follow their on_parent_failure at the next release).
+-- worker (a waiting job's children follow their on_parent_failure at the next release); a
+-- running job already flagged is left as it is (postgres_sql.JOB_CANCEL).
 UPDATE skiplock_jobs_live
 SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'cancelled' ELSE state END,
     finished_at = CASE WHEN state IN ('pending', 'waiting') THEN :now ELSE finished_at END,
     cancel_requested = 1,
-    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'cancel'))
+    audit = """
+    + sqlite_action(":now", ":who", "'cancel'")
+    + """
 WHERE id = :id AND state IN ('pending', 'running', 'waiting')
+  AND NOT (state = 'running' AND cancel_requested)
 RETURNING state
 """
+)
 
 JOB_CANCEL_REQUESTED = """
 -- Which of the jobs a worker holds a person asked to cancel.
@@ -963,7 +973,9 @@ JOB_REQUEUE_DEAD = (
 UPDATE skiplock_jobs_live
 SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
-    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'requeue'))
+    audit = """
+    + sqlite_action(":now", ":who", "'requeue'")
+    + """
 WHERE state = 'dead'"""
     + _PICKED
     + """
@@ -987,7 +999,9 @@ JOB_DISCARD_DEAD = (
 -- A person discards dead jobs matching a filter: they become cancelled, action recorded.
 UPDATE skiplock_jobs_live
 SET state = 'cancelled', finished_at = :now,
-    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'discard'))
+    audit = """
+    + sqlite_action(":now", ":who", "'discard'")
+    + """
 WHERE state = 'dead'"""
     + _PICKED
     + "\nRETURNING id"

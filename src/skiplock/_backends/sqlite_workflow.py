@@ -7,17 +7,25 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
-from .._workflow_records import SignalOutcome, SignalReceipt
+from .._workflow_records import SignalOutcome, SignalReceipt, StoredSignal
 from ..errors import JobNotFound
 from . import sqlite_history as history
 from . import sqlite_ops as ops
 from . import sqlite_workflow_sql as sql
 from . import workflow_flows as wf
-from .common import FINAL_STATES, gathered_too_large, signal_taken
+from .common import (
+    FINAL_STATES,
+    gathered_too_large,
+    mailbox_full,
+    signal_taken,
+    stored_signal,
+)
 from .sqlite_ids import BATCHES, ID_FLOOR_RAISE
+from .sqlite_support import immediate
 
 
 class Answers:
@@ -121,9 +129,10 @@ class Answers:
             if state is not None and state not in FINAL_STATES:
                 continue  # still live: its edges wait for it
             final = state or "gone"
-            kept = result if final == "succeeded" else None
-            args = {"final": final, "kept": kept, "now": now, "parent": parent}
+            args = {"final": final, "now": now, "parent": parent}
             rows = self.conn.execute(sql.EDGES_RESOLVE, args).fetchall()
+            if rows and final == "succeeded":  # once for all its edges, not a copy on each
+                self.conn.execute(sql.RESULT_KEEP, {"parent": parent, "result": result})
             resolved += sorted((child, parent, final, policy) for child, policy in rows)
         return resolved
 
@@ -306,20 +315,45 @@ class Answers:
         return row[0], row[1]
 
 
-def signal(
-    conn: Any, job_id: int, name: str, payload_json: str | None, now: float
-) -> tuple[SignalReceipt, str | None]:
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """A signal to deliver: to which job, its name and payload, who sent it, and how many
+    signals no wait took yet the job may keep."""
+
+    job_id: int
+    name: str
+    payload_json: str | None
+    who: str
+    kept_most: int
+
+
+def signal(conn: Any, sent: Signal, now: float) -> tuple[SignalReceipt, str | None]:
     """Deliver a signal (inside the caller's write transaction): the end of its name's
-    mailbox, and the job run again if it waits for it. Returns the receipt and the queue woken
-    (a parked job resumed), if any."""
+    mailbox, the job run again if it waits for it, and the job's audit trail (a finished
+    job's row is left alone: nothing is kept). Returns the receipt and the queue woken (a
+    parked job resumed), if any; MailboxFull if the job keeps as many signals as it may."""
+    job_id, name = sent.job_id, sent.name
     row = conn.execute(sql.JOB_STATE, (job_id,)).fetchone()
     if row is None:
         raise JobNotFound(f"job {job_id}: no such job")
     if row[0] in FINAL_STATES:
         return SignalReceipt(job_id, name, SignalOutcome.FINISHED), None
-    args = {"id": job_id, "name": name, "payload": payload_json, "now": now}
-    (seq,) = conn.execute(sql.SIGNAL_APPEND, args).fetchone()
-    receipt = signal_taken(job_id, name, seq, conn.execute(sql.WAIT_OF, (job_id,)).fetchone())
+    args = {
+        "id": job_id,
+        "name": name,
+        "payload": sent.payload_json,
+        "now": now,
+        "who": sent.who,
+        "most": sent.kept_most,
+    }
+    appended = conn.execute(sql.SIGNAL_APPEND, args).fetchone()
+    if appended is None:
+        raise mailbox_full(job_id, sent.kept_most)
+    receipt = signal_taken(
+        job_id, name, appended[0], conn.execute(sql.WAIT_OF, (job_id,)).fetchone()
+    )
+    what = f"signal {name}: {receipt.outcome.value}"
+    conn.execute(sql.JOB_AUDIT_ADD, {"id": job_id, "who": sent.who, "what": what, "now": now})
     if not receipt.awaited:
         return receipt, None
     found = conn.execute(sql.JOB_RESUME, {"id": job_id, "now": now}).fetchone()
@@ -327,3 +361,15 @@ def signal(
         return receipt, None
     conn.execute(sql.WAIT_DELETE, (job_id,))
     return receipt, found[0]
+
+
+def take_signal(conn: Any, job_id: int, name: str, seq: int) -> StoredSignal | None:
+    """Entry ``seq`` of the job's mailbox ``name``, marked taken the first time (a write
+    transaction of its own; a re-run's read of it writes nothing)."""
+    row = conn.execute(sql.SIGNAL_GET, (job_id, name, seq)).fetchone()
+    if row is None:
+        return None
+    if not row[4]:
+        with immediate(conn):
+            conn.execute(sql.SIGNAL_TAKEN, (job_id, name, seq))
+    return stored_signal(row[0], row[1], row[2], row[3])

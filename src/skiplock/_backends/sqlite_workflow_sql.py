@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from .job_audit_sql import sqlite_action
+
 MIGRATION_WORKFLOWS = """
 CREATE INDEX IF NOT EXISTS skiplock_jobs_waiting_idx ON skiplock_jobs_live (run_at)
     WHERE state = 'waiting';
@@ -111,6 +113,20 @@ CREATE TABLE IF NOT EXISTS skiplock_unreleased (
 """
 """Jobs that ended while they waited for their parents (postgres_workflow_sql.py says why)."""
 
+MIGRATION_SENDERS_AND_RESULTS = """
+ALTER TABLE skiplock_signals ADD COLUMN sender TEXT;
+ALTER TABLE skiplock_signals ADD COLUMN taken INTEGER NOT NULL DEFAULT 1;
+CREATE INDEX IF NOT EXISTS skiplock_signals_untaken_idx ON skiplock_signals (job_id)
+    WHERE kind = 'signal' AND taken = 0;
+CREATE TABLE IF NOT EXISTS skiplock_parent_results (
+    parent_id INTEGER PRIMARY KEY,
+    result    TEXT
+)
+"""
+"""Signals' senders and whether a wait took them, and a parent's result kept once for its
+children (postgres_workflow_sql.py's migration says why). SQLite cannot change a column's
+default: the rows written before get 1 (taken), and every insert names ``taken``."""
+
 _OLD_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead'))"
 _NEW_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead', 'waiting'))"
 
@@ -177,11 +193,22 @@ EDGES_RESOLVE = """
 -- A finished parent's open edges resolved in one statement (a fan-out's 9,999: one statement,
 -- where one a child took 0.2 s); an edge whose child waits for a failed parent's retry
 -- ('wait') stays open, unless the parent is gone (pruned): no retry can come.
-UPDATE skiplock_deps SET parent_state = :final, parent_result = :kept, resolved_at = :now
+UPDATE skiplock_deps SET parent_state = :final, resolved_at = :now
 WHERE parent_id = :parent AND parent_state IS NULL
   AND (:final IN ('succeeded', 'gone') OR on_failure <> 'wait')
 RETURNING child_id, on_failure
 """
+
+RESULT_KEEP = """
+-- A parent's result, once for all its edges (postgres_workflow_sql.py: skiplock_parent_results).
+INSERT INTO skiplock_parent_results (parent_id, result) VALUES (:parent, :result)
+ON CONFLICT (parent_id) DO UPDATE SET result = excluded.result
+WHERE result IS NOT excluded.result
+"""
+
+EDGE_RESULT = """coalesce({d}.parent_result, CASE WHEN {d}.parent_state = 'succeeded' THEN (
+    SELECT k.result FROM skiplock_parent_results k WHERE k.parent_id = {d}.parent_id) END)"""
+"""The result an edge ``{d}`` passes on (postgres_workflow_sql.EDGE_RESULT)."""
 
 WAITS_DECREMENT = """
 -- Count resolved parents off (:counts, a JSON object: child id -> parents resolved), in one
@@ -206,13 +233,16 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'waiting'
 RETURNING id, queue
 """
 
-CHILDREN_READY_PREVIOUS = """
+CHILDREN_READY_PREVIOUS = (
+    """
 -- Children given their one parent's result first ('previous': a chain's link, a fan-out's
 -- children), pending in one statement (one at a time, three statements each, a fan-out's
 -- 9,999 took 0.59 s).
 UPDATE skiplock_jobs_live
 SET state = 'pending', run_at = max(run_at, :now),
-    args = '[' || coalesce((SELECT coalesce(d.parent_result, 'null') FROM skiplock_deps d
+    args = '[' || coalesce((SELECT coalesce("""
+    + EDGE_RESULT.format(d="d")
+    + """, 'null') FROM skiplock_deps d
                             WHERE d.child_id = skiplock_jobs_live.id
                             ORDER BY d.position LIMIT 1), 'null')
            || CASE WHEN json_array_length(args) = 0 THEN ']'
@@ -220,6 +250,7 @@ SET state = 'pending', run_at = max(run_at, :now),
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'waiting'
 RETURNING id, queue
 """
+)
 
 CHILD_CANCEL = """
 UPDATE skiplock_jobs_live
@@ -229,16 +260,24 @@ WHERE id = :id AND state = 'waiting'
 
 WAIT_DELETE = "DELETE FROM skiplock_waits WHERE job_id = ?"
 
-CHILD_RESULTS = """
-SELECT coalesce(parent_result, 'null') FROM skiplock_deps WHERE child_id = ? ORDER BY position
+CHILD_RESULTS = (
+    "SELECT coalesce("
+    + EDGE_RESULT.format(d="d")
+    + """, 'null')
+FROM skiplock_deps d WHERE d.child_id = ? ORDER BY d.position
 """
+)
 
-CHILD_RESULTS_SIZE = """
+CHILD_RESULTS_SIZE = (
+    """
 -- How many parents a body has, and the bytes the list of their results would take (each
 -- result's JSON text summed with a comma and the brackets: the list is never built).
-SELECT count(*), coalesce(sum(length(CAST(coalesce(parent_result, 'null') AS BLOB)) + 1), 1) + 1
-FROM skiplock_deps WHERE child_id = ?
+SELECT count(*), coalesce(sum(length(CAST(coalesce("""
+    + EDGE_RESULT.format(d="d")
+    + """, 'null') AS BLOB)) + 1), 1) + 1
+FROM skiplock_deps d WHERE d.child_id = ?
 """
+)
 
 CHILD_BURY = """
 -- A body whose list of results is over the bound: dead, never run, the reason its error.
@@ -297,14 +336,18 @@ SET parents_left = excluded.parents_left, pass_results = excluded.pass_results,
     batch_id = excluded.batch_id, signal = NULL
 """
 
-JOB_REWAIT = """
+JOB_REWAIT = (
+    """
 -- (postgres_workflow_sql.JOB_REWAIT)
 UPDATE skiplock_jobs_live
 SET state = 'waiting', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
     progress = NULL, lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
-    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
+    audit = """
+    + sqlite_action(":now", ":who", "'retry'")
+    + """
 WHERE id = :id
 """
+)
 
 JOB_STATE_ERROR = """
 SELECT state, CASE WHEN json_valid(errors) THEN json_extract(errors, '$[#-1].message') END
@@ -339,8 +382,8 @@ ORDER BY j.run_at LIMIT :most
 
 TIMEOUT_MARK = """
 -- The timeout takes the mailbox entry the wait waits for (a signal stored there first wins).
-INSERT OR IGNORE INTO skiplock_signals (job_id, name, seq, kind, at)
-VALUES (?, ?, ?, 'timeout', ?)
+INSERT OR IGNORE INTO skiplock_signals (job_id, name, seq, kind, at, taken)
+VALUES (?, ?, ?, 'timeout', ?, 0)
 """
 
 WAIT_NEXT_TIMEOUT = """
@@ -385,21 +428,34 @@ ORDER BY w.job_id LIMIT :most
 JOB_STATE = "SELECT state FROM skiplock_jobs WHERE id = ?"
 
 SIGNAL_APPEND = """
-INSERT INTO skiplock_signals (job_id, name, seq, kind, payload, at)
-SELECT :id, :name, coalesce(max(seq), 0) + 1, 'signal', :payload, :now
+-- (postgres_workflow_sql.SIGNAL_APPEND: none written past :most signals no wait took)
+INSERT INTO skiplock_signals (job_id, name, seq, kind, payload, at, sender, taken)
+SELECT :id, :name, coalesce(max(seq), 0) + 1, 'signal', :payload, :now, :who, 0
 FROM skiplock_signals WHERE job_id = :id AND name = :name
+HAVING (SELECT count(*) FROM skiplock_signals u
+        WHERE u.job_id = :id AND u.kind = 'signal' AND u.taken = 0) < :most
 RETURNING seq
 """
 
 WAIT_OF = "SELECT signal, coalesce(signal_seq, 1) FROM skiplock_waits WHERE job_id = ?"
 
-JOB_AUDIT_ADD = """
-UPDATE skiplock_jobs
-SET audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', :what))
+JOB_AUDIT_ADD = (
+    """
+-- A person's action on a live job, in its own trail (postgres_workflow_sql.JOB_AUDIT_ADD).
+UPDATE skiplock_jobs_live
+SET audit = """
+    + sqlite_action(":now", ":who", ":what")
+    + """
 WHERE id = :id
 """
+)
 
-SIGNAL_GET = "SELECT kind, payload FROM skiplock_signals WHERE job_id = ? AND name = ? AND seq = ?"
+SIGNAL_GET = """
+SELECT kind, payload, sender, at, taken FROM skiplock_signals
+WHERE job_id = ? AND name = ? AND seq = ?
+"""
+
+SIGNAL_TAKEN = "UPDATE skiplock_signals SET taken = 1 WHERE job_id = ? AND name = ? AND seq = ?"
 
 STEP_GET = "SELECT result FROM skiplock_steps WHERE job_id = ? AND name = ? AND seq = ?"
 
@@ -409,10 +465,13 @@ SELECT id, :name, :seq, :result, :now FROM skiplock_jobs_live
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
-PARENT_RESULTS = """
-SELECT parent_id, parent_state, parent_result FROM skiplock_deps
-WHERE child_id = ? ORDER BY position
+PARENT_RESULTS = (
+    "SELECT d.parent_id, d.parent_state, "
+    + EDGE_RESULT.format(d="d")
+    + """
+FROM skiplock_deps d WHERE d.child_id = ? ORDER BY d.position
 """
+)
 
 _PARENT_STATE = """coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id),
                 d.parent_state, 'gone')"""
@@ -546,6 +605,10 @@ WORKFLOW_PRUNE = (
     WHERE x.closed_at IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM skiplock_batch_jobs m WHERE m.batch_id = x.id)
       AND NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id IN (x.on_success, x.on_complete))
+    LIMIT :most)""",
+    """DELETE FROM skiplock_parent_results WHERE parent_id IN (
+    SELECT x.parent_id FROM skiplock_parent_results x
+    WHERE NOT EXISTS (SELECT 1 FROM skiplock_deps d WHERE d.parent_id = x.parent_id)
     LIMIT :most)""",
     """DELETE FROM skiplock_unreleased WHERE job_id IN (
     SELECT x.job_id FROM skiplock_unreleased x

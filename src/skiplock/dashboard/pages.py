@@ -269,6 +269,8 @@ def timeline(job: JobRecord) -> list[tuple[str, str, str]]:
     for entry in job.audit:
         if isinstance(entry, dict):
             what = f"{entry.get('what', '?')} by {entry.get('who', '?')}"
+            if "omitted" in entry:  # the count of the row's older actions (the audit trail)
+                what = str(entry.get("what", "?"))
             events.append((str(entry.get("at", "")), what, ""))
     if job.finished_at is not None:
         events.append((job.finished_at.isoformat(), job.state.value, ""))
