@@ -214,7 +214,7 @@ async def test_a_who_past_the_text_bound_is_refused_at_the_edge(app: skiplock.Ap
         lambda who: app.retry_job(job.id, who=who),
         lambda who: app.requeue_dead(skiplock.JobFilter(), who=who),
     ):
-        with pytest.raises(skiplock.ConfigurationError, match=r"who.*at most 1000 characters"):
+        with pytest.raises(skiplock.ConfigurationError, match=r"who.*at most 1000 bytes"):
             await act("x" * 100_000)
         with pytest.raises(skiplock.ConfigurationError, match=r"who.*NUL"):
             await act("ann\x00")
