@@ -18,6 +18,7 @@ SLOW_DIRS = {
 }
 
 SLOW_MODULES = {
+    "tests/model/test_semantics.py": "the semantics state machine on both databases (35 s)",
     "tests/test_pgbouncer.py": "starts a real PgBouncer (15 s)",
     "tests/test_properties.py": "hypothesis runs over both databases (17 s)",
     "tests/test_records.py": "the real CLI in subprocesses (9 s)",

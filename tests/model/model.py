@@ -1,0 +1,445 @@
+"""A small model of what skiplock's docs promise a job does, in pure Python: no database, no
+clock but its own seconds.
+
+The model is the docs, not the code: docs/concepts/lifecycle.md (the six states and what each
+outcome of an attempt does), delivery.md (unique keys, ``on_conflict``, windows, debounce),
+leases.md (a dead worker's job goes back to pending with its attempt spent),
+docs/guides/keys.md (a key's cap; an ordered key runs its jobs one at a time in enqueue
+order), retries.md (backoff, dead letters) and workflows.md (dependencies and
+``on_parent_failure``, chains, groups, chords, batches, durable steps, signals). Where issue 42
+changes a documented rule, the model holds the corrected one (steps keyed by call order,
+signals consumed one per ``wait_for``, unique keys per task, a raising batch block never calls
+back); the state machine gates the rules that reach each such defect behind a flag.
+
+A run of a real worker is replayed here as the events its task bodies recorded (``start``,
+``end``, ``killed``): each is checked against what the model allows at that moment (a job
+may start only while pending, due, under its key's cap and first of its ordered key; its
+outcome must be the one its script and signals say), so any interleaving the worker chose is
+judged, not just the final states. ``Divergence`` names the difference.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .model_jobs import (
+    BACKOFF_S,
+    CANCELLED,
+    DEAD,
+    FINAL,
+    PENDING,
+    RETRY_S,
+    RUNNING,
+    SNOOZE_S,
+    SUCCEEDED,
+    WAIT_S,
+    WAITING,
+    Batch,
+    Divergence,
+    Job,
+    result_of,
+)
+
+__all__ = ["Divergence", "Job", "Model"]
+
+
+@dataclass
+class Model:
+    """Every job and batch of one example, and the model's clock (seconds since its start)."""
+
+    max_payload_bytes: int
+    drain_expires_waits: bool
+    """Whether a drain alone times out parked waits past their timeout (issue 42, item 10)."""
+    pruned_parent_releases: bool
+    """Whether a ``wait`` child of a pruned dead parent is cancelled by the next sweep."""
+    now: float = 0.0
+    jobs: dict[int, Job] = field(default_factory=dict)
+    batches: dict[int, Batch] = field(default_factory=dict)
+    unswept: set[int] = field(default_factory=set)
+    """Jobs a dead worker's release finished whose children the next sweep resolves ("each
+    worker's rescuer sweeps up a release a crash left undone", docs/guides/workflows.md)."""
+
+    # -- adding jobs ---------------------------------------------------------------------------
+
+    def add(self, job: Job) -> Job:
+        if job.id in self.jobs:
+            raise Divergence(f"job id {job.id} handed out twice (enqueue of {job.token})")
+        job.run_at = max(job.run_at, self.now)
+        job.enqueued_at = self.now
+        self.jobs[job.id] = job
+        for parent in job.parents:
+            self.jobs[parent].children.append(job.id)
+        if job.state == WAITING:
+            job.open_parents = set(job.parents)
+            for parent in job.parents:  # parents finished before the child was written
+                self._resolve_edge(job, self.jobs[parent])
+        return job
+
+    def live(self) -> list[Job]:
+        return [j for j in self.jobs.values() if not j.pruned]
+
+    # -- who may run ---------------------------------------------------------------------------
+
+    def blocker(self, job: Job) -> str | None:
+        """Why ``job`` may not be claimed now (None: it may)."""
+        if job.state != PENDING and not job.may_be(PENDING):
+            return f"it is {job.state}"
+        if job.run_at > self.now:
+            return f"it is not due for {job.run_at - self.now:g} s"
+        if job.ckey is not None and job.key_limit is not None:
+            running = sum(1 for j in self.live() if j.ckey == job.ckey and j.state == RUNNING)
+            if running >= job.key_limit:
+                return f"key {job.ckey} already runs {running} (its limit {job.key_limit})"
+        if job.okey is not None:
+            for earlier in self.live():
+                same = earlier.okey == job.okey and earlier.id < job.id
+                if same and not earlier.left_for_good():
+                    return f"job {earlier.id} of ordered key {job.okey} is {earlier.state}"
+        return None
+
+    def ready(self, queues: set[str] | None = None) -> list[Job]:
+        """Jobs a worker of ``queues`` (None: any) must not leave behind."""
+        return [
+            j
+            for j in self.live()
+            if (queues is None or j.queue in queues) and self.blocker(j) is None
+        ]
+
+    # -- the events of a worker's run --------------------------------------------------------
+
+    def start(self, job_id: int, token: str, attempt: int, seen: Any) -> None:
+        job = self._known(job_id)
+        why = self.blocker(job)
+        if why is not None:
+            raise Divergence(f"job {job_id} ({job.kind} {job.token}) started while {why}")
+        self.collapse(job, PENDING)
+        if token != job.token:
+            raise Divergence(f"job {job_id} ran with {token!r}'s arguments, not {job.token!r}'s")
+        job.state, job.attempt = RUNNING, job.attempt + 1
+        job.token_runs += 1
+        if attempt != job.attempt:
+            raise Divergence(f"job {job_id} ran as attempt {attempt}, the model's {job.attempt}")
+        if job.passes is not None and seen != job.passed:
+            raise Divergence(
+                f"job {job_id} ({job.kind}) was given {_short(seen)}, not {_short(job.passed)}"
+            )
+        job.expect = self._expected_run(job)
+
+    def end(self, job_id: int, outcome: str, value: Any) -> None:
+        job = self._known(job_id)
+        if job.state != RUNNING:
+            raise Divergence(f"job {job_id} ended while the model has it {job.state}")
+        if (outcome, value) != job.expect:
+            raise Divergence(
+                f"job {job_id} ({job.kind} {job.token}, run {job.token_runs}) ended "
+                f"{outcome} {_short(value)}; the model expected {job.expect[0]} "
+                f"{_short(job.expect[1])}"
+            )
+        getattr(self, f"_on_{outcome}")(job, value)
+
+    def killed(self, job_id: int) -> None:
+        """Its worker died; its supervisor released the lease (the attempt stays spent)."""
+        job = self._known(job_id)
+        if job.state != RUNNING:
+            raise Divergence(f"job {job_id} released from a dead worker while {job.state}")
+        if job.attempt >= job.max_attempts:
+            self._final(job, DEAD, crashed=True)
+        else:
+            job.state = PENDING  # its run_at kept: it is due again at once
+
+    def _expected_run(self, job: Job) -> tuple[str, Any]:
+        got: list[Any] = []
+        for k in range(job.waits):
+            if k < len(job.signals):
+                got.append(job.signals[k])
+            elif job.timed_out_at == k:
+                got.append("timeout")
+                break
+            else:
+                return "park", k
+        step = job.script[job.token_runs - 1] if job.token_runs <= len(job.script) else "ok"
+        if step != "ok":
+            return step, None
+        if job.kind == "stepper":
+            return "ok", [f"{job.token}:{i}" for i in range(job.steps)]
+        if job.waits:
+            return "ok", [job.token, *got]
+        return "ok", result_of(job.token)
+
+    def _on_ok(self, job: Job, value: Any) -> None:
+        job.result = value
+        self._final(job, SUCCEEDED)
+
+    def _on_fail(self, job: Job, _value: Any, delay: float = BACKOFF_S) -> None:
+        if job.attempt >= job.max_attempts:
+            self._final(job, DEAD)
+        else:
+            job.state, job.run_at = PENDING, self.now + delay
+
+    _on_timeout = _on_fail
+
+    def _on_retry(self, job: Job, value: Any) -> None:
+        self._on_fail(job, value, RETRY_S)
+
+    def _on_permanent(self, job: Job, _value: Any) -> None:
+        self._final(job, DEAD)
+
+    def _on_cancel(self, job: Job, _value: Any) -> None:
+        self._final(job, CANCELLED)
+
+    def _on_snooze(self, job: Job, _value: Any) -> None:
+        job.state, job.run_at, job.attempt = PENDING, self.now + SNOOZE_S, job.attempt - 1
+
+    def _on_park(self, job: Job, wait: int) -> None:
+        job.state, job.attempt = WAITING, job.attempt - 1
+        job.parked_on, job.parked_until = wait, self.now + WAIT_S
+
+    # -- workflows -----------------------------------------------------------------------------
+
+    def _final(self, job: Job, state: str, crashed: bool = False) -> None:
+        job.state, job.finished_at, job.discarded_at = state, self.now, None
+        job.parked_on = None
+        if crashed:
+            self.unswept.add(job.id)
+            return
+        for child in job.children:
+            self._resolve_edge(self.jobs[child], job)
+
+    def sweep_crashed(self) -> None:
+        """Resolve the children of jobs a crash finished (what the sweep does)."""
+        crashed, self.unswept = self.unswept, set()
+        for job_id in sorted(crashed):
+            for child in self.jobs[job_id].children:
+                self._resolve_edge(self.jobs[child], self.jobs[job_id])
+
+    def waits_on_a_crash(self, job: Job) -> bool:
+        return bool(job.open_parents & self.unswept)
+
+    def _resolve_edge(self, child: Job, parent: Job) -> None:
+        """What a parent that finished (or was pruned) means for a waiting child."""
+        if child.state != WAITING or parent.id not in child.open_parents:
+            return
+        if not parent.pruned and parent.state not in FINAL:
+            return
+        failed = parent.pruned or parent.state != SUCCEEDED
+        if failed and child.policy == "wait":
+            if parent.pruned and self.pruned_parent_releases:
+                child.allowed = frozenset({WAITING, CANCELLED})  # the next sweep cancels it
+            return
+        child.open_parents.discard(parent.id)
+        if not failed:  # "each result is copied onto the edge when its parent finishes"
+            child.edge_results[parent.id] = parent.result
+        if failed and child.policy == "cancel":
+            child.error_type = "ParentFailed"
+            self._final(child, CANCELLED)
+        else:
+            self._maybe_release(child)
+
+    def _maybe_release(self, child: Job) -> None:
+        if child.open_parents or child.state != WAITING or child.parked_on is not None:
+            return
+        if child.callback is not None and not self.batches[child.callback[0]].closed:
+            return
+        if child.allowed is not None:  # a raised batch's callback: it never runs
+            return
+        child.passed = self._passed(child)
+        child.state, child.run_at = PENDING, self.now
+        if child.passes == "all" and len(json.dumps(child.passed)) > self.max_payload_bytes:
+            child.error_type, child.loose_attempt = "PayloadTooLarge", True
+            self._final(child, DEAD)  # the chord body alone fails
+
+    def _passed(self, child: Job) -> Any:
+        """What a released child is given: its parents' results as their edges resolved."""
+        results = child.edge_results
+        if child.passes == "previous":
+            return results.get(child.parents[0])
+        if child.passes == "all":
+            return [results.get(p) for p in child.parents]
+        if child.passes == "batch":
+            return child.callback[0] if child.callback else None
+        if child.passes == "parents":
+            return {p: results[p] for p in child.parents if p in results}
+        return None
+
+    def close_batch(self, batch_id: int) -> bool:
+        batch = self.batches[batch_id]
+        if batch.closed:
+            return False
+        batch.closed = True
+        for callback in batch.callbacks():
+            self._maybe_release(self.jobs[callback])
+        return True
+
+    def join_batch(self, batch_id: int, member: Job) -> None:
+        batch = self.batches[batch_id]
+        batch.members.append(member.id)
+        member.batch_of = batch_id
+        for callback_id in batch.callbacks():
+            callback = self.jobs[callback_id]
+            if callback.state == WAITING:
+                callback.open_parents.add(member.id)
+                member.children.append(callback_id)
+
+    # -- what people do ----------------------------------------------------------------------
+
+    def cancel(self, job: Job) -> str:
+        """The state ``app.cancel_job`` must return (and leave the job in)."""
+        if job.state in (PENDING, WAITING):
+            self._final(job, CANCELLED)
+        return job.state
+
+    def retry(self, job: Job) -> Job | None:
+        """Requeue a finished job (None: it was not finished). The caller checks the key."""
+        if job.state not in FINAL:
+            return None
+        job.state, job.attempt, job.run_at = PENDING, 0, self.now
+        job.result, job.finished_at, job.discarded_at = None, None, None
+        job.person_retries += 1
+        job.allowed, job.error_type = None, None
+        return job
+
+    def requeue_child(self, job: Job, state: str) -> None:
+        """A person requeued a cancelled link or body and the database made it ``state``:
+        pending (its parents' results given again) or waiting on the unsucceeded ones."""
+        job.person_retries, job.attempt, job.finished_at = job.person_retries + 1, 0, None
+        job.error_type, job.state, job.run_at = None, state, self.now
+        if state == PENDING:
+            job.passed = self._passed(job)
+        else:
+            job.open_parents = {p for p in job.parents if self.jobs[p].state != SUCCEEDED}
+            job.policy = "wait"
+
+    def discard(self, job: Job) -> None:
+        job.discarded_at, job.state = self.now, CANCELLED
+
+    def signal(self, job: Job) -> set[str]:
+        """The outcomes ``app.signal`` may give now (applied by ``delivered``)."""
+        if job.pruned:
+            return {"notfound"}
+        said = {"finished"} if job.state in FINAL else set()
+        if job.timed_out_at is not None:
+            return said | {"timed_out"}
+        if said:  # the docs name both for a second signal to a finished job
+            return said | ({"duplicate"} if len(job.signals) >= job.waits else set())
+        if len(job.signals) < job.waits:
+            return {"delivered"}
+        return {"duplicate", "delivered"}  # a later wait_for may take it; none here will
+
+    def delivered(self, job: Job, payload: Any) -> None:
+        if len(job.signals) >= job.waits:
+            return
+        job.signals.append(payload)
+        if job.state == WAITING and job.parked_on == len(job.signals) - 1:
+            job.state, job.run_at, job.parked_on = PENDING, self.now, None
+
+    def expire_waits(self) -> None:
+        """Parked waits past their timeout: the timeout is stored and the job runs again."""
+        for job in self.live():
+            parked = job.state == WAITING and job.parked_on is not None
+            if parked and job.parked_until is not None and job.parked_until <= self.now:
+                job.timed_out_at = job.parked_on
+                job.state, job.run_at, job.parked_on = PENDING, self.now, None
+
+    def sweep(self) -> None:
+        """What every worker's rescuer does each maintenance interval (no lease is held
+        between the machine's steps, so only the workflow sweep can change anything)."""
+        self.expire_waits()
+        self.sweep_crashed()
+        for job in self.live():
+            if job.state == WAITING and job.allowed is not None and job.callback is None:
+                job.allowed = None
+                self._final(job, CANCELLED)  # a wait child of a pruned parent: ParentFailed
+
+    def prune_sets(self, finished_age: float, dead_age: float) -> tuple[set[int], set[int]]:
+        """(must go, may go) for ``app.prune`` with these ages now."""
+        must: set[int] = set()
+        may: set[int] = set()
+        for job in self.live():
+            if job.state not in FINAL:
+                continue
+            age = dead_age if job.state == DEAD else finished_age
+            times = [t for t in (job.finished_at, job.discarded_at) if t is not None]
+            old = [self.now - t > age for t in times]
+            if all(old) and not self._kept_for_a_wait_child(job):
+                must.add(job.id)
+            elif any(old):
+                may.add(job.id)
+        return must, may
+
+    def _kept_for_a_wait_child(self, job: Job) -> bool:
+        """A failed parent a ``wait`` child still waits on may be kept (so it can be retried)."""
+        return self.pruned_parent_releases and any(
+            job.id in self.jobs[c].open_parents and self.jobs[c].state == WAITING
+            for c in job.children
+        )
+
+    def pruned(self, ids: set[int]) -> None:
+        for job_id in ids:
+            self.jobs[job_id].pruned = True
+        for job_id in ids:
+            for child in self.jobs[job_id].children:
+                self._resolve_edge(self.jobs[child], self.jobs[job_id])
+
+    # -- keys ----------------------------------------------------------------------------------
+
+    def holders(self, scope: tuple[str, str]) -> list[Job]:
+        """The jobs holding a unique key now (more than one only where the docs let a parked
+        job give its key up and take it back)."""
+        found = []
+        for job in self.live():
+            if job.unique != scope:
+                continue
+            window = job.unique_for is not None and self.now < job.enqueued_at + job.unique_for
+            keeps = job.unique_while == "live_or_succeeded" or window
+            if job.state in (PENDING, RUNNING) or (job.state == SUCCEEDED and keeps):
+                found.append(job)
+        return found
+
+    def parked_holders(self, scope: tuple[str, str]) -> list[Job]:
+        """Parked jobs of a unique key: the docs say a waiting job holds no key, so an enqueue
+        may write a new job; keeping the key while parked (as a workflow id stays taken while
+        its workflow waits) is allowed too."""
+        return [j for j in self.live() if j.unique == scope and j.parked_on is not None]
+
+    # -- reconciling with the database ------------------------------------------------------
+
+    def collapse(self, job: Job, state: str) -> None:
+        """The database chose one of the states the model allowed for ``job``."""
+        if job.allowed is None or state == job.state:
+            return
+        job.allowed = None
+        if state == CANCELLED:
+            self._final(job, CANCELLED)
+        elif state == PENDING:  # a raised batch's on_complete, released after all
+            job.state, job.run_at, job.passed = PENDING, self.now, self._passed(job)
+
+    def stranded(self) -> list[str]:
+        """Waiting jobs no event can release: no live parent, no retryable failed parent of a
+        ``wait`` edge, no open batch, no signal or timeout."""
+        found = []
+        for job in self.live():
+            if job.state != WAITING or job.parked_on is not None:
+                continue
+            if job.callback is not None and not self.batches[job.callback[0]].closed:
+                continue
+            events = [self._edge_event(job, self.jobs[p]) for p in job.open_parents]
+            if not any(events):
+                found.append(f"job {job.id} ({job.kind} {job.token}) waits on {job.open_parents}")
+        return found
+
+    def _edge_event(self, child: Job, parent: Job) -> bool:
+        if parent.pruned:  # nothing can requeue it (a known defect while it is not checked)
+            return not self.pruned_parent_releases
+        return parent.state not in FINAL or child.policy == "wait"
+
+    def _known(self, job_id: int) -> Job:
+        if job_id not in self.jobs:
+            raise Divergence(f"a task ran for job {job_id}, which the model never enqueued")
+        return self.jobs[job_id]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 120 else text[:117] + "..."
