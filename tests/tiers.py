@@ -15,10 +15,10 @@ import pytest
 
 SLOW_DIRS = {
     "tests/dashboard/": "a real browser (Debian's chromium) and a served dashboard",
+    "tests/model/": "the semantics state machine and its findings, both databases (~40 s)",
 }
 
 SLOW_MODULES = {
-    "tests/model/test_semantics.py": "the semantics state machine on both databases (35 s)",
     "tests/test_pgbouncer.py": "starts a real PgBouncer (15 s)",
     "tests/test_properties.py": "hypothesis runs over both databases (17 s)",
     "tests/test_records.py": "the real CLI in subprocesses (9 s)",

@@ -1,14 +1,15 @@
-"""What every rule of the state machine stands on: one fresh database per example (a SQLite
-file, or a PostgreSQL schema), an app on a pinned clock with the machine's tasks, the
-recorder, the model, and the check after every step that the database holds what the model
-says (every job's state, attempt and result; no job the model does not know; no job gone that
-no prune took)."""
+"""What every rule of the state machine stands on: a database per test (a SQLite file, or a
+PostgreSQL schema) emptied between examples, an app on a pinned clock with the machine's
+tasks, the recorder, the model, and the check after every step that the database holds what
+the model says (every job's state, attempt, result and last error type; no job the model does
+not know; no job gone that no prune took)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import sys
 import uuid
 from collections.abc import Awaitable
 from pathlib import Path
@@ -20,6 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant
 import skiplock
 from skiplock import JobFilter, JobState, Signature
 
+from ..helpers import FakeClock, pg_admin
 from . import checks
 from .harness import TIMEOUT_S, Recorder, register
 from .model import Divergence, Job, Model
@@ -37,8 +39,6 @@ class World:
     a day later on the clock. A database that did not come out empty is replaced."""
 
     def __init__(self, db_url: str, tmp_path: Path) -> None:
-        from ..helpers import FakeClock
-
         self.loop = asyncio.new_event_loop()
         self.db_url, self.tmp_path = db_url, tmp_path
         self.clock = FakeClock()
@@ -74,7 +74,7 @@ class World:
             self.url = f"sqlite:///{self.tmp_path / f'model-{self.databases}.db'}"
         else:
             schema = f"m_{uuid.uuid4().hex[:12]}"
-            self.run(_pg(f'CREATE SCHEMA "{schema}"'))
+            self.run(pg_admin(f'CREATE SCHEMA "{schema}"'))
             self.url = urlsplit(self.db_url)._replace(query=f"schema={schema}").geturl()
         app = skiplock.App(self.url, clock=self.clock, max_payload_bytes=MAX_PAYLOAD_BYTES)
         self.run(app.migrate())
@@ -91,19 +91,13 @@ class World:
                 os.remove(self.url.removeprefix("sqlite:///"))
         else:
             schema = parse_qs(urlsplit(self.url).query)["schema"][0]
-            self.run(_pg(f'DROP SCHEMA "{schema}" CASCADE'))
+            self.run(pg_admin(f'DROP SCHEMA "{schema}" CASCADE'))
 
     def close(self) -> None:
         try:
             self._drop()
         finally:
             self.loop.close()
-
-
-async def _pg(statement: str) -> None:
-    from ..helpers import pg_admin
-
-    await pg_admin(statement)
 
 
 class MachineBase(RuleBasedStateMachine):
@@ -126,8 +120,11 @@ class MachineBase(RuleBasedStateMachine):
         return self.world.run(coro)
 
     def teardown(self) -> None:
+        """Settle the example, unless a step already failed (Hypothesis tears down in a
+        ``finally``: a second failure here would hide the first), then clean up."""
         try:
-            self.settle()
+            if sys.exc_info()[0] is None:
+                self.settle()
         finally:
             self.world.end()
 

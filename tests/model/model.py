@@ -41,12 +41,13 @@ from .model_jobs import (
     Job,
     result_of,
 )
+from .model_retention import KeysAndRetention
 
 __all__ = ["Divergence", "Job", "Model"]
 
 
 @dataclass
-class Model:
+class Model(KeysAndRetention):
     """Every job and batch of one example, and the model's clock (seconds since its start)."""
 
     max_payload_bytes: int
@@ -352,57 +353,6 @@ class Model:
                 job.allowed = None
                 self._final(job, CANCELLED)  # a wait child of a pruned parent: ParentFailed
 
-    def prune_sets(self, finished_age: float, dead_age: float) -> tuple[set[int], set[int]]:
-        """(must go, may go) for ``app.prune`` with these ages now."""
-        must: set[int] = set()
-        may: set[int] = set()
-        for job in self.live():
-            if job.state not in FINAL:
-                continue
-            age = dead_age if job.state == DEAD else finished_age
-            times = [t for t in (job.finished_at, job.discarded_at) if t is not None]
-            old = [self.now - t > age for t in times]
-            if all(old) and not self._kept_for_a_wait_child(job):
-                must.add(job.id)
-            elif any(old):
-                may.add(job.id)
-        return must, may
-
-    def _kept_for_a_wait_child(self, job: Job) -> bool:
-        """A failed parent a ``wait`` child still waits on may be kept (so it can be retried)."""
-        return self.pruned_parent_releases and any(
-            job.id in self.jobs[c].open_parents and self.jobs[c].state == WAITING
-            for c in job.children
-        )
-
-    def pruned(self, ids: set[int]) -> None:
-        for job_id in ids:
-            self.jobs[job_id].pruned = True
-        for job_id in ids:
-            for child in self.jobs[job_id].children:
-                self._resolve_edge(self.jobs[child], self.jobs[job_id])
-
-    # -- keys ----------------------------------------------------------------------------------
-
-    def holders(self, scope: tuple[str, str]) -> list[Job]:
-        """The jobs holding a unique key now (more than one only where the docs let a parked
-        job give its key up and take it back)."""
-        found = []
-        for job in self.live():
-            if job.unique != scope:
-                continue
-            window = job.unique_for is not None and self.now < job.enqueued_at + job.unique_for
-            keeps = job.unique_while == "live_or_succeeded" or window
-            if job.state in (PENDING, RUNNING) or (job.state == SUCCEEDED and keeps):
-                found.append(job)
-        return found
-
-    def parked_holders(self, scope: tuple[str, str]) -> list[Job]:
-        """Parked jobs of a unique key: the docs say a waiting job holds no key, so an enqueue
-        may write a new job; keeping the key while parked (as a workflow id stays taken while
-        its workflow waits) is allowed too."""
-        return [j for j in self.live() if j.unique == scope and j.parked_on is not None]
-
     # -- reconciling with the database ------------------------------------------------------
 
     def collapse(self, job: Job, state: str) -> None:
@@ -414,25 +364,6 @@ class Model:
             self._final(job, CANCELLED)
         elif state == PENDING:  # a raised batch's on_complete, released after all
             job.state, job.run_at, job.passed = PENDING, self.now, self._passed(job)
-
-    def stranded(self) -> list[str]:
-        """Waiting jobs no event can release: no live parent, no retryable failed parent of a
-        ``wait`` edge, no open batch, no signal or timeout."""
-        found = []
-        for job in self.live():
-            if job.state != WAITING or job.parked_on is not None:
-                continue
-            if job.callback is not None and not self.batches[job.callback[0]].closed:
-                continue
-            events = [self._edge_event(job, self.jobs[p]) for p in job.open_parents]
-            if not any(events):
-                found.append(f"job {job.id} ({job.kind} {job.token}) waits on {job.open_parents}")
-        return found
-
-    def _edge_event(self, child: Job, parent: Job) -> bool:
-        if parent.pruned:  # nothing can requeue it (a known defect while it is not checked)
-            return not self.pruned_parent_releases
-        return parent.state not in FINAL or child.policy == "wait"
 
     def _known(self, job_id: int) -> Job:
         if job_id not in self.jobs:
