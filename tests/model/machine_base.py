@@ -58,12 +58,20 @@ class World:
         return self.app, self.rec, self.tasks
 
     def end(self) -> None:
-        """Cancel what the example left live, then prune everything a day later."""
+        """Cancel what the example left live (a cancel may release a callback: again until
+        none is left), then prune everything a day later."""
         assert self.app is not None
         app = self.app
-        for state in (JobState.PENDING, JobState.WAITING):
-            for record in self.run(app.list_jobs(state, JobFilter(limit=10_000))):
+        for _ in range(5):
+            live = [
+                record
+                for state in (JobState.PENDING, JobState.WAITING)
+                for record in self.run(app.list_jobs(state, JobFilter(limit=10_000)))
+            ]
+            for record in live:
                 self.run(app.cancel_job(record.id, who="model"))
+            if not live:
+                break
         self.clock.advance(86400)
         self.run(app.prune(finished_age_s=0.5, dead_age_s=0.5, who="model"))
 

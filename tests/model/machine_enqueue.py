@@ -4,6 +4,7 @@ and durable steps; each through the public API, each mirrored in the model."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from hypothesis import strategies as st
@@ -48,11 +49,15 @@ mixing them on one key means)."""
 
 
 class Enqueues(MachineBase):
-    @rule(script=SCRIPT, attempts=ATTEMPTS)
-    def enqueue_plain(self, script: list[str], attempts: int) -> None:
+    @rule(script=SCRIPT, attempts=ATTEMPTS, delay=st.sampled_from([0, 20.5]))
+    def enqueue_plain(self, script: list[str], attempts: int, delay: float) -> None:
         token = self.token()
-        handle = self.run(self.task("work", script, max_attempts=attempts).aenqueue(token))
-        self.add(handle.id, "work", "work", token, script, attempts)
+        options: dict[str, Any] = {"max_attempts": attempts}
+        if delay:
+            options["run_after"] = timedelta(seconds=delay)
+        handle = self.run(self.task("work", script, **options).aenqueue(token))
+        run_at = self.model.now + delay
+        self.add(handle.id, "work", "work", token, script, attempts, run_at=run_at)
 
     @rule(key=st.sampled_from(sorted(KEY_LIMITS)), n=st.integers(1, 3), script=KEYED_SCRIPT)
     def enqueue_keyed(self, key: str, n: int, script: list[str]) -> None:

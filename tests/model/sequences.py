@@ -67,7 +67,7 @@ SEQUENCES: dict[str, tuple[str, list[Step]]] = {
     "a wait child of a pruned dead parent waits for ever": (
         "CHECK_PRUNED_WAIT_PARENT",
         [
-            ("enqueue_plain", {"script": ["permanent"], "attempts": 1}),
+            ("enqueue_plain", {"script": ["permanent"], "attempts": 1, "delay": 0}),
             ("drain", {}),
             ("enqueue_dependent", {"picks": [0], "policy": "wait", "script": []}),
             ("advance", {"seconds": 61}),
