@@ -236,11 +236,12 @@ class Enqueues(MachineBase):
         if end == "raise" and not checks.CHECK_RAISING_BATCH_BLOCK:
             end = "close"
         on_complete = on_complete or not on_success  # a batch needs a callback
-        self.run(self._batch(scripts, on_success, on_complete, end))
+        batch_id, members = self.run(self._batch(scripts, on_success, on_complete, end))
+        self._members(batch_id, members, end)
 
     async def _batch(
         self, scripts: list[list[str]], on_success: bool, on_complete: bool, end: str
-    ) -> None:
+    ) -> tuple[int, list[tuple[int, str, list[str]]]]:
         success, complete = self.token(), self.token()
         block = self.app.batch(
             on_success=self.sig("callback", success, []) if on_success else None,
@@ -260,7 +261,7 @@ class Enqueues(MachineBase):
                     raise _BlockFailed
         except _BlockFailed:
             pass
-        self._members(batch.id, members, end)
+        return batch.id, members
 
     def _callbacks(
         self,
@@ -300,8 +301,17 @@ class Enqueues(MachineBase):
                 job = self.model.jobs[callback]
                 also = {PENDING} if job.callback == (batch_id, "complete") else set()
                 job.allowed = frozenset({WAITING, CANCELLED, *also})
+            self._members_left_or_cancelled([m for m, _, _ in members])
         elif end == "close":
             self.model.close_batch(batch_id)
+
+    def _members_left_or_cancelled(self, ids: list[int]) -> None:
+        """The docs leave open whether a raising block's members stay (each was enqueued
+        and committed on its own) or are cancelled with it: either, decided at the block's
+        end."""
+        for job_id in ids:
+            if self.run(self.app.get_job(job_id)).state.value == CANCELLED:
+                self.model.cancel(self.model.jobs[job_id])
 
     @rule(
         waits=st.sampled_from([1, 2]),

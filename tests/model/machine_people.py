@@ -86,7 +86,7 @@ class People(Runs):
         again, or pending with its parents' results; never run without them."""
         try:
             self.run(self.app.retry_job(job.id))
-        except skiplock.SkiplockError:
+        except (skiplock.SkiplockError, ValueError):  # refused: it stays cancelled
             return
         state = self.run(self.app.get_job(job.id)).state.value
         parents_done = all(self.model.jobs[p].state == SUCCEEDED for p in job.parents)
