@@ -43,6 +43,7 @@ class World:
         self.db_url, self.tmp_path = db_url, tmp_path
         self.clock = FakeClock()
         self.databases = 0
+        self.examples = 0
         self.url = ""
         self.app: skiplock.App | None = None
 
@@ -55,6 +56,7 @@ class World:
             self._new_database()
         assert self.app is not None
         self.rec.reset()
+        self.examples += 1
         return self.app, self.rec, self.tasks
 
     def end(self) -> None:

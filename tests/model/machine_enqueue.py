@@ -19,7 +19,6 @@ from .machine_base import MachineBase
 from .model import Divergence, Job
 from .model_jobs import (
     BIG,
-    CANCELLED,
     DEBOUNCE_S,
     PENDING,
     UNIQUE_FOR_S,
@@ -82,39 +81,56 @@ class Enqueues(MachineBase):
         task=st.sampled_from(["work", "work_b"]),
         key=st.sampled_from(sorted(UNIQUE_HOLDS)),
         conflict=st.sampled_from(["keep", "replace", "reject"]),
+        shared=st.booleans(),
         script=KEYED_SCRIPT,
     )
-    def enqueue_unique(self, task: str, key: str, conflict: str, script: list[str]) -> None:
-        name = key if checks.CHECK_UNIQUE_KEYS_PER_TASK else f"{task}:{key}"
+    def enqueue_unique(
+        self, task: str, key: str, conflict: str, shared: bool, script: list[str]
+    ) -> None:
+        """A unique key is its task's own (``unique_scope="task"``), or one key space for
+        every task that says ``"shared"``; the same string in the two is two keys."""
+        per_task = checks.CHECK_UNIQUE_KEYS_PER_TASK
+        name = key if per_task else f"{task}:{key}"
+        options: dict[str, Any] = {"unique_key": name, "on_conflict": conflict}
+        scope = (task, name)
+        if shared and per_task:
+            options["unique_scope"], scope = "shared", ("", name)
         hold = UNIQUE_HOLDS[key]
-        holders = self.model.holders((task, name))
+        holders = self.model.holders(scope)
         token = self.token()
-        the_task = self.task(task, script, unique_key=name, on_conflict=conflict, **hold)
         try:
-            handle = self.run(the_task.aenqueue(token))
+            handle = self.run(self.task(task, script, **options, **hold).aenqueue(token))
         except skiplock.DuplicateJob as exc:
             if conflict != "reject" or exc.job_id not in {h.id for h in holders}:
-                why = f"{task} key {name!r} {conflict}: {exc}; holders {holders}"
+                why = f"{task} key {scope} {conflict}: {exc}; holders {holders}"
                 raise Divergence(why) from None
             return
         if not holders:
             if (other := self.model.jobs.get(handle.id)) is not None:
                 raise Divergence(
-                    f"{task}'s enqueue of key {name!r}, which no {task} job holds, "
+                    f"{task}'s enqueue of key {scope}, which no job holds, "
                     f"returned job {other.id} of task {other.task}"
                 )
-            self.add(handle.id, "work", task, token, script, unique=(task, name), **hold)
+            self.add(handle.id, "work", task, token, script, unique=scope, **hold)
             return
-        self._conflict(handle.id, holders, conflict, token, script)
+        self._conflict(handle.id, holders, conflict, token, script, task)
 
     def _conflict(
-        self, got: int, holders: list[Job], conflict: str, token: str, script: list[str]
+        self,
+        got: int,
+        holders: list[Job],
+        conflict: str,
+        token: str,
+        script: list[str],
+        task: str,
     ) -> None:
+        """An enqueue met its key's holder: it got the holder's handle, and ``replace``
+        rewrote a pending holder of its own task (never another task's)."""
         if conflict == "reject" or got not in {h.id for h in holders}:
             ids = [h.id for h in holders]
             raise Divergence(f"{conflict}: got job {got}, the key's holders are {ids}")
         holder = self.model.jobs[got]
-        if conflict == "replace" and holder.state == PENDING:
+        if conflict == "replace" and holder.state == PENDING and holder.task == task:
             self.rewrite(holder, token, script, self.model.now)
 
     def rewrite(self, job: Job, token: str, script: list[str], run_at: float) -> None:
@@ -292,26 +308,12 @@ class Enqueues(MachineBase):
                 )
 
     def _members(self, batch_id: int, members: list[tuple[int, str, list[str]]], end: str) -> None:
-        batch = self.model.batches[batch_id]
         for job_id, token, script in members:
             self.model.join_batch(batch_id, self.add(job_id, "work", "work", token, script))
-        if end == "raise":  # on_success never runs; on_complete may, over what was enqueued
-            batch.raised = True
-            for callback in batch.callbacks():
-                job = self.model.jobs[callback]
-                also = {PENDING} if job.callback == (batch_id, "complete") else set()
-                job.allowed = frozenset({WAITING, CANCELLED, *also})
-            self._members_left_or_cancelled([m for m, _, _ in members])
+        if end == "raise":
+            self.model.abort_batch(batch_id)
         elif end == "close":
             self.model.close_batch(batch_id)
-
-    def _members_left_or_cancelled(self, ids: list[int]) -> None:
-        """The docs leave open whether a raising block's members stay (each was enqueued
-        and committed on its own) or are cancelled with it: either, decided at the block's
-        end."""
-        for job_id in ids:
-            if self.run(self.app.get_job(job_id)).state.value == CANCELLED:
-                self.model.cancel(self.model.jobs[job_id])
 
     @rule(
         waits=st.sampled_from([1, 2]),
@@ -335,7 +337,7 @@ class Enqueues(MachineBase):
         token = self.token()
         handle = self.run(self.task("waiter", script, **options).aenqueue(token, waits))
         if keyed == "unique" and (holders or handle.id in {p.id for p in parked}):
-            self._conflict(handle.id, holders or parked, "keep", token, script)
+            self._conflict(handle.id, holders or parked, "keep", token, script, "waiter")
             return
         fields = {"unique": ("waiter", "w1")} if keyed == "unique" else {}
         if keyed == "ordered":

@@ -23,8 +23,9 @@ from .model_jobs import FINAL, SUCCEEDED
 
 DRAIN_LIMIT_S = 60.0
 """A drain that has not ended by then is stuck (a burst worker that never sees its end)."""
-LEASE_PASSED_S = 120
-"""Past any lease here: the default 30 s + 30 s margin, a timeout of 0.15 s + 30 s."""
+LEASE_PASSED_S = 61
+"""Past any lease here (the default 30 s + 30 s margin; a timeout of 0.15 s + 30 s), and short
+of a wait's timeout (99.5 s), so that no wait parked in the rule times out."""
 WEIGHTED = {"wA": (3, 9), "wB": (1, 6)}
 """The weight rule's keys: (key_weight, jobs)."""
 
@@ -55,6 +56,8 @@ class Runs(MachineBase):
                 self.batch_seen(*rest)
             elif kind == "killed":
                 self.model.killed(*rest)
+            elif kind == "advance":
+                self.model.now += rest[0]
             # a "zombie" event is what a body did after its lease was taken: nothing
 
     def nothing_left_ready(self, queues: set[str] | None) -> None:
@@ -91,7 +94,12 @@ class Runs(MachineBase):
         leases (``released``: ``app.release_worker``), or they expire and another worker's
         rescuer takes them back (``expired``: the clock passes the lease). Then the process
         is gone for good (``stopped``), or was only frozen and its job runs on to its end
-        (``finishes``): either way nothing it does after may be written."""
+        (``finishes``): either way nothing it does after may be written. A worker ends the
+        waits whose timeout passed (its wait timer): the sweep does that first here, and the
+        lease is taken back by release where moving the clock would time out another."""
+        self.maintenance()
+        if how == "expired" and self.model.waits_due_within(LEASE_PASSED_S):
+            how = "released"
         self.run(self._kill(hang_at, how, zombie))
         self.replay(self.rec.take())
 
@@ -116,7 +124,7 @@ class Runs(MachineBase):
                 return
             victim = rec.hung_ids[0]
             taken = await (
-                self._released(worker.id) if how == "released" else self._expired(victim, beats)
+                self._released(worker.id) if how == "released" else self._expired(worker.id, beats)
             )
             if taken != [victim]:
                 raise Divergence(f"the dead worker held job {victim}; {how}: {taken}")
@@ -137,18 +145,19 @@ class Runs(MachineBase):
     async def _released(self, worker_id: str) -> list[int]:
         return await self.app.release_worker(worker_id)
 
-    async def _expired(self, victim: int, beats: Any) -> list[int]:
-        """Move the clock past the lease, then run a rescuer's reclaim; again if the dying
-        worker's heartbeat renewed the lease in between (its beat is real time)."""
+    async def _expired(self, worker_id: str, beats: Any) -> list[int]:
+        """Move the clock past the lease, then run a rescuer's reclaim. Should the dying
+        worker's heartbeat (real time, every few seconds) have renewed the lease meanwhile,
+        its supervisor releases it instead: moving the clock again could time out a wait
+        that parked in this rule, which the dying worker's wait timer would then end."""
         backend = await self.app.backend()
-        for _ in range(5):
-            beats.drain()
-            self.clock.advance(LEASE_PASSED_S)
-            self.model.now += LEASE_PASSED_S
-            taken = await backend.job_reclaim_expired()
-            if taken or not beats.drain():
-                return list(taken)
-        return []
+        beats.drain()
+        self.clock.advance(LEASE_PASSED_S)
+        self.rec.events.append(("advance", LEASE_PASSED_S))  # the model's clock, in order
+        taken = await backend.job_reclaim_expired()
+        if not taken and beats.drain():
+            return await self.app.release_worker(worker_id)
+        return list(taken)
 
     # -- maintenance -------------------------------------------------------------------------
 
@@ -172,19 +181,29 @@ class Runs(MachineBase):
     @rule()
     def weighted_turns(self) -> None:
         """docs/guides/keys.md: ``key_weight=3`` starts three of its jobs to another key's
-        one while both have ready work ("acme, acme, acme, bob, acme, ..."), here at
-        ``concurrency=1``, where every claim is a steady state's claim of one slot."""
+        one while both have ready work ("acme, acme, acme, bob, acme, ..."), "in every
+        claim's batch and in the steady state", here at ``concurrency=1``, where every claim
+        is a steady state's claim of one slot. Twice: two new keys, then the same two back
+        after both ran out of work ("a key cannot save up turns by going idle"). The sweep
+        first ends the waits whose timeout passed (the worker's wait timer would)."""
+        self.maintenance()
         self.weighed = True
+        keys = {f"{key}-{self.world.examples}": spec for key, spec in WEIGHTED.items()}
+        self._weighed_round(keys, "new keys")
+        if checks.CHECK_KEY_TURNS_AFTER_IDLE:
+            self._weighed_round(keys, "the same keys back after idling")
+
+    def _weighed_round(self, keys: dict[str, tuple[int, int]], what: str) -> None:
         tokens: dict[str, list[str]] = {}
         jobs: list[Any] = []
-        for key, (weight, n) in WEIGHTED.items():
+        for key, (weight, n) in keys.items():
             task = self.tasks["weighted"].using(
                 queue="weights", concurrency_key=key, key_weight=weight
             )
             tokens[key] = [self.token() for _ in range(n)]
             jobs += [task.prepare(t) for t in tokens[key]]
         handles = self.run(self.app.enqueue_many(jobs))
-        every = [(key, t) for key in WEIGHTED for t in tokens[key]]
+        every = [(key, t) for key in keys for t in tokens[key]]
         for handle, (key, token) in zip(handles, every, strict=True):
             self.add(handle.id, "weighted", "weighted", token, [], queue="weights", ckey=key)
         worker = Worker(
@@ -199,11 +218,11 @@ class Runs(MachineBase):
         events = self.rec.take()
         self.replay(events)
         self.nothing_left_ready({"weights"})
-        started = [e[2] for e in events if e[0] == "start"]
-        heavy = sum(1 for token in started[:8] if token in tokens["wA"])
-        if heavy != 6:
-            order = ["A" if t in tokens["wA"] else "B" for t in started]
-            raise Divergence(f"weight 3 against 1 started {''.join(order)}: {heavy} of 8")
+        heavy_key = next(iter(keys))
+        started = ["A" if e[2] in tokens[heavy_key] else "B" for e in events if e[0] == "start"]
+        if started[:8].count("A") != 6:
+            order = "".join(started)
+            raise Divergence(f"weight 3 against 1, {what}, started {order}: A {started[:8]}")
 
 
 async def _until_written(flushed: Any, job_id: int) -> None:

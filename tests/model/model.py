@@ -2,20 +2,18 @@
 clock but its own seconds.
 
 The model is the docs, not the code: docs/concepts/lifecycle.md (the six states and what each
-outcome of an attempt does), delivery.md (unique keys, ``on_conflict``, windows, debounce),
-leases.md (a dead worker's job goes back to pending with its attempt spent),
-docs/guides/keys.md (a key's cap; an ordered key runs its jobs one at a time in enqueue
-order), retries.md (backoff, dead letters) and workflows.md (dependencies and
-``on_parent_failure``, chains, groups, chords, batches, durable steps, signals). Where issue 42
-changes a documented rule, the model holds the corrected one (steps keyed by call order,
-signals consumed one per ``wait_for``, unique keys per task, a raising batch block never calls
-back); the state machine gates the rules that reach each such defect behind a flag.
+outcome of an attempt does), delivery.md (unique keys, whose they are, ``on_conflict``,
+windows, debounce), leases.md (a dead worker's job goes back to pending with its attempt
+spent), docs/guides/keys.md (a key's cap and its turns; an ordered key runs its jobs one at a
+time in enqueue order), retries.md (backoff, dead letters) and workflows.md (dependencies and
+``on_parent_failure``, chains, groups, chords, batches and their abort, durable steps by name
+and call order, a mailbox of signals per name, wait timeouts), as issue 42 left them.
 
 A run of a real worker is replayed here as the events its task bodies recorded (``start``,
-``end``, ``killed``): each is checked against what the model allows at that moment (a job
-may start only while pending, due, under its key's cap and first of its ordered key; its
-outcome must be the one its script and signals say), so any interleaving the worker chose is
-judged, not just the final states. ``Divergence`` names the difference.
+``end``, ``killed``, the clock moving): each is checked against what the model allows at that
+moment (a job may start only while pending, due, under its key's cap and first of its ordered
+key; its outcome must be the one its script and its mailbox say), so any interleaving the
+worker chose is judged, not just the final states. ``Divergence`` names the difference.
 """
 
 from __future__ import annotations
@@ -85,7 +83,7 @@ class Model(KeysAndRetention):
 
     def blocker(self, job: Job) -> str | None:
         """Why ``job`` may not be claimed now (None: it may)."""
-        if job.state != PENDING and not job.may_be(PENDING):
+        if job.state != PENDING:
             return f"it is {job.state}"
         if job.run_at > self.now:
             return f"it is not due for {job.run_at - self.now:g} s"
@@ -115,11 +113,10 @@ class Model(KeysAndRetention):
         why = self.blocker(job)
         if why is not None:
             raise Divergence(f"job {job_id} ({job.kind} {job.token}) started while {why}")
-        self.collapse(job, PENDING)
         if token != job.token:
             raise Divergence(f"job {job_id} ran with {token!r}'s arguments, not {job.token!r}'s")
         job.state, job.attempt = RUNNING, job.attempt + 1
-        job.token_runs += 1
+        job.token_runs, job.started = job.token_runs + 1, True
         if attempt != job.attempt:
             raise Divergence(f"job {job_id} ran as attempt {attempt}, the model's {job.attempt}")
         if job.passes is not None and seen != job.passed:
@@ -152,14 +149,14 @@ class Model(KeysAndRetention):
 
     def _expected_run(self, job: Job) -> tuple[str, Any]:
         got: list[Any] = []
-        for k in range(job.waits):
-            if k < len(job.signals):
-                got.append(job.signals[k])
-            elif job.timed_out_at == k:
+        for k in range(job.waits):  # the k-th wait takes the mailbox's k-th entry
+            if k >= len(job.mailbox):
+                return "park", k
+            kind, payload = job.mailbox[k]
+            if kind == "timeout":
                 got.append("timeout")
                 break
-            else:
-                return "park", k
+            got.append(payload)
         step = job.script[job.token_runs - 1] if job.token_runs <= len(job.script) else "ok"
         if step != "ok":
             return step, None
@@ -243,8 +240,6 @@ class Model(KeysAndRetention):
             return
         if child.callback is not None and not self.batches[child.callback[0]].closed:
             return
-        if child.allowed is not None:  # a raised batch's callback: it never runs
-            return
         child.passed = self._passed(child)
         child.state, child.run_at = PENDING, self.now
         if child.passes == "all" and len(json.dumps(child.passed)) > self.max_payload_bytes:
@@ -272,6 +267,22 @@ class Model(KeysAndRetention):
         for callback in batch.callbacks():
             self._maybe_release(self.jobs[callback])
         return True
+
+    def abort_batch(self, batch_id: int) -> None:
+        """A block of the batch raised: it is aborted, as a failed transaction leaves nothing
+        behind. Neither callback runs (each still waiting is cancelled, ``BatchAborted``);
+        the members that never started are cancelled; those that did run to their end."""
+        batch = self.batches[batch_id]
+        batch.raised = True
+        for callback_id in batch.callbacks():
+            callback = self.jobs[callback_id]
+            if callback.state == WAITING:
+                callback.error_type = "BatchAborted"
+                self._final(callback, CANCELLED)
+        for member_id in batch.members:
+            member = self.jobs[member_id]
+            if member.state == PENDING and not member.started:
+                self._final(member, CANCELLED)
 
     def join_batch(self, batch_id: int, member: Job) -> None:
         batch = self.batches[batch_id]
@@ -301,46 +312,57 @@ class Model(KeysAndRetention):
         job.allowed, job.error_type = None, None
         return job
 
-    def requeue_child(self, job: Job, state: str) -> None:
-        """A person requeued a cancelled link or body and the database made it ``state``:
-        pending (its parents' results given again) or waiting on the unsucceeded ones."""
+    def requeue_child(self, job: Job) -> str:
+        """A person requeues a job cancelled while it waited for its parents (a chain's link,
+        a chord's body): it never got their results, so it is not run without them. Refused
+        (``"refused"``: ``ParentResultGone``, nothing changes) when a parent ended without a
+        result; else back to waiting for the parents still to succeed, or pending with every
+        result at once. The state it must be in after."""
+        parents = [self.jobs[p] for p in job.parents]
+        if any(p.pruned or p.state in (DEAD, CANCELLED) for p in parents):
+            return "refused"
         job.person_retries, job.attempt, job.finished_at = job.person_retries + 1, 0, None
-        job.error_type, job.state, job.run_at = None, state, self.now
-        if state == PENDING:
-            job.passed = self._passed(job)
-        else:
-            job.open_parents = {p for p in job.parents if self.jobs[p].state != SUCCEEDED}
-            job.policy = "wait"
+        job.error_type = None
+        job.open_parents = {p.id for p in parents if p.state != SUCCEEDED}
+        job.edge_results.update({p.id: p.result for p in parents if p.state == SUCCEEDED})
+        job.state = WAITING
+        self._maybe_release(job)
+        return job.state
 
     def discard(self, job: Job) -> None:
         job.discarded_at, job.state = self.now, CANCELLED
 
-    def signal(self, job: Job) -> set[str]:
-        """The outcomes ``app.signal`` may give now (applied by ``delivered``)."""
+    def signal(self, job: Job, name: str, payload: Any) -> tuple[str, str | None]:
+        """What ``app.signal`` must say (outcome, the name the job is parked on), and what it
+        does: a job's signals are a mailbox per name, each kept in order for the next
+        ``wait_for`` of its name; the one a parked job waits for makes it pending."""
         if job.pruned:
-            return {"notfound"}
-        said = {"finished"} if job.state in FINAL else set()
-        if job.timed_out_at is not None:
-            return said | {"timed_out"}
-        if said:  # the docs name both for a second signal to a finished job
-            return said | ({"duplicate"} if len(job.signals) >= job.waits else set())
-        if len(job.signals) < job.waits:
-            return {"delivered"}
-        return {"duplicate", "delivered"}  # a later wait_for may take it; none here will
+            return "notfound", None
+        if job.state in FINAL:
+            return "finished", None
+        parked = "go" if job.state == WAITING and job.parked_on is not None else None
+        if name != "go":  # no wait of this name here: kept, never taken
+            return "kept", parked
+        job.mailbox.append(("signal", payload))
+        if parked is None:
+            return "kept", None
+        job.state, job.run_at, job.parked_on = PENDING, self.now, None
+        return "delivered", "go"
 
-    def delivered(self, job: Job, payload: Any) -> None:
-        if len(job.signals) >= job.waits:
-            return
-        job.signals.append(payload)
-        if job.state == WAITING and job.parked_on == len(job.signals) - 1:
-            job.state, job.run_at, job.parked_on = PENDING, self.now, None
+    def waits_due_within(self, seconds: float) -> bool:
+        return any(
+            j.parked_until is not None and j.parked_until <= self.now + seconds
+            for j in self.live()
+            if j.state == WAITING and j.parked_on is not None
+        )
 
     def expire_waits(self) -> None:
-        """Parked waits past their timeout: the timeout is stored and the job runs again."""
+        """Parked waits past their timeout: the timeout takes its place in the mailbox (the
+        wait raises ``SignalTimeout``) and the job runs again."""
         for job in self.live():
             parked = job.state == WAITING and job.parked_on is not None
             if parked and job.parked_until is not None and job.parked_until <= self.now:
-                job.timed_out_at = job.parked_on
+                job.mailbox.append(("timeout", None))
                 job.state, job.run_at, job.parked_on = PENDING, self.now, None
 
     def sweep(self) -> None:
@@ -349,9 +371,8 @@ class Model(KeysAndRetention):
         self.expire_waits()
         self.sweep_crashed()
         for job in self.live():
-            if job.state == WAITING and job.allowed is not None and job.callback is None:
-                job.allowed = None
-                self._final(job, CANCELLED)  # a wait child of a pruned parent: ParentFailed
+            if job.state == WAITING and job.allowed is not None:
+                self.collapse(job, CANCELLED)  # a wait child of a pruned parent
 
     # -- reconciling with the database ------------------------------------------------------
 
@@ -360,10 +381,9 @@ class Model(KeysAndRetention):
         if job.allowed is None or state == job.state:
             return
         job.allowed = None
-        if state == CANCELLED:
+        if state == CANCELLED:  # a wait child of a pruned parent: "no retry can come"
+            job.error_type = "ParentFailed"
             self._final(job, CANCELLED)
-        elif state == PENDING:  # a raised batch's on_complete, released after all
-            job.state, job.run_at, job.passed = PENDING, self.now, self._passed(job)
 
     def _known(self, job_id: int) -> Job:
         if job_id not in self.jobs:

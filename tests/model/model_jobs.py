@@ -56,6 +56,8 @@ class Job:
     run_at: float = 0.0
     enqueued_at: float = 0.0
     attempt: int = 0
+    started: bool = False
+    """Whether any of its runs began (a batch's abort cancels only members that never did)."""
     token_runs: int = 0
     """Runs since its arguments were last written (a replace starts them again)."""
     finished_at: float | None = None
@@ -88,8 +90,9 @@ class Job:
     steps: int = 0
     step_names_by_order: bool = True
     waits: int = 0
-    signals: list[Any] = field(default_factory=list)
-    timed_out_at: int | None = None
+    mailbox: list[tuple[str, Any]] = field(default_factory=list)
+    """Its signals of "go" in order, ("signal", payload), with ("timeout", None)
+    where a wait timed out: the k-th ``wait_for("go")`` of every run takes entry k."""
     parked_on: int | None = None
     parked_until: float | None = None
     # people and uncertainty

@@ -28,7 +28,7 @@ SEQUENCES: dict[str, tuple[str, list[Step]]] = {
         [
             ("enqueue_waiter", {"waits": 2, "script": [], "keyed": ""}),
             ("drain", {}),
-            ("signal", {"pick": 0, "payload": 1, "live": True, "twice": False}),
+            ("signal", {"pick": 0, "payload": 1, "live": True, "twice": False, "name": "go"}),
             ("drain", {}),
         ],
     ),
@@ -36,13 +36,20 @@ SEQUENCES: dict[str, tuple[str, list[Step]]] = {
         "CHECK_KEY_WEIGHTS_IN_STEADY_STATE",
         [("weighted_turns", {})],
     ),
+    "a weighted key saves up turns while idle": (
+        "CHECK_KEY_TURNS_AFTER_IDLE",
+        [("weighted_turns", {})],
+    ),
     "two tasks share one unique key string": (
         "CHECK_UNIQUE_KEYS_PER_TASK",
         [
-            ("enqueue_unique", {"task": "work", "key": "u1", "conflict": "keep", "script": []}),
             (
                 "enqueue_unique",
-                {"task": "work_b", "key": "u1", "conflict": "keep", "script": []},
+                {"task": "work", "key": "u1", "conflict": "keep", "shared": False, "script": []},
+            ),
+            (
+                "enqueue_unique",
+                {"task": "work_b", "key": "u1", "conflict": "keep", "shared": False, "script": []},
             ),
             ("drain", {}),
         ],
@@ -60,6 +67,15 @@ SEQUENCES: dict[str, tuple[str, list[Step]]] = {
         [
             ("enqueue_chain", {"scripts": [["permanent"], []]}),
             ("drain", {}),
+            ("retry", {"pick": 0, "link": True}),
+            ("drain", {}),
+        ],
+    ),
+    "a chain link cancelled by a person, requeued, runs without its parent's result": (
+        "CHECK_RETRIED_LINK_TAKES_ITS_RESULT",
+        [
+            ("enqueue_chain", {"scripts": [[], []]}),
+            ("cancel", {"pick": 1}),
             ("retry", {"pick": 0, "link": True}),
             ("drain", {}),
         ],
@@ -91,7 +107,7 @@ SEQUENCES: dict[str, tuple[str, list[Step]]] = {
                 "enqueue_batch",
                 {"scripts": [], "on_success": False, "on_complete": True, "end": "open"},
             ),
-            ("add_to_batch", {"pick": 0, "scripts": [[]]}),
+            ("add_to_batch", {"pick": 0, "scripts": [[]], "fails": False}),
         ],
     ),
     "a parked job whose unique key was taken can never resume": (
@@ -100,7 +116,7 @@ SEQUENCES: dict[str, tuple[str, list[Step]]] = {
             ("enqueue_waiter", {"waits": 1, "script": [], "keyed": "unique"}),
             ("drain", {}),
             ("enqueue_waiter", {"waits": 1, "script": [], "keyed": "unique"}),
-            ("signal", {"pick": 0, "payload": 1, "live": True, "twice": False}),
+            ("signal", {"pick": 0, "payload": 1, "live": True, "twice": False, "name": "go"}),
             ("drain", {}),
         ],
     ),
