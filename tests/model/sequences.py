@@ -34,11 +34,11 @@ SEQUENCES: dict[str, tuple[str, list[Step]]] = {
     ),
     "a weight-3 key takes one job a turn at concurrency 1": (
         "CHECK_KEY_WEIGHTS_IN_STEADY_STATE",
-        [("weighted_turns", {})],
+        [("weighted_turns", {"again": False})],
     ),
     "a weighted key saves up turns while idle": (
         "CHECK_KEY_TURNS_AFTER_IDLE",
-        [("weighted_turns", {})],
+        [("weighted_turns", {"again": True})],
     ),
     "two tasks share one unique key string": (
         "CHECK_UNIQUE_KEYS_PER_TASK",

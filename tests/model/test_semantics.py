@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, seed, settings
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from . import checks
@@ -58,6 +58,9 @@ def the_settings() -> settings:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         print_blob=explore,
         report_multiple_bugs=False,
+        # no explain phase: its tracing of a worker's run costs minutes, for less than the
+        # shrunk steps say
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
     )
 
 
