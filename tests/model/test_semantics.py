@@ -34,8 +34,9 @@ from .sequences import SEQUENCES, Step
 
 EXAMPLES = int(os.environ.get("SKIPLOCK_MODEL_EXAMPLES", "16"))
 STEPS = int(os.environ.get("SKIPLOCK_MODEL_STEPS", "30"))
-"""16 examples of up to 30 steps: ~25 s on both databases together on a loaded 2-core machine
-(PostgreSQL three quarters of it), with the pinned sequences."""
+"""16 examples of up to 30 steps: all of tests/model in 16 s on both databases together on an
+idle 2-core machine, 35-45 s with the other sessions' tests running (PostgreSQL three
+quarters of it)."""
 SEED = os.environ.get("SKIPLOCK_MODEL_SEED", "")
 
 
