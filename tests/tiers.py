@@ -15,6 +15,7 @@ import pytest
 
 SLOW_DIRS = {
     "tests/dashboard/": "a real browser (Debian's chromium) and a served dashboard",
+    "tests/model/": "the semantics state machine and its findings, both databases (~40 s)",
 }
 
 SERIAL_MODULES = {
