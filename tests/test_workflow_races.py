@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -144,6 +145,41 @@ async def wait_for_lock(backend: PostgresBackend, pid: int, timeout: float = 10)
             return
         assert time.monotonic() < deadline, "the second release never waited on the lock"
         await asyncio.sleep(0.01)
+
+
+async def test_two_prunes_racing_count_each_pruned_batch_member_once(pg_url: str) -> None:
+    """Two workers' pruners on the same gone members, forced: A deletes them (uncommitted), B
+    waits on A's row locks, then finds them gone. The batch counts each member once."""
+    app = skiplock.App(pg_url)
+    await app.migrate()
+    try:
+        parent, child = tasks(app)
+        async with app.batch(on_complete=child.s()) as batch:
+            members = [await parent.aenqueue(n) for n in range(3)]
+            await parent.using(run_after=timedelta(hours=1)).aenqueue(3)
+        await app.drain()
+        backend = await app.backend()
+        assert isinstance(backend, PostgresBackend)
+        await backend.pool.execute(  # the retention's job prune, as a person's SQL
+            f'DELETE FROM "{backend.schema}".skiplock_jobs WHERE id = ANY($1::bigint[])',
+            [m.id for m in members],
+        )
+        dsn = parse_postgres_url(pg_url).dsn
+        a, b = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+        try:
+            ta = a.transaction()
+            await ta.start()
+            assert await a.fetchval(backend._wf.WORKFLOW_PRUNE, 100) == 3
+            b_prunes = asyncio.create_task(b.fetchval(backend._wf.WORKFLOW_PRUNE, 100))
+            await wait_for_lock(backend, b.get_server_pid())
+            await ta.commit()
+            assert await b_prunes == 0  # A's rows went while B waited: none of them is B's
+        finally:
+            await a.close()
+            await b.close()
+        assert (await batch.info()).counts == {"gone": 3, "pending": 1}
+    finally:
+        await app.close()
 
 
 async def test_many_releases_of_one_fan_in_racing_release_it_once(db_url: str) -> None:

@@ -5,6 +5,7 @@ run by an in-process burst worker (``app.drain``)."""
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -550,6 +551,43 @@ async def test_the_retention_takes_what_a_workflow_leaves(db_url: str, app: skip
     assert await side_rows(app, db_url) == before
     await app.prune(finished_age_s=0, dead_age_s=0)
     assert await side_rows(app, db_url) == dict.fromkeys(before, 0)
+
+
+async def test_a_batch_counts_its_pruned_members_until_it_goes(
+    db_url: str, clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    """Five images done in a minute, the sixth due in 8 days, and the default retention (7
+    days) in between: the callback still counts six members, the five pruned ones as
+    ``gone`` (a prune of 2 rows a statement counts each once), and once the batch has
+    finished and its callback is pruned too, nothing of it is left."""
+    app = clocked_app
+
+    @app.task(name="resize")
+    async def resize(image: int) -> None: ...
+
+    @app.task(name="zip_them")
+    async def zip_them(batch_id: int) -> dict[str, int]:
+        return (await app.batch_info(batch_id)).counts
+
+    async with app.batch(on_complete=zip_them.s()) as batch:
+        for image in range(5):
+            await resize.aenqueue(image)
+        await resize.using(run_after=timedelta(days=8)).aenqueue(5)
+    await app.drain()
+    clock.advance(7 * 86400 + 60)
+    await app.prune(finished_age_s=7 * 86400, dead_age_s=30 * 86400, batch=2)
+    info = await batch.info()
+    assert info.counts == {"gone": 5, "pending": 1} and info.total == 6
+    clock.advance(86400)
+    await app.drain()
+    record = await app.get_job(info.on_complete)
+    assert record.result == {"gone": 5, "succeeded": 1}
+    clock.advance(7 * 86400 + 60)
+    await app.prune(finished_age_s=7 * 86400, dead_age_s=30 * 86400, batch=2)
+    left = await side_rows(app, db_url)
+    assert left["batches"] == 0 and left["batch_jobs"] == 0
+    with pytest.raises(skiplock.JobNotFound):
+        await batch.info()
 
 
 async def test_a_sync_task_has_steps_waits_and_parent_results(app: skiplock.App) -> None:

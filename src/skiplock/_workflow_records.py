@@ -149,7 +149,8 @@ class BatchInfo:
     """The job id of the ``on_success`` callback (None: none)."""
     on_complete: int | None
     counts: dict[str, int]
-    """Members per state (``gone``: pruned or discarded)."""
+    """Members per state, every member the batch ever had (``gone``: pruned or discarded;
+    a member the retention pruned still counts, as ``gone``, while the batch exists)."""
     aborted_at: datetime | None = None
     """When the block that filled it raised (its callbacks were cancelled then); None if not."""
 

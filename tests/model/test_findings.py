@@ -63,7 +63,6 @@ async def test_a_worker_survives_the_timeout_of_such_a_wait(
     assert swept.done()
 
 
-@pytest.mark.xfail(strict=True, reason="prune deletes the member's row in the batch")
 async def test_a_batch_counts_a_pruned_member_as_gone(
     clocked_app: skiplock.App, clock: FakeClock
 ) -> None:

@@ -566,14 +566,18 @@ def linked_jobs(rows: Iterable[Sequence[Any]]) -> list[LinkedJob]:
 
 
 def batch_info(row: Sequence[Any]) -> BatchInfo:
-    counts = json.loads(row[5]) if row[5] else {}
+    """A batch's counts: its member rows per state, and the members the retention pruned
+    (their rows went with their jobs; the batch kept their number) as ``gone``."""
+    counts = {str(k): int(v) for k, v in (json.loads(row[5]) if row[5] else {}).items()}
+    if pruned := int(row[7] or 0):
+        counts["gone"] = counts.get("gone", 0) + pruned
     return BatchInfo(
         id=row[0],
         created_at=from_seconds(row[1]),
         closed_at=_maybe_time(row[2]),
         on_success=row[3],
         on_complete=row[4],
-        counts={str(k): int(v) for k, v in counts.items()},
+        counts=counts,
         aborted_at=_maybe_time(row[6]),
     )
 

@@ -17,7 +17,11 @@ write, so a plain job's enqueue, claim and completion stay exactly as they were:
   first); it goes when the last edge from its parent does. A parent that succeeds again (a
   person retried it) and resolves new edges replaces it: every child then reads the newest;
 - ``skiplock_batches`` and ``skiplock_batch_jobs``: a batch, its callbacks (jobs waiting on
-  every member and on the batch's open gate) and its members;
+  every member and on the batch's open gate) and its members. A member's row goes with its
+  job (the prune after the job's), and the batch counts it from then on
+  (``skiplock_batches.pruned_members``, migration 26): its counts keep every member it ever
+  had, the pruned ones as ``gone``, so they stay whole for a callback that reads them. The
+  batch goes once it is closed and has no member row and no callback left;
 - ``skiplock_steps`` (a durable step's stored result, one row per job, name and occurrence:
   the third ``step("charge", ...)`` of a run is ``("charge", 3)`` in every run) and
   ``skiplock_signals`` (a job's mailbox: the signals of each name in the order they came,
@@ -112,6 +116,13 @@ ALTER TABLE {s}.skiplock_signals DROP CONSTRAINT skiplock_signals_pkey;
 ALTER TABLE {s}.skiplock_signals ADD PRIMARY KEY (job_id, name, seq);
 ALTER TABLE {s}.skiplock_waits ADD COLUMN signal_seq integer;
 ALTER TABLE {s}.skiplock_batches ADD COLUMN aborted_at timestamptz;
+"""
+
+MIGRATION_BATCH_PRUNED_MEMBERS = """
+-- A batch counts its members the retention pruned (their skiplock_batch_jobs rows go with
+-- their jobs), so its counts keep every member it ever had, those as 'gone'. A constant
+-- default: no row is rewritten; members pruned before this migration are not known.
+ALTER TABLE {s}.skiplock_batches ADD COLUMN pruned_members bigint NOT NULL DEFAULT 0;
 """
 
 JOBS_MISSING = """
@@ -821,7 +832,7 @@ SELECT b.id, extract(epoch FROM b.created_at), extract(epoch FROM b.closed_at),
             SELECT coalesce(j.state, 'gone') AS state, count(*) AS n
             FROM {s}.skiplock_batch_jobs m LEFT JOIN {s}.skiplock_jobs j ON j.id = m.job_id
             WHERE m.batch_id = b.id GROUP BY 1) s),
-       extract(epoch FROM b.aborted_at)
+       extract(epoch FROM b.aborted_at), b.pruned_members
 FROM {s}.skiplock_batches b WHERE b.id = $1
 """
 
@@ -856,10 +867,11 @@ SELECT id, task, state FROM {s}.skiplock_jobs WHERE id = ANY($1::bigint[])
 WORKFLOW_PRUNE = """
 -- What a workflow leaves once its jobs are gone (pruned, discarded), at most $1 rows a table:
 -- steps and signals of jobs no longer kept, edges of children no longer kept, wait rows of
--- jobs that no longer wait (or prepare to park), batch members gone, closed batches left
--- with no member and no callback, the kept releases of jobs gone or retried, and the kept
--- results of parents no edge leads from any more (edges go with their children first: a
--- result goes at the prune after its last child's).
+-- jobs that no longer wait (or prepare to park), batch members gone (each batch adds how many
+-- of its own went to its pruned_members: they count as 'gone' while it lasts), closed
+-- batches left with no member and no callback, the kept releases of jobs gone or retried,
+-- and the kept results of parents no edge leads from any more (edges go with their children
+-- first: a result goes at the prune after its last child's).
 WITH steps AS (
     DELETE FROM {s}.skiplock_steps WHERE ctid IN (
         SELECT x.ctid FROM {s}.skiplock_steps x
@@ -886,6 +898,13 @@ WITH steps AS (
     DELETE FROM {s}.skiplock_batch_jobs WHERE ctid IN (
         SELECT x.ctid FROM {s}.skiplock_batch_jobs x
         WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j WHERE j.id = x.job_id) LIMIT $1)
+    RETURNING batch_id
+), pruned_members AS (
+    -- only the rows this statement deleted (a concurrent prune's are skipped, not counted);
+    -- never a batch the next CTE deletes (that one had no member row to delete)
+    UPDATE {s}.skiplock_batches b SET pruned_members = b.pruned_members + g.n
+    FROM (SELECT batch_id, count(*) AS n FROM members GROUP BY batch_id) g
+    WHERE b.id = g.batch_id
     RETURNING 1
 ), batches AS (
     DELETE FROM {s}.skiplock_batches b WHERE b.id IN (

@@ -1256,6 +1256,7 @@ class SQLiteBackend:
     async def workflow_prune(self, most: int) -> int:
         def prune(conn: sqlite3.Connection) -> int:
             with _immediate(conn):
+                conn.execute(wf_sql.BATCH_MEMBERS_PRUNED, {"most": most})  # not a row pruned
                 return sum(
                     conn.execute(statement, {"most": most}).rowcount
                     for statement in wf_sql.WORKFLOW_PRUNE

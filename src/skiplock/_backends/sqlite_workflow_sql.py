@@ -127,6 +127,12 @@ CREATE TABLE IF NOT EXISTS skiplock_parent_results (
 children (postgres_workflow_sql.py's migration says why). SQLite cannot change a column's
 default: the rows written before get 1 (taken), and every insert names ``taken``."""
 
+MIGRATION_BATCH_PRUNED_MEMBERS = """
+ALTER TABLE skiplock_batches ADD COLUMN pruned_members INTEGER NOT NULL DEFAULT 0
+"""
+"""A batch counts its members the retention pruned (postgres_workflow_sql.py's migration says
+why)."""
+
 _OLD_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead'))"
 _NEW_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead', 'waiting'))"
 
@@ -560,7 +566,7 @@ SELECT b.id, b.created_at, b.closed_at, b.on_success, b.on_complete,
                    count(*) AS n
             FROM skiplock_batch_jobs m
             WHERE m.batch_id = b.id GROUP BY 1) s),
-       b.aborted_at
+       b.aborted_at, b.pruned_members
 FROM skiplock_batches b WHERE b.id = ?
 """
 
@@ -582,6 +588,28 @@ SELECT id, task, state FROM skiplock_jobs WHERE id IN (SELECT value FROM json_ea
 
 ANY_OPEN_EDGE = "SELECT EXISTS (SELECT 1 FROM skiplock_deps WHERE parent_state IS NULL)"
 
+_MEMBERS_GONE = """
+    SELECT x.rowid FROM skiplock_batch_jobs x
+    WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = x.job_id)
+    ORDER BY x.rowid LIMIT :most"""
+"""The batch members a prune deletes (their jobs are gone), at most :most: the same rows for
+the count and the delete, in one transaction (in rowid order, so the two pick alike)."""
+
+BATCH_MEMBERS_PRUNED = (
+    """
+-- Each batch adds how many of its members this prune deletes to its pruned_members (they
+-- count as 'gone' while it lasts); run first in WORKFLOW_PRUNE's transaction (nothing there
+-- before the members' delete changes which rows it picks).
+UPDATE skiplock_batches AS b SET pruned_members = b.pruned_members + g.n
+FROM (SELECT m.batch_id, count(*) AS n FROM skiplock_batch_jobs m
+      WHERE m.rowid IN ("""
+    + _MEMBERS_GONE
+    + """)
+      GROUP BY m.batch_id) AS g
+WHERE b.id = g.batch_id
+"""
+)
+
 WORKFLOW_PRUNE = (
     """DELETE FROM skiplock_steps WHERE rowid IN (
     SELECT x.rowid FROM skiplock_steps x
@@ -597,9 +625,7 @@ WORKFLOW_PRUNE = (
     WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs_live j
                       WHERE j.id = x.job_id AND j.state IN ('waiting', 'running'))
     LIMIT :most)""",
-    """DELETE FROM skiplock_batch_jobs WHERE rowid IN (
-    SELECT x.rowid FROM skiplock_batch_jobs x
-    WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = x.job_id) LIMIT :most)""",
+    """DELETE FROM skiplock_batch_jobs WHERE rowid IN (""" + _MEMBERS_GONE + ")",
     """DELETE FROM skiplock_batches WHERE id IN (
     SELECT x.id FROM skiplock_batches x
     WHERE x.closed_at IS NOT NULL
