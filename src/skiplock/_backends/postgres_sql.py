@@ -14,6 +14,7 @@ batch, the supervisor's release and the heartbeat to it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 
 from . import postgres_aging_sql as _aging
@@ -1374,5 +1375,14 @@ class Statements:
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
-        quoted = f'"{schema}"'
-        return cls(**{f.name: globals()[f.name].replace("{s}", quoted) for f in fields(cls)})
+        """The statements of one schema, made once per process (a backend is made per sync
+        enqueue on a caller's connection; rewriting ~75 statements each time cost ~0.25 ms)."""
+        return _for_schema(schema)
+
+
+@functools.lru_cache(maxsize=64)
+def _for_schema(schema: str) -> Statements:
+    quoted = f'"{schema}"'
+    return Statements(
+        **{f.name: globals()[f.name].replace("{s}", quoted) for f in fields(Statements)}
+    )
