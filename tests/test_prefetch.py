@@ -20,19 +20,35 @@ async def held_in_db(app: skiplock.App) -> int:
 
 
 async def run_observing(app: skiplock.App, jobs: int, seconds: float, **options: object) -> int:
-    """Drain ``jobs`` jobs that each sleep ``seconds``; the most the worker held at a start."""
+    """Drain ``jobs`` jobs that each sleep ``seconds``; the most the worker held (running
+    plus claimed ahead) at a job's start or just after a claim. A worker refills its window
+    as each slot frees, so the window is full right after a claim, not when the job a slot
+    took from it starts."""
     peak = 0
     worker = Worker(app, poll_interval_s=0.05, **options)  # type: ignore[arg-type]
 
-    @app.task(name="observed")
-    async def observed() -> None:
+    def look() -> None:
         nonlocal peak
         status = worker.status()
         peak = max(peak, status["running"] + status["claimed_ahead"])
+
+    @app.task(name="observed")
+    async def observed() -> None:
+        look()
         await asyncio.sleep(seconds)
 
+    async def after_claims() -> None:
+        claimed = worker.signals.claimed.arm()
+        while True:
+            await claimed.wait(timeout=60)
+            look()
+
     await app.enqueue_many(observed.prepare() for _ in range(jobs))
-    await asyncio.wait_for(worker.run(burst=True), timeout=60)
+    watcher = asyncio.create_task(after_claims())
+    try:
+        await asyncio.wait_for(worker.run(burst=True), timeout=60)
+    finally:
+        watcher.cancel()
     assert worker.processed == jobs
     return peak
 

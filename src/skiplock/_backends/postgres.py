@@ -686,7 +686,7 @@ class PostgresBackend:
 
     async def queue_limited(self) -> list[str]:
         with _wrapped("queue_limited"):
-            return [r["name"] for r in await self.pool.fetch(self._sql.QUEUE_LIMITED)]
+            return [r["name"] for r in await self._retrying.fetch(self._sql.QUEUE_LIMITED)]
 
     async def job_next_run_at(self, lookback_s: float = 0.0) -> float | None:
         with _wrapped("job_next_run_at"):

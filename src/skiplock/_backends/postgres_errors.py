@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -57,15 +58,42 @@ def moved(exc: BaseException) -> bool:
     ) and "moved to another partition" in str(exc)
 
 
+def ended_session(exc: BaseException) -> bool:
+    """Whether ``exc`` is asyncpg refusing to start a statement on a pooled connection whose
+    session the server ended a moment ago (``pg_terminate_backend``, a failover, an idle
+    reaper): the server's FATAL message had arrived, the socket's close not yet, and the pool
+    handed the connection out in between ("cannot switch to state 12; another operation (2)
+    is in progress", state 2 being the consumption of that error).
+
+    Nothing of the statement reached the server, so running it again is safe; the pool
+    replaces the connection when it comes back (its reset fails, so it is terminated)."""
+    return isinstance(
+        exc, asyncpg.exceptions.InternalClientError
+    ) and "cannot switch to state" in str(exc)
+
+
+ENDED_SESSION_TRIES = 3
+"""How often a statement that met a pooled connection its server had just ended is tried: the
+pool may hold several such connections after a mass termination."""
+
+
 async def retry_moved(call: Callable[[], Awaitable[T]]) -> T:
-    """``call()``, run again while it meets a moved row (``moved``), at most MOVED_TRIES times."""
-    for _ in range(MOVED_TRIES - 1):
+    """``call()``, run again while it meets a moved row (``moved``), at most MOVED_TRIES times,
+    and while it meets a connection the server had just ended (``ended_session``), at most
+    ENDED_SESSION_TRIES times: neither is an outage, and neither statement ran."""
+    moves = ends = 0
+    while True:
         try:
             return await call()
         except asyncpg.exceptions.SerializationError as exc:
-            if not moved(exc):
+            moves += 1
+            if not moved(exc) or moves >= MOVED_TRIES:
                 raise
-    return await call()
+        except asyncpg.exceptions.InternalClientError as exc:
+            ends += 1
+            if not ended_session(exc) or ends >= ENDED_SESSION_TRIES:
+                raise
+            await asyncio.sleep(0)  # let the loop see the socket's close
 
 
 def _misconfigured(operation: str, exc: Exception) -> UrlRefused:
@@ -99,6 +127,8 @@ def wrapped(operation: str) -> Iterator[None]:
         raise _misconfigured(operation, exc) from exc
     except CONNECTION_ERRORS as exc:
         reason = str(exc) or type(exc).__name__  # a TimeoutError says nothing itself
+        if ended_session(exc):
+            reason = f"the server ended the session of a pooled connection ({reason})"
         raise BackendUnavailable(f"{operation}: PostgreSQL unavailable: {reason}") from exc
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name == "skiplock_jobs_unique_idx":  # a retry meets a live holder

@@ -15,6 +15,7 @@ partition bound: ``skiplock_jobs_done_p20261203`` holds rows finished that day,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from dataclasses import dataclass
@@ -145,7 +146,10 @@ async def vacuum_live(
         await conn.execute(f"VACUUM (VERBOSE, SKIP_LOCKED, TRUNCATE false) {table}")
         await asyncio.sleep(0)  # notices reach listeners through call_soon, ahead of this
     finally:
-        conn.remove_log_listener(listen)
+        # a connection that failed mid-vacuum (its session ended) went back to the pool
+        # already, and refusing to remove the listener would hide why the vacuum failed
+        with contextlib.suppress(asyncpg.exceptions.InterfaceError):
+            conn.remove_log_listener(listen)
     after = int(await conn.fetchval(DEAD_LIVE, table) or 0)
     return before, after, vacuum_report(said)
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import math
+from collections.abc import Awaitable, Callable
 
 from .._backends import Backend
 from .._backends.base import ClaimParams
@@ -47,6 +49,16 @@ async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
         async with asyncio.timeout(timeout):
             await event.wait()
     return event.is_set()
+
+
+async def _claim_into(
+    jobs: list[ClaimedJob], claim: Callable[[int], Awaitable[list[ClaimedJob]]], want: int
+) -> bool:
+    """Run one claim statement for up to ``want`` jobs, add them to ``jobs``; whether it
+    came back short (fewer than asked: nothing more of its kind is ready for this worker)."""
+    got = await claim(want)
+    jobs += got
+    return len(got) < want
 
 
 class Producer(Service):
@@ -120,16 +132,17 @@ class Producer(Service):
             if room <= 0:
                 await self._wait_for_slot()
                 continue
-            limit = min(room, self.config.claim_batch)
-            jobs = await self._try_claim(limit)
-            if jobs is not None and len(jobs) < limit and not await self._idle():
+            short = await self._try_claim(min(room, self.config.claim_batch))
+            if short and not await self._idle():
                 return
 
-    async def _try_claim(self, limit: int) -> list[ClaimedJob] | None:
-        """One claim; None when the database is away (reported to the shared outage, then
-        a retry delay waited out, cut short by any wake-up, recovery included)."""
+    async def _try_claim(self, limit: int) -> bool:
+        """One claim round; whether it came back short (every statement found fewer jobs
+        than it asked for). False too when the database is away: the outage is reported to
+        the shared outage, then a retry delay waited out, cut short by any wake-up,
+        recovery included."""
         try:
-            jobs = await self._claim(limit)
+            short = await self._claim(limit)
         except BackendUnavailable as exc:
             self.mark_ready()  # now, not after the wait: retrying is its work while it is away
             self._failures += 1
@@ -138,12 +151,12 @@ class Producer(Service):
                 self._failures, first_s=CLAIM_RETRY_FIRST_S, cap_s=CLAIM_RETRY_CAP_S
             )
             await _wait(self.wake, delay)
-            return None
+            return False
         finally:
             self.mark_ready()
         self._failures = 0
         self.outage.answered()
-        return jobs
+        return short
 
     async def _wait_for_slot(self) -> None:
         """Until a slot frees; meanwhile, once every slot has run one job for longer than a
@@ -179,27 +192,45 @@ class Producer(Service):
         if loop.time() >= self._due_at:
             self._due_at = math.inf
 
-    async def _claim(self, limit: int) -> list[ClaimedJob]:
+    async def _claim(self, limit: int) -> bool:
+        """One claim round of up to ``limit`` jobs; whether it came back short.
+
+        What the round's statements committed is handed to the runner whatever happens
+        after: a round is several statements, each its own transaction, and when a later
+        one fails (a terminated session, a failover) the rows the earlier ones claimed are
+        this worker's to run, not to leave leased and idle until their leases run out."""
         self.wake.clear()
         if self.completer.idle:  # every outcome so far is in the table: this claim sees it
             self._requeues_claimed = self.ledger.requeues
         loop = asyncio.get_running_loop()
         self._claim_began = began = loop.time()
-        jobs = await self._claim_all(limit)
-        now = loop.time()
-        took = now - began
-        self.ledger.window.claim_took(took)
-        self.meter.claim(len(jobs), took)
-        if jobs:
-            self.last_claim_at = now
-        self.runner.take(jobs)
-        self.leases.rearm()
-        self.signals.claimed.fire([job.id for job in jobs])
-        return jobs
+        jobs: list[ClaimedJob] = []
+        try:
+            short = await self._claim_all(limit, jobs)
+        finally:
+            now = loop.time()
+            took = now - began
+            self.ledger.window.claim_took(took)
+            self.meter.claim(len(jobs), took)
+            if jobs:
+                self.last_claim_at = now
+            self.runner.take(jobs)
+            self.leases.rearm()
+            self.signals.claimed.fire([job.id for job in jobs])
+        return short
 
-    async def _claim_all(self, limit: int) -> list[ClaimedJob]:
+    async def _claim_all(self, limit: int, jobs: list[ClaimedJob]) -> bool:
         """The ordinary claim and the keyed one, then each limited queue's own (which knows
-        its global limits).
+        its global limits), each adding what it claimed to ``jobs`` as it returns; whether
+        the round came back short.
+
+        Short means every statement that ran found fewer jobs than it asked for: then none
+        is left ready for this worker but what a wake-up or the poll will announce. A round
+        that took fewer than ``limit`` is not short when a statement was simply given less
+        room than the rest (the slot the ordinary claim leaves the keyed one): its queue may
+        hold many more, and the worker claims again at once rather than idle a poll interval
+        with a backlog (a PostgreSQL worker did, every poll interval: outcomes send no
+        NOTIFY to wake it).
 
         The keyed claim (jobs with a concurrency key) costs a round trip, so it runs when
         there is reason to: while it takes jobs (then the two claims take turns going first,
@@ -210,12 +241,14 @@ class Producer(Service):
         overdue = loop.time() - self._keyed_at >= self.config.poll_interval_s
         # while keyed jobs flow, turns; else first only when it has no other way to a slot
         keyed_first = next(self._turns) % 2 == 1 if self._keyed_took else overdue and limit == 1
-        jobs = await self._claim_keyed(limit) if keyed_first else []
+        short = True
+        if keyed_first:
+            short &= await _claim_into(jobs, self._claim_keyed, limit)
         room = limit - len(jobs) - (1 if overdue and not keyed_first else 0)
         if room > 0:
-            jobs += await self.backend.job_get_available(self._claim_params(room))
+            short &= await _claim_into(jobs, self._claim_ordinary, room)
         if not keyed_first and len(jobs) < limit:
-            jobs += await self._claim_keyed(limit - len(jobs))
+            short &= await _claim_into(jobs, self._claim_keyed, limit - len(jobs))
         if loop.time() - self._limited_at >= self.config.poll_interval_s:
             self._limited = [q for q in await self.backend.queue_limited() if self._serves(q)]
             self._limited_at = loop.time()
@@ -223,9 +256,15 @@ class Producer(Service):
             room = limit - len(jobs)
             if room <= 0:
                 break
-            params = dataclasses.replace(self._claim_params(room), queues=(queue,))
-            jobs += await self.backend.job_get_available_limited(params)
-        return jobs
+            short &= await _claim_into(jobs, functools.partial(self._claim_limited, queue), room)
+        return short
+
+    async def _claim_ordinary(self, limit: int) -> list[ClaimedJob]:
+        return await self.backend.job_get_available(self._claim_params(limit))
+
+    async def _claim_limited(self, queue: str, limit: int) -> list[ClaimedJob]:
+        params = dataclasses.replace(self._claim_params(limit), queues=(queue,))
+        return await self.backend.job_get_available_limited(params)
 
     async def _claim_keyed(self, limit: int) -> list[ClaimedJob]:
         self._keyed_at = asyncio.get_running_loop().time()
