@@ -54,6 +54,7 @@ from django.utils import timezone
 
 from ..._outage import Outage
 from ..._service import Service
+from ...errors import SchemaError
 from ._signals import off_loop, send_robust
 from .resilience import ReconnectBackoff
 
@@ -173,6 +174,7 @@ class TasksDbWorker:
             self.concurrency,
             ",".join(self.queue_names) if self.queue_names else "*",
         )
+        await self._on_db(self._require_table)
         writer = _Writer(self)
         try:
             async with asyncio.TaskGroup() as tg:
@@ -211,6 +213,7 @@ class TasksDbWorker:
             except Exception as exc:
                 if self._stopping.is_set():
                     return  # a shutdown raced the error: nothing to retry
+                await self._on_db(self._require_table)  # dropped since: no retry cures that
                 delay = self._backoff.next_delay()
                 self.outage.failed(f"claim (retrying in {delay:.0f}s)", exc)
                 await self._on_db(_close_thread_connections)
@@ -262,6 +265,25 @@ class TasksDbWorker:
         await asyncio.gather(*left, return_exceptions=True)
 
     # -- database work (on the worker's own thread) ------------------------------------------
+
+    def _require_table(self) -> None:
+        """SchemaError, in one line saying to migrate, if django-tasks-db's table is missing
+        (a project that never ran ``migrate`` for it): no claim can succeed, so the worker
+        stops instead of retrying for ever. A database that does not answer is not this:
+        the claim loop's backoff handles it."""
+        table = self.model._meta.db_table
+        try:
+            with connections[self.db_alias].cursor() as cursor:
+                tables = connections[self.db_alias].introspection.table_names(cursor)
+        except DatabaseError:
+            _close_thread_connections()
+            return  # unreachable, not missing: the claim's backoff and outage log handle it
+        if table not in tables:
+            database = "" if self.db_alias == "default" else f" --database={self.db_alias}"
+            raise SchemaError(
+                f"task backend {self.alias!r}: django-tasks-db's table {table!r} is missing "
+                f"from database {self.db_alias!r}: run `manage.py migrate{database}`"
+            )
 
     def _claim(self, limit: int) -> list[Any]:
         from django.tasks import TaskResultStatus
