@@ -424,7 +424,13 @@ RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs,
 """
 )
 """What both claims do with the ids their CTE ``c`` picked at the time in ``now_``: running,
-attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6."""
+attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (else $5) + $6.
+(The keyed claim's function, migrations 13 and 14, holds this text as it was then.)"""
+
+_CLAIM_UPDATE_ORDERED = _CLAIM_UPDATE.replace("j.segment\n", "j.segment, j.run_at\n")
+"""``_CLAIM_UPDATE`` returning ``run_at`` too: the ordinary claims' (ClaimedJob's last field),
+so rows claimed together start in the claim's order (``in_claim_order``)."""
+assert _CLAIM_UPDATE_ORDERED != _CLAIM_UPDATE
 
 
 def _ready(*, queues: str, limited: str, aged: str = "aging_s IS NOT NULL") -> str:
@@ -460,7 +466,7 @@ c AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 """
-    + _CLAIM_UPDATE
+    + _CLAIM_UPDATE_ORDERED
 )
 
 JOB_GET_AVAILABLE_IN_QUEUES = (
@@ -492,7 +498,7 @@ c AS MATERIALIZED (
     LIMIT $2
 )
 """
-    + _CLAIM_UPDATE
+    + _CLAIM_UPDATE_ORDERED
 )
 
 JOB_READY_EXISTS = (
@@ -536,7 +542,7 @@ MIGRATIONS.append(
 
 MIGRATIONS.append((17, "workflows", _workflow.MIGRATION_WORKFLOWS))
 
-JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE, _keys.KEYED_SEGMENT)
+JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE_ORDERED, _keys.KEYED_SEGMENT)
 
 JOB_GET_AVAILABLE_KEYED = """
 -- The keyed claim (postgres_keys_sql.keyed_claim), in its function: up to $2 ready keyed jobs
