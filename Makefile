@@ -51,9 +51,9 @@ docs: $(STAMP)
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
-# Known vulnerabilities (pip-audit) in the lowest release each pyproject.toml bound admits and in
-# .venv. Out of reach of the vulnerability service it says so and passes;
-# SKIPLOCK_AUDIT_REQUIRED=1 makes that a failure. tools/audit.py says why.
+# Known vulnerabilities (pip-audit) in the lowest set pyproject.toml admits, resolved with its
+# dependencies by uv, and in .venv. Out of reach of the registry or the vulnerability service it
+# says so and passes; SKIPLOCK_AUDIT_REQUIRED=1 makes that a failure. tools/audit.py says why.
 audit: $(STAMP)
 	$(BIN)/python tools/audit.py
 

@@ -3,6 +3,7 @@ a password (issue 9 items 14, 16, 17, 18), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -112,6 +113,35 @@ def test_passwords_never_reach_the_screen(pg_url: str, tmp_path: Path) -> None:
     result = Cli(with_password, tmp_path).run("worker", APP, "--burst")
     error = one_line_error(result)
     assert "postgres:***@" in error and "hunter2" not in result.stderr + result.stdout
+
+
+def test_secrets_can_come_from_standard_input_not_argv(pg_url: str, tmp_path: Path) -> None:
+    """A command line is readable by every user of the host (``ps``, /proc): the database URL
+    and a password to hash can come from standard input instead."""
+    cli = Cli(pg_url, tmp_path)
+    assert cli.run("migrate", APP).returncode == 0
+    with_password = pg_url.replace("://postgres@", "://postgres:hunter2@")
+    listed = subprocess.run(
+        [sys.executable, "-m", "skiplock", "queue", "list", "--url", "-", "--json"],
+        input=with_password + "\n",
+        env=cli.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["queues"] == []
+    hashed = subprocess.run(
+        [sys.executable, "-m", "skiplock", "hash-password", "--password-stdin"],
+        input="correct horse\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert hashed.returncode == 0, hashed.stderr
+    from skiplock.dashboard.auth import verify_password
+
+    assert verify_password("correct horse", hashed.stdout.strip())
 
 
 @pytest.mark.parametrize("secret", ["password=hunter2", "sslpassword=hunter2"])

@@ -96,7 +96,8 @@ async def test_prune_dry_run_counts_exactly_what_the_real_run_deletes(
     text = await run(cli, "prune", APP, *ages, "--dry-run")
     assert text.stdout == (  # type: ignore[attr-defined]
         "would delete 3 jobs (succeeded or cancelled more than 0 seconds ago, "
-        "dead more than 1 hour ago): succeeded=3\n"
+        "dead more than 1 hour ago): succeeded=3; "
+        "0 audit trail entries (written more than 90 days ago)\n"
     )
     assert len(await app.list_jobs()) == 5  # a dry run deletes nothing
 
@@ -121,3 +122,4 @@ def test_prune_defaults_are_the_workers_retention_in_words() -> None:
         timeout=60,
     ).stdout
     assert "[default: (7 days)]" in out and "[default: (30 days)]" in out
+    assert "[default: (90 days)]" in out

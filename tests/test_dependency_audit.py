@@ -1,12 +1,14 @@
 """pyproject.toml admits no release with a known vulnerability, and `make audit` says so (issue 22
-medium 5): a table of the fixed releases the bounds must not drop below, and tools/audit.py run
-against a vulnerability service on 127.0.0.1 that speaks OSV's query API (pip-audit's own
-client talks to it), answering, failing and out of reach."""
+medium 5, issue 43): a table of the fixed releases the bounds must not drop below, and
+tools/audit.py run over the lowest set pyproject.toml admits, resolved with its dependencies by
+uv against the real registry, and against a vulnerability service on 127.0.0.1 that speaks OSV's
+query API (pip-audit's own client talks to it), answering, failing and out of reach."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -26,15 +28,19 @@ import audit  # noqa: E402
 # The lowest release of each package without a known vulnerability, and why. Lowering a bound in
 # pyproject.toml below one of these fails this test.
 FIXED = {
+    # CVE-2026-54283 (request.form() ignores its limits for urlencoded bodies, 1.3.1),
     # CVE-2026-48710 (Host header poisons request.url.path: the dashboard's sign-in skip),
     # CVE-2026-54282 (request path moves request.url's authority, 1.3.0), CVE-2025-62727 (Range
     # header DoS on /static, 0.49.1), CVE-2025-54121 and CVE-2024-47874 (form parsing DoS).
-    "starlette": "1.3.0",
+    "starlette": "1.3.1",
     # CVE-2026-53538/53539 (0.0.30), GHSA-pp6c-gr5w-3c5g (0.0.27), CVE-2026-24486 (0.0.22),
     # CVE-2024-53981 (0.0.18).
     "python-multipart": "0.0.30",
-    # CVE-2026-1207/1287/1312 (SQL injection) and three more in 6.0.2; five in 6.0.6.
-    "django": "6.0.6",
+    # CVE-2026-1207/1287/1312 (SQL injection) and three more in 6.0.2; five in 6.0.6; seven
+    # fixed in 6.0.7-6.0.8. The floor is the newest 6.0.x (6.0.10).
+    "django": "6.0.10",
+    # The issue 43 review: 3.1 is past its support; 3.2 is the oldest line still maintained.
+    "psycopg": "3.2",
     # CVE-2025-43859: request smuggling; uvicorn admits any h11, so the dashboard names it.
     "h11": "0.16",
     # CVE-2025-27516 (sandbox breakout through |attr), CVE-2024-56201/56326.
@@ -90,9 +96,11 @@ def test_every_requirement_has_a_lower_bound() -> None:
 
 
 class _Osv(BaseHTTPRequestHandler):
-    """OSV's POST /v1/query: starlette below 1.3.0 is vulnerable, everything else clean."""
+    """OSV's POST /v1/query: starlette below 1.3.0 is vulnerable, and every release of
+    ``flagged`` (none unless a test names one); everything else clean."""
 
     broken = False
+    flagged = ""
 
     def do_POST(self) -> None:
         query = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -102,7 +110,12 @@ class _Osv(BaseHTTPRequestHandler):
             return
         name, version = query["package"]["name"], query["version"]
         body: dict[str, object] = {}
-        if name == "starlette" and Version(version) < Version("1.3.0"):
+        if name == self.flagged:
+            events = [{"introduced": "0"}, {"fixed": "99"}]
+            affected = {"package": {"name": name, "ecosystem": "PyPI"}, "ranges": []}
+            affected["ranges"] = [{"type": "ECOSYSTEM", "events": events}]
+            body = {"vulns": [{"id": f"GHSA-test-{name}", "summary": "x", "affected": [affected]}]}
+        elif name == "starlette" and Version(version) < Version("1.3.0"):
             body = {
                 "vulns": [
                     {
@@ -143,11 +156,21 @@ def osv() -> Iterator[ThreadingHTTPServer]:
     server.server_close()
 
 
-def _audit(url: str, **env: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def resolved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pyproject.toml's lowest set, resolved once (against the real registry) for the module."""
+    into = tmp_path_factory.mktemp("audit") / "lowest.txt"
+    why = audit.resolve_lowest(ROOT / "pyproject.toml", into)
+    assert why is None, why
+    return into
+
+
+def _audit(url: str, resolved: Path | None, **env: str) -> subprocess.CompletedProcess[str]:
     full = {
         **os.environ,
         "PIP_AUDIT_VULNERABILITY_SERVICE": "osv",
         "PIP_AUDIT_OSV_URL": url,
+        **({"SKIPLOCK_AUDIT_RESOLVED": str(resolved)} if resolved else {}),
         **env,
     }
     return subprocess.run(
@@ -155,7 +178,7 @@ def _audit(url: str, **env: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         env=full,
-        timeout=120,
+        timeout=400,
         check=False,
     )
 
@@ -165,42 +188,76 @@ def _url(server: ThreadingHTTPServer) -> str:
 
 
 @pytest.mark.slow
-def test_audit_passes_today_s_bounds(osv: ThreadingHTTPServer) -> None:
-    proc = _audit(_url(osv))
+def test_audit_passes_today_s_bounds(osv: ThreadingHTTPServer, resolved: Path) -> None:
+    proc = _audit(_url(osv), resolved)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "pyproject.toml's lower bounds: no known vulnerabilities" in proc.stdout
+    assert "pyproject.toml's lowest resolved set: no known vulnerabilities" in proc.stdout
+    pins = resolved.read_text()
+    assert "starlette==1.3.1" in pins and "django==6.0.10" in pins  # the floors, resolved
+    assert "anyio==" in pins  # and what they bring in, which pyproject.toml never names
+
+
+@pytest.mark.slow
+def test_audit_finds_a_vulnerable_dependency_the_floors_bring_in(
+    osv: ThreadingHTTPServer, resolved: Path
+) -> None:
+    _Osv.flagged = "anyio"  # starlette's and httpx's, named nowhere in pyproject.toml
+    try:
+        proc = _audit(_url(osv), resolved)
+    finally:
+        _Osv.flagged = ""
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "known vulnerabilities in pyproject.toml's lowest resolved set" in proc.stdout
+    assert "GHSA-test-anyio" in proc.stdout
 
 
 @pytest.mark.slow
 def test_audit_fails_a_bound_that_admits_a_vulnerable_release(
     osv: ThreadingHTTPServer, tmp_path: Path
 ) -> None:
-    old = (ROOT / "pyproject.toml").read_text().replace('"starlette>=1.3.0"', '"starlette>=0.37"')
+    old = (ROOT / "pyproject.toml").read_text().replace('"starlette>=1.3.1"', '"starlette>=0.37"')
     (tmp_path / "pyproject.toml").write_text(old)
-    proc = _audit(_url(osv), SKIPLOCK_AUDIT_PYPROJECT=str(tmp_path / "pyproject.toml"))
+    proc = _audit(_url(osv), None, SKIPLOCK_AUDIT_PYPROJECT=str(tmp_path / "pyproject.toml"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "starlette 0.37: GHSA-86qp-5c8j-p5mr (fixed in 1.0.1)" in proc.stdout
+    assert re.search(
+        r"starlette 0\.\d+\.\d+: GHSA-86qp-5c8j-p5mr \(fixed in 1\.0\.1\)", proc.stdout
+    )
 
 
 @pytest.mark.slow
-def test_audit_out_of_reach_says_so_and_passes() -> None:
-    proc = _audit(f"http://127.0.0.1:{free_port()}/v1/query")
+def test_audit_out_of_reach_says_so_and_passes(resolved: Path) -> None:
+    proc = _audit(f"http://127.0.0.1:{free_port()}/v1/query", resolved)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "audit skipped: pyproject.toml's lower bounds not audited" in proc.stdout
+    assert "audit skipped: pyproject.toml's lowest resolved set not audited" in proc.stdout
 
 
 @pytest.mark.slow
-def test_audit_out_of_reach_fails_when_required() -> None:
-    proc = _audit(f"http://127.0.0.1:{free_port()}/v1/query", SKIPLOCK_AUDIT_REQUIRED="1")
+def test_a_registry_out_of_reach_says_so(osv: ThreadingHTTPServer) -> None:
+    away = f"http://127.0.0.1:{free_port()}/simple"
+    proc = _audit(_url(osv), None, UV_INDEX_URL=away, UV_DEFAULT_INDEX=away, UV_NO_CACHE="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "audit skipped: pyproject.toml's lowest resolved set not audited" in proc.stdout
+    assert "uv could not resolve it" in proc.stdout
+    proc = _audit(
+        _url(osv), None, UV_DEFAULT_INDEX=away, UV_NO_CACHE="1", SKIPLOCK_AUDIT_REQUIRED="1"
+    )
+    assert proc.returncode == 1 and "FAILED (SKIPLOCK_AUDIT_REQUIRED=1)" in proc.stdout
+
+
+@pytest.mark.slow
+def test_audit_out_of_reach_fails_when_required(resolved: Path) -> None:
+    proc = _audit(f"http://127.0.0.1:{free_port()}/v1/query", resolved, SKIPLOCK_AUDIT_REQUIRED="1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAILED (SKIPLOCK_AUDIT_REQUIRED=1)" in proc.stdout
 
 
 @pytest.mark.slow
-def test_audit_a_failing_service_is_not_a_clean_audit(osv: ThreadingHTTPServer) -> None:
+def test_audit_a_failing_service_is_not_a_clean_audit(
+    osv: ThreadingHTTPServer, resolved: Path
+) -> None:
     _Osv.broken = True
     try:
-        proc = _audit(_url(osv))
+        proc = _audit(_url(osv), resolved)
     finally:
         _Osv.broken = False
     assert proc.returncode == 0, proc.stdout + proc.stderr

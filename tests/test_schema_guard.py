@@ -64,6 +64,14 @@ async def test_producers_and_migrate_refuse_a_newer_schema(db_url: str) -> None:
             "postgresql://u@pool/app?listen_url=postgresql://u:s3cret@db/app%3Fsslpassword%3Dk3y",
             "postgresql://u@pool/app?listen_url=postgresql://u:***@db/app?sslpassword%3D***",
         ),
+        # issue 43: a password holding "/" or "\\" (the URL then reads wrong, and is quoted
+        # raw), and a port that is not a password
+        ("postgresql://u:s3/cret@db/app", "postgresql://u:***@db/app"),
+        ("mysql://u:s3\\cret@db/app", "mysql://u:***@db/app"),
+        (
+            "postgresql://db:5432/app?application_name=a@b",
+            "postgresql://db:5432/app?application_name=a@b",
+        ),
     ],
 )
 def test_mask_url(url: str, shown: str) -> None:
@@ -90,6 +98,17 @@ def test_repr_and_errors_mask_sslpassword_and_an_encoded_listen_url() -> None:
     assert "hunter2" not in str(caught.value) and "hunter3" not in str(caught.value)
     good = skiplock.App(url.replace("&schema=no-dashes", ""))
     assert "hunter2" not in repr(good) and "hunter3" not in repr(good)
+
+
+def test_an_unsupported_scheme_and_a_parsed_url_never_show_the_password() -> None:
+    with pytest.raises(skiplock.ConfigurationError) as caught:
+        skiplock.App("mysql://ops:hunter\\2@db/app")  # a backslash: repr() doubles it
+    assert "hunter" not in str(caught.value) and "ops:***@db" in str(caught.value)
+    parsed = parse_postgres_url(
+        "postgresql://ops:hunter2@db/app?listen_url=postgresql://o:hunter3@d/a"
+    )
+    assert "hunter" not in repr(parsed) and "ops:***@db" in repr(parsed)
+    assert parsed.dsn == "postgresql://ops:hunter2@db/app"  # what asyncpg gets is intact
 
 
 async def test_schema_errors_and_repr_mask_the_password(pg_url: str) -> None:

@@ -69,6 +69,34 @@ async def test_an_existing_file_keeps_its_mode(tmp_path: Path, umask_022: None) 
         await app.close()
 
 
+async def test_an_existing_world_readable_file_is_used_with_a_warning(
+    tmp_path: Path, umask_022: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "jobs.db"
+    app = await _open_and_enqueue(f"sqlite:///{db}")
+    await app.close()
+    db.chmod(0o644)  # as a copy or an older release left it
+    caplog.set_level("WARNING", logger="skiplock.worker")
+    again = skiplock.App(f"sqlite:///{db}")
+    try:
+        assert await again.counts()  # it is used
+    finally:
+        await again.close()
+    said = [r.getMessage() for r in caplog.records if "readable by every user" in r.getMessage()]
+    assert said == [
+        f"the SQLite file {db} is readable by every user of this host (mode 0644): its jobs "
+        f"carry arguments, results and errors; `chmod o-rw {db}` keeps them from other users"
+    ]
+    caplog.clear()
+    db.chmod(0o640)  # a group may read it on purpose: no warning
+    quiet = skiplock.App(f"sqlite:///{db}")
+    try:
+        await quiet.counts()
+    finally:
+        await quiet.close()
+    assert not [r for r in caplog.records if "readable by every user" in r.getMessage()]
+
+
 @pytest.mark.parametrize("mode", ["644x", "0o600", "1777", "0400", "", "99999"])
 def test_a_bad_mode_is_refused_naming_it(tmp_path: Path, mode: str) -> None:
     with pytest.raises(skiplock.ConfigurationError, match="mode='"):

@@ -1,15 +1,20 @@
 """`make audit`: known vulnerabilities in what pyproject.toml allows and in what .venv holds.
 
-Two audits, both through pip-audit: the lowest release every requirement of pyproject.toml admits
-(each ``>=`` bound pinned, so a bound that lets a vulnerable release in fails even when the venv
-happens to hold a newer one), and the packages installed in the venv this script runs in.
+Two audits, both through pip-audit: the lowest set pyproject.toml admits, *resolved* with every
+dependency (uv's resolver, each direct requirement at its lowest bound and what those need, for
+Python 3.12 so the Django extra counts: a bound that lets a vulnerable release in fails even when
+the venv happens to hold a newer one, and so does a dependency the floors bring in), and the
+packages installed in the venv this script runs in.
 
-Offline-tolerant on purpose: the vulnerability service (PyPI's JSON API by default, OSV with
+Offline-tolerant on purpose, and plain about it: the registry (for the resolution) or the
+vulnerability service (PyPI's JSON API by default, OSV with
 ``PIP_AUDIT_VULNERABILITY_SERVICE=osv``) may be out of reach, or a registry mirror may not serve
 it. pip-audit then either fails to connect or, worse, skips every package and reports nothing
-found; both are told apart from a clean audit and said plainly, and the run passes unless
-``SKIPLOCK_AUDIT_REQUIRED=1`` asks for a real answer. Exit 0: clean or skipped; 1: vulnerable
-(or skipped while required); 2: the audit itself could not run.
+found; both are told apart from a clean audit and said plainly ("audit skipped: ... not
+audited"), and the run passes unless ``SKIPLOCK_AUDIT_REQUIRED=1`` asks for a real answer (set it
+where the service is known to be reachable). Exit 0: clean or skipped; 1: vulnerable (or skipped
+while required); 2: the audit itself could not run. ``SKIPLOCK_AUDIT_RESOLVED`` names a set
+resolved earlier (the tests resolve once).
 """
 
 from __future__ import annotations
@@ -105,16 +110,57 @@ def run_pip_audit(what: str, args: list[str]) -> Outcome:
         raise SystemExit(f"audit: pip-audit failed on {what}: {last}")
 
 
+LOWEST = "pyproject.toml's lowest resolved set"
+
+RESOLVE_PYTHON = "3.12"
+"""The Python the lowest set is resolved for: the oldest that takes every extra (Django's)."""
+
+
+def resolve_lowest(pyproject: Path, into: Path) -> str | None:
+    """Write the lowest set pyproject.toml admits, every extra and dependency resolved and
+    pinned, to ``into``; why it could not be resolved, or None."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "uv",
+        "pip",
+        "compile",
+        str(pyproject),
+        "--all-extras",
+        "--resolution",
+        "lowest-direct",
+        "--python-version",
+        RESOLVE_PYTHON,
+        "--no-annotate",
+        "--no-header",
+        "--quiet",
+        "--output-file",
+        str(into),
+    ]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "the resolver took over 300 s (is the registry reachable?)"
+    if proc.returncode != 0 or not into.exists():
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return f"uv could not resolve it: {last[:300]}"
+    return None
+
+
+def audit_lowest(pyproject: Path, tmp: Path) -> Outcome:
+    """pip-audit over the resolved lowest set (``SKIPLOCK_AUDIT_RESOLVED``, or resolved now)."""
+    given = os.environ.get("SKIPLOCK_AUDIT_RESOLVED")
+    resolved = Path(given) if given else tmp / "lowest.txt"
+    if not given and (why := resolve_lowest(pyproject, resolved)) is not None:
+        return Outcome(LOWEST, unreachable=why)
+    return run_pip_audit(LOWEST, ["--disable-pip", "--no-deps", "-r", str(resolved)])
+
+
 def main() -> int:
     pyproject = Path(os.environ.get("SKIPLOCK_AUDIT_PYPROJECT", ROOT / "pyproject.toml"))
-    bounds = lower_bounds(pyproject)
     with tempfile.TemporaryDirectory() as tmp:
-        pins = Path(tmp) / "lower-bounds.txt"
-        pins.write_text("".join(f"{name}=={version}\n" for name, version in sorted(bounds.items())))
         outcomes = [
-            run_pip_audit(
-                "pyproject.toml's lower bounds", ["--disable-pip", "--no-deps", "-r", str(pins)]
-            ),
+            audit_lowest(pyproject, Path(tmp)),
             run_pip_audit("the installed venv", ["--skip-editable"]),
         ]
     failed = False
@@ -123,8 +169,8 @@ def main() -> int:
         if outcome.unreachable:
             verdict = "FAILED (SKIPLOCK_AUDIT_REQUIRED=1)" if required else "skipped"
             print(
-                f"audit {verdict}: {outcome.what} not audited, the vulnerability service is "
-                f"out of reach from here: {outcome.unreachable}"
+                f"audit {verdict}: {outcome.what} not audited, the registry or the "
+                f"vulnerability service is out of reach from here: {outcome.unreachable}"
             )
             failed |= required
         elif outcome.vulnerable:

@@ -729,6 +729,16 @@ class App:
             finished_age_s=finished_age_s, dead_age_s=dead_age_s
         )
 
+    async def prune_audit(self, *, age_s: float, batch: int = 1000, who: str = "") -> int:
+        """Delete now, in batches, the audit trail's entries written more than ``age_s``
+        seconds ago (the workers' pruner does it past ``retention_audit_s``); how many went.
+        The pruning itself is recorded, as the trail's newest entry."""
+        return await self._operations.prune_audit(age_s=age_s, batch=batch, who=who)
+
+    async def prune_audit_preview(self, *, age_s: float) -> int:
+        """How many audit trail entries ``prune_audit`` with this age would delete now."""
+        return await self._operations.prune_audit_preview(age_s=age_s)
+
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""
         return await self._operations.counts(queue)

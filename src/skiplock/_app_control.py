@@ -212,6 +212,18 @@ class Operations:
         params = _prune_params(finished_age_s, dead_age_s, 1)
         return await (await self.backend()).job_prune_preview(params)
 
+    async def prune_audit(self, *, age_s: float, batch: int = 1000, who: str = "") -> int:
+        age_s, batch = check_seconds("age_s", age_s), check_int("batch", batch, 1)
+        backend = await self.backend()
+        total = 0
+        while (deleted := await backend.audit_prune(age_s, batch)) > 0:
+            total += deleted
+        await self._audit("prune audit trail", who, "audit trail", f"{total} rows; age_s={age_s}")
+        return total
+
+    async def prune_audit_preview(self, *, age_s: float) -> int:
+        return await (await self.backend()).audit_prune_preview(check_seconds("age_s", age_s))
+
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         return await (await self.backend()).job_count_by_state(queue)
 

@@ -107,6 +107,9 @@ class WorkerConfig:
     """Succeeded and cancelled rows are deleted this long after they finished (7 days)."""
     retention_dead_s: float = 30 * 86400.0
     """Dead rows are deleted this long after they died (30 days), leaving time for review."""
+    retention_audit_s: float = 90 * 86400.0
+    """Audit trail entries (person actions, refused actions and sign-ins) are deleted this
+    long after they were written (90 days)."""
     prune_interval_s: float = 60.0
     """How often this worker prunes, in bounded batches."""
     vacuum_interval_s: float = 1.0
@@ -170,6 +173,7 @@ _POSITIVE_DURATIONS = (
     "maintenance_interval_s",
     "retention_finished_s",
     "retention_dead_s",
+    "retention_audit_s",
     "prune_interval_s",
     "stats_refresh_s",
 )
@@ -192,6 +196,7 @@ class WorkerOptions(TypedDict, total=False):
     maintenance_interval_s: float
     retention_finished_s: float
     retention_dead_s: float
+    retention_audit_s: float
     prune_interval_s: float
     vacuum_interval_s: float
     rotate_interval_s: float

@@ -9,8 +9,12 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-# From the scheme to the last "@" of the authority: "user:secret@" becomes "user:***@".
-_NETLOC_PASSWORD = re.compile(r"(?<=://)([^:/@]*):[^/]*@")
+# From the user name to the "@" that ends the authority: "user:secret@" becomes "user:***@".
+# That "@" is the one followed by a host (no "@" or "/") and the path, query or end: a
+# password may hold "/", "@" or "\\" (the URL is then not one urlsplit reads right, which is
+# exactly when a message quotes it raw), and a URL in the query is masked on its own.
+# A colon followed by digits and the path is a port, not a password ("host:5432/db?x=a@b").
+_NETLOC_PASSWORD = re.compile(r"(?<=://)([^:/@]*):(?!\d+(?:[/?#]|$)).*?@(?=[^@/?#]*(?:[/?#]|$))")
 # libpq also takes the password (and the client key's passphrase) as query parameters.
 _QUERY_PASSWORD = re.compile(r"(?i)([?&](?:ssl)?password=)[^&]*")
 _SECRET_PARAMS = ("password", "sslpassword")

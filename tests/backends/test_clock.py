@@ -69,3 +69,41 @@ async def test_a_pause_for_no_time_is_refused(clocked_app: skiplock.App) -> None
     for bad in (0.0, -5.0, float("inf")):
         with pytest.raises(skiplock.ConfigurationError, match="for_s"):
             await clocked_app.pause_task("t", for_s=bad)
+
+
+async def test_the_audit_trail_is_pruned_past_its_retention_by_the_database_clock(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    """Nothing pruned the audit trail, so anyone who could make an action be refused filled
+    it for ever; entries now go after ``retention_audit_s`` (90 days), oldest first."""
+    clock.advance(-91 * DAY)
+    for n in range(5):
+        await clocked_app.record_action("refused pause queue", who="mallory", target=f"q{n}")
+    clock.advance(91 * DAY - 3600)
+    await clocked_app.record_action("pause queue", who="otto", target="queue q")
+    backend = await clocked_app.backend()
+    assert await clocked_app.prune_audit_preview(age_s=90 * DAY) == 5
+    config = WorkerConfig(retention_audit_s=90 * DAY)
+    assert await Pruner(backend, config).prune_audit_once() == 5
+    assert [e.who for e in await clocked_app.audit_trail()] == ["otto"]
+    clock.advance(3600)
+    assert await clocked_app.prune_audit(age_s=1800) == 1  # by hand: recorded itself
+    [entry] = await clocked_app.audit_trail()
+    assert (entry.what, entry.target) == ("prune audit trail", "audit trail")
+    assert entry.detail.startswith("1 rows;")
+    with pytest.raises(skiplock.ConfigurationError, match="age_s"):
+        await clocked_app.prune_audit(age_s=float("nan"))
+
+
+async def test_audit_pruning_takes_a_bounded_batch_however_long_the_trail(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    clock.advance(-DAY)
+    for n in range(7):
+        await clocked_app.record_action("refused retry", who="mallory", target=f"job {n}")
+    clock.advance(DAY)
+    backend = await clocked_app.backend()
+    assert await backend.audit_prune(3600, 3) == 3
+    assert await backend.audit_prune(3600, 3) == 3
+    assert await backend.audit_prune(3600, 3) == 1
+    assert await backend.audit_prune(3600, 3) == 0

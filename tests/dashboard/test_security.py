@@ -376,9 +376,60 @@ async def test_failed_sign_ins_are_rate_limited_per_user_and_per_client(
         basic_auth(users, window_s=float("nan"))
 
 
+async def test_guesses_from_elsewhere_never_lock_a_person_out(
+    app_file: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack as it was run: a stranger sends bad guesses for ``vic`` all the time; once
+    that made ``vic``'s own sign-in fail 11 times in 12. Now ``vic`` signs in every time
+    (each check slowed while the guessing lasts), and the stranger is the one refused."""
+    # the pause's length, not its use (raising=False: a release without it fails below)
+    monkeypatch.setattr(auth_module, "GUESSED_PAUSE_S", 0.05, raising=False)
+    users = {"vic": ("operator", hash_password("civ"))}
+    auth = basic_auth(users, failures_per_user=3, failures_per_client=5)
+    stranger = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+    async with serving(create_app(app_file, auth=auth)) as vic:
+        base = str(vic.base_url)
+        async with httpx.AsyncClient(transport=stranger, base_url=base, timeout=60) as mallory:
+            answers = []
+            for round_ in range(12):
+                for i in range(3):
+                    guess = credentials("vic", f"guess{round_}.{i}")
+                    answers.append((await mallory.get("/", headers=guess)).status_code)
+                right = await vic.get("/", headers=credentials("vic", "civ"))
+                assert right.status_code == 200, (round_, right.status_code, right.text)
+                auth.sign_out(right.request)  # the next round signs in afresh: no cache
+    assert answers[:3] == [401] * 3 and set(answers[3:]) == {429}  # the stranger, refused
+
+
 # -- what a viewer sees ---------------------------------------------------------------------
 
 LEAKED = "sk_live_do_not_show_4242"
+
+
+async def test_a_viewer_cannot_confirm_a_key_made_from_arguments(app: skiplock.App) -> None:
+    """Keys are made from arguments (a tenant's e-mail): a viewer sees the busiest keys under
+    a pseudonym, and may not look jobs up by unique key or correlation id, which would
+    confirm a guess at one; an operator may do both."""
+    email = "ceo@example.com"
+
+    @app.task(name="sync", queue="tenants", concurrency_key=lambda who: who)
+    async def sync(who: str) -> None: ...
+
+    handle = await sync.using(unique_key=email, correlation_id=email).aenqueue(email)
+    users = {"vera": ("viewer", hash_password("arev")), "otto": ("operator", hash_password("otto"))}
+    viewer, operator = credentials("vera", "arev"), credentials("otto", "otto")
+    async with serving(create_app(app, auth=basic_auth(users))) as client:
+        overview = await client.get("/", headers=viewer)
+        assert overview.status_code == 200 and email not in overview.text
+        assert re.search(r"key [0-9a-f]{10}", overview.text)
+        assert email in (await client.get("/", headers=operator)).text
+        for guess in (email, "nobody@example.com"):
+            refused = await client.get("/jobs", params={"find": guess}, headers=viewer)
+            assert refused.status_code == 403 and "needs the operator role" in refused.text
+        by_id = await client.get("/jobs", params={"find": str(handle.id)}, headers=viewer)
+        assert by_id.status_code == 200 and f"/jobs/{handle.id}" in by_id.text
+        found = await client.get("/jobs", params={"find": email}, headers=operator)
+        assert found.status_code == 200 and f"/jobs/{handle.id}" in found.text
 
 
 async def test_a_viewer_sees_no_error_message_traceback_or_progress_message(
@@ -540,7 +591,7 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def test_the_dashboard_serves_https_with_a_certificate(
-    stack: Stack, certificate: tuple[Path, Path]
+    stack: Stack, certificate: tuple[Path, Path], signed: Server
 ) -> None:
     cert, key = certificate
     users = stack.users_file()
@@ -550,9 +601,33 @@ def test_the_dashboard_serves_https_with_a_certificate(
     with httpx.Client(verify=context, base_url=f"https://127.0.0.1:{server.port}") as client:
         page = client.get("/", headers=credentials("vera", "arev"))
         assert page.status_code == 200 and ">viewer<" in page.text
+        assert page.headers["strict-transport-security"] == "max-age=31536000"
+        out = client.get("/signout", headers=credentials("vera", "arev"))
+        assert out.status_code == 401 and "; secure" in out.headers["set-cookie"].lower()
+    with httpx.Client(base_url=f"http://127.0.0.1:{signed.port}") as plain:  # no TLS: neither
+        page = plain.get("/", headers=credentials("vera", "arev"))
+        assert page.status_code == 200 and "strict-transport-security" not in page.headers
+        out = plain.get("/signout", headers=credentials("vera", "arev"))
+        assert "secure" not in out.headers["set-cookie"].lower()
     with pytest.raises(httpx.RemoteProtocolError):  # plain HTTP on the TLS port
         httpx.get(f"http://127.0.0.1:{server.port}/", timeout=10)
     assert f"skiplock dashboard on https://127.0.0.1:{server.port}" in server.log()
+
+
+async def test_a_short_csrf_key_is_refused(app_file: skiplock.App, tmp_path: Path) -> None:
+    with pytest.raises(skiplock.ConfigurationError, match="at least 32"):
+        create_app(app_file, secret="x" * 31)
+    create_app(app_file, secret="x" * 32)
+    result = CliRunner().invoke(
+        main,
+        ["dashboard", APP, "--port", str(free_port())],
+        env={"SKIPLOCK_DASHBOARD_SECRET": "hunter2", "SKIPLOCK_DATABASE_URL": str(app_file.url)},
+    )
+    assert result.exit_code != 0
+    assert "SKIPLOCK_DASHBOARD_SECRET: the CSRF key is 7 bytes; it must be at least 32" in (
+        result.output
+    )
+    assert "Traceback" not in result.output
 
 
 def test_tls_options_and_the_plaintext_warning(

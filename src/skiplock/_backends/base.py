@@ -439,6 +439,15 @@ class Backend(Protocol):
         """The audit trail, newest first; ``before_id`` pages by keyset."""
         ...
 
+    async def audit_prune(self, age_s: float, batch: int) -> int:
+        """Delete one batch (at most ``batch``) of audit entries older than ``age_s`` seconds
+        by the database's clock, oldest first; how many went (0: none left to delete)."""
+        ...
+
+    async def audit_prune_preview(self, age_s: float) -> int:
+        """How many audit entries are older than ``age_s`` seconds (``audit_prune``'s rule)."""
+        ...
+
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         """Apply outcomes to rows still running under their lease token; return those ids."""
         ...

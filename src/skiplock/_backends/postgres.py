@@ -1188,6 +1188,15 @@ class PostgresBackend:
             rows = await self.pool.fetch(self._sql.AUDIT_LIST, limit, before_id)
         return [AuditEntry(*r) for r in rows]
 
+    async def audit_prune(self, age_s: float, batch: int) -> int:
+        with _wrapped("audit_prune"):
+            status = await self.pool.execute(self._sql.AUDIT_PRUNE, age_s, self._now(), batch)
+        return int(status.split()[-1])
+
+    async def audit_prune_preview(self, age_s: float) -> int:
+        with _wrapped("audit_prune_preview"):
+            return int(await self.pool.fetchval(self._sql.AUDIT_PRUNE_PREVIEW, age_s, self._now()))
+
     async def job_get(self, job_id: int) -> JobRecord:
         with _wrapped("job_get"):
             r = await self.pool.fetchrow(self._sql.JOB_GET, job_id)

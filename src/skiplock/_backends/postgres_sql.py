@@ -1287,6 +1287,21 @@ WHERE $2::bigint IS NULL OR id < $2
 ORDER BY id DESC LIMIT $1
 """
 
+AUDIT_PRUNE = """
+-- Delete the entries older than $1 seconds among the oldest $3 (by id, which follows time):
+-- one bounded batch that reads only those rows, however long the trail.
+DELETE FROM {s}.skiplock_audit WHERE id IN (
+    SELECT id FROM (SELECT id, at FROM {s}.skiplock_audit ORDER BY id LIMIT $3) oldest
+    WHERE at < coalesce($2::timestamptz, now()) - make_interval(secs => $1)
+)
+"""
+
+AUDIT_PRUNE_PREVIEW = """
+-- How many entries are older than $1 seconds (what pruning the audit trail would delete).
+SELECT count(*) FROM {s}.skiplock_audit
+WHERE at < coalesce($2::timestamptz, now()) - make_interval(secs => $1)
+"""
+
 
 # -- observability: the health numbers and the worker registry (postgres_observe_sql.py) --
 
@@ -1369,6 +1384,8 @@ class Statements:
     TASK_PAUSES: str
     AUDIT_RECORD: str
     AUDIT_LIST: str
+    AUDIT_PRUNE: str
+    AUDIT_PRUNE_PREVIEW: str
     JOB_STATS_NOW: str
     JOB_STATS_LIVE: str
     JOB_STATS_FINISHED: str

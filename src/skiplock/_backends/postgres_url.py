@@ -35,7 +35,7 @@ POOLERS = ("transaction",)
 """The values ``pooler=`` accepts. Session pooling needs nothing: it is a direct connection."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PostgresUrl:
     """A skiplock PostgreSQL URL taken apart: what asyncpg gets, and skiplock's options."""
 
@@ -47,6 +47,15 @@ class PostgresUrl:
     listen_dsn: str | None
     """Where LISTEN connects: ``listen_url``; else ``dsn`` when direct; None means poll-only."""
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+
+    def __repr__(self) -> str:
+        """The URLs masked: a repr lands in logs, tracebacks and debuggers."""
+        listen = None if self.listen_dsn is None else mask_url(self.listen_dsn)
+        return (
+            f"PostgresUrl(dsn={mask_url(self.dsn)!r}, schema={self.schema!r}, "
+            f"pooled={self.pooled!r}, listen_dsn={listen!r}, "
+            f"connect_timeout_s={self.connect_timeout_s!r})"
+        )
 
 
 def parse_postgres_url(url: str) -> PostgresUrl:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from urllib.parse import urlsplit
 
+from .._url import mask_url
 from ..errors import ConfigurationError
 from .base import Backend, Clock
 
@@ -26,7 +27,8 @@ def open_backend(url: str, *, clock: Clock | None = None) -> Backend:
     scheme = urlsplit(url).scheme
     if scheme not in BACKENDS:
         raise ConfigurationError(
-            f"url={url!r}: unsupported scheme {scheme!r}; use sqlite:///PATH or postgresql://..."
+            f"url={mask_url(url)!r}: unsupported scheme {scheme!r}; use sqlite:///PATH or "
+            "postgresql://..."
         )
     module, name = BACKENDS[scheme].split(":")
     backend: Backend = getattr(importlib.import_module(module), name)(url, clock=clock)

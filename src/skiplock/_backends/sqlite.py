@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -171,6 +172,23 @@ def _create_private(path: str, mode: int) -> None:
     os.chmod(path, mode)
 
 
+def _warn_if_world_readable(path: str) -> None:
+    """Say so when every user of the host may read the file: its jobs carry arguments,
+    results and errors. A file skiplock creates is 0600 (``?mode=`` widens it on purpose, to
+    a group at most); one that existed before is used as it is, but not in silence."""
+    with contextlib.suppress(OSError):
+        mode = os.stat(path).st_mode
+        if mode & stat.S_IROTH:
+            log.warning(
+                "the SQLite file %s is readable by every user of this host (mode %04o): its "
+                "jobs carry arguments, results and errors; `chmod o-rw %s` keeps them from "
+                "other users",
+                path,
+                stat.S_IMODE(mode),
+                path,
+            )
+
+
 WORKFLOWS_MIGRATION = 16
 """The migration that lets the live table hold waiting jobs (sqlite_workflow_sql.py)."""
 
@@ -245,6 +263,7 @@ class SQLiteBackend:
         def connect() -> sqlite3.Connection:
             conn = self._connect(create=create)
             self._file = _identity(self.path)  # the pragmas in _connect opened the file
+            _warn_if_world_readable(self.path)
             return conn
 
         try:
@@ -806,6 +825,17 @@ class SQLiteBackend:
         args = {"limit": limit, "before": before_id}
         rows = await self._run("audit_list", lambda c: c.execute(sql.AUDIT_LIST, args).fetchall())
         return [AuditEntry(r[0], _dt(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
+
+    async def audit_prune(self, age_s: float, batch: int) -> int:
+        args = {"before": self._now() - age_s, "batch": batch}
+        return await self._write("audit_prune", sql.AUDIT_PRUNE, args)
+
+    async def audit_prune_preview(self, age_s: float) -> int:
+        args = {"before": self._now() - age_s}
+        rows = await self._run(
+            "audit_prune_preview", lambda c: c.execute(sql.AUDIT_PRUNE_PREVIEW, args).fetchall()
+        )
+        return int(rows[0][0])
 
     async def job_get(self, job_id: int) -> JobRecord:
         rows = await self._run("job_get", lambda c: ops.records(c, sql.JOB_GET, {"id": job_id}))

@@ -1101,6 +1101,20 @@ WHERE :before IS NULL OR id < :before
 ORDER BY id DESC LIMIT :limit
 """
 
+AUDIT_PRUNE = """
+-- Delete the entries from before :before among the oldest :batch (by id, which follows
+-- time): one bounded batch that reads only those rows, however long the trail.
+DELETE FROM skiplock_audit WHERE id IN (
+    SELECT id FROM (SELECT id, at FROM skiplock_audit ORDER BY id LIMIT :batch)
+    WHERE at < :before
+)
+"""
+
+AUDIT_PRUNE_PREVIEW = """
+-- How many entries are from before :before (what pruning the audit trail would delete).
+SELECT count(*) FROM skiplock_audit WHERE at < :before
+"""
+
 DATA_VERSION = "PRAGMA data_version"
 """Changes whenever another connection has committed to the file (the change watcher)."""
 

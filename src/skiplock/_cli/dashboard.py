@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import ssl
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -320,7 +321,10 @@ def dashboard_command(
             allowed_hosts=_allowed_hosts(host, allowed_hosts),
         )
     except ConfigurationError as exc:
-        raise CliError(str(exc).removeprefix("create_app: "), CANNOT_RUN) from exc
+        said = (
+            str(exc).removeprefix("create_app: ").replace("secret:", "SKIPLOCK_DASHBOARD_SECRET:")
+        )
+        raise CliError(said, CANNOT_RUN) from exc
 
     async def serve() -> None:
         await app.check_schema()  # a database to migrate fails here, in one line
@@ -345,14 +349,38 @@ def dashboard_command(
     run_async(app, serve, exit_code=CANNOT_RUN)
 
 
+def _password(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The password given: none yet with --password-stdin (read later), else prompted."""
+    if value is not None or ctx.params.get("from_stdin"):
+        return value
+    return str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
+
+
 @click.command(name="hash-password")
-@click.password_option(help="The password (prompted, hidden, twice, when not given).")
-def hash_password_command(password: str) -> None:
+@click.option(
+    "--password-stdin",
+    "from_stdin",
+    is_flag=True,
+    is_eager=True,
+    help="Read the password from standard input (its first line), not a prompt or argv.",
+)
+@click.option(
+    "--password",
+    callback=_password,
+    help="The password (prompted, hidden, twice, when not given). Prefer the prompt or "
+    "--password-stdin: every user of the host can read a command line.",
+)
+def hash_password_command(password: str | None, from_stdin: bool) -> None:
     """Print a scrypt hash of a password for the dashboard's --users file."""
     try:
         from ..dashboard.auth import hash_password
     except ImportError as exc:
         raise CliError(f"{MISSING_EXTRA} ({exc})", CANNOT_RUN) from exc
+    if from_stdin:
+        if password is not None:
+            raise CliError("--password and --password-stdin: give one", CANNOT_RUN)
+        password = sys.stdin.readline().rstrip("\r\n")
+    assert password is not None
     try:
         click.echo(hash_password(password))
     except ConfigurationError as exc:

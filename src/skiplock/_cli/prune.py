@@ -1,4 +1,4 @@
-"""``skiplock prune``: apply the retention now, not at the workers' next pruning pass.
+"""``skiplock prune``: apply the retentions now, not at the workers' next pruning pass.
 
 ``--dry-run`` counts what would go and deletes nothing; the real run deletes by the same
 condition (one SQL text for both, ``_PAST_RETENTION``), so it takes the rows the dry run
@@ -45,6 +45,15 @@ def in_words(seconds: float) -> str:
     help="Delete dead jobs that died more than this many seconds ago "
     "(the workers' --retention-dead).",
 )
+@click.option(
+    "--audit-age",
+    "audit_age_s",
+    type=Seconds(0),
+    default=_DEFAULTS.retention_audit_s,
+    show_default=in_words(_DEFAULTS.retention_audit_s),
+    help="Delete audit trail entries written more than this many seconds ago "
+    "(the workers' --retention-audit).",
+)
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @json_option
 def prune_command(
@@ -52,30 +61,39 @@ def prune_command(
     url: str | None,
     finished_age_s: float,
     dead_age_s: float,
+    audit_age_s: float,
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Delete finished jobs past their retention now.
+    """Delete finished jobs and audit trail entries past their retention now.
 
     Pending and running jobs never go; --dry-run counts what the real run would delete."""
     app = app_for(app_spec, url)
     by_state: dict[str, int] | None = None
     if dry_run:
-        by_state = run_async(
-            app, lambda: app.prune_preview(finished_age_s=finished_age_s, dead_age_s=dead_age_s)
-        )
+
+        async def preview() -> tuple[dict[str, int], int]:
+            jobs = await app.prune_preview(finished_age_s=finished_age_s, dead_age_s=dead_age_s)
+            return jobs, await app.prune_audit_preview(age_s=audit_age_s)
+
+        by_state, audited = run_async(app, preview)
         count = sum(by_state.values())
     else:
-        count = run_async(
-            app, lambda: app.prune(finished_age_s=finished_age_s, dead_age_s=dead_age_s)
-        )
+
+        async def prune() -> tuple[int, int]:
+            jobs = await app.prune(finished_age_s=finished_age_s, dead_age_s=dead_age_s)
+            return jobs, await app.prune_audit(age_s=audit_age_s)
+
+        count, audited = run_async(app, prune)
     if as_json:
         report: dict[str, Any] = {
             "dry_run": dry_run,
             "jobs": count,
             "by_state": by_state,
+            "audit_entries": audited,
             "finished_age_s": finished_age_s,
             "dead_age_s": dead_age_s,
+            "audit_age_s": audit_age_s,
         }
         echo_json(report)
         return
@@ -83,8 +101,11 @@ def prune_command(
         f"succeeded or cancelled more than {in_words(finished_age_s)} ago, "
         f"dead more than {in_words(dead_age_s)} ago"
     )
+    audit = f"{audited} audit trail entries (written more than {in_words(audit_age_s)} ago)"
     if by_state is None:
-        click.echo(f"deleted {count} jobs ({rule})")
+        click.echo(f"deleted {count} jobs ({rule}) and {audit}")
         return
     states = " ".join(f"{state}={n}" for state, n in sorted(by_state.items()))
-    click.echo(f"would delete {count} jobs ({rule})" + (f": {states}" if states else ""))
+    click.echo(
+        f"would delete {count} jobs ({rule})" + (f": {states}" if states else "") + f"; {audit}"
+    )

@@ -133,6 +133,8 @@ def app_for(app_spec: str, url: str | None) -> App:
     database (no tasks: enough for queue and job operations, nothing of the user's imported)."""
     if url is None:
         return load_app(app_spec)
+    if url == "-":  # a secret kept out of argv, which every user of the host can read
+        url = sys.stdin.readline().strip()
     if not url.strip():  # what --url "$DATABASE_URL" passes when the variable is unset
         raise CliError(
             "--url is empty: name the database (sqlite:///path or postgresql://...); "
@@ -171,7 +173,8 @@ def app_command(group: click.Group | None, name: str) -> Callable[[Callable[...,
     def decorate(fn: Callable[..., Any]) -> click.Command:
         fn = click.option(
             "--url",
-            help="The database URL, instead of importing APP (operations need no tasks).",
+            help="The database URL, instead of importing APP (operations need no tasks); "
+            "- reads it from standard input, so its password stays out of the process list.",
         )(fn)
         fn = click.argument("app_spec", metavar="APP")(fn)
         command = click.command(name=name, cls=AppCommand)(fn)

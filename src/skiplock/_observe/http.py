@@ -1,8 +1,14 @@
 """A worker's small HTTP endpoint: ``/metrics`` for Prometheus, ``/livez`` and ``/readyz`` for
-Kubernetes probes. A few routes, GET only, one request per connection, at most
-MAX_CONNECTIONS at once (loopback unless ``http_host`` says otherwise), on the worker's own
+Kubernetes probes. A few routes, GET only, one request per connection, on the worker's own
 event loop (a worker whose loop is stuck or stopped answers nothing, which is what a liveness
 probe should see); no web framework, no thread.
+
+Whoever can reach the port must not be able to fail the probes. It once served at most 32
+connections and closed the 33rd unanswered, so 32 idle sockets made Kubernetes restart the pod.
+Now a request must arrive within REQUEST_DEADLINE_S, and a new connection past MAX_CONNECTIONS,
+or past MAX_PER_PEER from one address, closes the oldest connection still waiting for its
+request (the address's own first) and is served: a probe, which sends its request at once, is
+answered whoever holds the rest.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from .._service import Service
@@ -22,12 +29,27 @@ Response = tuple[int, str, bytes]
 Route = Callable[[], Awaitable[Response]]
 
 REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
-READ_TIMEOUT_S = 5.0
+REQUEST_DEADLINE_S = 2.0
+"""How long a connection may take to send its request line and headers (a probe or a scraper
+sends them at once)."""
 MAX_HEADER_LINES = 100
 MAX_CONNECTIONS = 32
-"""Connections served at once; one more is closed unanswered as soon as it is accepted. A
-scraper and two probes need three: the bound keeps a flood of idle connections (each held
-for up to READ_TIMEOUT_S) from costing the worker's loop more than this many."""
+"""Connections served at once; past it the oldest still waiting for its request makes room."""
+MAX_PER_PEER = 8
+"""Connections one peer address holds at once, past which its own oldest idle one makes room
+(a scraper and two probes need three), so one address cannot evict everyone else's."""
+
+
+class _Connection:
+    """One connection being served: who it is from, since when, and whether its request is in."""
+
+    __slots__ = ("peer", "since", "transport", "waiting")
+
+    def __init__(self, peer: str, transport: asyncio.WriteTransport) -> None:
+        self.peer, self.transport = peer, transport
+        self.since = time.monotonic()
+        self.waiting = True
+        """Its request is not read yet (an idle socket, or a slow one): it may be evicted."""
 
 
 class HttpEndpoint(Service):
@@ -39,10 +61,15 @@ class HttpEndpoint(Service):
         self.option = option
         self.host, self.port = host, port
         self.routes = routes
-        self.open = 0
-        """Connections being served now (at most MAX_CONNECTIONS)."""
+        self._open: list[_Connection] = []
+        """Connections being served now, oldest first (at most MAX_CONNECTIONS)."""
         self.refused = 0
-        """Connections closed unanswered because MAX_CONNECTIONS were open."""
+        """Connections closed unanswered: past MAX_PER_PEER, or evicted idle."""
+
+    @property
+    def open(self) -> int:
+        """Connections being served now."""
+        return len(self._open)
 
     async def serve(self) -> None:
         try:
@@ -58,28 +85,40 @@ class HttpEndpoint(Service):
             await server.serve_forever()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.open >= MAX_CONNECTIONS:
-            self.refused += 1
-            if self.refused == 1 or self.refused % 1000 == 0:
-                log.warning(
-                    "%s: %d connections open, the most served at once: closing new ones "
-                    "unanswered (%d so far)",
-                    self.name,
-                    self.open,
-                    self.refused,
-                )
-            writer.transport.abort()  # no read, no reply, no lingering close
-            return
-        self.open += 1
+        peer = str((writer.get_extra_info("peername") or ("?",))[0])
+        mine = [c for c in self._open if c.peer == peer]
+        if len(mine) >= MAX_PER_PEER or len(self._open) >= MAX_CONNECTIONS:
+            # the oldest connection still waiting for its request makes room: the peer's own
+            # first (a flood from one address evicts itself), else anyone's
+            pool = mine if len(mine) >= MAX_PER_PEER else self._open
+            idle = next((c for c in pool if c.waiting), None)
+            if idle is None:  # every one is being answered: they end within moments
+                self._refuse(writer.transport, f"{len(pool)} connections being answered")
+                return
+            self._refuse(idle.transport, "the oldest connection waiting for its request")
+        connection = _Connection(peer, writer.transport)
+        self._open.append(connection)
         try:
-            await self._serve_one(reader, writer)
+            await self._serve_one(reader, writer, connection)
         finally:
-            self.open -= 1
+            self._open.remove(connection)
 
-    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _refuse(self, transport: asyncio.WriteTransport, why: str) -> None:
+        """Close a connection unanswered (no read, no reply, no lingering close)."""
+        self.refused += 1
+        if self.refused == 1 or self.refused % 1000 == 0:
+            log.warning(
+                "%s: closing a connection unanswered (%d so far): %s", self.name, self.refused, why
+            )
+        transport.abort()
+
+    async def _serve_one(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection: _Connection
+    ) -> None:
         try:
-            async with asyncio.timeout(READ_TIMEOUT_S):
+            async with asyncio.timeout(REQUEST_DEADLINE_S):
                 method, path = await _request(reader)
+            connection.waiting = False
             status, kind, body = await self._answer(method, path)
             head = (
                 f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\nContent-Type: {kind}\r\n"

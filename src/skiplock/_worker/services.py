@@ -200,12 +200,15 @@ class Pruner(Service):
             await asyncio.sleep(self.config.prune_interval_s)
             try:
                 removed = await self.prune_once()
+                audited = await self.prune_audit_once()
             except BackendUnavailable as exc:
                 self.outage.failed(self.name, exc)
                 continue
             self.outage.answered()
             if removed:
                 log.info("pruned %d finished jobs past retention", removed)
+            if audited:
+                log.info("pruned %d audit trail entries past retention", audited)
 
     async def prune_once(self) -> int:
         params = JobPruneParams(
@@ -225,6 +228,17 @@ class Pruner(Service):
         for _ in range(PRUNE_MAX_BATCHES):  # what workflows left of the jobs now gone (a
             if await self.backend.workflow_prune(PRUNE_BATCH) == 0:  # batch goes once its
                 break  # members have, a call later)
+        return removed
+
+    async def prune_audit_once(self) -> int:
+        """The audit trail's entries past ``retention_audit_s``, a bounded batch at a time."""
+        removed = 0
+        for _ in range(PRUNE_MAX_BATCHES):
+            batch = await self.backend.audit_prune(self.config.retention_audit_s, PRUNE_BATCH)
+            removed += batch
+            if batch < PRUNE_BATCH:
+                break
+            await asyncio.sleep(0.01)  # let claims in between batches
         return removed
 
 

@@ -15,15 +15,23 @@ from typing import Any
 from urllib.parse import unquote, urlencode
 
 from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from .._job import JobFilter
 from .._workflow_records import SignalOutcome
 from ..errors import JobNotFound, SkiplockError
-from .audit import audit
+from .audit import audit, audit_refusal
 from .auth import Role, User
-from .filters import BadFilter, exact_text_field, job_id, selected_ids, text_field
+from .filters import (
+    MAX_SELECTED,
+    BadFilter,
+    exact_text_field,
+    job_id,
+    selected_ids,
+    text_field,
+)
 from .pages import CANCELLABLE, dashboard
 from .security import same_origin
 
@@ -32,37 +40,60 @@ log = logging.getLogger("skiplock.dashboard")
 Handler = Callable[[Request, User, FormData], Awaitable[Response]]
 
 
+MAX_FORM_BYTES = 4 * 1024 * 1024
+"""The largest form body read: a signal's payload is the biggest field a page sends
+(MAX_SIGNAL_PAYLOAD_CHARS, percent-encoded)."""
+
+MAX_FORM_FIELDS = MAX_SELECTED + 20
+"""The most fields a form may have: a bulk action's ticked ids, and a few more."""
+
+MAX_FIELD_BYTES = 3 * 1024 * 1024
+"""The largest one field may be."""
+
+
 def action(role: Role) -> Callable[[Handler], Callable[[Request], Awaitable[Response]]]:
-    """Wrap a handler: refuse a cross-site or token-less POST (403), a role too low (403)."""
+    """Wrap a handler: refuse a cross-site POST (403), a role too low (403), a body too large
+    (413), a token-less or forged form (403).
+
+    The Origin and the role are checked before the body is read, so a stranger's POST (the
+    anonymous viewer may act on nothing) costs no parsing; the form is then read with explicit
+    limits on its size, its fields and each field, whatever the Starlette release does."""
 
     def wrap(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             dash = dashboard(request)
             user: User = request.state.user
-            form = await request.form()
             what = f"refused {handler.__name__.replace('_', ' ')}"
             target = request.scope["path"]
+
+            async def refuse(detail: str, status: int, answer: str) -> Response:
+                await audit_refusal(dash, user, what, who(user), target, detail)
+                return PlainTextResponse(answer, status_code=status)
+
             origin = request.headers.get("origin")
             if not same_origin(origin, request.headers.get("host")):
-                await audit(dash, what, who(user), target, f"Origin {origin!r} is another site")
-                return PlainTextResponse(
+                return await refuse(
+                    f"Origin {origin!r} is another site",
+                    403,
                     f"Refused: this request came from another site (its Origin header is "
                     f"{origin!r}, not this dashboard's address). Open the dashboard itself "
                     "and act from its pages.",
-                    status_code=403,
-                )
-            if not dash.csrf.valid(user, form.get("csrf")):
-                await audit(dash, what, who(user), target, "CSRF token missing or wrong")
-                return PlainTextResponse(
-                    "Refused: this form did not come from this dashboard (CSRF token missing "
-                    "or wrong). Reload the page and try again.",
-                    status_code=403,
                 )
             if not user.may(role):
-                await audit(dash, what, who(user), target, f"needs the {role.label} role")
-                return PlainTextResponse(
+                return await refuse(
+                    f"needs the {role.label} role",
+                    403,
                     f"Refused: this needs the {role.label} role; {user.name} is {user.role.label}.",
-                    status_code=403,
+                )
+            form = await _bounded_form(request)
+            if isinstance(form, str):
+                return await refuse(form, 413, f"Refused: {form}.")
+            if not dash.csrf.valid(user, form.get("csrf")):
+                return await refuse(
+                    "CSRF token missing or wrong",
+                    403,
+                    "Refused: this form did not come from this dashboard (CSRF token missing "
+                    "or wrong). Reload the page and try again.",
                 )
             try:
                 return await handler(request, user, form)
@@ -74,6 +105,22 @@ def action(role: Role) -> Callable[[Handler], Callable[[Request], Awaitable[Resp
         return endpoint
 
     return wrap
+
+
+async def _bounded_form(request: Request) -> FormData | str:
+    """The POSTed form, read within MAX_FORM_BYTES, MAX_FORM_FIELDS and MAX_FIELD_BYTES (no
+    files); what is wrong with it otherwise. A body must say its length (browsers do)."""
+    length = request.headers.get("content-length", "")
+    if not length.isdigit():
+        return "the form must be sent with a Content-Length"
+    if int(length) > MAX_FORM_BYTES:
+        return f"the form is {int(length)} bytes; at most {MAX_FORM_BYTES} are read"
+    try:
+        return await request.form(
+            max_files=0, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FIELD_BYTES
+        )
+    except HTTPException as exc:  # the parser's own limits (too many fields, a field too big)
+        return f"the form was not read: {exc.detail}"
 
 
 def who(user: User) -> str:

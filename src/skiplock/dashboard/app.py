@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,11 @@ from starlette.types import Scope
 from .._app import App
 from ..errors import ConfigurationError
 from . import actions, pages
-from .audit import audit
+from .audit import REFUSALS_STORED_PER_MINUTE, audit_refusal
 from .auth import EXPIRED, Auth, SignInThrottled, no_auth, resolve, signed_in_name
 from .render import Renderer
 from .sampler import Sampler
-from .security import SECURITY_HEADERS, Csrf
+from .security import SECURITY_HEADERS, STRICT_TRANSPORT_SECURITY, Csrf
 from .state import Dashboard
 
 log = logging.getLogger("skiplock.dashboard")
@@ -59,6 +58,8 @@ class _Guard(BaseHTTPMiddleware):
         else:
             response = await self._authenticated(dash, request, call_next)
         response.headers.update(SECURITY_HEADERS)
+        if request.scope.get("scheme") == "https":  # TLS here, or a proxy's it was told of
+            response.headers["Strict-Transport-Security"] = STRICT_TRANSPORT_SECURITY
         return response
 
     async def _authenticated(
@@ -98,13 +99,8 @@ async def _record_refused_sign_in(dash: Dashboard, request: Request) -> None:
     if not name:
         return
     client = request.client.host if request.client else "?"
-    now = time.monotonic()
-    if dash.refusals.wait("all", REFUSED_SIGN_INS_STORED, now):
-        # a flood (a proxy auth has no rate limit of its own): logged, not stored
-        log.warning("sign-in refused (not stored: a flood): %r from %s", name[:200], client)
-        return
-    dash.refusals.add("all", now)
-    await audit(dash, "sign-in refused", name, f"client {client}")
+    # under the cap a flood meets (a proxy auth has no rate limit of its own)
+    await audit_refusal(dash, None, "sign-in refused", name, f"client {client}")
 
 
 def _static(scope: Scope) -> bool:
@@ -119,8 +115,9 @@ def _routed(scope: Scope, route: str) -> bool:
 
 SIGNED_OUT_COOKIE = "skiplock_signed_out"
 
-REFUSED_SIGN_INS_STORED = 60
-"""Refused sign-ins stored in the audit trail a minute, at most; past it they are logged."""
+REFUSED_SIGN_INS_STORED = REFUSALS_STORED_PER_MINUTE
+"""Refused sign-ins stored in the audit trail a minute, at most (with refused actions);
+past it they are counted in the log."""
 
 
 async def sign_out(request: Request) -> Response:
@@ -154,7 +151,13 @@ async def sign_out(request: Request) -> Response:
         headers={"WWW-Authenticate": challenge} if challenge else {},
     )
     response.set_cookie(
-        SIGNED_OUT_COOKIE, "1", max_age=600, path=root, httponly=True, samesite="strict"
+        SIGNED_OUT_COOKIE,
+        "1",
+        max_age=600,
+        path=root,
+        httponly=True,
+        samesite="strict",
+        secure=request.scope.get("scheme") == "https",
     )
     return response
 

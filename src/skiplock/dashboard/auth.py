@@ -156,7 +156,15 @@ SIGN_IN_WINDOW_S = 60.0
 FAILURES_PER_CLIENT = 20
 FAILURES_PER_USER = 10
 """Failed sign-ins allowed in ``SIGN_IN_WINDOW_S`` from one client address, and for one user
-name from anywhere; past either the answer is 429 with ``Retry-After`` and no hash is tried."""
+name from one client address; past either the answer is 429 with ``Retry-After`` and no hash
+is tried."""
+
+GUESSED_PAUSE_S = 1.0
+"""How long a sign-in as a name that met ``failures_per_user`` failures from anywhere in the
+window waits before its check. Counting failures per name from anywhere and refusing past
+them let any stranger lock a person out (ten bad guesses a minute for ``vic`` made ``vic``'s
+own sign-in fail 11 times in 12); slowing the name down instead keeps the right password
+working while every guess for it costs a second."""
 
 
 class SignInThrottled(Exception):
@@ -198,6 +206,39 @@ class SlidingWindow:
         times = self._times.get(key)
         if times is not None and at in times:
             times.remove(at)
+
+
+class _Guesses:
+    """Failed sign-ins in the window: per client address, per name from one address (past
+    either, refused), and per name from anywhere (past it, slowed, never refused)."""
+
+    def __init__(self, per_client: int, per_user: int, window_s: float) -> None:
+        self.per_client, self.per_user = per_client, per_user
+        self._failures = SlidingWindow(window_s)
+
+    async def admit(self, name: str, client: str, now: float) -> tuple[str, ...]:
+        """Let one sign-in be checked, or raise SignInThrottled; it counts as a failure until
+        ``succeeded`` says otherwise. The keys it was counted under."""
+        failures = self._failures
+        keys = (client, f"user {name} from {client}", f"user {name}")
+        wait = max(
+            failures.wait(keys[0], self.per_client, now),
+            failures.wait(keys[1], self.per_user, now),
+        )
+        if wait:
+            log.warning("sign-in refused (too many failures): %r from %s", name, client)
+            raise SignInThrottled(wait, f"too many failed sign-ins; try again in {wait:.0f} s")
+        guessed = failures.wait(keys[2], self.per_user, now)
+        for key in keys:  # counted before the hash: concurrent guesses cannot all slip under
+            failures.add(key, now)
+        if guessed:  # others guess at this name: slow it down, never lock its owner out
+            log.warning("sign-in as %r slowed (guessed at from elsewhere): %s", name, client)
+            await asyncio.sleep(GUESSED_PAUSE_S)
+        return keys
+
+    def succeeded(self, keys: tuple[str, ...], at: float) -> None:
+        for key in keys:
+            self._failures.forget(key, at)
 
 
 def _positive(value: object, option: str, whole: bool) -> None:
@@ -247,12 +288,15 @@ def basic_auth(
 
     scrypt runs in a thread, never on the event loop; an unknown name is checked against a
     dummy hash (it answers as slowly as a known one); past ``failures_per_client`` failed
-    sign-ins from one address or ``failures_per_user`` for one name in ``window_s`` seconds
-    the answer is 429. Only successes are remembered (browsers resend the credentials with
-    every request: scrypt once per person, not per page), keyed by an HMAC under a key of
-    this process; failures are logged on ``skiplock.dashboard``. A sign-in lasts
-    ``session_s`` seconds, then the browser is asked again; ``auth.sign_out(request)`` (the
-    dashboard's Sign out) forgets the one a request carries."""
+    sign-ins from one address, or ``failures_per_user`` for one name from one address, in
+    ``window_s`` seconds the answer is 429. A name that met ``failures_per_user`` failures
+    from all addresses together is slowed (``GUESSED_PAUSE_S`` before each check), never
+    refused: the right password still signs in. Only successes are remembered (browsers
+    resend the credentials with every request: scrypt once per person, not per page), keyed
+    by an HMAC under a key of this process; failures are logged on ``skiplock.dashboard``.
+    A sign-in lasts ``session_s`` seconds, then the browser is asked again;
+    ``auth.sign_out(request)`` (the dashboard's Sign out) forgets the one a request
+    carries."""
     table = _user_table(users)
     _positive(failures_per_client, "failures_per_client", True)
     _positive(failures_per_user, "failures_per_user", True)
@@ -261,7 +305,7 @@ def basic_auth(
     dummy = hash_password(secrets.token_urlsafe(16))  # what an unknown name is checked against
     cache_key = secrets.token_bytes(32)
     signed_in: dict[bytes, tuple[User, float]] = {}  # key -> (who, signed in at)
-    failures = SlidingWindow(float(window_s))
+    guesses = _Guesses(failures_per_client, failures_per_user, float(window_s))
 
     def session_key(request: Any) -> tuple[str, str, bytes]:
         name, password = _basic_credentials(request.headers.get("authorization", ""))
@@ -281,24 +325,13 @@ def basic_auth(
             request.scope[EXPIRED] = True  # not a refused sign-in for the audit trail
             return None
         client = f"client {request.client.host if request.client else '?'}"
-        user_key = f"user {name}"
-        wait = max(
-            failures.wait(client, failures_per_client, now),
-            failures.wait(user_key, failures_per_user, now),
-        )
-        if wait:
-            log.warning("sign-in refused (too many failures): %r from %s", name, client)
-            raise SignInThrottled(wait, f"too many failed sign-ins; try again in {wait:.0f} s")
-        # counted before the hash, so concurrent guesses cannot all slip under the limit
-        failures.add(client, now)
-        failures.add(user_key, now)
+        attempt = await guesses.admit(name, client, now)
         role, stored = table.get(name, (Role.VIEWER, dummy))
         matched = await asyncio.to_thread(_verify_in_turn, password, stored)
         if not matched or name not in table:
             log.warning("failed sign-in: %r from %s", name, client)
             return None
-        failures.forget(client, now)
-        failures.forget(user_key, now)
+        guesses.succeeded(attempt, now)
         if len(signed_in) >= 1000:
             signed_in.clear()
         signed_in[key] = (User(name, role), now)

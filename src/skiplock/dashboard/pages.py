@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._job import JobFilter, JobRecord, JobState
+from .._job import BlockedKey, JobFilter, JobRecord, JobState, KeyLoad
 from .._observe.stats import StatsGroup
 from ..errors import JobNotFound
 from .auth import Role
@@ -130,12 +132,36 @@ async def overview(request: Request) -> Response:
         # ready work and nobody to run it: the one state an operator must see at a glance
         workers_alert=live_workers == 0 and stats.total.ready > 0,
         pauses=await app.task_pauses(),
-        keys=stats.keys,
-        blocked_keys=stats.blocked_keys,
+        keys=_keys_shown(request, stats.keys),
+        blocked_keys=_keys_shown(request, stats.blocked_keys),
         sample_every_s=dash.sampler.every_s,
         window_s=STATS_WINDOW_S,
         alert_backlog_s=ALERT_BACKLOG_AGE_S,
     )
+
+
+Keyed = TypeVar("Keyed", KeyLoad, BlockedKey)
+
+
+def _keys_shown(request: Request, rows: Sequence[Keyed]) -> Sequence[Keyed]:
+    """Keys as the person may see them: an operator (who reads arguments anyway) the key, a
+    viewer its pseudonym (keys are made from arguments: tenants' e-mails)."""
+    if request.state.user.may(Role.OPERATOR):
+        return rows
+    csrf = dashboard(request).csrf
+    return [dataclasses.replace(row, key=csrf.pseudonym(row.key)) for row in rows]
+
+
+def finds_hidden(request: Request, find: str) -> Response | None:
+    """A viewer may look a job up by its id, not by a unique key or a correlation id: those
+    are made from arguments, and a hit would confirm a guess at one."""
+    if find and not find.strip().isdigit() and not request.state.user.may(Role.OPERATOR):
+        problem = (
+            "find: looking jobs up by unique key or correlation id needs the operator role "
+            "(a viewer may give a job id)"
+        )
+        return dashboard(request).render.page(request, "problem.html", 403, problem=problem)
+    return None
 
 
 def errors_hidden(request: Request, params: Any) -> Response | None:
@@ -158,6 +184,8 @@ async def jobs(request: Request) -> Response:
         return dash.render.page(
             request, "jobs.html", 400, query=None, error=str(exc), rows=[], counts={}
         )
+    if (refused := finds_hidden(request, query.find)) is not None:
+        return refused
     started = time.perf_counter()
     if query.find:  # a search names jobs exactly: the other filters do not apply
         rows = await dash.app.find_jobs(query.find, limit=PAGE_SIZE)

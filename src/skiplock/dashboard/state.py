@@ -6,7 +6,8 @@ it without importing the others (``app.py`` builds it; the pages only read it)."
 from __future__ import annotations
 
 from .._app import App
-from .auth import Auth, SlidingWindow
+from .audit import Refusals
+from .auth import Auth
 from .render import Renderer
 from .sampler import Sampler
 from .security import Csrf
@@ -25,4 +26,5 @@ class Dashboard:
             render,
             sampler,
         )
-        self.refusals = SlidingWindow(60.0)  # refused sign-ins stored in the last minute
+        self.refusals = Refusals()
+        """Refused actions and sign-ins: what this minute's cap still lets into the trail."""
