@@ -11,7 +11,6 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -193,16 +192,6 @@ class _Written:
         self.woken |= more.woken
         self.stale += more.stale
         self.release_later += more.release_later
-
-
-@functools.cache
-def _raw_cursor() -> Any:
-    """psycopg's ``RawCursor`` (3.2+: ``$1`` placeholders), or None (3.1)."""
-    try:
-        from psycopg import RawCursor
-    except ImportError:
-        return None
-    return RawCursor
 
 
 class PostgresBackend:
@@ -581,26 +570,20 @@ class PostgresBackend:
         put back: the project's other queries keep the project's setting); psycopg forgets it
         at a rollback and prepares it again. Behind a transaction pooler (the URL's
         ``pooler=transaction``) nothing is prepared, as for skiplock's own sessions: a statement
-        prepared on one server session is missing on the next. psycopg 3.2's ``RawCursor``
-        takes the statement's ``$1`` placeholders as written (psycopg re-parses a statement
-        this long at every call to convert its own placeholders)."""
+        prepared on one server session is missing on the next. psycopg's ``RawCursor`` takes
+        the statement's ``$1`` placeholders as written (a cursor of psycopg's own placeholders
+        re-parses a statement this long at every call to convert them)."""
         if self.pooled or not hasattr(connection, "prepare_threshold"):
             named = {f"p{i}": v for i, v in enumerate(values, 1)}
             statement = ops.to_psycopg(self._sql.JOB_INSERT_MANY)
             return list(connection.execute(statement, named).fetchall())
-        raw = _raw_cursor()
-        if raw is None:
-            statement = ops.to_psycopg(self._sql.JOB_INSERT_MANY)
-            args: Any = {f"p{i}": v for i, v in enumerate(values, 1)}
-        else:
-            statement, args = self._sql.JOB_INSERT_MANY, values
-        from psycopg import Cursor
+        from psycopg import RawCursor
 
         threshold = connection.prepare_threshold
         connection.prepare_threshold = PREPARE_AT_ONCE
         try:
-            with (raw or Cursor)(connection) as cursor:
-                cursor.execute(statement, args, prepare=True)
+            with RawCursor(connection) as cursor:
+                cursor.execute(self._sql.JOB_INSERT_MANY, values, prepare=True)
                 return cursor.fetchall()
         finally:
             connection.prepare_threshold = threshold
