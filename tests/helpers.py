@@ -370,6 +370,17 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
+    "ALTER TABLE skiplock_workers DROP COLUMN gone_after_s",  # migration 20 (worker liveness)
+    "ALTER TABLE skiplock_workers DROP COLUMN process",
+    "ALTER TABLE skiplock_workers DROP COLUMN restarts",
+    "ALTER TABLE skiplock_workers DROP COLUMN restarts_in_a_row",
+    "ALTER TABLE skiplock_waits DROP COLUMN signal_seq",  # migration 17 (workflow sequences;
+    "ALTER TABLE skiplock_batches DROP COLUMN aborted_at",  # its table copies run again)
+    "DROP INDEX skiplock_jobs_unique_idx",  # migration 18 (unique scopes)
+    "ALTER TABLE skiplock_jobs_live DROP COLUMN unique_scope",
+    "CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs_live (unique_key)"
+    " WHERE unique_key IS NOT NULL"
+    " AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))",
     "ALTER TABLE skiplock_jobs_live DROP COLUMN key_weight",  # migration 15 (key weights)
     "ALTER TABLE skiplock_queues DROP COLUMN aging_s",  # migration 14 (priority aging)
     "ALTER TABLE skiplock_jobs_live DROP COLUMN unique_until",  # 13 (unique windows)
@@ -388,9 +399,10 @@ SQLITE_UNDO_KEYS = [
     " ON skiplock_jobs_live (queue, priority DESC, run_at, id) WHERE state = 'pending'",
     "DELETE FROM skiplock_migrations WHERE version >= 12",
 ]
-"""SQLite's migrations from 12 on (concurrency keys, unique windows, priority aging, weights)
-undone on a migrated file, for the tests that rebuild an earlier version's shape; the view is
-left to the caller (they drop it first)."""
+"""SQLite's migrations from 12 on (concurrency keys, unique windows, priority aging, weights,
+workflow sequences, unique scopes, worker liveness; 19's id counters are written again as
+they are) undone on a migrated file, for the tests that rebuild an earlier version's shape;
+the view is left to the caller (they drop it first)."""
 
 
 class LoopHarness:

@@ -43,6 +43,67 @@ async def test_queue_limit_sets_and_lists_aging(cli: Cli, app: skiplock.App) -> 
     assert (await app.queue_info("default")).aging_s is None
 
 
+async def test_the_guides_two_limit_commands_in_a_row_keep_the_rate(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """docs/guides/queues.md runs these two in a row: the second, which sets aging, must not
+    lift the concurrency and rate limits the first set a moment before."""
+    url = ("--url", cli.url)
+    first = ("email", "--max-depth", "10000", "--max-running", "50", "--rate", "20", "--create")
+    ok(await run(cli, "queue", "limit", *url, *first))
+    second = ("email", "--max-depth", "10000", "--aging", "30")
+    said = ok(await run(cli, "queue", "limit", *url, *second))
+    email = await app.queue_info("email")
+    assert (email.max_depth, email.max_running, email.rate_per_s, email.aging_s) == (
+        10000,
+        50,
+        20.0,
+        30.0,
+    )
+    assert said.split() == [
+        "queue",
+        "email:",
+        "max_depth=10000",
+        "max_running=50",
+        "rate_per_s=20.0",
+        "aging_s=30.0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "setting", "stored"),
+    [
+        ("--max-depth", "7", "max_depth", 7),
+        ("--max-running", "3", "max_running", 3),
+        ("--rate", "2.5", "rate_per_s", 2.5),
+        ("--aging", "60", "aging_s", 60.0),
+    ],
+)
+async def test_queue_limit_sets_one_setting_and_keeps_the_others(
+    cli: Cli, app: skiplock.App, option: str, value: str, setting: str, stored: float
+) -> None:
+    """Each option alone changes its own setting; 'none' lifts that one alone."""
+    every = {"max_depth": 100, "max_running": 10, "rate_per_s": 5.0, "aging_s": 30.0}
+    await app.set_queue_limits("default", **every)  # type: ignore[arg-type]
+
+    def settings(q: skiplock.QueueInfo) -> dict[str, object]:
+        return {name: getattr(q, name) for name in every}
+
+    ok(await run(cli, "queue", "limit", APP, "default", option, value))
+    assert settings(await app.queue_info("default")) == {**every, setting: stored}
+    ok(await run(cli, "queue", "limit", APP, "default", option, "none"))
+    assert settings(await app.queue_info("default")) == {**every, setting: None}
+
+
+async def test_queue_limit_with_nothing_to_set_says_so(cli: Cli, app: skiplock.App) -> None:
+    await app.set_queue_limits("default", rate_per_s=5)
+    said = await run(cli, "queue", "limit", APP, "default")
+    assert said.returncode == 2  # type: ignore[attr-defined]
+    assert "nothing to set" in said.stderr and "'none' to lift" in said.stderr  # type: ignore[attr-defined]
+    assert "Traceback" not in said.stderr  # type: ignore[attr-defined]
+    assert (await app.queue_info("default")).rate_per_s == 5
+
+
 async def test_queue_control_by_url_knows_a_queue_by_any_of_its_jobs(
     cli: Cli, app: skiplock.App
 ) -> None:
@@ -57,7 +118,8 @@ async def test_queue_control_by_url_knows_a_queue_by_any_of_its_jobs(
     ok(await run(cli, "queue", "pause", *url, "email"))
     ok(await run(cli, "queue", "resume", *url, "email"))
     for verb in ("pause", "resume", "limit"):
-        new = await run(cli, "queue", verb, *url, "newsletters")
+        rate = ("--rate", "5") if verb == "limit" else ()
+        new = await run(cli, "queue", verb, *url, "newsletters", *rate)
         assert new.returncode == 1, new.stdout  # type: ignore[attr-defined]
         assert "unknown queue 'newsletters'" in new.stderr and "--create" in new.stderr  # type: ignore[attr-defined]
     assert [q.name for q in await app.queues()] == ["email"]  # refused: nothing written

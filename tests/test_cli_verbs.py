@@ -20,6 +20,7 @@ from .helpers import ROOT, Cli, cli_fixtures, documented, keys, parsed, run
 
 pytestmark = pytest.mark.slow
 APP = "tests.apps.cli_app:app"
+KEYS_APP = "tests.apps.keys_app:app"
 
 cli, app = cli_fixtures(cli_app)
 
@@ -50,11 +51,12 @@ async def test_workers_lists_a_live_worker_process(cli: Cli, app: skiplock.App) 
     shown = parsed(await run(cli, "workers", APP, "--json", "--max-silence", "0", "--all"))
     assert [(w["pid"], w["live"]) for w in shown["workers"]] == [(proc.pid, False)]
     text = await run(cli, "workers", APP, "--max-silence", "0")
-    assert text.stdout.splitlines() == ["0 live workers (1 silent: --all)"]  # type: ignore[attr-defined]
+    assert text.stdout.splitlines() == ["0 live workers (1 silent or dead: --all)"]  # type: ignore[attr-defined]
 
 
 def task_list(app_spec: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SKIPLOCK_DATABASE_URL": "sqlite:///unused"}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "SKIPLOCK_DATABASE_URL": "sqlite:///unused"}
     return subprocess.run(
         [sys.executable, "-m", "skiplock", "task", "list", app_spec, *args],
         env=env,
@@ -79,6 +81,44 @@ def test_task_list_shows_each_registered_task_and_its_options() -> None:
     assert "flaky queue=default priority=0 max_attempts=2 timeout=none retry=0.05s..600s\n" in text
     assert text.endswith(f"{len(tasks)} tasks\n")
     assert not (ROOT / "unused").exists()  # the database is never opened
+
+
+def test_task_list_shows_every_key_option_a_task_carries() -> None:
+    """Concurrency key, cap, weight, fairness, ordering key, unique key and what a conflict
+    does: in the text and in --json, keys given as functions named as such."""
+    tasks = {t["name"]: t for t in parsed(task_list(KEYS_APP, "--json"))["tasks"]}
+    function = "(a function of the arguments)"
+    sync = tasks["sync_account"]
+    assert (sync["concurrency_key"], sync["key_limit"], sync["key_weight"], sync["fair"]) == (
+        function,
+        2,
+        3,
+        True,
+    )
+    assert (sync["unique_key"], sync["on_conflict"]) == (function, "replace")
+    assert (tasks["bulk_import"]["concurrency_key"], tasks["bulk_import"]["fair"]) == (
+        "imports",
+        False,
+    )
+    ledger, reindex = tasks["ledger_entry"], tasks["reindex"]
+    assert (ledger["ordering_key"], ledger["ordering_on_dead"]) == (function, "block")
+    assert (reindex["ordering_key"], reindex["ordering_on_dead"]) == ("index", "skip")
+    assert reindex["debounce_s"] == 2.0 and tasks["welcome"]["version"] == 2
+    assert tasks["ledger_entry"]["concurrency_key"] is None
+    assert tasks["ledger_entry"]["ordering_on_dead"] == "block"
+    lines = {line.split()[0]: line for line in task_list(KEYS_APP).stdout.splitlines()}
+    assert lines["sync_account"].endswith(
+        f" concurrency_key={function} key_limit=2 key_weight=3"
+        f" unique_key={function} (live) on_conflict=replace"
+    )
+    assert lines["bulk_import"].endswith(" concurrency_key=imports fair=no")
+    assert lines["ledger_entry"].endswith(f" ordering_key={function} ordering_on_dead=block")
+    assert lines["reindex"].endswith(" ordering_key=index ordering_on_dead=skip debounce=2s")
+    assert lines["welcome"].endswith(
+        " unique_key=welcome (live_or_succeeded) unique_scope=shared version=2"
+    )
+    assert tasks["welcome"]["unique_scope"] == "shared"
+    assert tasks["sync_account"]["unique_scope"] == "task"
 
 
 async def test_prune_dry_run_counts_exactly_what_the_real_run_deletes(

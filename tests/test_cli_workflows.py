@@ -1,6 +1,7 @@
 """``skiplock job show`` / ``signal`` / ``waiting`` / ``batch`` on workflows, through the real
-CLI on SQLite and PostgreSQL: what they print, the documented ``--json`` keys, and a signal
-that resumes a parked job exactly once (a second one exits 1 saying it changed nothing)."""
+CLI on SQLite and PostgreSQL: what they print, the documented ``--json`` keys, a signal that
+resumes a parked job (a second one is kept for a next wait; one after the job finished exits
+1), and a signal of a name the job does not wait for (exits 1 naming the one it does)."""
 
 from __future__ import annotations
 
@@ -58,15 +59,46 @@ async def test_a_signal_from_the_cli_resumes_a_parked_job_once(cli: Cli, app: sk
     )
     assert ok(sent).strip() == f"job {handle.id}: signal 'approved' delivered"
     again = await run(cli, "job", "signal", APP, str(handle.id), "approved")
-    assert again.returncode == 1  # type: ignore[attr-defined]
-    assert "was delivered already: nothing changed" in again.stderr  # type: ignore[attr-defined]
+    assert ok(again).strip() == (  # pending now: kept for a next wait, as a queue would
+        f"job {handle.id}: signal 'approved' kept: job {handle.id} waits for no signal now; "
+        "its next wait_for('approved') takes it"
+    )
     await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
     assert await handle.result(timeout=10) == {"by": "ann"}
+    late = await run(cli, "job", "signal", APP, str(handle.id), "approved")
+    assert late.returncode == 1  # type: ignore[attr-defined]
+    assert late.stderr.strip() == (  # type: ignore[attr-defined]
+        f"Error: job {handle.id}: signal 'approved' not kept: job {handle.id} has finished"
+    )
     trail = await app.audit_trail()
-    assert [(e.what, e.detail) for e in trail[:2]] == [
-        ("signal", "approved: duplicate"),
+    assert [(e.what, e.detail) for e in trail[:3]] == [
+        ("signal", "approved: finished"),
+        ("signal", "approved: kept"),
         ("signal", "approved: delivered"),
     ]
+
+
+async def test_a_signal_the_job_does_not_wait_for_says_so_and_exits_1(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """A person's likely typo: the job is parked on 'approved', the signal says 'aproved'."""
+    handle = await cli_app.approval.aenqueue()
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    assert (await app.get_job(handle.id)).state is JobState.WAITING
+    typo = await run(cli, "job", "signal", APP, str(handle.id), "aproved")
+    assert typo.returncode == 1, (typo.stdout, typo.stderr)  # type: ignore[attr-defined]
+    assert typo.stderr.strip() == (  # type: ignore[attr-defined]
+        f"Error: job {handle.id}: signal 'aproved' kept, not awaited: job {handle.id} waits "
+        "for 'approved', not 'aproved'"
+    )
+    assert (await app.get_job(handle.id)).state is JobState.WAITING  # still parked
+    receipt = await app.signal(handle.id, "aproved")
+    assert (receipt.outcome, receipt.waiting_for) == (skiplock.SignalOutcome.KEPT, "approved")
+    assert receipt.mistaken and not receipt.awaited
+    right = await run(cli, "job", "signal", APP, str(handle.id), "approved", "--payload", "1")
+    assert ok(right).strip() == f"job {handle.id}: signal 'approved' delivered"
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    assert await handle.result(timeout=10) == 1
 
 
 async def test_batch_prints_its_counts(cli: Cli, app: skiplock.App) -> None:
@@ -81,3 +113,26 @@ async def test_batch_prints_its_counts(cli: Cli, app: skiplock.App) -> None:
     assert f"batch {batch.id} closed: 2/2 finished dead=1 succeeded=1" in text
     missing = await run(cli, "job", "batch", APP, "999999")
     assert missing.returncode == 1 and "no such batch" in missing.stderr  # type: ignore[attr-defined]
+
+
+async def test_retrying_a_cancelled_link_says_it_waits_and_a_link_without_input_is_refused(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """``job retry`` of a chain's link a person cancelled while its parent had not run says
+    it waits for its parents again (it does not run); of a link whose parent died, one line
+    naming the parent, exit 1, nothing changed."""
+    flow = await chain(cli_app.add.s(1, 2), cli_app.add_sync.s(3)).aenqueue()
+    _first, second = flow.ids
+    ok(await run(cli, "job", "cancel", APP, str(second)))
+    text = ok(await run(cli, "job", "retry", APP, str(second)))
+    assert text == f"job {second} waits for its parents again (1 left)\n"
+    assert (await app.get_job(second)).state is JobState.WAITING
+    doomed = await chain(cli_app.fail.s("down"), cli_app.add_sync.s(3)).aenqueue()
+    dead, link = doomed.ids
+    await skiplock.Worker(app, poll_interval_s=0.05).run(burst=True)
+    assert (await app.get_job(link)).state is JobState.CANCELLED
+    refused = await run(cli, "job", "retry", APP, str(link))
+    assert refused.returncode == 1  # type: ignore[attr-defined]
+    lines = refused.stderr.splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1 and f"parent job {dead}, which ended dead" in lines[0], lines
+    assert (await app.get_job(link)).state is JobState.CANCELLED

@@ -42,8 +42,26 @@ async def test_bounded_queue_says_not_now_all_or_nothing(app: skiplock.App) -> N
     await app.enqueue_many([b.prepare(n) for n in range(3)])  # room again once drained
     (info,) = [q for q in await app.queues() if q.name == "bounded"]
     assert (info.max_depth, info.pending) == (3, 3)
-    await app.set_queue_limits("bounded")  # lift the bound
+    await app.set_queue_limits("bounded", max_depth=None)  # lift the bound
     await b.aenqueue(9)
+
+
+async def test_setting_one_queue_limit_keeps_the_others(app: skiplock.App) -> None:
+    """The guide's order: limits first, aging a minute later; the rate must survive it."""
+    await app.set_queue_limits("email", max_running=50, rate_per_s=20, create=True)
+    await app.set_queue_limits("email", aging_s=30)
+    email = await app.queue_info("email")
+    assert (email.max_depth, email.max_running, email.rate_per_s, email.aging_s) == (
+        None,
+        50,
+        20,
+        30,
+    )
+    await app.set_queue_limits("email", rate_per_s=None)  # None lifts the one named
+    email = await app.queue_info("email")
+    assert (email.max_running, email.rate_per_s, email.aging_s) == (50, None, 30)
+    await app.set_queue_limits("email")  # nothing named: nothing changes
+    assert await app.queue_info("email") == email
 
 
 async def test_unique_keys_while_live(app: skiplock.App) -> None:
@@ -113,7 +131,8 @@ async def test_sixteen_processes_racing_one_key_create_one_job(
         "h = cli_app.record.using(unique_key='the-one').enqueue(0)\n"
         "print(h.id)\n"
     )
-    env = {**os.environ, "SKIPLOCK_DATABASE_URL": app.url, "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "SKIPLOCK_DATABASE_URL": app.url, "PYTHONPATH": path}
 
     def race() -> list[str]:
         procs = [

@@ -1,6 +1,6 @@
-"""The SQLite file and its -wal/-shm are created readable by their owner alone (issue 22 low 8):
-jobs carry arguments and results. ``?mode=`` chooses another mode for a new file; an existing
-file keeps the mode it has."""
+"""The SQLite file and its -wal/-shm (and skiplock's id ledger, -ids) are created readable by
+their owner alone (issue 22 low 8): jobs carry arguments and results. ``?mode=`` chooses
+another mode for a new file; an existing file keeps the mode it has."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def umask_022() -> Iterator[None]:
 def _modes(db: Path) -> dict[str, int]:
     return {
         p.name: stat.S_IMODE(p.stat().st_mode)
-        for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
+        for p in (db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-ids")))
     }
 
 
@@ -44,7 +44,12 @@ async def test_a_new_database_and_its_wal_files_are_0600(tmp_path: Path, umask_0
     db = tmp_path / "jobs.db"
     app = await _open_and_enqueue(f"sqlite:///{db}")
     try:
-        assert _modes(db) == {"jobs.db": 0o600, "jobs.db-wal": 0o600, "jobs.db-shm": 0o600}
+        assert _modes(db) == {
+            "jobs.db": 0o600,
+            "jobs.db-wal": 0o600,
+            "jobs.db-shm": 0o600,
+            "jobs.db-ids": 0o600,  # the id ledger (sqlite_ids.py)
+        }
     finally:
         await app.close()
 
@@ -65,6 +70,7 @@ async def test_an_existing_file_keeps_its_mode(tmp_path: Path, umask_022: None) 
     app = await _open_and_enqueue(f"sqlite:///{db}")
     try:
         assert _modes(db)["jobs.db"] == 0o660
+        assert _modes(db)["jobs.db-ids"] == 0o660  # as SQLite's -wal: whoever writes it
     finally:
         await app.close()
 

@@ -10,8 +10,9 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
-from skiplock._worker.supervisor import Supervisor
+from skiplock._worker.supervisor import Child, Supervisor
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
@@ -61,3 +62,22 @@ def test_a_child_killed_after_the_stop_is_counted() -> None:
     os.kill(child.process.pid, signal.SIGKILL)
     thread.join(30)
     assert code == [signal.SIGKILL]
+
+
+def test_a_child_killed_just_before_the_stop_is_not_counted() -> None:
+    """A child SIGKILLed a moment before the SIGTERM, its death not yet seen by the supervisor's
+    poll: it died before the stop (a crash, restarted were it not for the stop), so the
+    supervisor still exits 0 once the others stopped on the forwarded signal (it exited 9)."""
+    supervisor = Supervisor(SLEEPER, release=None)
+    supervisor.children = [Child.start(SLEEPER, i) for i in range(2)]
+    for child in supervisor.children:
+        child.ready_at = time.monotonic()
+    victim = supervisor.children[0].process.pid
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while (stat := Path(f"/proc/{victim}/stat").read_text())[stat.rfind(")") + 2] != "Z":
+        assert time.monotonic() < deadline, "the victim never exited"
+        time.sleep(0.01)  # exited, not yet reaped: the supervisor has not seen it
+    supervisor.forward(signal.SIGTERM, None)
+    assert supervisor.run(0) == 0
+    assert supervisor.children == []

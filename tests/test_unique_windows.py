@@ -304,7 +304,9 @@ async def test_a_debounce_that_loses_its_running_holder_to_a_finish_looks_again(
                 first.id,
             )
             answer = backend._asyncpg_answers(waiter)
-            release = asyncio.ensure_future(answer(flows.ReleaseRunning("moved", first.id)))
+            release = asyncio.ensure_future(
+                answer(flows.ReleaseRunning(reindex.prepare(2), first.id))
+            )
             pid = waiter.get_server_pid()
 
             waits = "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1"

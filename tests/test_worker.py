@@ -678,7 +678,7 @@ async def test_a_running_worker_reports_each_service_ready_then_stopped(
     await asyncio.wait_for(worker.ready.wait(), 30)
     status = worker.status()
     expected = {"completer", "executor", "lease-keeper", "rescuer", "canceller", "pruner"}
-    expected |= {"watchdog", "presence", "log-summary"}
+    expected |= {"watchdog", "presence", "log-summary", "wait-timer"}
     if app.url.startswith("postgresql"):
         # the live partition's dead versions: vacuums and segment rotations (SQLite leaves none)
         expected.add("vacuumer")

@@ -71,14 +71,34 @@ async def test_a_parked_job_outlives_its_worker_and_resumes_once(
     first.wait()
     record = await app.get_job(handle.id)
     assert record.state is JobState.WAITING and record.lease_expires_at is None
-    assert await app.signal(handle.id, "approved", "yes") is SignalOutcome.DELIVERED
-    assert await app.signal(handle.id, "approved", "again") is SignalOutcome.DUPLICATE
+    assert (await app.signal(handle.id, "approved", "yes")).outcome is SignalOutcome.DELIVERED
+    assert (await app.signal(handle.id, "approved", "again")).outcome is SignalOutcome.KEPT
     second = cli.start(*FAST)
     assert await handle.result(timeout=60) == "yes"
     second.send_signal(signal.SIGTERM)
     assert second.wait(30) == 0
     words = [ln.split()[0] for ln in cli.lines()]
     assert words == ["asked", "approved"], cli.lines()  # the step before the wait ran once
+
+
+async def test_a_loop_of_waits_and_steps_replays_in_order_after_a_sigkill(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """Four messages wait in the mailbox; the worker handles ``a`` and ``b`` (each in a step)
+    and is SIGKILLed. The next worker replays both waits and both steps from what is stored,
+    in order, then takes ``c`` and ``stop``: each message handled once, none skipped."""
+    handle = await workflow_app.inbox.aenqueue()
+    sent = [await app.signal(handle.id, "next", msg) for msg in ("a", "b", "c", "stop")]
+    first = cli.start(*FAST)
+    await await_until(lambda: first.poll() is not None, "the worker to die", 30)
+    assert first.returncode == -signal.SIGKILL
+    second = cli.start(*FAST)
+    assert await handle.result(timeout=60) == ["a", "b", "c"]
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(30) == 0
+    words = [ln.rsplit(" ", 1)[0] for ln in cli.lines()]  # without the pid
+    assert words == ["handled a", "handled b", "crash", "handled c"], cli.lines()
+    assert {r.outcome for r in sent} == {SignalOutcome.KEPT}  # none waited for yet
 
 
 async def await_until_async(condition: object, what: str, timeout: float = 30) -> None:

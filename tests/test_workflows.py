@@ -344,7 +344,7 @@ async def test_an_open_batch_grows_until_closed(app: skiplock.App) -> None:
     await app.drain()
     assert (await batch.info()).counts == {"succeeded": 1}
     assert not [c for c in t["calls"] if c[0] == "note"]  # still open: no callback
-    async with app.batch(id=batch.id):
+    async with app.batch(id=batch.id, close=True):
         await t["add"].aenqueue(2)
     await app.drain()
     assert [c[1] for c in t["calls"] if c[0] == "note"] == [(batch.id,)]
@@ -419,12 +419,11 @@ async def test_wait_for_parks_without_a_slot_and_a_signal_resumes_once(
         await app.signal(handle.id, "approved", {"by": "ann"}),
         await app.signal(handle.id, "approved", {"by": "bob"}),
     ]
-    assert outcomes == [SignalOutcome.DELIVERED, SignalOutcome.DUPLICATE]
+    assert [r.outcome for r in outcomes] == [SignalOutcome.DELIVERED, SignalOutcome.KEPT]
     await app.drain()
-    assert await handle.result(timeout=5) == {"by": "ann"}
+    assert await handle.result(timeout=5) == {"by": "ann"}  # one wait takes one signal
     assert seen == ["asked", {"by": "ann"}]
-    assert await app.signal(handle.id, "approved") is SignalOutcome.DUPLICATE
-    assert await app.signal(handle.id, "other") is SignalOutcome.FINISHED
+    assert (await app.signal(handle.id, "approved")).outcome is SignalOutcome.FINISHED
     with pytest.raises(skiplock.JobNotFound):
         await app.signal(999_999, "approved")
 
@@ -435,12 +434,14 @@ async def test_a_signal_before_the_wait_is_kept_for_it(app: skiplock.App) -> Non
         return await skiplock.current_job().wait_for("go", timeout=60)
 
     handle = await later.aenqueue()
-    assert await app.signal(handle.id, "go", 7) is SignalOutcome.DELIVERED
+    assert (await app.signal(handle.id, "go", 7)).outcome is SignalOutcome.KEPT
     await app.drain()
     assert await handle.result(timeout=5) == 7
 
 
-async def test_a_timeout_and_a_late_signal_resolve_once(db_url: str, clock: FakeClock) -> None:
+async def test_a_timeout_and_a_late_signal_resolve_once_the_signal_kept(
+    db_url: str, clock: FakeClock
+) -> None:
     app = skiplock.App(db_url, clock=clock)
     await app.migrate()
     try:
@@ -459,7 +460,8 @@ async def test_a_timeout_and_a_late_signal_resolve_once(db_url: str, clock: Fake
         assert (await backend.workflow_sweep()).timed_out == []
         clock.advance(31)
         assert (await backend.workflow_sweep()).timed_out == [handle.id]
-        assert await app.signal(handle.id, "go") is SignalOutcome.TIMED_OUT
+        late = await app.signal(handle.id, "go")
+        assert (late.outcome, late.waiting_for) == (SignalOutcome.KEPT, None)  # for a next wait
         await app.drain()
         assert await handle.result(timeout=5) == "timed out: go"
     finally:
@@ -571,7 +573,7 @@ async def test_a_sync_task_has_steps_waits_and_parent_results(app: skiplock.App)
     await app.drain()
     await app.drain()
     assert (await app.get_job(flow.id)).state is JobState.WAITING
-    assert await app.signal(flow.id, "go", "ok") is SignalOutcome.DELIVERED
+    assert (await app.signal(flow.id, "go", "ok")).outcome is SignalOutcome.DELIVERED
     await app.drain()
     assert await flow.result(timeout=5) == [[5], "one", "ok"]
     assert ran == ["first"]
@@ -615,13 +617,13 @@ async def test_a_signal_is_in_the_jobs_own_trail_and_its_payload_is_checked(
     await app.drain()
     with pytest.raises(skiplock.PayloadError, match=r"signal 'go': its payload \(float\)"):
         await app.signal(handle.id, "go", float("nan"))
-    assert await app.signal(handle.id, "go", 1, who="ann") is SignalOutcome.DELIVERED
+    assert (await app.signal(handle.id, "go", 1, who="ann")).outcome is SignalOutcome.DELIVERED
+    assert (await app.signal(handle.id, "go", 2, who="bob")).outcome is SignalOutcome.KEPT
     await app.drain()
-    assert await app.signal(handle.id, "go", 2, who="bob") is SignalOutcome.DUPLICATE
-    assert await app.signal(handle.id, "late", 3, who="cy") is SignalOutcome.FINISHED
+    assert (await app.signal(handle.id, "late", 3, who="cy")).outcome is SignalOutcome.FINISHED
     trail = [(a["who"], a["what"]) for a in (await app.get_job(handle.id)).audit]
     assert trail == [
         ("ann", "signal go: delivered"),
-        ("bob", "signal go: duplicate"),
+        ("bob", "signal go: kept"),
         ("cy", "signal late: finished"),
     ]

@@ -21,6 +21,9 @@ SLOW_MODULES = {
     "tests/test_pgbouncer.py": "starts a real PgBouncer (15 s)",
     "tests/test_properties.py": "hypothesis runs over both databases (17 s)",
     "tests/test_records.py": "the real CLI in subprocesses (9 s)",
+    "tests/test_orphans.py": "real supervisors SIGKILLed, their children waited for (20 s)",
+    "tests/test_dead_workers.py": "real workers killed and frozen past a 10 s limit (90 s)",
+    "tests/test_supervisor_restarts.py": "real supervisors restarting children (40-65 s)",
 }
 
 SLOW_TESTS = {
@@ -76,6 +79,9 @@ SLOW_TESTS = {
     "tests/backends/test_operations.py": {
         "test_error_filter_matches_decoded_messages_case_insensitively": "2.7 s",
     },
+    "tests/test_workflow_limits.py": {
+        "test_a_sweep_item_the_database_refuses_is_logged_and_the_worker_goes_on": "1.9 s",
+    },
     "tests/test_results.py": {
         "test_a_result_that_cannot_be_stored_kills_the_job_not_the_worker": "2.4 s",
         "test_a_populated_version_5_database_upgrades_and_runs_its_jobs": "1.9 s",
@@ -88,6 +94,10 @@ SLOW_TESTS = {
     },
     "tests/backends/test_registry.py": {
         "test_an_sqlite_app_never_imports_the_postgres_driver": "2.2 s (a subprocess)",
+    },
+    "tests/test_ids_never_reused.py": {
+        "test_a_rollback_in_another_process_is_not_reused_here_after_a_restart": "2.9 s",
+        "test_an_enqueue_in_another_process_after_the_rollback_gets_a_new_id": "2 s",
     },
 }
 

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from . import _schema
-from ._app_control import Operations
+from ._app_control import KEPT, Kept, Operations
 from ._app_observe import DEFAULT_KEYS_SHOWN, DEFAULT_WINDOW_S, Observe
 from ._app_results import Results
 from ._app_workflows import MAX_GRAPH_JOBS, WorkflowOps
@@ -47,7 +47,7 @@ from ._job import (
     TaskPause,
     WorkerInfo,
 )
-from ._limits import check_int
+from ._limits import MAX_PARENTS, check_int
 from ._observe.stats import Stats
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
 from ._registry import Registry
@@ -62,7 +62,14 @@ from ._task import JobHandle, Task, Upcast
 from ._tracing import Tracing
 from ._url import mask_in, mask_url
 from ._workflow import Signature
-from ._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from ._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
 from .errors import ConfigurationError, SchemaError
 
 P = ParamSpec("P")
@@ -231,6 +238,7 @@ class App:
         unique_key: str | Callable[..., str] | None = None,
         on_conflict: Literal["keep", "replace", "reject"] = "keep",
         unique_while: Literal["live", "live_or_succeeded"] = "live",
+        unique_scope: Literal["task", "shared"] = "task",
         unique_for: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
         key_weight: int | None = None,
@@ -261,6 +269,7 @@ class App:
         unique_key: str | Callable[..., str] | None = None,
         on_conflict: Literal["keep", "replace", "reject"] = "keep",
         unique_while: Literal["live", "live_or_succeeded"] = "live",
+        unique_scope: Literal["task", "shared"] = "task",
         unique_for: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
         key_weight: int | None = None,
@@ -281,7 +290,9 @@ class App:
 
         ``unique_key`` (a string or a function of the arguments), ``on_conflict``,
         ``unique_while``, ``unique_for`` and ``debounce``: what an enqueue does while another
-        job holds its key (docs/concepts/delivery.md, "Unique jobs")."""
+        job holds its key, a job of this task (``unique_scope="task"``, the default) or of
+        any task sharing the key space (``"shared"``) (docs/concepts/delivery.md, "Unique
+        jobs")."""
 
         def register(f: Callable[P, R]) -> Task[P, R]:
             task = Task(
@@ -306,6 +317,7 @@ class App:
                 unique_key=unique_key,
                 on_conflict=on_conflict,
                 unique_while=unique_while,
+                unique_scope=unique_scope,
                 unique_for=unique_for,
                 debounce=debounce,
                 key_weight=key_weight,
@@ -402,8 +414,11 @@ class App:
     # -- the database -------------------------------------------------------------------------
 
     def new_backend(self) -> Backend:
-        """A fresh, unopened backend for this app's URL."""
-        return open_backend(self.url, clock=self.clock)
+        """A fresh, unopened backend for this app's URL (its workflow releases bound by this
+        app's ``max_payload_bytes``)."""
+        backend = open_backend(self.url, clock=self.clock)
+        backend.max_payload_bytes = self.max_payload_bytes
+        return backend
 
     async def backend(self, *, create: bool = False) -> Backend:
         """The open backend for the running event loop (one per loop: pools are per loop).
@@ -508,21 +523,28 @@ class App:
         on_success: Signature | None = None,
         on_complete: Signature | None = None,
         id: int | None = None,
-        close: bool = True,
+        close: bool | None = None,
     ) -> Batch:
         """A batch: ``async with app.batch(on_success=report.s()) as batch:`` (or ``with``);
         every job enqueued in the block joins it. ``on_success`` runs once every member
         succeeded (a member that dies or is cancelled cancels it), ``on_complete`` once every
-        member finished, either way; each exactly once, with the batch's id first. The block's
-        end closes the batch; ``close=False`` leaves it open, and ``app.batch(id=...)``
-        reopens an open one to add more (``app.close_batch(id)`` closes it)."""
+        member finished, either way; each exactly once, with the batch's id first.
+
+        A new batch is closed at the block's end (``close=False`` leaves it open);
+        ``app.batch(id=...)`` adds more to an open one and leaves it open (``close=True``
+        closes it at the block's end, ``app.close_batch(id)`` at any time). A block that
+        raises aborts the batch, like a transaction: neither callback runs, its members that
+        have not started are cancelled, those running finish, and the exception goes on."""
         if id is not None:
             check_int("id", id, 1, 2**63 - 1)
             if on_success is not None or on_complete is not None:
                 raise ConfigurationError(
                     "app.batch(id=...): an existing batch keeps its callbacks; give id= alone"
                 )
-        return Batch(self, on_success, on_complete, id, close)
+        if close is not None and not isinstance(close, bool):
+            raise ConfigurationError(f"app.batch(close={close!r}): must be True or False")
+        closes = close if close is not None else id is None
+        return Batch(self, on_success, on_complete, id, closes)
 
     async def open_batch(
         self, on_success: Signature | None = None, on_complete: Signature | None = None
@@ -535,22 +557,46 @@ class App:
         have). False if it was closed already."""
         return await self._workflows.close_batch(batch_id)
 
+    async def abort_batch(self, batch_id: int, reason: BaseException) -> bool:
+        """Abort an open batch (what a block that raises does): it closes, neither callback
+        runs, and its members that have not started are cancelled (``BatchAborted``, naming
+        ``reason``); those running finish. False if it was closed already (nothing changes)."""
+        return await self._workflows.abort_batch(batch_id, reason)
+
     async def batch_info(self, batch_id: int) -> BatchInfo:
         """A batch's live counts: members per state, whether it is closed, its callbacks."""
         return await self._workflows.batch_info(batch_id)
 
     async def signal(
         self, job_id: int, name: str, payload: Any = None, *, who: str = ""
-    ) -> SignalOutcome:
-        """Send the signal ``name`` to a job: a job parked on it (``job.wait_for(name)``)
-        runs again now, with ``payload`` (strict JSON) as ``wait_for``'s value; a job that has
-        not waited yet finds it when it does. Once per name: a second signal, or one after
-        the wait timed out, changes nothing (``DUPLICATE``, ``TIMED_OUT``). Audited."""
+    ) -> SignalReceipt:
+        """Send the signal ``name`` to a job, with ``payload`` (strict JSON) as what its
+        ``wait_for(name)`` returns. A job's signals of a name are kept in the order they
+        come, each taken by one ``wait_for``: a job parked on it runs again now
+        (``DELIVERED``); otherwise it is kept for a later wait (``KEPT``; the receipt's
+        ``waiting_for`` names the signal the job is parked on, if another); a finished job
+        keeps nothing (``FINISHED``). Audited."""
         return await self._workflows.signal(job_id, name, payload, who=who)
 
-    async def job_links(self, job_id: int) -> JobLinks:
-        """A job's parents, children, batch, and what it waits for."""
-        return await self._workflows.job_links(job_id)
+    async def job_links(
+        self, job_id: int, *, parents_limit: int = MAX_PARENTS, children_limit: int = 1000
+    ) -> JobLinks:
+        """A job's parents (the first ``parents_limit`` in order, and all of them counted
+        by state: ``parent_counts``), children (the first ``children_limit`` by id), batch,
+        and what it waits for."""
+        return await self._workflows.job_links(job_id, children_limit, parents_limit)
+
+    async def linked_jobs(
+        self,
+        job_id: int,
+        side: Literal["parents", "children"],
+        *,
+        after: int | None = None,
+        limit: int = 200,
+    ) -> list[LinkedJob]:
+        """A page of a job's parents or children by id: at most ``limit``, those after id
+        ``after`` (None: from the first); pass the last id of one page for the next."""
+        return await self._workflows.linked_jobs(job_id, side, after, limit)
 
     async def waiting_jobs(self, limit: int = 200) -> list[WaitingJob]:
         """Jobs in ``waiting``: on parents, or parked on a signal (and until when)."""
@@ -605,7 +651,9 @@ class App:
     async def drain(self, *, queues: Sequence[str] | None = None) -> list[JobOutcome]:
         """Run every ready job in this process until none is left (a burst worker), and
         return the outcome of each job it ran, in the order they were written. For tests
-        (``skiplock.testing.drain``, which this calls)."""
+        (``skiplock.testing.drain``, which this calls). Ready is due now: a parked
+        ``wait_for`` whose timeout has passed runs; a timeout or a retry still to come is not
+        waited for."""
         from ._worker.drain import drain  # loaded on first use: the App holds no worker
 
         return await drain(self, queues=queues)
@@ -771,18 +819,19 @@ class App:
         self,
         queue: str,
         *,
-        max_depth: int | None = None,
-        max_running: int | None = None,
-        rate_per_s: float | None = None,
-        aging_s: float | None = None,
+        max_depth: int | Kept | None = KEPT,
+        max_running: int | Kept | None = KEPT,
+        rate_per_s: float | Kept | None = KEPT,
+        aging_s: float | Kept | None = KEPT,
         who: str = "",
         create: bool = False,
     ) -> None:
         """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
         every worker (``max_running`` at once, ``rate_per_s`` starts a second), and age its
         priorities (``aging_s``: a ready job's effective priority is ``priority + floor(wait /
-        aging_s)``, so a flood of higher priorities cannot starve it). Each call sets all
-        four; None lifts one. The queue must be known unless ``create``, as ``pause_queue``."""
+        aging_s)``, so a flood of higher priorities cannot starve it). A call sets the ones
+        it names, None lifting one; those left out stay as they are. The queue must be known
+        unless ``create``, as ``pause_queue``."""
         return await self._operations.set_queue_limits(
             queue,
             max_depth=max_depth,

@@ -8,8 +8,11 @@ is on ``App``, which delegates to these one to one."""
 
 from __future__ import annotations
 
+import enum
 import getpass
 import socket
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ._backends import BackendGetter
 from ._backends.base import (
@@ -42,6 +45,34 @@ from ._limits import (
 )
 from ._registry import Registry
 from .errors import ConfigurationError, DuplicateJob
+
+
+class Kept(enum.Enum):
+    """A queue setting left out of ``set_queue_limits``: it stays as it is (None lifts one)."""
+
+    KEPT = "kept"
+
+    def __repr__(self) -> str:
+        return "KEPT"
+
+
+KEPT = Kept.KEPT
+T = TypeVar("T")
+
+
+_QUEUE_LIMIT_CHECKS: dict[str, Callable[[str, Any], object]] = {
+    "max_depth": lambda option, value: check_int(option, value, 0),
+    "max_running": lambda option, value: check_int(option, value, 0),
+    "rate_per_s": check_rate,
+    "aging_s": check_aging,
+}
+"""Each queue setting's bound (``_limits``), for a value given (None lifts it)."""
+
+
+def _set(value: T | Kept | None) -> T | None:
+    """A setting's value for the backend (one left out is not among ``given``: its value
+    is never read)."""
+    return None if value is KEPT else value
 
 
 def default_who() -> str:
@@ -265,30 +296,34 @@ class Operations:
         self,
         queue: str,
         *,
-        max_depth: int | None = None,
-        max_running: int | None = None,
-        rate_per_s: float | None = None,
-        aging_s: float | None = None,
+        max_depth: int | Kept | None = KEPT,
+        max_running: int | Kept | None = KEPT,
+        rate_per_s: float | Kept | None = KEPT,
+        aging_s: float | Kept | None = KEPT,
         who: str = "",
         create: bool = False,
     ) -> None:
-        if max_depth is not None:
-            check_int("max_depth", max_depth, 0)
-        if max_running is not None:
-            check_int("max_running", max_running, 0)
-        if rate_per_s is not None:
-            check_rate("rate_per_s", rate_per_s)
-        if aging_s is not None:
-            check_aging("aging_s", aging_s)
+        given = {
+            "max_depth": max_depth,
+            "max_running": max_running,
+            "rate_per_s": rate_per_s,
+            "aging_s": aging_s,
+        }
+        changes = {name: value for name, value in given.items() if value is not KEPT}
+        for name, value in changes.items():
+            if value is not None:
+                _QUEUE_LIMIT_CHECKS[name](name, value)
         limits = QueueSetLimitsParams(
-            await self._known_queue(queue, create), max_depth, max_running, rate_per_s, aging_s
+            await self._known_queue(queue, create),
+            max_depth=_set(max_depth),
+            max_running=_set(max_running),
+            rate_per_s=_set(rate_per_s),
+            aging_s=_set(aging_s),
+            given=frozenset(changes),
         )
         await (await self.backend()).queue_set_limits(limits)
-        detail = (
-            f"max_depth={max_depth} max_running={max_running} rate_per_s={rate_per_s}"
-            f" aging_s={aging_s}"
-        )
-        await self._audit("set queue limits", who, f"queue {queue}", detail)
+        detail = " ".join(f"{name}={value}" for name, value in changes.items())
+        await self._audit("set queue limits", who, f"queue {queue}", detail or "nothing changed")
 
     async def pause_task(
         self, task: str, *, for_s: float | None = None, reason: str = "", who: str = ""

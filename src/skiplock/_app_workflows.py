@@ -6,22 +6,47 @@ A part the App composes over the backend; the public methods' documentation is o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from typing import Any
 
 from ._app_control import default_who
+from ._attempt import MAX_MESSAGE_CHARS
 from ._backends import BackendGetter
 from ._durable import check_name, signal_payload
 from ._job import NewJob
-from ._limits import check_int
+from ._limits import MAX_PARENTS, check_int
 from ._workflow import Signature
-from ._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from ._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
 from .errors import ConfigurationError
 
 MAX_CHILDREN_SHOWN = 1000
 MAX_GRAPH_JOBS = 2000
 
 Audit = Callable[[str, str, str, str], Coroutine[Any, Any, None]]
+
+
+def batch_aborted_record(batch_id: int, reason: BaseException) -> str:
+    """The error a job cancelled with its aborted batch keeps (the shape of an attempt's)."""
+    what = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
+    return json.dumps(
+        {
+            "attempt": 0,
+            "at": datetime.now(UTC).isoformat(),
+            "message": f"batch {batch_id} was aborted: its block raised {what}"[:MAX_MESSAGE_CHARS],
+            "type": "BatchAborted",
+            "traceback": None,
+            "worker": None,
+        }
+    )
 
 
 class WorkflowOps:
@@ -50,25 +75,48 @@ class WorkflowOps:
         check_int("batch_id", batch_id, 1, 2**63 - 1)
         return await (await self.backend()).workflow_close_batch(batch_id)
 
+    async def abort_batch(self, batch_id: int, reason: BaseException) -> bool:
+        check_int("batch_id", batch_id, 1, 2**63 - 1)
+        error = batch_aborted_record(batch_id, reason)
+        return await (await self.backend()).workflow_abort_batch(batch_id, error)
+
     async def batch_info(self, batch_id: int) -> BatchInfo:
         check_int("batch_id", batch_id, 1, 2**63 - 1)
         return await (await self.backend()).workflow_batch_info(batch_id)
 
     async def signal(
         self, job_id: int, name: str, payload: Any = None, *, who: str = ""
-    ) -> SignalOutcome:
+    ) -> SignalReceipt:
         check_int("job_id", job_id, 1, 2**63 - 1)
         check_name("name", name)
         text = signal_payload(name, payload, self.max_payload_bytes)
         who = who or default_who()
-        outcome = await (await self.backend()).workflow_signal(job_id, name, text, who)
-        await self._audit("signal", who, f"job {job_id}", f"{name}: {outcome.value}")
-        return outcome
+        receipt = await (await self.backend()).workflow_signal(job_id, name, text, who)
+        await self._audit("signal", who, f"job {job_id}", f"{name}: {receipt.outcome.value}")
+        return receipt
 
-    async def job_links(self, job_id: int, children_limit: int = MAX_CHILDREN_SHOWN) -> JobLinks:
+    async def job_links(
+        self,
+        job_id: int,
+        children_limit: int = MAX_CHILDREN_SHOWN,
+        parents_limit: int = MAX_PARENTS,
+    ) -> JobLinks:
         check_int("job_id", job_id, 1, 2**63 - 1)
         check_int("children_limit", children_limit, 1, 100_000)
-        return await (await self.backend()).workflow_links(job_id, children_limit)
+        check_int("parents_limit", parents_limit, 1, MAX_PARENTS)
+        return await (await self.backend()).workflow_links(job_id, children_limit, parents_limit)
+
+    async def linked_jobs(
+        self, job_id: int, side: str, after: int | None, limit: int
+    ) -> list[LinkedJob]:
+        check_int("job_id", job_id, 1, 2**63 - 1)
+        if side not in ("parents", "children"):
+            raise ConfigurationError(f"side={side!r}: must be 'parents' or 'children'")
+        if after is not None:
+            check_int("after", after, 1, 2**63 - 1)
+        check_int("limit", limit, 1, 10_000)
+        backend = await self.backend()
+        return await backend.workflow_linked(job_id, side == "parents", after or 0, limit)
 
     async def waiting_jobs(self, limit: int = 200) -> list[WaitingJob]:
         check_int("limit", limit, 1, 10_000)

@@ -8,11 +8,17 @@ the batch is closed and every member has finished (``on_success``: every member 
 member that dies or is cancelled cancels it): exactly once, because that is one conditional
 change of its row, whichever worker finishes the last member, and the sweep finishes it if a
 worker dies in between. Its first argument is the batch's id (``app.batch_info(id)``).
+
+A block that raises aborts the batch, as a failed transaction leaves nothing behind: what it
+added is not the batch the code meant, so neither callback runs over it, and its members that
+have not started are cancelled (those already running finish: a job that started cannot be
+taken back). The exception goes on to the caller.
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
@@ -23,6 +29,9 @@ from ._workflow_records import BatchInfo
 T = TypeVar("T")
 
 
+log = logging.getLogger("skiplock")
+
+
 class BatchApp(Protocol):
     """What a batch calls on its app (``App`` is one)."""
 
@@ -31,6 +40,8 @@ class BatchApp(Protocol):
     ) -> int: ...
 
     async def close_batch(self, batch_id: int) -> bool: ...
+
+    async def abort_batch(self, batch_id: int, reason: BaseException) -> bool: ...
 
     async def batch_info(self, batch_id: int) -> BatchInfo: ...
 
@@ -62,7 +73,8 @@ class Batch:
         self.on_success, self.on_complete = on_success, on_complete
         self._id = batch_id
         self.close = close
-        """Whether the block's end closes the batch (False: more may join later)."""
+        """Whether the block's end closes the batch (False: more may join later). A block
+        that raises aborts it either way."""
         self._token: contextvars.Token[int | None] | None = None
 
     @property
@@ -88,8 +100,25 @@ class Batch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._leave():
+        closes = self._leave()
+        if exc is not None:
+            await self._abort(exc)
+        elif closes:
             await self.app.close_batch(self.id)
+
+    async def _abort(self, exc: BaseException) -> None:
+        """The block raised: abort the batch. If even that fails (the database is away), the
+        batch stays open, so its callbacks still never run; the block's own error goes on."""
+        try:
+            await self.app.abort_batch(self.id, exc)
+        except Exception as failed:
+            log.warning(
+                "batch %d: its block raised %s, and aborting it failed (%s): it stays open, "
+                "so its callbacks do not run; its members that have not started will",
+                self.id,
+                type(exc).__name__,
+                failed,
+            )
 
     def __enter__(self) -> Batch:
         if self._id is None:
@@ -103,7 +132,10 @@ class Batch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._leave():
+        closes = self._leave()
+        if exc is not None:
+            self.app._run_sync(self._abort(exc))
+        elif closes:
             self.app._run_sync(self.app.close_batch(self.id))
 
     def _leave(self) -> bool:

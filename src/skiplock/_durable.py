@@ -7,6 +7,14 @@ stored returns its stored result instead of running again. So code before a ``wa
 must not repeat goes in a step. A wait parks the job (``Parked`` ends the attempt: no lease,
 no slot) until ``app.signal`` or the timeout makes it pending again; the next run's
 ``wait_for`` finds the signal (or the timeout) stored and returns (or raises) at once.
+
+Steps and waits are keyed by call order, as Temporal and DBOS replay a workflow: a step is
+its name and how many steps of that name the run made before it, so ``[await
+job.step("charge", charge, i) for i in items]`` charges each item once, and a re-run returns
+the stored results in the same order. A job's signals are a mailbox per name, in the order
+they came; the n-th ``wait_for(name)`` of a run takes the n-th (a timed-out wait's place is
+its timeout), so ``while (msg := await job.wait_for("next")) != "stop"`` takes each message
+once, however many times the job parks and runs again.
 """
 
 from __future__ import annotations
@@ -36,17 +44,19 @@ MAX_WAIT_S = 366 * 86400.0
 class DurableStore(Protocol):
     """What durable execution needs of a backend (every Backend has these)."""
 
-    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]: ...
+    async def workflow_step_get(
+        self, job_id: int, name: str, seq: int
+    ) -> tuple[bool, str | None]: ...
 
     async def workflow_step_put(
-        self, job_id: int, token: str, name: str, result_json: str | None
+        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
     ) -> bool: ...
 
     async def workflow_signal_get(
-        self, job_id: int, name: str
+        self, job_id: int, name: str, seq: int
     ) -> tuple[str, str | None] | None: ...
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool: ...
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool: ...
 
     async def workflow_parent_results(
         self, job_id: int
@@ -101,14 +111,26 @@ class DurableSource:
 
 
 class Durable:
-    """One running attempt's durable operations, fenced by its lease token."""
+    """One running attempt's durable operations, fenced by its lease token. It counts the
+    steps and waits of each name this run made: the count is each one's key."""
 
-    __slots__ = ("job_id", "loop", "max_result_bytes", "store", "task", "token")
+    __slots__ = ("job_id", "loop", "max_result_bytes", "steps", "store", "task", "token", "waits")
 
     def __init__(self, source: DurableSource, job_id: int, token: str, task: str) -> None:
         self.store, self.job_id, self.token = source.store, job_id, token
         self.task, self.max_result_bytes = task, source.max_result_bytes
         self.loop = source.loop
+        self.steps: dict[str, int] = {}
+        """Steps of each name this run called so far (the next one's key is one more)."""
+        self.waits: dict[str, int] = {}
+        """Waits for each signal name this run made so far (the next takes entry one more)."""
+
+    @staticmethod
+    def _next(counts: dict[str, int], name: str) -> int:
+        """The key of this run's next call by ``name`` (counted at the call, before any
+        await, so calls started in one order keep that order)."""
+        counts[name] = seq = counts.get(name, 0) + 1
+        return seq
 
     def _on_loop(self, coro: Coroutine[Any, Any, T], call: str) -> T:
         """Run ``coro`` on the worker's loop from a sync task's thread, and wait for it."""
@@ -126,11 +148,12 @@ class Durable:
 
     def step_sync(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         check_name("name", name)
-        found, text = self._on_loop(self.store.workflow_step_get(self.job_id, name), "step")
+        seq = self._next(self.steps, name)
+        found, text = self._on_loop(self.store.workflow_step_get(self.job_id, name, seq), "step")
         if found:
             return _decode(text)
         value = fn(*args, **kwargs)
-        return self._on_loop(self._keep(name, value), "step")
+        return self._on_loop(self._keep(name, seq, value), "step")
 
     def wait_for_sync(self, name: str, timeout: float | timedelta | None) -> Any:
         return self._on_loop(self.wait_for(name, timeout), "wait_for")
@@ -140,7 +163,8 @@ class Durable:
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         check_name("name", name)
-        found, text = await self.store.workflow_step_get(self.job_id, name)
+        seq = self._next(self.steps, name)
+        found, text = await self.store.workflow_step_get(self.job_id, name, seq)
         if found:
             return _decode(text)
         if inspect.iscoroutinefunction(fn):
@@ -149,14 +173,14 @@ class Durable:
             value = await asyncio.to_thread(fn, *args, **kwargs)
             if inspect.isawaitable(value):
                 value = await value
-        return await self._keep(name, value)
+        return await self._keep(name, seq, value)
 
-    async def _keep(self, name: str, value: Any) -> Any:
+    async def _keep(self, name: str, seq: int, value: Any) -> Any:
         """Store a step's result under the lease; the stored one if another holder stored
         first; LeaseLost if neither."""
         stored = None if value is None else encode_result(self.task, value, self.max_result_bytes)
-        if not await self.store.workflow_step_put(self.job_id, self.token, name, stored):
-            found, text = await self.store.workflow_step_get(self.job_id, name)
+        if not await self.store.workflow_step_put(self.job_id, self.token, name, seq, stored):
+            found, text = await self.store.workflow_step_get(self.job_id, name, seq)
             if not found:
                 raise LeaseLost(
                     f"job {self.job_id}: step {name!r} ran, but the job's lease is gone; the "
@@ -168,7 +192,8 @@ class Durable:
     async def wait_for(self, name: str, timeout: float | timedelta | None) -> Any:
         check_name("name", name)
         seconds = check_wait(timeout)
-        seen = await self.store.workflow_signal_get(self.job_id, name)
+        seq = self._next(self.waits, name)
+        seen = await self.store.workflow_signal_get(self.job_id, name, seq)
         if seen is not None:
             kind, payload = seen
             if kind == "signal":
@@ -177,7 +202,7 @@ class Durable:
                 f"job {self.job_id}: no signal {name!r} came before the wait's timeout",
                 name=name,
             )
-        if not await self.store.workflow_wait_prepare(self.job_id, self.token, name):
+        if not await self.store.workflow_wait_prepare(self.job_id, self.token, name, seq):
             raise LeaseLost(f"job {self.job_id}: the lease is gone; it cannot park on {name!r}")
         raise Parked(name, seconds)
 

@@ -70,7 +70,11 @@ class NewJob:
     lease_s: float | None = None
     """An explicit visibility timeout; None means the task's timeout plus the worker's margin."""
     unique_key: str | None = None
-    """While a live (pending or running) job has this key, no second one is created."""
+    """While a live (pending or running) job of this task has this key, no second one is
+    created."""
+    unique_shared: bool = False
+    """The key is in the shared key space (``unique_scope="shared"``), where the jobs of
+    every task that shares hold it alike; False: the task's own (``"task"``, the default)."""
     on_duplicate: str = "return"
     """When a job holds the key already: ``return`` it, ``raise`` DuplicateJob, or
     ``replace`` its arguments and run time if it is still pending (``on_conflict``)."""
@@ -363,17 +367,23 @@ class JobContext:
         """Run ``fn(*args, **kwargs)`` once for this job and keep its result: a retry, a
         reclaim after a crash or a resume after ``wait_for`` returns the stored result
         instead of running it again (async functions are awaited, sync ones run in a thread).
-        The result must be strict JSON, as a job's result."""
+        The result must be strict JSON, as a job's result.
+
+        A step is known by its name and call order: the n-th step named ``name`` of a run is
+        the n-th of every run, so a step in a loop runs once per turn and a re-run gets the
+        stored results back in the same order (as Temporal and DBOS replay)."""
         return await self._store().step(name, fn, *args, **kwargs)
 
     async def wait_for(self, name: str, timeout: float | timedelta | None = None) -> Any:
-        """The payload of the signal ``name`` (``app.signal(job_id, name, payload)``).
+        """The payload of the next signal ``name`` (``app.signal(job_id, name, payload)``).
 
-        If it has not come, the job parks: this attempt ends (no lease, no worker slot, the
-        attempt given back) and the job runs again from the top when the signal comes or
-        ``timeout`` (seconds or a timedelta; None: 366 days) passes; its ``wait_for`` then
-        returns the payload, or raises SignalTimeout. Code before it that must not run twice
-        belongs in ``step``s."""
+        The signals of a name are kept in the order they come, and each ``wait_for(name)``
+        takes the next: the n-th wait of a run takes the n-th signal, in every run. If it has
+        not come, the job parks: this attempt ends (no lease, no worker slot, the attempt
+        given back) and the job runs again from the top when the signal comes or ``timeout``
+        (seconds or a timedelta; None: 366 days) passes; its ``wait_for`` then returns the
+        payload, or raises SignalTimeout (a timed-out wait's place in the order is its
+        timeout). Code before it that must not run twice belongs in ``step``s."""
         return await self._store().wait_for(name, timeout)
 
     async def parent_results(self) -> dict[int, Any]:
@@ -605,3 +615,15 @@ class WorkerInfo:
     """When it last claimed a job (None: never)."""
     silent_s: float
     """Seconds since its last beat, by the database clock, when this was read."""
+    gone_after_s: float | None = None
+    """The silence after which this worker counts as gone (a few of its beats, at least
+    10 s); None: a worker from before skiplock recorded it."""
+    process: str | None = None
+    """Which OS process beat (boot id, pid namespace, pid, start time), so a reader on the
+    same machine can tell that process is gone; None where the OS cannot say."""
+    restarts: int = 0
+    """How often its ``--processes`` supervisor had restarted a crashed worker when it
+    started this one."""
+    restarts_in_a_row: int = 0
+    """Of those, the ones since one of its workers last stayed up a minute (0 once this one
+    has): a crash loop when it grows (``skiplock health`` turns red at 3)."""

@@ -202,6 +202,19 @@ def _validate_unique(task: Task[Any, Any]) -> None:
         task.unique_while,
         "must be 'live' or 'live_or_succeeded'",
     )
+    require(
+        task.unique_scope in ("task", "shared"),
+        "unique_scope",
+        task.unique_scope,
+        "must be 'task' (the task's own keys) or 'shared' (one key space for every task "
+        "that shares)",
+    )
+    require(
+        task.unique_scope == "task" or task.unique_key is not None or task.debounce is not None,
+        "unique_scope",
+        task.unique_scope,
+        "is where a unique key is unique: give unique_key= (or debounce=) too",
+    )
     _validate_window("unique_for", task.unique_for)
     _validate_window("debounce", task.debounce)
     if task.unique_for is not None:
@@ -412,6 +425,10 @@ class Task(Generic[P, R]):
     unique_while: Literal["live", "live_or_succeeded"] = "live"
     """Which jobs hold a key: ``live`` (pending or running) or also ``succeeded`` ones (a job
     that must succeed once; the key frees when retention deletes the row)."""
+    unique_scope: Literal["task", "shared"] = "task"
+    """Where the key is unique: among this task's jobs (``task``: another task's job with
+    the same key string is another key), or in the one key space every task with
+    ``shared`` uses (a job of any of them holds the key for all)."""
     unique_for: float | timedelta | None = None
     """A window from the enqueue in which the key stays taken, even after the job succeeded
     (seconds or a timedelta): enqueues of the key within it are deduplicated."""
@@ -499,6 +516,7 @@ class Task(Generic[P, R]):
         on_conflict: Literal["keep", "replace", "reject"] | None = None,
         on_duplicate: Literal["return", "raise"] | None = None,
         unique_while: Literal["live", "live_or_succeeded"] | None = None,
+        unique_scope: Literal["task", "shared"] | None = None,
         unique_for: float | timedelta | None = None,
         debounce: float | timedelta | None = None,
         concurrency_key: str | Callable[..., str] | None = None,
@@ -528,6 +546,7 @@ class Task(Generic[P, R]):
             "on_conflict": on_conflict,
             "on_duplicate": on_duplicate,
             "unique_while": unique_while,
+            "unique_scope": unique_scope,
             "unique_for": unique_for,
             "debounce": debounce,
             "concurrency_key": concurrency_key,
@@ -592,6 +611,7 @@ class Task(Generic[P, R]):
             correlation_id=self.correlation_id,
             lease_s=self.visibility_timeout,
             unique_key=unique,
+            unique_shared=self.unique_scope == "shared",
             on_duplicate=on_duplicate,
             unique_succeeded=self.unique_while == "live_or_succeeded"
             or self.unique_for is not None,

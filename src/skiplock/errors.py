@@ -20,6 +20,7 @@ with the original kept as ``__cause__``::
      ├── JobCancelled              an awaited job was cancelled
      ├── BlockingCallInLoop        a blocking call (``result_sync``) on a running event loop
      ├── SignalTimeout             ``job.wait_for`` ended by its timeout, no signal came
+     ├── ParentResultGone          a retry of a job that never got a result it needs, now gone
      ├── LeaseLost                 a running job's lease passed to another worker mid-step
      └── BackendError              the database failed; ``__cause__`` holds the driver error
           └── BackendUnavailable   the database could not be reached
@@ -94,6 +95,14 @@ class SignalTimeout(SkiplockError):
     def __init__(self, message: str | None = None, name: str | None = None) -> None:
         super().__init__(message)
         self.name = name
+
+
+class ParentResultGone(SkiplockError):
+    """A job that ended while it waited for its parents (cancelled, say) cannot be retried:
+    a parent whose result it needs ended without one (dead, cancelled) or is gone (pruned).
+    Retry that parent first (the job then waits for it), or enqueue the work again."""
+
+    default_message = "a parent's result this job needs is gone"
 
 
 class LeaseLost(SkiplockError):

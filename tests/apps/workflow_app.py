@@ -67,3 +67,20 @@ async def approval() -> Any:
     payload = await job.wait_for("approved", timeout=3600)
     _record(f"approved {payload} {os.getpid()}")
     return payload
+
+
+@app.task(name="inbox", visibility_timeout=1, max_attempts=3)
+async def inbox() -> list[Any]:
+    """A loop over the mailbox ``next``, each message handled in a step; the first run that
+    has handled ``b`` kills its worker (a crash in the middle of the loop)."""
+    job = skiplock.current_job()
+    handled: list[Any] = []
+    while (msg := await job.wait_for("next", timeout=3600)) != "stop":
+        await job.step("handle", _record, f"handled {msg} {os.getpid()}")
+        handled.append(msg)
+        if len(handled) > 10:
+            raise RuntimeError(f"the loop spins: {handled}")
+        if msg == "b" and job.attempt == 1:
+            _record(f"crash {os.getpid()}")
+            os.kill(os.getpid(), signal.SIGKILL)
+    return handled

@@ -92,19 +92,26 @@ async def migrated_pg(pg_url: str) -> AsyncIterator[tuple[skiplock.App, str, asy
         await app.close()
 
 
-def keyed(key: str | None = None, *, keep: bool = False) -> NewJob:
-    """A job holding ``key`` (kept past success with ``keep``)."""
-    return NewJob("t", "default", "[]", "{}", 0, 3, unique_key=key, unique_succeeded=keep)
+def keyed(key: str | None = None, *, keep: bool = False, task: str = "t") -> NewJob:
+    """A job of ``task`` holding ``key`` (kept past success with ``keep``)."""
+    return NewJob(task, "default", "[]", "{}", 0, 3, unique_key=key, unique_succeeded=keep)
 
 
 async def assert_upgraded_jobs_hold(app: skiplock.App, ids: list[int]) -> None:
     """What an upgrade of the version 10 rows the storage tests write must keep: the keys of
-    the pending, running and kept jobs (ids[0:3]) still held, the spent and dead ones free,
-    new ids after the old ones, a result and an error readable."""
+    the pending, running and kept jobs (ids[0:3], of tasks a, b and c) still held, each now
+    its task's own (another task's job of the same key string is a job of its own), the spent
+    and dead ones free, new ids after the old ones, a result and an error readable."""
     backend = await app.backend()
-    held = [keyed("k-pending"), keyed("k-running"), keyed("k-kept", keep=True)]
+    held = [keyed("k-pending", task="a"), keyed("k-running", task="b")]
+    held.append(keyed("k-kept", keep=True, task="c"))
     assert await backend.job_insert_many(JobInsertManyParams(held)) == ids[:3]
-    fresh = await backend.job_insert_many(JobInsertManyParams([keyed("k-free"), keyed("k-dead")]))
-    assert min(fresh) > max(ids) and len(set(fresh)) == 2
+    others = [keyed("k-pending", task="t"), keyed("k-free", task="d"), keyed("k-dead", task="f")]
+    fresh = await backend.job_insert_many(JobInsertManyParams(others))
+    assert min(fresh) > max(ids) and len(set(fresh)) == 3
+    newer = keyed("k-pending", task="a")
+    newer.args_json, newer.on_duplicate = "[2]", "replace"  # the old pending job, replaced
+    assert await backend.job_insert_many(JobInsertManyParams([newer])) == ids[:1]
+    assert (await app.get_job(ids[0])).args == [2]
     assert (await app.get_job(ids[2])).result == {"x": 1}
     assert (await app.get_job(ids[5])).errors[-1]["message"] == "boom"

@@ -191,7 +191,7 @@ async def test_an_aging_step_at_its_bounds_is_stored_and_listed(
     await app.set_queue_limits("aged", aging_s=value, create=True)
     (queue,) = await app.queues()
     assert queue.aging_s == value and queue.max_depth is None
-    await app.set_queue_limits("aged")  # None lifts it
+    await app.set_queue_limits("aged", aging_s=None)  # None lifts it
     assert (await app.queue_info("aged")).aging_s is None
 
 

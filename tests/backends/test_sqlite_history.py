@@ -379,6 +379,9 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         added = ("concurrency_key", "key_limit", "key_order", "unique_until", "key_weight")
         keys = {tuple(r.pop(name) for name in added) for r in after}
         assert keys == {(None,) * len(added)}
+        # migration 18's: each key of before is its task's own
+        scopes = [r.pop("unique_scope") for r in after]
+        assert scopes == [r["task"] if r["unique_key"] else None for r in before]
         assert after == before
         ids = [row["id"] for row in before]
         assert all(where(sqlite_url, i) == history.LIVE for i in ids)

@@ -116,8 +116,10 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         ]
         # every row already there is in the long segment (version 12's column)
         assert [row.pop("segment") for row in after] == [3] * len(after)
-        # version 13's and 14's columns: no job of before has a concurrency key or a window
+        # version 13's, 14's and 18's columns: no job of before has a concurrency key or a
+        # window, and each key of before is its task's own (NULL: no job row is rewritten)
         added = ("concurrency_key", "key_limit", "key_order", "unique_until", "key_weight")
+        added += ("unique_scope",)
         keys = {tuple(r.pop(name) for name in added) for r in after}
         assert keys == {(None,) * len(added)}
         stamped = after[6].pop("finished_at")
@@ -128,8 +130,11 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         assert places[:2] == ["skiplock_jobs_live_long"] * 2
         assert places[5] == "skiplock_jobs_dead"
         assert all(p.startswith("skiplock_jobs_done_to_") for p in places[2:5] + places[6:])
-        keys = dict(await conn.fetch(f'SELECT unique_key, job_id FROM "{schema}".skiplock_keys'))
-        assert keys == {"k-pending": ids[0], "k-running": ids[1], "k-kept": ids[2]}
+        held = f'SELECT unique_key, unique_scope, job_id FROM "{schema}".skiplock_keys'
+        keys = {(r[0], r[1]): r[2] for r in await conn.fetch(held)}
+        assert keys == {("k-pending", "a"): ids[0], ("k-running", "b"): ids[1]} | {
+            ("k-kept", "c"): ids[2]
+        }
 
         await assert_upgraded_jobs_hold(app, ids)
     finally:

@@ -135,7 +135,8 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
     unnamed = await client.post(path, headers=OPERATOR, data={"csrf": token, "name": " "})
     assert unnamed.status_code == 400 and unnamed.text.startswith("Refused: name:")
     assert await still_parked()
-    # sent: delivered, and the job runs again with the payload; a second send is a duplicate
+    # sent: delivered, and the job runs again with the payload; a second send is kept for a
+    # next wait (the job waits for no signal now)
     form = {"csrf": token, "name": "approved", "payload": '{"by": "otto", "n": [1, 2]}'}
     sent = await client.post(path, headers=OPERATOR, data={**form, "back": "waiting"})
     assert sent.headers["location"].startswith("http://dash.local/waiting?")
@@ -146,8 +147,8 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
     again = await client.post(path, headers=OPERATOR, data={**form, "back": "job"})
     assert again.headers["location"].startswith(f"http://dash.local/jobs/{handle.id}?")
     assert await notice_of(client, again) == (
-        f"Signal approved to job {handle.id}: duplicate (a signal of this name was already "
-        "delivered; this one changed nothing)."
+        f"Signal approved to job {handle.id}: kept: job {handle.id} waits for no signal now; "
+        "its next wait_for('approved') takes it."
     )
     await app.drain()
     assert await (await app.job(handle.id)).result(timeout=5) == {"by": "otto", "n": [1, 2]}
@@ -156,8 +157,7 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
     )
     assert finished.headers["location"].startswith(f"http://dash.local/jobs/{handle.id}?")
     assert await notice_of(client, finished) == (
-        f"Signal other to job {handle.id}: finished (the job has finished; nothing waits for "
-        "a signal)."
+        f"Signal other to job {handle.id}: not kept: job {handle.id} has finished."
     )
     nobody = await client.post(
         "/jobs/999999/signal", headers=OPERATOR, data={"csrf": token, "name": "approved"}
@@ -174,7 +174,7 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
         ("otto via dashboard", "refused send signal", path, trail[6][3]),  # nested
         ("otto via dashboard", "refused send signal", path, trail[7][3]),  # no name
         ("otto via dashboard", "signal", f"job {handle.id}", "approved: delivered"),
-        ("otto via dashboard", "signal", f"job {handle.id}", "approved: duplicate"),
+        ("otto via dashboard", "signal", f"job {handle.id}", "approved: kept"),
         ("otto via dashboard", "signal", f"job {handle.id}", "other: finished"),
         ("otto via dashboard", "refused send signal", "/jobs/999999/signal", trail[11][3]),
     ]
@@ -182,7 +182,9 @@ async def test_send_signal_is_an_operator_action_with_its_token_and_is_audited(
     assert [t[3].split(":")[0] for t in trail[4:8]] == ["payload"] * 3 + ["name"]
 
 
-async def test_a_signal_after_the_wait_timed_out_says_so(db_url: str, clock: FakeClock) -> None:
+async def test_a_signal_after_the_wait_timed_out_is_kept_for_a_next_wait(
+    db_url: str, clock: FakeClock
+) -> None:
     app = skiplock.App(db_url, clock=clock)
     await app.migrate()
     try:
@@ -203,8 +205,8 @@ async def test_a_signal_after_the_wait_timed_out_says_so(db_url: str, clock: Fak
                 data={"csrf": await csrf(client, OPERATOR), "name": "approved"},
             )
             assert await notice_of(client, sent) == (
-                f"Signal approved to job {handle.id}: timed out (the job's wait for it ended "
-                "first; this one changed nothing)."
+                f"Signal approved to job {handle.id}: kept: job {handle.id} waits for no "
+                "signal now; its next wait_for('approved') takes it."
             )
     finally:
         await app.close()
@@ -323,6 +325,92 @@ async def test_a_graph_past_its_cap_says_it_stops_there(
     assert ("this job is not among them" in last) is (not drawn)
     short = (await client.get(f"/jobs/{chain[2].id}", headers=VIEWER)).text
     assert "data-truncated" in short
+
+
+async def test_a_chord_body_of_ten_thousand_parents_has_a_bounded_page_and_a_list_of_them(
+    app: skiplock.App, client: httpx.AsyncClient
+) -> None:
+    """Its page lists the first 100 parents, counts all 10,000 by state and links to the
+    list of them, a page of 200 at a time (it listed all 10,000: a 2.5 MB page)."""
+    step = stepper(app)
+
+    @app.task(name="gather", queue="flows")
+    async def gather(values: list[int]) -> int:
+        return len(values)
+
+    handle = await skiplock.chord([step.s(n) for n in range(10_000)], gather.s()).aenqueue()
+    members, body = handle.ids[:-1], handle.ids[-1]
+    answer = await client.get(f"/jobs/{body}", headers=VIEWER)
+    assert answer.status_code == 200
+    assert len(answer.content) < 120_000, len(answer.content)  # 2.5 MB, all listed
+    page = answer.text
+    listed = re.findall(r'<li data-linked="(\d+)"', page)
+    assert [int(i) for i in listed] == members[:100]
+    assert "10000 parents:" in page
+    assert '<span class="pill state-pending" data-state-count="pending">10000 pending' in page
+    assert f'href="http://dash.local/jobs/{body}/parents">all 10000 parents</a>' in page
+    # the list: 200 a page, by id, each page linking to the next
+    seen: list[int] = []
+    path = f"/jobs/{body}/parents"
+    while path:
+        answer = await client.get(path, headers=VIEWER)
+        assert answer.status_code == 200 and len(answer.content) < 120_000
+        rows = [int(i) for i in re.findall(r'<tr data-linked="(\d+)"', answer.text)]
+        assert 0 < len(rows) <= 200
+        seen += rows
+        nexts = r'href="http://dash.local(/jobs/\d+/parents\?after=\d+)" rel="next"'
+        found = re.search(nexts, answer.text)
+        path = found.group(1) if found else ""
+        if len(seen) >= 600 and path:  # three pages say it; jump to the last one
+            path = f"/jobs/{body}/parents?after={members[-2]}"
+            seen = members[: members.index(members[-2]) + 1]
+    assert seen == members
+    assert '10000 parents: <span class="pill state-pending"' in answer.text
+    # a member's children: the body; a bad page is a 404, not a traceback
+    children = (await client.get(f"/jobs/{members[0]}/children", headers=VIEWER)).text
+    assert re.findall(r'<tr data-linked="(\d+)"', children) == [str(body)]
+    assert (await client.get(f"/jobs/{body}/parents?after=x", headers=VIEWER)).status_code == 404
+    assert (await client.get(f"/jobs/{body}/siblings", headers=VIEWER)).status_code == 404
+
+
+async def test_a_retried_cancelled_link_waits_and_one_without_its_input_is_refused(
+    app: skiplock.App, client: httpx.AsyncClient
+) -> None:
+    """The Retry button on a chain's link a person cancelled before its parent ran: it
+    waits for its parent again (the notice says so); on a link whose parent died: refused,
+    one line naming the parent, nothing changed."""
+
+    @app.task(name="first", queue="flows")
+    async def first() -> int:
+        return 1
+
+    @app.task(name="then", queue="flows")
+    async def then(x: int) -> int:
+        return x + 1
+
+    @app.task(name="doomed", queue="flows", max_attempts=1)
+    async def doomed() -> int:
+        raise RuntimeError("down")
+
+    waiting = await skiplock.chain(first.s(), then.s()).aenqueue()
+    link = waiting.ids[1]
+    await app.cancel_job(link)
+    token = await csrf(client, OPERATOR)
+    retried = await client.post(f"/jobs/{link}/retry", headers=OPERATOR, data={"csrf": token})
+    assert await notice_of(client, retried) == (
+        "Retried: it waits for its parents again, and runs with their results."
+    )
+    assert (await app.get_job(link)).state is JobState.WAITING
+    dead = await skiplock.chain(doomed.s(), then.s()).aenqueue()
+    await app.drain(queues=["flows"])
+    assert await waiting.result(timeout=10) == 2
+    orphan = dead.ids[1]
+    refused = await client.post(f"/jobs/{orphan}/retry", headers=OPERATOR, data={"csrf": token})
+    assert refused.status_code == 400
+    assert refused.text.startswith(f"Refused: job {orphan} was not retried: it never got")
+    assert f"parent job {dead.ids[0]}, which ended dead" in refused.text
+    assert "\n" not in refused.text
+    assert (await app.get_job(orphan)).state is JobState.CANCELLED
 
 
 # -- the layout ---------------------------------------------------------------------------------

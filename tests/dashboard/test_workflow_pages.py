@@ -129,12 +129,14 @@ def test_a_parked_job_is_sent_its_signal_once_from_the_waiting_page(
     record = job(stack, parked)
     assert record.state is JobState.SUCCEEDED
     assert record.result == {"approved_by": "otto"}
-    # ada's page still holds the form (an unfolded form stops the refresh): her send is a
-    # duplicate, and changes nothing
+    # ada's page still holds the form (an unfolded form stops the refresh): her send comes
+    # after the job finished, and is not kept
     ada.locator(f'details[data-signal-job="{parked}"] form').get_by_role(
         "button", name="Send signal"
     ).click()
-    expect(ada.locator(".notice")).to_contain_text(f"Signal approved to job {parked}: duplicate")
+    expect(ada.locator(".notice")).to_contain_text(
+        f"Signal approved to job {parked}: not kept: job {parked} has finished"
+    )
     assert job(stack, parked).result == {"approved_by": "otto"}
     trail = [
         (e.who, e.what, e.target, e.detail)
@@ -142,7 +144,7 @@ def test_a_parked_job_is_sent_its_signal_once_from_the_waiting_page(
         if e.target in (f"job {parked}", f"/jobs/{parked}/signal")
     ]
     assert trail[:3] == [
-        ("ada via dashboard", "signal", f"job {parked}", "approved: duplicate"),
+        ("ada via dashboard", "signal", f"job {parked}", "approved: finished"),
         ("otto via dashboard", "signal", f"job {parked}", "approved: delivered"),
         ("otto via dashboard", "refused send signal", f"/jobs/{parked}/signal", trail[2][3]),
     ]

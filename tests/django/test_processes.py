@@ -108,7 +108,8 @@ def test_a_killed_child_s_task_comes_back_at_once_as_a_reclaim(
     assert len(done.worker_ids) == 3
     assert done.return_value["worker_ids"] == done.worker_ids  # the task was told the same
     errors = Job.objects.get(id=int(result.id)).errors
-    assert "released by its supervisor" in errors[0]["message"]  # not a lease's expiry
+    message = errors[0]["message"]  # not a lease's expiry: the supervisor, or the sibling
+    assert "released by its supervisor" in message or "(its process is gone)" in message
     proc.signal(signal.SIGTERM)
     assert proc.wait(30) == 0, proc.output()
 
@@ -177,3 +178,23 @@ def test_use_tz_false_runs_periodic_tasks(workers: WorkerProcesses) -> None:
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0, proc.output()
     assert "Traceback" not in proc.output()
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"  # a zombie nobody reaped has exited
+
+
+def test_children_of_a_killed_supervisor_stop(workers: WorkerProcesses) -> None:
+    """SIGKILL the ``--processes`` supervisor (a process manager escalating, the OOM killer):
+    its children see it gone and stop as on SIGTERM, instead of claiming on as orphans."""
+    proc = workers.start("concurrent_worker", "--processes=2", "--no-scheduler", *FAST)
+    children = wait_for(lambda: len(c := proc.children()) == 2 and c, 60, "two children")
+    for child in children:
+        wait_for(lambda c=child: f"worker {c} ready" in proc.output(), 60, "each child ready")
+    proc.signal(signal.SIGKILL)
+    proc.wait()
+    wait_for(lambda: not any(map(_running, children)), 30, "the orphans to stop")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import transaction
 from django.tasks import task_backends
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import override_settings
@@ -55,3 +56,30 @@ def test_the_option_is_checked() -> None:
     errors = list(checks.check_options("x", {"signed_result_ids": "yes"}))
     assert [e.id for e in errors] == ["skiplock.E004"]
     assert "signed_result_ids" in errors[0].msg
+
+
+class Rollback(Exception):
+    """The view's business step failed: its transaction rolls back, the job with it."""
+
+
+@pytest.mark.parametrize("alias", ["default", "signed"])
+def test_an_id_handed_out_in_a_rolled_back_atomic_block_never_finds_another_job(
+    alias: str, signed: Any
+) -> None:
+    """A view enqueues inside ``atomic()``, sends the result id to its client, then fails
+    and rolls back. The id must stay "does not exist": on SQLite it was handed out again to
+    the next enqueue, so the client's id read another job's arguments and result."""
+    backend = task_backends[alias]
+    try:
+        with transaction.atomic():
+            lost = tasks.add.using(backend=alias).enqueue(1, 1)
+            raise Rollback
+    except Rollback:
+        pass
+    later = [tasks.add.using(backend=alias).enqueue(n, 100).id for n in range(3)]
+    assert lost.id not in later
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result(lost.id)
+    backend.app.run_sync(backend.app.drain())
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result(lost.id)

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from .._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
 
 if TYPE_CHECKING:
     from .workflow_plan import Plan, SweepResult
@@ -44,6 +51,9 @@ Clock = Callable[[], datetime]
 
 MAX_ERRORS_KEPT = 10
 """Each job keeps the errors of its last ten attempts; older ones are dropped."""
+
+RELEASED_BY_SUPERVISOR = "exited; released by its supervisor"
+"""Why ``job_reclaim_worker`` returns a job unless told otherwise (after ``worker <name>``)."""
 
 
 NEXT_RUN_PRIORITIES = 64
@@ -79,9 +89,15 @@ class QueueSetPausedParams:
     paused: bool
 
 
+QUEUE_LIMITS = frozenset({"max_depth", "max_running", "rate_per_s", "aging_s"})
+"""The settings ``QueueSetLimitsParams`` may change."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSetLimitsParams:
-    """A queue's bound and global limits; None lifts one."""
+    """A queue's bound and global limits; None lifts one. Only the settings named in
+    ``given`` change (the others keep what the queue's row holds: a person setting one limit
+    must not lift another set a minute before)."""
 
     queue: str
     max_depth: int | None = None
@@ -89,6 +105,8 @@ class QueueSetLimitsParams:
     rate_per_s: float | None = None
     aging_s: float | None = None
     """Priority aging: a ready job's effective priority is ``priority + floor(wait / aging_s)``."""
+    given: frozenset[str] = QUEUE_LIMITS
+    """The settings this call sets (to their value here, None lifting one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +326,12 @@ class WorkerBeatParams:
     processed: int
     claimed_ago_s: float | None
     """Seconds since its last claim (None: never claimed)."""
+    gone_after_s: float | None = None
+    """The silence after which it counts as gone (``WorkerInfo.gone_after_s``)."""
+    process: str | None = None
+    """Which OS process it is (``WorkerInfo.process``)."""
+    restarts: int = 0
+    restarts_in_a_row: int = 0
 
 
 class Backend(Protocol):
@@ -323,6 +347,10 @@ class Backend(Protocol):
     on_released: Callable[[set[str]], None] | None
     """Told the queues a workflow release made jobs pending in (a worker sets it to wake its
     own producer at once); None: nobody here to tell."""
+    max_payload_bytes: int
+    """The most bytes a workflow release gives a child as the list of its parents' results
+    (a chord's body): one over it is buried, ``dead`` with a PayloadTooLarge error, and never
+    run. ``App.new_backend`` sets the App's ``max_payload_bytes``."""
 
     async def open(self, *, create: bool = False) -> None:
         """Connect. ``create``: the database may be made if it is missing (migrating only:
@@ -544,10 +572,15 @@ class Backend(Protocol):
         ...
 
     async def job_reclaim_worker(
-        self, worker_id: str, into: list[ReclaimedJob] | None = None
+        self,
+        worker_id: str,
+        into: list[ReclaimedJob] | None = None,
+        why: str = RELEASED_BY_SUPERVISOR,
     ) -> list[int]:
         """``job_reclaim_expired`` for every lease of one worker (``Worker.id``, its lease
-        token prefix), expired or not: a supervisor saw that worker's process exit."""
+        token prefix), expired or not: a supervisor saw that worker's process exit, or another
+        worker saw it is gone (``_observe.liveness``). Each job's error reads ``worker
+        <locked_by> <why>``."""
         ...
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
@@ -643,27 +676,45 @@ class Backend(Protocol):
         """Releases a crash left undone, and parked waits past their timeout."""
         ...
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
-        """Record the signal a running job is about to park on; False if its lease is gone."""
+    async def workflow_expire_waits(self) -> list[int]:
+        """Parked waits past their timeout run again now (the timeout recorded); their ids."""
+        ...
+
+    async def workflow_next_wait_timeout(self) -> float | None:
+        """Seconds until the first parked wait times out (<= 0: one is due); None if none."""
+        ...
+
+    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+        """Close an open batch as aborted (its block raised): its callbacks and its members
+        that never started cancelled with ``error_json``; False if it was closed already."""
+        ...
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
+        """Record the signal a running job is about to park on (entry ``seq`` of its name's
+        mailbox); False if its lease is gone."""
         ...
 
     async def workflow_signal(
         self, job_id: int, name: str, payload_json: str | None, who: str
-    ) -> SignalOutcome:
-        """Deliver a signal once (JobNotFound if no such job), recorded in the job's audit
-        trail as ``who``'s."""
+    ) -> SignalReceipt:
+        """Append a signal to its name's mailbox (none for a finished job; JobNotFound if no
+        such job), resume the job if it waits for it, and record it in the job's audit trail
+        as ``who``'s."""
         ...
 
-    async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:
-        """(kind, payload) of the job's signal ``name``: ``signal`` or ``timeout``; or None."""
+    async def workflow_signal_get(
+        self, job_id: int, name: str, seq: int
+    ) -> tuple[str, str | None] | None:
+        """(kind, payload) of entry ``seq`` of the job's mailbox ``name``: ``signal`` or
+        ``timeout``; or None."""
         ...
 
-    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]:
-        """(found, result JSON) of a durable step."""
+    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
+        """(found, result JSON) of the ``seq``-th durable step named ``name``."""
         ...
 
     async def workflow_step_put(
-        self, job_id: int, token: str, name: str, result_json: str | None
+        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
     ) -> bool:
         """Store a step's result under the lease; False if the lease is gone (or stored)."""
         ...
@@ -674,8 +725,18 @@ class Backend(Protocol):
         """(parent id, its final state or None while open, result JSON) in order."""
         ...
 
-    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
-        """A job's parents, children (the first ``children_limit``), batch and wait."""
+    async def workflow_links(
+        self, job_id: int, children_limit: int, parents_limit: int
+    ) -> JobLinks:
+        """A job's parents (the first ``parents_limit``, in order, and every one counted by
+        state), children (the first ``children_limit``), batch and wait."""
+        ...
+
+    async def workflow_linked(
+        self, job_id: int, parents: bool, after: int, limit: int
+    ) -> list[LinkedJob]:
+        """A page of a job's parents (or children) by id: at most ``limit`` after id
+        ``after`` (0: from the first)."""
         ...
 
     async def workflow_batch_info(self, batch_id: int) -> BatchInfo:

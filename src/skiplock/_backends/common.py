@@ -31,6 +31,7 @@ from .._workflow_records import (
     JobLinks,
     LinkedJob,
     SignalOutcome,
+    SignalReceipt,
     WaitingJob,
     WorkflowGraph,
 )
@@ -92,27 +93,52 @@ def allowed_starts(
     return max(0, min(allowed, starts - len(recent))), recent
 
 
+SHARED_SCOPE = ""
+"""The ``unique_scope`` column of a key in the shared key space (``unique_scope="shared"``);
+a key of a task's own holds the task's name there, which is never empty."""
+
+KeyId = tuple[str, str]
+"""A held key as the unique index knows it: (unique_key, unique_scope)."""
+
+
+def unique_scope(job: NewJob) -> str | None:
+    """The key space ``job``'s unique key is unique in: its task's name, SHARED_SCOPE, or
+    None when it has no key."""
+    if job.unique_key is None:
+        return None
+    return SHARED_SCOPE if job.unique_shared else job.task
+
+
+def key_id(job: NewJob) -> KeyId | None:
+    """``job``'s key as the unique index knows it; None when it has none."""
+    if job.unique_key is None:
+        return None
+    return job.unique_key, SHARED_SCOPE if job.unique_shared else job.task
+
+
 def map_inserted(
     jobs: Sequence[NewJob],
-    inserted: Sequence[tuple[int, str | None]],
-    live: dict[str, int],
+    inserted: Sequence[tuple[int, KeyId | None]],
+    live: dict[KeyId, int],
     held: list[int] | None = None,
 ) -> list[int]:
     """Input order ids from the rows an insert created (in id order) and the live jobs that
-    already held some unique keys; raises DuplicateJob where a job asked for that. A job
-    that asked to ``replace`` its key's holder maps to it here, and its position goes to
-    ``held`` (the holder is a job before the batch, or an earlier one of it)."""
+    already held some unique keys (by key and scope); raises DuplicateJob where a job asked
+    for that. A job that asked to ``replace`` its key's holder maps to it here, and its
+    position goes to ``held`` (the holder is a job before the batch, or an earlier one of
+    it)."""
     plain = iter([job_id for job_id, key in inserted if key is None])
     created = {key: job_id for job_id, key in inserted if key is not None}
     ids: list[int] = []
     for job in jobs:
-        if job.unique_key is None:
+        key = key_id(job)
+        if key is None:
             ids.append(next(plain))
-        elif job.unique_key in created:
-            ids.append(created.pop(job.unique_key))
-            live[job.unique_key] = ids[-1]  # a later duplicate in this batch maps to it
+        elif key in created:
+            ids.append(created.pop(key))
+            live[key] = ids[-1]  # a later duplicate in this batch maps to it
         else:
-            existing = live[job.unique_key]
+            existing = live[key]
             if job.on_duplicate == "raise":
                 raise DuplicateJob(
                     f"job {existing} already holds unique_key {job.unique_key!r}", existing
@@ -428,6 +454,10 @@ def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
         heartbeat_at=to_time(r["heartbeat_at"]),
         last_claim_at=None if r["last_claim_at"] is None else to_time(r["last_claim_at"]),
         silent_s=max(0.0, float(r["silent_s"])),
+        gone_after_s=None if r["gone_after_s"] is None else float(r["gone_after_s"]),
+        process=r["process"],
+        restarts=int(r["restarts"]),
+        restarts_in_a_row=int(r["restarts_in_a_row"]),
     )
 
 
@@ -482,9 +512,30 @@ def key_load(row: Sequence[Any]) -> KeyLoad:
 FINAL_STATES = frozenset({"succeeded", "cancelled", "dead"})
 
 
-def signal_seen(kind: str) -> SignalOutcome:
-    """A second signal's outcome, from what the first row of its name was."""
-    return SignalOutcome.DUPLICATE if kind == "signal" else SignalOutcome.TIMED_OUT
+def signal_taken(job_id: int, name: str, seq: int, wait: Sequence[Any] | None) -> SignalReceipt:
+    """The receipt of a signal stored as entry ``seq`` of its name, from the job's wait row
+    (signal, entry; None: no row): delivered if the job waits for that entry or an earlier one
+    of this name (it runs again now), else kept, naming what it does wait for."""
+    waiting_for, entry = (wait[0], int(wait[1])) if wait is not None else (None, 1)
+    if waiting_for == name and entry <= seq:
+        return SignalReceipt(job_id, name, SignalOutcome.DELIVERED, name)
+    return SignalReceipt(job_id, name, SignalOutcome.KEPT, waiting_for)
+
+
+def gathered_too_large(parents: int, size: int, bound: int, now: float) -> str:
+    """The error a chord's body buried for the size of its parents' results keeps (as JSON,
+    the shape of ``error_record``; PostgreSQL's CHILDREN_READY writes the same words)."""
+    return json.dumps(
+        {
+            "attempt": 0,
+            "at": now,
+            "message": f"the list of its {parents} parents' results is {size} bytes, over "
+            f"max_payload_bytes ({bound}): it was not run",
+            "type": "PayloadTooLarge",
+            "traceback": None,
+            "worker": None,
+        }
+    )
 
 
 def _maybe_time(seconds: float | Decimal | None) -> datetime | None:
@@ -496,14 +547,21 @@ def job_links(
     children: Iterable[Sequence[Any]],
     wait: Sequence[Any] | None,
     batch: int | None,
+    parent_counts: Iterable[Sequence[Any]] = (),
 ) -> JobLinks:
     return JobLinks(
-        parents=[LinkedJob(r[0], r[1], r[2]) for r in parents],
-        children=[LinkedJob(r[0], r[1], r[2]) for r in children],
+        parents=linked_jobs(parents),
+        children=linked_jobs(children),
         batch_id=batch,
         parents_left=None if wait is None else wait[0],
         signal=None if wait is None else wait[1],
+        parent_counts={str(r[0]): int(r[1]) for r in parent_counts},
     )
+
+
+def linked_jobs(rows: Iterable[Sequence[Any]]) -> list[LinkedJob]:
+    """Rows (id, state, on_failure) of a job's parents or children."""
+    return [LinkedJob(r[0], r[1], r[2]) for r in rows]
 
 
 def batch_info(row: Sequence[Any]) -> BatchInfo:
@@ -515,6 +573,7 @@ def batch_info(row: Sequence[Any]) -> BatchInfo:
         on_success=row[3],
         on_complete=row[4],
         counts={str(k): int(v) for k, v in counts.items()},
+        aborted_at=_maybe_time(row[6]),
     )
 
 

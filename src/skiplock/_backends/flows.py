@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from .._job import NewJob, SlotOutcome
 from .base import ClaimParams, CronSlotClaimParams
-from .common import allowed_starts
+from .common import KeyId, allowed_starts, key_id
 
 R = TypeVar("R")
 Flow = Generator[Any, Any, R]
@@ -175,16 +175,18 @@ class InsertUnique:
 
 @dataclass(frozen=True, slots=True)
 class HolderOf:
-    """-> the id of the job holding ``key`` now (a window that has passed holds nothing),
-    or None."""
+    """-> the id of the job holding ``key`` in ``scope`` now (a window that has passed holds
+    nothing), or None."""
 
     key: str
+    scope: str
 
 
 @dataclass(frozen=True, slots=True)
 class ReplacePending:
-    """-> whether ``holder``, still pending with the job's key, took the job's arguments and
-    run time (False: it started, finished or moved meanwhile)."""
+    """-> whether ``holder``, still pending with the job's key and of the job's task, took
+    the job's arguments and run time (False: it started, finished or moved meanwhile, or it
+    is another task's job in the shared key space)."""
 
     job: NewJob
     holder: int
@@ -192,17 +194,18 @@ class ReplacePending:
 
 @dataclass(frozen=True, slots=True)
 class ReleaseRunning:
-    """-> whether ``holder``, running with ``key``, gave the key up (its ``unique_key``
-    cleared), so a new job may take it."""
+    """-> whether ``holder``, running with the job's key and of the job's task, gave the key
+    up (its ``unique_key`` cleared), so a new job may take it. Another task's job never
+    does: it read its own arguments, not older ones of this task."""
 
-    key: str
+    job: NewJob
     holder: int
 
 
 @dataclass(frozen=True, slots=True)
 class ReplaceKey:
-    """-> the id of the pending job holding the job's key, which took the job's arguments
-    and run time; None when no pending job holds it."""
+    """-> the id of the pending job of the job's task holding the job's key, which took the
+    job's arguments and run time; None when no such job holds it."""
 
     job: NewJob
 
@@ -216,14 +219,16 @@ def replace_held(job: NewJob, holder: int | None) -> Flow[int]:
     """``on_conflict="replace"`` for a job whose key ``holder`` held at the insert: the id
     the enqueue answers with.
 
-    A pending holder takes the job's arguments and run time (so one run does the latest
-    work). A running or succeeded one is kept, except by a debounce: a running holder gives
-    its key up and the job is written anew (the window's last arguments must run, and the
-    running job already read older ones). The holder can start, finish or change between
-    steps; each step checks the state it acts on, and a lost race looks again.
+    A pending holder of the job's task takes the job's arguments and run time (so one run
+    does the latest work). A running or succeeded one is kept, except by a debounce: a
+    running holder of the task gives its key up and the job is written anew (the window's
+    last arguments must run, and the running job already read older ones). A holder of
+    another task (the shared key space) is kept whatever its state: its function never runs
+    with this task's arguments, and its key is never taken from it. The holder can start,
+    finish or change between steps; each step checks the state it acts on, and a lost race
+    looks again.
     """
-    key = job.unique_key
-    assert key is not None
+    key, scope = _key_of(job)
     current: int | None = holder
     for _ in range(REPLACE_TRIES):
         if current is None:
@@ -232,10 +237,10 @@ def replace_held(job: NewJob, holder: int | None) -> Flow[int]:
                 return created
         elif (yield ReplacePending(job, current)):
             return current
-        elif job.debounce and (yield ReleaseRunning(key, current)):
+        elif job.debounce and (yield ReleaseRunning(job, current)):
             current = None
             continue
-        seen: int | None = yield HolderOf(key)
+        seen: int | None = yield HolderOf(key, scope)
         if seen is not None and seen == current:
             return seen  # running (no debounce) or succeeded within its window: kept
         current = seen
@@ -254,9 +259,15 @@ def replace_first(job: NewJob) -> Flow[int]:
     created: int | None = yield InsertUnique(job)
     if created is not None:
         return created
-    assert job.unique_key is not None
-    holder: int | None = yield HolderOf(job.unique_key)  # None: gone since, insert again
+    holder: int | None = yield HolderOf(*_key_of(job))  # None: gone since, insert again
     return (yield from replace_held(job, holder))
+
+
+def _key_of(job: NewJob) -> KeyId:
+    """The (key, scope) a replacing job holds or waits for."""
+    key = key_id(job)
+    assert key is not None, job
+    return key
 
 
 def drive(flow: Flow[R], answer: Callable[[Any], Any]) -> R:

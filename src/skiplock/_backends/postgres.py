@@ -39,9 +39,18 @@ from .._job import (
     TaskPause,
     WorkerInfo,
 )
-from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
+from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from .._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalOutcome,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
-from . import flows, postgres_url
+from . import flows, postgres_url, workflow_sweep
 from . import postgres_observe as observe
 from . import postgres_ops as ops
 from . import postgres_sql as sql
@@ -51,6 +60,7 @@ from . import workflow_flows as wf
 from .base import (
     MAX_ERRORS_KEPT,
     NEXT_RUN_PRIORITIES,
+    RELEASED_BY_SUPERVISOR,
     AuditRecordParams,
     ClaimParams,
     Clock,
@@ -82,13 +92,14 @@ from .common import (
     job_outcomes,
     job_record,
     key_load,
+    linked_jobs,
     reclaimed_jobs,
-    signal_seen,
+    signal_taken,
     state_counts,
     waiting_job,
     worker_info,
 )
-from .postgres_errors import connecting, retry_moved
+from .postgres_errors import CONNECTION_ERRORS, connecting, retry_moved
 from .postgres_errors import wrapped as _wrapped
 from .postgres_ops import COPY_MIN_ROWS
 from .postgres_url import parse_postgres_url
@@ -233,6 +244,10 @@ class PostgresBackend:
         self.on_released: Callable[[set[str]], None] | None = None
         """Told the queues a workflow release of ours made jobs pending in (a worker wakes
         its producer: no wait for the NOTIFY's round trip)."""
+        self.max_payload_bytes = DEFAULT_MAX_PAYLOAD_BYTES
+        """The most bytes a release gives a child as the list of its parents' results (the
+        App's ``max_payload_bytes``, set by ``App.new_backend``): a chord's body over it is
+        buried (dead, PayloadTooLarge), never run with a value jsonb refuses past 256 MiB."""
 
     def _now(self) -> datetime | None:
         return self._clock() if self._clock else None
@@ -411,7 +426,8 @@ class PostgresBackend:
         keys = ops.missing_keys(jobs, rows)
         live: list[Any] = []
         if keys:
-            cursor = await connection.execute(ops.to_psycopg(lookup), {"p1": keys})  # type: ignore[attr-defined]
+            named = {"p1": keys[0], "p2": keys[1]}
+            cursor = await connection.execute(ops.to_psycopg(lookup), named)  # type: ignore[attr-defined]
             live = await cursor.fetchall()
         held: list[int] = []
         ids = ops.finish_insert(jobs, rows, live, held)
@@ -426,7 +442,7 @@ class PostgresBackend:
         params = ops.insert_params(jobs, self.channel, self._now())
         rows = [tuple(r) for r in await conn.fetch(self._sql.JOB_INSERT_MANY, *params)]
         keys = ops.missing_keys(jobs, rows)
-        live = await conn.fetch(self._sql.JOB_LIVE_BY_UNIQUE_KEY, keys) if keys else []
+        live = await conn.fetch(self._sql.JOB_LIVE_BY_UNIQUE_KEY, *keys) if keys else []
         held: list[int] = []
         ids = ops.finish_insert(jobs, rows, [tuple(r) for r in live], held)
         for i in held:
@@ -551,7 +567,7 @@ class PostgresBackend:
         live = []
         if keys:
             lookup = ops.to_psycopg(self._sql.JOB_LIVE_BY_UNIQUE_KEY)
-            live = execute(lookup, {"p1": keys}).fetchall()
+            live = execute(lookup, {"p1": keys[0], "p2": keys[1]}).fetchall()
         held: list[int] = []
         ids = ops.finish_insert(jobs, rows, live, held)
         for i in held:
@@ -750,12 +766,30 @@ class PostgresBackend:
         statement that also releases the children of those that succeeded (one round trip
         for a chain's link); a batch to the custom plan's sessions, its releases after it."""
         params = ops.completion_params(completions, self._now(), self.done_channel, segments)
-        given = params[13] is not None
         small = self._by_id_small_pool
         if small is None or len(completions) > SMALL_OUTCOME_BATCH:
-            rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
-            later = [r["id"] for r in rows if r["parented"] and r["succeeded"]]
-            return _Written(list(rows), given, release_later=later)
+            return await self._write_outcomes_alone(params)
+        try:
+            return await self._write_outcomes_releasing(small, params)
+        except asyncpg.PostgresError as exc:
+            if isinstance(exc, CONNECTION_ERRORS):
+                raise
+            # the release refused (a user's trigger, a limit): the outcomes must not wait for
+            # it; written alone, the release is tried after them (and by the sweep)
+            log.warning("a completion's own release failed (%s); writing the outcomes alone", exc)
+            return await self._write_outcomes_alone(params)
+
+    async def _write_outcomes_alone(self, params: list[Any]) -> _Written:
+        """The completion statement without a release: the children of the jobs that
+        succeeded are released after it (``release_later``)."""
+        rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
+        later = [r["id"] for r in rows if r["parented"] and r["succeeded"]]
+        return _Written(list(rows), params[13] is not None, release_later=later)
+
+    async def _write_outcomes_releasing(self, small: asyncpg.Pool, params: list[Any]) -> _Written:
+        """The completion statement that releases the children of the jobs that succeeded in
+        the same statement (a chunk of them: the rest ``release_later``)."""
+        given = params[13] is not None
         statement = self._sql.JOB_SET_STATE_AND_RELEASE
 
         async def attempt() -> list[Any]:
@@ -811,18 +845,34 @@ class PostgresBackend:
             log.warning("workflow release after a completion failed (the sweep will): %s", exc)
 
     async def _release_stale(self, children: list[int]) -> None:
-        """Children a release left at zero (their wait row was newer than its snapshot):
-        released by a statement of their own, which sees every parent's result."""
-        statement = self._wf.CHILDREN_READY
+        """Children a release left at zero (their wait row was newer than its snapshot, or
+        the list of their parents' results is over the bound): released (or buried) by a
+        statement of their own, which sees every parent's result."""
 
-        async def attempt() -> set[str]:
+        async def attempt() -> tuple[set[str], list[int]]:
             async with self._releasing(self.pool) as (conn, woken):
-                rows = await conn.fetch(statement, children, self.channel, self._now())
-                woken.update(r["queue"] for r in rows)
-                return woken
+                buried = await self._children_ready(conn, children, woken)
+                return woken, buried
 
         with _wrapped("workflow_release"):
-            self._tell_released(await self._deadlock_retried(attempt))
+            woken, buried = await self._deadlock_retried(attempt)
+            self._tell_released(woken)
+        await self._release_buried(buried)
+
+    async def _children_ready(self, conn: Any, children: list[int], woken: set[str]) -> list[int]:
+        """CHILDREN_READY on ``conn``: the queues it woke added to ``woken``; the children it
+        buried (their list of results over the bound) returned."""
+        rows = await conn.fetch(
+            self._wf.CHILDREN_READY, children, self.channel, self._now(), self.max_payload_bytes
+        )
+        woken.update(r["queue"] for r in rows if not r["buried"])
+        return [r["id"] for r in rows if r["buried"]]
+
+    async def _release_buried(self, buried: list[int]) -> None:
+        """The children of jobs a release buried follow their policies (as a dead parent's
+        do): at once, or by the sweep should this fail."""
+        if buried:
+            await self.workflow_release(buried)
 
     @asynccontextmanager
     async def _releasing(self, pool: asyncpg.Pool) -> AsyncIterator[tuple[Any, set[str]]]:
@@ -877,7 +927,7 @@ class PostgresBackend:
         a chunk comes back short."""
         statement = self._wf.RELEASE_SUCCEEDED
 
-        async def attempt() -> tuple[int, set[str]]:
+        async def attempt() -> tuple[int, set[str], list[int]]:
             # one statement, committed alone; children it left at zero (stale) by a second,
             # whose snapshot sees their every parent's result (the sweep's StrandedWaits
             # should this process die between the two)
@@ -887,19 +937,20 @@ class PostgresBackend:
                 )
                 assert row is not None  # one row, always
                 woken.update(row["woken"] or ())
+                buried = []
                 if row["stale"]:
-                    more = await conn.fetch(
-                        self._wf.CHILDREN_READY, row["stale"], self.channel, self._now()
-                    )
-                    woken.update(r["queue"] for r in more)
-                return int(row["resolved_n"]), woken
+                    buried = await self._children_ready(conn, row["stale"], woken)
+                return int(row["resolved_n"]), woken, buried
 
+        buried: list[int] = []
         with _wrapped("workflow_release"):
             while True:
-                resolved, woken = await self._deadlock_retried(attempt)
+                resolved, woken, more = await self._deadlock_retried(attempt)
                 self._tell_released(woken)
+                buried += more
                 if resolved < RELEASE_CHUNK:
-                    return
+                    break
+        await self._release_buried(buried)
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
@@ -975,11 +1026,14 @@ class PostgresBackend:
         return [r["id"] for r in rows]
 
     async def job_reclaim_worker(
-        self, worker_id: str, into: list[ReclaimedJob] | None = None
+        self,
+        worker_id: str,
+        into: list[ReclaimedJob] | None = None,
+        why: str = RELEASED_BY_SUPERVISOR,
     ) -> list[int]:
         with _wrapped("job_reclaim_worker"):
             rows = await self._retrying.fetch(
-                self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id
+                self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id, why
             )
         if into is not None:
             into += reclaimed_jobs(rows)
@@ -1138,6 +1192,7 @@ class PostgresBackend:
                 p.max_running,
                 p.rate_per_s,
                 p.aging_s,
+                sorted(p.given),
             )
 
     async def task_pause(self, params: TaskPauseParams) -> None:
@@ -1200,9 +1255,14 @@ class PostgresBackend:
         return state_counts((r["state"], r["n"]) for r in rows)
 
     async def job_retry(self, params: JobActionParams) -> bool:
+        job_id, who = params.job_id, params.who
         with _wrapped("job_retry"):
+            # one that ended waiting for its parents waits for them again; any other is
+            # requeued as it is (JOB_RETRY leaves the first kind alone)
+            if await self._wf_transaction(lambda: wf.retry_unreleased(job_id, who), None):
+                return True
             rows = await self._retrying.fetch(
-                self._sql.JOB_RETRY, params.job_id, self.channel, self._now(), params.who
+                self._sql.JOB_RETRY, job_id, self.channel, self._now(), who
             )
         return bool(rows)
 
@@ -1331,6 +1391,7 @@ class PostgresBackend:
             self.job_insert_many,
             self.schema,
             self._copy_asyncpg,
+            bound=self.max_payload_bytes,
         )
 
     async def _wf_transaction(
@@ -1377,7 +1438,14 @@ class PostgresBackend:
             return self.job_insert_many_sync(params)
 
         answers = workflow.Answers(
-            connection, self._wf, self.channel, self._now(), insert, self.schema, sync=True
+            connection,
+            self._wf,
+            self.channel,
+            self._now(),
+            insert,
+            self.schema,
+            sync=True,
+            bound=self.max_payload_bytes,
         )
         if _begins_implicitly(connection):
             connection.execute("SELECT 1")  # type: ignore[attr-defined]
@@ -1409,55 +1477,74 @@ class PostgresBackend:
             return await self._wf_transaction(lambda: wf.after_completion(finished, parked), None)
 
     async def workflow_sweep(self) -> SweepResult:
-        with _wrapped("workflow_sweep"):
-            return await self._wf_transaction(wf.sweep, None)
+        async def run(make: Callable[[], flows.Flow[R]]) -> R:
+            with _wrapped("workflow_sweep"):
+                return await self._wf_transaction(make, None)
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
+        return await workflow_sweep.sweep(run)
+
+    async def workflow_expire_waits(self) -> list[int]:
+        with _wrapped("workflow_expire_waits"):
+            return await self._wf_transaction(wf.expire_waits, None)
+
+    async def workflow_next_wait_timeout(self) -> float | None:
+        with _wrapped("workflow_next_wait_timeout"):
+            seconds: float | None = await self.pool.fetchval(
+                self._wf.WAIT_NEXT_TIMEOUT, self._now()
+            )
+        return seconds
+
+    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+        with _wrapped("workflow_abort_batch"):
+            return await self._wf_transaction(lambda: wf.abort_batch(batch_id, error_json), None)
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
         with _wrapped("workflow_wait_prepare"):
-            row = await self.pool.fetchval(self._wf.WAIT_PREPARE, job_id, token, name)
+            row = await self.pool.fetchval(self._wf.WAIT_PREPARE, job_id, token, name, seq)
         return row is not None
 
     async def workflow_signal(
         self, job_id: int, name: str, payload_json: str | None, who: str
-    ) -> SignalOutcome:
-        async def attempt() -> SignalOutcome:
+    ) -> SignalReceipt:
+        async def attempt() -> SignalReceipt:
             async with self.pool.acquire() as conn, conn.transaction():
                 state = await conn.fetchval(self._wf.JOB_LOCK_STATE, job_id)
                 if state is None:
                     raise JobNotFound(f"job {job_id}: no such job")
-                seen = await conn.fetchrow(self._wf.SIGNAL_GET, job_id, name)
-                if seen is not None:
-                    outcome = signal_seen(seen[0])
-                elif state in FINAL_STATES:
-                    outcome = SignalOutcome.FINISHED
+                if state in FINAL_STATES:
+                    receipt = SignalReceipt(job_id, name, SignalOutcome.FINISHED)
                 else:
-                    await conn.execute(self._wf.SIGNAL_INSERT, job_id, name, payload_json)
-                    await conn.execute(
-                        self._wf.SIGNAL_WAKE, job_id, name, self.channel, self._now()
-                    )
-                    outcome = SignalOutcome.DELIVERED
-                what = f"signal {name}: {outcome.value}"
+                    seq = await conn.fetchval(self._wf.SIGNAL_APPEND, job_id, name, payload_json)
+                    wait = await conn.fetchrow(self._wf.WAIT_OF, job_id)
+                    receipt = signal_taken(job_id, name, seq, None if wait is None else tuple(wait))
+                    if receipt.awaited:
+                        await conn.execute(
+                            self._wf.SIGNAL_WAKE, job_id, name, self.channel, self._now()
+                        )
+                what = f"signal {name}: {receipt.outcome.value}"
                 await conn.execute(self._wf.JOB_AUDIT_ADD, job_id, who, what, self._now())
-                return outcome
+                return receipt
 
         with _wrapped("workflow_signal"):
             return await retry_moved(attempt)
 
-    async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:
+    async def workflow_signal_get(
+        self, job_id: int, name: str, seq: int
+    ) -> tuple[str, str | None] | None:
         with _wrapped("workflow_signal_get"):
-            row = await self.pool.fetchrow(self._wf.SIGNAL_GET, job_id, name)
+            row = await self.pool.fetchrow(self._wf.SIGNAL_GET, job_id, name, seq)
         return None if row is None else (row[0], row[1])
 
-    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]:
+    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
         with _wrapped("workflow_step_get"):
-            row = await self.pool.fetchrow(self._wf.STEP_GET, job_id, name)
+            row = await self.pool.fetchrow(self._wf.STEP_GET, job_id, name, seq)
         return (False, None) if row is None else (True, row[0])
 
     async def workflow_step_put(
-        self, job_id: int, token: str, name: str, result_json: str | None
+        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
     ) -> bool:
         with _wrapped("workflow_step_put"):
-            row = await self.pool.fetchval(self._wf.STEP_PUT, job_id, token, name, result_json)
+            row = await self.pool.fetchval(self._wf.STEP_PUT, job_id, token, name, result_json, seq)
         return row is not None
 
     async def workflow_parent_results(
@@ -1467,16 +1554,33 @@ class PostgresBackend:
             rows = await self.pool.fetch(self._wf.PARENT_RESULTS, job_id)
         return [(r[0], r[1], r[2]) for r in rows]
 
-    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
+    async def workflow_links(
+        self, job_id: int, children_limit: int, parents_limit: int
+    ) -> JobLinks:
         with _wrapped("workflow_links"):
             async with self.pool.acquire() as conn:
-                parents = await conn.fetch(self._wf.JOB_PARENTS, job_id)
-                children = await conn.fetch(self._wf.JOB_CHILDREN, job_id, children_limit)
+                parents = await conn.fetch(self._wf.JOB_PARENTS, job_id, parents_limit)
+                counts = await conn.fetch(self._wf.JOB_PARENT_COUNTS, job_id)
+                children = await conn.fetch(self._wf.JOB_CHILDREN, job_id, children_limit, 0)
                 wait = await conn.fetchrow(self._wf.JOB_WAIT, job_id)
                 batch = await conn.fetchval(self._wf.JOB_BATCH, job_id)
         return job_links(
-            map(tuple, parents), map(tuple, children), None if wait is None else tuple(wait), batch
+            map(tuple, parents),
+            map(tuple, children),
+            None if wait is None else tuple(wait),
+            batch,
+            map(tuple, counts),
         )
+
+    async def workflow_linked(
+        self, job_id: int, parents: bool, after: int, limit: int
+    ) -> list[LinkedJob]:
+        with _wrapped("workflow_linked"):
+            if parents:
+                rows = await self.pool.fetch(self._wf.JOB_PARENTS_AFTER, job_id, after, limit)
+            else:
+                rows = await self.pool.fetch(self._wf.JOB_CHILDREN, job_id, limit, after)
+        return linked_jobs(map(tuple, rows))
 
     async def workflow_batch_info(self, batch_id: int) -> BatchInfo:
         with _wrapped("workflow_batch_info"):

@@ -60,4 +60,8 @@ def beat_args(params: WorkerBeatParams, now: datetime | None) -> list[Any]:
         p.processed,
         p.claimed_ago_s,
         now,
+        p.gone_after_s,
+        p.process,
+        p.restarts,
+        p.restarts_in_a_row,
     ]

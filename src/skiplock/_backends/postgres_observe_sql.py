@@ -110,16 +110,20 @@ FROM samples GROUP BY queue, task, kind, 4
 
 WORKER_BEAT = """
 -- Upsert a worker's registry row ($1 its id) on its maintenance beat: its shape, its load, the
--- database's now as its heartbeat, and when it last claimed ($9 seconds before now; NULL:
--- never).
+-- database's now as its heartbeat, when it last claimed ($9 seconds before now; NULL:
+-- never), its silence limit, its OS process and its supervisor's restarts ($11-$14).
 WITH now_ AS (SELECT coalesce($10::timestamptz, now()) AS t)
 INSERT INTO {s}.skiplock_workers AS w
     (id, name, host, pid, queues, concurrency, running, processed, started_at, heartbeat_at,
-     last_claim_at)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, t, t, t - make_interval(secs => $9::float8) FROM now_
+     last_claim_at, gone_after_s, process, restarts, restarts_in_a_row)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, t, t, t - make_interval(secs => $9::float8),
+       $11, $12, $13, $14
+FROM now_
 ON CONFLICT (id) DO UPDATE
 SET running = excluded.running, processed = excluded.processed,
-    heartbeat_at = excluded.heartbeat_at, last_claim_at = excluded.last_claim_at
+    heartbeat_at = excluded.heartbeat_at, last_claim_at = excluded.last_claim_at,
+    gone_after_s = excluded.gone_after_s, process = excluded.process,
+    restarts = excluded.restarts, restarts_in_a_row = excluded.restarts_in_a_row
 """
 
 WORKER_DELETE = """
@@ -137,7 +141,7 @@ WORKER_LIST = """
 -- Every registered worker, with how long since its heartbeat and last claim by the database
 -- clock.
 SELECT id, name, host, pid, queues, concurrency, running, processed, started_at,
-       heartbeat_at, last_claim_at,
+       heartbeat_at, last_claim_at, gone_after_s, process, restarts, restarts_in_a_row,
        extract(epoch FROM coalesce($1::timestamptz, now()) - heartbeat_at)::float8 AS silent_s
 FROM {s}.skiplock_workers ORDER BY name, id
 """

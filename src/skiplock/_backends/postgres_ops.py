@@ -29,9 +29,11 @@ from .common import (
     claimed_jobs,
     filter_values,
     in_claim_order,
+    key_id,
     keys_to_visit,
     map_inserted,
     next_cursor,
+    unique_scope,
 )
 from .postgres_sql import Statements
 from .postgres_storage_sql import LONG_SEGMENT
@@ -74,6 +76,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         _unless_all([j.key_order for j in jobs], None),
         _unless_all([j.unique_for_s for j in jobs], None),
         _unless_all([j.key_weight for j in jobs], None),
+        _unless_all([unique_scope(j) for j in jobs], None),
     ]
 
 
@@ -178,12 +181,15 @@ def _same(value: datetime) -> datetime:
     return value
 
 
-def missing_keys(jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[str]:
-    """Unique keys of the batch that the insert did not create (a live job holds them)."""
+def missing_keys(jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[list[str]]:
+    """Unique keys of the batch that the insert did not create (a live job holds them), as
+    JOB_LIVE_BY_UNIQUE_KEY's arguments: the keys, and their key spaces; [] when none."""
     if any(row[0] == "full" for row in rows):
         return []
-    created = {row[2] for row in rows if row[2] is not None}
-    return sorted({j.unique_key for j in jobs if j.unique_key and j.unique_key not in created})
+    created = {(row[2], row[3]) for row in rows if row[2] is not None}
+    wanted = {key_id(j) for j in jobs} - created - {None}
+    missing = sorted(key for key in wanted if key is not None)
+    return [[key for key, _ in missing], [scope for _, scope in missing]] if missing else []
 
 
 def finish_insert(
@@ -197,8 +203,9 @@ def finish_insert(
         raise QueueFull(
             f"queue {', '.join(map(repr, full))} is at its max_depth: nothing was enqueued"
         )
-    inserted = [(row[1], row[2]) for row in rows]
-    return map_inserted(jobs, inserted, {key: job_id for job_id, key in live}, held)
+    inserted = [(row[1], None if row[2] is None else (row[2], row[3])) for row in rows]
+    holders = {(key, scope): job_id for job_id, key, scope in live}
+    return map_inserted(jobs, inserted, holders, held)
 
 
 def replace_step(
@@ -209,16 +216,19 @@ def replace_step(
     if isinstance(step, flows.InsertUnique):
         return statements.JOB_INSERT_MANY, insert_params([step.job], channel, now), _inserted
     if isinstance(step, flows.HolderOf):
-        return statements.JOB_HOLDER_OF, [step.key, now], _first_or_none
+        return statements.JOB_HOLDER_OF, [step.key, now, step.scope], _first_or_none
     if isinstance(step, flows.ReplacePending | flows.ReplaceKey):
         j = step.job
         holder = step.holder if isinstance(step, flows.ReplacePending) else None
         run_at = j.run_at.timestamp() if j.run_at else None
-        args = [holder, j.unique_key, j.args_json, j.kwargs_json, run_at, j.run_after_s]
+        args: list[Any] = [holder, j.unique_key, j.args_json, j.kwargs_json, run_at]
+        args += [j.run_after_s, now, j.payload_version, channel, unique_scope(j), j.task]
         read = bool if holder is not None else _first_or_none
-        return statements.JOB_REPLACE_PENDING, [*args, now, j.payload_version, channel], read
+        return statements.JOB_REPLACE_PENDING, args, read
     if isinstance(step, flows.ReleaseRunning):
-        return statements.JOB_RELEASE_RUNNING_KEY, [step.holder, step.key], bool
+        j = step.job
+        args = [step.holder, j.unique_key, unique_scope(j), j.task]
+        return statements.JOB_RELEASE_RUNNING_KEY, args, bool
     raise TypeError(f"no PostgreSQL answer to {step!r}")
 
 

@@ -268,12 +268,12 @@ WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
                          $14::text[], $15::bool[], $16::text[], $17::int[], $18::text[],
-                         $19::int[], $20::text[], $21::float8[], $22::int[])
+                         $19::int[], $20::text[], $21::float8[], $22::int[], $23::text[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
                               unique_succeeded, trace_context, payload_version,
                               concurrency_key, key_limit, key_order, unique_for, key_weight,
-                              ord)
+                              unique_scope, ord)
 ), full_ AS (
 """
     + _full_queues("(SELECT queue, count(*) AS n FROM batch GROUP BY queue)")
@@ -286,25 +286,29 @@ WITH batch AS (
 ), keyed AS (
     -- the keys are taken first, in skiplock_keys (a key spans the live and the history
     -- partitions, which no index of the job table can); the insert's trigger finds them held.
-    -- A batch's first job of a key takes it; a key whose window has passed is taken over.
-    INSERT INTO {s}.skiplock_keys (unique_key, job_id)
-    SELECT DISTINCT ON (unique_key) unique_key, id FROM ided WHERE unique_key IS NOT NULL
-    ORDER BY unique_key, ord
-    ON CONFLICT (unique_key) DO UPDATE SET job_id = EXCLUDED.job_id, held_until = NULL
+    -- A batch's first job of a key (in its key space) takes it; a key whose window has
+    -- passed is taken over.
+    INSERT INTO {s}.skiplock_keys (unique_key, unique_scope, job_id)
+    SELECT DISTINCT ON (unique_key, unique_scope) unique_key, unique_scope, id
+    FROM ided WHERE unique_key IS NOT NULL
+    ORDER BY unique_key, unique_scope, ord
+    ON CONFLICT (unique_key, unique_scope) DO UPDATE
+        SET job_id = EXCLUDED.job_id, held_until = NULL
         WHERE {s}.skiplock_keys.held_until <= coalesce($12::timestamptz, now())
     RETURNING job_id
 ), ins AS (
     INSERT INTO {s}.skiplock_jobs
         (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout,
          correlation_id, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-         concurrency_key, key_limit, key_order, unique_until, key_weight, segment)
+         concurrency_key, key_limit, key_order, unique_until, key_weight, unique_scope,
+         segment)
     SELECT u.id, u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
            u.timeout, u.correlation_id, u.lease_s, u.unique_key, u.unique_succeeded,
            u.trace_context, u.payload_version, u.concurrency_key, u.key_limit, u.key_order,
            coalesce($12::timestamptz, now()) + make_interval(secs => u.unique_for),
-           u.key_weight,
+           u.key_weight, u.unique_scope,
            -- a keyed job goes to the keyed segment, any other to the ring's (the default)
            CASE WHEN u.concurrency_key IS NULL THEN """
     + _storage.SEGMENT_NOW
@@ -314,13 +318,14 @@ WITH batch AS (
     FROM ided u
     WHERE u.unique_key IS NULL OR u.id IN (SELECT job_id FROM keyed)
     ORDER BY u.ord
-    RETURNING id, queue, unique_key
+    RETURNING id, queue, unique_key, unique_scope
 ), woken AS (
     SELECT pg_notify($11, q.queue) FROM (SELECT DISTINCT queue FROM ins) q
 )
-SELECT 'full' AS kind, NULL::bigint AS id, name AS key FROM full_
+SELECT 'full' AS kind, NULL::bigint AS id, name AS key, NULL::text AS scope FROM full_
 UNION ALL
-SELECT 'inserted', id, unique_key FROM ins WHERE (SELECT count(*) FROM woken) >= 0
+SELECT 'inserted', id, unique_key, unique_scope FROM ins
+WHERE (SELECT count(*) FROM woken) >= 0
 ORDER BY id
 """
 )
@@ -362,8 +367,11 @@ JOB_REPLACE_PENDING = _unique.JOB_REPLACE_PENDING
 JOB_RELEASE_RUNNING_KEY = _unique.JOB_RELEASE_RUNNING_KEY
 
 JOB_LIVE_BY_UNIQUE_KEY = """
--- The jobs holding these unique keys (live, or succeeded where the job asked for that).
-SELECT job_id AS id, unique_key FROM {s}.skiplock_keys WHERE unique_key = ANY($1::text[])
+-- The jobs holding these unique keys ($1) in these key spaces ($2), live, or succeeded where
+-- the job asked for that.
+SELECT k.job_id AS id, k.unique_key, k.unique_scope FROM {s}.skiplock_keys k
+JOIN unnest($1::text[], $2::text[]) AS w(unique_key, unique_scope)
+  ON k.unique_key = w.unique_key AND k.unique_scope = w.unique_scope
 """
 
 
@@ -541,6 +549,27 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append((17, "workflows", _workflow.MIGRATION_WORKFLOWS))
+MIGRATIONS.append((18, "workflow sequences", _workflow.MIGRATION_WORKFLOW_SEQUENCES))
+MIGRATIONS.append((19, "unique scopes", _unique.MIGRATION_UNIQUE_SCOPES))
+MIGRATIONS.append(
+    (
+        20,
+        "worker liveness",
+        """
+-- What tells a dead worker's registry row from a live one's (``_observe/liveness.py``): the
+-- silence after which it counts as gone (its own beat interval decides, not the reader's);
+-- which OS process beat (boot id, pid namespace, pid, start time: a worker on the same
+-- machine sees that process is gone, and a reused pid is told apart); and how often its
+-- supervisor restarted it after crashes, in all and in a row. Nullable or constant
+-- defaults: rows of running older workers keep the old rules.
+ALTER TABLE {s}.skiplock_workers ADD COLUMN gone_after_s double precision;
+ALTER TABLE {s}.skiplock_workers ADD COLUMN process text;
+ALTER TABLE {s}.skiplock_workers ADD COLUMN restarts integer NOT NULL DEFAULT 0;
+ALTER TABLE {s}.skiplock_workers ADD COLUMN restarts_in_a_row integer NOT NULL DEFAULT 0;
+""",
+    )
+)
+MIGRATIONS.append((21, "unreleased waits", _workflow.MIGRATION_UNRELEASED))
 
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE_ORDERED, _keys.KEYED_SEGMENT)
 
@@ -722,8 +751,11 @@ JOB_RETRY = (
 WITH freed AS (
     DELETE FROM {s}.skiplock_keys k
     WHERE k.held_until <= coalesce($3::timestamptz, now())
-      AND k.unique_key = (SELECT unique_key FROM {s}.skiplock_jobs
-                          WHERE id = $1 AND state IN """
+      AND (k.unique_key, k.unique_scope) = (SELECT j.unique_key, """
+    + _unique.SCOPE_OF.format(j="j")
+    + """
+                                            FROM {s}.skiplock_jobs j
+                                            WHERE j.id = $1 AND j.state IN """
     + _FINAL
     + """)
 ), r AS (
@@ -737,6 +769,9 @@ WITH freed AS (
     WHERE id = $1 AND state IN """
     + _FINAL
     + """
+      -- one that ended waiting for its parents waits for them again instead
+      -- (workflow_flows.retry_unreleased): never pending without their results
+      AND NOT EXISTS (SELECT 1 FROM {s}.skiplock_unreleased u WHERE u.job_id = $1)
     RETURNING queue
 )
 SELECT pg_notify($2, queue) FROM r
@@ -786,7 +821,8 @@ x AS MATERIALIZED (
 
 JOB_RECLAIM_WORKER = """
 -- JOB_RECLAIM_EXPIRED for every lease of worker $3 (its token prefix: tokens are
--- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, so nothing renews them.
+-- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, or another worker saw
+-- it is gone, so nothing renews them; the error reads 'worker <locked_by> ' || $4.
 -- A row a live worker holds has another token and is never touched (fencing unchanged).
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 x AS MATERIALIZED (
@@ -797,9 +833,7 @@ x AS MATERIALIZED (
     ORDER BY id
     FOR NO KEY UPDATE
 )
-""" + _RECLAIM_UPDATE.replace(
-    "{why}", "'worker ' || coalesce(j.locked_by, '?') || ' exited; released by its supervisor'"
-)
+""" + _RECLAIM_UPDATE.replace("{why}", "'worker ' || coalesce(j.locked_by, '?') || ' ' || $4::text")
 
 JOB_HEARTBEAT_MANY = (
     """
@@ -905,8 +939,19 @@ DELETE FROM {s}.skiplock_cron_slots WHERE slot < $1
 
 JOB_CANCEL = """
 -- A person cancels a job: pending or waiting -> cancelled at once; running -> flagged for its
--- worker (a waiting job's children follow their on_parent_failure at the next release).
-WITH now_ AS (SELECT coalesce($3::timestamptz, now()) AS t)
+-- worker (a waiting job's children follow their on_parent_failure at the next release). A job
+-- that waited for its parents keeps what their release would have given it, for a retry
+-- (skiplock_unreleased): its row locked first, so a release racing this cancel either made it
+-- pending before (nothing kept) or finds it cancelled after.
+WITH now_ AS (SELECT coalesce($3::timestamptz, now()) AS t),
+was AS (SELECT id, state FROM {s}.skiplock_jobs WHERE id = $1 FOR UPDATE),
+kept AS (
+    INSERT INTO {s}.skiplock_unreleased (job_id, pass_results, batch_id, ended_at)
+    SELECT w.job_id, w.pass_results, w.batch_id, (SELECT t FROM now_)
+    FROM {s}.skiplock_waits w JOIN was ON was.id = w.job_id
+    WHERE was.state = 'waiting' AND w.signal IS NULL
+    ON CONFLICT (job_id) DO NOTHING
+)
 UPDATE {s}.skiplock_jobs
 SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'cancelled' ELSE state END,
     finished_at = CASE WHEN state IN ('pending', 'waiting') THEN (SELECT t FROM now_)
@@ -914,7 +959,9 @@ SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'cancelled' ELSE stat
     cancel_requested = true,
     audit = audit || jsonb_build_array(jsonb_build_object(
         'at', (SELECT t FROM now_), 'who', $2::text, 'what', 'cancel'))
-WHERE id = $1 AND state IN ('pending', 'running', 'waiting')
+-- through ``was``: read (and locked) before this update changes the row, which ``kept``
+-- (run once this update is done) could no longer lock
+WHERE id = (SELECT id FROM was) AND state IN ('pending', 'running', 'waiting')
 RETURNING state
 """
 
@@ -1066,21 +1113,29 @@ _KEY_FREE = (
   -- the key's promise); the caller reports it
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM {s}.skiplock_keys k WHERE k.unique_key = skiplock_jobs.unique_key
+        AND k.unique_scope = """
+    + _unique.SCOPE_OF.format(j="skiplock_jobs")
+    + """
         AND """
     + _unique.HELD.format(now="(SELECT t FROM now_)")
     + """))
 """
 )
 
-_KEYS_PASSED = """
+_KEYS_PASSED = (
+    """
 -- the key rows of the picked jobs' keys whose windows have passed go first: the requeued
 -- job's trigger takes its key after this statement's changes
 freed AS (
     DELETE FROM {s}.skiplock_keys k
     WHERE k.held_until <= (SELECT t FROM now_)
-      AND k.unique_key IN (SELECT unique_key FROM {s}.skiplock_jobs
-                           WHERE state = 'dead' AND id IN (SELECT id FROM picked))
+      AND (k.unique_key, k.unique_scope) IN (
+          SELECT j.unique_key, """
+    + _unique.SCOPE_OF.format(j="j")
+    + """ FROM {s}.skiplock_jobs j
+          WHERE j.state = 'dead' AND j.id IN (SELECT id FROM picked))
 ),"""
+)
 
 JOB_REQUEUE_DEAD = (
     """
@@ -1097,7 +1152,11 @@ r AS (
         lease_token = NULL, lease_expires_at = NULL, cancel_requested = false,
         audit = audit || jsonb_build_array(jsonb_build_object(
             'at', (SELECT t FROM now_), 'who', $1::text, 'what', 'requeue'))
-    WHERE state = 'dead' AND id IN (SELECT id FROM picked)"""
+    WHERE state = 'dead' AND id IN (SELECT id FROM picked)
+      -- one that died waiting for its parents (a body buried for the size of their
+      -- results) never got them: only its own retry (job retry) may send it back
+      AND NOT EXISTS (SELECT 1 FROM {s}.skiplock_unreleased u
+                      WHERE u.job_id = {s}.skiplock_jobs.id)"""
     + _KEY_FREE
     + """    RETURNING id, queue
 ), woken AS (
@@ -1190,12 +1249,20 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
 """
 
 QUEUE_SET_LIMITS = """
--- Set a queue's bound, limits and aging (NULL lifts one), keeping its pause flag.
-INSERT INTO {s}.skiplock_queues (name, max_depth, max_running, rate_per_s, aging_s)
+-- Set the given ones ($6: max_depth, max_running, rate_per_s, aging_s) of a queue's bound,
+-- limits and aging (NULL lifts one), keeping the others and its pause flag. A rate set anew
+-- starts its window afresh.
+INSERT INTO {s}.skiplock_queues AS q (name, max_depth, max_running, rate_per_s, aging_s)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (name) DO UPDATE
-SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, aging_s = excluded.aging_s, recent_starts = '{}',
+SET max_depth = CASE WHEN 'max_depth' = ANY($6::text[]) THEN excluded.max_depth
+                     ELSE q.max_depth END,
+    max_running = CASE WHEN 'max_running' = ANY($6::text[]) THEN excluded.max_running
+                       ELSE q.max_running END,
+    rate_per_s = CASE WHEN 'rate_per_s' = ANY($6::text[]) THEN excluded.rate_per_s
+                      ELSE q.rate_per_s END,
+    aging_s = CASE WHEN 'aging_s' = ANY($6::text[]) THEN excluded.aging_s ELSE q.aging_s END,
+    recent_starts = CASE WHEN 'rate_per_s' = ANY($6::text[]) THEN '{}' ELSE q.recent_starts END,
     updated_at = now()
 """
 

@@ -31,34 +31,74 @@ END
 $$;
 """
 
+MIGRATION_UNIQUE_SCOPES = """
+-- A unique key is unique within a key space (docs/design.md, "Unique keys: scopes"): the
+-- task's own (unique_scope holds the task's name) or the shared one (the empty text,
+-- unique_scope="shared"). A job row from before holds NULL: its task's own (the trigger
+-- reads it so, should a person retry it), so no job row is rewritten. The keys held before
+-- were one space for every task: they become their tasks' own, the rule from now on, which
+-- none of them can break (they were unique across all tasks).
+ALTER TABLE {s}.skiplock_jobs ADD COLUMN unique_scope text;
+ALTER TABLE {s}.skiplock_keys ADD COLUMN unique_scope text;
+UPDATE {s}.skiplock_keys k SET unique_scope = coalesce(j.unique_scope, j.task)
+FROM {s}.skiplock_jobs j WHERE j.id = k.job_id;
+DELETE FROM {s}.skiplock_keys WHERE unique_scope IS NULL;  -- no job: it held nothing
+ALTER TABLE {s}.skiplock_keys ALTER COLUMN unique_scope SET NOT NULL;
+ALTER TABLE {s}.skiplock_keys DROP CONSTRAINT skiplock_jobs_unique_idx;
+ALTER TABLE {s}.skiplock_keys
+    ADD CONSTRAINT skiplock_jobs_unique_idx PRIMARY KEY (unique_key, unique_scope);
+
+CREATE OR REPLACE FUNCTION {s}.skiplock_key_take() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM {s}.skiplock_keys WHERE unique_key = NEW.unique_key AND job_id = NEW.id;
+    IF NOT FOUND THEN
+        INSERT INTO {s}.skiplock_keys (unique_key, unique_scope, job_id, held_until)
+        VALUES (NEW.unique_key, coalesce(NEW.unique_scope, NEW.task), NEW.id,
+                CASE WHEN NEW.state = 'succeeded' THEN NEW.unique_until END);
+    END IF;
+    RETURN NULL;
+END
+$$;
+"""
+
+SCOPE_OF = "coalesce({j}.unique_scope, {j}.task)"
+"""The key space of job row ``{j}``'s key (NULL on a row from before migration 19: the
+task's own)."""
+
 HELD = "(k.held_until IS NULL OR k.held_until > {now})"
 """Whether key row ``k`` holds its key at ``{now}`` (a window not passed yet)."""
 
 JOB_HOLDER_OF = (
     """
--- The job holding unique key $1 at $2 (the database's now() when NULL), if any.
-SELECT k.job_id FROM {s}.skiplock_keys k WHERE k.unique_key = $1 AND """
+-- The job holding unique key $1 in key space $3 at $2 (the database's now() when NULL), if
+-- any.
+SELECT k.job_id FROM {s}.skiplock_keys k
+WHERE k.unique_key = $1 AND k.unique_scope = $3 AND """
     + HELD.format(now="coalesce($2::timestamptz, now())")
     + "\n"
 )
 
 JOB_REPLACE_PENDING = (
     """
--- on_conflict="replace": the pending job holding key $2 takes this enqueue's arguments, run
--- time and payload version (run at $5 or $6 seconds after $7, the database's now() if NULL);
--- the job is $1, or (NULL) the key's holder read here; nothing when it is not pending (it
--- started or finished meanwhile, or no job holds the key). A run time moved earlier wakes
--- its queue.
+-- on_conflict="replace": the pending job of task $11 holding key $2 in key space $10 takes
+-- this enqueue's arguments, run time and payload version (run at $5 or $6 seconds after $7,
+-- the database's now() if NULL); the job is $1, or (NULL) the key's holder read here;
+-- nothing when it is not pending (it started or finished meanwhile, or no job holds the
+-- key) or is another task's (the shared key space: its function must not run with these
+-- arguments). A run time moved earlier wakes its queue.
 WITH r AS (
     UPDATE {s}.skiplock_jobs
     SET args = $3::jsonb, kwargs = $4::jsonb, payload_version = $8::int,
         run_at = coalesce(to_timestamp($5::float8), coalesce($7::timestamptz, now())
                           + make_interval(secs => coalesce($6::float8, 0)))
     WHERE id = coalesce($1::bigint, (SELECT k.job_id FROM {s}.skiplock_keys k
-                                     WHERE k.unique_key = $2 AND """
+                                     WHERE k.unique_key = $2 AND k.unique_scope = $10 AND """
     + HELD.format(now="coalesce($7::timestamptz, now())")
     + """))
-      AND state = 'pending' AND unique_key = $2
+      AND state = 'pending' AND unique_key = $2 AND task = $11
+      AND """
+    + SCOPE_OF.format(j="skiplock_jobs")
+    + """ = $10
     RETURNING id, queue
 ), woken AS (
     SELECT pg_notify($9, queue) FROM r
@@ -67,14 +107,20 @@ SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
 """
 )
 
-JOB_RELEASE_RUNNING_KEY = """
--- A debounce gathering enqueues while job $1 runs with key $2: the running job gives the key
--- up (its unique_key cleared: it read older arguments), so the enqueue writes a new job.
+JOB_RELEASE_RUNNING_KEY = (
+    """
+-- A debounce of task $4 gathering enqueues while its job $1 runs with key $2 in key space
+-- $3: the running job gives the key up (its unique_key cleared: it read older arguments), so
+-- the enqueue writes a new job. Another task's running job keeps its key.
 WITH r AS (
-    UPDATE {s}.skiplock_jobs SET unique_key = NULL
-    WHERE id = $1 AND state = 'running' AND unique_key = $2
+    UPDATE {s}.skiplock_jobs SET unique_key = NULL, unique_scope = NULL
+    WHERE id = $1 AND state = 'running' AND unique_key = $2 AND task = $4
+      AND """
+    + SCOPE_OF.format(j="skiplock_jobs")
+    + """ = $3
     RETURNING id
 )
 DELETE FROM {s}.skiplock_keys k USING r WHERE k.unique_key = $2 AND k.job_id = r.id
 RETURNING k.job_id
 """
+)

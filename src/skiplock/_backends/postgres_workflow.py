@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from .._job import NewJob
+from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from . import workflow_flows as wf
 from .base import JobInsertManyParams
 from .postgres_ops import COPY_MIN_ROWS, to_psycopg
@@ -81,11 +82,14 @@ class Answers:
         schema: str = "public",
         copy_jobs: CopyJobs | None = None,
         sync: bool = False,
+        bound: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         self.conn = conn
         self.fetch = fetcher(conn, sync)
         self.sql, self.channel, self.now, self.insert = sql, channel, now, insert
         self.schema, self.copy_jobs = schema, copy_jobs
+        self.bound = bound
+        """The most bytes the list of a child's parents' results may take (``Ready``)."""
         self.copies = isinstance(conn, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy)
         """Large inserts go by COPY (asyncpg's; a psycopg connection takes the INSERTs)."""
         self.woken: set[str] = set()
@@ -174,6 +178,19 @@ class Answers:
         return (rows[0][0], rows[0][1]) if rows else None
 
     @answer.register
+    async def _(self, step: wf.AbortBatch) -> tuple[int | None, int | None] | None:
+        rows = await self.fetch(self.sql.BATCH_ABORT, [step.batch_id, self.now])
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    @answer.register
+    async def _(self, step: wf.CancelMembers) -> list[int]:
+        rows = await self.fetch(self.sql.MEMBERS_CANCEL, [step.batch_id, step.error, self.now])
+        ids = [r[0] for r in rows]
+        if ids:
+            await self.fetch(self.sql.WAITS_DROP, [ids])
+        return ids
+
+    @answer.register
     async def _(self, step: wf.AncestorsMeet) -> bool:
         rows = await self.fetch(self.sql.ANCESTORS_MEET, [list(step.starts), list(step.targets)])
         return bool(rows[0][0])
@@ -198,10 +215,11 @@ class Answers:
         return [r[0] for r in await self.fetch(self.sql.CHILDREN_CANCEL, args)]
 
     @answer.register
-    async def _(self, step: wf.Ready) -> list[int]:
-        return await self._pending(
-            self.sql.CHILDREN_READY, [sorted(step.ids), self.channel, self.now]
-        )
+    async def _(self, step: wf.Ready) -> tuple[list[int], list[int]]:
+        args = [sorted(step.ids), self.channel, self.now, self.bound]
+        rows = await self.fetch(self.sql.CHILDREN_READY, args)
+        self.woken.update(r[1] for r in rows if not r[2])
+        return [r[0] for r in rows if not r[2]], [r[0] for r in rows if r[2]]
 
     @answer.register
     async def _(self, step: wf.EdgesAround) -> list[tuple[int, int]]:
@@ -226,5 +244,33 @@ class Answers:
         return await self._pending(self.sql.WAITS_EXPIRED, [step.most, self.channel, self.now])
 
     @answer.register
+    async def _(self, step: wf.SignalledParked) -> list[int]:
+        return await self._pending(self.sql.PARKED_SIGNALLED, [step.most, self.channel, self.now])
+
+    @answer.register
     async def _(self, step: wf.ResumeSignalled) -> list[int]:
         return await self._pending(self.sql.PARKED_RESUME, [list(step.ids), self.channel, self.now])
+
+    @answer.register
+    async def _(self, step: wf.TakeUnreleased) -> tuple[str | None, int | None] | None:
+        rows = await self.fetch(self.sql.UNRELEASED_TAKE, [step.job_id])
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    @answer.register
+    async def _(self, step: wf.ChildEdges) -> list[tuple[int, str | None, str, str]]:
+        rows = await self.fetch(self.sql.CHILD_EDGES, [step.child])
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    @answer.register
+    async def _(self, step: wf.ReopenEdges) -> None:
+        await self.fetch(self.sql.EDGES_REOPEN, [step.child, list(step.parents)])
+
+    @answer.register
+    async def _(self, step: wf.Rewait) -> None:
+        args = [step.job_id, step.parents_left, step.pass_results, step.batch_id, step.who]
+        await self.fetch(self.sql.JOB_REWAIT, [*args, self.now])
+
+    @answer.register
+    async def _(self, step: wf.StateOf) -> tuple[str, str | None]:
+        rows = await self.fetch(self.sql.JOB_STATE_ERROR, [step.job_id])
+        return (rows[0][0], rows[0][1])

@@ -14,8 +14,13 @@ write, so a plain job's enqueue, claim and completion stay exactly as they were:
   parent's retention;
 - ``skiplock_batches`` and ``skiplock_batch_jobs``: a batch, its callbacks (jobs waiting on
   every member and on the batch's open gate) and its members;
-- ``skiplock_steps`` (a durable step's stored result) and ``skiplock_signals`` (a signal or a
-  wait's timeout: one row per job and name, whichever comes first).
+- ``skiplock_steps`` (a durable step's stored result, one row per job, name and occurrence:
+  the third ``step("charge", ...)`` of a run is ``("charge", 3)`` in every run) and
+  ``skiplock_signals`` (a job's mailbox: the signals of each name in the order they came,
+  numbered from 1, and a wait's timeout in the place of the signal it waited for; the n-th
+  ``wait_for(name)`` of a run takes entry n);
+- ``skiplock_unreleased``: what the release of a job that ended while it waited (cancelled,
+  or buried for the size of its parents' results) would have given it, for a retry.
 """
 
 from __future__ import annotations
@@ -89,6 +94,20 @@ CREATE TABLE {s}.skiplock_signals (
 );
 """
 
+MIGRATION_WORKFLOW_SEQUENCES = r"""
+-- Steps keyed by occurrence, signals queued per name (a mailbox), the entry a parked wait
+-- waits for, and a batch whose block raised (postgres_workflow_sql.py). Rows written before
+-- are the first of their name.
+ALTER TABLE {s}.skiplock_steps ADD COLUMN seq integer NOT NULL DEFAULT 1;
+ALTER TABLE {s}.skiplock_steps DROP CONSTRAINT skiplock_steps_pkey;
+ALTER TABLE {s}.skiplock_steps ADD PRIMARY KEY (job_id, name, seq);
+ALTER TABLE {s}.skiplock_signals ADD COLUMN seq integer NOT NULL DEFAULT 1;
+ALTER TABLE {s}.skiplock_signals DROP CONSTRAINT skiplock_signals_pkey;
+ALTER TABLE {s}.skiplock_signals ADD PRIMARY KEY (job_id, name, seq);
+ALTER TABLE {s}.skiplock_waits ADD COLUMN signal_seq integer;
+ALTER TABLE {s}.skiplock_batches ADD COLUMN aborted_at timestamptz;
+"""
+
 JOBS_MISSING = """
 -- Which of the ids $1 name no job (an unknown or pruned parent).
 SELECT x.id FROM unnest($1::bigint[]) AS x(id)
@@ -110,6 +129,19 @@ JOBS_TO_WAITING = """
 -- Freshly inserted jobs (in this transaction, so no worker saw them) wait instead.
 UPDATE {s}.skiplock_jobs SET state = 'waiting'
 WHERE id = ANY($1::bigint[]) AND state = 'pending'
+"""
+
+MIGRATION_UNRELEASED = """
+-- Jobs that ended (cancelled, or buried for the size of their parents' results) while they
+-- waited for their parents: what their release would have given them (their wait row's
+-- pass_results and batch), so that a retry waits for the parents again and is released with
+-- their results, never run without them. A row goes with its retry, or with its job.
+CREATE TABLE {s}.skiplock_unreleased (
+    job_id       bigint PRIMARY KEY,
+    pass_results text CHECK (pass_results IN ('previous', 'all', 'batch')),
+    batch_id     bigint,
+    ended_at     timestamptz NOT NULL DEFAULT now()
+);
 """
 
 WAITS_INSERT = """
@@ -135,9 +167,10 @@ DEPS_RESOLVE = (
 -- once: the edges are locked first, in one order (two releases of one parent, a worker's and
 -- the sweep's, never deadlock), and a second release meets them locked, then resolved, and
 -- skips them. An edge whose parent failed and whose child waits for a retry ('wait') stays
--- open. The update finds the locked rows by their ctid (stable while locked): a semi join with
--- the locking CTE was planned as a nested loop over it, 4.5 million comparisons for a fan-out
--- of 3,000, and a join on the key through the partial index read a parent's every edge.
+-- open, until the parent is gone (pruned: no retry can come). The update finds the locked
+-- rows by their ctid (stable while locked): a semi join with the locking CTE was planned as
+-- a nested loop over it, 4.5 million comparisons for a fan-out of 3,000, and a join on the
+-- key through the partial index read a parent's every edge.
 WITH p AS (
     SELECT x.id, j.state, j.result
     FROM unnest($1::bigint[]) AS x(id) LEFT JOIN {s}.skiplock_jobs j ON j.id = x.id
@@ -149,7 +182,7 @@ WITH p AS (
       AND (p.state IS NULL OR p.state IN """
     + FINAL
     + """)
-      AND (p.state = 'succeeded' OR d.on_failure <> 'wait')
+      AND (p.state IS NULL OR p.state = 'succeeded' OR d.on_failure <> 'wait')
     ORDER BY d.child_id, d.parent_id
     FOR UPDATE OF d
 )
@@ -176,6 +209,14 @@ RETURNING w.job_id, w.parents_left
 """
 
 
+GATHERED_SIZE = "coalesce(sum(octet_length(coalesce({result}, 'null'::jsonb)::text) + 1), 1) + 1"
+"""The size in bytes of the list of results a release would give a child ('all'), from the
+rows of its edges ``d`` (``{result}``: each edge's result): each result's JSON text summed
+with a comma and the brackets, the list itself never built (a chord of 1,100 results of
+250 kB would be a 275 MB value: jsonb refuses one over 256 MiB). The text is jsonb's, a
+space after each comma and colon, so it counts a little over the compact JSON a client
+writes."""
+
 RELEASE_CHUNK = 1000
 """Open edges one release statement resolves at most: a fan-out's children become pending a
 thousand at a time, each chunk committed (and claimable) while the next is written."""
@@ -198,15 +239,16 @@ def release_tail(*, limit: str, channel: str, now: str) -> str:
     snapshot is newer (and for the sweep, should the caller die first). An edge this very
     statement resolves holds its result only once the statement ends: the result comes from
     ``pm``, the parents' results by id (no read of the job table, whose partitions a plan
-    would have to expand: planning the completion statement took 5 ms with two such reads)."""
+    would have to expand: planning the completion statement took 5 ms with two such reads).
+
+    A child that takes the list of its parents' results ('all': a chord's body, one a chord)
+    is left at zero for CHILDREN_READY too, which sums the list's size before it builds it
+    (and buries a body over the payload bound): built here, the list of 1,100 results of
+    250 kB was past jsonb's 256 MiB before anything could look at its size."""
     edge_result = """coalesce(d.parent_result, (SELECT pm.m FROM pm) -> d.parent_id::text,
                      'null'::jsonb)"""
     return f"""
-, pm AS (
-    -- this statement's parents' results by id (an edge it resolves holds its new result
-    -- only after it ends)
-    SELECT jsonb_object_agg(p.id::text, coalesce(p.result, 'null'::jsonb)) AS m FROM p
-), todo AS (
+, todo AS (
     SELECT d.ctid AS at, p.result FROM {{s}}.skiplock_deps d JOIN p ON d.parent_id = p.id
     WHERE d.parent_state IS NULL
     ORDER BY d.child_id, d.parent_id LIMIT {limit} FOR UPDATE OF d
@@ -216,13 +258,15 @@ def release_tail(*, limit: str, channel: str, now: str) -> str:
     UPDATE {{s}}.skiplock_deps d
     SET parent_state = 'succeeded', parent_result = todo.result, resolved_at = now()
     FROM todo WHERE d.ctid = todo.at
-    RETURNING d.child_id
+    RETURNING d.child_id, d.parent_id
 ), wlocked AS (
     -- the count as the lock found it: a release that committed while this one waited for
     -- the lock has counted its parents off already (this statement's snapshot is older, so
     -- the decisions below read these values, never the snapshot's); ``fresh``: the row the
-    -- lock found is the one the snapshot holds (``s``, not locked, keeps the snapshot's)
-    SELECT w.job_id, w.parents_left AS left_, w.signal, c.n, w.xmin = s.xmin AS fresh
+    -- lock found is the one the snapshot holds (``s``, not locked, keeps the snapshot's),
+    -- and the child takes no list of results (those CHILDREN_READY releases)
+    SELECT w.job_id, w.parents_left AS left_, w.signal, c.n,
+           w.xmin = s.xmin AND w.pass_results IS DISTINCT FROM 'all' AS fresh
     FROM {{s}}.skiplock_waits w
     JOIN (SELECT child_id, count(*)::int AS n FROM resolved GROUP BY child_id) c
       ON w.job_id = c.child_id
@@ -243,8 +287,15 @@ def release_tail(*, limit: str, channel: str, now: str) -> str:
     FROM wlocked WHERE w.job_id = wlocked.job_id AND wlocked.left_ = wlocked.n
       AND wlocked.signal IS NULL AND NOT wlocked.fresh
     RETURNING w.job_id
+), pm AS (
+    -- the results of this statement's parents that a child it releases takes (an edge it
+    -- resolves holds its new result only after it ends), by id: only those, as every
+    -- parent's would make one value of a batch's results, which jsonb bounds
+    SELECT jsonb_object_agg(p.id::text, coalesce(p.result, 'null'::jsonb)) AS m FROM p
+    WHERE p.id IN (SELECT rs.parent_id FROM resolved rs JOIN z ON z.job_id = rs.child_id
+                   WHERE z.pass_results = 'previous')
 ), r AS (
-    -- a released child's arguments, its first the parents' results as its wait row asks, by
+    -- a released child's arguments, its first the parent's result as its wait row asks, by
     -- key lookups only: joined to the statement's own resolved edges, a fan-out's 9,999
     -- children each scanned all 9,999 of them (4.3 s)
     UPDATE {{s}}.skiplock_jobs j
@@ -253,9 +304,6 @@ def release_tail(*, limit: str, channel: str, now: str) -> str:
             WHEN 'previous' THEN jsonb_build_array(
                 (SELECT {edge_result} FROM {{s}}.skiplock_deps d
                  WHERE d.child_id = j.id ORDER BY d.position LIMIT 1)) || j.args
-            WHEN 'all' THEN jsonb_build_array(
-                (SELECT coalesce(jsonb_agg({edge_result} ORDER BY d.position), '[]'::jsonb)
-                 FROM {{s}}.skiplock_deps d WHERE d.child_id = j.id)) || j.args
             WHEN 'batch' THEN jsonb_build_array(z.batch_id) || j.args
             ELSE j.args END
     FROM z WHERE j.id = z.job_id AND j.state = 'waiting'
@@ -294,33 +342,70 @@ WHERE (SELECT count(*) FROM woken) >= 0 AND (SELECT count(*) FROM lazy) >= 0
 """
 )
 
-CHILDREN_CANCEL = """
--- Waiting children of a failed parent are cancelled, the reason recorded as their error.
+_KEEP_UNRELEASED = """
+    INSERT INTO {s}.skiplock_unreleased (job_id, pass_results, batch_id, ended_at)
+    SELECT g.job_id, g.pass_results, g.batch_id, coalesce($3::timestamptz, now()) FROM gone g
+    WHERE g.signal IS NULL AND g.job_id IN (SELECT id FROM ended)
+    ON CONFLICT (job_id) DO NOTHING"""
+"""The wait rows (``gone``: deleted, RETURNING them) of the jobs that ended waiting
+(``ended``), kept in skiplock_unreleased: a retry waits for their parents again."""
+
+CHILDREN_CANCEL = (
+    """
+-- Waiting children of a failed parent are cancelled, the reason recorded as their error; what
+-- their release would have given them is kept (skiplock_unreleased) for a retry.
 WITH x AS (
     SELECT * FROM unnest($1::bigint[], $2::text[]) AS x(id, error)
+), ended AS (
+    UPDATE {s}.skiplock_jobs j
+    SET state = 'cancelled', finished_at = coalesce($3::timestamptz, now()),
+        errors = j.errors || jsonb_build_array(x.error::jsonb)
+    FROM x WHERE j.id = x.id AND j.state = 'waiting'
+    RETURNING j.id
 ), gone AS (
     DELETE FROM {s}.skiplock_waits WHERE job_id IN (SELECT id FROM x)
+    RETURNING job_id, pass_results, batch_id, signal
+), kept AS ("""
+    + _KEEP_UNRELEASED
+    + """
 )
-UPDATE {s}.skiplock_jobs j
-SET state = 'cancelled', finished_at = coalesce($3::timestamptz, now()),
-    errors = j.errors || jsonb_build_array(x.error::jsonb)
-FROM x WHERE j.id = x.id AND j.state = 'waiting'
-RETURNING j.id
+SELECT id FROM ended
 """
+)
 
-CHILDREN_READY = """
+CHILDREN_READY = (
+    """
 -- Children with no parent left become pending (a delayed one keeps its later run_at), their
 -- first argument the parents' results when asked ('previous': the one parent's result; 'all':
 -- the list of them in the order given; 'batch': the batch's id). A NOTIFY per queue wakes the
--- workers at commit.
-WITH w AS (
-    DELETE FROM {s}.skiplock_waits
-    WHERE job_id = ANY($1::bigint[]) AND parents_left = 0 AND signal IS NULL
-    RETURNING job_id, pass_results, batch_id
+-- workers at commit. A child whose list of results would be over $4 bytes (GATHERED_SIZE,
+-- summed: the list is never built) is buried instead: dead, never run, a PayloadTooLarge
+-- error naming the sizes, its release kept for a retry (skiplock_unreleased); the caller lets
+-- its own children follow their policies.
+WITH c AS (
+    SELECT w.job_id FROM {s}.skiplock_waits w
+    WHERE w.job_id = ANY($1::bigint[]) AND w.parents_left = 0 AND w.signal IS NULL
+    ORDER BY w.job_id FOR UPDATE
+), sized AS (
+    -- a body's size, read only for a body ('all'; CASE runs the reads only there)
+    SELECT c.job_id,
+           CASE WHEN w.pass_results = 'all' THEN (
+               SELECT count(*) FROM {s}.skiplock_deps d WHERE d.child_id = c.job_id) END AS n,
+           CASE WHEN w.pass_results = 'all' THEN (
+               SELECT """
+    + GATHERED_SIZE.format(result="d.parent_result")
+    + """
+               FROM {s}.skiplock_deps d WHERE d.child_id = c.job_id) END AS size
+    FROM c JOIN {s}.skiplock_waits w ON w.job_id = c.job_id
+), gone AS (
+    DELETE FROM {s}.skiplock_waits w USING sized
+    WHERE w.job_id = sized.job_id
+    RETURNING w.job_id, w.pass_results, w.batch_id, w.signal, sized.n,
+              coalesce(sized.size > $4::bigint, false) AS big, sized.size
 ), r AS (
     UPDATE {s}.skiplock_jobs j
     SET state = 'pending', run_at = greatest(j.run_at, coalesce($3::timestamptz, now())),
-        args = CASE w.pass_results
+        args = CASE g.pass_results
             WHEN 'previous' THEN jsonb_build_array(
                 (SELECT coalesce(d.parent_result, 'null'::jsonb) FROM {s}.skiplock_deps d
                  WHERE d.child_id = j.id ORDER BY d.position LIMIT 1)) || j.args
@@ -328,28 +413,94 @@ WITH w AS (
                 (SELECT coalesce(jsonb_agg(coalesce(d.parent_result, 'null'::jsonb)
                                            ORDER BY d.position), '[]'::jsonb)
                  FROM {s}.skiplock_deps d WHERE d.child_id = j.id)) || j.args
-            WHEN 'batch' THEN jsonb_build_array(w.batch_id) || j.args
+            WHEN 'batch' THEN jsonb_build_array(g.batch_id) || j.args
             ELSE j.args END
-    FROM w WHERE j.id = w.job_id AND j.state = 'waiting'
+    FROM gone g WHERE j.id = g.job_id AND j.state = 'waiting' AND NOT g.big
     RETURNING j.id, j.queue
+), ended AS (
+    UPDATE {s}.skiplock_jobs j
+    SET state = 'dead', finished_at = coalesce($3::timestamptz, now()),
+        errors = j.errors || jsonb_build_array(jsonb_build_object(
+            'attempt', 0, 'at', coalesce($3::timestamptz, now()),
+            'message', format('the list of its %s parents'' results is %s bytes, over '
+                              'max_payload_bytes (%s): it was not run', g.n, g.size, $4::bigint),
+            'type', 'PayloadTooLarge', 'traceback', NULL, 'worker', NULL))
+    FROM gone g WHERE j.id = g.job_id AND j.state = 'waiting' AND g.big
+    RETURNING j.id
+), kept AS ("""
+    + _KEEP_UNRELEASED
+    + """
 ), woken AS (
     SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q
 )
-SELECT id, queue FROM r WHERE (SELECT count(*) FROM woken) >= 0
+SELECT id, queue, false AS buried FROM r WHERE (SELECT count(*) FROM woken) >= 0
+UNION ALL SELECT id, NULL, true FROM ended
+"""
+)
+
+UNRELEASED_TAKE = """
+-- A retry's first look: what a job that ended waiting for its parents kept (its row locked
+-- while finished, the kept row taken: the retry writes its wait row anew).
+WITH j AS (
+    SELECT id FROM {s}.skiplock_jobs WHERE id = $1 AND state IN ('cancelled', 'dead')
+    FOR UPDATE
+)
+DELETE FROM {s}.skiplock_unreleased u USING j WHERE u.job_id = j.id
+RETURNING u.pass_results, u.batch_id
+"""
+
+CHILD_EDGES = """
+-- Every edge into a job a retry sends back to waiting, locked (in a release's order: by
+-- parent), with its parent's state now ('gone': pruned).
+SELECT d.parent_id, d.parent_state, d.on_failure, coalesce(j.state, 'gone')
+FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.parent_id
+WHERE d.child_id = $1 ORDER BY d.parent_id
+FOR UPDATE OF d
+"""
+
+EDGES_REOPEN = """
+-- Edges resolved for a parent that failed, and that a person retried since: open again, so
+-- the retried child waits for the parent's new outcome.
+UPDATE {s}.skiplock_deps SET parent_state = NULL, parent_result = NULL, resolved_at = NULL
+WHERE child_id = $1 AND parent_id = ANY($2::bigint[])
+"""
+
+JOB_REWAIT = """
+-- A retried job that never got its parents' results waits for them again: attempts reset,
+-- the retry in its audit, its wait row written anew ($2 parents left).
+WITH w AS (
+    INSERT INTO {s}.skiplock_waits (job_id, parents_left, pass_results, batch_id)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (job_id) DO UPDATE
+    SET parents_left = EXCLUDED.parents_left, pass_results = EXCLUDED.pass_results,
+        batch_id = EXCLUDED.batch_id, signal = NULL
+)
+UPDATE {s}.skiplock_jobs
+SET state = 'waiting', attempt = 0, run_at = coalesce($6::timestamptz, now()),
+    finished_at = NULL, result = NULL, progress = NULL, lease_token = NULL,
+    lease_expires_at = NULL, cancel_requested = false,
+    audit = audit || jsonb_build_array(jsonb_build_object(
+        'at', coalesce($6::timestamptz, now()), 'who', $5::text, 'what', 'retry'))
+WHERE id = $1
+"""
+
+JOB_STATE_ERROR = """
+SELECT state, errors -> -1 ->> 'message' FROM {s}.skiplock_jobs WHERE id = $1
 """
 
 OPEN_PARENTS = """
 -- The sweep's look: parents with an open edge that are finished or gone (a release a crash
 -- or a commit race left undone); not live nor waiting, so the partitions probed are those
 -- two, whatever history holds. An edge that waits for its failed parent's retry ('wait')
--- counts only once that parent succeeded: a thousand such could otherwise fill every look.
+-- counts only once that parent succeeded, or is gone (pruned: no retry can come, its child
+-- is cancelled): a thousand such could otherwise fill every look.
 SELECT DISTINCT d.parent_id FROM {s}.skiplock_deps d
 WHERE d.parent_state IS NULL
   AND NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
                   WHERE j.id = d.parent_id AND j.state IN ('pending', 'running', 'waiting'))
   AND (d.on_failure <> 'wait'
-       OR EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
-                  WHERE j.id = d.parent_id AND j.state = 'succeeded'))
+       OR NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
+                      WHERE j.id = d.parent_id AND j.state IN ('dead', 'cancelled')))
 LIMIT $1
 """
 
@@ -378,27 +529,30 @@ wait rows go, they become pending, their queues are woken ($2 the channel, $3 no
 
 WAITS_EXPIRED = (
     """
--- Parked jobs whose wait timed out: the timeout is recorded under the signal's name (the
--- signal's own primary key decides between a timeout and a racing signal), and they run again.
+-- Parked jobs whose wait timed out: the timeout takes the mailbox entry the wait waits for
+-- (the entry's primary key decides between a timeout and a racing signal: a signal that
+-- comes after it is the next entry, kept for the next wait), and they run again.
 WITH due AS (
-    SELECT j.id, w.signal FROM {s}.skiplock_jobs j JOIN {s}.skiplock_waits w ON w.job_id = j.id
+    SELECT j.id, w.signal, coalesce(w.signal_seq, 1) AS seq
+    FROM {s}.skiplock_jobs j JOIN {s}.skiplock_waits w ON w.job_id = j.id
     WHERE j.state = 'waiting' AND w.signal IS NOT NULL
       AND j.run_at <= coalesce($3::timestamptz, now())
     ORDER BY j.run_at LIMIT $1
     FOR UPDATE OF j SKIP LOCKED
 ), marked AS (
-    INSERT INTO {s}.skiplock_signals (job_id, name, kind)
-    SELECT id, signal, 'timeout' FROM due ON CONFLICT DO NOTHING
+    INSERT INTO {s}.skiplock_signals (job_id, name, seq, kind)
+    SELECT id, signal, seq, 'timeout' FROM due ON CONFLICT DO NOTHING
 )"""
     + _RESUME_DUE
 )
 
 WAIT_PREPARE = """
--- A running job about to park: record the signal it waits for, under its lease.
-INSERT INTO {s}.skiplock_waits (job_id, signal)
-SELECT id, $3 FROM {s}.skiplock_jobs
+-- A running job about to park: record the signal it waits for (its name, and the entry of
+-- that name's mailbox: its n-th wait for the name takes the n-th), under its lease.
+INSERT INTO {s}.skiplock_waits (job_id, signal, signal_seq)
+SELECT id, $3, $4 FROM {s}.skiplock_jobs
 WHERE id = $1 AND lease_token = $2 AND state = 'running'
-ON CONFLICT (job_id) DO UPDATE SET signal = EXCLUDED.signal
+ON CONFLICT (job_id) DO UPDATE SET signal = EXCLUDED.signal, signal_seq = EXCLUDED.signal_seq
 RETURNING job_id
 """
 
@@ -410,7 +564,25 @@ WITH due AS (
     SELECT w.job_id AS id FROM {s}.skiplock_waits w
     WHERE w.job_id = ANY($1::bigint[]) AND w.signal IS NOT NULL
       AND EXISTS (SELECT 1 FROM {s}.skiplock_signals s
-                  WHERE s.job_id = w.job_id AND s.name = w.signal)
+                  WHERE s.job_id = w.job_id AND s.name = w.signal
+                    AND s.seq >= coalesce(w.signal_seq, 1))
+)"""
+    + _RESUME_DUE
+)
+
+PARKED_SIGNALLED = (
+    """
+-- The sweep's look for parked jobs whose signal is stored all the same (it came while the
+-- job ran towards its park, and the look after that completion failed, or its process
+-- died): they run again, rather than at their timeout.
+WITH due AS (
+    SELECT j.id FROM {s}.skiplock_waits w JOIN {s}.skiplock_jobs j ON j.id = w.job_id
+    WHERE w.signal IS NOT NULL AND j.state = 'waiting'
+      AND EXISTS (SELECT 1 FROM {s}.skiplock_signals s
+                  WHERE s.job_id = w.job_id AND s.name = w.signal
+                    AND s.seq >= coalesce(w.signal_seq, 1))
+    ORDER BY j.id LIMIT $1
+    FOR UPDATE OF j SKIP LOCKED
 )"""
     + _RESUME_DUE
 )
@@ -421,10 +593,19 @@ JOB_LOCK_STATE = """
 SELECT state FROM {s}.skiplock_jobs WHERE id = $1 FOR UPDATE
 """
 
-SIGNAL_INSERT = """
-INSERT INTO {s}.skiplock_signals (job_id, name, kind, payload)
-VALUES ($1, $2, 'signal', $3::jsonb) ON CONFLICT DO NOTHING
-RETURNING job_id
+SIGNAL_APPEND = """
+-- A signal joins the end of its name's mailbox (the job's row is locked: one signal or
+-- timeout at a time). Returns its place.
+INSERT INTO {s}.skiplock_signals (job_id, name, seq, kind, payload)
+SELECT $1, $2, coalesce(max(seq), 0) + 1, 'signal', $3::jsonb
+FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2
+RETURNING seq
+"""
+
+WAIT_OF = """
+-- What the job waits for now: the signal's name and the entry of it (a wait on parents: no
+-- signal).
+SELECT signal, coalesce(signal_seq, 1) FROM {s}.skiplock_waits WHERE job_id = $1
 """
 
 SIGNAL_WAKE = """
@@ -450,18 +631,19 @@ WHERE id = $1
 """
 
 SIGNAL_GET = """
-SELECT kind, payload::text FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2
+SELECT kind, payload::text FROM {s}.skiplock_signals WHERE job_id = $1 AND name = $2 AND seq = $3
 """
 
 STEP_GET = """
-SELECT result::text FROM {s}.skiplock_steps WHERE job_id = $1 AND name = $2
+SELECT result::text FROM {s}.skiplock_steps WHERE job_id = $1 AND name = $2 AND seq = $3
 """
 
 STEP_PUT = """
--- A step's result, stored only while the job runs under this lease (a worker that lost it
--- stores nothing: the one that holds it now runs the step, or finds it stored).
-INSERT INTO {s}.skiplock_steps (job_id, name, result)
-SELECT id, $3, $4::jsonb FROM {s}.skiplock_jobs
+-- A step's result (its name's $3-th occurrence in the run), stored only while the job runs
+-- under this lease (a worker that lost it stores nothing: the one that holds it now runs the
+-- step, or finds it stored).
+INSERT INTO {s}.skiplock_steps (job_id, name, seq, result)
+SELECT id, $3, $5, $4::jsonb FROM {s}.skiplock_jobs
 WHERE id = $1 AND lease_token = $2 AND state = 'running'
 ON CONFLICT DO NOTHING
 RETURNING job_id
@@ -473,15 +655,31 @@ WHERE child_id = $1 ORDER BY position
 """
 
 JOB_PARENTS = """
+-- A job's first $2 parents, in order (a chord's body has up to 10,000: a page shows a few).
 SELECT d.parent_id, coalesce(j.state, d.parent_state, 'gone'), d.on_failure
 FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.parent_id
-WHERE d.child_id = $1 ORDER BY d.position
+WHERE d.child_id = $1 ORDER BY d.position, d.parent_id LIMIT $2
+"""
+
+JOB_PARENT_COUNTS = """
+-- Every parent of a job counted by its state.
+SELECT coalesce(j.state, d.parent_state, 'gone') AS state, count(*)
+FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.parent_id
+WHERE d.child_id = $1 GROUP BY 1 ORDER BY 1
+"""
+
+JOB_PARENTS_AFTER = """
+-- A page of a job's parents by id, after id $2.
+SELECT d.parent_id, coalesce(j.state, d.parent_state, 'gone'), d.on_failure
+FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.parent_id
+WHERE d.child_id = $1 AND d.parent_id > $2 ORDER BY d.parent_id LIMIT $3
 """
 
 JOB_CHILDREN = """
+-- A job's children by id, after id $3 (0: from the first), $2 at most.
 SELECT d.child_id, coalesce(j.state, 'gone'), d.on_failure
 FROM {s}.skiplock_deps d LEFT JOIN {s}.skiplock_jobs j ON j.id = d.child_id
-WHERE d.parent_id = $1 ORDER BY d.child_id LIMIT $2
+WHERE d.parent_id = $1 AND d.child_id > $3 ORDER BY d.child_id LIMIT $2
 """
 
 JOB_WAIT = """
@@ -512,6 +710,32 @@ UPDATE {s}.skiplock_batches SET closed_at = now() WHERE id = $1 AND closed_at IS
 RETURNING on_success, on_complete
 """
 
+BATCH_ABORT = """
+-- A batch whose block raised is closed as aborted (an open one only: a closed batch's
+-- callbacks may be running already).
+UPDATE {s}.skiplock_batches
+SET closed_at = coalesce($2::timestamptz, now()), aborted_at = coalesce($2::timestamptz, now())
+WHERE id = $1 AND closed_at IS NULL
+RETURNING on_success, on_complete
+"""
+
+MEMBERS_CANCEL = """
+-- An aborted batch's members that never started (pending or waiting, never attempted) are
+-- cancelled, the reason recorded as their error; one that started (running, parked, waiting
+-- for a retry) runs to its end.
+UPDATE {s}.skiplock_jobs j
+SET state = 'cancelled', finished_at = coalesce($3::timestamptz, now()),
+    errors = j.errors || jsonb_build_array($2::jsonb)
+FROM {s}.skiplock_batch_jobs m
+WHERE m.batch_id = $1 AND j.id = m.job_id
+  AND j.state IN ('pending', 'waiting') AND j.attempted_at IS NULL
+RETURNING j.id
+"""
+
+WAITS_DROP = """
+DELETE FROM {s}.skiplock_waits WHERE job_id = ANY($1::bigint[])
+"""
+
 BATCH_MEMBERS_INSERT = """
 INSERT INTO {s}.skiplock_batch_jobs (batch_id, job_id)
 SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING
@@ -523,8 +747,18 @@ SELECT b.id, extract(epoch FROM b.created_at), extract(epoch FROM b.closed_at),
        (SELECT coalesce(jsonb_object_agg(s.state, s.n), '{{}}'::jsonb)::text FROM (
             SELECT coalesce(j.state, 'gone') AS state, count(*) AS n
             FROM {s}.skiplock_batch_jobs m LEFT JOIN {s}.skiplock_jobs j ON j.id = m.job_id
-            WHERE m.batch_id = b.id GROUP BY 1) s)
+            WHERE m.batch_id = b.id GROUP BY 1) s),
+       extract(epoch FROM b.aborted_at)
 FROM {s}.skiplock_batches b WHERE b.id = $1
+"""
+
+WAIT_NEXT_TIMEOUT = """
+-- Seconds from now ($1, NULL: the database's) until the first parked wait times out (<= 0:
+-- one is due), NULL if no job is parked: a worker's wait timer sleeps until then. Parked
+-- jobs only (the wait rows with a signal, a partial index), not every waiting child.
+SELECT extract(epoch FROM min(j.run_at) - coalesce($1::timestamptz, now()))::float8
+FROM {s}.skiplock_waits w JOIN {s}.skiplock_jobs j ON j.id = w.job_id
+WHERE w.signal IS NOT NULL AND j.state = 'waiting'
 """
 
 WAITING_LIST = """
@@ -549,8 +783,8 @@ SELECT id, task, state FROM {s}.skiplock_jobs WHERE id = ANY($1::bigint[])
 WORKFLOW_PRUNE = """
 -- What a workflow leaves once its jobs are gone (pruned, discarded), at most $1 rows a table:
 -- steps and signals of jobs no longer kept, edges of children no longer kept, wait rows of
--- jobs that no longer wait (or prepare to park), batch members gone, and closed batches left
--- with no member and no callback.
+-- jobs that no longer wait (or prepare to park), batch members gone, closed batches left
+-- with no member and no callback, and the kept releases of jobs gone or retried.
 WITH steps AS (
     DELETE FROM {s}.skiplock_steps WHERE ctid IN (
         SELECT x.ctid FROM {s}.skiplock_steps x
@@ -587,10 +821,18 @@ WITH steps AS (
                           WHERE j.id IN (x.on_success, x.on_complete))
         LIMIT $1)
     RETURNING 1
+), unreleased AS (
+    DELETE FROM {s}.skiplock_unreleased WHERE job_id IN (
+        SELECT x.job_id FROM {s}.skiplock_unreleased x
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j
+                          WHERE j.id = x.job_id AND j.state IN ('cancelled', 'dead'))
+        LIMIT $1)
+    RETURNING 1
 )
 SELECT (SELECT count(*) FROM steps) + (SELECT count(*) FROM signals)
      + (SELECT count(*) FROM edges) + (SELECT count(*) FROM waits)
      + (SELECT count(*) FROM members) + (SELECT count(*) FROM batches)
+     + (SELECT count(*) FROM unreleased)
 """
 
 
@@ -614,8 +856,10 @@ class WorkflowStatements:
     WAITS_EXPIRED: str
     WAIT_PREPARE: str
     PARKED_RESUME: str
+    PARKED_SIGNALLED: str
     JOB_LOCK_STATE: str
-    SIGNAL_INSERT: str
+    SIGNAL_APPEND: str
+    WAIT_OF: str
     SIGNAL_WAKE: str
     SIGNAL_GET: str
     JOB_AUDIT_ADD: str
@@ -624,18 +868,29 @@ class WorkflowStatements:
     PARENT_RESULTS: str
     JOB_PARENTS: str
     JOB_CHILDREN: str
+    JOB_PARENT_COUNTS: str
+    JOB_PARENTS_AFTER: str
     JOB_WAIT: str
     JOB_BATCH: str
     BATCH_INSERT: str
     BATCH_SET_CALLBACKS: str
     BATCH_GET_LOCKED: str
     BATCH_CLOSE: str
+    BATCH_ABORT: str
+    MEMBERS_CANCEL: str
+    WAITS_DROP: str
     BATCH_MEMBERS_INSERT: str
     BATCH_INFO: str
+    WAIT_NEXT_TIMEOUT: str
     WAITING_LIST: str
     GRAPH_EDGES: str
     GRAPH_NODES: str
     WORKFLOW_PRUNE: str
+    UNRELEASED_TAKE: str
+    CHILD_EDGES: str
+    EDGES_REOPEN: str
+    JOB_REWAIT: str
+    JOB_STATE_ERROR: str
 
     @classmethod
     def for_schema(cls, schema: str) -> WorkflowStatements:

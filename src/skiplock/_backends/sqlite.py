@@ -43,9 +43,17 @@ from .._job import (
     TaskPause,
     WorkerInfo,
 )
-from .._workflow_records import BatchInfo, JobLinks, SignalOutcome, WaitingJob, WorkflowGraph
-from ..errors import BackendError, JobNotFound, SchemaError
-from . import flows
+from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from .._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalReceipt,
+    WaitingJob,
+    WorkflowGraph,
+)
+from ..errors import BackendError, BackendUnavailable, JobNotFound, SchemaError
+from . import flows, workflow_sweep
 from . import sqlite_history as history
 from . import sqlite_keys as keys
 from . import sqlite_observe as observe
@@ -57,6 +65,7 @@ from . import workflow_flows as wf
 from .base import (
     MAX_ERRORS_KEPT,
     NEXT_RUN_PRIORITIES,
+    RELEASED_BY_SUPERVISOR,
     AuditRecordParams,
     ClaimParams,
     Clock,
@@ -86,11 +95,14 @@ from .common import (
     job_links,
     job_outcomes,
     key_load,
+    linked_jobs,
     reclaimed_jobs,
     state_counts,
     waiting_job,
     worker_info,
 )
+from .sqlite_ids import BATCHES, JOBS, IdLedger, may_roll_back, runs_alone
+from .sqlite_support import classify as _classify
 from .sqlite_support import dt as _dt
 from .sqlite_support import immediate as _immediate
 from .sqlite_support import opt_dt as _opt_dt
@@ -219,6 +231,8 @@ class SQLiteBackend:
         self._here_conn: sqlite3.Connection | None = None
         """The connection of ``job_insert_many_here`` (a sync enqueue in its caller's thread)."""
         self._here_lock = threading.Lock()
+        self._ids = IdLedger.of(self.path, self.mode)
+        """The ids handed out in transactions that may roll back (sqlite_ids.py)."""
         self._key_cursors: KeyCursors = {}
         """Where each keyed claim's walk starts next (sqlite_keys.pick)."""
         self._here_pid = 0
@@ -226,6 +240,10 @@ class SQLiteBackend:
         self.on_released: Callable[[set[str]], None] | None = None
         """Told the queues a completion's workflow release made jobs pending in, after its
         commit (a worker wakes its producer: no wait for the file's watch)."""
+        self.max_payload_bytes = DEFAULT_MAX_PAYLOAD_BYTES
+        """The most bytes a release gives a child as the list of its parents' results (the
+        App's ``max_payload_bytes``, set by ``App.new_backend``): a chord's body over it is
+        buried (dead, PayloadTooLarge), never run with an argument of hundreds of MB."""
 
     def _now(self) -> float:
         return self._clock().timestamp() if self._clock else time.time()
@@ -295,6 +313,7 @@ class SQLiteBackend:
             conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
             conn.row_factory = sqlite3.Row  # rows read by column name, or by position
             conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
+            self._ids.register(conn)
             return conn
 
     def job_insert_many_here(self, params: JobInsertManyParams) -> list[int]:
@@ -380,7 +399,26 @@ class SQLiteBackend:
     def job_insert_many_sync(self, params: JobInsertManyParams) -> list[int]:
         jobs, connection = params.jobs, _own_sqlite(params.connection)
         with _wrapped("job_insert_many"):
-            return ops.insert_rows(connection, jobs, self._now())
+            self._ids.register(connection)
+            if runs_alone(connection) and not ops.one_statement(jobs):
+                with _immediate(connection):  # raise the counter and insert under one lock
+                    return ops.insert_rows(connection, jobs, self._now())
+            ids = ops.insert_rows(connection, jobs, self._now())
+            if ids and may_roll_back(connection):  # kept before an id is returned (sqlite_ids)
+                self._ids.mark(JOBS, max(ids))
+            return ids
+
+    @contextlib.contextmanager
+    def _handing_out(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """Around a workflow's writes on a caller's connection, which hand out job and batch
+        ids: ``conn`` reads the id ledger (sqlite_ids.py), and if its transaction is still
+        open when they succeed (it may yet roll back), the ledger keeps the ids before they
+        are returned."""
+        self._ids.register(conn)
+        yield
+        if may_roll_back(conn):
+            for table in (JOBS, BATCHES):
+                self._ids.mark_counter(conn, table)
 
     def _claim(self, params: ClaimParams, queue: str | None) -> tuple[str, dict[str, Any]]:
         """The claim statement and its arguments: all queues, or the named ones."""
@@ -521,7 +559,22 @@ class SQLiteBackend:
             ]
         woken: set[str] = set()
         if finished or parked:
-            flows.drive(wf.after_completion(finished, parked), self._wf_answers(conn, woken))
+            try:
+                with _savepoint(conn):  # the outcomes never wait for a release that fails
+                    flows.drive(
+                        wf.after_completion(finished, parked), self._wf_answers(conn, woken)
+                    )
+            except Exception as exc:
+                if isinstance(exc, sqlite3.Error) and isinstance(
+                    _classify("workflow release", exc), BackendUnavailable
+                ):
+                    raise
+                log.warning(
+                    "a completion's workflow release failed (the sweep tries it again): %s",
+                    exc,
+                    exc_info=exc,
+                )
+                woken.clear()
         return woken
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
@@ -596,11 +649,19 @@ class SQLiteBackend:
         return [r["id"] for r in rows]
 
     async def job_reclaim_worker(
-        self, worker_id: str, into: list[ReclaimedJob] | None = None
+        self,
+        worker_id: str,
+        into: list[ReclaimedJob] | None = None,
+        why: str = RELEASED_BY_SUPERVISOR,
     ) -> list[int]:
         def reclaim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
-                args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT, "worker": worker_id}
+                args = {
+                    "now": self._now(),
+                    "max_errors": MAX_ERRORS_KEPT,
+                    "worker": worker_id,
+                    "why": why,
+                }
                 return conn.execute(sql.JOB_RECLAIM_WORKER, args).fetchall()
 
         rows = await self._run("job_reclaim_worker", reclaim)
@@ -793,6 +854,10 @@ class SQLiteBackend:
             "rate": params.rate_per_s,
             "aging": params.aging_s,
             "now": self._now(),
+            "set_depth": "max_depth" in params.given,
+            "set_running": "max_running" in params.given,
+            "set_rate": "rate_per_s" in params.given,
+            "set_aging": "aging_s" in params.given,
         }
         await self._write("queue_set_limits", sql.QUEUE_SET_LIMITS, args)
 
@@ -865,6 +930,11 @@ class SQLiteBackend:
     async def job_retry(self, params: JobActionParams) -> bool:
         def retry(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
+                # one that ended waiting for its parents waits for them again; any other is
+                # requeued as it is (JOB_RETRY leaves the first kind alone)
+                flow = wf.retry_unreleased(params.job_id, params.who)
+                if flows.drive(flow, self._wf_answers(conn)):
+                    return True
                 args = {"id": params.job_id, "now": self._now(), "who": params.who}
                 history.move_back(conn, params.job_id)  # a day table's job: live again first
                 conn.execute(JOB_KEYS_PASSED, args)  # windows that have passed free their keys
@@ -876,6 +946,8 @@ class SQLiteBackend:
         def cancel(conn: sqlite3.Connection) -> Any:
             with _immediate(conn):
                 args = {"id": params.job_id, "now": self._now(), "who": params.who}
+                # a job waiting for its parents keeps what their release would give it
+                conn.execute(wf_sql.UNRELEASED_KEEP_WAITING, args)
                 return conn.execute(sql.JOB_CANCEL, args).fetchone()
 
         row = await self._run("job_cancel", cancel)
@@ -990,14 +1062,30 @@ class SQLiteBackend:
     def _wf_answers(
         self, conn: sqlite3.Connection, woken: set[str] | None = None
     ) -> workflow.Answers:
-        return workflow.Answers(conn, self._now, _no_wake if woken is None else woken.update)
+        return workflow.Answers(
+            conn,
+            self._now,
+            _no_wake if woken is None else woken.update,
+            self.max_payload_bytes,
+        )
 
     async def _wf_write(self, operation: str, make: Callable[[], flows.Flow[R]]) -> R:
-        def run(conn: sqlite3.Connection) -> R:
-            with _immediate(conn):
-                return flows.drive(make(), self._wf_answers(conn))
+        """The flow in one write transaction; the queues it made jobs pending in are told to
+        this process's workers once it committed (they claim now, not at the file's watch)."""
+        woken: set[str] = set()
 
-        return await self._run(operation, run)
+        def run(conn: sqlite3.Connection) -> R:
+            woken.clear()
+            with _immediate(conn):
+                return flows.drive(make(), self._wf_answers(conn, woken))
+
+        result = await self._run(operation, run)
+        self._tell_released(woken)
+        return result
+
+    def _tell_released(self, woken: set[str]) -> None:
+        if woken and self.on_released is not None:
+            self.on_released(woken)
 
     async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
         if connection is not None:
@@ -1007,7 +1095,7 @@ class SQLiteBackend:
     def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
         """``workflow_enqueue`` on the caller's own sqlite3 connection, in its transaction."""
         own = _own_sqlite(connection)
-        with _wrapped("workflow_enqueue"), _savepoint(own):
+        with _wrapped("workflow_enqueue"), self._handing_out(own), _savepoint(own):
             return flows.drive(wf.enqueue_plan(plan), self._wf_answers(own))
 
     async def workflow_open_batch(
@@ -1015,8 +1103,9 @@ class SQLiteBackend:
     ) -> int:
         if connection is not None:
             own = _own_sqlite(connection)
-            with _wrapped("workflow_open_batch"), _savepoint(own):
-                return flows.drive(wf.open_batch(on_success, on_complete), self._wf_answers(own))
+            flow = wf.open_batch(on_success, on_complete)
+            with _wrapped("workflow_open_batch"), self._handing_out(own), _savepoint(own):
+                return flows.drive(flow, self._wf_answers(own))
         return await self._wf_write(
             "workflow_open_batch", lambda: wf.open_batch(on_success, on_complete)
         )
@@ -1037,10 +1126,28 @@ class SQLiteBackend:
         )
 
     async def workflow_sweep(self) -> SweepResult:
-        return await self._wf_write("workflow_sweep", wf.sweep)
+        async def run(make: Callable[[], flows.Flow[R]]) -> R:
+            return await self._wf_write("workflow_sweep", make)
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str) -> bool:
-        args = {"id": job_id, "token": token, "name": name, "now": self._now()}
+        return await workflow_sweep.sweep(run)
+
+    async def workflow_expire_waits(self) -> list[int]:
+        return await self._wf_write("workflow_expire_waits", wf.expire_waits)
+
+    async def workflow_next_wait_timeout(self) -> float | None:
+        row = await self._run(
+            "workflow_next_wait_timeout",
+            lambda c: c.execute(wf_sql.WAIT_NEXT_TIMEOUT, {"now": self._now()}).fetchone(),
+        )
+        return None if row is None or row[0] is None else float(row[0])
+
+    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+        return await self._wf_write(
+            "workflow_abort_batch", lambda: wf.abort_batch(batch_id, error_json)
+        )
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
+        args = {"id": job_id, "token": token, "name": name, "seq": seq, "now": self._now()}
 
         def prepare(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
@@ -1050,35 +1157,44 @@ class SQLiteBackend:
 
     async def workflow_signal(
         self, job_id: int, name: str, payload_json: str | None, who: str
-    ) -> SignalOutcome:
-        def send(conn: sqlite3.Connection) -> SignalOutcome:
+    ) -> SignalReceipt:
+        woken: list[str] = []
+
+        def send(conn: sqlite3.Connection) -> SignalReceipt:
+            woken.clear()
             with _immediate(conn):
                 now = self._now()
-                outcome, _queue = workflow.signal(conn, job_id, name, payload_json, now)
-                what = f"signal {name}: {outcome.value}"
+                receipt, queue = workflow.signal(conn, job_id, name, payload_json, now)
+                what = f"signal {name}: {receipt.outcome.value}"
                 args = {"id": job_id, "who": who, "what": what, "now": now}
                 conn.execute(wf_sql.JOB_AUDIT_ADD, args)
-                return outcome
+                woken.extend([queue] if queue is not None else [])
+                return receipt
 
-        return await self._run("workflow_signal", send)
+        receipt = await self._run("workflow_signal", send)
+        self._tell_released(set(woken))
+        return receipt
 
-    async def workflow_signal_get(self, job_id: int, name: str) -> tuple[str, str | None] | None:
+    async def workflow_signal_get(
+        self, job_id: int, name: str, seq: int
+    ) -> tuple[str, str | None] | None:
         row = await self._run(
             "workflow_signal_get",
-            lambda c: c.execute(wf_sql.SIGNAL_GET, (job_id, name)).fetchone(),
+            lambda c: c.execute(wf_sql.SIGNAL_GET, (job_id, name, seq)).fetchone(),
         )
         return None if row is None else (row[0], row[1])
 
-    async def workflow_step_get(self, job_id: int, name: str) -> tuple[bool, str | None]:
+    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
         row = await self._run(
-            "workflow_step_get", lambda c: c.execute(wf_sql.STEP_GET, (job_id, name)).fetchone()
+            "workflow_step_get",
+            lambda c: c.execute(wf_sql.STEP_GET, (job_id, name, seq)).fetchone(),
         )
         return (False, None) if row is None else (True, row[0])
 
     async def workflow_step_put(
-        self, job_id: int, token: str, name: str, result_json: str | None
+        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
     ) -> bool:
-        args = {"id": job_id, "token": token, "name": name, "result": result_json}
+        args = {"id": job_id, "token": token, "name": name, "seq": seq, "result": result_json}
 
         def put(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
@@ -1095,15 +1211,28 @@ class SQLiteBackend:
         )
         return [(r[0], r[1], r[2]) for r in rows]
 
-    async def workflow_links(self, job_id: int, children_limit: int) -> JobLinks:
+    async def workflow_links(
+        self, job_id: int, children_limit: int, parents_limit: int
+    ) -> JobLinks:
         def read(conn: sqlite3.Connection) -> JobLinks:
-            parents = conn.execute(wf_sql.JOB_PARENTS, (job_id,)).fetchall()
-            children = conn.execute(wf_sql.JOB_CHILDREN, (job_id, children_limit)).fetchall()
+            parents = conn.execute(wf_sql.JOB_PARENTS, (job_id, parents_limit)).fetchall()
+            counts = conn.execute(wf_sql.JOB_PARENT_COUNTS, (job_id,)).fetchall()
+            children = conn.execute(wf_sql.JOB_CHILDREN, (job_id, 0, children_limit)).fetchall()
             wait = conn.execute(wf_sql.JOB_WAIT, (job_id,)).fetchone()
             batch = conn.execute(wf_sql.JOB_BATCH, {"id": job_id}).fetchone()
-            return job_links(parents, children, wait, None if batch is None else batch[0])
+            batch_id = None if batch is None else batch[0]
+            return job_links(parents, children, wait, batch_id, counts)
 
         return await self._run("workflow_links", read)
+
+    async def workflow_linked(
+        self, job_id: int, parents: bool, after: int, limit: int
+    ) -> list[LinkedJob]:
+        statement = wf_sql.JOB_PARENTS_AFTER if parents else wf_sql.JOB_CHILDREN
+        rows = await self._run(
+            "workflow_linked", lambda c: c.execute(statement, (job_id, after, limit)).fetchall()
+        )
+        return linked_jobs(rows)
 
     async def workflow_batch_info(self, batch_id: int) -> BatchInfo:
         row = await self._run(

@@ -60,4 +60,8 @@ def beat_args(params: WorkerBeatParams, now: float) -> dict[str, Any]:
         "processed": p.processed,
         "claimed_ago": p.claimed_ago_s,
         "now": now,
+        "gone_after_s": p.gone_after_s,
+        "process": p.process,
+        "restarts": p.restarts,
+        "restarts_in_a_row": p.restarts_in_a_row,
     }

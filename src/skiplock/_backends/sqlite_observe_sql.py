@@ -92,15 +92,18 @@ WHERE state IN {_FINAL} AND finished_at > :since AND finished_at <= :now
 
 WORKER_BEAT = """
 -- Upsert a worker's registry row on its maintenance beat: its shape, its load, :now as its
--- heartbeat, and when it last claimed (:claimed_ago seconds before now, NULL: never).
+-- heartbeat, when it last claimed (:claimed_ago seconds before now, NULL: never), its
+-- silence limit, its OS process and its supervisor's restarts.
 INSERT INTO skiplock_workers
     (id, name, host, pid, queues, concurrency, running, processed, started_at, heartbeat_at,
-     last_claim_at)
+     last_claim_at, gone_after_s, process, restarts, restarts_in_a_row)
 VALUES (:id, :name, :host, :pid, :queues, :concurrency, :running, :processed, :now, :now,
-        :now - :claimed_ago)
+        :now - :claimed_ago, :gone_after_s, :process, :restarts, :restarts_in_a_row)
 ON CONFLICT (id) DO UPDATE
 SET running = excluded.running, processed = excluded.processed,
-    heartbeat_at = excluded.heartbeat_at, last_claim_at = excluded.last_claim_at
+    heartbeat_at = excluded.heartbeat_at, last_claim_at = excluded.last_claim_at,
+    gone_after_s = excluded.gone_after_s, process = excluded.process,
+    restarts = excluded.restarts, restarts_in_a_row = excluded.restarts_in_a_row
 """
 
 WORKER_DELETE = """
@@ -116,6 +119,7 @@ DELETE FROM skiplock_workers WHERE heartbeat_at < :now - :silent_s
 WORKER_LIST = """
 -- Every registered worker, with how long since its heartbeat.
 SELECT id, name, host, pid, queues, concurrency, running, processed, started_at,
-       heartbeat_at, last_claim_at, :now - heartbeat_at AS silent_s
+       heartbeat_at, last_claim_at, gone_after_s, process, restarts, restarts_in_a_row,
+       :now - heartbeat_at AS silent_s
 FROM skiplock_workers ORDER BY name, id
 """

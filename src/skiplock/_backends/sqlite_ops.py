@@ -22,7 +22,17 @@ from . import sqlite_history as history
 from . import sqlite_sql as sql
 from . import sqlite_unique as unique
 from .base import MAX_ERRORS_KEPT, ClaimParams
-from .common import AGING_LEVELS, claimed_jobs, filter_values, job_record, map_inserted
+from .common import (
+    AGING_LEVELS,
+    KeyId,
+    claimed_jobs,
+    filter_values,
+    job_record,
+    key_id,
+    map_inserted,
+    unique_scope,
+)
+from .sqlite_ids import ID_FLOOR_RAISE, JOBS
 from .sqlite_support import dt as _dt
 
 NOTHING = "SELECT 1 WHERE 0"
@@ -62,6 +72,7 @@ def insert_rows(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) ->
         wanted = sum(1 for j in jobs if j.queue == queue)
         if bound is not None and bound[1] + wanted > bound[0]:
             raise QueueFull(f"queue {queue!r} is at its max_depth: nothing was enqueued")
+    conn.execute(ID_FLOOR_RAISE, {"name": JOBS})  # past ids a rollback took back
     if any(j.unique_key for j in jobs):
         return _insert_unique(conn, jobs, now)
     step = sql.JOB_INSERT_ROWS_MAX
@@ -125,20 +136,22 @@ def _row(j: NewJob, now: float) -> dict[str, Any]:
         "key_order": j.key_order,
         "key_weight": j.key_weight,
         "unique_until": None if j.unique_for_s is None else now + j.unique_for_s,
+        "unique_scope": unique_scope(j),
     }
 
 
 def _insert_unique(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[int]:
     """A batch with unique keys, job by job: a key held already maps the job to its holder
     (or raises, or replaces it: ``flows.replace_held``)."""
-    inserted: list[tuple[int, str | None]] = []
-    live: dict[str, int] = {}
+    inserted: list[tuple[int, KeyId | None]] = []
+    live: dict[KeyId, int] = {}
     for job in jobs:
         created = _insert_keyed(conn, job, now)
+        key = key_id(job)
         if created is not None:
-            inserted.append((created, job.unique_key))
-        elif job.unique_key not in live:
-            live[str(job.unique_key)] = _holder(conn, str(job.unique_key))
+            inserted.append((created, key))
+        elif key is not None and key not in live:
+            live[key] = _holder(conn, *key)
     held: list[int] = []
     ids = map_inserted(jobs, inserted, live, held)
     for i in held:
@@ -154,19 +167,24 @@ def _replace_answer(conn: sqlite3.Connection, now: float) -> Callable[[object], 
         if isinstance(step, flows.InsertUnique):
             return _insert_keyed(conn, step.job, now)
         if isinstance(step, flows.HolderOf):
-            unique.release_passed(conn, step.key, now)
-            return _holder_or_none(conn, step.key)
+            unique.release_passed(conn, step.key, step.scope, now)
+            return _holder_or_none(conn, step.key, step.scope)
         if isinstance(step, flows.ReplacePending):
             row = _row(step.job, now)
-            names = ("args", "kwargs", "run_at", "payload_version", "unique_key")
-            args = {"id": step.holder, **{name: row[name] for name in names}}
+            names = ("args", "kwargs", "run_at", "payload_version", "unique_key", "unique_scope")
+            args = {"id": step.holder, "task": step.job.task, **{n: row[n] for n in names}}
             return conn.execute(sql.JOB_REPLACE_PENDING, args).rowcount == 1
         if isinstance(step, flows.ReleaseRunning):
-            args = {"id": step.holder, "unique_key": step.key}
+            row = _row(step.job, now)
+            args = {"id": step.holder, **{n: row[n] for n in ("task", *KEY_COLUMNS)}}
             return conn.execute(sql.JOB_RELEASE_RUNNING_KEY, args).rowcount == 1
         raise TypeError(f"no SQLite answer to {step!r}")
 
     return answer
+
+
+KEY_COLUMNS = ("unique_key", "unique_scope")
+"""A held key's columns, as the unique index reads them."""
 
 
 def _insert_keyed(conn: sqlite3.Connection, job: NewJob, now: float) -> int | None:
@@ -174,19 +192,21 @@ def _insert_keyed(conn: sqlite3.Connection, job: NewJob, now: float) -> int | No
     window has passed lets it go first)."""
     row = _row(job, now)
     created = conn.execute(sql.JOB_INSERT_UNIQUE, row).fetchone()
-    if created is None and unique.release_passed(conn, str(job.unique_key), now):
+    key = key_id(job)
+    if created is None and key is not None and unique.release_passed(conn, *key, now):
         created = conn.execute(sql.JOB_INSERT_UNIQUE, row).fetchone()
     return None if created is None else int(created[0])
 
 
-def _holder_or_none(conn: sqlite3.Connection, key: str) -> int | None:
-    row = conn.execute(sql.JOB_HOLDER_OF, {"unique_key": key}).fetchone()
+def _holder_or_none(conn: sqlite3.Connection, key: str, scope: str) -> int | None:
+    row = conn.execute(sql.JOB_HOLDER_OF, {"unique_key": key, "unique_scope": scope}).fetchone()
     return None if row is None else int(row[0])
 
 
-def _holder(conn: sqlite3.Connection, key: str) -> int:
-    """The job holding ``key``, which an insert just found held in this transaction."""
-    holder = _holder_or_none(conn, key)
+def _holder(conn: sqlite3.Connection, key: str, scope: str) -> int:
+    """The job holding ``key`` in ``scope``, which an insert just found held in this
+    transaction."""
+    holder = _holder_or_none(conn, key, scope)
     assert holder is not None, key
     return holder
 

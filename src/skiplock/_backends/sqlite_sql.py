@@ -12,6 +12,7 @@ jobs, sqlite_history.py), whose branches SQLite searches each by its own primary
 """
 
 from . import sqlite_aging_sql as _aging
+from . import sqlite_ids as _ids
 from . import sqlite_observe_sql as _observe
 from . import sqlite_unique as _unique
 from . import sqlite_workflow_sql as _workflow
@@ -250,6 +251,21 @@ ALTER TABLE skiplock_jobs_live ADD COLUMN key_weight INTEGER CHECK (key_weight >
     ),
     # Migration 16 also widens the live table's state CHECK (sqlite.py: widen_state_check).
     (16, "workflows", _workflow.MIGRATION_WORKFLOWS),
+    (17, "workflow sequences", _workflow.MIGRATION_WORKFLOW_SEQUENCES),
+    (18, "unique scopes", _unique.MIGRATION_UNIQUE_SCOPES),
+    (19, "id counters", _ids.MIGRATION_ID_COUNTERS),
+    (
+        20,
+        "worker liveness",
+        """
+-- What tells a dead worker's registry row from a live one's (see PostgreSQL's migration 20)
+ALTER TABLE skiplock_workers ADD COLUMN gone_after_s REAL;
+ALTER TABLE skiplock_workers ADD COLUMN process TEXT;
+ALTER TABLE skiplock_workers ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE skiplock_workers ADD COLUMN restarts_in_a_row INTEGER NOT NULL DEFAULT 0
+""",
+    ),
+    (21, "unreleased waits", _workflow.MIGRATION_UNRELEASED),
 ]
 
 _LIVE = "('pending', 'running')"
@@ -285,11 +301,11 @@ JOB_INSERT = """
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order, unique_until, key_weight)
+     concurrency_key, key_limit, key_order, unique_until, key_weight, unique_scope)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
         :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
         :payload_version, :concurrency_key, :key_limit, :key_order, :unique_until,
-        :key_weight)
+        :key_weight, :unique_scope)
 """
 
 JOB_INSERT_ROWS = """
@@ -316,12 +332,16 @@ JOB_INSERT_ONE = (
 -- transaction, taking the write lock at its start as BEGIN IMMEDIATE does: so no BEGIN, no
 -- separate depth read, no COMMIT (four statements were one job's). No row inserted: the
 -- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 20th parameter is
--- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence).
+-- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence). Its id is
+-- above the counter and the id ledger's mark, read under the lock the insert takes
+-- (sqlite_ids.py: an id handed out in a transaction that rolled back is not handed out again).
 INSERT INTO skiplock_jobs_live
-    (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
+    (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
      concurrency_key, key_limit, key_order, key_weight)
-SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+SELECT """
+    + _ids.NEXT_JOB_ID
+    + """, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 WHERE NOT EXISTS (
     SELECT 1 FROM skiplock_queues q
     WHERE q.name = ? AND q.max_depth IS NOT NULL AND """
@@ -341,7 +361,7 @@ JOB_INSERT_ROWS_MAX = 999 // 19
 JOB_INSERT_UNIQUE = (
     JOB_INSERT.rstrip()
     + """
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL
+ON CONFLICT (unique_key, unique_scope) WHERE unique_key IS NOT NULL
     AND (state IN """
     + _LIVE
     + """ OR (state = 'succeeded' AND unique_succeeded))
@@ -672,10 +692,15 @@ UPDATE skiplock_jobs_live
 SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
     progress = NULL,
     lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+    -- a key of a row from before migration 18 is its task's own
+    unique_scope = CASE WHEN unique_key IS NOT NULL THEN coalesce(unique_scope, task) END,
     audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
 WHERE id = :id AND state IN """
     + _FINAL
     + """
+  -- one that ended waiting for its parents waits for them again instead
+  -- (workflow_flows.retry_unreleased): never pending without their results
+  AND NOT EXISTS (SELECT 1 FROM skiplock_unreleased u WHERE u.job_id = :id)
 """
 )
 
@@ -718,12 +743,11 @@ JOB_RECLAIM_EXPIRED = (
 JOB_RECLAIM_WORKER = (
     """
 -- JOB_RECLAIM_EXPIRED for every lease of worker :worker (its token prefix: tokens are
--- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, so nothing renews them.
+-- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, or another worker saw
+-- it is gone, so nothing renews them; the error reads 'worker <locked_by> ' || :why.
 -- A row a live worker holds has another token and is never touched (fencing unchanged).
 """
-    + _RECLAIM_SET.replace(
-        "{why}", "'worker ' || coalesce(locked_by, '?') || ' exited; released by its supervisor'"
-    )
+    + _RECLAIM_SET.replace("{why}", "'worker ' || coalesce(locked_by, '?') || ' ' || :why")
     + """WHERE id IN (SELECT id FROM skiplock_jobs_live
              WHERE state = 'running' AND lease_expires_at IS NOT NULL
                AND substr(lease_token, 1, length(:worker) + 1) = :worker || ':')
@@ -934,11 +958,14 @@ SET state = 'pending', attempt = 0, run_at = :now, finished_at = NULL,
 WHERE state = 'dead'"""
     + _PICKED
     + """
+      -- one that died waiting for its parents never got them: only its own retry may
+      AND NOT EXISTS (SELECT 1 FROM skiplock_unreleased u WHERE u.job_id = skiplock_jobs_live.id)
       -- a dead job whose unique key a live job now holds stays dead (requeueing it would
       -- break the key's promise); the caller reports it
       AND (unique_key IS NULL OR NOT EXISTS (
           SELECT 1 FROM skiplock_jobs_live o
           WHERE o.unique_key = skiplock_jobs_live.unique_key
+            AND o.unique_scope = skiplock_jobs_live.unique_scope
             AND (o.state IN """
     + _LIVE
     + """
@@ -1012,12 +1039,16 @@ ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded
 """
 
 QUEUE_SET_LIMITS = """
--- Set a queue's bound, limits and aging (NULL lifts one), keeping its pause flag.
+-- Set the given ones (:set_*) of a queue's bound, limits and aging (NULL lifts one), keeping
+-- the others and its pause flag. A rate set anew starts its window afresh.
 INSERT INTO skiplock_queues (name, max_depth, max_running, rate_per_s, aging_s, updated_at)
 VALUES (:name, :max_depth, :max_running, :rate, :aging, :now)
 ON CONFLICT (name) DO UPDATE
-SET max_depth = excluded.max_depth, max_running = excluded.max_running,
-    rate_per_s = excluded.rate_per_s, aging_s = excluded.aging_s, recent_starts = '[]',
+SET max_depth = CASE WHEN :set_depth THEN excluded.max_depth ELSE max_depth END,
+    max_running = CASE WHEN :set_running THEN excluded.max_running ELSE max_running END,
+    rate_per_s = CASE WHEN :set_rate THEN excluded.rate_per_s ELSE rate_per_s END,
+    aging_s = CASE WHEN :set_aging THEN excluded.aging_s ELSE aging_s END,
+    recent_starts = CASE WHEN :set_rate THEN '[]' ELSE recent_starts END,
     updated_at = excluded.updated_at
 """
 

@@ -9,21 +9,30 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._workflow_records import SignalOutcome
+from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from .._workflow_records import SignalOutcome, SignalReceipt
 from ..errors import JobNotFound
+from . import sqlite_history as history
 from . import sqlite_ops as ops
 from . import sqlite_workflow_sql as sql
 from . import workflow_flows as wf
-from .common import FINAL_STATES, signal_seen
+from .common import FINAL_STATES, gathered_too_large, signal_taken
+from .sqlite_ids import BATCHES, ID_FLOOR_RAISE
 
 
 class Answers:
     """The workflow flows' steps on one SQLite connection."""
 
     def __init__(
-        self, conn: Any, now: Callable[[], float], woken: Callable[[set[str]], None]
+        self,
+        conn: Any,
+        now: Callable[[], float],
+        woken: Callable[[set[str]], None],
+        bound: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         self.conn, self.now, self.woken = conn, now, woken
+        self.bound = bound
+        """The most bytes the list of a child's parents' results may take (``Ready``)."""
 
     def __call__(self, step: object) -> Any:
         return self.answer(step)
@@ -61,6 +70,7 @@ class Answers:
 
     @answer.register
     def _(self, step: wf.InsertBatch) -> int:
+        self.conn.execute(ID_FLOOR_RAISE, {"name": BATCHES})  # past ids a rollback took back
         return int(self.conn.execute(sql.BATCH_INSERT, (self.now(),)).fetchone()[0])
 
     @answer.register
@@ -77,6 +87,20 @@ class Answers:
     def _(self, step: wf.CloseBatch) -> tuple[int | None, int | None] | None:
         row = self.conn.execute(sql.BATCH_CLOSE, (self.now(), step.batch_id)).fetchone()
         return None if row is None else (row[0], row[1])
+
+    @answer.register
+    def _(self, step: wf.AbortBatch) -> tuple[int | None, int | None] | None:
+        args = {"id": step.batch_id, "now": self.now()}
+        row = self.conn.execute(sql.BATCH_ABORT, args).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    @answer.register
+    def _(self, step: wf.CancelMembers) -> list[int]:
+        args = {"batch": step.batch_id, "error": step.error, "now": self.now()}
+        ids = sorted(r[0] for r in self.conn.execute(sql.MEMBERS_CANCEL, args).fetchall())
+        if ids:
+            self.conn.execute(sql.WAITS_DELETE, {"ids": json.dumps(ids)})
+        return ids
 
     @answer.register
     def _(self, step: wf.AncestorsMeet) -> bool:
@@ -114,22 +138,28 @@ class Answers:
         cancelled = []
         now = self.now()
         for child, error in step.errors.items():
-            self.conn.execute(sql.WAIT_DELETE, (child,))
             args = {"id": child, "error": error, "now": now}
             if self.conn.execute(sql.CHILD_CANCEL, args).rowcount:
                 cancelled.append(child)
+                self.conn.execute(sql.UNRELEASED_KEEP, {"id": child, "now": now})
+            self.conn.execute(sql.WAIT_DELETE, (child,))
         return cancelled
 
     @answer.register
-    def _(self, step: wf.Ready) -> list[int]:
+    def _(self, step: wf.Ready) -> tuple[list[int], list[int]]:
         """Set-based where the arguments stay as they are or take the one parent's result
         (a fan-out's 9,999 children: a few statements, not five a child); a child given a list
-        of results or its batch's id (a chord's body, a callback: one) one by one."""
+        of results or its batch's id (a chord's body, a callback: one) one by one, a body
+        whose list would be over the bound buried instead (its size summed first)."""
         now = self.now()
         ids = json.dumps(sorted(step.ids))
         waits = self.conn.execute(sql.WAITS_READY, {"ids": ids}).fetchall()
         if not waits:
-            return []
+            return [], []
+        over, buried = self._bury_oversized([w[0] for w in waits if w[1] == "all"], now)
+        waits = [w for w in waits if w[0] not in over]
+        if not waits:
+            return [], sorted(buried)
         self.conn.execute(sql.WAITS_DELETE, {"ids": json.dumps([w[0] for w in waits])})
         made: list[Any] = []
         for mode, statement in (
@@ -145,7 +175,26 @@ class Answers:
             row = self.conn.execute(sql.CHILD_READY, {"id": child, "now": now, "args": args})
             made += row.fetchall()
         self.woken({queue for _id, queue in made})
-        return sorted(job for job, _queue in made)
+        return sorted(job for job, _queue in made), sorted(buried)
+
+    def _bury_oversized(self, bodies: list[int], now: float) -> tuple[set[int], set[int]]:
+        """The bodies among ``bodies`` whose list of results would be over the bound (their
+        wait rows taken), and of those the ones buried: dead with a PayloadTooLarge error,
+        their release kept for a retry, never run (one already cancelled stays so)."""
+        over: set[int] = set()
+        buried: set[int] = set()
+        for child in bodies:
+            n, size = self.conn.execute(sql.CHILD_RESULTS_SIZE, (child,)).fetchone()
+            if size <= self.bound:
+                continue
+            over.add(child)
+            error = gathered_too_large(n, size, self.bound, now)
+            args = {"id": child, "error": error, "now": now}
+            if self.conn.execute(sql.CHILD_BURY, args).rowcount:
+                buried.add(child)
+                self.conn.execute(sql.UNRELEASED_KEEP, {"id": child, "now": now})
+            self.conn.execute(sql.WAIT_DELETE, (child,))
+        return over, buried
 
     def _args_with_results(self, child: int, mode: str | None, batch_id: int | None) -> str | None:
         """The child's arguments with its parents' results first, as ``mode`` asks (None:
@@ -188,7 +237,12 @@ class Answers:
     def _(self, step: wf.ExpireWaits) -> list[int]:
         now = self.now()
         due = self.conn.execute(sql.WAITS_EXPIRED, {"now": now, "most": step.most}).fetchall()
-        return self._resume([(job, name) for job, name in due], timeout=True)
+        return self._resume([(job, (name, seq)) for job, name, seq in due], timeout=True)
+
+    @answer.register
+    def _(self, step: wf.SignalledParked) -> list[int]:
+        rows = self.conn.execute(sql.PARKED_SIGNALLED_ANY, {"most": step.most})
+        return self._resume([(r[0], None) for r in rows.fetchall()], timeout=False)
 
     @answer.register
     def _(self, step: wf.ResumeSignalled) -> list[int]:
@@ -196,12 +250,16 @@ class Answers:
         due = [(r[0], None) for r in self.conn.execute(sql.PARKED_SIGNALLED, args)]
         return self._resume(due, timeout=False)
 
-    def _resume(self, due: Sequence[tuple[int, str | None]], *, timeout: bool) -> list[int]:
+    def _resume(
+        self, due: Sequence[tuple[int, tuple[str, int] | None]], *, timeout: bool
+    ) -> list[int]:
+        """Parked jobs run again now (``due``: each with the mailbox entry its timeout takes,
+        if ``timeout``)."""
         resumed, queues = [], set()
         now = self.now()
-        for job, name in due:
-            if timeout:
-                self.conn.execute(sql.TIMEOUT_MARK, (job, name, now))
+        for job, entry in due:
+            if timeout and entry is not None:
+                self.conn.execute(sql.TIMEOUT_MARK, (job, *entry, now))
             self.conn.execute(sql.WAIT_DELETE, (job,))
             found = self.conn.execute(sql.JOB_RESUME, {"id": job, "now": now}).fetchone()
             if found is not None:
@@ -210,25 +268,62 @@ class Answers:
         self.woken(queues)
         return resumed
 
+    @answer.register
+    def _(self, step: wf.TakeUnreleased) -> tuple[str | None, int | None] | None:
+        row = self.conn.execute(sql.UNRELEASED_GET, {"id": step.job_id}).fetchone()
+        if row is None:
+            return None
+        history.move_back(self.conn, step.job_id)  # a day table's job: live again first
+        self.conn.execute(sql.UNRELEASED_DELETE, {"id": step.job_id})
+        return row[0], row[1]
+
+    @answer.register
+    def _(self, step: wf.ChildEdges) -> list[tuple[int, str | None, str, str]]:
+        rows = self.conn.execute(sql.CHILD_EDGES, (step.child,)).fetchall()
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    @answer.register
+    def _(self, step: wf.ReopenEdges) -> None:
+        args = {"child": step.child, "parents": json.dumps(list(step.parents))}
+        self.conn.execute(sql.EDGES_REOPEN, args)
+
+    @answer.register
+    def _(self, step: wf.Rewait) -> None:
+        now = self.now()
+        wait = {
+            "id": step.job_id,
+            "left": step.parents_left,
+            "pass_results": step.pass_results,
+            "batch_id": step.batch_id,
+            "now": now,
+        }
+        self.conn.execute(sql.WAIT_REWRITE, wait)
+        self.conn.execute(sql.JOB_REWAIT, {"id": step.job_id, "who": step.who, "now": now})
+
+    @answer.register
+    def _(self, step: wf.StateOf) -> tuple[str, str | None]:
+        row = self.conn.execute(sql.JOB_STATE_ERROR, (step.job_id,)).fetchone()
+        return row[0], row[1]
+
 
 def signal(
     conn: Any, job_id: int, name: str, payload_json: str | None, now: float
-) -> tuple[SignalOutcome, str | None]:
-    """Deliver a signal (inside the caller's write transaction). Returns the outcome and the
-    queue woken (a parked job resumed), if any."""
+) -> tuple[SignalReceipt, str | None]:
+    """Deliver a signal (inside the caller's write transaction): the end of its name's
+    mailbox, and the job run again if it waits for it. Returns the receipt and the queue woken
+    (a parked job resumed), if any."""
     row = conn.execute(sql.JOB_STATE, (job_id,)).fetchone()
     if row is None:
         raise JobNotFound(f"job {job_id}: no such job")
-    seen = conn.execute(sql.SIGNAL_GET, (job_id, name)).fetchone()
-    if seen is not None:
-        return signal_seen(seen[0]), None
     if row[0] in FINAL_STATES:
-        return SignalOutcome.FINISHED, None
-    conn.execute(sql.SIGNAL_INSERT, (job_id, name, payload_json, now))
-    if conn.execute(sql.WAIT_SIGNAL_OF, (job_id, name)).fetchone() is None:
-        return SignalOutcome.DELIVERED, None  # not parked on it (yet): kept for its wait
+        return SignalReceipt(job_id, name, SignalOutcome.FINISHED), None
+    args = {"id": job_id, "name": name, "payload": payload_json, "now": now}
+    (seq,) = conn.execute(sql.SIGNAL_APPEND, args).fetchone()
+    receipt = signal_taken(job_id, name, seq, conn.execute(sql.WAIT_OF, (job_id,)).fetchone())
+    if not receipt.awaited:
+        return receipt, None
     found = conn.execute(sql.JOB_RESUME, {"id": job_id, "now": now}).fetchone()
     if found is None:  # still running towards its park: the park's look finds the signal
-        return SignalOutcome.DELIVERED, None
+        return receipt, None
     conn.execute(sql.WAIT_DELETE, (job_id,))
-    return SignalOutcome.DELIVERED, found[0]
+    return receipt, found[0]

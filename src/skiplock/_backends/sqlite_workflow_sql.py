@@ -67,6 +67,50 @@ CREATE TABLE IF NOT EXISTS skiplock_signals (
 )
 """
 
+MIGRATION_WORKFLOW_SEQUENCES = """
+CREATE TABLE skiplock_steps_seq (
+    job_id  INTEGER NOT NULL,
+    name    TEXT NOT NULL,
+    seq     INTEGER NOT NULL DEFAULT 1,
+    result  TEXT,
+    done_at REAL,
+    PRIMARY KEY (job_id, name, seq)
+);
+INSERT INTO skiplock_steps_seq (job_id, name, seq, result, done_at)
+    SELECT job_id, name, 1, result, done_at FROM skiplock_steps;
+DROP TABLE skiplock_steps;
+ALTER TABLE skiplock_steps_seq RENAME TO skiplock_steps;
+CREATE TABLE skiplock_signals_seq (
+    job_id  INTEGER NOT NULL,
+    name    TEXT NOT NULL,
+    seq     INTEGER NOT NULL DEFAULT 1,
+    kind    TEXT NOT NULL CHECK (kind IN ('signal', 'timeout')),
+    payload TEXT,
+    at      REAL,
+    PRIMARY KEY (job_id, name, seq)
+);
+INSERT INTO skiplock_signals_seq (job_id, name, seq, kind, payload, at)
+    SELECT job_id, name, 1, kind, payload, at FROM skiplock_signals;
+DROP TABLE skiplock_signals;
+ALTER TABLE skiplock_signals_seq RENAME TO skiplock_signals;
+ALTER TABLE skiplock_waits ADD COLUMN signal_seq INTEGER;
+ALTER TABLE skiplock_batches ADD COLUMN aborted_at REAL
+"""
+"""Steps keyed by occurrence, signals queued per name, the entry a parked wait waits for, and
+a batch whose block raised (postgres_workflow_sql.py's migration says why). SQLite cannot
+change a primary key: the two tables are copied into their new shape, rows written before
+being the first of their name."""
+
+MIGRATION_UNRELEASED = """
+CREATE TABLE IF NOT EXISTS skiplock_unreleased (
+    job_id       INTEGER PRIMARY KEY,
+    pass_results TEXT CHECK (pass_results IN ('previous', 'all', 'batch')),
+    batch_id     INTEGER,
+    ended_at     REAL
+)
+"""
+"""Jobs that ended while they waited for their parents (postgres_workflow_sql.py says why)."""
+
 _OLD_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead'))"
 _NEW_CHECK = "CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead', 'waiting'))"
 
@@ -132,10 +176,10 @@ FROM json_each(:ids) x
 EDGES_RESOLVE = """
 -- A finished parent's open edges resolved in one statement (a fan-out's 9,999: one statement,
 -- where one a child took 0.2 s); an edge whose child waits for a failed parent's retry
--- ('wait') stays open.
+-- ('wait') stays open, unless the parent is gone (pruned): no retry can come.
 UPDATE skiplock_deps SET parent_state = :final, parent_result = :kept, resolved_at = :now
 WHERE parent_id = :parent AND parent_state IS NULL
-  AND (:final = 'succeeded' OR on_failure <> 'wait')
+  AND (:final IN ('succeeded', 'gone') OR on_failure <> 'wait')
 RETURNING child_id, on_failure
 """
 
@@ -189,6 +233,36 @@ CHILD_RESULTS = """
 SELECT coalesce(parent_result, 'null') FROM skiplock_deps WHERE child_id = ? ORDER BY position
 """
 
+CHILD_RESULTS_SIZE = """
+-- How many parents a body has, and the bytes the list of their results would take (each
+-- result's JSON text summed with a comma and the brackets: the list is never built).
+SELECT count(*), coalesce(sum(length(CAST(coalesce(parent_result, 'null') AS BLOB)) + 1), 1) + 1
+FROM skiplock_deps WHERE child_id = ?
+"""
+
+CHILD_BURY = """
+-- A body whose list of results is over the bound: dead, never run, the reason its error.
+UPDATE skiplock_jobs_live
+SET state = 'dead', finished_at = :now, errors = json_insert(errors, '$[#]', json(:error))
+WHERE id = :id AND state = 'waiting'
+"""
+
+UNRELEASED_KEEP = """
+-- A job that ended while it waited for its parents (cancelled, or buried): what its release
+-- would have given it, kept for a retry (it waits for them again), from its wait row.
+INSERT OR IGNORE INTO skiplock_unreleased (job_id, pass_results, batch_id, ended_at)
+SELECT job_id, pass_results, batch_id, :now FROM skiplock_waits
+WHERE job_id = :id AND signal IS NULL
+"""
+
+UNRELEASED_KEEP_WAITING = """
+-- UNRELEASED_KEEP for a job a person cancels, if it waits for its parents.
+INSERT OR IGNORE INTO skiplock_unreleased (job_id, pass_results, batch_id, ended_at)
+SELECT w.job_id, w.pass_results, w.batch_id, :now
+FROM skiplock_waits w JOIN skiplock_jobs_live j ON j.id = w.job_id
+WHERE w.job_id = :id AND w.signal IS NULL AND j.state = 'waiting'
+"""
+
 CHILD_READY = """
 UPDATE skiplock_jobs_live SET state = 'pending', run_at = max(run_at, :now),
     args = coalesce(:args, args)
@@ -196,13 +270,56 @@ WHERE id = :id AND state = 'waiting'
 RETURNING id, queue
 """
 
+UNRELEASED_GET = """
+SELECT u.pass_results, u.batch_id FROM skiplock_unreleased u
+WHERE u.job_id = :id
+  AND EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = :id AND j.state IN ('cancelled', 'dead'))
+"""
+
+UNRELEASED_DELETE = "DELETE FROM skiplock_unreleased WHERE job_id = :id"
+
+CHILD_EDGES = """
+SELECT d.parent_id, d.parent_state, d.on_failure,
+       coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id), 'gone')
+FROM skiplock_deps d WHERE d.child_id = ? ORDER BY d.parent_id
+"""
+
+EDGES_REOPEN = """
+UPDATE skiplock_deps SET parent_state = NULL, parent_result = NULL, resolved_at = NULL
+WHERE child_id = :child AND parent_id IN (SELECT value FROM json_each(:parents))
+"""
+
+WAIT_REWRITE = """
+INSERT INTO skiplock_waits (job_id, parents_left, pass_results, batch_id, created_at)
+VALUES (:id, :left, :pass_results, :batch_id, :now)
+ON CONFLICT (job_id) DO UPDATE
+SET parents_left = excluded.parents_left, pass_results = excluded.pass_results,
+    batch_id = excluded.batch_id, signal = NULL
+"""
+
+JOB_REWAIT = """
+-- (postgres_workflow_sql.JOB_REWAIT)
+UPDATE skiplock_jobs_live
+SET state = 'waiting', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
+    progress = NULL, lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+    audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', 'retry'))
+WHERE id = :id
+"""
+
+JOB_STATE_ERROR = """
+SELECT state, CASE WHEN json_valid(errors) THEN json_extract(errors, '$[#-1].message') END
+FROM skiplock_jobs WHERE id = ?
+"""
+
 OPEN_PARENTS = """
+-- (postgres_workflow_sql.OPEN_PARENTS says why each condition)
 SELECT DISTINCT d.parent_id FROM skiplock_deps d
 WHERE d.parent_state IS NULL
   AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live j
                   WHERE j.id = d.parent_id AND j.state IN ('pending', 'running', 'waiting'))
   AND (d.on_failure <> 'wait'
-       OR EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id = d.parent_id AND j.state = 'succeeded'))
+       OR NOT EXISTS (SELECT 1 FROM skiplock_jobs j
+                      WHERE j.id = d.parent_id AND j.state IN ('dead', 'cancelled')))
 LIMIT :most
 """
 
@@ -214,13 +331,22 @@ ORDER BY job_id LIMIT :most
 """
 
 WAITS_EXPIRED = """
-SELECT j.id, w.signal FROM skiplock_jobs_live j JOIN skiplock_waits w ON w.job_id = j.id
+SELECT j.id, w.signal, coalesce(w.signal_seq, 1)
+FROM skiplock_jobs_live j JOIN skiplock_waits w ON w.job_id = j.id
 WHERE j.state = 'waiting' AND w.signal IS NOT NULL AND j.run_at <= :now
 ORDER BY j.run_at LIMIT :most
 """
 
 TIMEOUT_MARK = """
-INSERT OR IGNORE INTO skiplock_signals (job_id, name, kind, at) VALUES (?, ?, 'timeout', ?)
+-- The timeout takes the mailbox entry the wait waits for (a signal stored there first wins).
+INSERT OR IGNORE INTO skiplock_signals (job_id, name, seq, kind, at)
+VALUES (?, ?, ?, 'timeout', ?)
+"""
+
+WAIT_NEXT_TIMEOUT = """
+SELECT min(j.run_at) - :now
+FROM skiplock_waits w JOIN skiplock_jobs_live j ON j.id = w.job_id
+WHERE w.signal IS NOT NULL AND j.state = 'waiting'
 """
 
 JOB_RESUME = """
@@ -230,27 +356,42 @@ RETURNING queue
 """
 
 WAIT_PREPARE = """
-INSERT INTO skiplock_waits (job_id, signal, created_at)
-SELECT id, :name, :now FROM skiplock_jobs_live
+INSERT INTO skiplock_waits (job_id, signal, signal_seq, created_at)
+SELECT id, :name, :seq, :now FROM skiplock_jobs_live
 WHERE id = :id AND lease_token = :token AND state = 'running'
-ON CONFLICT (job_id) DO UPDATE SET signal = excluded.signal
+ON CONFLICT (job_id) DO UPDATE SET signal = excluded.signal, signal_seq = excluded.signal_seq
 RETURNING job_id
 """
 
 PARKED_SIGNALLED = """
 SELECT w.job_id FROM skiplock_waits w
 WHERE w.job_id IN (SELECT value FROM json_each(:ids)) AND w.signal IS NOT NULL
-  AND EXISTS (SELECT 1 FROM skiplock_signals s WHERE s.job_id = w.job_id AND s.name = w.signal)
+  AND EXISTS (SELECT 1 FROM skiplock_signals s
+              WHERE s.job_id = w.job_id AND s.name = w.signal
+                AND s.seq >= coalesce(w.signal_seq, 1))
+"""
+
+PARKED_SIGNALLED_ANY = """
+-- The sweep's look for parked jobs whose signal is stored all the same (PARKED_SIGNALLED
+-- of postgres_workflow_sql.py says when).
+SELECT w.job_id FROM skiplock_waits w JOIN skiplock_jobs_live j ON j.id = w.job_id
+WHERE w.signal IS NOT NULL AND j.state = 'waiting'
+  AND EXISTS (SELECT 1 FROM skiplock_signals s
+              WHERE s.job_id = w.job_id AND s.name = w.signal
+                AND s.seq >= coalesce(w.signal_seq, 1))
+ORDER BY w.job_id LIMIT :most
 """
 
 JOB_STATE = "SELECT state FROM skiplock_jobs WHERE id = ?"
 
-SIGNAL_INSERT = """
-INSERT OR IGNORE INTO skiplock_signals (job_id, name, kind, payload, at)
-VALUES (?, ?, 'signal', ?, ?)
+SIGNAL_APPEND = """
+INSERT INTO skiplock_signals (job_id, name, seq, kind, payload, at)
+SELECT :id, :name, coalesce(max(seq), 0) + 1, 'signal', :payload, :now
+FROM skiplock_signals WHERE job_id = :id AND name = :name
+RETURNING seq
 """
 
-WAIT_SIGNAL_OF = "SELECT 1 FROM skiplock_waits WHERE job_id = ? AND signal = ?"
+WAIT_OF = "SELECT signal, coalesce(signal_seq, 1) FROM skiplock_waits WHERE job_id = ?"
 
 JOB_AUDIT_ADD = """
 UPDATE skiplock_jobs
@@ -258,13 +399,13 @@ SET audit = json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'wha
 WHERE id = :id
 """
 
-SIGNAL_GET = "SELECT kind, payload FROM skiplock_signals WHERE job_id = ? AND name = ?"
+SIGNAL_GET = "SELECT kind, payload FROM skiplock_signals WHERE job_id = ? AND name = ? AND seq = ?"
 
-STEP_GET = "SELECT result FROM skiplock_steps WHERE job_id = ? AND name = ?"
+STEP_GET = "SELECT result FROM skiplock_steps WHERE job_id = ? AND name = ? AND seq = ?"
 
 STEP_PUT = """
-INSERT OR IGNORE INTO skiplock_steps (job_id, name, result, done_at)
-SELECT id, :name, :result, :now FROM skiplock_jobs_live
+INSERT OR IGNORE INTO skiplock_steps (job_id, name, seq, result, done_at)
+SELECT id, :name, :seq, :result, :now FROM skiplock_jobs_live
 WHERE id = :id AND lease_token = :token AND state = 'running'
 """
 
@@ -273,21 +414,45 @@ SELECT parent_id, parent_state, parent_result FROM skiplock_deps
 WHERE child_id = ? ORDER BY position
 """
 
-JOB_PARENTS = """
-SELECT d.parent_id,
-       coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id),
-                d.parent_state, 'gone'),
-       d.on_failure
+_PARENT_STATE = """coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id),
+                d.parent_state, 'gone')"""
+
+JOB_PARENTS = (
+    """
+-- (postgres_workflow_sql.py says what each of these reads)
+SELECT d.parent_id, """
+    + _PARENT_STATE
+    + """, d.on_failure
 FROM skiplock_deps d
-WHERE d.child_id = ? ORDER BY d.position
+WHERE d.child_id = ? ORDER BY d.position, d.parent_id LIMIT ?
 """
+)
+
+JOB_PARENT_COUNTS = (
+    """
+SELECT """
+    + _PARENT_STATE
+    + """ AS state, count(*)
+FROM skiplock_deps d WHERE d.child_id = ? GROUP BY 1 ORDER BY 1
+"""
+)
+
+JOB_PARENTS_AFTER = (
+    """
+SELECT d.parent_id, """
+    + _PARENT_STATE
+    + """, d.on_failure
+FROM skiplock_deps d
+WHERE d.child_id = ? AND d.parent_id > ? ORDER BY d.parent_id LIMIT ?
+"""
+)
 
 JOB_CHILDREN = """
 SELECT d.child_id,
        coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.child_id), 'gone'),
        d.on_failure
 FROM skiplock_deps d
-WHERE d.parent_id = ? ORDER BY d.child_id LIMIT ?
+WHERE d.parent_id = ? AND d.child_id > ? ORDER BY d.child_id LIMIT ?
 """
 
 JOB_WAIT = "SELECT parents_left, signal, pass_results FROM skiplock_waits WHERE job_id = ?"
@@ -311,6 +476,21 @@ UPDATE skiplock_batches SET closed_at = ? WHERE id = ? AND closed_at IS NULL
 RETURNING on_success, on_complete
 """
 
+BATCH_ABORT = """
+UPDATE skiplock_batches SET closed_at = :now, aborted_at = :now
+WHERE id = :id AND closed_at IS NULL
+RETURNING on_success, on_complete
+"""
+
+MEMBERS_CANCEL = """
+-- An aborted batch's members that never started (postgres_workflow_sql.MEMBERS_CANCEL).
+UPDATE skiplock_jobs_live
+SET state = 'cancelled', finished_at = :now, errors = json_insert(errors, '$[#]', json(:error))
+WHERE id IN (SELECT job_id FROM skiplock_batch_jobs WHERE batch_id = :batch)
+  AND state IN ('pending', 'waiting') AND attempted_at IS NULL
+RETURNING id
+"""
+
 BATCH_MEMBER_INSERT = "INSERT OR IGNORE INTO skiplock_batch_jobs (batch_id, job_id) VALUES (?, ?)"
 
 BATCH_INFO = """
@@ -320,7 +500,8 @@ SELECT b.id, b.created_at, b.closed_at, b.on_success, b.on_complete,
                             'gone') AS state,
                    count(*) AS n
             FROM skiplock_batch_jobs m
-            WHERE m.batch_id = b.id GROUP BY 1) s)
+            WHERE m.batch_id = b.id GROUP BY 1) s),
+       b.aborted_at
 FROM skiplock_batches b WHERE b.id = ?
 """
 
@@ -365,6 +546,11 @@ WORKFLOW_PRUNE = (
     WHERE x.closed_at IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM skiplock_batch_jobs m WHERE m.batch_id = x.id)
       AND NOT EXISTS (SELECT 1 FROM skiplock_jobs j WHERE j.id IN (x.on_success, x.on_complete))
+    LIMIT :most)""",
+    """DELETE FROM skiplock_unreleased WHERE job_id IN (
+    SELECT x.job_id FROM skiplock_unreleased x
+    WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j
+                      WHERE j.id = x.job_id AND j.state IN ('cancelled', 'dead'))
     LIMIT :most)""",
 )
 """What a workflow leaves once its jobs are gone (postgres_workflow_sql.WORKFLOW_PRUNE says

@@ -8,7 +8,10 @@ how a flow runs on both dialects).
   its wait row's lock, and a child reaching zero becomes pending exactly once, whichever
   worker finished the last parent and however many finished it at the same instant;
 - ``sweep``: the backstop every worker's rescuer runs: releases a crash or a commit race left
-  undone, and waits whose timeout passed.
+  undone, parked jobs whose signal is stored, and waits whose timeout passed
+  (``workflow_sweep.py`` runs it item by item past a failing one);
+- ``retry_unreleased``: a person's retry of a job that ended while it waited for its parents
+  (it never got their results): it waits for them again, or is refused.
 
 Nothing here runs a callback: a callback, a chord's body, a chain's next link is a job
 written at enqueue in ``waiting``, and releasing it is one conditional row change. So it
@@ -26,7 +29,14 @@ from datetime import UTC, datetime
 
 from .._job import NewJob
 from .._workflow_records import WorkflowGraph
-from ..errors import BatchClosed, JobNotFound, UnknownParent, WorkflowCycle
+from ..errors import (
+    BatchClosed,
+    JobNotFound,
+    ParentResultGone,
+    PayloadTooLarge,
+    UnknownParent,
+    WorkflowCycle,
+)
 from .common import workflow_graph
 from .flows import Flow
 from .workflow_plan import Node, Plan, SweepResult
@@ -108,6 +118,23 @@ class CloseBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class AbortBatch:
+    """-> (on_success, on_complete) of the batch, now closed as aborted; None if it was
+    closed already (or is unknown)."""
+
+    batch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelMembers:
+    """-> the batch's members that never started (pending or waiting, never attempted), now
+    cancelled with ``error`` (an error record as JSON); their wait rows gone."""
+
+    batch_id: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class AncestorsMeet:
     """-> whether any of ``targets`` is one of ``starts`` or an ancestor of one."""
 
@@ -147,7 +174,11 @@ class CancelChildren:
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """-> the waiting children with no parent left now pending (their queues woken)."""
+    """-> (released, buried): the waiting children with no parent left now pending (their
+    queues woken), and those buried instead, ``dead`` with a PayloadTooLarge error, because
+    the list of their parents' results (``pass_results='all'``) would be over the payload
+    bound the answerer holds (its backend's ``max_payload_bytes``; summed first: the list is
+    never built)."""
 
     ids: Sequence[int]
 
@@ -189,10 +220,61 @@ class ExpireWaits:
 
 
 @dataclass(frozen=True, slots=True)
+class SignalledParked:
+    """-> up to ``most`` parked jobs whose signal is stored, now pending (the sweep's look)."""
+
+    most: int
+
+
+@dataclass(frozen=True, slots=True)
 class ResumeSignalled:
     """-> the parked jobs among ``ids`` whose signal is already stored, now pending."""
 
     ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class TakeUnreleased:
+    """-> (pass_results, batch_id) kept for ``job_id`` when it ended while it waited for its
+    parents (it is cancelled or dead, its row locked, the kept row taken); None otherwise."""
+
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChildEdges:
+    """-> rows (parent, edge's parent_state, on_failure, the parent's state now or 'gone') of
+    every edge into ``child``, locked (a release of one of them waits for this transaction)."""
+
+    child: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReopenEdges:
+    """The edges from ``parents`` into ``child`` are open again (their resolution undone).
+    -> None"""
+
+    child: int
+    parents: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Rewait:
+    """The finished job waits again: ``waiting`` with attempts reset, the retry in its audit
+    (``who``), its wait row (re)written with ``parents_left``. -> None"""
+
+    job_id: int
+    parents_left: int
+    pass_results: str | None
+    batch_id: int | None
+    who: str
+
+
+@dataclass(frozen=True, slots=True)
+class StateOf:
+    """-> (state, its last error's message or None) of the job."""
+
+    job_id: int
 
 
 # -- flows ---------------------------------------------------------------------------------
@@ -267,14 +349,25 @@ def _callback_policies(batch: tuple[bool, int | None, int | None]) -> list[str]:
     return policies
 
 
-def _failure_record(parent: int, state: str, now: datetime) -> str:
+def _cancels(state: str, policy: str) -> bool:
+    """Whether a parent that ended in ``state`` cancels a child of ``policy``: a failed one a
+    'cancel' child; a gone one (pruned) a 'wait' child too, as no retry of it can come."""
+    if state == "succeeded":
+        return False
+    return policy == "cancel" or (policy == "wait" and state == "gone")
+
+
+def _failure_record(parent: int, state: str, policy: str, now: datetime) -> str:
     """The error a child cancelled for its parent keeps (the shape of ``error_record``)."""
     ended = "is gone (pruned or discarded)" if state == "gone" else f"ended {state}"
+    why = f"on_parent_failure={policy!r}"
+    if policy == "wait":
+        why += " waited for its retry, which can no longer come"
     return json.dumps(
         {
             "attempt": 0,
             "at": now.isoformat(),
-            "message": f"parent job {parent} {ended}; on_parent_failure='cancel'",
+            "message": f"parent job {parent} {ended}; {why}",
             "type": "ParentFailed",
             "traceback": None,
             "worker": None,
@@ -284,7 +377,7 @@ def _failure_record(parent: int, state: str, now: datetime) -> str:
 
 def release(parents: Sequence[int]) -> Flow[list[int]]:
     """Resolve finished parents' edges; cancel or release their children (and theirs, for a
-    cancel, down the graph). Returns the children released to pending."""
+    cancel or a burial, down the graph). Returns the children released to pending."""
     frontier = list(parents)
     released: list[int] = []
     while frontier:
@@ -295,15 +388,89 @@ def release(parents: Sequence[int]) -> Flow[list[int]]:
         now = datetime.now(UTC)
         failed: dict[int, str] = {}
         for child, parent, state, policy in rows:
-            if state != "succeeded" and policy == "cancel" and child not in failed:
-                failed[child] = _failure_record(parent, state, now)
+            if _cancels(state, policy) and child not in failed:
+                failed[child] = _failure_record(parent, state, policy, now)
         zero: list[int] = yield Decrement(dict(counts))
-        cancelled: list[int] = (yield CancelChildren(failed)) if failed else []
-        ready = [c for c in zero if c not in failed]
-        if ready:
-            released += yield Ready(ready)
-        frontier = cancelled
+        frontier = list((yield CancelChildren(failed))) if failed else []
+        unfailed = [c for c in zero if c not in failed]
+        if unfailed:
+            made, buried = yield Ready(unfailed)
+            released += made
+            frontier += buried
     return released
+
+
+def ready(ids: Sequence[int]) -> Flow[list[int]]:
+    """Release the waiting children ``ids`` at zero parents; the children of those buried
+    instead (``Ready``) follow their policies. Returns the children released."""
+    made, buried = yield Ready(ids)
+    made = list(made)
+    if buried:
+        made += yield from release(buried)
+    return made
+
+
+LIVE = ("pending", "running", "waiting")
+
+
+def _edges_to_wait_on(
+    job_id: int, edges: Sequence[tuple[int, str | None, str, str]]
+) -> tuple[list[int], list[int]]:
+    """For a retry of ``job_id`` with these edges (parent, resolved as, policy, parent's
+    state now): the parents whose resolved edges open again (failed then, retried since),
+    and the finished parents whose open edges are to be resolved now. Raises
+    ParentResultGone for a parent that ended without the result the job needs."""
+    reopen: list[int] = []
+    settle: list[int] = []
+    for parent, resolved, policy, now in edges:
+        if resolved == "succeeded":
+            continue
+        if now in LIVE or now == "succeeded":
+            if resolved is not None:
+                reopen.append(parent)
+            if now == "succeeded":
+                settle.append(parent)
+        elif policy == "run" or (policy == "wait" and now != "gone"):
+            if resolved is None and policy == "run":
+                settle.append(parent)
+        else:
+            ended = "is gone (pruned or discarded)" if now == "gone" else f"ended {now}"
+            raise ParentResultGone(
+                f"job {job_id} was not retried: it never got the result of its parent job "
+                f"{parent}, which {ended}; retry job {parent} first (job {job_id} then waits "
+                "for it), or enqueue the work again"
+            )
+    return reopen, settle
+
+
+def retry_unreleased(job_id: int, who: str) -> Flow[bool]:
+    """A person's retry of a job that ended while it waited for its parents, so never got
+    their results: it waits for them again (a parent that will still run, or that succeeded
+    since, counts; a failed one retried since is waited for again) and is released with them
+    as if it had never ended; refused (ParentResultGone, nothing changed) where a parent it
+    needs ended without a result. False: the job is no such job (the caller's ordinary retry,
+    which leaves these alone, requeues it as it is)."""
+    kept: tuple[str | None, int | None] | None = yield TakeUnreleased(job_id)
+    if kept is None:
+        return False
+    pass_results, batch_id = kept
+    edges: Sequence[tuple[int, str | None, str, str]] = yield ChildEdges(job_id)
+    reopen, settle = _edges_to_wait_on(job_id, edges)
+    if reopen:
+        yield ReopenEdges(job_id, reopen)
+    left = sum(1 for p, resolved, _policy, _now in edges if resolved is None or p in reopen)
+    if pass_results == "batch" and batch_id is not None:
+        batch = yield LockBatch(batch_id)
+        left += 0 if batch is None or batch[0] else 1  # the open batch's gate
+    yield Rewait(job_id, left, pass_results, batch_id, who)
+    if settle:
+        yield from release(settle)
+    elif left == 0:
+        yield from ready([job_id])
+    state, error = yield StateOf(job_id)
+    if state == "dead":  # buried again: the list of its parents' results is over the bound
+        raise PayloadTooLarge(f"job {job_id} was not retried: {error}")
+    return True
 
 
 def open_batch(on_success: NewJob | None, on_complete: NewJob | None) -> Flow[int]:
@@ -328,7 +495,24 @@ def close_batch(batch_id: int) -> Flow[bool]:
     if callbacks:
         zero: list[int] = yield Decrement({c: 1 for c in callbacks})
         if zero:
-            yield Ready(zero)
+            yield from ready(zero)
+    return True
+
+
+def abort_batch(batch_id: int, error: str) -> Flow[bool]:
+    """A batch whose block raised: closed as aborted, its callbacks cancelled (``on_success``
+    never runs over a partial set, nor ``on_complete``), and its members that never started
+    cancelled, their own children following their policies; a member that started runs to its
+    end. False if the batch was closed already (nothing changes)."""
+    row = yield AbortBatch(batch_id)
+    if row is None:
+        return False
+    callbacks = [c for c in row if c is not None]
+    if callbacks:
+        yield CancelChildren(dict.fromkeys(callbacks, error))
+    cancelled: list[int] = yield CancelMembers(batch_id, error)
+    if cancelled:
+        yield from release(cancelled)
     return True
 
 
@@ -343,17 +527,47 @@ def after_completion(finished: Sequence[int], parked: Sequence[int]) -> Flow[lis
     return made
 
 
+def sweep_look(most: int = SWEEP_MOST) -> Flow[tuple[list[int], list[int]]]:
+    """The sweep's two looks alone (``workflow_sweep.py`` then takes each item on its own):
+    the finished parents with an open edge, and the children left at zero."""
+    parents: Sequence[int] = yield OpenParents(most)
+    stranded: Sequence[int] = yield StrandedWaits(most)
+    return list(parents), list(stranded)
+
+
+def signalled(most: int = SWEEP_MOST) -> Flow[list[int]]:
+    """Parked jobs whose signal is stored run again (the look after their park was lost)."""
+    made: list[int] = yield SignalledParked(most)
+    return made
+
+
+def expire(most: int = SWEEP_MOST) -> Flow[list[int]]:
+    """The waits past their timeout end (their jobs run again, to raise SignalTimeout)."""
+    timed_out: list[int] = yield ExpireWaits(most)
+    return timed_out
+
+
 def sweep(most: int = SWEEP_MOST) -> Flow[SweepResult]:
-    """The backstop: releases left undone (or half done), waits past their timeout."""
+    """The backstop: releases left undone (or half done), parked jobs whose signal came
+    while they ran towards their park (the look after that completion failed), waits past
+    their timeout."""
     result = SweepResult()
     parents: Sequence[int] = yield OpenParents(most)
     if parents:
         result.released = yield from release(parents)
     stranded: Sequence[int] = yield StrandedWaits(most)
     if stranded:
-        result.released += yield Ready(stranded)
+        result.released += yield from ready(stranded)
+    result.released += yield from signalled(most)
     result.timed_out = yield ExpireWaits(most)
     return result
+
+
+def expire_waits(most: int = SWEEP_MOST) -> Flow[list[int]]:
+    """Parked waits past their timeout run again (a worker's wait timer, when one comes due;
+    the sweep does the same as a backstop). Returns the jobs made pending."""
+    expired: list[int] = yield ExpireWaits(most)
+    return expired
 
 
 def graph(job_id: int, most: int) -> Flow[WorkflowGraph]:

@@ -16,7 +16,7 @@ import click
 
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
-from .._workflow_records import JobLinks, LinkedJob, SignalOutcome
+from .._workflow_records import JobLinks, LinkedJob
 from .output import echo_json, json_option, to_json
 from .support import CANNOT_RUN, LIMIT, CliError, Group, app_command, app_for, run_async
 
@@ -258,8 +258,10 @@ def job_signal(
 ) -> None:
     """Send the signal NAME to a job: one parked on it (wait_for(NAME)) runs again now.
 
-    Once per name: a second signal, or one after the wait timed out, changes nothing and
-    exits 1 saying so."""
+    A job's signals of a name are kept in order, each taken by one wait_for(NAME): one the
+    job does not wait for yet is kept for its next wait. Exits 1 when the job has finished
+    (nothing kept), or is parked on another signal (kept, but not what it waits for: most
+    likely a typo), naming the signal it waits for."""
     value = None
     if payload is not None:
         try:
@@ -267,16 +269,11 @@ def job_signal(
         except ValueError as exc:
             raise CliError(f"--payload is not JSON: {exc}", CANNOT_RUN) from None
     app = app_for(app_spec, url)
-    outcome = run_async(app, lambda: app.signal(job_id, name, value, who=who))
-    if outcome is SignalOutcome.DELIVERED:
-        click.echo(f"job {job_id}: signal {name!r} delivered")
-        return
-    why = {
-        SignalOutcome.DUPLICATE: "was delivered already",
-        SignalOutcome.TIMED_OUT: "came after the wait timed out",
-        SignalOutcome.FINISHED: "came after the job finished",
-    }[outcome]
-    raise CliError(f"job {job_id}: signal {name!r} {why}: nothing changed")
+    receipt = run_async(app, lambda: app.signal(job_id, name, value, who=who))
+    line = f"job {job_id}: signal {name!r} {receipt.describe()}"
+    if receipt.mistaken:
+        raise CliError(line)
+    click.echo(line)
 
 
 @app_command(job, "waiting")
@@ -310,7 +307,7 @@ def job_batch(app_spec: str, url: str | None, batch_id: int, as_json: bool) -> N
         echo_json({**dataclasses.asdict(info), "total": info.total, "finished": info.finished})
         return
     counts = " ".join(f"{state}={n}" for state, n in sorted(info.counts.items()))
-    closed = "closed" if info.closed else "open"
+    closed = "aborted" if info.aborted else "closed" if info.closed else "open"
     click.echo(f"batch {info.id} {closed}: {info.finished}/{info.total} finished {counts}")
     for label, callback in (("on_success", info.on_success), ("on_complete", info.on_complete)):
         if callback is not None:
@@ -356,14 +353,24 @@ def _flagged(job: JobRecord) -> str:
 @click.argument("job_id", type=JOB_ID)
 @who_option
 def job_retry(app_spec: str, url: str | None, job_id: int, who: str) -> None:
-    """Requeue a finished job with its attempts reset."""
+    """Requeue a finished job with its attempts reset (one that ended while it waited for
+    its parents waits for them again)."""
     app = app_for(app_spec, url)
 
-    async def retry() -> JobState | None:
+    async def retry() -> tuple[bool, JobState, int | None]:
         before = await app.get_job(job_id)  # JobNotFound for an unknown id
-        return None if await app.retry_job(job_id, who=who) else before.state
+        if not await app.retry_job(job_id, who=who):
+            return False, before.state, None
+        after = await app.get_job(job_id)
+        left = None
+        if after.state is JobState.WAITING:
+            left = (await app.job_links(job_id)).parents_left
+        return True, after.state, left
 
-    refused = run_async(app, retry)
-    if refused is not None:
-        raise CliError(f"job {job_id} is {refused.value}, not finished: nothing to retry")
-    click.echo(f"job {job_id} requeued")
+    done, state, left = run_async(app, retry)
+    if not done:
+        raise CliError(f"job {job_id} is {state.value}, not finished: nothing to retry")
+    if state is JobState.WAITING:
+        click.echo(f"job {job_id} waits for its parents again ({left} left)")
+    else:
+        click.echo(f"job {job_id} requeued")

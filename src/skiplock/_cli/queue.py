@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .._job import QueueInfo
@@ -95,7 +97,7 @@ def queue_resume(app_spec: str, url: str | None, name: str, create: bool) -> Non
 
 def _limit(
     option: str,
-    value: str | None,
+    value: str,
     kind: type[int] | type[float],
     low: float | None = None,
     high: float = MAX_COUNT,
@@ -103,7 +105,7 @@ def _limit(
     """A bound, limit or step: a number within range (``low`` by default 0 for a count,
     1e-6 for a rate: a rate of 0 would stop the queue, which is a pause), or 'none'
     (lifted)."""
-    if value is None or value.lower() == "none":
+    if value.lower() == "none":
         return None
     try:
         number = kind(value)
@@ -134,31 +136,33 @@ def queue_limit(
     aging: str | None,
     create: bool,
 ) -> None:
-    """Set NAME's bound and limits; options left out are lifted.
+    """Set NAME's bound and limits: the options given ('none' lifts one); the others stay as
+    they are.
 
     NAME must be known (as for pause); a new name needs --create."""
+    given: dict[str, Any] = {}
+    if max_depth is not None:
+        given["max_depth"] = _limit("--max-depth", max_depth, int)
+    if max_running is not None:
+        given["max_running"] = _limit("--max-running", max_running, int)
+    if rate is not None:
+        given["rate_per_s"] = _limit("--rate", rate, float)
+    if aging is not None:
+        given["aging_s"] = _limit("--aging", aging, float, MIN_AGING_S, MAX_AGING_S)
+    if not given:
+        raise CliError(
+            f"queue limit {name}: nothing to set; give --max-depth, --max-running, --rate or "
+            "--aging (a number, or 'none' to lift it)",
+            CANNOT_RUN,
+        )
     app = app_for(app_spec, url)
-    depth = _limit("--max-depth", max_depth, int)
-    running = _limit("--max-running", max_running, int)
-    rate_per_s = _limit("--rate", rate, float)
-    aging_s = _aging(aging)
-    run_async(
-        app,
-        lambda: app.set_queue_limits(
-            name,
-            max_depth=None if depth is None else int(depth),
-            max_running=None if running is None else int(running),
-            rate_per_s=rate_per_s,
-            aging_s=aging_s,
-            create=create,
-        ),
-    )
+
+    async def set_and_read() -> QueueInfo:
+        await app.set_queue_limits(name, **given, create=create)
+        return await app.queue_info(name)
+
+    q = run_async(app, set_and_read)
     click.echo(
-        f"queue {name}: max_depth={depth} max_running={running} rate_per_s={rate_per_s}"
-        f" aging_s={aging_s}"
+        f"queue {name}: max_depth={q.max_depth} max_running={q.max_running}"
+        f" rate_per_s={q.rate_per_s} aging_s={q.aging_s}"
     )
-
-
-def _aging(value: str | None) -> float | None:
-    """``--aging``: seconds within the App's bounds (_limits.check_aging), or 'none'."""
-    return _limit("--aging", value, float, MIN_AGING_S, MAX_AGING_S)

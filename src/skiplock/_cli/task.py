@@ -17,6 +17,15 @@ def task() -> None:
     """List APP's tasks, pause and resume task names everywhere."""
 
 
+FUNCTION_KEY = "(a function of the arguments)"
+"""How a key given as a function of the call's arguments is listed."""
+
+
+def _key(key: object) -> str | None:
+    """A key option as listed: its text, None, or FUNCTION_KEY."""
+    return key if key is None or isinstance(key, str) else FUNCTION_KEY
+
+
 def task_details(task: Task[Any, Any], schedules: list[str]) -> dict[str, Any]:
     """One registered task's options as ``task list --json`` prints them."""
     breaker = task.breaker
@@ -40,14 +49,20 @@ def task_details(task: Task[Any, Any], schedules: list[str]) -> dict[str, Any]:
             "window_s": breaker.window_s,
             "cooldown_s": breaker.cooldown_s,
         },
-        "unique_key": task.unique_key
-        if task.unique_key is None or isinstance(task.unique_key, str)
-        else "(a function of the arguments)",
+        "concurrency_key": _key(task.concurrency_key),
+        "key_limit": task.key_limit,
+        "key_weight": task.key_weight,
+        "fair": task.fair,
+        "ordering_key": _key(task.ordering_key),
+        "ordering_on_dead": None if task.ordering_key is None else task.ordering_on_dead,
+        "unique_key": _key(task.unique_key),
         "on_conflict": task.on_conflict,
         "unique_while": task.unique_while,
+        "unique_scope": task.unique_scope,
         "unique_for_s": None if task.unique_for is None else seconds_of(task.unique_for),
         "debounce_s": None if task.debounce is None else seconds_of(task.debounce),
         "keep_result": task.keep_result,
+        "version": task.version,
         "is_async": task.is_async,
         "schedules": schedules,
     }
@@ -74,17 +89,42 @@ def _line(details: dict[str, Any]) -> str:
         )
     if details["permanent"]:
         parts.append(f"permanent={','.join(details['permanent'])}")
-    if details["unique_key"] is not None:
-        parts.append(f"unique_key={details['unique_key']} ({details['unique_while']})")
-        if details["unique_for_s"] is not None:
-            parts.append(f"unique_for={details['unique_for_s']:g}s")
-    if details["debounce_s"] is not None:
-        parts.append(f"debounce={details['debounce_s']:g}s")
+    parts += _keys_shown(details)
+    if details["version"] != 1:
+        parts.append(f"version={details['version']}")
     if not details["keep_result"]:
         parts.append("keep_result=no")
     if details["schedules"]:
         parts.append(f"schedules={','.join(details['schedules'])}")
     return " ".join(parts)
+
+
+def _keys_shown(details: dict[str, Any]) -> list[str]:
+    """The key options a task carries, in ``task list``'s words (those at their defaults
+    are left out)."""
+    parts = []
+    if details["concurrency_key"] is not None:
+        parts.append(f"concurrency_key={details['concurrency_key']}")
+        if details["key_limit"] is not None:
+            parts.append(f"key_limit={details['key_limit']}")
+        if details["key_weight"] is not None:
+            parts.append(f"key_weight={details['key_weight']}")
+        if not details["fair"]:
+            parts.append("fair=no")
+    if details["ordering_key"] is not None:
+        parts.append(f"ordering_key={details['ordering_key']}")
+        parts.append(f"ordering_on_dead={details['ordering_on_dead']}")
+    if details["unique_key"] is not None:
+        parts.append(f"unique_key={details['unique_key']} ({details['unique_while']})")
+        if details["unique_scope"] != "task":
+            parts.append(f"unique_scope={details['unique_scope']}")
+        if details["unique_for_s"] is not None:
+            parts.append(f"unique_for={details['unique_for_s']:g}s")
+        if details["on_conflict"] != "keep" and details["debounce_s"] is None:
+            parts.append(f"on_conflict={details['on_conflict']}")  # a debounce replaces
+    if details["debounce_s"] is not None:
+        parts.append(f"debounce={details['debounce_s']:g}s")
+    return parts
 
 
 @task.command(name="list")

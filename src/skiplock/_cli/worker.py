@@ -20,6 +20,7 @@ from .._worker.supervisor import (
     report_ready,
     supervise,
     too_many_processes,
+    watch_supervisor,
 )
 from .._worker.worker import Worker
 from .options import build_config, worker_config_options
@@ -93,6 +94,7 @@ def worker(
     signal.signal(signal.SIGTERM, exit_before_start)
     signal.signal(signal.SIGINT, exit_before_start)
     configure_logging(log_level, log_format)
+    watch_supervisor()  # a supervised child stops, as on SIGTERM, once its supervisor is gone
     config = build_config(fields)  # bad values fail once, here, not in every child
     check_processes(processes, force_processes)
     if processes > 1:

@@ -1,7 +1,9 @@
 """``skiplock workers``: the live workers, from the registry each worker beats into (see
-``_observe/presence.py``): where each runs, what it claims from, how busy it is, and when it last
-beat. A row silent past ``--max-silence`` belongs to a worker that stopped without a word; it
-is left out unless ``--all``, and forgotten by the other workers after an hour."""
+``_observe/presence.py``): where each runs, what it claims from, how busy it is, when it last
+beat, and how often its supervisor restarted it after crashes. A row silent past
+``--max-silence``, or known dead (``_observe.liveness``: silent past its own limit, or its
+process gone on this machine), belongs to a worker that stopped without a word; it is left
+out unless ``--all``, and the other workers free its leases and forget it."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 import click
 
+from .._observe.liveness import dead_reason
 from .._observe.stats import WorkerInfo
 from .health import DEFAULT_MAX_SILENCE_S
 from .output import echo_json, json_option
@@ -30,19 +33,38 @@ def worker_details(worker: WorkerInfo, max_silence_s: float) -> dict[str, Any]:
         "heartbeat_at": worker.heartbeat_at,
         "last_claim_at": worker.last_claim_at,
         "silent_s": worker.silent_s,
-        "live": worker.silent_s <= max_silence_s,
+        "gone_after_s": worker.gone_after_s,
+        "dead": dead_reason(worker),
+        "restarts": worker.restarts,
+        "restarts_in_a_row": worker.restarts_in_a_row,
+        "live": is_live(worker, max_silence_s),
     }
+
+
+def is_live(worker: WorkerInfo, max_silence_s: float) -> bool:
+    return worker.silent_s <= max_silence_s and dead_reason(worker) is None
 
 
 def _line(worker: WorkerInfo) -> str:
     queues = ",".join(worker.queues) if worker.queues is not None else "all"
     where = f"{worker.host}:{worker.pid}"
     named = f" name={worker.name}" if worker.name and worker.name != where else ""
+    restarts = ""
+    if worker.restarts:
+        restarts = f" restarts={worker.restarts} ({worker.restarts_in_a_row} in a row)"
     return (
         f"{where}{named} queues={queues} "
         f"concurrency={worker.concurrency} running={worker.running} "
-        f"processed={worker.processed} last beat {worker.silent_s:.1f}s ago"
+        f"processed={worker.processed}{restarts} last beat {worker.silent_s:.1f}s ago"
     )
+
+
+def _mark(worker: WorkerInfo, max_silence_s: float) -> str:
+    """What follows a row not live: why."""
+    why = dead_reason(worker)
+    if why is not None:
+        return f"  (dead: {why})"
+    return "" if worker.silent_s <= max_silence_s else "  (silent)"
 
 
 @app_command(None, "workers")
@@ -53,7 +75,7 @@ def _line(worker: WorkerInfo) -> str:
     show_default=True,
     help="A worker is live if it beat within this many seconds (as for health).",
 )
-@click.option("--all", "show_all", is_flag=True, help="Also list silent workers' rows.")
+@click.option("--all", "show_all", is_flag=True, help="Also list silent and dead workers' rows.")
 @json_option
 def workers_command(
     app_spec: str, url: str | None, max_silence: float, show_all: bool, as_json: bool
@@ -61,7 +83,7 @@ def workers_command(
     """The live workers: host, pid, queues, load and last beat."""
     app = app_for(app_spec, url)
     rows = run_async(app, app.workers)
-    live = [w for w in rows if w.silent_s <= max_silence]
+    live = [w for w in rows if is_live(w, max_silence)]
     shown = rows if show_all else live
     if as_json:
         echo_json(
@@ -73,9 +95,10 @@ def workers_command(
         )
         return
     for worker in shown:
-        silent = "" if worker.silent_s <= max_silence else "  (silent)"
-        click.echo(_line(worker) + silent)
+        click.echo(_line(worker) + _mark(worker, max_silence))
     hidden = (
-        "" if show_all or len(rows) == len(live) else f" ({len(rows) - len(live)} silent: --all)"
+        ""
+        if show_all or len(rows) == len(live)
+        else f" ({len(rows) - len(live)} silent or dead: --all)"
     )
     click.echo(f"{len(live)} live worker{'' if len(live) == 1 else 's'}{hidden}")

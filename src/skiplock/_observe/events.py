@@ -87,14 +87,15 @@ def ended(job: ClaimedJob, decision: Decision, duration_s: float, worker: str) -
     )
 
 
-def reclaimed(job: ReclaimedJob, worker: str) -> None:
-    """A job whose lease expired (its worker, ``lost_by``, stopped heartbeating)."""
+def reclaimed(job: ReclaimedJob, worker: str, gone: bool = False) -> None:
+    """A job whose lease expired (its worker, ``lost_by``, stopped heartbeating), or, with
+    ``gone``, whose worker the registry shows dead (``_worker/dead_workers.py``)."""
     if not log.isEnabledFor(logging.WARNING):
         return
     fields = {"event": "reclaimed", **_fields(job, worker), "lost_by": job.lost_by}
+    why = "its worker %s is gone" if gone else "its lease expired (worker %s stopped heartbeating)"
     log.warning(
-        "job %d reclaimed: its lease expired (worker %s stopped heartbeating); now %s: "
-        "task=%s queue=%s attempt=%d/%d",
+        "job %d reclaimed: " + why + "; now %s: task=%s queue=%s attempt=%d/%d",
         job.id,
         job.lost_by,
         job.state.value,

@@ -20,6 +20,7 @@ from .._job import WorkerInfo
 from .._outage import Outage
 from .._service import Service
 from ..errors import BackendUnavailable
+from .liveness import dead_reason
 from .stats import Stats
 
 log = logging.getLogger("skiplock.worker")
@@ -48,7 +49,8 @@ class GaugeCache:
 
 
 def live_workers(workers: list[WorkerInfo], silent_s: float) -> list[WorkerInfo]:
-    return [w for w in workers if w.silent_s <= silent_s]
+    """The workers that beat within ``silent_s`` and are not known dead (``liveness``)."""
+    return [w for w in workers if w.silent_s <= silent_s and dead_reason(w) is None]
 
 
 class HealthReads(Protocol):

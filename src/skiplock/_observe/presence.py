@@ -1,9 +1,10 @@
 """The worker's row in the live-worker registry: upserted on every maintenance beat, removed
 when the worker stops, and long-silent rows of other workers forgotten.
 
-``skiplock health`` reads it ("has any worker beaten within --max-silence?"), as do
-``app.workers()`` and the dashboard. One small upsert per beat per worker: nothing on the
-claim path.
+``skiplock health`` reads it ("is any worker alive?"), as do ``app.workers()`` and the
+dashboard, and the other workers' rescuers free a dead worker's leases by it (``liveness``
+says how a row is judged dead: past its own silence limit, or its process gone on this
+machine). One small upsert per beat per worker: nothing on the claim path.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .._config import WorkerConfig
 from .._outage import Outage
 from .._service import Service
 from ..errors import BackendError, BackendUnavailable
+from .liveness import gone_after, restarts_from_supervisor, restarts_in_a_row, this_process
 
 log = logging.getLogger("skiplock.worker")
 
@@ -53,10 +55,34 @@ class Presence(Service):
         self.worker_id = worker_id
         self.load = load
         self.outage = outage or Outage()
+        self.gone_after_s = gone_after(config.maintenance_interval_s)
+        """The silence after which the others take this worker for dead."""
+        self.process = this_process()
+        self.restarts = restarts_from_supervisor()
+        self._started: float | None = None
+        self._answered_since: float | None = None
+        self._answered_at: float | None = None
+
+    def answered_for_s(self) -> float:
+        """How long the database has answered this worker's beats without a break (a failed
+        beat, or one that came more than ``gone_after_s`` after the last, starts again at 0):
+        only a worker that could have seen another beat all along may call its silence death."""
+        if self._answered_since is None:
+            return 0.0
+        return asyncio.get_running_loop().time() - self._answered_since
+
+    def _answered(self) -> None:
+        now = asyncio.get_running_loop().time()
+        last, self._answered_at = self._answered_at, now
+        if self._answered_since is None or last is None or now - last > self.gone_after_s:
+            self._answered_since = now
 
     def params(self) -> WorkerBeatParams:
         held, processed, last_claim = self.load()
         now = asyncio.get_running_loop().time()
+        if self._started is None:
+            self._started = now
+        restarts, in_a_row = self.restarts
         return WorkerBeatParams(
             id=self.worker_id,
             name=self.config.name or "",
@@ -67,6 +93,10 @@ class Presence(Service):
             running=held,
             processed=processed,
             claimed_ago_s=None if last_claim is None else max(0.0, now - last_claim),
+            gone_after_s=self.gone_after_s,
+            process=self.process,
+            restarts=restarts,
+            restarts_in_a_row=restarts_in_a_row(in_a_row, now - self._started),
         )
 
     async def beat(self) -> None:
@@ -79,8 +109,10 @@ class Presence(Service):
                 try:
                     await self.beat()
                 except BackendUnavailable as exc:
+                    self._answered_since = None
                     self.outage.failed(self.name, exc)
                 else:
+                    self._answered()
                     self.outage.answered()
                 self.mark_ready()
                 await asyncio.sleep(self.config.maintenance_interval_s)

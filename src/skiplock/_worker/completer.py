@@ -49,6 +49,9 @@ FINISHING = frozenset({Disposition.SUCCEED, Disposition.CANCEL, Disposition.DEAD
 REQUEUED = frozenset({Disposition.RETRY, Disposition.SNOOZE, Disposition.RELEASE})
 """The outcomes that put a job back to pending, due again after the outcome's delay."""
 
+PARKED = frozenset({Disposition.PARK})
+"""The outcome that parks a job on a signal, its wait timing out after the outcome's delay."""
+
 
 class Completer(Service):
     name = "completer"
@@ -90,6 +93,9 @@ class Completer(Service):
         self.on_requeued: Callable[[float], None] | None = None
         """Told, after a batch is written, the shortest delay of the jobs it put back to
         pending (a retry, a snooze): the producer wakes when that one comes due."""
+        self.on_parked: Callable[[float], None] | None = None
+        """Told, after a batch is written, the shortest timeout of the jobs it parked on a
+        signal: the wait timer ends that wait when it comes due."""
 
     def put(self, completion: Completion) -> None:
         if not self._pending:
@@ -149,11 +155,11 @@ class Completer(Service):
                 return
 
     def _tell_requeued(self, batch: list[Completion]) -> None:
-        if self.on_requeued is None:
-            return
-        delays = [c.delay_s for c in batch if c.disposition in REQUEUED]
-        if delays:
-            self.on_requeued(min(delays))
+        for tell, kinds in ((self.on_requeued, REQUEUED), (self.on_parked, PARKED)):
+            if tell is not None:
+                delays = [c.delay_s for c in batch if c.disposition in kinds]
+                if delays:
+                    tell(min(delays))
 
     async def _write(self, batch: list[Completion]) -> None:
         ledger = self.ledger

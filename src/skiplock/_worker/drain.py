@@ -14,7 +14,9 @@ from .worker import Worker, WorkerApp
 
 async def drain(app: WorkerApp, *, queues: Sequence[str] | None = None) -> list[JobOutcome]:
     """Run every ready job of ``app`` in this process until none is left (a burst worker),
-    and return the outcome of each job it ran, in the order they were written."""
+    and return the outcome of each job it ran, in the order they were written. Ready is due
+    now: a parked ``wait_for`` whose timeout has passed runs; one still to come is not
+    waited for, nor is a retry's delay."""
     chosen = tuple(queues) if queues is not None else None
     worker = Worker(app, queues=chosen, poll_interval_s=0.05)
     written = worker.signals.flushed.arm()

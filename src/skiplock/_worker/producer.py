@@ -3,7 +3,8 @@
 It claims as many as the ledger has room for (the free slots plus the claim window's
 prefetch depth), hands the jobs to the runner and re-arms the lease keeper. When a claim
 comes back short it waits for a wake-up (notifier, in-process enqueue) or the poll backstop.
-In burst mode it ends once nothing is left to run. While the database is away it retries at
+In burst mode it ends once nothing is left to run (parked waits already past their timeout
+run first). While the database is away it retries at
 least once a second (and at once when another service reaches it), so claims resume within
 about a second of the database answering.
 """
@@ -299,7 +300,18 @@ class Producer(Service):
         # a retry written after the last claim began may be due now: claim once more
         if self._requeues_claimed != self.ledger.requeues:
             return False
+        if await self._waits_timed_out():
+            return False
         return not await self._ready_passed_over()
+
+    async def _waits_timed_out(self) -> bool:
+        """Whether parked waits whose timeout has passed were made pending now (a burst
+        ends only when none is left: ``app.drain()`` runs a wait's timeout once it is due,
+        with no sweep to wait for). True on an outage: the next claim meets it."""
+        try:
+            return bool(await self.backend.workflow_expire_waits())
+        except BackendUnavailable:
+            return True
 
     async def _ready_passed_over(self) -> bool:
         """Whether a ready job is left that the short claim passed over because another

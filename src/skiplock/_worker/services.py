@@ -22,6 +22,7 @@ from .._observe.meter import Meter
 from .._outage import Outage, retry_delay
 from .._service import Service
 from ..errors import BackendUnavailable
+from .dead_workers import DeadWorkers
 from .ledger import Ledger
 from .runner import Runner
 from .signals import WorkerSignals
@@ -87,9 +88,12 @@ class Notifier(Service):
 
 
 class Rescuer(Service):
-    """Every ``maintenance_interval_s``, returns rows whose lease expired (anywhere) to pending,
-    then sweeps the workflows: releases a crash or a commit race left undone (a finished
-    parent's open edges) and parked waits past their timeout (``workflow_flows.sweep``)."""
+    """At start and every ``maintenance_interval_s``, frees the leases of workers the registry
+    shows dead (``DeadWorkers``; none at start is judged by silence, only by a process gone on
+    this machine); every ``maintenance_interval_s``, returns rows whose lease expired
+    (anywhere) to pending, then sweeps the workflows: releases a crash or a commit race left
+    undone (a finished parent's open edges) and parked waits past their timeout
+    (``workflow_flows.sweep``). What it returns to pending wakes ``wake`` for its queue."""
 
     name = "rescuer"
 
@@ -100,6 +104,8 @@ class Rescuer(Service):
         signals: WorkerSignals,
         outage: Outage | None = None,
         meter: Meter | None = None,
+        dead_workers: DeadWorkers | None = None,
+        wake: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__()
         self.meter = meter or Meter()
@@ -108,8 +114,13 @@ class Rescuer(Service):
         self.interval_s = config.maintenance_interval_s
         self.signals = signals
         self.outage = outage or Outage()
+        self.dead_workers = dead_workers
+        self.wake = wake
+        self._sweep_failure: str | None = None
+        """The last sweep's error while sweeps fail (logged once, not at every sweep)."""
 
     async def serve(self) -> None:
+        await self.bury()
         self.mark_ready()
         while True:
             await asyncio.sleep(self.interval_s)
@@ -120,19 +131,53 @@ class Rescuer(Service):
                 self.outage.failed(self.name, exc)
                 continue
             self.outage.answered()
-            self.meter.reclaim(len(reclaimed))
-            for job in details:
-                events.reclaimed(job, self.worker)
-            self.signals.reclaimed.fire(list(reclaimed))
+            self.reclaimed(reclaimed, details)
+            await self.bury()
             await self.sweep()
 
+    async def bury(self) -> None:
+        """Free the leases of the workers the registry shows dead (an outage reported)."""
+        if self.dead_workers is None:
+            return
+        details: list[ReclaimedJob] = []
+        try:
+            reclaimed = await self.dead_workers.sweep(details)
+        except BackendUnavailable as exc:
+            self.outage.failed(self.name, exc)
+            return
+        self.outage.answered()
+        if reclaimed:
+            self.reclaimed(reclaimed, details, gone=True)
+
+    def reclaimed(
+        self, reclaimed: list[int], details: list[ReclaimedJob], gone: bool = False
+    ) -> None:
+        self.meter.reclaim(len(reclaimed))
+        for job in details:
+            events.reclaimed(job, self.worker, gone)
+        if self.wake is not None:
+            for queue in {job.queue for job in details}:
+                self.wake(queue)
+        self.signals.reclaimed.fire(list(reclaimed))
+
     async def sweep(self) -> None:
-        """One workflow sweep; an outage is reported as the reclaim's is."""
+        """One workflow sweep; an outage is reported as the reclaim's is. Any other failure
+        is logged (once while it repeats) and the worker goes on: the sweep is a backstop of
+        releases, and a fault in one of them must not stop the worker that runs every other
+        job (the backend's sweep already takes its items one by one past a failing one)."""
         try:
             swept = await self.backend.workflow_sweep()
         except BackendUnavailable as exc:
             self.outage.failed(self.name, exc)
             return
+        except Exception as exc:
+            if str(exc) != self._sweep_failure:
+                log.error("workflow sweep failed; the next tries again: %s", exc, exc_info=exc)
+            self._sweep_failure = str(exc)
+            return
+        if self._sweep_failure is not None:
+            log.info("workflow sweep: working again")
+            self._sweep_failure = None
         if swept.released or swept.timed_out:
             log.info(
                 "workflow sweep: %d released, %d waits timed out",

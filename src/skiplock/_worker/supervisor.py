@@ -20,7 +20,15 @@ schema): restarting it cannot help, so the supervisor stops every child and exit
 child's code (its one-line error is already on stderr). A child that dies after it was ready
 is restarted, after a delay that doubles with each death in a row (1 s up to a minute) and
 starts again from 1 s once a child has stayed up a minute after it was ready (a job that
-kills its worker every time must not make the supervisor spin).
+kills its worker every time must not make the supervisor spin). Each child is told how often
+the supervisor restarted a crashed child before it, in all and in a row (the deaths its
+backoff counts, ``RESTARTS_ENV``): its registry row shows them (``skiplock workers``), and
+three in a row, a crash loop, turn ``skiplock health`` red. A ready child that exits 0 on
+its own (a SIGTERM sent to it alone) crashed nothing: it is logged as a clean stop and
+started again, without counting.
+
+The children watch their supervisor (``lifeline``): killed in any way, it leaves no orphans
+claiming jobs; they stop as on SIGTERM.
 """
 
 from __future__ import annotations
@@ -41,10 +49,19 @@ from types import FrameType
 
 from .._backends import open_backend
 from .._config import WorkerConfig
+from .._observe.liveness import RESTARTS_ENV, STABLE_S
 from .._schema import refuse_newer
+from .lifeline import Lifeline, watch_supervisor
 from .report import READY_FD_ENV, READY_LINE, WORKER_PREFIX, report_ready, report_worker
 
-__all__ = ["Supervisor", "process_ports", "report_ready", "report_worker", "supervise"]
+__all__ = [
+    "Supervisor",
+    "process_ports",
+    "report_ready",
+    "report_worker",
+    "supervise",
+    "watch_supervisor",
+]
 
 log = logging.getLogger("skiplock.supervisor")
 
@@ -54,8 +71,6 @@ POLL_S = 0.2
 RELEASE_TIMEOUT_S = 10.0
 """The longest a child's death holds the supervisor releasing its leases (the database away:
 they expire and are reclaimed as before)."""
-STABLE_S = 60.0
-"""A child up this long after it was ready ends a run of deaths: the next restart waits 1 s."""
 
 PROCESSES_PER_CPU = 4
 """The most worker processes per usable CPU a ``--processes`` option takes unless forced
@@ -144,6 +159,15 @@ class Backoff:
         self.deaths = 0
 
 
+def describe_exit(code: int) -> str:
+    """An exit code in words: ``was killed by SIGKILL``, ``exited with code 7``."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 @dataclass
 class Child:
     """One worker process and the read end of its readiness pipe."""
@@ -157,6 +181,8 @@ class Child:
     workers: list[tuple[str, str]] = field(default_factory=list)
     """The workers it reported running, (id, database URL): their leases are released when
     it exits."""
+    exited_before_stop: bool = False
+    """Found exited (not yet seen by ``check``) when the stop came: a crash, not counted."""
     _partial: bytes = b""
 
     @property
@@ -164,13 +190,25 @@ class Child:
         return self.ready_at is not None
 
     @classmethod
-    def start(cls, command: list[str], index: int = 0) -> Child:
-        """Start a child; ``index`` (0..N-1, reused by its restarts) offsets its ports."""
+    def start(
+        cls,
+        command: list[str],
+        index: int = 0,
+        lifeline: Lifeline | None = None,
+        restarts: tuple[int, int] = (0, 0),
+    ) -> Child:
+        """Start a child; ``index`` (0..N-1, reused by its restarts) offsets its ports; it
+        watches ``lifeline`` and is told its supervisor's ``restarts`` (in all, in a row)."""
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
         env = {**os.environ, READY_FD_ENV: str(write_fd), PROCESS_INDEX_ENV: str(index)}
+        passed = [write_fd]
+        if lifeline is not None:
+            env |= lifeline.env()
+            passed.append(lifeline.read_fd)
+        env[RESTARTS_ENV] = f"{restarts[0]} {restarts[1]}"
         try:
-            process = subprocess.Popen(command, env=env, pass_fds=(write_fd,))
+            process = subprocess.Popen(command, env=env, pass_fds=passed)
         finally:
             os.close(write_fd)
         return cls(process, read_fd, index=index)
@@ -241,26 +279,40 @@ class Supervisor:
     restarts_due: list[float] = field(default_factory=list)
     free_indexes: list[int] = field(default_factory=list)
     """Process indexes of children waiting to be restarted (the restart takes one)."""
+    restarts: int = 0
+    """Children restarted after a crash, in all (``backoff.deaths``: in a row)."""
+    lifeline: Lifeline | None = None
+    """The pipe the children watch (made by ``run``, cut as it returns)."""
 
     def forward(self, sig: int, _frame: FrameType | None) -> None:
         self.stopping = True
         for child in self.children:
             if child.process.poll() is None:
                 child.process.send_signal(sig)
+            else:  # died before the stop (a SIGKILL just before): judged as a crash
+                child.exited_before_stop = True
 
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         self.restarts_due.clear()
         self.forward(sig, None)
 
     def run(self, processes: int) -> int:
-        self.children.extend(Child.start(self.command, i) for i in range(processes))
-        log.info("supervisor started %d workers: %s", processes, self.pids())
-        while self.children or (self.restarts_due and not self.stopping):
-            for child in list(self.children):
-                self.check(child)
-            self.restart_due()
-            time.sleep(POLL_S)
+        self.lifeline = Lifeline()
+        try:
+            self.children.extend(self.start(i) for i in range(processes))
+            log.info("supervisor started %d workers: %s", processes, self.pids())
+            while self.children or (self.restarts_due and not self.stopping):
+                for child in list(self.children):
+                    self.check(child)
+                self.restart_due()
+                time.sleep(POLL_S)
+        finally:
+            self.lifeline.close()
         return self.worst
+
+    def start(self, index: int) -> Child:
+        restarts = (self.restarts, self.backoff.deaths)
+        return Child.start(self.command, index, self.lifeline, restarts)
 
     def pids(self) -> list[int]:
         return [c.process.pid for c in self.children]
@@ -272,7 +324,7 @@ class Supervisor:
             self.backoff.reset()
         # Read before the exit: a stop that arrives while the exit is handled (a SIGTERM during
         # the lease release below) must not turn a crash seen before it into a failed shutdown.
-        stopping = self.stopping
+        stopping = self.stopping and not child.exited_before_stop
         code = child.process.poll()
         if code is None:
             return
@@ -327,9 +379,26 @@ class Supervisor:
             )
             self.worst = max(self.worst, abs(code) or 1)
             self.stop_all()
+        elif code == 0:
+            # it stopped as asked (a SIGTERM sent to it, not to the supervisor): no crash
+            log.info(
+                "worker %d stopped cleanly (exit code 0) though the supervisor did not ask; "
+                "starting another in its place in %.0fs",
+                pid,
+                self.backoff.first_s,
+            )
+            self.restarts_due.append(time.monotonic() + self.backoff.first_s)
+            self.free_indexes.append(child.index)
         else:
             delay = self.backoff.next_delay()
-            log.error("worker %d exited with %d; restarting it in %.0fs", pid, code, delay)
+            self.restarts += 1
+            log.error(
+                "worker %d %s; restarting it in %.0fs (restart %d in a row)",
+                pid,
+                describe_exit(code),
+                delay,
+                self.backoff.deaths,
+            )
             self.restarts_due.append(time.monotonic() + delay)
             self.free_indexes.append(child.index)
 
@@ -339,7 +408,7 @@ class Supervisor:
             self.restarts_due.remove(due)
             if not self.stopping:
                 index = self.free_indexes.pop(0) if self.free_indexes else 0
-                child = Child.start(self.command, index)
+                child = self.start(index)
                 self.children.append(child)
                 log.info("restarted a worker as %d", child.process.pid)
 

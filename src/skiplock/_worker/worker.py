@@ -3,7 +3,8 @@
     producer ──claims──> runner (executor: a task per job) ──outcomes──> completer ──> backend
        ^
        └── wake-ups: notifier (LISTEN/NOTIFY), in-process enqueues, the poll backstop
-    lease keeper: heartbeats every lease held    rescuer: reclaims leases that expired anywhere
+    lease keeper: heartbeats every lease held    rescuer: reclaims leases that expired anywhere,
+                                                 and those of workers the registry shows dead
     canceller: cancels jobs a person asked to    pruner: deletes rows past their retention
     watchdog: names a task that blocks the event loop, and the lease it endangers
     scheduler: enqueues cron slots (when the app has schedules)
@@ -50,6 +51,7 @@ from ..errors import BackendError
 from .breaker import Breakers
 from .claim_window import ClaimWindow
 from .completer import Completer
+from .dead_workers import DeadWorkers
 from .leases import LeaseKeeper
 from .ledger import Ledger
 from .producer import Producer
@@ -58,6 +60,7 @@ from .runner import Runner
 from .scheduler import Scheduler
 from .services import Canceller, Notifier, Pruner, Rescuer, Vacuumer
 from .signals import WorkerSignals
+from .wait_timer import WaitTimer
 from .watchdog import Watchdog
 
 log = logging.getLogger("skiplock.worker")
@@ -307,17 +310,24 @@ class Worker:
         completer.on_requeued = producer.due_in
         completer.on_written = producer.written
         services: list[Service] = [completer, runner, leases]
-        services.append(Rescuer(backend, config, signals, outage, self.meter))
+
+        def load() -> tuple[int, int, float | None]:
+            return ledger.busy + ledger.claimed_ahead, runner.processed, producer.last_claim_at
+
+        presence = Presence(backend, config, token, load, outage)
+        dead = DeadWorkers(backend, token, self.name, presence.answered_for_s)
+        services.append(
+            Rescuer(backend, config, signals, outage, self.meter, dead, producer.on_wake)
+        )
+        timer = WaitTimer(backend, config.maintenance_interval_s, outage)
+        completer.on_parked = timer.due_in
+        services.append(timer)
         canceller = Canceller(backend, runner, ledger, outage=outage)
         services += [canceller, Pruner(backend, config, outage)]
         if backend.vacuums_hot and (config.vacuum_interval_s > 0 or config.rotate_interval_s > 0):
             services.append(Vacuumer(backend, config, outage))
         services.append(Watchdog(leases.shortest))
-
-        def load() -> tuple[int, int, float | None]:
-            return ledger.busy + ledger.claimed_ahead, runner.processed, producer.last_claim_at
-
-        services.append(Presence(backend, config, token, load, outage))
+        services.append(presence)
         if config.log_summary_interval_s > 0:
 
             def holding() -> tuple[int, int]:

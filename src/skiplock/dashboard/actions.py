@@ -19,8 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from .._job import JobFilter
-from .._workflow_records import SignalOutcome
+from .._job import JobFilter, JobState
 from ..errors import JobNotFound, SkiplockError
 from .audit import audit, audit_refusal
 from .auth import Role, User
@@ -136,8 +135,11 @@ def back(request: Request, route: str, notice: str, **params: Any) -> RedirectRe
 @action(Role.OPERATOR)
 async def retry_job(request: Request, user: User, form: FormData) -> Response:
     job = job_id(request.path_params["job_id"])
-    done = await dashboard(request).app.retry_job(job, who=who(user))
+    app = dashboard(request).app
+    done = await app.retry_job(job, who=who(user))
     notice = "Requeued." if done else "Not retried: only a finished job can be."
+    if done and (await app.get_job(job)).state is JobState.WAITING:
+        notice = "Retried: it waits for its parents again, and runs with their results."
     return back(request, "job", notice, job_id=job)
 
 
@@ -147,16 +149,6 @@ async def cancel_job(request: Request, user: User, form: FormData) -> Response:
     state = await dashboard(request).app.cancel_job(job, who=who(user))
     return back(request, "job", f"Cancel asked; the job is now {state.value}.", job_id=job)
 
-
-SIGNAL_OUTCOMES = {
-    SignalOutcome.DELIVERED: "delivered",
-    SignalOutcome.DUPLICATE: "duplicate (a signal of this name was already delivered; this "
-    "one changed nothing)",
-    SignalOutcome.TIMED_OUT: "timed out (the job's wait for it ended first; this one changed "
-    "nothing)",
-    SignalOutcome.FINISHED: "finished (the job has finished; nothing waits for a signal)",
-}
-"""What the notice after a signal says of each outcome (``app.signal``'s)."""
 
 SIGNAL_BACK = {"waiting": "waiting", "job": "job"}
 """The pages a signal form may come back to (a fixed set: never a URL from the form)."""
@@ -169,23 +161,24 @@ decides what is stored: 256 KiB by default)."""
 @action(Role.OPERATOR)
 async def send_signal(request: Request, user: User, form: FormData) -> Response:
     """Send the signal named in the form, with its JSON payload, to exactly the job in the
-    path, through ``app.signal`` (audited, once per name: a second send is a duplicate)."""
+    path, through ``app.signal`` (audited; a send the job does not wait for now is kept for
+    its next wait, and the notice names what it does wait for)."""
     job = job_id(request.path_params["job_id"])
     name = text_field(form, "name")
     if not name:
         raise BadFilter("name: the signal's name, as the job waits for it (e.g. approved)")
     payload = _signal_payload(form)
     app = dashboard(request).app
-    outcome = await app.signal(job, name, payload, who=who(user))
-    notice = f"Signal {name} to job {job}: {SIGNAL_OUTCOMES[outcome]}"
-    if outcome is SignalOutcome.DELIVERED:
+    receipt = await app.signal(job, name, payload, who=who(user))
+    notice = f"Signal {name} to job {job}: {receipt.describe()}"
+    if receipt.awaited:
         try:
             notice += f"; the job is now {(await app.get_job(job)).state.value}."
         except JobNotFound:  # pruned in between: the signal was delivered all the same
             notice += "."
     else:
         notice += "."
-    log.info("%s sent signal %r to job %d: %s", who(user), name, job, outcome.value)
+    log.info("%s sent signal %r to job %d: %s", who(user), name, job, receipt.outcome.value)
     page = SIGNAL_BACK.get(str(form.get("back") or ""), "job")
     if page == "job":
         return back(request, "job", notice, job_id=job)

@@ -186,8 +186,19 @@ class _DeadVerbConvertor(Convertor[str]):
         return value
 
 
+class _LinkedSideConvertor(Convertor[str]):
+    regex = "parents|children"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
 register_url_convertor("skiplock_name", _NameConvertor())
 register_url_convertor("skiplock_dead_verb", _DeadVerbConvertor())
+register_url_convertor("skiplock_linked_side", _LinkedSideConvertor())
 
 
 def routes() -> list[Route | Mount]:
@@ -195,6 +206,7 @@ def routes() -> list[Route | Mount]:
         ("/", pages.overview, "overview"),
         ("/jobs", pages.jobs, "jobs"),
         ("/jobs/{job_id}", pages.job, "job"),
+        ("/jobs/{job_id}/{side:skiplock_linked_side}", pages.linked, "linked"),
         ("/waiting", pages.waiting, "waiting"),
         ("/dead", pages.dead, "dead"),
         ("/dead/confirm", pages.dead_confirm, "dead_confirm"),

@@ -96,6 +96,11 @@ def job_query(params: Any) -> JobQuery:
     return query
 
 
+def after_id(params: Any) -> int | None:
+    """A list's ``after``: the last id of the page before (None: the first page)."""
+    return _id(params, "after")
+
+
 def text_field(params: Any, name: str) -> str:
     """A text field of a query string or form: at most MAX_TEXT characters, no NUL."""
     return _text(params, name)

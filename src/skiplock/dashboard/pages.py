@@ -20,6 +20,7 @@ from .auth import Role
 from .filters import (
     PAGE_SIZE,
     BadFilter,
+    after_id,
     exact_text_field,
     job_id,
     job_query,
@@ -49,6 +50,14 @@ unique key and no worker; its waiting children follow their ``on_parent_failure`
 GRAPH_MOST = 100
 """The most jobs a workflow graph draws on a job's page (``app.workflow_graph(most=...)``);
 past it the page says the graph stops there."""
+
+LINKS_SHOWN = 100
+"""A job's page lists this many of its parents (in order, all of them counted by state) and
+of its children, and links to the rest (a chord's body may have 10,000 parents: listed in
+full, its page was 2.5 MB)."""
+
+LINKED_PAGE = 200
+"""The parents (or children) page lists this many, by id, with a link to the next."""
 
 WAITING_SHOWN = 200
 """The Waiting page lists this many waiting jobs, the oldest first, and counts them all."""
@@ -273,7 +282,8 @@ async def job(request: Request) -> Response:
     except (JobNotFound, BadFilter):
         job_text = request.path_params["job_id"]
         return dash.render.page(request, "missing.html", 404, what=f"job {job_text}")
-    links = await dash.app.job_links(record.id)
+    shown = LINKS_SHOWN + 1  # one more says there are more
+    links = await dash.app.job_links(record.id, parents_limit=shown, children_limit=shown)
     drawing = None
     if links.parents or links.children:
         drawing = draw(await dash.app.workflow_graph(record.id, most=GRAPH_MOST), record.id)
@@ -293,8 +303,39 @@ async def job(request: Request) -> Response:
         batch=batch,
         drawing=drawing,
         graph_most=GRAPH_MOST,
+        links_shown=LINKS_SHOWN,
         # refreshed while the job, or any job of its workflow drawn, may still change
         live=record.state not in FINISHED or (drawing is not None and drawing.live),
+    )
+
+
+async def linked(request: Request) -> Response:
+    """A job's parents (or children), a page at a time by id, each with its state: what
+    the job's own page leaves out past its first ``LINKS_SHOWN``."""
+    dash = dashboard(request)
+    side = request.path_params["side"]
+    try:
+        record = await dash.app.get_job(job_id(request.path_params["job_id"]))
+        after = after_id(request.query_params)
+    except (JobNotFound, BadFilter):
+        job_text = request.path_params["job_id"]
+        return dash.render.page(request, "missing.html", 404, what=f"job {job_text}")
+    rows = await dash.app.linked_jobs(record.id, side, after=after, limit=LINKED_PAGE + 1)
+    more = len(rows) > LINKED_PAGE
+    rows = rows[:LINKED_PAGE]
+    counts: dict[str, int] = {}
+    if side == "parents":
+        one = await dash.app.job_links(record.id, parents_limit=1, children_limit=1)
+        counts = one.parent_counts
+    return dash.render.page(
+        request,
+        "linked.html",
+        job=record,
+        side=side,
+        rows=rows,
+        counts=counts,
+        after=after,
+        next_after=rows[-1].id if more else None,
     )
 
 

@@ -27,7 +27,7 @@ REGISTERED = frozenset(
     }
 )
 """Options of the skiplock task itself (``app.task(...)``)."""
-PER_JOB = frozenset({"unique_key", "on_duplicate", "unique_while"})
+PER_JOB = frozenset({"unique_key", "on_duplicate", "unique_while", "unique_scope"})
 """Options applied at each enqueue (``task.using(...)``)."""
 ALLOWED = REGISTERED | PER_JOB
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ....._worker.supervisor import PROCESSES_PER_CPU, too_many_processes
+from ....._worker.supervisor import PROCESSES_PER_CPU, too_many_processes, watch_supervisor
 from .....errors import SchemaError
 from ... import worker as worker_module
 from ...processes import supervise
@@ -118,6 +118,7 @@ class Command(BaseCommand):  # type: ignore[misc]
             if code:
                 sys.exit(code)
             return
+        watch_supervisor()  # a supervised child stops, as on SIGTERM, once its supervisor is gone
         self._run(opts)
 
     def _name(self) -> str:

@@ -1,0 +1,92 @@
+"""The wait timer: a parked ``wait_for`` times out when its timeout comes, not at a sweep.
+
+A job parked on a signal is ``waiting`` until its signal or its timeout. The timeout is the
+job's ``run_at``; nothing claims a waiting job, so something must turn it pending when that
+time comes. The rescuer's sweep does, every ``maintenance_interval_s`` (5 s): a backstop, too
+coarse for a wait of a second. This service sleeps until the first parked wait comes due and
+ends it then (``workflow_expire_waits``: the timeout recorded, the job pending, its queue's
+workers woken), the way the producer sleeps until the next pending job comes due.
+
+It learns the deadlines two ways: this worker's completer tells it of each job it parks
+(``due_in``: at once, no query), and it asks the database for the first deadline of any parked
+job when it starts, after each expiry and once a maintenance interval (jobs parked by other
+workers, or before this one started).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+
+from .._backends import Backend
+from .._outage import Outage
+from .._service import Service
+from ..errors import BackendUnavailable
+
+log = logging.getLogger("skiplock.worker")
+
+RETRY_S = 1.0
+"""How soon an expiry the database did not answer is tried again."""
+
+
+class WaitTimer(Service):
+    name = "wait-timer"
+
+    def __init__(self, backend: Backend, reread_s: float, outage: Outage | None = None) -> None:
+        super().__init__()
+        self.backend = backend
+        self.reread_s = reread_s
+        """How often the database is asked for the first deadline (the maintenance interval)."""
+        self.outage = outage or Outage()
+        self._due_at = math.inf
+        """The loop time the first parked wait known here times out (inf: none known)."""
+        self._changed = asyncio.Event()
+
+    def due_in(self, delay_s: float) -> None:
+        """A job this worker parked times out in ``delay_s``: end its wait then."""
+        due_at = asyncio.get_running_loop().time() + delay_s
+        if due_at < self._due_at:
+            self._due_at = due_at
+            self._changed.set()
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        loop = asyncio.get_running_loop()
+        read_at = -math.inf
+        while True:
+            if loop.time() - read_at >= self.reread_s:
+                await self._read()
+                read_at = loop.time()
+            if loop.time() >= self._due_at:
+                self._due_at = math.inf
+                await self._expire()
+                read_at = -math.inf  # the next deadline may be any parked job's: ask
+                continue
+            self._changed.clear()
+            until = min(self._due_at, read_at + self.reread_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, until - loop.time())):
+                    await self._changed.wait()
+
+    async def _read(self) -> None:
+        """The first deadline of any parked job, from the database."""
+        try:
+            due_in = await self.backend.workflow_next_wait_timeout()
+        except BackendUnavailable as exc:
+            self.outage.failed(self.name, exc)
+            return
+        if due_in is not None:
+            self.due_in(max(due_in, 0.0))
+
+    async def _expire(self) -> None:
+        try:
+            expired = await self.backend.workflow_expire_waits()
+        except BackendUnavailable as exc:
+            self.outage.failed(self.name, exc)
+            self.due_in(RETRY_S)
+            return
+        self.outage.answered()
+        if expired:
+            log.info("wait timer: %d waits timed out", len(expired))

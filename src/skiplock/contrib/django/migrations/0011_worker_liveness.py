@@ -1,0 +1,20 @@
+"""skiplock's migrations of issue 42 (PostgreSQL 18-21, SQLite 17-21: workflow sequences,
+unique scopes, SQLite's id counters, worker liveness: the live-worker registry's silence
+limit, OS process and restart counts; and the waits a release left unreleased), by skiplock's
+own migration list run again (it applies only what is missing)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.db import migrations
+
+from ..schema import apply_skiplock_migrations
+
+
+class Migration(migrations.Migration):  # type: ignore[misc]
+    atomic = False  # as 0001: skiplock migrates on its own connection
+    dependencies: ClassVar[list[Any]] = [("skiplock", "0010_waiting_state")]
+    operations: ClassVar[list[Any]] = [
+        migrations.RunPython(apply_skiplock_migrations, migrations.RunPython.noop, elidable=False)
+    ]
