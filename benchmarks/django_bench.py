@@ -203,9 +203,13 @@ def _drain(system: str, n: int, timeout: float, log: Path, workers: str) -> dict
     proc = _worker(system, log, workers)
     deadline = time.monotonic() + timeout
     done = 0
+    samples: list[tuple[int, float]] = []  # (tasks finished, the worker's CPU seconds)
     try:
         while time.monotonic() < deadline:
             done = rows.finished()
+            cpu = _cpu_s(proc.pid)
+            if done and cpu is not None:
+                samples.append((done, cpu))
             if done >= n:
                 break
             _check_alive(system, proc, log)
@@ -224,7 +228,28 @@ def _drain(system: str, n: int, timeout: float, log: Path, workers: str) -> dict
         "enqueue_s": enqueue_s,
         "drain_s": span,
         "rate": len(times) / span if times else 0.0,
+        "worker_cpu_us_per_task": _cpu_per_task(samples),
     }
+
+
+def _cpu_s(pid: int) -> float | None:
+    """The CPU seconds (user + system) process ``pid`` has used, from /proc (None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_per_task(samples: list[tuple[int, float]]) -> float | None:
+    """The worker's CPU per task while it drained (from its first sample with tasks done to
+    its last: start-up left out), in µs: on a machine shared with other work the drain rate
+    moves with the load, this much less. One core, the worker's share of a 2-core machine,
+    runs 1e6 / this tasks a second at most."""
+    if len(samples) < 2 or samples[-1][0] <= samples[0][0]:
+        return None
+    (done0, cpu0), (done1, cpu1) = samples[0], samples[-1]
+    return (cpu1 - cpu0) / (done1 - done0) * 1e6
 
 
 def _latency(system: str, log: Path) -> dict[str, Any]:
@@ -337,8 +362,8 @@ OPTIONS = {"defaults": "defaults (concurrency 3, interval 1 s)", "tuned": "concu
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| Database | System | Worker options | Drained | Drain rate (tasks/s) | vs seed | "
-        "Enqueue → start p50 / p99 (ms) |",
-        "|---|---|---|---|---|---|---|",
+        "Worker CPU (µs/task) | Enqueue → start p50 / p99 (ms) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         seeds = {r["workers"]: r["drain"]["rate"] for r in result["runs"] if r["system"] == "seed"}
@@ -351,9 +376,11 @@ def table(results: list[dict[str, Any]]) -> str:
                 drained += f" ({drain['failed']} failed)"
             waits = f"{latency['p50_ms']:.0f} / {latency['p99_ms']:.0f}" if latency else "-"
             options = OPTIONS[run["workers"]].format(c=result["concurrency"])
+            cpu = drain.get("worker_cpu_us_per_task")
             lines.append(
                 f"| {result['db']} | {NAMES[run['system']]} | {options} | {drained} | "
-                f"{drain['rate']:,.0f} | {ratio} | {waits} |"
+                f"{drain['rate']:,.0f} | {ratio} | {'-' if cpu is None else f'{cpu:.0f}'} | "
+                f"{waits} |"
             )
     return "\n".join(lines)
 
