@@ -1,4 +1,4 @@
-"""The Django paths of ``make bench``: drain and latency of Django tasks.
+"""The Django paths of ``make bench``: enqueue, drain and latency of Django tasks.
 
     .venv-django-bench/bin/python -m benchmarks.django_bench            # make bench-django
     .venv-django-bench/bin/python -m benchmarks.django_bench --tasks 2000 --dbs sqlite
@@ -10,18 +10,25 @@ Three systems, each a worker process (``python -m django ...``) of the project i
 - ``tasks-db``: the same ``concurrent_worker`` on django-tasks-db's ``DatabaseBackend``;
 - ``seed``: django-tasks-concurrent 0.7.3's own worker (``run_worker``) on django-tasks-db.
 
-For each database (PostgreSQL: a schema per run; SQLite: a fresh file) and system:
+For each database (PostgreSQL: a schema per run; SQLite: a fresh file):
 
-- drain: N sync no-op tasks are enqueued through Django (``task.enqueue`` in one
-  ``atomic()``), then one worker (concurrency 10, poll interval 0.1 s) is started; the rate is
-  N / (last finish - first start), read from the rows' own timestamps (process start-up is
-  not counted). A system that has not finished after ``--timeout`` seconds is stopped and
-  rated on the rows it finished.
-- latency: with an idle worker running, 200 tasks are enqueued 20 ms apart (each its own
-  transaction); enqueue time (the row's) → claim time (the row's), p50 and p99.
+- enqueue (A/B): ``--enqueue`` tasks (3,000) enqueued with ``task.enqueue()`` inside one
+  ``transaction.atomic()``, through ``SkiplockBackend`` and through django-tasks-db's
+  ``DatabaseBackend`` in turn, ``--enqueue-rounds`` times (3), in the same process and database:
+  the path a view takes; each round's rate and the median.
+- drain: N sync no-op tasks are enqueued, then one worker is started as a user starts it, a
+  long-running process stopped by SIGTERM, with each set of options in ``--workers``:
+  ``defaults`` (``concurrent_worker`` with no option but ``--backend``: concurrency 3, poll
+  interval 1 s, the scheduler on; the seed's ``run_worker`` with its own defaults, the same)
+  and ``tuned`` (concurrency 10, poll interval 0.1 s). The rate is N / (last finish - first
+  start), read from the rows' own timestamps (process start-up is not counted), as the core
+  bench reads its CLI worker's. A system that has not finished after ``--timeout`` seconds is
+  stopped and rated on the rows it finished.
+- latency (``tuned`` only): with an idle worker running, 200 tasks are enqueued 20 ms apart
+  (each its own transaction); enqueue time (the row's) → claim time (the row's), p50 and p99.
 
 Each database runs in a process of its own (Django is set up once per process); this file is
-the orchestrator, ``--one-db`` the per-database run. Results: a Markdown table on stdout and
+the orchestrator, ``--one-db`` the per-database run. Results: Markdown tables on stdout and
 ``benchmarks/results/django-TIMESTAMP.json``.
 """
 
@@ -61,19 +68,24 @@ def percentile(values: list[float], p: float) -> float:
 # -- one database (a process of its own) -------------------------------------------------------
 
 
-def _worker(system: str, log: Path) -> subprocess.Popen[bytes]:
+WORKERS = ("defaults", "tuned")
+"""The worker option sets a drain runs with (see the module docstring)."""
+
+
+def _options(workers: str) -> list[str]:
+    if workers == "defaults":
+        return []  # what `manage.py concurrent_worker` is, with no option
+    return [f"--concurrency={CONCURRENCY}", f"--interval={INTERVAL}"]
+
+
+def _worker(system: str, log: Path, workers: str = "tuned") -> subprocess.Popen[bytes]:
     if system == "seed":
-        args = ["seed_worker", f"--concurrency={CONCURRENCY}", f"--interval={INTERVAL}"]
+        args = ["seed_worker", *_options(workers)]
     else:
         backend = "default" if system == "skiplock" else "tasksdb"
-        args = [
-            "concurrent_worker",
-            f"--backend={backend}",
-            f"--concurrency={CONCURRENCY}",
-            f"--interval={INTERVAL}",
-            "--no-scheduler",
-            "--verbosity=0",
-        ]
+        args = ["concurrent_worker", f"--backend={backend}", *_options(workers)]
+        if workers != "defaults":
+            args += ["--no-scheduler", "--verbosity=0"]
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "django", *args],
@@ -158,7 +170,26 @@ def _task(system: str) -> Any:
     return noop if system == "skiplock" else noop.using(backend="tasksdb")
 
 
-def _drain(system: str, n: int, timeout: float, log: Path) -> dict[str, Any]:
+def _enqueue_ab(n: int, rounds: int) -> dict[str, Any]:
+    """``n`` enqueues in one ``atomic()``, skiplock's backend and django-tasks-db's in turn."""
+    from django.db import transaction
+
+    runs: dict[str, list[float]] = {"skiplock": [], "tasks-db": []}
+    for _ in range(rounds):
+        for system in runs:
+            rows = Rows(system)
+            rows.clear()
+            task = _task(system)
+            started = time.perf_counter()
+            with transaction.atomic():
+                for _ in range(n):
+                    task.enqueue()
+            runs[system].append(n / (time.perf_counter() - started))
+            rows.clear()
+    return {"n": n, "rates": runs, "median": {k: percentile(v, 50) for k, v in runs.items()}}
+
+
+def _drain(system: str, n: int, timeout: float, log: Path, workers: str) -> dict[str, Any]:
     from django.db import transaction
 
     rows = Rows(system)
@@ -169,12 +200,16 @@ def _drain(system: str, n: int, timeout: float, log: Path) -> dict[str, Any]:
         for _ in range(n):
             task.enqueue()
     enqueue_s = time.perf_counter() - started
-    proc = _worker(system, log)
+    proc = _worker(system, log, workers)
     deadline = time.monotonic() + timeout
     done = 0
+    samples: list[tuple[int, float]] = []  # (tasks finished, the worker's CPU seconds)
     try:
         while time.monotonic() < deadline:
             done = rows.finished()
+            cpu = _cpu_s(proc.pid)
+            if done and cpu is not None:
+                samples.append((done, cpu))
             if done >= n:
                 break
             _check_alive(system, proc, log)
@@ -193,7 +228,28 @@ def _drain(system: str, n: int, timeout: float, log: Path) -> dict[str, Any]:
         "enqueue_s": enqueue_s,
         "drain_s": span,
         "rate": len(times) / span if times else 0.0,
+        "worker_cpu_us_per_task": _cpu_per_task(samples),
     }
+
+
+def _cpu_s(pid: int) -> float | None:
+    """The CPU seconds (user + system) process ``pid`` has used, from /proc (None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_per_task(samples: list[tuple[int, float]]) -> float | None:
+    """The worker's CPU per task while it drained (from its first sample with tasks done to
+    its last: start-up left out), in µs: on a machine shared with other work the drain rate
+    moves with the load, this much less. One core, the worker's share of a 2-core machine,
+    runs 1e6 / this tasks a second at most."""
+    if len(samples) < 2 or samples[-1][0] <= samples[0][0]:
+        return None
+    (done0, cpu0), (done1, cpu1) = samples[0], samples[-1]
+    return (cpu1 - cpu0) / (done1 - done0) * 1e6
 
 
 def _latency(system: str, log: Path) -> dict[str, Any]:
@@ -220,7 +276,7 @@ def _latency(system: str, log: Path) -> dict[str, Any]:
     return {"n": len(waits), "p50_ms": percentile(waits, 50), "p99_ms": percentile(waits, 99)}
 
 
-def one_db(kind: str, n: int, timeout: float, systems: list[str]) -> dict[str, Any]:
+def one_db(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     from django.core.management import call_command
 
     import django
@@ -228,14 +284,22 @@ def one_db(kind: str, n: int, timeout: float, systems: list[str]) -> dict[str, A
     django.setup()
     call_command("migrate", verbosity=0)
     log = Path(tempfile.mkstemp(prefix=f"django-bench-{kind}-", suffix=".log")[1])
-    out: dict[str, Any] = {"db": kind, "log": str(log), "systems": {}, "concurrency": CONCURRENCY}
-    for system in systems:
-        print(f"[{kind}] {system}: drain of {n}", file=sys.stderr, flush=True)
-        drain = _drain(system, n, timeout, log)
-        print(f"[{kind}] {system}: {drain}", file=sys.stderr, flush=True)
-        latency = _latency(system, log)
-        print(f"[{kind}] {system}: latency {latency}", file=sys.stderr, flush=True)
-        out["systems"][system] = {"drain": drain, "latency": latency}
+    out: dict[str, Any] = {"db": kind, "log": str(log), "runs": [], "concurrency": CONCURRENCY}
+    if args.enqueue:
+        print(f"[{kind}] enqueue A/B of {args.enqueue}", file=sys.stderr, flush=True)
+        out["enqueue"] = _enqueue_ab(args.enqueue, args.enqueue_rounds)
+        print(f"[{kind}] enqueue {out['enqueue']}", file=sys.stderr, flush=True)
+    for workers in args.workers:
+        for system in args.systems:
+            say = f"[{kind}] {system} ({workers})"
+            print(f"{say}: drain of {args.tasks}", file=sys.stderr, flush=True)
+            drain = _drain(system, args.tasks, args.timeout, log, workers)
+            print(f"{say}: {drain}", file=sys.stderr, flush=True)
+            run = {"system": system, "workers": workers, "drain": drain, "latency": None}
+            if workers == "tuned":
+                run["latency"] = _latency(system, log)
+                print(f"{say}: latency {run['latency']}", file=sys.stderr, flush=True)
+            out["runs"].append(run)
     return out
 
 
@@ -266,6 +330,12 @@ def _run_db(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         str(args.timeout),
         "--systems",
         ",".join(args.systems),
+        "--workers",
+        ",".join(args.workers),
+        "--enqueue",
+        str(args.enqueue),
+        "--enqueue-rounds",
+        str(args.enqueue_rounds),
     ]
     try:
         done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, check=False)
@@ -281,30 +351,61 @@ def _run_db(kind: str, args: argparse.Namespace) -> dict[str, Any]:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
+NAMES = {
+    "skiplock": "skiplock backend, `concurrent_worker`",
+    "tasks-db": "django-tasks-db, `concurrent_worker`",
+    "seed": "django-tasks-db, django-tasks-concurrent 0.7.3",
+}
+OPTIONS = {"defaults": "defaults (concurrency 3, interval 1 s)", "tuned": "concurrency {c}, 0.1 s"}
+
+
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| Database | System | Concurrency | Drained | Drain rate (tasks/s) | vs seed | "
-        "Enqueue → start p50 / p99 (ms) |",
-        "|---|---|---|---|---|---|---|",
+        "| Database | System | Worker options | Drained | Drain rate (tasks/s) | vs seed | "
+        "Worker CPU (µs/task) | Enqueue → start p50 / p99 (ms) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    names = {
-        "skiplock": "skiplock backend, `concurrent_worker`",
-        "tasks-db": "django-tasks-db, `concurrent_worker`",
-        "seed": "django-tasks-db, django-tasks-concurrent 0.7.3",
-    }
     for result in results:
-        seed = result["systems"].get("seed", {}).get("drain", {}).get("rate") or 0.0
-        for system, data in result["systems"].items():
-            drain, latency = data["drain"], data["latency"]
+        seeds = {r["workers"]: r["drain"]["rate"] for r in result["runs"] if r["system"] == "seed"}
+        for run in result["runs"]:
+            drain, latency = run["drain"], run["latency"]
+            seed = seeds.get(run["workers"]) or 0.0
             ratio = f"{drain['rate'] / seed:.1f}x" if seed else "n/a"
             drained = f"{drain['finished']:,}/{drain['n']:,}"
             if drain["failed"]:
                 drained += f" ({drain['failed']} failed)"
+            waits = f"{latency['p50_ms']:.0f} / {latency['p99_ms']:.0f}" if latency else "-"
+            options = OPTIONS[run["workers"]].format(c=result["concurrency"])
+            cpu = drain.get("worker_cpu_us_per_task")
             lines.append(
-                f"| {result['db']} | {names[system]} | {result['concurrency']} | {drained} | "
-                f"{drain['rate']:,.0f} | "
-                f"{ratio} | {latency['p50_ms']:.0f} / {latency['p99_ms']:.0f} |"
+                f"| {result['db']} | {NAMES[run['system']]} | {options} | {drained} | "
+                f"{drain['rate']:,.0f} | {ratio} | {'-' if cpu is None else f'{cpu:.0f}'} | "
+                f"{waits} |"
             )
+    return "\n".join(lines)
+
+
+def enqueue_table(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| Database | `enqueue()` in one `atomic()` | skiplock backend (tasks/s) | "
+        "django-tasks-db (tasks/s) | skiplock / django-tasks-db |",
+        "|---|---|---|---|---|",
+    ]
+    for result in results:
+        ab = result.get("enqueue")
+        if not ab:
+            continue
+        rates, median = ab["rates"], ab["median"]
+
+        def runs(system: str, rates: dict[str, list[float]] = rates) -> str:
+            return " / ".join(f"{r:,.0f}" for r in rates[system])
+
+        ratio = median["skiplock"] / median["tasks-db"]
+        lines.append(
+            f"| {result['db']} | {ab['n']:,} | {runs('skiplock')} (median "
+            f"{median['skiplock']:,.0f}) | {runs('tasks-db')} (median {median['tasks-db']:,.0f}) "
+            f"| {ratio:.2f}x |"
+        )
     return "\n".join(lines)
 
 
@@ -314,16 +415,23 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=180.0, help="per drain, seconds")
     parser.add_argument("--dbs", default="postgres,sqlite")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help="every worker's")
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY, help="tuned workers'")
+    parser.add_argument("--workers", default=",".join(WORKERS), help="defaults,tuned")
+    parser.add_argument("--enqueue", type=int, default=3000, help="0: no enqueue A/B")
+    parser.add_argument("--enqueue-rounds", type=int, default=3)
     parser.add_argument("--one-db", choices=("postgres", "sqlite"))
     args = parser.parse_args()
     args.systems = [s for s in args.systems.split(",") if s]
-    unknown = set(args.systems) - set(SYSTEMS)
-    if unknown or args.tasks < 1:
-        parser.error(f"--systems: one of {SYSTEMS}; --tasks >= 1 (got {unknown or args.tasks})")
+    args.workers = [w for w in args.workers.split(",") if w]
+    unknown = (set(args.systems) - set(SYSTEMS)) | (set(args.workers) - set(WORKERS))
+    if unknown or args.tasks < 1 or args.enqueue < 0 or args.enqueue_rounds < 1:
+        parser.error(
+            f"--systems: of {SYSTEMS}; --workers: of {WORKERS}; --tasks >= 1; --enqueue >= 0; "
+            f"--enqueue-rounds >= 1 (got {unknown or (args.tasks, args.enqueue)})"
+        )
     os.environ["BENCH_DJANGO_CONCURRENCY"] = str(args.concurrency)
     if args.one_db:
-        json.dump(one_db(args.one_db, args.tasks, args.timeout, args.systems), sys.stdout)
+        json.dump(one_db(args.one_db, args), sys.stdout)
         return
     results = [_run_db(kind, args) for kind in args.dbs.split(",") if kind]
     for result in results:
@@ -331,6 +439,8 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (RESULTS / f"django-{stamp}.json").write_text(json.dumps(results, indent=2))
+    print(enqueue_table(results))
+    print()
     print(table(results))
 
 

@@ -107,6 +107,9 @@ class Enqueuer:
         """For the URL and clock it was made for: the SQLite backend a sync enqueue inserts
         through in the caller's thread, or None (another database)."""
         self._here_lock = threading.Lock()
+        self._callers: tuple[object, Backend] | None = None
+        """For the URL and clock it was made for: the (never opened) backend that writes on
+        callers' connections."""
 
     async def enqueue_many(
         self,
@@ -158,7 +161,7 @@ class Enqueuer:
             raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
         with self._traced(batch) as inserted:
             params = JobInsertManyParams(batch, connection)
-            ids = self._new_backend().job_insert_many_sync(params)
+            ids = self._on_callers().job_insert_many_sync(params)
             inserted(ids)
         return self._handles(batch, ids)  # woken at commit, not here (see App.enqueue_many)
 
@@ -199,12 +202,22 @@ class Enqueuer:
             connection = _sqlalchemy.driver_connection_sync(connection)
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
             raise TypeError("connection: an async connection needs `await ....aenqueue()`")
-        backend = self._new_backend()
+        backend = self._on_callers()
         jobs = [node.job for node in plan.nodes]
         with self._traced(jobs) as inserted:
             ids = backend.workflow_enqueue_sync(plan, connection)
             inserted(ids)
         return self._handles(jobs, ids)  # woken at commit, not here
+
+    def _on_callers(self) -> Backend:
+        """The backend a sync enqueue writes through on the caller's connection: it opens
+        nothing of its own, so one serves every thread; made again only when the URL or the
+        clock changed (Django's enqueue inside ``atomic()`` made one per call before)."""
+        key = (self._url(), self._registry.clock)
+        made = self._callers
+        if made is None or made[0] != key:
+            made = self._callers = (key, self._new_backend())
+        return made[1]
 
     def _here_backend(self, run_sync: RunSync[Any]) -> SQLiteBackend | None:
         """The backend a sync enqueue inserts through in the caller's own thread (SQLite),

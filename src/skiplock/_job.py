@@ -139,6 +139,10 @@ class ClaimedJob:
     segment: int | None = None
     """PostgreSQL: the live segment the row was in when claimed, so its outcome reads only
     that one and the long one (None: any; SQLite)."""
+    run_at: datetime | None = None
+    """When the job became due (its ``run_after``, else its enqueue or its retry's time), the
+    claim's order after priority: jobs claimed together start in that order, as one claimed
+    alone would (None: the keyed claim's rows, which do not return it)."""
 
 
 class Disposition(enum.StrEnum):

@@ -10,23 +10,32 @@ below both (it imports neither).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from ._backends.base import Clock
 from ._config import require
 from ._cron import zone
+from ._job import NewJob
 from ._payload import DEFAULT_MAX_RESULT_BYTES
 from ._schedule import Schedule
 from ._task import Task
 from ._tracing import Tracing
 from .errors import ConfigurationError, UnknownTask
 
+log = logging.getLogger("skiplock.scheduler")
+
 Waker = Callable[[str], None]
 """Told the queue a job of this process was enqueued on (``"*"``: any queue)."""
 
 FinishedListener = Callable[[Iterable[int]], None]
 """Told the ids of jobs whose final outcomes a worker of this process just wrote."""
+
+SlotListener = Callable[[Schedule, datetime, int, NewJob], None]
+"""Told each cron slot a scheduler of this process enqueued: the schedule, the slot, the job's
+id and the job as written. Called on the scheduler's loop: it must not block."""
 
 
 class Registry:
@@ -53,6 +62,7 @@ class Registry:
         """Span hooks (``skiplock.otel.instrument(app)``); None: untraced, free."""
         self._wakers: set[Waker] = set()
         self._finished: list[FinishedListener] = []
+        self._slot_listeners: list[SlotListener] = []
 
     def add_task(self, task: Task[Any, Any]) -> None:
         if task.name in self.tasks:
@@ -91,6 +101,24 @@ class Registry:
     def on_finished(self, listener: FinishedListener) -> None:
         """Call ``listener(job_ids)`` whenever a worker here writes final outcomes."""
         self._finished.append(listener)
+
+    # -- in-process slots: schedulers -> integrations ------------------------------------------
+
+    def on_slot_enqueued(self, listener: SlotListener) -> None:
+        """Call ``listener`` for each cron slot a scheduler here enqueues (Django sends
+        ``task_enqueued`` for a ``@periodic`` slot, as for any enqueue)."""
+        self._slot_listeners.append(listener)
+
+    def note_slot_enqueued(
+        self, schedule: Schedule, slot: datetime, job_id: int, job: NewJob
+    ) -> None:
+        """A scheduler enqueued ``slot`` as ``job_id``: tell the listeners (one that raises is
+        logged; the slot stays enqueued and the scheduler goes on)."""
+        for listener in self._slot_listeners:
+            try:
+                listener(schedule, slot, job_id, job)
+            except Exception:
+                log.exception("a listener of schedule %s's enqueued slots raised", schedule.id)
 
     def note_finished(self, job_ids: Iterable[int]) -> None:
         """A worker on this loop wrote these jobs' final outcomes: tell the listeners."""

@@ -114,6 +114,34 @@ def test_a_killed_child_s_task_comes_back_at_once_as_a_reclaim(
     assert proc.wait(30) == 0, proc.output()
 
 
+def test_a_task_whose_worker_another_worker_found_dead_comes_back_as_a_reclaim(
+    workers: WorkerProcesses, tmp_path: Path
+) -> None:
+    """One worker SIGKILLed mid-task, then another started: it finds the dead one's process
+    gone and takes its lease at once ("worker ... exited (its process is gone); reclaimed by
+    worker ..."). That is a reclaim, not the task's own failure: with two attempts of its own,
+    attempt 2 fails and attempt 3 succeeds (read as its own failure, attempt 2 ended it)."""
+    from .project.demo import outcome_tasks
+
+    task = outcome_tasks.killed_then_fails_then_succeeds
+    marker = tmp_path / "started"
+    result = task.enqueue(str(marker))
+    doomed = workers.start("concurrent_worker", "--no-scheduler", *FAST)
+    wait_for(marker.exists, 60, "the first attempt")
+    doomed.process.kill()
+    doomed.wait()
+    proc = workers.start("concurrent_worker", "--no-scheduler", *FAST)
+    wait_for(lambda: task.get_result(result.id).is_finished, 60, "the task to end")
+    done = task.get_result(result.id)
+    errors = Job.objects.get(id=int(result.id)).errors
+    assert "exited (its process is gone); reclaimed by worker" in errors[0]["message"], errors
+    assert done.status == TaskResultStatus.SUCCESSFUL, done.errors
+    assert done.return_value["attempt"] == 3
+    assert done.worker_ids[0].endswith(f":{doomed.pid}")  # the dead worker ran attempt 1
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, proc.output()
+
+
 def test_five_two_second_sync_tasks_run_at_once(workers: WorkerProcesses) -> None:
     results = [tasks.nap.enqueue(2.0) for _ in range(5)]
     proc = workers.start("concurrent_worker", "--concurrency=5", "--no-scheduler", *FAST)

@@ -197,3 +197,29 @@ def test_the_backoff_starts_again_after_a_task_ran() -> None:
     run = _resilient_run(Loop.loop, 30.0, sleeps.append)
     run(Loop())
     assert sleeps == [1.0, 2.0, 1.0]  # 1, 2, then a task ran: back to 1 (the seed: 4)
+
+
+@postgres_only
+def test_sessions_ended_under_a_backlog_leave_no_task_running_after_a_clean_exit(
+    workers: WorkerProcesses, app_name: str
+) -> None:
+    """Issue 42 item 9: with the worker's sessions terminated while it drained a backlog, it
+    exited 0 and left claimed tasks RUNNING until their lease ran out (a claim round whose
+    second statement met an ended session, asyncpg's "cannot switch to state 12; another
+    operation (2) is in progress", dropped what its first had committed). Every task it
+    claimed is run or given back: after a clean exit none is left running."""
+    from skiplock.contrib.django.models import Job
+
+    env = {"SKIPLOCK_DJANGO_APP_NAME": app_name, "SKIPLOCK_DJANGO_CONN_MAX_AGE": "600"}
+    results = [tasks.async_nap.enqueue(0.02) for _ in range(400)]
+    results += [tasks.nap.enqueue(0.02) for _ in range(400)]
+    ids = [int(r.id) for r in results]
+    args = ["--concurrency=10", "--interval=0.2", "--no-scheduler"]
+    proc = workers.start("concurrent_worker", *args, env=env)
+    wait_for(lambda: Job.objects.filter(id__in=ids, state="succeeded").exists(), 60, "a start")
+    with Killer(app_name, every=0.05) as killer:
+        wait_for(lambda: killer.killed >= 60, 60, "sixty sessions terminated")
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(60) == 0, proc.output()
+    running = list(Job.objects.filter(id__in=ids, state="running").values_list("id", flat=True))
+    assert running == [], proc.output()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.tasks import TaskResultStatus
 from django.tasks.signals import task_finished, task_started
 from django_tasks_db.models import DBTaskResult
 
+from .conftest import KIND, _pg
 from .processes import WorkerProcesses, wait_for
 from .project.demo import tasks
 
@@ -231,3 +233,28 @@ def test_a_writer_that_dies_ends_the_worker_with_its_error() -> None:
 
     with pytest.raises(RuntimeError, match="a bug in the writer"):
         asyncio.run(run())
+
+
+def test_a_missing_table_is_one_line_saying_to_migrate(
+    workers: WorkerProcesses, tmp_path: Path
+) -> None:
+    """A project that added django-tasks-db and never migrated: the worker retried its claim
+    for ever (a traceback a second, backing off) without saying what to do."""
+    env = {"SKIPLOCK_DJANGO_SQLITE": str(tmp_path / "unmigrated.sqlite3")}
+    schema = f"dj_unmigrated_{uuid.uuid4().hex[:8]}"
+    if KIND == "postgres":
+        _pg(f'CREATE SCHEMA "{schema}"')
+        env = {"SKIPLOCK_DJANGO_SCHEMA": schema}
+    try:
+        proc = workers.start("concurrent_worker", "--backend=tasksdb", "--no-scheduler", env=env)
+        assert proc.wait(60) == 1, proc.output()
+    finally:
+        if KIND == "postgres":
+            _pg(f'DROP SCHEMA "{schema}" CASCADE')
+    out = proc.output()
+    assert (
+        "CommandError: task backend 'tasksdb': django-tasks-db's table "
+        "'django_tasks_database_dbtaskresult' is missing from database 'default': "
+        "run `manage.py migrate`"
+    ) in out, out
+    assert "Traceback" not in out, out

@@ -212,16 +212,34 @@ def claimed_jobs(
             trace_context=r["trace_context"],
             payload_version=r["payload_version"],
             segment=r["segment"],
+            run_at=_run_at(r, to_time),
         )
         for r in rows
     ]
     return jobs if as_listed else in_claim_order(jobs)
 
 
+def _run_at(row: Row, to_time: Callable[[Any], datetime]) -> datetime | None:
+    """A claimed row's ``run_at``; None from the keyed claim's function, which has no such
+    column (asyncpg raises KeyError for it, sqlite3 IndexError)."""
+    try:
+        value = row["run_at"]
+    except (KeyError, IndexError):
+        return None
+    return to_time(value)
+
+
 def in_claim_order(jobs: list[ClaimedJob]) -> list[ClaimedJob]:
-    """Sorted as the runner starts them: priority first, then id."""
-    jobs.sort(key=lambda j: (-j.priority, j.id))
+    """Sorted as the runner starts them, in the claims' own order: priority first, then when
+    each became due (``run_at``), then id. (By id alone, a job whose ``run_after`` had passed
+    started after jobs enqueued since, when the two were claimed together: claimed alone, it
+    came first.) A keyed claim's rows carry no ``run_at``; their enqueue time stands in."""
+    jobs.sort(key=_claim_rank)
     return jobs
+
+
+def _claim_rank(job: ClaimedJob) -> tuple[int, datetime, int]:
+    return (-job.priority, job.created_at if job.run_at is None else job.run_at, job.id)
 
 
 def job_outcomes(rows: Iterable[Row]) -> list[JobOutcome]:

@@ -38,8 +38,10 @@ from .postgres_sql import Statements
 from .postgres_storage_sql import LONG_SEGMENT
 
 
+@functools.lru_cache(maxsize=256)
 def to_psycopg(statement: str) -> str:
-    """``$1`` placeholders to psycopg's ``%(p1)s`` (a parameter may appear more than once)."""
+    """``$1`` placeholders to psycopg's ``%(p1)s`` (a parameter may appear more than once);
+    cached: the same text every time is also what lets psycopg reuse a prepared statement."""
     return re.sub(r"\$(\d+)", r"%(p\1)s", statement.replace("%", "%%"))
 
 

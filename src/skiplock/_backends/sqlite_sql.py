@@ -408,7 +408,7 @@ RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeou
           lease_token, created_at, lease_expires_at,
           coalesce(lease_s, coalesce(timeout, :default_lease) + :margin) AS lease_s,
           correlation_id, trace_context, coalesce(payload_version, 1) AS payload_version,
-          NULL AS segment
+          NULL AS segment, run_at
 """
 """Both claims' update of the rows they picked: running, attempt + 1, leased to :worker under
 :token for the job's lease, or its timeout (else :default_lease) + :margin."""

@@ -87,14 +87,15 @@ class Scheduler(Service):
                 continue  # its failed slot is retried at its own time
             try:
                 for slot in self._to_claim(schedule, now):
+                    job = schedule.job_for(slot)
                     outcome, job_id = await self.backend.cron_slot_claim(
-                        CronSlotClaimParams(
-                            schedule.id, slot, schedule.job_for(slot), schedule.overlap
-                        )
+                        CronSlotClaimParams(schedule.id, slot, job, schedule.overlap)
                     )
                     self._after[schedule.id] = slot
                     results.append((schedule.id, slot, outcome))
                     self._note(schedule, slot, outcome, job_id)
+                    if outcome is SlotOutcome.ENQUEUED and job_id is not None:
+                        self.registry.note_slot_enqueued(schedule, slot, job_id, job)
             except BackendUnavailable:
                 raise  # the database, not this schedule: the outage handling retries all
             except Exception:

@@ -2,8 +2,9 @@
 
 The skiplock task registered for a Django task is a thin wrapper: it rebuilds the Django
 ``TaskResult`` from the running job, sends Django's own ``task_started``/``task_finished``
-(sent robustly: a receiver that raises is logged, never strands the job), and returns the
-function's value as JSON for the job row.
+(sent robustly: a receiver that raises is logged, never strands the job; always on a thread,
+where a receiver may use the ORM: a sync task's own, an async task's through
+``_signals.off_loop``), and returns the function's value as JSON for the job row.
 
 ``task_finished`` carries the outcome the row gets, decided here by the same rules the worker
 applies (``classify``) before the signal is sent: a value JSON cannot hold is FAILED (the row
@@ -37,7 +38,7 @@ from ..._payload import encode_result
 from ..._task import Task as SkiplockTask
 from ..._worker.classify import JobTimeout, classify, error_record
 from ...errors import PayloadError
-from . import retries
+from . import _signals, retries
 from ._result_ids import result_id
 from ._results import django_time, worker_ids
 from .options import django_attempts
@@ -187,10 +188,8 @@ def _finish(sender: type[Any], result: Any, status: str) -> None:
 
 
 def _send(signal: Any, sender: type[Any], result: Any) -> None:
-    """Send with the backend's class as sender, as Django's own workers do."""
-    for receiver, outcome in signal.send_robust(sender, task_result=result):
-        if isinstance(outcome, Exception):
-            log.error("%s receiver %r raised", signal, receiver, exc_info=outcome)
+    """Send with the backend's class as sender, as Django's own workers do (robustly)."""
+    _signals.send_robust(signal, sender, result)
 
 
 def _with_signature(run: Callable[..., Any], task: Any) -> Callable[..., Any]:
@@ -236,24 +235,32 @@ def sync_runner(run_: _Run) -> Callable[..., Any]:
 
 
 def async_runner(run_: _Run) -> Callable[..., Any]:
-    """The skiplock function of an async Django task (run on the worker's loop)."""
+    """The skiplock function of an async Django task (run on the worker's loop). Its
+    signals are sent on a thread (``_signals.off_loop``), where a receiver may use the ORM as
+    it does for a sync task; the task's code runs on the loop."""
+    sender = run_.sender
+
+    async def failed(result: Any, exc: BaseException) -> None:
+        reclaims = await run_.reclaims_async()
+        await _signals.off_loop(task_finished, sender, run_.failed, result, exc, reclaims)
 
     async def run(*args: Any, **kwargs: Any) -> Any:
-        result = run_.started(args, kwargs, await run_.history_async())
+        history = await run_.history_async()
+        result = await _signals.off_loop(task_started, sender, run_.started, args, kwargs, history)
         try:
             value = await run_.task.func(*run_.call_args(result, args), **kwargs)
         except asyncio.CancelledError as exc:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 if _past_deadline():  # the task's timeout: the worker records it as failed
-                    run_.failed(result, JobTimeout("timed out"), await run_.reclaims_async())
+                    await failed(result, JobTimeout("timed out"))
                 raise  # else the worker cut it short (shutdown, lost lease): it runs again
-            run_.failed(result, exc, await run_.reclaims_async())
+            await failed(result, exc)
             raise
         except BaseException as exc:
-            run_.failed(result, exc, await run_.reclaims_async())
+            await failed(result, exc)
             raise
-        return run_.succeeded(result, value)
+        return await _signals.off_loop(task_finished, sender, run_.succeeded, result, value)
 
     return _with_signature(run, run_.task)
 

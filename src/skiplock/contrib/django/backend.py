@@ -90,6 +90,18 @@ class DjangoTaskApp(App):
         self._wake_queues(queues)
 
 
+MAX_PREPARED_TASKS = 1024
+"""How many ``using()`` variants of Django tasks a backend keeps prepared (``_prepared``)."""
+
+
+def _hashable(task: Any) -> bool:
+    try:
+        hash(task)
+    except TypeError:  # a task class of a project's own with an unhashable field
+        return False
+    return True
+
+
 def _aware(when: datetime | None) -> datetime | None:
     """``run_after`` as an aware time: with ``USE_TZ=False`` Django's ``timezone.now()`` is
     naive local time (``TIME_ZONE``), which skiplock, storing UTC, would refuse."""
@@ -111,6 +123,7 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         valid = self.options if isinstance(self.options, dict) else {}  # else: a check error
         self.database: str = valid.get("database", "default")
         self._app: DjangoTaskApp | None = None
+        self._prepared_tasks: dict[Any, SkiplockTask[Any, Any]] = {}
 
     @property
     def app(self) -> DjangoTaskApp:
@@ -142,12 +155,24 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         return tasks[name]
 
     def _prepared(self, task: Any) -> SkiplockTask[Any, Any]:
-        return self.skiplock_task(task).using(
+        """The skiplock task as ``task`` enqueues it (its queue, priority, run_after and
+        per-job options). Kept per task (a ``using()`` copy is a task of its own) unless it
+        has a ``run_after``, whose copies come and go: a kept one remembers the call shapes
+        that bind, and building it is two dataclass copies at every enqueue otherwise."""
+        keep = task.run_after is None and _hashable(task)
+        if keep:
+            kept = self._prepared_tasks.get(task)
+            if kept is not None:
+                return kept
+        prepared = self.skiplock_task(task).using(
             queue=task.queue_name,
             priority=task.priority,
             run_after=_aware(task.run_after),
             **per_job_options(task.func),
         )
+        if keep and len(self._prepared_tasks) < MAX_PREPARED_TASKS:
+            self._prepared_tasks[task] = prepared
+        return prepared
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         self.validate_task(task)
@@ -156,8 +181,8 @@ class SkiplockBackend(BaseTaskBackend):  # type: ignore[misc]
         args, kwargs = normalize_json(args), normalize_json(kwargs)
         conn = connections[self.database]
         conn.ensure_connection()
-        sk = self._prepared(task).using(connection=conn.connection)
-        handle = sk.enqueue(*args, **kwargs)
+        job = self._prepared(task).prepare(*args, **kwargs)
+        (handle,) = self.app.enqueue_many_sync([job], connection=conn.connection)
         transaction.on_commit(lambda: self.app.wake([task.queue_name]), using=self.database)
         result = self._ready_result(task, handle.id, args, kwargs)
         task_enqueued.send(type(self), task_result=result)

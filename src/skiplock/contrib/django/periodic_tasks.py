@@ -12,6 +12,7 @@ Schedules are evaluated in ``settings.TIME_ZONE``; a 6th cron field is seconds, 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
@@ -194,14 +195,17 @@ def max_delay_seconds() -> float:
 
 
 def attach_periodic_tasks(backend: Any) -> None:
-    """Give ``backend``'s skiplock App a Schedule per periodic task of this backend (once)."""
+    """Give ``backend``'s skiplock App a Schedule per periodic task of this backend (once);
+    each slot its scheduler enqueues sends ``task_enqueued``, as any enqueue does."""
     from django.conf import settings
 
     max_delay = max_delay_seconds()
     app = backend.app
+    announced = _announced(backend)
     for spec in registered_periodic_tasks():
         if spec.backend_alias != backend.alias or spec.schedule_id in app.schedules:
             continue
+        announced[spec.schedule_id] = spec
         task = spec.bound_task
         app.schedule(
             backend.skiplock_task(task),
@@ -213,3 +217,29 @@ def attach_periodic_tasks(backend: Any) -> None:
             queue=task.queue_name,
             priority=task.priority,
         )
+
+
+def _announced(backend: Any) -> dict[str, PeriodicTask]:
+    """The periodic tasks whose slots ``backend``'s app announces, by schedule id; the first
+    call subscribes to the app's enqueued slots."""
+    announced: dict[str, PeriodicTask] | None = getattr(backend, "_periodic_announced", None)
+    if announced is None:
+        announced = backend._periodic_announced = {}
+        backend.app.registry.on_slot_enqueued(functools.partial(_slot_enqueued, backend))
+    return announced
+
+
+def _slot_enqueued(backend: Any, schedule: Any, slot: datetime, job_id: int, job: Any) -> None:
+    """``task_enqueued`` for a slot the scheduler enqueued (on its loop: sent where receivers
+    may use the ORM, without holding the scheduler up)."""
+    from django.tasks.signals import task_enqueued
+
+    from ..._payload import decode_args
+    from ._signals import send_soon
+
+    spec = getattr(backend, "_periodic_announced", {}).get(schedule.id)
+    if spec is None:
+        return  # a schedule of the app's own (app.schedule), not a @periodic one
+    args, kwargs = decode_args(job.args_json, job.kwargs_json)
+    result = backend._ready_result(spec.bound_task, job_id, args, kwargs)
+    send_soon(task_enqueued, type(backend), result)

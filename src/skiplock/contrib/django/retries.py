@@ -38,10 +38,13 @@ _MISSING = object()
 
 LOST = re.compile(
     r"^(?:lease expired \(worker (?P<expired>.*) stopped heartbeating\)"
-    r"|worker (?P<exited>.*) exited; released by its supervisor)$"
+    r"|worker (?P<exited>.+?) (?:exited; released by its supervisor"
+    r"|(?:exited \(its process is gone\)|stopped beating \([^)]*\)); reclaimed by worker .+))$"
 )
-"""The error record of an attempt lost with its worker: the lease sweep writes the first form,
-a ``--processes`` supervisor that saw its child exit the second (both are reclaims)."""
+"""The error record of an attempt lost with its worker (each is a reclaim): the lease sweep
+writes the first form; a ``--processes`` supervisor that saw its child exit, the second; a
+worker that found another's process gone, or its registry row silent, and took its leases at
+once (``_worker/dead_workers.py``), the third."""
 
 
 def lost_by(message: object) -> str | None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -53,6 +54,8 @@ from django.utils import timezone
 
 from ..._outage import Outage
 from ..._service import Service
+from ...errors import SchemaError
+from ._signals import off_loop, send_robust
 from .resilience import ReconnectBackoff
 
 log = logging.getLogger("skiplock.contrib.django")
@@ -70,12 +73,25 @@ def _close_thread_connections() -> None:
             log.debug("closing a connection failed", exc_info=True)
 
 
-def _call_sync(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    """A sync task on a pool thread; its connections are closed after it, whatever happens."""
+def _call_sync(
+    started: Callable[[], Any],
+    func: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+) -> Any:
+    """A sync task on a pool thread, ``task_started`` sent first on the same thread (as
+    ``db_worker`` does); its connections are closed after it, whatever happens."""
     try:
+        started()
         return func(*args, **kwargs)
     finally:
         _close_thread_connections()
+
+
+def _send_started(sender: type[Any], result: Any) -> None:
+    """``task_started``, not robustly: a receiver that raises fails the task, as under
+    django-tasks-db's ``db_worker``."""
+    task_started.send(sender=sender, task_result=result)
 
 
 class _Writer(Service):
@@ -158,6 +174,7 @@ class TasksDbWorker:
             self.concurrency,
             ",".join(self.queue_names) if self.queue_names else "*",
         )
+        await self._on_db(self._require_table)
         writer = _Writer(self)
         try:
             async with asyncio.TaskGroup() as tg:
@@ -196,6 +213,7 @@ class TasksDbWorker:
             except Exception as exc:
                 if self._stopping.is_set():
                     return  # a shutdown raced the error: nothing to retry
+                await self._on_db(self._require_table)  # dropped since: no retry cures that
                 delay = self._backoff.next_delay()
                 self.outage.failed(f"claim (retrying in {delay:.0f}s)", exc)
                 await self._on_db(_close_thread_connections)
@@ -247,6 +265,25 @@ class TasksDbWorker:
         await asyncio.gather(*left, return_exceptions=True)
 
     # -- database work (on the worker's own thread) ------------------------------------------
+
+    def _require_table(self) -> None:
+        """SchemaError, in one line saying to migrate, if django-tasks-db's table is missing
+        (a project that never ran ``migrate`` for it): no claim can succeed, so the worker
+        stops instead of retrying for ever. A database that does not answer is not this:
+        the claim loop's backoff handles it."""
+        table = self.model._meta.db_table
+        try:
+            with connections[self.db_alias].cursor() as cursor:
+                tables = connections[self.db_alias].introspection.table_names(cursor)
+        except DatabaseError:
+            _close_thread_connections()
+            return  # unreachable, not missing: the claim's backoff and outage log handle it
+        if table not in tables:
+            database = "" if self.db_alias == "default" else f" --database={self.db_alias}"
+            raise SchemaError(
+                f"task backend {self.alias!r}: django-tasks-db's table {table!r} is missing "
+                f"from database {self.db_alias!r}: run `manage.py migrate{database}`"
+            )
 
     def _claim(self, limit: int) -> list[Any]:
         from django.tasks import TaskResultStatus
@@ -344,16 +381,17 @@ class TasksDbWorker:
             row._skiplock_async = iscoroutinefunction(task.func)
             result = row.task_result
             sender = type(task.get_backend())
-            task_started.send(sender=sender, task_result=result)
+            started = functools.partial(_send_started, sender, result)
             args = list(result.args)
             if task.takes_context:
                 args.insert(0, TaskContext(task_result=result))
             if row._skiplock_async:
+                await off_loop(task_started, sender, started, executor=self._pool)
                 value = await task.func(*args, **result.kwargs)
             else:
                 loop = asyncio.get_running_loop()
                 value = await loop.run_in_executor(
-                    self._pool, _call_sync, task.func, args, result.kwargs
+                    self._pool, _call_sync, started, task.func, args, result.kwargs
                 )
             json.dumps(value)  # what the JSON column will need: a TypeError fails the task
         except asyncio.CancelledError as exc:
@@ -377,7 +415,7 @@ class TasksDbWorker:
                 "traceback": "",
             },
         )
-        self._send_finished(row)
+        await self._send_finished(row)
 
     async def _failed(self, row: Any, exc: BaseException) -> None:
         from django.tasks import TaskResultStatus
@@ -392,9 +430,11 @@ class TasksDbWorker:
         for name, value in fields.items():
             setattr(row, name, value)
         await self._record(row, fields)
-        self._send_finished(row)
+        await self._send_finished(row)
 
-    def _send_finished(self, row: Any) -> None:
+    async def _send_finished(self, row: Any) -> None:
+        """``task_finished`` once the outcome is written (as ``db_worker``), on a task
+        thread where its receivers may use the ORM (``_signals.off_loop``)."""
         row.finished_at = timezone.now()
         try:
             result = row.task_result
@@ -402,6 +442,6 @@ class TasksDbWorker:
         except Exception:
             log.exception("task %s: no task_finished (its task cannot be rebuilt)", row.pk)
             return
-        for receiver, outcome in task_finished.send_robust(sender=sender, task_result=result):
-            if isinstance(outcome, Exception):
-                log.error("task_finished receiver %r raised", receiver, exc_info=outcome)
+        await off_loop(
+            task_finished, sender, send_robust, task_finished, sender, result, executor=self._pool
+        )

@@ -33,6 +33,11 @@ def explode(message: str) -> None:
     raise Boom(message)
 
 
+@task
+async def async_explode(message: str) -> None:
+    raise Boom(message)
+
+
 @task(takes_context=True)
 def attempt_of(context: TaskContext) -> dict[str, Any]:
     return {"attempt": context.attempt, "id": context.task_result.id}
