@@ -371,6 +371,9 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
+    "ALTER TABLE skiplock_batches DROP COLUMN pruned_members",  # migration 26
+    "DROP TRIGGER skiplock_key_turns_end_state",  # migration 25 (key turns end when idle)
+    "DROP TRIGGER skiplock_key_turns_end_delete",
     "DROP INDEX skiplock_jobs_parked_ordered_idx",  # migration 22 (key turns)
     "DROP TABLE skiplock_key_turns",
     "ALTER TABLE skiplock_workers DROP COLUMN gone_after_s",  # migration 20 (worker liveness)

@@ -110,3 +110,46 @@ async def test_an_ordered_keys_next_job_waits_while_the_one_before_is_parked(
         worker.request_stop()
         await asyncio.wait_for(run, 30)
     assert events == ["charge start", "charge start", "charge done", "ship start", "ship done"]
+
+
+async def test_weighted_keys_take_their_turns_afresh_round_after_round(app: skiplock.App) -> None:
+    """Two keys (weights 3 and 1) run out of work and come back, three times: each time they
+    take turns as new keys do, three to one from the first start (a key's turns end with its
+    last live job, migration 25: the weight-3 key, left behind the other's pass by the round
+    before, started six of its jobs in a row the next time)."""
+    order: list[str] = []
+
+    @app.task(name="export", concurrency_key=lambda tenant, n: tenant)
+    async def export(tenant: str, n: int) -> None:
+        order.append(tenant)
+
+    enterprise = export.using(key_weight=3)
+    for heavy, light in ((9, 6), (6, 5), (12, 2)):  # each round leaves the passes apart
+        order.clear()
+        await app.enqueue_many([enterprise.prepare("acme", n) for n in range(heavy)])
+        await app.enqueue_many([export.prepare("bob", n) for n in range(light)])
+        await Worker(app, concurrency=1, scheduler=False).run(burst=True)
+        assert order[:8] == ["acme"] * 3 + ["bob"] + ["acme"] * 3 + ["bob"], order
+
+
+async def test_a_key_back_from_idle_while_another_ran_takes_three_to_one(
+    app: skiplock.App,
+) -> None:
+    """A weight-3 key runs out of work while a weight-1 key keeps running alone; back with
+    work, it takes its turn at once and then three starts to the other's one: no more than
+    a turn's three in a row, whatever it took before it went idle."""
+    order: list[str] = []
+
+    @app.task(name="export", concurrency_key=lambda tenant, n: tenant)
+    async def export(tenant: str, n: int) -> None:
+        order.append(tenant)
+        if tenant == "bob" and n == 8:  # bob has run alone a while: acme is back
+            await app.enqueue_many([enterprise.prepare("acme", m) for m in range(9)])
+
+    enterprise = export.using(key_weight=3)
+    await app.enqueue_many([enterprise.prepare("acme", n) for n in range(3)])
+    await app.enqueue_many([export.prepare("bob", n) for n in range(20)])
+    await Worker(app, concurrency=1, prefetch=0, scheduler=False).run(burst=True)
+    back = order.index("bob", order.index("bob") + 8) + 1  # the start after bob's n == 8
+    assert order[:back] == ["acme"] * 3 + ["bob"] * 9, order
+    assert "".join(t[0] for t in order[back : back + 12]) == "aaabaaabaaab", order

@@ -4,6 +4,9 @@ ordinary and keyed claims never take each other's jobs, and claims take from key
 
 from __future__ import annotations
 
+import sqlite3
+
+import asyncpg
 import pytest
 
 import skiplock
@@ -18,7 +21,7 @@ from skiplock._backends.base import (
 from skiplock._backends.common import KEYS_PER_CLAIM_MIN, TURN_UNITS
 from skiplock._job import ClaimedJob, Completion, Disposition, JobState
 
-from ..helpers import FakeClock
+from ..helpers import PG_URL, FakeClock
 from .helpers import claim, new_job, read_raw
 
 
@@ -345,22 +348,68 @@ async def test_a_claim_advances_the_pass_of_each_key_it_takes_from(
     assert await read_raw(clocked_app, TURNS) == [("a", TURN_UNITS), ("b", TURN_UNITS // 3)]
 
 
+async def test_a_keys_turn_row_goes_with_its_last_live_job(
+    clocked_app: skiplock.App, backend: Backend
+) -> None:
+    """A key's turn row stays while it has a pending or running job and goes with its last
+    one (migration 25): a key back with work later starts as a new key does, whether or not
+    the upkeep pruned it meanwhile. Finished, failed for good, or cancelled while pending."""
+    await enqueue(backend, ("done", None, "d1"), ("dead", None, "x1"))
+    await enqueue(backend, ("kept", None, "k1"), ("kept", None, "k2"), ("gone", None, "c1"))
+    jobs = await backend.job_get_available_keyed(claim(limit=4))
+    assert labels(jobs) == ["c1", "d1", "k1", "x1"]
+    assert await read_raw(clocked_app, KEYS) == [("dead",), ("done",), ("gone",), ("kept",)]
+    done = [j for j in jobs if j.task in ("d1", "k1")]
+    await finish(backend, done)
+    dead = [Completion(j.id, j.lease_token, Disposition.DEAD) for j in jobs if j.task == "x1"]
+    assert len(await backend.job_set_state_if_running_many(dead)) == 1
+    assert await read_raw(clocked_app, KEYS) == [("gone",), ("kept",)]  # k2 is pending
+    (gone,) = [j for j in jobs if j.task == "c1"]
+    await finish(backend, [gone])
+    assert await read_raw(clocked_app, KEYS) == [("kept",)]
+    (k2,) = [job_id for (job_id,) in await read_raw(clocked_app, PENDING)]
+    assert await backend.job_cancel(JobActionParams(k2, who="test")) == JobState.CANCELLED
+    assert await read_raw(clocked_app, KEYS) == []
+
+
+PENDING = "SELECT id FROM skiplock_jobs WHERE state = 'pending'"
+
+
+KEYS = "SELECT concurrency_key FROM skiplock_key_turns ORDER BY concurrency_key"
+
+
+async def _put_turns(app: skiplock.App, *keys: str) -> None:
+    """Turn rows written around skiplock, as a claim holding them leaves them to the upkeep
+    (the trigger that deletes them skips a row it cannot lock at once)."""
+    values = ", ".join(f"('{k}', 0, 0)" for k in keys)
+    if app.url.startswith("sqlite"):
+        conn = sqlite3.connect(app.url.removeprefix("sqlite:///"))
+        with conn:
+            conn.execute(f"INSERT INTO skiplock_key_turns VALUES {values.replace(', 0)', ')')}")
+        conn.close()
+        return
+    pg = await asyncpg.connect(PG_URL)
+    try:
+        schema = app.url.rsplit("schema=", 1)[1]
+        await pg.execute(f'INSERT INTO "{schema}".skiplock_key_turns VALUES {values}')
+    finally:
+        await pg.close()
+
+
 async def test_the_upkeep_prunes_the_turns_of_keys_with_nothing_left(
     clocked_app: skiplock.App, backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A key's turn row stays while it has a live job, and goes once it has none, a slice of
-    the keys a call (here one key), going round them."""
-    await enqueue(backend, ("gone1", None, "g1"), ("gone2", None, "g2"))
+    """A turn row the trigger left (a claim held it) goes once its key has no live job, a
+    slice of the keys a call (here one key), going round them."""
     await enqueue(backend, ("kept", None, "k1"), ("kept", None, "k2"))
-    jobs = await backend.job_get_available_keyed(claim(limit=3))
-    assert labels(jobs) == ["g1", "g2", "k1"]
+    jobs = await backend.job_get_available_keyed(claim(limit=1))
     await finish(backend, jobs)
-    keys = "SELECT concurrency_key FROM skiplock_key_turns ORDER BY concurrency_key"
-    assert await read_raw(clocked_app, keys) == [("gone1",), ("gone2",), ("kept",)]
+    await _put_turns(clocked_app, "gone1", "gone2")
+    assert await read_raw(clocked_app, KEYS) == [("gone1",), ("gone2",), ("kept",)]
     monkeypatch.setattr(postgres, "KEY_TURNS_SLICE", 1)
     monkeypatch.setattr(sqlite_keys, "KEY_TURNS_SLICE", 1)
     left = []
     for _ in range(4):
         await backend.storage_upkeep()
-        left.append([key for (key,) in await read_raw(clocked_app, keys)])
+        left.append([key for (key,) in await read_raw(clocked_app, KEYS)])
     assert left == [["gone2", "kept"], ["kept"], ["kept"], ["kept"]]

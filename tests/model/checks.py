@@ -69,8 +69,9 @@ the block's end closed it)."""
 
 CHECK_KEY_TURNS_AFTER_IDLE = "CHECK_KEY_TURNS_AFTER_IDLE" not in _SKIPPED
 """With issue 42's key turns: two keys (weights 3 and 1) back with work after both ran out
-must take turns as new keys do, AAAB AAAB ("a key cannot save up turns by going idle"); the
-weight-3 key starts its first 6 jobs in a row (AAAAAAB...), on both databases."""
+must take turns as new keys do, AAAB AAAB ("a key cannot save up turns by going idle")
+(before migration 25: the weight-3 key started its first 6 jobs in a row, AAAAAAB..., on
+both databases: its turn row, and the other's, outlived their last jobs)."""
 
 CHECK_PARKED_UNIQUE_JOB_RESUMES = "CHECK_PARKED_UNIQUE_JOB_RESUMES" not in _SKIPPED
 """A job with a ``unique_key`` parked on ``wait_for`` gives its key up (docs/concepts/

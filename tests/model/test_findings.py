@@ -84,7 +84,6 @@ async def test_a_batch_counts_a_pruned_member_as_gone(
     assert info.counts == {"gone": 1, "pending": 1}  # BatchInfo.counts: "gone: pruned"
 
 
-@pytest.mark.xfail(strict=True, reason="a weight-3 key idle a while saves up turns")
 async def test_weighted_keys_back_after_idling_take_their_turns(app: skiplock.App) -> None:
     order: list[str] = []
 

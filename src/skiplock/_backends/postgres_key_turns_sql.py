@@ -10,9 +10,11 @@ sees how far each key got. The rule (``common.py`` holds the constants, SQLite's
 ``sqlite_keys.PICK`` the same rule):
 
 - A visited key's pass is lifted to at least one turn below the highest pass among the keys
-  the claim visits (a key new to the table, or back after its row was pruned, or one whose
-  pass fell behind while it had nothing to run, starts its turn at once, and takes no more
-  than one turn ahead of the others).
+  the claim visits (a key new to the table, or back after it had no live job, or one whose
+  pass fell behind while it was passed over, starts its turn at once, and takes no more
+  than one turn ahead of the others). A key's row goes with its last live job (migration 25,
+  ``MIGRATION_TURNS_END``), so a key back from idle is a new key: it keeps no pass from
+  before, neither the turns it was behind nor those it was ahead.
 - Its ready job of rank r (1 first, claim order within the key) is in turn
   ``(pass + (r - 1) * TURN_UNITS / weight) / TURN_UNITS``; a ``fair=False`` key's jobs are all
   in the current turn (the lowest turn a weighted key the claim visits is in), whatever it
@@ -337,6 +339,32 @@ END
 $$;
 """
     )
+
+
+MIGRATION_TURNS_END = f"""
+-- A key's turns end with its last live job (postgres_key_turns_sql.py, docs/design.md "Turns
+-- in the database"): when a job leaves the keyed segment (finished, dead, cancelled, parked
+-- on a signal, deleted) and its key has no pending or running job left, the key's turn row
+-- goes at once, as the upkeep's prune would have taken it later. A key back with work after
+-- it had none then starts as a new key does, whether or not the prune ran meanwhile: it
+-- cannot keep the turns it was behind (nor the ones it was ahead) from before. A row a claim
+-- holds this instant is left (SKIP LOCKED: the key has work again, and this never waits).
+CREATE FUNCTION {{s}}.skiplock_key_turns_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {{s}}.skiplock_key_turns WHERE concurrency_key = (
+        SELECT t.concurrency_key FROM {{s}}.skiplock_key_turns t
+        WHERE t.concurrency_key = OLD.concurrency_key
+          AND NOT EXISTS (SELECT 1 FROM {{s}}.{KEYED_TABLE} j
+                          WHERE j.concurrency_key = OLD.concurrency_key
+                            AND j.state IN ('pending', 'running'))
+        FOR UPDATE SKIP LOCKED);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER skiplock_key_turns_end AFTER DELETE ON {{s}}.{KEYED_TABLE}
+    FOR EACH ROW WHEN (OLD.state IN ('pending', 'running'))
+    EXECUTE FUNCTION {{s}}.skiplock_key_turns_end();
+"""
 
 
 KEY_TURNS_PRUNE = f"""

@@ -202,6 +202,22 @@ def _warn_if_world_readable(path: str) -> None:
             )
 
 
+def _statements(body: str) -> list[str]:
+    """A migration's statements, split at each ``;``, except inside a ``CREATE TRIGGER``'s
+    ``BEGIN ... END`` (whose statements end in ``;`` too)."""
+    out: list[str] = []
+    held = ""
+    for piece in body.split(";"):
+        held += piece
+        if "CREATE TRIGGER" in held.upper() and not held.rstrip().upper().endswith("END"):
+            held += ";"
+            continue
+        if held.strip():
+            out.append(held)
+        held = ""
+    return out
+
+
 WORKFLOWS_MIGRATION = 16
 """The migration that lets the live table hold waiting jobs (sqlite_workflow_sql.py)."""
 
@@ -362,9 +378,8 @@ class SQLiteBackend:
                 done = {r[0] for r in conn.execute(sql.MIGRATION_VERSIONS)}
                 for version, name, body in sql.MIGRATIONS:
                     if version not in done:
-                        for statement in body.split(";"):
-                            if statement.strip():
-                                conn.execute(statement)
+                        for statement in _statements(body):
+                            conn.execute(statement)
                         if version == WORKFLOWS_MIGRATION:
                             wf_sql.widen_state_check(conn)
                         conn.execute(

@@ -270,7 +270,8 @@ ALTER TABLE skiplock_workers ADD COLUMN restarts_in_a_row INTEGER NOT NULL DEFAU
     (21, "unreleased waits", _workflow.MIGRATION_UNRELEASED),
     (22, "key turns", _keys.MIGRATION_TURNS),
     (23, "signal senders, kept results", _workflow.MIGRATION_SENDERS_AND_RESULTS),
-    # 24 and 25 are other changes of issue 42 (merged apart); 26 keeps a batch's pruned members
+    # 24 is another change of issue 42 (merged apart); 26 keeps a batch's pruned members
+    (25, "key turns end when idle", _keys.MIGRATION_TURNS_END),
     (26, "batch pruned members", _workflow.MIGRATION_BATCH_PRUNED_MEMBERS),
 ]
 

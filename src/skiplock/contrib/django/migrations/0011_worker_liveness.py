@@ -1,8 +1,9 @@
 """skiplock's migrations of issues 42 and 43 (PostgreSQL 18-26, SQLite 17-26: workflow
 sequences, unique scopes, SQLite's id counters, worker liveness: the live-worker registry's
 silence limit, OS process and restart counts; the waits a release left unreleased;
-concurrency keys' turns; signals' senders and whether a wait took them, and a parent's result
-kept once for its children; a batch's count of its pruned members), by skiplock's own
+concurrency keys' turns, and (25) a key's turns ending with its last live job; signals'
+senders and whether a wait took them, and a parent's result kept once for its children; a
+batch's count of its pruned members), by skiplock's own
 migration list run again (it applies only what is missing)."""
 
 from __future__ import annotations
