@@ -2,8 +2,8 @@
 sequences, unique scopes, SQLite's id counters, worker liveness: the live-worker registry's
 silence limit, OS process and restart counts; the waits a release left unreleased;
 concurrency keys' turns; signals' senders and whether a wait took them, and a parent's result
-kept once for its children; a batch's count of its pruned members), by skiplock's own
-migration list run again (it applies only what is missing)."""
+kept once for its children; a parked job's unique key (24); a batch's count of its pruned
+members), by skiplock's own migration list run again (it applies only what is missing)."""
 
 from __future__ import annotations
 
