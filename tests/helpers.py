@@ -123,6 +123,14 @@ migration 11 partitions PostgreSQL's job table, which SQLite keeps whole, and 12
 partition into segments)."""
 
 
+def migrations_from(url: str, version: int) -> list[int]:
+    """Every migration number from ``version`` to the newest that ``url``'s database lists,
+    with no gap: what ``migrate`` must apply to a database at ``version - 1`` (a number
+    missing from the list fails the tests that compare with this)."""
+    listed = sqlite_sql.MIGRATIONS if url.startswith("sqlite") else postgres_sql.MIGRATIONS
+    return list(range(version, max(number for number, _, _ in listed) + 1))
+
+
 async def pg_admin(statement: str) -> None:
     """Run one statement on the test server's database (``PG_URL``) in a session of its own."""
     conn = await asyncpg.connect(PG_URL)
@@ -374,6 +382,11 @@ SQLITE_UNDO_KEYS = [
     "ALTER TABLE skiplock_batches DROP COLUMN pruned_members",  # migration 26
     "DROP TRIGGER skiplock_key_turns_end_state",  # migration 25 (key turns end when idle)
     "DROP TRIGGER skiplock_key_turns_end_delete",
+    "DROP INDEX skiplock_jobs_unique_idx",  # migration 24 (parked jobs keep their keys)
+    "ALTER TABLE skiplock_jobs_live DROP COLUMN parked",
+    "CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs_live (unique_key, unique_scope)"
+    " WHERE unique_key IS NOT NULL"
+    " AND (state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))",
     "DROP INDEX skiplock_jobs_parked_ordered_idx",  # migration 22 (key turns)
     "DROP TABLE skiplock_key_turns",
     "ALTER TABLE skiplock_workers DROP COLUMN gone_after_s",  # migration 20 (worker liveness)
@@ -406,9 +419,10 @@ SQLITE_UNDO_KEYS = [
     "DELETE FROM skiplock_migrations WHERE version >= 12",
 ]
 """SQLite's migrations from 12 on (concurrency keys, unique windows, priority aging, weights,
-workflow sequences, unique scopes, worker liveness; 19's id counters are written again as
-they are) undone on a migrated file, for the tests that rebuild an earlier version's shape;
-the view is left to the caller (they drop it first)."""
+workflow sequences, unique scopes, worker liveness, parked jobs' keys, batches' pruned
+members; 19's id counters are written again as they are) undone on a migrated file, for the
+tests that rebuild an earlier version's shape; the view is left to the caller (they drop it
+first)."""
 
 
 class LoopHarness:

@@ -5,10 +5,13 @@ clock moving time instead of sleeps; and concurrent debounced enqueues on Postgr
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import asyncpg
 import pytest
 
 import skiplock
@@ -16,7 +19,8 @@ from skiplock import ConfigurationError, DuplicateJob
 from skiplock._backends.base import ClaimParams
 from skiplock._job import JobFilter, JobState
 
-from .helpers import FakeClock
+from .conftest import PG_URL
+from .helpers import SQLITE_UNDO_KEYS, FakeClock, pg_schema_at
 
 
 def claim(limit: int = 10) -> ClaimParams:
@@ -232,6 +236,145 @@ async def test_debounce_while_the_job_runs_writes_a_new_job_for_the_new_argument
     assert third.id == second.id
     assert [j.id for j in await live_with_key(clocked_app, "doc:5")] == [second.id]
     assert (await clocked_app.get_job(second.id)).kwargs == {"edit": 2}
+
+
+# -- a holder parked on a signal (wait_for) ---------------------------------------------------
+
+
+async def test_a_parked_holder_keeps_its_key_as_a_running_one_does(
+    clocked_app: skiplock.App,
+) -> None:
+    """keep hands back the parked job, replace keeps it as it is (it read its arguments),
+    reject raises; a cancel of it frees the key."""
+
+    @clocked_app.task(unique_key=lambda order, note="": f"order:{order}")
+    async def approve(order: int, note: str = "") -> str:
+        return str(await skiplock.current_job().wait_for("approved", timeout=60))
+
+    first = await approve.aenqueue(7)
+    await clocked_app.drain()
+    assert (await clocked_app.get_job(first.id)).state is JobState.WAITING
+    assert (await approve.aenqueue(7, note="again")).id == first.id
+    assert (await approve.using(on_conflict="replace").aenqueue(7, note="new")).id == first.id
+    parked = await clocked_app.get_job(first.id)
+    assert parked.state is JobState.WAITING and parked.kwargs == {}
+    with pytest.raises(DuplicateJob):
+        await approve.using(on_conflict="reject").aenqueue(7)
+    assert (await approve.aenqueue(8)).id != first.id  # another order's key
+    await clocked_app.cancel_job(first.id)
+    assert (await approve.aenqueue(7)).id != first.id  # cancelled: the key is free
+
+
+async def test_a_debounce_while_the_holder_is_parked_writes_a_new_job(
+    clocked_app: skiplock.App, clock: FakeClock
+) -> None:
+    """As while it runs: the parked job read older arguments, so it gives its key up and
+    still resumes."""
+
+    @clocked_app.task(debounce=1, unique_key=lambda doc, edit=0: f"doc:{doc}")
+    async def review(doc: int, edit: int = 0) -> str:
+        return str(await skiplock.current_job().wait_for("reviewed", timeout=60))
+
+    first = await review.aenqueue(5)
+    clock.advance(1)
+    await clocked_app.drain()
+    assert (await clocked_app.get_job(first.id)).state is JobState.WAITING
+    second = await review.aenqueue(5, edit=1)
+    assert second.id != first.id
+    assert (await clocked_app.get_job(first.id)).unique_key is None  # it gave its key up
+    assert [j.id for j in await live_with_key(clocked_app, "doc:5")] == [second.id]
+    await clocked_app.signal(first.id, "reviewed", "ok")
+    await clocked_app.drain()
+    assert await first.result(timeout=5) == "ok"
+
+
+_PARKED_BEFORE = [("k", "waiting"), ("k", "pending"), ("m", "waiting"), ("n", "waiting")]
+_PARKED_BEFORE += [("n", "waiting")]
+"""Jobs 1-5 of an upgrade from version 23, when a parked job held no key: 1 parked and 2 a
+new job holding its key; 3 parked alone; 4 and 5 parked, the same key."""
+
+
+def _write_parked_before(db_url: str) -> None:
+    """The jobs of ``_PARKED_BEFORE`` in a SQLite file migrated, then taken back to 23."""
+    conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        conn.execute("DROP VIEW skiplock_jobs")
+        for statement in SQLITE_UNDO_KEYS[:4]:  # migrations 26 and 24
+            conn.execute(statement)
+        conn.execute("DELETE FROM skiplock_migrations WHERE version >= 24")
+        for key, state in _PARKED_BEFORE:
+            job = conn.execute(
+                "INSERT INTO skiplock_jobs_live (queue, task, max_attempts, run_at, created_at,"
+                " state, unique_key, unique_scope) VALUES ('default', 'approve', 3, 0, 0, ?, ?,"
+                " 'approve') RETURNING id",
+                (state, key),
+            ).fetchone()[0]
+            if state == "waiting":
+                conn.execute(
+                    "INSERT INTO skiplock_waits (job_id, signal, signal_seq, created_at)"
+                    " VALUES (?, 'approved', 1, 0)",
+                    (job,),
+                )
+    finally:
+        conn.close()
+
+
+async def _write_parked_before_pg(db_url: str) -> None:
+    await pg_schema_at(db_url, 23)
+    schema = parse_qs(urlsplit(db_url).query)["schema"][0]
+    conn = await asyncpg.connect(PG_URL)
+    try:
+        for key, state in _PARKED_BEFORE:
+            job = await conn.fetchval(
+                f"""INSERT INTO "{schema}".skiplock_jobs
+                    (queue, task, max_attempts, state, unique_key, unique_scope)
+                    VALUES ('default', 'approve', 3, $1, $2, 'approve') RETURNING id""",
+                state,
+                key,
+            )
+            if state == "waiting":
+                await conn.execute(
+                    f"""INSERT INTO "{schema}".skiplock_waits (job_id, signal, signal_seq)
+                        VALUES ($1, 'approved', 1)""",
+                    job,
+                )
+    finally:
+        await conn.close()
+
+
+async def test_an_upgrade_gives_each_parked_job_its_key_back_unless_another_holds_it(
+    db_url: str,
+) -> None:
+    """Migration 24: a parked job whose key another job took gives it up for good (it still
+    resumes); one parked alone, or the first of its key, holds it again."""
+    if db_url.startswith("sqlite"):
+        app = skiplock.App(db_url)
+        await app.migrate()
+        await app.close()
+        _write_parked_before(db_url)
+    else:
+        await _write_parked_before_pg(db_url)
+    app = skiplock.App(db_url)
+
+    @app.task(name="approve")
+    async def approve() -> str:
+        return str(await skiplock.current_job().wait_for("approved", timeout=60))
+
+    try:
+        assert 24 in await app.migrate()
+        keys = [(await app.get_job(i)).unique_key for i in range(1, 6)]
+        assert keys == [None, "k", "m", "n", None]
+        assert (await approve.using(unique_key="m").aenqueue()).id == 3  # it holds its key again
+        assert (await approve.using(unique_key="n").aenqueue()).id == 4
+        assert (await approve.using(unique_key="k").aenqueue()).id == 2
+        for job in (1, 3, 4, 5):
+            receipt = await app.signal(job, "approved", "yes")
+            assert receipt.outcome is skiplock.SignalOutcome.DELIVERED
+        await app.drain()
+        for job in (1, 3, 4, 5):
+            assert (await app.get_job(job)).state is JobState.SUCCEEDED
+    finally:
+        await app.close()
 
 
 # -- concurrency: PostgreSQL's enqueues race each other and the claims ----------------------

@@ -275,6 +275,37 @@ async def test_a_wait_parked_before_the_worker_started_times_out_when_due(
         await asyncio.wait_for(running, timeout=30)
 
 
+async def test_a_failing_expiry_of_a_wait_does_not_end_the_worker(
+    app: skiplock.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An expiry the database refuses (a bug, a trigger of the user's: here, the first two
+    tries) is logged and tried again later; the worker goes on, and the wait still ends (at
+    that try, or at the rescuer's sweep)."""
+    expiring = expiring_task(app, timeout=0.2)
+    handle = await expiring.aenqueue()
+    await app.drain()
+    backend = await app.backend()
+    real = backend.workflow_expire_waits
+    refused = 0
+
+    async def refusing() -> list[int]:
+        nonlocal refused
+        if refused < 2:
+            refused += 1
+            raise RuntimeError("refused by a trigger")
+        return await real()
+
+    monkeypatch.setattr(backend, "workflow_expire_waits", refusing)
+    worker = Worker(app, poll_interval_s=0.05, maintenance_interval_s=0.2)
+    running = asyncio.create_task(worker.run())
+    try:
+        assert await handle.result(timeout=20) == "expired"
+        assert refused >= 1 and not running.done()
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(running, timeout=30)
+
+
 async def test_drain_runs_a_wait_whose_timeout_has_passed(
     clocked_app: skiplock.App, clock: FakeClock
 ) -> None:

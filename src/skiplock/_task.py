@@ -276,7 +276,7 @@ def parent_ids(parents: Iterable[JobHandle | int]) -> tuple[int, ...]:
 
 def _validate_dependencies(task: Task[Any, Any]) -> None:
     """``on_parent_failure`` is a known word, and a job with parents holds no unique key or
-    ordering key (a waiting job holds no key: a key's holder must be live)."""
+    ordering key (a job waiting for its parents holds no key: nothing of it ran yet)."""
     require(
         task.on_parent_failure in ("cancel", "run", "wait"),
         "on_parent_failure",

@@ -22,7 +22,7 @@ from skiplock._config import WorkerConfig
 from skiplock._worker.services import Pruner
 from skiplock.errors import DuplicateJob
 
-from ..helpers import LATEST, SQLITE_UNDO_KEYS, FakeClock
+from ..helpers import SQLITE_UNDO_KEYS, FakeClock, migrations_from
 from .helpers import assert_upgraded_jobs_hold
 
 DAY = 86400.0
@@ -369,14 +369,16 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         conn.execute(VERSION_10_ROWS, {"now": datetime.now(UTC).timestamp()})
         before = [dict(r) for r in conn.execute("SELECT * FROM skiplock_jobs ORDER BY id")]
         app = skiplock.App(sqlite_url)
-        assert await app.migrate() == list(range(11, LATEST + 1))
+        assert await app.migrate() == migrations_from(sqlite_url, 11)
         kinds = conn.execute(
             "SELECT type FROM sqlite_master WHERE name = 'skiplock_jobs'"
         ).fetchone()
         assert kinds[0] == "view"
         after = [dict(r) for r in conn.execute("SELECT * FROM skiplock_jobs ORDER BY id")]
-        # migration 12's and 13's columns: no job of before has a concurrency key or a window
+        # migration 12's, 13's and 24's columns: no job of before has a concurrency key or a
+        # window, nor is parked
         added = ("concurrency_key", "key_limit", "key_order", "unique_until", "key_weight")
+        added += ("parked",)
         keys = {tuple(r.pop(name) for name in added) for r in after}
         assert keys == {(None,) * len(added)}
         # migration 18's: each key of before is its task's own

@@ -74,10 +74,11 @@ must take turns as new keys do, AAAB AAAB ("a key cannot save up turns by going 
 both databases: its turn row, and the other's, outlived their last jobs)."""
 
 CHECK_PARKED_UNIQUE_JOB_RESUMES = "CHECK_PARKED_UNIQUE_JOB_RESUMES" not in _SKIPPED
-"""A job with a ``unique_key`` parked on ``wait_for`` gives its key up (docs/concepts/
-lifecycle.md: a waiting job holds none); once another job took the key, the parked one can
-never resume: ``app.signal`` raises ``DuplicateJob``, and so does the sweep that times its wait
-out, which ends every worker whose rescuer runs it (the exception leaves the TaskGroup)."""
+"""A job with a ``unique_key`` parked on ``wait_for`` keeps its key, as a running one does
+(an enqueue of the key meets it as the key's holder), so it always resumes (before the fix: it
+gave its key up, another job took it, and the parked one could never resume: ``app.signal``
+raised ``DuplicateJob``, and so did the wait timer that timed its wait out, which ended the
+worker: the exception left the TaskGroup)."""
 
 CHECK_BATCH_COUNTS_KEEP_PRUNED = "CHECK_BATCH_COUNTS_KEEP_PRUNED" not in _SKIPPED
 """``app.batch_info(id).counts`` counts a member pruned before its batch finished as ``gone``

@@ -330,14 +330,13 @@ class Enqueues(MachineBase):
         options: dict[str, Any] = {}
         if keyed == "unique":
             options = {"unique_key": "w1"}
-            holders = self.model.holders(("waiter", "w1"))
-            parked = self.model.parked_holders(("waiter", "w1"))
+            holders = self.model.holders(("waiter", "w1"))  # a parked waiter among them
         if keyed == "ordered":
             options = {"ordering_key": "o1", "ordering_on_dead": "block"}
         token = self.token()
         handle = self.run(self.task("waiter", script, **options).aenqueue(token, waits))
-        if keyed == "unique" and (holders or handle.id in {p.id for p in parked}):
-            self._conflict(handle.id, holders or parked, "keep", token, script, "waiter")
+        if keyed == "unique" and holders:
+            self._conflict(handle.id, holders, "keep", token, script, "waiter")
             return
         fields = {"unique": ("waiter", "w1")} if keyed == "unique" else {}
         if keyed == "ordered":

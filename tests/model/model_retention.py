@@ -16,23 +16,19 @@ if TYPE_CHECKING:
 
 class KeysAndRetention:
     def holders(self: Model, scope: tuple[str, str]) -> list[Job]:
-        """The jobs holding a unique key now (more than one only where the docs let a parked
-        job give its key up and take it back)."""
+        """The jobs holding a unique key now: pending, running, parked on a signal (a parked
+        job keeps its key, as a running one does: docs/concepts/lifecycle.md), or succeeded
+        and keeping it."""
         found = []
         for job in self.live():
             if job.unique != scope:
                 continue
             window = job.unique_for is not None and self.now < job.enqueued_at + job.unique_for
             keeps = job.unique_while == "live_or_succeeded" or window
-            if job.state in (PENDING, RUNNING) or (job.state == SUCCEEDED and keeps):
+            parked = job.state == WAITING and job.parked_on is not None
+            if job.state in (PENDING, RUNNING) or parked or (job.state == SUCCEEDED and keeps):
                 found.append(job)
         return found
-
-    def parked_holders(self: Model, scope: tuple[str, str]) -> list[Job]:
-        """Parked jobs of a unique key: the docs say a waiting job holds no key, so an enqueue
-        may write a new job; keeping the key while parked (as a workflow id stays taken while
-        its workflow waits) is allowed too."""
-        return [j for j in self.live() if j.unique == scope and j.parked_on is not None]
 
     def prune_sets(self: Model, finished_age: float, dead_age: float) -> tuple[set[int], set[int]]:
         """(must go, may go) for ``app.prune`` with these ages now."""

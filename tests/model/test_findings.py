@@ -1,7 +1,7 @@
 """Defects the semantics test found that issue 42 does not list, each as a user meets it, on
-both databases. Not fixed here (their code is being changed by other parts of issue 42), so
-each is a strict xfail: it fails today for the reason named, and the fix must remove the mark.
-``tests/model/checks.py`` gates the machine's rules that reach them."""
+both databases. One not fixed yet is a strict xfail: it fails today for the reason named, and
+the fix must remove the mark. ``tests/model/checks.py`` gates the machine's rules that reach
+them."""
 
 from __future__ import annotations
 
@@ -16,14 +16,11 @@ from skiplock import SignalOutcome, Worker, current_job
 from ..helpers import FakeClock
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(skiplock.DuplicateJob, ExceptionGroup),
-    reason="a parked job gives its unique key up and cannot take it back: DuplicateJob",
-)
-async def test_a_parked_job_whose_unique_key_was_taken_resumes(
+async def test_a_parked_job_keeps_its_unique_key_and_resumes(
     clocked_app: skiplock.App, clock: FakeClock
 ) -> None:
+    """Before: a parked job gave its key up, a second enqueue wrote a new job holding it, and
+    the parked one could never resume (``app.signal`` raised ``DuplicateJob``)."""
     app = clocked_app
 
     @app.task(name="approve_order", unique_key=lambda order: f"order:{order}")
@@ -31,36 +28,50 @@ async def test_a_parked_job_whose_unique_key_was_taken_resumes(
         return await current_job().wait_for("approved", timeout=30)
 
     first = await approve_order.aenqueue(7)
-    await app.drain()  # parked: "a waiting job holds no unique key"
+    await app.drain()  # parked on "approved": it keeps its key, as a running job does
     later = approve_order.using(run_after=timedelta(hours=1))
-    second = await later.aenqueue(7)  # so this one is a new job, holding the key
-    assert second.id != first.id
-    assert await app.signal(first.id, "approved", "ann") is SignalOutcome.DELIVERED
+    second = await later.aenqueue(7)  # on_conflict="keep": the parked job's handle
+    assert second.id == first.id
+    receipt = await app.signal(first.id, "approved", "ann")
+    assert receipt.outcome is SignalOutcome.DELIVERED
+    assert (await approve_order.aenqueue(7)).id == first.id  # resumed: pending, still its key
     await app.drain()
     assert await first.result(timeout=5) == "ann"
+    assert (await approve_order.aenqueue(7)).id != first.id  # it finished: the key is free
 
 
-@pytest.mark.xfail(strict=True, raises=ExceptionGroup, reason="the rescuer's sweep raises")
 async def test_a_worker_survives_the_timeout_of_such_a_wait(
     clocked_app: skiplock.App, clock: FakeClock
 ) -> None:
+    """Before: the wait's timeout met the key another job took, and the DuplicateJob it
+    raised ended the worker (it left the TaskGroup). Now the parked job still holds its key:
+    its timeout resumes it, and the worker goes on."""
     app = clocked_app
 
     @app.task(name="approve_order", unique_key=lambda order: f"order:{order}")
     async def approve_order(order: int) -> str:
-        return await current_job().wait_for("approved", timeout=30)
+        try:
+            return await current_job().wait_for("approved", timeout=30)
+        except skiplock.SignalTimeout:
+            return "timed out"
 
-    await approve_order.aenqueue(7)
+    first = await approve_order.aenqueue(7)
     await app.drain()
-    await approve_order.using(run_after=timedelta(hours=1)).aenqueue(7)
-    clock.advance(31)  # the first one's wait times out at the next sweep
+    again = await approve_order.using(run_after=timedelta(hours=1)).aenqueue(7)
+    assert again.id == first.id
+    clock.advance(31)  # the wait times out at the worker's start
     worker = Worker(app, maintenance_interval_s=0.05)
-    swept = asyncio.ensure_future(worker.signals.swept.arm().wait())
     running = asyncio.create_task(worker.run())
-    await asyncio.wait([swept, running], timeout=10, return_when=asyncio.FIRST_COMPLETED)
-    worker.request_stop()
-    await asyncio.wait_for(running, 30)  # today: the rescuer's DuplicateJob ended the worker
-    assert swept.done()
+    try:
+        done, _ = await asyncio.wait(
+            [asyncio.ensure_future(first.result(timeout=10)), running],
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        assert running not in done  # the worker still runs
+        assert await first.result(timeout=1) == "timed out"
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(running, 30)
 
 
 async def test_a_batch_counts_a_pruned_member_as_gone(

@@ -575,8 +575,7 @@ MIGRATIONS.append((21, "unreleased waits", _workflow.MIGRATION_UNRELEASED))
 # Migration 22 makes the keyed claim's function again: turns kept in the database.
 MIGRATIONS.append((22, "key turns", _turns.MIGRATION_TURNS + _turns.claim_function(_CLAIM_UPDATE)))
 MIGRATIONS.append((23, "signal senders, kept results", _workflow.MIGRATION_SENDERS_AND_RESULTS))
-# 24 is another change of issue 42 (merged apart); 25 ends a key's turns with its last live
-# job; 26 keeps a batch's pruned members.
+MIGRATIONS.append((24, "parked jobs keep their keys", _unique.MIGRATION_PARKED_KEYS))
 MIGRATIONS.append((25, "key turns end when idle", _turns.MIGRATION_TURNS_END))
 MIGRATIONS.append((26, "batch pruned members", _workflow.MIGRATION_BATCH_PRUNED_MEMBERS))
 

@@ -2,10 +2,11 @@
 ``flows.replace_held`` steps through (docs/design.md, "Unique keys").
 
 Keys live in ``skiplock_keys`` (postgres_storage_sql.py): a row for every key a live job
-holds, taken and released by triggers. A window (``unique_for``) makes a succeeded job keep
-its row until ``held_until`` (its ``unique_until``); a passed window holds nothing, and the
-next enqueue of the key takes the row over in the insert's own statement, so the row never
-needs a sweep. Everything that reads a holder reads ``held_until`` with it.
+(or one parked on a signal: migration 24) holds, taken and released by triggers. A window
+(``unique_for``) makes a succeeded job keep its row until ``held_until`` (its
+``unique_until``); a passed window holds nothing, and the next enqueue of the key takes the
+row over in the insert's own statement, so the row never needs a sweep. Everything that reads
+a holder reads ``held_until`` with it.
 """
 
 from __future__ import annotations
@@ -61,6 +62,55 @@ END
 $$;
 """
 
+MIGRATION_PARKED_KEYS = """
+-- A job parked on a signal (wait_for) keeps its unique key, as a running one does
+-- (docs/design.md, "Unique keys: a parked job keeps its key"): triggers on the waiting
+-- partition take the key of a row that enters it parked (its wait row, written before the
+-- park, names a signal) and release the key of any row that leaves it. A job waiting for its
+-- parents holds none, as before. A park, a resume, a cancel move the row between partitions
+-- (a delete, then an insert: the AFTER DELETE trigger's release comes first, then the take).
+-- No park or resume runs while this does.
+LOCK TABLE {s}.skiplock_jobs_waiting IN SHARE ROW EXCLUSIVE MODE;
+CREATE FUNCTION {s}.skiplock_key_take_parked() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM {s}.skiplock_waits WHERE job_id = NEW.id AND signal IS NOT NULL;
+    IF FOUND THEN
+        PERFORM 1 FROM {s}.skiplock_keys WHERE unique_key = NEW.unique_key AND job_id = NEW.id;
+        IF NOT FOUND THEN
+            INSERT INTO {s}.skiplock_keys (unique_key, unique_scope, job_id)
+            VALUES (NEW.unique_key, coalesce(NEW.unique_scope, NEW.task), NEW.id);
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER skiplock_waiting_key_take AFTER INSERT ON {s}.skiplock_jobs_waiting
+    FOR EACH ROW WHEN (NEW.unique_key IS NOT NULL)
+    EXECUTE FUNCTION {s}.skiplock_key_take_parked();
+CREATE TRIGGER skiplock_waiting_key_release AFTER DELETE ON {s}.skiplock_jobs_waiting
+    FOR EACH ROW WHEN (OLD.unique_key IS NOT NULL)
+    EXECUTE FUNCTION {s}.skiplock_key_release();
+
+-- The jobs parked before this had given their keys up. Each takes its key back (the lowest id
+-- of a key's parked jobs; a window that has passed holds nothing and is taken over) unless
+-- another job holds it now: then it gives it up for good (its key cleared), so it still
+-- resumes.
+INSERT INTO {s}.skiplock_keys AS k (unique_key, unique_scope, job_id)
+SELECT DISTINCT ON (j.unique_key, coalesce(j.unique_scope, j.task))
+       j.unique_key, coalesce(j.unique_scope, j.task), j.id
+FROM {s}.skiplock_jobs_waiting j JOIN {s}.skiplock_waits w ON w.job_id = j.id
+WHERE j.unique_key IS NOT NULL AND w.signal IS NOT NULL
+ORDER BY j.unique_key, coalesce(j.unique_scope, j.task), j.id
+ON CONFLICT (unique_key, unique_scope) DO UPDATE
+SET job_id = EXCLUDED.job_id, held_until = NULL
+WHERE k.held_until <= now();
+UPDATE {s}.skiplock_jobs_waiting j SET unique_key = NULL, unique_scope = NULL
+FROM {s}.skiplock_waits w
+WHERE w.job_id = j.id AND w.signal IS NOT NULL AND j.unique_key IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM {s}.skiplock_keys k
+                  WHERE k.job_id = j.id AND k.unique_key = j.unique_key);
+"""
+
 SCOPE_OF = "coalesce({j}.unique_scope, {j}.task)"
 """The key space of job row ``{j}``'s key (NULL on a row from before migration 19: the
 task's own)."""
@@ -110,11 +160,15 @@ SELECT id FROM r WHERE (SELECT count(*) FROM woken) >= 0
 JOB_RELEASE_RUNNING_KEY = (
     """
 -- A debounce of task $4 gathering enqueues while its job $1 runs with key $2 in key space
--- $3: the running job gives the key up (its unique_key cleared: it read older arguments), so
--- the enqueue writes a new job. Another task's running job keeps its key.
+-- $3 (or is parked on a signal, part way through its run): the job gives the key up (its
+-- unique_key cleared: it read older arguments), so the enqueue writes a new job. Another
+-- task's running or parked job keeps its key.
 WITH r AS (
     UPDATE {s}.skiplock_jobs SET unique_key = NULL, unique_scope = NULL
-    WHERE id = $1 AND state = 'running' AND unique_key = $2 AND task = $4
+    WHERE id = $1 AND unique_key = $2 AND task = $4
+      AND (state = 'running'
+           OR (state = 'waiting' AND EXISTS (SELECT 1 FROM {s}.skiplock_waits w
+                                             WHERE w.job_id = $1 AND w.signal IS NOT NULL)))
       AND """
     + SCOPE_OF.format(j="skiplock_jobs")
     + """ = $3

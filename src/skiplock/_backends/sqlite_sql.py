@@ -270,7 +270,7 @@ ALTER TABLE skiplock_workers ADD COLUMN restarts_in_a_row INTEGER NOT NULL DEFAU
     (21, "unreleased waits", _workflow.MIGRATION_UNRELEASED),
     (22, "key turns", _keys.MIGRATION_TURNS),
     (23, "signal senders, kept results", _workflow.MIGRATION_SENDERS_AND_RESULTS),
-    # 24 is another change of issue 42 (merged apart); 26 keeps a batch's pruned members
+    (24, "parked jobs keep their keys", _unique.MIGRATION_PARKED_KEYS),
     (25, "key turns end when idle", _keys.MIGRATION_TURNS_END),
     (26, "batch pruned members", _workflow.MIGRATION_BATCH_PRUNED_MEMBERS),
 ]
@@ -369,9 +369,9 @@ JOB_INSERT_UNIQUE = (
     JOB_INSERT.rstrip()
     + """
 ON CONFLICT (unique_key, unique_scope) WHERE unique_key IS NOT NULL
-    AND (state IN """
-    + _LIVE
-    + """ OR (state = 'succeeded' AND unique_succeeded))
+    AND """
+    + _unique.holds()
+    + """
 DO NOTHING
 RETURNING id
 """
@@ -609,6 +609,8 @@ _OUTCOME = {
     "lease_token": "NULL",
     "lease_expires_at": "NULL",
     "run_s": ":run_s",
+    # parked on a signal: the unique index counts it as its key's holder (sqlite_unique.py)
+    "parked": "CASE WHEN :state = 'waiting' THEN 1 END",
     "errors": """CASE WHEN :error IS NULL THEN errors
                   WHEN json_array_length(errors) >= :max_errors
                   THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
@@ -990,10 +992,9 @@ WHERE state = 'dead'"""
           SELECT 1 FROM skiplock_jobs_live o
           WHERE o.unique_key = skiplock_jobs_live.unique_key
             AND o.unique_scope = skiplock_jobs_live.unique_scope
-            AND (o.state IN """
-    + _LIVE
-    + """
-                 OR (o.state = 'succeeded' AND o.unique_succeeded))))
+            AND """
+    + _unique.holds("o.")
+    + """))
 RETURNING id"""
 )
 

@@ -1,11 +1,13 @@
 """SQLite's unique-key windows and replacing enqueues: migration 13's text and the statements
 ``flows.replace_held``'s steps run (answered in sqlite_ops) (docs/design.md, "Unique keys").
 
-A key is held by the live table's partial unique index: a pending or running job, or a
-succeeded one with ``unique_succeeded`` (kept in the live table for it). A window
-(``unique_for``) is a succeeded job that keeps its key until ``unique_until``: once that has
-passed, the next enqueue of the key (or a requeue) clears the old job's flag first, so the
-index lets the new one in. The index's predicate stays as it was (it cannot name a time).
+A key is held by the live table's partial unique index: a pending or running job, one parked
+on a signal (``wait_for``: a waiting row with ``parked`` set, migration 24; a job waiting for
+its parents holds none), or a succeeded one with ``unique_succeeded`` (kept in the live table
+for it). A window (``unique_for``) is a succeeded job that keeps its key until
+``unique_until``: once that has passed, the next enqueue of the key (or a requeue) clears the
+old job's flag first, so the index lets the new one in. The index's predicate stays as it was
+(it cannot name a time).
 Everything runs inside the caller's write transaction: nothing can change between steps.
 """
 
@@ -19,7 +21,22 @@ MIGRATION_UNIQUE_WINDOWS = """
 ALTER TABLE skiplock_jobs_live ADD COLUMN unique_until REAL
 """
 
-_HOLDS = "(state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))"
+_HOLDS_BEFORE_PARKED = (
+    "(state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))"
+)
+"""The unique index's predicate from migration 13 to 23 (migration 18's text keeps it)."""
+
+
+def holds(row: str = "") -> str:
+    """The unique index's predicate (migration 24 on), for row ``row`` (an alias and a dot, or
+    nothing): written as the index has it, so a statement that names it can use the index."""
+    return (
+        f"({row}state IN ('pending', 'running') OR ({row}state = 'waiting' AND {row}parked)"
+        f" OR ({row}state = 'succeeded' AND {row}unique_succeeded))"
+    )
+
+
+_HOLDS = holds()
 """The unique index's predicate, written as it is so the statements below can use it."""
 
 MIGRATION_UNIQUE_SCOPES = f"""
@@ -32,6 +49,31 @@ MIGRATION_UNIQUE_SCOPES = f"""
 -- and no semicolon may stand in a comment: migrate splits on them.
 ALTER TABLE skiplock_jobs_live ADD COLUMN unique_scope TEXT;
 UPDATE skiplock_jobs_live SET unique_scope = task WHERE unique_key IS NOT NULL;
+DROP INDEX skiplock_jobs_unique_idx;
+CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs_live (unique_key, unique_scope)
+    WHERE unique_key IS NOT NULL AND {_HOLDS_BEFORE_PARKED}
+"""
+
+MIGRATION_PARKED_KEYS = f"""
+-- A job parked on a signal (wait_for) keeps its unique key, as a running one does
+-- (docs/design.md, "Unique keys: a parked job keeps its key"): the unique index counts a
+-- waiting row with parked set (by the completion that parks it) as its key's holder. A job
+-- waiting for its parents still holds none. The day tables gain the column after the
+-- migrations (sqlite_history.follow_live), and no semicolon may stand in a comment: migrate
+-- splits on them.
+ALTER TABLE skiplock_jobs_live ADD COLUMN parked INTEGER;
+UPDATE skiplock_jobs_live SET parked = 1
+WHERE state = 'waiting' AND id IN (SELECT job_id FROM skiplock_waits WHERE signal IS NOT NULL);
+-- A job parked before this had given its key up: where another job holds it now (or a parked
+-- job of a lower id takes it back here), it gives it up for good (its key cleared), so it
+-- still resumes. The others hold theirs again.
+UPDATE skiplock_jobs_live SET unique_key = NULL, unique_scope = NULL
+WHERE state = 'waiting' AND parked AND unique_key IS NOT NULL AND EXISTS (
+    SELECT 1 FROM skiplock_jobs_live o
+    WHERE o.unique_key = skiplock_jobs_live.unique_key
+      AND o.unique_scope = skiplock_jobs_live.unique_scope AND o.id <> skiplock_jobs_live.id
+      AND (o.state IN ('pending', 'running') OR (o.state = 'succeeded' AND o.unique_succeeded)
+           OR (o.state = 'waiting' AND o.parked AND o.id < skiplock_jobs_live.id)));
 DROP INDEX skiplock_jobs_unique_idx;
 CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs_live (unique_key, unique_scope)
     WHERE unique_key IS NOT NULL AND {_HOLDS}
@@ -70,10 +112,12 @@ WHERE id = :id AND state = 'pending' AND unique_key = :unique_key
 """
 
 JOB_RELEASE_RUNNING_KEY = """
--- A debounce while the holder, a job of its task, runs: it gives the key up (it read older
--- arguments). Another task's running job keeps its key.
+-- A debounce while the holder, a job of its task, runs (or is parked on a signal, part way
+-- through its run): it gives the key up (it read older arguments). Another task's running or
+-- parked job keeps its key.
 UPDATE skiplock_jobs_live SET unique_key = NULL, unique_scope = NULL
-WHERE id = :id AND state = 'running' AND unique_key = :unique_key
+WHERE id = :id AND (state = 'running' OR (state = 'waiting' AND parked))
+  AND unique_key = :unique_key
   AND unique_scope = :unique_scope AND task = :task
 """
 

@@ -348,6 +348,7 @@ JOB_REWAIT = (
 UPDATE skiplock_jobs_live
 SET state = 'waiting', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
     progress = NULL, lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+    parked = NULL,
     audit = """
     + sqlite_action(":now", ":who", "'retry'")
     + """

@@ -11,6 +11,11 @@ It learns the deadlines two ways: this worker's completer tells it of each job i
 (``due_in``: at once, no query), and it asks the database for the first deadline of any parked
 job when it starts, after each expiry and once a maintenance interval (jobs parked by other
 workers, or before this one started).
+
+A failure other than an outage (a bug of ours, a trigger of the user's refusing a row) is
+logged, once while it repeats, and tried again a maintenance interval later: it must not end
+the worker that runs every other job (the rescuer's sweep, the backstop, then takes the
+waits past their timeout on its own).
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class WaitTimer(Service):
         self._due_at = math.inf
         """The loop time the first parked wait known here times out (inf: none known)."""
         self._changed = asyncio.Event()
+        self._failure: str | None = None
+        """The last error of a read or an expiry while they fail (logged once, not each time)."""
 
     def due_in(self, delay_s: float) -> None:
         """A job this worker parked times out in ``delay_s``: end its wait then."""
@@ -77,6 +84,10 @@ class WaitTimer(Service):
         except BackendUnavailable as exc:
             self.outage.failed(self.name, exc)
             return
+        except Exception as exc:
+            await self._failed("reading the first wait's timeout", exc)
+            return
+        self._working()
         if due_in is not None:
             self.due_in(max(due_in, 0.0))
 
@@ -87,6 +98,23 @@ class WaitTimer(Service):
             self.outage.failed(self.name, exc)
             self.due_in(RETRY_S)
             return
+        except Exception as exc:  # never the worker's end: the next try, or the sweep
+            await self._failed("ending the waits past their timeout", exc)
+            return
+        self._working()
         self.outage.answered()
         if expired:
             log.info("wait timer: %d waits timed out", len(expired))
+
+    async def _failed(self, what: str, exc: Exception) -> None:
+        """Log a failure (once while it repeats), then hold off a maintenance interval: the
+        next read would find the same wait due at once and fail again, in a tight loop."""
+        if str(exc) != self._failure:
+            log.error("wait timer: %s failed; tried again later: %s", what, exc, exc_info=exc)
+        self._failure = str(exc)
+        await asyncio.sleep(max(RETRY_S, self.reread_s))
+
+    def _working(self) -> None:
+        if self._failure is not None:
+            log.info("wait timer: working again")
+            self._failure = None

@@ -3,7 +3,7 @@ sequences, unique scopes, SQLite's id counters, worker liveness: the live-worker
 silence limit, OS process and restart counts; the waits a release left unreleased;
 concurrency keys' turns, and (25) a key's turns ending with its last live job; signals'
 senders and whether a wait took them, and a parent's result kept once for its children; a
-batch's count of its pruned members), by skiplock's own
+parked job's unique key (24); a batch's count of its pruned members), by skiplock's own
 migration list run again (it applies only what is missing)."""
 
 from __future__ import annotations
