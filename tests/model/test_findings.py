@@ -1,6 +1,6 @@
 """Defects the semantics test found that issue 42 does not list, each as a user meets it, on
-both databases. One not fixed yet is a strict xfail: it fails today for the reason named, and
-the fix must remove the mark. ``tests/model/checks.py`` gates the machine's rules that reach
+both databases, each fixed (a new finding not fixed yet is added as a strict xfail, which its
+fix turns into a plain test). ``tests/model/checks.py`` gates the machine's rules that reach
 them."""
 
 from __future__ import annotations
