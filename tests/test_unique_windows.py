@@ -299,7 +299,8 @@ def _write_parked_before(db_url: str) -> None:
     conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
     try:
         conn.execute("DROP VIEW skiplock_jobs")
-        for statement in SQLITE_UNDO_KEYS[:4]:  # migrations 26 and 24
+        upto = SQLITE_UNDO_KEYS.index("DROP INDEX skiplock_jobs_parked_ordered_idx")
+        for statement in SQLITE_UNDO_KEYS[:upto]:  # migrations 26 to 24 (22's come next)
             conn.execute(statement)
         conn.execute("DELETE FROM skiplock_migrations WHERE version >= 24")
         for key, state in _PARKED_BEFORE:
