@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
-
 import skiplock
 from skiplock import SignalOutcome, Worker, current_job
 
