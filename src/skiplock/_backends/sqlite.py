@@ -203,18 +203,17 @@ def _warn_if_world_readable(path: str) -> None:
 
 
 def _statements(body: str) -> list[str]:
-    """A migration's statements, split at each ``;``, except inside a ``CREATE TRIGGER``'s
-    ``BEGIN ... END`` (whose statements end in ``;`` too)."""
+    """A migration's statements: its text cut at each ``;`` that SQLite's own tokenizer
+    (``sqlite3.complete_statement``) says ends one, so a ``CREATE TRIGGER``'s ``BEGIN ... END``
+    stays whole and a ``;`` in a comment or a string ends nothing."""
     out: list[str] = []
     held = ""
     for piece in body.split(";"):
-        held += piece
-        if "CREATE TRIGGER" in held.upper() and not held.rstrip().upper().endswith("END"):
-            held += ";"
-            continue
-        if held.strip():
-            out.append(held)
-        held = ""
+        held += piece + ";"
+        if sqlite3.complete_statement(held):
+            if held.strip(" \t\n;"):
+                out.append(held)
+            held = ""
     return out
 
 
