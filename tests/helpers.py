@@ -101,15 +101,14 @@ async def running(app: skiplock.App, **options: object) -> AsyncIterator[Worker]
 
 
 async def turn_of(backend: Any, segment: int) -> Any:
-    """PostgreSQL's rotation of live segment ``segment`` (any size; a ``Rotation``): the ring's
-    turns follow the database's clock, a segment's coming within three turns; the looks at
-    the others find them empty."""
-    for _ in range(200):
+    """PostgreSQL's rotation turn that retires live generation ``segment`` (a ``Rotation``):
+    with no size asked for, every turn makes a new generation, so ``segment`` is retired on
+    the second turn after it stopped taking new jobs (the one before the newest is kept)."""
+    for _ in range(6):
         done = await backend.rotate_live(0)
-        if done is not None and done.segment == segment:
+        if done is not None and done.segment == segment and (done.detached or done.held):
             return done
-        await asyncio.sleep(0.05)  # the clock's next turn: no event to wait on
-    raise AssertionError(f"segment {segment}'s turn never came")
+    raise AssertionError(f"generation {segment} was never retired")
 
 
 # --- schema versions -------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import postgres_storage
+from skiplock._backends import postgres_rotation, postgres_storage
 from skiplock._backends.postgres import PostgresBackend
 from skiplock._url import mask_url
 from skiplock.errors import ConfigurationError
@@ -99,7 +99,7 @@ async def test_the_storage_upkeep_and_the_hot_vacuum_run_through_the_pooler(
 ) -> None:
     """The pruner's partition upkeep (a transaction-level advisory lock, SET LOCAL), the
     vacuumer's VACUUM (one statement outside a transaction) and the rotator's move and
-    truncate work in transaction pooling."""
+    detach work in transaction pooling."""
     schema = pg_url.rsplit("schema=", 1)[1]
     day = datetime.now(UTC).date() + timedelta(days=postgres_storage.DAYS_AHEAD)
     name = postgres_storage.day_name(day)
@@ -114,18 +114,49 @@ async def test_the_storage_upkeep_and_the_hot_vacuum_run_through_the_pooler(
         done = await backend.hot_vacuum(0)  # a threshold of none: it vacuums
         assert done is not None and (done.removed, done.kept) == (0, 0), done  # its report too
         assert await direct.fetchval(stats, table) == 1
-        # the rotation: an advisory lock, SET LOCAL lock_timeout and a TRUNCATE in a transaction
-        segment = postgres_storage.next_segment(
-            await direct.fetchval(postgres_storage.SEGMENT_NOW_SQL)
-        )
+        # the rotation: advisory locks and SET LOCAL in transactions, the pointer's setval, and
+        # DETACH PARTITION ... CONCURRENTLY (outside a transaction block, cancelled at its wait
+        # when a session holds the table)
+        segment = await direct.fetchval(postgres_rotation.pointer_sql(f'"{schema}"'))
         await direct.execute(
-            f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts, segment)
-                VALUES ('default', 'left', 3, $1)""",
-            segment,
+            f"""INSERT INTO "{schema}".skiplock_jobs (queue, task, max_attempts)
+                VALUES ('default', 'left', 3)"""
         )
-        rotation = await turn_of(backend, segment)  # its turn, by the database's clock
-        assert rotation is not None and (rotation.moved, rotation.truncated) == (1, True)
+        rotation = await turn_of(backend, segment)
+        assert rotation is not None and (rotation.moved, rotation.detached) == (1, True)
     finally:
+        await direct.close()
+
+
+async def test_a_reader_leaves_a_detach_pending_through_the_pooler(
+    app: skiplock.App, pg_url: str
+) -> None:
+    """Behind transaction pooling, a detach waiting for a reader is interrupted by a cancel
+    request (PgBouncer forwards it to the session running it): the generation is left pending
+    out of sight, and the pooled session serves the next statements."""
+    schema = pg_url.rsplit("schema=", 1)[1]
+    direct = await asyncpg.connect(pg_url.split("?", 1)[0])
+    reader = await asyncpg.connect(pg_url.split("?", 1)[0])
+    try:
+        backend = await app.backend()
+        segment = await direct.fetchval(postgres_rotation.pointer_sql(f'"{schema}"'))
+        await reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        await reader.fetchval(f'SELECT count(*) FROM "{schema}".skiplock_jobs')
+        rotation = await turn_of(backend, segment)
+        assert rotation.detached and postgres_rotation.segment_name(segment) in rotation.held_on
+        pending = await direct.fetchval(
+            "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = to_regclass($1)",
+            f'"{schema}".{postgres_rotation.segment_name(segment)}',
+        )
+        assert pending is True
+        assert await app.counts() is not None  # the pooled sessions serve on
+        await reader.execute("COMMIT")
+        # its finish waits for every older transaction in the database, the suite's other
+        # tests' included: that it is finished and dropped is tests/backends/test_storage.py's
+        done = await backend.rotate_live(1 << 30)
+        assert done is not None and not done.held, done
+    finally:
+        await reader.close()
         await direct.close()
 
 

@@ -173,16 +173,17 @@ def test_the_vacuums_take_at_most_a_tenth_of_the_time(
 def test_the_rotator_backs_off_while_a_segment_is_held_and_counts_what_it_did(
     tmp_path: Path,
 ) -> None:
-    """Each held turn doubles the pause (every try may keep claims waiting for the truncate's
-    lock timeout), up to ROTATE_MAX_PAUSE_S; a truncate or another session's turn resets it."""
+    """Each held turn doubles the pause (a row a worker held, a lock past its short timeout),
+    up to ROTATE_MAX_PAUSE_S; a detach or another session's turn resets it, and generations
+    waiting for their readers slow nothing."""
     rotator = Rotator(SQLiteBackend(f"sqlite:///{tmp_path}/r.db"), WorkerConfig())
     held = Rotation(1, moved=2, held=True)
-    pauses = [
-        rotator.look(look)
-        for look in [held, held, held, Rotation(2, moved=5, truncated=True), None, held]
-    ]
+    detached = Rotation(2, moved=5, detached=True, pending=3, dropped=2)
+    pauses = [rotator.look(look) for look in [held, held, held, detached]]
+    assert rotator.pending == 3  # waiting for readers: no back-off
+    pauses += [rotator.look(look) for look in [None, held]]
     assert pauses == [1.0, 2.0, 4.0, 0.5, 0.5, 1.0]
-    assert (rotator.moved, rotator.truncated) == (2 * 4 + 5, 1)
+    assert (rotator.moved, rotator.detached, rotator.dropped) == (2 * 4 + 5, 1, 2)
     for _ in range(20):
         pause = rotator.look(held)
     assert pause == ROTATE_MAX_PAUSE_S

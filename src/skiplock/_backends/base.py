@@ -264,15 +264,24 @@ class HotVacuum:
 
 @dataclass(frozen=True, slots=True)
 class Rotation:
-    """One look at the live partition's ring segment due to be cleared (PostgreSQL): which
-    one, how many live jobs moved from it to the long segment, whether it was truncated;
-    ``held``: a session held the segment (past the truncate's short lock timeout) or a row in
-    it, so it was left for the next look."""
+    """One turn of the live partition's generations (PostgreSQL, postgres_rotation.py).
+
+    ``segment``: the generation retired this turn, else the newest; ``moved``: live jobs moved
+    from it to the long segment (and any moved back from a dropped table); ``detached``: its
+    table left the claims' sight; ``advanced``: the generation new jobs go to from this turn
+    (None: they stay where they were); ``dropped``: detached tables and wrappers dropped;
+    ``pending``: generations whose detach waits for sessions that read them before it, and
+    ``held_on``: those tables' names; ``held``: something of this turn could not be done (a
+    row a worker held, a lock past its short timeout), left for the next turn."""
 
     segment: int
     moved: int = 0
-    truncated: bool = False
+    detached: bool = False
     held: bool = False
+    advanced: int | None = None
+    dropped: int = 0
+    pending: int = 0
+    held_on: tuple[str, ...] = ()
 
 
 KEYS_IN_STATS = 10
@@ -552,9 +561,11 @@ class Backend(Protocol):
         ...
 
     async def rotate_live(self, min_bytes: int) -> Rotation | None:
-        """Clear the live jobs' segment whose turn comes next (PostgreSQL) once its table
-        holds ``min_bytes``: its leftover live jobs moved aside, then truncated, dead versions
-        and all. None: another session is rotating (and always on SQLite)."""
+        """One turn of the live jobs' generations (PostgreSQL): a new one once the newest
+        holds ``min_bytes``, the old ones' leftover live jobs moved aside and their tables
+        detached concurrently (out of the claims' sight, dead versions and all, whatever a
+        reader holds), then dropped once their readers are gone. None: another session is
+        rotating (and always on SQLite)."""
         ...
 
     async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:

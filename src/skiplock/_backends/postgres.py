@@ -54,6 +54,7 @@ from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows, postgres_url, workflow_sweep
 from . import postgres_observe as observe
 from . import postgres_ops as ops
+from . import postgres_rotation as rotation
 from . import postgres_sql as sql
 from . import postgres_storage as storage
 from . import postgres_workflow as workflow
@@ -1011,7 +1012,7 @@ class PostgresBackend:
     async def rotate_live(self, min_bytes: int) -> Rotation | None:
         with _wrapped("rotate_live"):
             async with self.pool.acquire() as conn:
-                return await storage.rotate_live(conn, self.schema, min_bytes, self.channel)
+                return await rotation.rotate_live(conn, self.schema, min_bytes, self.channel)
 
     async def storage_upkeep(self) -> list[str]:
         made = await self._make_ahead("storage_upkeep", analyze=True)

@@ -578,6 +578,7 @@ MIGRATIONS.append((23, "signal senders, kept results", _workflow.MIGRATION_SENDE
 MIGRATIONS.append((24, "parked jobs keep their keys", _unique.MIGRATION_PARKED_KEYS))
 MIGRATIONS.append((25, "key turns end when idle", _turns.MIGRATION_TURNS_END))
 MIGRATIONS.append((26, "batch pruned members", _workflow.MIGRATION_BATCH_PRUNED_MEMBERS))
+MIGRATIONS.append((27, "live generations", _storage.MIGRATION_LIVE_GENERATIONS))
 
 JOB_GET_AVAILABLE_AGED = _aging.aged_claim(_CLAIM_UPDATE_ORDERED, _keys.KEYED_SEGMENT)
 

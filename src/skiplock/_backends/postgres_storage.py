@@ -24,10 +24,6 @@ from typing import Any
 
 import asyncpg
 
-from .base import Rotation
-from .postgres_errors import moved
-from .postgres_storage_sql import LONG_SEGMENT, SEGMENT_NOW, SEGMENTS
-
 log = logging.getLogger("skiplock.storage")
 
 DAYS_AHEAD = 2
@@ -62,11 +58,18 @@ partition between this one's read of the list and its turn at the lock."""
 
 
 DEAD_LIVE = """
-SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_all_tables
-WHERE relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass($1))
+WITH RECURSIVE t AS (
+    SELECT inhrelid AS relid FROM pg_inherits
+    WHERE inhparent = to_regclass($1) AND NOT inhdetachpending
+    UNION ALL
+    SELECT i.inhrelid FROM pg_inherits i JOIN t ON i.inhparent = t.relid
+    WHERE NOT i.inhdetachpending
+)
+SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_all_tables WHERE relid IN (SELECT relid FROM t)
 """
-"""Dead row versions in the live partition's segments, by the statistics (a busy session
-flushes its counts within a second)."""
+"""Dead row versions in the live partition's segments in the claims' sight (a generation whose
+detach waits for its readers is left out: no claim reads it, and no vacuum can clear it while
+they last), by the statistics (a busy session flushes its counts within a second)."""
 
 
 _VACUUMED = re.compile(
@@ -308,86 +311,3 @@ async def make_ahead(conn: Any, schema: str, now: datetime, *, analyze: bool = T
     if made and analyze:
         await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')
     return made
-
-
-# -- the live partition's ring of segments -------------------------------------------------------
-
-ROTATE_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('skiplock rotation ' || $1))"
-
-LIVE_LOCK_TIMEOUT_MS = 10
-"""How long a truncate waits for its segment's lock: claims, heartbeats and completions touch
-every segment, so they queue behind a waiting truncate for at most this long."""
-
-SEGMENT_NOW_SQL = f"SELECT {SEGMENT_NOW}"
-
-
-def segment_name(segment: int) -> str:
-    """The table of ring segment ``segment``."""
-    return f"skiplock_jobs_live_s{segment}"
-
-
-def next_segment(current: int) -> int:
-    """The segment to clear while ``current`` takes the new jobs: the one written two turns
-    ago, whose jobs have had a whole turn to finish, and whose turn comes next."""
-    return (current + 1) % SEGMENTS
-
-
-def _move_sql(s: str, table: str, segment: int) -> str:
-    """Move the live jobs of ring segment ``segment`` (its table ``table``) to the long one,
-    skipping rows a worker holds; count them, and wake the workers of each queue a pending job
-    moved in ($1, the channel: at commit). A claim skips the rows this holds, so one that
-    came up short meanwhile would otherwise wait out its poll interval."""
-    return (
-        f"WITH m AS (UPDATE {s}.skiplock_jobs SET segment = {LONG_SEGMENT}"
-        f" WHERE state IN ('pending', 'running') AND segment = {segment}"
-        f" AND id IN (SELECT id FROM {table} FOR UPDATE SKIP LOCKED)"
-        " RETURNING queue, state)"
-        " SELECT (SELECT count(*) FROM m) AS moved,"
-        " (SELECT count(pg_notify($1, q.queue))"
-        "  FROM (SELECT DISTINCT queue FROM m WHERE state = 'pending') q) AS woken"
-    )
-
-
-async def rotate_live(conn: Any, schema: str, min_bytes: int, channel: str) -> Rotation | None:
-    """Clear the ring segment whose turn comes next (``next_segment``): move the live jobs it
-    still holds to the long segment, then truncate it, dropping every dead version in it and
-    its indexes whatever the MVCC horizon, if its table has grown to ``min_bytes``; pending jobs
-    moved wake their queues' workers on ``channel``. None: another session is rotating.
-
-    Why (docs/design.md, "Storage"): a session holding an old transaction keeps vacuum from
-    removing any version that died after it began, so the claim indexes fill with dead
-    entries each claim walks past, and claims slow down for as long as it lasts. A truncated
-    segment's dead versions go at once, so the claims walk at most about three turns of them.
-
-    The move and the truncate are two transactions: a worker finishing a moved job waits on
-    the move's row lock while holding its lock on the segment, which the truncate must wait
-    for. The move skips rows a worker holds (``SKIP LOCKED``); the truncate locks the segment
-    under LIVE_LOCK_TIMEOUT_MS and truncates only if, under that lock, no row is left (a job
-    written late to it, one the move skipped): nothing live is ever truncated."""
-    s = f'"{schema}"'
-    async with conn.transaction():
-        if not await conn.fetchval(ROTATE_LOCK, schema):
-            return None
-        segment = next_segment(int(await conn.fetchval(SEGMENT_NOW_SQL)))
-        table = f"{s}.{segment_name(segment)}"
-        size = int(await conn.fetchval("SELECT pg_relation_size($1::regclass)", table))
-        if size < min_bytes or size == 0:
-            return Rotation(segment)
-        try:
-            count = int((await conn.fetchrow(_move_sql(s, table, segment), channel))["moved"])
-        except asyncpg.exceptions.SerializationError as exc:
-            if not moved(exc):
-                raise
-            return Rotation(segment, held=True)  # a worker moved one first: the next look
-    try:
-        async with conn.transaction():
-            if not await conn.fetchval(ROTATE_LOCK, schema):
-                return None
-            await conn.execute(f"SET LOCAL lock_timeout = {LIVE_LOCK_TIMEOUT_MS}")
-            await conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
-            if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):
-                return Rotation(segment, count, held=True)
-            await conn.execute(f"TRUNCATE {table}")
-    except asyncpg.exceptions.LockNotAvailableError:
-        return Rotation(segment, count, held=True)
-    return Rotation(segment, count, truncated=True)

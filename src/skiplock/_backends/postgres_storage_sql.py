@@ -167,25 +167,80 @@ CREATE TRIGGER skiplock_done_key_release AFTER DELETE ON {s}.skiplock_jobs_done
 
 
 SEGMENT_S = 1
-"""How long each ring segment of the live partition takes the new jobs (seconds)."""
+"""How long each ring segment of migration 12 took the new jobs (seconds): history."""
 SEGMENTS = 3
-"""The ring: the segment writing now, the one before (its jobs still finishing), the next (its
-leftovers moved to the long segment, then truncated before its turn comes)."""
+"""Migration 12's ring: the segment writing, the one before, the next (history: migration 27
+replaced the ring by generations, postgres_rotation.py)."""
 LONG_SEGMENT = 3
-"""The segment for live jobs that outlive their ring segment: delayed, retrying, long-running.
-Vacuumed, never truncated; a job moves here at most once."""
+"""The segment for live jobs that outlive their generation: delayed, retrying, long-running.
+Vacuumed, never detached; a job moves here at most once."""
 
-SEGMENT_NOW = (
+_RING_NOW = (
     f"(floor(extract(epoch FROM statement_timestamp()) / {SEGMENT_S})::bigint"
     f" % {SEGMENTS})::smallint"
 )
-"""The ring segment a job written now goes to: the job table's default for ``segment``, and
-what the rotation reads as "now" (both by the database's clock, so every writer agrees)."""
+"""Migration 12's default for ``segment``: the ring segment of the clock's second."""
 
-_LEAF_SETTINGS = """WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
+GEN_FIRST = 16
+"""The first number a generation of the live partition takes (0-2 were migration 12's ring,
+3 is the long segment, 4 the keyed one)."""
+GEN_LAST = 32767
+"""The last (``segment`` is a smallint); the numbers are reused in a cycle, each once its old
+tables are gone."""
+
+POINTER = "skiplock_live_segment"
+"""The sequence whose last value is the generation new jobs go to: moved by the rotation
+(``setval``) once the generation's tables are committed; never advanced by ``nextval``."""
+
+SEGMENT_NOW = f"pg_sequence_last_value('{{s}}.{POINTER}'::regclass)::smallint"
+"""The generation a job written now goes to: the job table's default for ``segment``, and what
+skiplock's own enqueue writes. A sequence, not a row: read without MVCC, so a reader holding the
+horizon leaves no chain of dead versions for every enqueue to walk."""
+
+LEAF_SETTINGS = """WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
           autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 2000,
           autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 2000,
           autovacuum_vacuum_cost_delay = 0)"""
+_LEAF_SETTINGS = LEAF_SETTINGS
+
+
+def leaf_indexes(s: str, t: str) -> list[str]:
+    """Segment table ``t``'s claim, lease and reclaim indexes, named after it: made before the
+    table is attached, the live partition's own indexes take these as theirs."""
+    return [
+        f"CREATE INDEX {t}_pending_idx ON {s}.{t} (priority DESC, run_at, id)"
+        " WHERE state = 'pending'",
+        f"CREATE INDEX {t}_queue_pending_idx ON {s}.{t} (queue, priority DESC, run_at, id)"
+        " WHERE state = 'pending'",
+        f"CREATE INDEX {t}_lease_idx ON {s}.{t} (lease_expires_at) WHERE state = 'running'",
+        f"CREATE INDEX {t}_reclaimed_idx ON {s}.{t} (reclaimed_at) WHERE reclaimed_at IS NOT NULL",
+    ]
+
+
+def segment_name(segment: int) -> str:
+    """The table of live generation ``segment`` (its rows)."""
+    return f"skiplock_jobs_live_s{segment}"
+
+
+def wrapper_name(segment: int) -> str:
+    """The partitioned table generation ``segment``'s table is attached under."""
+    return f"skiplock_jobs_live_s{segment}_p"
+
+
+def generation_sql(s: str, segment: int) -> list[str]:
+    """Generation ``segment``'s wrapper and table, made apart from the job table (a CREATE ...
+    PARTITION OF the live partition would take its ACCESS EXCLUSIVE lock), then attached: the
+    live partition's checks and triggers reach them at the attach, and its indexes adopt the
+    table's own, made first under the names every segment's have (``leaf_indexes``)."""
+    w, t = f"{s}.{wrapper_name(segment)}", f"{s}.{segment_name(segment)}"
+    return [
+        f"CREATE TABLE {w} (LIKE {s}.skiplock_jobs_live INCLUDING CONSTRAINTS)"
+        " PARTITION BY LIST (segment)",
+        f"CREATE TABLE {t} PARTITION OF {w} (PRIMARY KEY (id))"
+        f" FOR VALUES IN ({segment}) {LEAF_SETTINGS}",
+        *leaf_indexes(s, segment_name(segment)),
+        f"ALTER TABLE {s}.skiplock_jobs_live ATTACH PARTITION {w} FOR VALUES IN ({segment})",
+    ]
 
 
 def _segment_leaves() -> str:
@@ -197,14 +252,8 @@ def _segment_leaves() -> str:
         t = f"skiplock_jobs_live_{name}"
         out.append(
             f"CREATE TABLE {{s}}.{t} PARTITION OF {{s}}.skiplock_jobs_live\n"
-            f"    (PRIMARY KEY (id)) FOR VALUES IN ({value})\n    {_LEAF_SETTINGS};\n"
-            f"CREATE INDEX {t}_pending_idx ON {{s}}.{t} (priority DESC, run_at, id)\n"
-            f"    WHERE state = 'pending';\n"
-            f"CREATE INDEX {t}_queue_pending_idx ON {{s}}.{t} (queue, priority DESC, run_at, id)\n"
-            f"    WHERE state = 'pending';\n"
-            f"CREATE INDEX {t}_lease_idx ON {{s}}.{t} (lease_expires_at) WHERE state = 'running';\n"
-            f"CREATE INDEX {t}_reclaimed_idx ON {{s}}.{t} (reclaimed_at)\n"
-            f"    WHERE reclaimed_at IS NOT NULL;"
+            f"    (PRIMARY KEY (id)) FOR VALUES IN ({value})\n    {LEAF_SETTINGS};\n"
+            + "".join(f"{i};\n" for i in leaf_indexes("{s}", t))
         )
     return "\n".join(out)
 
@@ -221,7 +270,7 @@ ALTER TABLE {s}.skiplock_jobs ADD COLUMN segment smallint NOT NULL DEFAULT """
     + str(LONG_SEGMENT)
     + r""";
 ALTER TABLE {s}.skiplock_jobs ALTER COLUMN segment SET DEFAULT """
-    + SEGMENT_NOW
+    + _RING_NOW
     + r""";
 ALTER TABLE {s}.skiplock_jobs DETACH PARTITION {s}.skiplock_jobs_live;
 ALTER TABLE {s}.skiplock_jobs_live RENAME TO skiplock_jobs_live_v11;
@@ -248,5 +297,28 @@ CREATE TRIGGER skiplock_live_key_release AFTER DELETE ON {s}.skiplock_jobs_live
 
 INSERT INTO {s}.skiplock_jobs_live SELECT * FROM {s}.skiplock_jobs_live_v11;
 DROP TABLE {s}.skiplock_jobs_live_v11;
+"""
+)
+
+
+MIGRATION_LIVE_GENERATIONS = (
+    r"""
+-- The live partition's segments become generations (postgres_rotation.py, docs/design.md
+-- "Storage: segments no reader can hold"): each under a partitioned table of its own, so an old
+-- one leaves with DETACH PARTITION ... CONCURRENTLY, which no reader blocks, where the ring's
+-- truncate waited for every reader's lock. New jobs go to the generation a sequence names.
+-- The ring's live jobs move to the long segment (a few seconds' worth) and its tables go.
+LOCK TABLE {s}.skiplock_jobs IN ACCESS EXCLUSIVE MODE;
+CREATE SEQUENCE {s}."""
+    + POINTER
+    + f""" AS smallint MINVALUE {GEN_FIRST} MAXVALUE {GEN_LAST};
+SELECT setval('{{s}}.{POINTER}', {GEN_FIRST}, true);
+"""
+    + "".join(f"{statement};\n" for statement in generation_sql("{s}", GEN_FIRST))
+    + "ALTER TABLE {s}.skiplock_jobs ALTER COLUMN segment SET DEFAULT "
+    + SEGMENT_NOW
+    + f""";
+UPDATE {{s}}.skiplock_jobs_live SET segment = {LONG_SEGMENT} WHERE segment IN (0, 1, 2);
+DROP TABLE {{s}}.skiplock_jobs_live_s0, {{s}}.skiplock_jobs_live_s1, {{s}}.skiplock_jobs_live_s2;
 """
 )

@@ -401,25 +401,29 @@ class Vacuumer(Service):
 
 
 ROTATE_MIN_BYTES = 1 << 20
-"""A segment smaller than this (about 4,000 jobs' row versions) is left to vacuum: truncating
-it would cost more catalog churn (a new file for it and each index) than it saves."""
+"""The size the newest generation of the live jobs grows to before the next is made (about
+4,000 jobs' row versions): a generation costs catalog churn (two tables made and dropped), so
+a quiet queue makes none and leaves its dead versions to vacuum."""
 ROTATE_MAX_PAUSE_S = 30.0
-"""The longest pause between rotations while a session keeps holding the segment due."""
+"""The longest pause between rotations while a turn keeps being held (a row or a lock past
+its short timeout)."""
 
 
 class Rotator:
-    """Clears the live jobs' ring segment whose turn comes next (``Backend.rotate_live``), for
-    the vacuumer's loop: on PostgreSQL a held MVCC horizon keeps vacuum from removing
-    anything, and a truncated segment drops its dead versions anyway. While a session holds
-    the segment the pause doubles, up to ROTATE_MAX_PAUSE_S: each try may keep claims waiting
-    for the truncate's lock timeout."""
+    """Turns the live jobs' generations (``Backend.rotate_live``), for the vacuumer's loop: on
+    PostgreSQL a held MVCC horizon keeps vacuum from removing anything, and an old generation
+    detached leaves the claims' path with its dead versions anyway. A reader holding an old
+    generation never slows the turns (its detach waits on a later one); a turn that could not
+    move or attach doubles the pause, up to ROTATE_MAX_PAUSE_S."""
 
     def __init__(self, backend: Backend, config: WorkerConfig) -> None:
         self.backend = backend
         self.interval_s = config.rotate_interval_s
         self.pause_s = config.rotate_interval_s
-        self.truncated = 0
+        self.detached = 0
+        self.dropped = 0
         self.moved = 0
+        self.pending = 0
 
     async def turn(self) -> float:
         """One rotation; the pause before the next (BackendUnavailable passes through)."""
@@ -429,9 +433,11 @@ class Rotator:
         """Take in one look's result; the pause before the next (kept in ``pause_s``)."""
         if done is not None:
             self.moved += done.moved
-            if done.truncated:
-                self.truncated += 1
-                log.debug("truncated live segment %d (%d moved aside)", done.segment, done.moved)
+            self.dropped += done.dropped
+            self.pending = done.pending
+            if done.detached:
+                self.detached += 1
+                log.debug("detached live generation %d (%d moved aside)", done.segment, done.moved)
         held = done is not None and done.held
         self.pause_s = min(self.pause_s * 2, ROTATE_MAX_PAUSE_S) if held else self.interval_s
         return self.pause_s
