@@ -111,11 +111,15 @@ $(DJANGO_BENCH_STAMP): pyproject.toml
 bench-django: $(DJANGO_BENCH_STAMP)
 	$(DJANGO_BENCH_VENV)/bin/python -m benchmarks.django_bench $(DJANGO_BENCH_ARGS)
 
-# Storage over time (issue 24): W8 held horizon, W9 readers, the clean phase at 60 % of the peak,
-# W11 soak, on a stock-settings PostgreSQL cluster the bench creates and drops (needs root);
-# ~65 minutes. STORAGE_BENCH_ARGS="--quick" (~13 min), "--workloads W8 --runs 3".
+# Storage over time (issue 24): W8 held horizon, the clean phase at 60 % of the peak, W11 soak,
+# on a stock-settings PostgreSQL cluster the bench creates and drops (needs root); ~65 minutes.
+# STORAGE_BENCH_ARGS="--quick" (~13 min), "--workloads W8 --runs 3". Then readers that must not
+# stall the queue (issue 44, benchmarks/readers.py): W9 active readers and its CPU control W9cpu
+# at 1,000 jobs/s and 60 % of the peak, W19 pg_dump, SQLite's WAL under a reader (W9sqlite);
+# ~35 minutes. READERS_BENCH_ARGS="--phase-seconds 20" (~10 min), "--workloads W9,W19".
 bench-storage: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.horizon $(STORAGE_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.readers $(READERS_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.storage_ops $(STORAGE_OPS_ARGS)
 
 # What logging costs a busy worker at warning, info and debug (issue 24).

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SETTINGS = (
     "server_version",
@@ -162,18 +163,36 @@ async def create_database(admin_url: str, database: str) -> str:
     return url
 
 
-async def hold_horizon(url: str, how: str, seconds: float, tables: list[str]) -> None:
+READER_SQL = (
+    "SELECT state, count(*) FROM skiplock_jobs GROUP BY state",
+    "SELECT id, queue, task, state, attempt, created_at, finished_at FROM skiplock_jobs"
+    " ORDER BY id DESC LIMIT 50",
+)
+"""What each active reader runs, again and again, inside its one transaction: the counts by
+state and the page of the newest jobs a dashboard or a report shows."""
+READERS = 4
+READER_PAUSE_S = 0.1
+"""The pause between two rounds of a reader's queries (the public harness's active readers
+pause 100 ms between scans)."""
+
+
+async def hold_horizon(
+    url: str, how: str, seconds: float, tables: list[str] | None = None
+) -> list[dict[str, Any]] | None:
     """Hold the MVCC horizon back for ``seconds``: ``idle``, one session idle in a transaction
-    that took an xid (``BEGIN; SELECT txid_current();``), or ``readers``, 4 ``REPEATABLE
-    READ`` sessions counting ``tables`` in a loop."""
+    that took an xid (``BEGIN; SELECT txid_current();``); ``readers``, ``active_readers``
+    (4 ``REPEATABLE READ`` transactions open for the whole time, reading ``skiplock_jobs``);
+    ``cpu``, W9's control (4 processes on the CPU, no database). ``tables`` is unused (the
+    readers read ``skiplock_jobs`` as a user's report would); kept for the callers."""
     import asyncio
-    import time
 
     import asyncpg
 
     if how == "cpu":  # W9's control: the readers' CPU without their snapshots or reads
         await burn_cpu(seconds)
-        return
+        return None
+    if how == "readers":
+        return await active_readers(url, seconds)
     if how == "idle":
         conn = await asyncpg.connect(url)
         tx = conn.transaction()
@@ -182,18 +201,61 @@ async def hold_horizon(url: str, how: str, seconds: float, tables: list[str]) ->
         await asyncio.sleep(seconds)
         await tx.rollback()
         await conn.close()
-        return
+        return None
+    raise ValueError(f"unknown way to hold the horizon: {how!r}")
+
+
+async def active_readers(
+    url: str, seconds: float, count: int = READERS, pause_s: float = READER_PAUSE_S
+) -> list[dict[str, Any]]:
+    """W9's readers, as the public harness (hardbyte/postgresql-job-queue-benchmarking,
+    "active readers") runs them: ``count`` sessions that each open ONE ``REPEATABLE READ``
+    transaction at the start and keep it open for ``seconds``, running ``READER_SQL`` in a loop
+    inside it (``pause_s`` apart). Their snapshots hold the horizon and their ``ACCESS SHARE``
+    locks stay on every partition of ``skiplock_jobs`` they read, the live segments included,
+    until the end. A statement that fails (a table dropped under the reader) ends that
+    transaction; the reader opens a new one and goes on, and the failure is counted.
+
+    One dict per reader: ``rounds`` of queries, ``errors``, ``transactions`` opened (1 when
+    nothing failed), ``transaction_s`` (the age of the last one at its end, by the server's
+    clock: the whole phase when it never failed)."""
+    import asyncio
+    import time
+
+    import asyncpg
+
     end = time.monotonic() + seconds
 
-    async def reader() -> None:
+    async def reader() -> dict[str, Any]:
         conn = await asyncpg.connect(url)
-        while time.monotonic() < end:
-            async with conn.transaction(isolation="repeatable_read"):
-                for table in tables:
-                    await conn.fetchval(f'SELECT count(*) FROM "{table}"')
-        await conn.close()
+        out: dict[str, Any] = {"rounds": 0, "errors": 0, "transactions": 0, "transaction_s": None}
+        try:
+            while time.monotonic() < end:
+                tx = conn.transaction(isolation="repeatable_read")
+                await tx.start()
+                out["transactions"] += 1
+                try:
+                    while time.monotonic() < end:
+                        for sql in READER_SQL:
+                            await conn.fetch(sql)
+                        out["rounds"] += 1
+                        await asyncio.sleep(min(pause_s, max(0.0, end - time.monotonic())))
+                    out["transaction_s"] = round(
+                        await conn.fetchval(
+                            "SELECT extract(epoch FROM clock_timestamp() - now())::float8"
+                        ),
+                        1,
+                    )
+                except asyncpg.PostgresError as e:
+                    out["errors"] += 1
+                    out["last_error"] = str(e)[:200]
+                finally:
+                    await tx.rollback()
+        finally:
+            await conn.close()
+        return out
 
-    await asyncio.gather(*(reader() for _ in range(4)))
+    return list(await asyncio.gather(*(reader() for _ in range(count))))
 
 
 BURN = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"

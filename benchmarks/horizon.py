@@ -1,6 +1,7 @@
-"""Storage over time (issue 24): W8 held horizon, W9 active readers, W11 soak, and the clean
-phase at 60 % of the peak, each run through skiplock itself on a PostgreSQL cluster of the
-bench's own with stock settings (benchmarks/cluster.py: autovacuum on, stock cost limits).
+"""Storage over time (issue 24): W8 held horizon, W11 soak, and the clean phase at 60 % of the
+peak, each run through skiplock itself on a PostgreSQL cluster of the bench's own with stock
+settings (benchmarks/cluster.py: autovacuum on, stock cost limits). W9 (active readers) and its
+control W9cpu are in benchmarks/readers.py (issue 44), run as the public harness runs them.
 
 One run measures the clean **peak** first: the rate one worker process at the defaults
 (``skiplock worker benchmarks.skiplock_app:app``) completes jobs while a producer process
@@ -14,9 +15,6 @@ floods it, read from the table past the start-up. Then each workload gets a fres
 through its phases, whose boundaries are taken on the database clock:
 
 - W8: clean, then one session holding ``BEGIN; SELECT txid_current();`` idle, then recovery;
-- W9: the same with 4 ``REPEATABLE READ`` sessions scanning skiplock's tables in a loop;
-- W9cpu: W9's control, 4 processes spinning on the CPU instead, touching no database (what
-  the readers' CPU alone costs the queue on this machine's cores);
 - clean60: one clean phase at 60 % of the peak;
 - W11: one long phase at 70 %, its first and last windows compared.
 
@@ -71,12 +69,15 @@ HOT_DEAD_BOUND = 50_000
 
 
 async def produce(url: str, rate: float, seconds: float) -> None:
-    """The producer process: ``rate`` no-op jobs a second for ``seconds``, through skiplock."""
+    """The producer process: ``rate`` no-op jobs a second for ``seconds`` (or until SIGTERM),
+    through skiplock."""
     os.environ["SKIPLOCK_DATABASE_URL"] = url
     from benchmarks.skiplock_app import app, noop
 
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
     sent, start = 0, time.monotonic()
-    while (elapsed := time.monotonic() - start) < seconds:
+    while (elapsed := time.monotonic() - start) < seconds and not stopping.is_set():
         due = min(int(elapsed * rate) - sent, MAX_ROUND)  # a deficit is carried, not lost
         if due > 0:
             await app.enqueue_many(noop.prepare() for _ in range(due))
@@ -302,7 +303,7 @@ def verdict(ok: bool) -> str:
 
 
 def horizon_targets(name: str, runs: list[list[dict[str, Any]]]) -> list[tuple[str, str, str]]:
-    """Issue 24's bounds for W8/W9, on the median over runs."""
+    """Issue 24's bounds for W8, on the median over runs."""
     clean = [r[0] for r in runs]
     held = [r[1] for r in runs]
     completed = statistics.median(p["completed %"] for p in held)
@@ -356,14 +357,12 @@ async def main(args: argparse.Namespace) -> None:
         plans: dict[str, tuple[float, list[Phase]]] = {
             "W8": (0.7, [Phase("clean", clean_s), Phase("held (idle xid)", held_s, "idle"),
                          Phase("recovery", recovery_s)]),
-            "W9": (0.7, [Phase("clean", clean_s), Phase("readers (4 RR)", held_s, "readers"),
-                         Phase("recovery", recovery_s)]),
-            "W9cpu": (0.7, [Phase("clean", clean_s), Phase("4 CPU spinners", held_s, "cpu"),
-                            Phase("recovery", recovery_s)]),
             "clean60": (0.6, [Phase("clean", clean_s)]),
             "W11": (0.7, windows(soak_s, window_s)),
         }  # fmt: skip
         for name in wanted:
+            if name not in plans:
+                raise SystemExit(f"unknown workload {name} (W9, W9cpu: benchmarks.readers)")
             share, _ = plans[name]
             runs = []
             for i in range(args.runs):
@@ -373,7 +372,7 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"\n{name} run {i + 1}/{args.runs} at {share:.0%} of the peak:")
                 print(table(runs[-1]), flush=True)
             report["workloads"][name] = runs
-            if name in ("W8", "W9", "W9cpu"):
+            if name == "W8":
                 targets += horizon_targets(name, runs)
             elif name == "W11":
                 targets += soak_targets(runs)
@@ -393,7 +392,7 @@ async def main(args: argparse.Namespace) -> None:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.horizon")
-    p.add_argument("--workloads", default="W8,W9,clean60,W11")
+    p.add_argument("--workloads", default="W8,clean60,W11")
     p.add_argument(
         "--worker-args", default="", help="options for every worker, e.g. '--vacuum-interval 0'"
     )
