@@ -388,6 +388,6 @@ async def rotate_live(conn: Any, schema: str, min_bytes: int, channel: str) -> R
             if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):
                 return Rotation(segment, count, held=True)
             await conn.execute(f"TRUNCATE {table}")
-    except asyncpg.exceptions.LockNotAvailableError:
-        return Rotation(segment, count, held=True)
+    except asyncpg.exceptions.LockNotAvailableError:  # who holds it: postgres_holders
+        return Rotation(segment, count, held=True, held_on=(table,))
     return Rotation(segment, count, truncated=True)
