@@ -139,6 +139,21 @@ async def pg_admin(statement: str) -> None:
         await conn.close()
 
 
+@contextlib.asynccontextmanager
+async def own_pg_database(schema: str) -> AsyncIterator[str]:
+    """A database of the test's own on the test server, its URL naming ``schema``: who holds
+    a database's MVCC horizon or a lock depends on every session in it, and the suite's
+    other tests (xdist workers) have theirs in the shared one. Dropped, with whatever
+    session is still in it, on the way out."""
+    name = f"skiplock_{schema}_{os.urandom(5).hex()}"
+    await pg_admin(f'CREATE DATABASE "{name}"')
+    try:
+        url = urlsplit(PG_URL)._replace(path=f"/{name}", query="").geturl()
+        yield f"{url}?schema={schema}"
+    finally:
+        await pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
 def latest(url: str) -> int:
     """The schema version this skiplock migrates ``url``'s database to."""
     return LATEST if url.startswith("sqlite") else LATEST_PG

@@ -6,14 +6,19 @@ tests/backends/test_storage.py."""
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from skiplock import WorkerConfig
-from skiplock._backends import postgres_storage
+from skiplock._backends import postgres_holders, postgres_storage
 from skiplock._backends.base import HotVacuum, Rotation
 from skiplock._backends.sqlite import SQLiteBackend
+from skiplock._job import StorageHold, StorageHolder
+from skiplock._observe.holds import describe, duration, others, who
+from skiplock._observe.meter import Meter
+from skiplock._worker.holds import HoldLog
 from skiplock._worker.services import (
     ROTATE_MAX_PAUSE_S,
     VACUUM_MAX_PAUSE_S,
@@ -66,26 +71,31 @@ def test_the_pace_backs_off_only_while_vacuums_leave_most_behind(
     assert pace.held is (pause > 1.0)
 
 
-def test_a_held_horizon_is_logged_once_and_its_end_once(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_held_horizon_is_logged_once_and_its_end_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nobody named (SQLite names no horizon's holder): the unnamed warning, once."""
     backend = SQLiteBackend("sqlite:///unused.db")
     vacuumer = Vacuumer(backend, WorkerConfig(vacuum_interval_s=1.0))
     with caplog.at_level(logging.INFO, logger="skiplock.worker"):
-        for look in (REMOVED, KEPT, KEPT, KEPT, REMOVED, None):
-            vacuumer.look(look)
+        for look in (REMOVED, KEPT, KEPT, KEPT, KEPT, REMOVED, None):
+            await vacuumer.after(look)
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert len(lines) == 2, lines
     assert "left 19000 of 20000 dead row versions, 3 times in a row" in lines[0]
     assert "backend_xmin" in lines[0]
     assert lines[1] == "vacuum of the live jobs removes dead row versions again"
-    assert vacuumer.vacuums == 5
+    assert vacuumer.vacuums == 6
 
 
-def test_the_warning_names_what_the_vacuum_itself_kept(caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_warning_names_what_the_vacuum_itself_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     backend = SQLiteBackend("sqlite:///unused.db")
     vacuumer = Vacuumer(backend, WorkerConfig(vacuum_interval_s=1.0))
     with caplog.at_level(logging.INFO, logger="skiplock.worker"):
         for look in (BUSY, BUSY, SKIP, BUSY, HELD, SKIP, HELD, HELD, HELD, SKIP, BUSY):
-            vacuumer.look(look)
+            await vacuumer.after(look)
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert lines == [
         "vacuum of the live jobs kept 3000 dead row versions it could not remove yet "
@@ -96,14 +106,14 @@ def test_the_warning_names_what_the_vacuum_itself_kept(caplog: pytest.LogCapture
     assert vacuumer.vacuums == 8  # the skipped looks vacuumed nothing
 
 
-def test_a_short_hold_is_not_worth_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_short_hold_is_not_worth_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     """Autovacuum's ANALYZE of a big history partition holds the horizon a second or two each
     minute: a vacuum or two kept their dead versions, then the next removed them. The pace
     backs off meanwhile; nothing is logged."""
     backend = SQLiteBackend("sqlite:///unused.db")
     vacuumer = Vacuumer(backend, WorkerConfig(vacuum_interval_s=1.0))
     with caplog.at_level(logging.INFO, logger="skiplock.worker"):
-        pauses = [vacuumer.look(look) for look in (BUSY, HELD, HELD, BUSY, HELD, SKIP, BUSY)]
+        pauses = [await vacuumer.after(look) for look in (BUSY, HELD, HELD, BUSY, HELD, SKIP, BUSY)]
     assert pauses == [1.0, 2.0, 4.0, 1.0, 2.0, 2.0, 1.0]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == []
 
@@ -187,3 +197,60 @@ def test_the_rotator_backs_off_while_a_segment_is_held_and_counts_what_it_did(
     for _ in range(20):
         pause = rotator.look(held)
     assert pause == ROTATE_MAX_PAUSE_S
+
+
+def holder(pid: int, query: str = "SELECT 1", app: str = "psql") -> StorageHolder:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    return StorageHolder(
+        "session", pid, app, "idle in transaction", start, start, start, 190.0, None, query
+    )
+
+
+def test_each_holder_is_named_once_and_the_end_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A holder met at every look is named at the first; the next one (the first ended, the
+    second was behind it) gets its own line; a look that names nobody says nothing more; the
+    end is said once, naming the last holder; the gauge reads the hold meanwhile."""
+    meter = Meter()
+    now = [100.0]
+    words = HoldLog("lock", meter, clock=lambda: now[0])
+    first, second = holder(4242), holder(4343)
+
+    def say(h: StorageHolder, hold: StorageHold) -> str:
+        return f"held by {describe(h)}{others(hold)}"
+
+    with caplog.at_level(logging.INFO, logger="skiplock.worker"):
+        for found in (first, first, None, first, second, second):
+            hold = None if found is None else StorageHold("lock", (found, second))
+            words.held(90.0, hold, say, None, dead_versions=7)
+            now[0] += 1.0
+        assert meter.holds["lock"].held_s(now[0]) == 16.0
+        assert meter.holds["lock"].dead_versions == 7
+        words.released(lambda h, s: f"released by {who(h) if h else '?'} after {duration(s)}")
+        words.released(lambda h, s: "again")
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert lines == [
+        (
+            "WARNING",
+            "held by pid 4242 (app 'psql', idle in transaction, transaction open 3.2 min, "
+            "last query 'SELECT 1') and 1 more",
+        ),
+        (
+            "WARNING",
+            "held by pid 4343 (app 'psql', idle in transaction, transaction open 3.2 min, "
+            "last query 'SELECT 1') and 1 more",
+        ),
+        ("INFO", "released by pid 4343 after 16 s"),
+    ]
+    assert meter.holds["lock"].held_s(now[0]) == 0.0
+
+
+def test_a_holders_query_is_short_one_line_and_shown_not_acted_on() -> None:
+    """Whitespace runs become one space (a formatted statement stays one log line), the text
+    is cut to 200 characters, and its control characters are shown as escapes."""
+    query = "SELECT *\n  FROM skiplock_jobs\t WHERE note = '\x1b]0;pwned\x07'" + " AND x" * 60
+    short = postgres_holders.short_query(query)
+    assert len(short) == 200 and short.endswith("…") and "\n" not in short
+    assert short.startswith("SELECT * FROM skiplock_jobs WHERE note = '\x1b]0;pwned\x07' AND x")
+    said = describe(holder(1, short, app="rep\x9bort"))
+    assert "\x1b" not in said and "\\x1b]0;pwned\\x07" in said and "app 'rep\\x9bort'" in said
+    assert postgres_holders.short_query(None) == "" and postgres_holders.short_query(" a ") == "a"

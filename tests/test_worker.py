@@ -682,6 +682,8 @@ async def test_a_running_worker_reports_each_service_ready_then_stopped(
     if app.url.startswith("postgresql"):
         # the live partition's dead versions: vacuums and segment rotations (SQLite leaves none)
         expected.add("vacuumer")
+    else:  # the write-ahead log's checkpoints, and who holds them back
+        expected.add("checkpointer")
     assert expected | {"notifier", "producer"} == set(status["services"])
     assert set(status["services"].values()) == {"ready"}
     worker.request_stop()

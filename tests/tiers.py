@@ -33,6 +33,7 @@ SLOW_MODULES = {
     "tests/test_dead_workers.py": "real workers killed and frozen past a 10 s limit (90 s)",
     "tests/test_supervisor_restarts.py": "real supervisors restarting children (40-65 s)",
     "tests/test_key_turns_cli.py": "the real CLI worker in a subprocess (6 s)",
+    "tests/test_storage_holds.py": "the real CLI's stats in subprocesses, own databases (15 s)",
 }
 
 SLOW_TESTS = {

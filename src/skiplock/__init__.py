@@ -16,6 +16,8 @@ from ._job import (
     KeyLoad,
     QueueInfo,
     SchemaVersion,
+    StorageHold,
+    StorageHolder,
     TaskPause,
     current_job,
 )
@@ -131,6 +133,8 @@ __all__ = [
     "Snooze",
     "Stats",
     "StatsGroup",
+    "StorageHold",
+    "StorageHolder",
     "Task",
     "TaskPause",
     "UnknownParent",

@@ -877,7 +877,8 @@ class App:
         ``window_s`` seconds (depths are now), optionally of one ``queue`` and/or ``task``.
 
         One consistent reading (one snapshot, one database now); cheap at any history size:
-        every part reads a partial index or the window's range of one.
+        every part reads a partial index or the window's range of one. Beside it, ``storage``:
+        what holds the storage's upkeep back now, and who (docs/operations/storage.md).
         """
         return await self._observe.stats(queue=queue, task=task, window_s=window_s)
 

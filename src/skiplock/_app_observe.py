@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ._backends import BackendGetter
 from ._backends.base import KEYS_IN_STATS, JobStatsParams
-from ._job import BlockedKey, KeyLoad, WorkerInfo
+from ._job import HOLD_KINDS, BlockedKey, KeyLoad, WorkerInfo
 from ._limits import check_int, check_seconds, check_text
 from ._observe.stats import Stats, build_stats
 from .errors import ConfigurationError
@@ -46,8 +46,10 @@ class Observe:
             )
         check_text("queue", queue, optional=True)
         check_text("task", task, optional=True)
-        rows = await (await self.backend()).job_stats(JobStatsParams(window_s, queue, task))
-        return build_stats(rows, window_s)
+        backend = await self.backend()
+        rows = await backend.job_stats(JobStatsParams(window_s, queue, task))
+        holds = [await backend.storage_hold(kind) for kind in HOLD_KINDS]
+        return build_stats(rows, window_s, [h for h in holds if h is not None])
 
     async def workers(self) -> list[WorkerInfo]:
         return await (await self.backend()).worker_list()

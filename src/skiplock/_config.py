@@ -116,7 +116,9 @@ class WorkerConfig:
     """PostgreSQL: how often this worker reads how many dead row versions the live jobs' table
     holds, and vacuums it past 10,000 (one worker at a time; the pause doubles, up to 30 s,
     while an old transaction elsewhere keeps them). 0: leave it to autovacuum, which comes
-    once a minute."""
+    once a minute. SQLite: how often it checkpoints the write-ahead log (passive: it never
+    waits), says when a reader keeps it from completing, and shrinks a -wal file past 64 MB
+    once none does. 0: leave the log to SQLite's own checkpoints."""
     rotate_interval_s: float = 0.5
     """PostgreSQL: how often this worker looks at the live jobs' ring segment due to be
     cleared (one worker at a time): its leftover jobs move aside and it is truncated, so a

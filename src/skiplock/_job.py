@@ -574,6 +574,79 @@ class BlockedKey:
     """Its live jobs waiting behind it."""
 
 
+HOLD_KINDS = ("lock", "horizon", "wal")
+"""What can hold the storage's upkeep back: ``lock``, a session holding a lock on the live
+jobs' segment due to be cleared (PostgreSQL's rotation cannot take it); ``horizon``, a
+transaction, replication slot or prepared transaction holding the MVCC horizon (PostgreSQL's
+vacuum of the live jobs cannot remove what died after it); ``wal``, a reader's open
+transaction keeping SQLite's write-ahead log from being checkpointed (the ``-wal`` file
+grows)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StorageHolder:
+    """Who holds the storage's upkeep back (``StorageHold.holders``): a PostgreSQL session, a
+    replication slot or a prepared transaction. What ``pg_stat_activity``,
+    ``pg_replication_slots`` and ``pg_prepared_xacts`` say of it when it was read; a field
+    the holder's kind has no such thing for is None."""
+
+    kind: str
+    """``session``, ``replication slot`` or ``prepared transaction``."""
+    pid: int | None
+    """A session's backend pid (a slot's: its walsender's, while one is connected)."""
+    name: str
+    """A session's ``application_name``, a slot's name, a prepared transaction's gid."""
+    state: str | None
+    """A session's state (``idle in transaction``, ``active``...); a slot's ``active`` or
+    ``inactive``; ``prepared``."""
+    backend_start: datetime | None
+    xact_start: datetime | None
+    """When its transaction began (a prepared transaction: when it was prepared)."""
+    query_start: datetime | None
+    """When its last statement began."""
+    xact_age_s: float | None
+    """How long its transaction has been open, in seconds (None: a slot, which has none)."""
+    xmin_age: int | None
+    """How many transactions back it holds the horizon (the horizon's holders)."""
+    query: str
+    """Its last statement, whitespace runs made one space, cut to at most 200 characters
+    (``""``: none). Shown to a person with its control characters escaped."""
+    relations: tuple[str, ...] = ()
+    """The lock's holders: which of the relations asked about it holds a lock on."""
+
+    @property
+    def identity(self) -> tuple[object, ...]:
+        """What tells this holder from the next one: a pid is reused, a backend's start and
+        its transaction's are not."""
+        if self.kind == "session":
+            return (self.kind, self.pid, self.backend_start, self.xact_start)
+        return (self.kind, self.name, self.xact_start)
+
+
+@dataclass(frozen=True, slots=True)
+class StorageHold:
+    """The storage's upkeep held back now, one kind of hold (``HOLD_KINDS``), and by whom:
+    ``Stats.storage``, a worker's log lines and its ``skiplock_storage_held_*`` gauges."""
+
+    hold: str
+    """``lock``, ``horizon`` or ``wal``."""
+    holders: tuple[StorageHolder, ...] = ()
+    """Oldest first (empty for ``wal``: SQLite cannot say which connection holds it)."""
+    held_s: float | None = None
+    """How long it has been held, in seconds, as far as the reader can tell: a statistics
+    reading gives the oldest holder's transaction age (None: a slot's, or SQLite's, which
+    only the worker that saw it begin knows)."""
+    dead_versions: int | None = None
+    """What it costs on PostgreSQL: the dead row versions waiting in the held segments
+    (``lock``) or in the live jobs' partition (``horizon``)."""
+    relations: tuple[str, ...] = ()
+    """``lock``: the held relations."""
+    wal_bytes: int | None = None
+    """``wal``: the size of the ``-wal`` file."""
+    wal_pending_bytes: int | None = None
+    """``wal``: the bytes of it no checkpoint could copy into the database yet."""
+
+
 class SchemaVersion(NamedTuple):
     """The database's skiplock schema version and the one this skiplock needs."""
 

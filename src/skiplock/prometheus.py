@@ -142,6 +142,42 @@ def worker_metrics(meter: Meter) -> Iterator[Metric]:
         "Expired leases this worker's sweep returned to pending (any worker's).",
         value=meter.reclaimed,
     )
+    yield from _holds(meter)
+
+
+def _holds(meter: Meter) -> Iterator[Metric]:
+    """The storage's upkeep held back, as this worker sees it: one series a kind it watches
+    (``lock`` and ``horizon`` on PostgreSQL, ``wal`` on SQLite), whoever holds it (the holder
+    is in the log line and ``skiplock stats``, never a label)."""
+    holds = list(meter.holds.items())
+    if not holds:
+        return
+    now = time.monotonic()
+    held = _gauge(
+        "skiplock_storage_held_seconds",
+        "How long this worker has seen the storage's upkeep held back, by hold: lock (the live "
+        "segments' rotation), horizon (the live jobs' vacuum), wal (SQLite's checkpoints); 0 "
+        "while it is not.",
+        ["hold"],
+    )
+    dead = _gauge(
+        "skiplock_storage_held_dead_versions",
+        "Dead row versions a held upkeep leaves in the live jobs (PostgreSQL): in the held "
+        "segments (lock), or that the vacuum could not remove (horizon); 0 while not held.",
+        ["hold"],
+    )
+    wal = _gauge("skiplock_storage_wal_bytes", "The size of SQLite's -wal file at the last look.")
+    for kind, gauge in holds:
+        held.add_metric([kind], gauge.held_s(now))
+        if kind != "wal":
+            dead.add_metric([kind], float(gauge.dead_versions or 0))
+        elif gauge.wal_bytes is not None:
+            wal.add_metric([], float(gauge.wal_bytes))
+    yield held
+    if any(kind != "wal" for kind, _ in holds):
+        yield dead
+    if any(kind == "wal" for kind, _ in holds):
+        yield wal
 
 
 def _histogram(name: str, doc: str, histogram: Histogram) -> HistogramMetricFamily:

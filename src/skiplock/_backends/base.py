@@ -43,6 +43,7 @@ from .._job import (
     QueueInfo,
     ReclaimedJob,
     SlotOutcome,
+    StorageHold,
     TaskPause,
     WorkerInfo,
 )
@@ -282,6 +283,36 @@ class Rotation:
     dropped: int = 0
     pending: int = 0
     held_on: tuple[str, ...] = ()
+    """The generation tables (and wrappers) whose detach waits for the sessions that read them
+    before it, by name, for ``Backend.storage_hold("lock", ...)`` to name who holds them."""
+
+
+HOLD_MIN_S = 1.0
+"""The youngest transaction ``Backend.storage_hold`` names, in seconds: the queue's own
+(claims, completions, heartbeats) last milliseconds, and a rotation tries every half second,
+so one open longer is what holds the upkeep back, not a passing claim."""
+
+WAL_HELD_MIN_BYTES = 16 << 20
+"""SQLite: the least write-ahead log a checkpoint could not copy back that counts as held
+(four times the 4 MB SQLite's own checkpoints keep it under): below it a reader's open
+transaction costs nothing worth a word."""
+
+
+@dataclass(frozen=True, slots=True)
+class WalCheckpoint:
+    """One passive checkpoint of SQLite's write-ahead log (``Backend.wal_checkpoint``)."""
+
+    wal_bytes: int
+    """The ``-wal`` file's size before it."""
+    complete: bool | None
+    """Whether it copied the whole log into the database: False while a reader's open
+    transaction needs what it would overwrite; None: another checkpoint was running, so this
+    one says nothing."""
+    pending_bytes: int = 0
+    """The log's bytes it could not copy back."""
+    truncated_to: int | None = None
+    """The file's size after a ``TRUNCATE`` checkpoint (run when the log was complete and the
+    file above the bound it was given); None: none ran, or it could not finish."""
 
 
 KEYS_IN_STATS = 10
@@ -353,6 +384,9 @@ class Backend(Protocol):
     vacuums_hot: bool
     """True when the hot rows' updates leave dead versions a worker vacuums (PostgreSQL's
     live partition, ``hot_vacuum``); SQLite's deletes and updates leave none to collect."""
+    keeps_wal: bool
+    """True when the database writes a log file that a worker checkpoints (SQLite's
+    ``-wal``, ``wal_checkpoint``); PostgreSQL's server keeps its own."""
 
     on_released: Callable[[set[str]], None] | None
     """Told the queues a workflow release made jobs pending in (a worker sets it to wake its
@@ -566,6 +600,25 @@ class Backend(Protocol):
         detached concurrently (out of the claims' sight, dead versions and all, whatever a
         reader holds), then dropped once their readers are gone. None: another session is
         rotating (and always on SQLite)."""
+        ...
+
+    async def storage_hold(
+        self, hold: str, min_age_s: float = HOLD_MIN_S, relations: Sequence[str] = ()
+    ) -> StorageHold | None:
+        """Who holds the storage's upkeep of kind ``hold`` (``HOLD_KINDS``) back now, and at
+        what cost; None: nothing does (and always for a kind this database does not have).
+        ``lock`` (PostgreSQL): the other sessions (and prepared transactions) holding a
+        granted lock on ``relations`` (empty: the live jobs' ring segments) whose transaction
+        is ``min_age_s`` old; ``horizon`` (PostgreSQL): those holding the MVCC horizon that far
+        back, oldest first; ``wal`` (SQLite): the write-ahead log when a passive checkpoint
+        cannot copy WAL_HELD_MIN_BYTES of it back."""
+        ...
+
+    async def wal_checkpoint(self, truncate_above: int) -> WalCheckpoint | None:
+        """SQLite: a passive checkpoint of the write-ahead log, never waiting on a reader;
+        when it completed and the file is over ``truncate_above`` bytes, a ``TRUNCATE`` one
+        too (it waits at most 100 ms), so the file shrinks back from its high-water size.
+        None on a database without one (PostgreSQL)."""
         ...
 
     async def job_prune_preview(self, params: JobPruneParams) -> dict[str, int]:

@@ -36,6 +36,7 @@ from .._job import (
     QueueInfo,
     ReclaimedJob,
     SlotOutcome,
+    StorageHold,
     TaskPause,
     WorkerInfo,
 )
@@ -52,6 +53,7 @@ from .._workflow_records import (
 )
 from ..errors import BackendError, ConfigurationError, JobNotFound, QueueFull
 from . import flows, postgres_url, workflow_sweep
+from . import postgres_holders as holders
 from . import postgres_observe as observe
 from . import postgres_ops as ops
 from . import postgres_rotation as rotation
@@ -60,6 +62,7 @@ from . import postgres_storage as storage
 from . import postgres_workflow as workflow
 from . import workflow_flows as wf
 from .base import (
+    HOLD_MIN_S,
     MAX_ERRORS_KEPT,
     NEXT_RUN_PRIORITIES,
     RELEASED_BY_SUPERVISOR,
@@ -82,6 +85,7 @@ from .base import (
     QueueSetPausedParams,
     Rotation,
     TaskPauseParams,
+    WalCheckpoint,
     WorkerBeatParams,
 )
 from .common import (
@@ -215,6 +219,7 @@ class PostgresBackend:
 
     supports_push = True
     vacuums_hot = True
+    keeps_wal = False
 
     def __init__(self, url: str, *, clock: Clock | None = None, pool_size: int = 10) -> None:
         self.url = url
@@ -1013,6 +1018,22 @@ class PostgresBackend:
         with _wrapped("rotate_live"):
             async with self.pool.acquire() as conn:
                 return await rotation.rotate_live(conn, self.schema, min_bytes, self.channel)
+
+    async def storage_hold(
+        self, hold: str, min_age_s: float = HOLD_MIN_S, relations: Sequence[str] = ()
+    ) -> StorageHold | None:
+        if hold not in ("lock", "horizon"):
+            return None
+        with _wrapped("storage_hold"):
+            async with self.pool.acquire() as conn:
+                if hold == "lock":
+                    names = list(relations) or await holders.rotation_relations(conn, self.schema)
+                    return await holders.lock_holders(conn, names, min_age_s)
+                live = f'"{self.schema}".skiplock_jobs_live'
+                return await holders.horizon_holders(conn, live, min_age_s)
+
+    async def wal_checkpoint(self, truncate_above: int) -> WalCheckpoint | None:
+        return None  # the server keeps its own write-ahead log
 
     async def storage_upkeep(self) -> list[str]:
         made = await self._make_ahead("storage_upkeep", analyze=True)

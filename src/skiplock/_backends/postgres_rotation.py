@@ -142,7 +142,7 @@ class _Turn:
     dropped: int = 0
     held: bool = False
 
-    def result(self, gens: dict[int, Generation]) -> Rotation:
+    def result(self, schema: str, gens: dict[int, Generation]) -> Rotation:
         pending = sorted(g.segment for g in gens.values() if g.table_pending or g.wrapper_pending)
         return Rotation(
             self.detached[0] if self.detached else self.segment,
@@ -153,7 +153,8 @@ class _Turn:
             dropped=self.dropped,
             pending=len(pending),
             held_on=tuple(
-                segment_name(n) if gens[n].table_pending else wrapper_name(n) for n in pending
+                f'"{schema}".{segment_name(n) if gens[n].table_pending else wrapper_name(n)}'
+                for n in pending
             ),
         )
 
@@ -386,4 +387,4 @@ async def rotate_live(conn: Any, schema: str, min_bytes: int, channel: str) -> R
         if g.segment not in keep and g.in_sight:
             await _retire(conn, schema, g, channel, turn)
     await _clear(conn, schema, await generations(conn, schema), channel, turn)
-    return turn.result(await generations(conn, schema))
+    return turn.result(schema, await generations(conn, schema))

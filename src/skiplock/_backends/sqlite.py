@@ -40,6 +40,7 @@ from .._job import (
     QueueInfo,
     ReclaimedJob,
     SlotOutcome,
+    StorageHold,
     TaskPause,
     WorkerInfo,
 )
@@ -60,10 +61,12 @@ from . import sqlite_keys as keys
 from . import sqlite_observe as observe
 from . import sqlite_ops as ops
 from . import sqlite_sql as sql
+from . import sqlite_wal as wal
 from . import sqlite_workflow as workflow
 from . import sqlite_workflow_sql as wf_sql
 from . import workflow_flows as wf
 from .base import (
+    HOLD_MIN_S,
     MAX_ERRORS_KEPT,
     NEXT_RUN_PRIORITIES,
     RELEASED_BY_SUPERVISOR,
@@ -86,6 +89,7 @@ from .base import (
     QueueSetPausedParams,
     Rotation,
     TaskPauseParams,
+    WalCheckpoint,
     WorkerBeatParams,
 )
 from .common import (
@@ -233,6 +237,7 @@ class SQLiteBackend:
 
     supports_push = True
     vacuums_hot = False
+    keeps_wal = True
 
     def __init__(self, url: str, *, clock: Clock | None = None) -> None:
         self.url = url
@@ -637,6 +642,19 @@ class SQLiteBackend:
 
     async def rotate_live(self, min_bytes: int) -> Rotation | None:
         return None  # one table, whose deletes leave no dead version behind
+
+    async def storage_hold(
+        self, hold: str, min_age_s: float = HOLD_MIN_S, relations: Sequence[str] = ()
+    ) -> StorageHold | None:
+        if hold != "wal":
+            return None  # no lock a rotation needs, no horizon a vacuum waits behind
+        return await self._run("storage_hold", lambda c: wal.held(c, self.path))
+
+    async def wal_checkpoint(self, truncate_above: int) -> WalCheckpoint | None:
+        def look(conn: sqlite3.Connection) -> WalCheckpoint:
+            return wal.checkpoint(conn, self.path, truncate_above, BUSY_TIMEOUT_MS)
+
+        return await self._run("wal_checkpoint", look)
 
     async def storage_upkeep(self) -> list[str]:
         def make(conn: sqlite3.Connection) -> list[str]:

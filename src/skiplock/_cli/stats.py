@@ -11,6 +11,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 import click
 from rich.console import Console, Group
@@ -20,7 +21,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .._app_observe import DEFAULT_WINDOW_S
-from .._job import BlockedKey, KeyLoad
+from .._job import BlockedKey, KeyLoad, StorageHold
+from .._observe.holds import DOCS, describe, duration, relations, remedy, size
 from .._observe.stats import Stats, StatsGroup
 from .output import printable, to_json
 from .support import Seconds, app_command, app_for, run_async
@@ -172,6 +174,7 @@ def render(stats: Stats, alerts: Alerts, width: int = 10_000) -> Group:
     tables = [table(title, groups, columns, alerts) for title, groups, columns in sections]
     keys = [keys_table(stats.keys)] if stats.keys else []
     blocked = [blocked_lines(stats.blocked_keys)] if stats.blocked_keys else []
+    blocked += [storage_lines(stats.storage, stats.at)] if stats.storage else []
     if all(_natural_width(t) <= width for t in tables + keys):
         return Group(Text(f"skiplock at {when}", style="bold"), *tables, *keys, *blocked)
     return Group(
@@ -180,6 +183,60 @@ def render(stats: Stats, alerts: Alerts, width: int = 10_000) -> Group:
         *([keys_listing(stats.keys)] if stats.keys else []),
         *blocked,
     )
+
+
+STORAGE_TITLE = "storage upkeep held back"
+
+_HELD = {
+    "lock": "the live segments' rotation cannot lock",
+    "horizon": "the live jobs' vacuum cannot remove dead versions behind the MVCC horizon",
+    "wal": "checkpoints cannot copy the write-ahead log back",
+}
+
+
+def _hold_line(hold: StorageHold) -> str:
+    """What one hold stops, and what it costs."""
+    line = _HELD.get(hold.hold, hold.hold)
+    if hold.relations:
+        line += f" {relations(hold.relations)}"
+    if hold.held_s is not None:
+        line += f" (for {duration(hold.held_s)})"
+    if hold.dead_versions is not None:
+        line += f": {hold.dead_versions:,} dead row versions wait"
+    if hold.wal_bytes is not None:
+        line += f": the -wal file is {size(hold.wal_bytes)}"
+        if hold.wal_pending_bytes is not None:
+            line += f", {size(hold.wal_pending_bytes)} of it not checkpointed"
+    return line
+
+
+def storage_lines(holds: tuple[StorageHold, ...], at: datetime) -> Group:
+    """What holds the storage's upkeep back, in bold red: each hold, what it costs, and who
+    holds it with what to do (SQLite cannot name its reader: said so)."""
+    lines = [Text(STORAGE_TITLE + f" (see {DOCS})", style="bold red", overflow="fold")]
+    for hold in holds:
+        lines.append(Text(_hold_line(hold), style="bold", overflow="fold"))
+        for holder in hold.holders:
+            lines.append(Text(f"  {describe(holder)}", overflow="fold"))
+            started = _since(holder.query_start, at)
+            if started:
+                lines.append(Text(f"    query started {started} ago", overflow="fold"))
+            lines.append(Text(f"    {remedy(holder)}", overflow="fold"))
+        if hold.hold == "wal":
+            lines.append(
+                Text(
+                    "  a reader's open transaction (SQLite cannot say which connection's): end it",
+                    overflow="fold",
+                )
+            )
+    return Group(*lines)
+
+
+def _since(when: datetime | None, at: datetime) -> str:
+    """How long before ``at`` (the reading's database now) ``when`` was ("": unknown)."""
+    if when is None:
+        return ""
+    return duration(max(0.0, (at - when).total_seconds()))
 
 
 def blocked_lines(blocked: tuple[BlockedKey, ...]) -> Group:

@@ -63,6 +63,24 @@ class Series:
     run_s: Histogram = field(default_factory=lambda: Histogram(RUN_BUCKETS))
 
 
+@dataclass(slots=True)
+class HoldGauge:
+    """One kind of hold of the storage's upkeep as this worker sees it (``_worker/holds.py``):
+    the ``skiplock_storage_held_*`` gauges' values."""
+
+    since: float | None = None
+    """``time.monotonic()`` when this worker first saw the hold (None: not held)."""
+    dead_versions: int | None = None
+    """PostgreSQL: the dead row versions the hold keeps (the held segments', or those the
+    vacuum could not remove); None for the WAL."""
+    wal_bytes: int | None = None
+    """SQLite: the ``-wal`` file's size at the last look, held or not."""
+
+    def held_s(self, now: float) -> float:
+        """How long it has been held at ``now`` (0: it is not)."""
+        return 0.0 if self.since is None else max(0.0, now - self.since)
+
+
 class Meter:
     """One worker's counters. Read by an exporter on another thread: each read copies."""
 
@@ -72,6 +90,13 @@ class Meter:
         self.claim_round_trip_s = Histogram(ROUND_TRIP_BUCKETS)
         self.completer_lag_s = Histogram(ROUND_TRIP_BUCKETS)
         self.reclaimed = 0
+        self.holds: dict[str, HoldGauge] = {}
+        """The kinds of hold of the storage's upkeep this worker watches (``HOLD_KINDS``):
+        one series each, whatever holds it."""
+
+    def hold(self, kind: str) -> HoldGauge:
+        """The gauge of hold ``kind`` (made at the first call: a watcher's)."""
+        return self.holds.setdefault(kind, HoldGauge())
 
     def _series(self, queue: str, task: str) -> Series:
         """The pair's series, created on first sight (past MAX_SERIES: the "other" one)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._backends.base import JobStatsRows
 from .._backends.common import blocked_key, key_load
-from .._job import BlockedKey, KeyLoad
+from .._job import BlockedKey, KeyLoad, StorageHold
 from .._job import WorkerInfo as WorkerInfo  # re-exported: it lives with the records now
 
 TOTAL = ""
@@ -106,6 +106,10 @@ class Stats:
     blocked_keys: tuple[BlockedKey, ...] = ()
     """Ordered keys a dead job holds (at most 10, the oldest dead job first): each waits for a
     person to retry or discard that job."""
+    storage: tuple[StorageHold, ...] = ()
+    """What holds the storage's upkeep back now, one entry a kind (``lock``, ``horizon`` on
+    PostgreSQL; ``wal`` on SQLite), and who: empty when nothing does
+    (docs/operations/storage.md, "When the upkeep is held back")."""
 
     def queue(self, name: str) -> StatsGroup | None:
         return next((g for g in self.queues if g.name == name), None)
@@ -123,6 +127,7 @@ class Stats:
             "tasks": [g.as_dict() for g in self.tasks],
             "keys": [dataclasses.asdict(k) for k in self.keys],
             "blocked_keys": [dataclasses.asdict(k) for k in self.blocked_keys],
+            "storage": [dataclasses.asdict(h) for h in self.storage],
         }
 
 
@@ -174,8 +179,9 @@ def _tally(rows: JobStatsRows) -> dict[tuple[str, str], dict[str, Any]]:
     return groups
 
 
-def build_stats(rows: JobStatsRows, window_s: float) -> Stats:
-    """The reading's public record from a backend's rows."""
+def build_stats(rows: JobStatsRows, window_s: float, storage: Iterable[StorageHold] = ()) -> Stats:
+    """The reading's public record from a backend's rows (and what holds its storage's
+    upkeep back, read beside them)."""
     tallies = _tally(rows)
     ranks = {(dim, key, kind): (p50, p95, top) for dim, key, kind, p50, p95, top in rows.ranks}
     now_s = rows.now.timestamp()
@@ -194,6 +200,7 @@ def build_stats(rows: JobStatsRows, window_s: float) -> Stats:
         tasks=tuple(group("task", n) for n in names("task")),
         keys=tuple(key_load(row) for row in rows.keys),
         blocked_keys=tuple(blocked_key(row) for row in rows.blocked),
+        storage=tuple(storage),
     )
 
 

@@ -1,5 +1,5 @@
 """A worker's small background services: wake-ups, reclaim, cancellation checks, pruning,
-vacuuming the hot rows, rotating their segments.
+vacuuming the hot rows, rotating their segments, checkpointing SQLite's write-ahead log.
 
 Each is a ``Service`` run in the worker's TaskGroup; each survives database outages by
 reporting them to the worker's shared ``Outage`` (one log line per change, not per attempt)
@@ -11,18 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.base import HotVacuum, JobPruneParams, Rotation
+from .._backends.base import (
+    WAL_HELD_MIN_BYTES,
+    HotVacuum,
+    JobPruneParams,
+    Rotation,
+    WalCheckpoint,
+)
 from .._config import WorkerConfig
-from .._job import ReclaimedJob
+from .._job import ReclaimedJob, StorageHold, StorageHolder
 from .._observe import events
+from .._observe.holds import DOCS, describe, duration, others, relations, remedy, size, who
 from .._observe.meter import Meter
 from .._outage import Outage, retry_delay
 from .._service import Service
 from ..errors import BackendUnavailable
 from .dead_workers import DeadWorkers
+from .holds import HoldLog, find
 from .ledger import Ledger
 from .runner import Runner
 from .signals import WorkerSignals
@@ -335,15 +344,23 @@ class Vacuumer(Service):
     name = "vacuumer"
 
     def __init__(
-        self, backend: Backend, config: WorkerConfig, outage: Outage | None = None
+        self,
+        backend: Backend,
+        config: WorkerConfig,
+        outage: Outage | None = None,
+        meter: Meter | None = None,
     ) -> None:
         super().__init__()
+        meter = meter or Meter()
         self.backend = backend
         self.pace = VacuumPace(config.vacuum_interval_s)
-        self.rotator = Rotator(backend, config) if config.rotate_interval_s > 0 else None
+        self.rotator = Rotator(backend, config, meter) if config.rotate_interval_s > 0 else None
         self.outage = outage or Outage()
         self.vacuums = 0
-        self._warned = False
+        self.horizon = HoldLog("horizon", meter)
+        """Says who holds the MVCC horizon while vacuums keep what they would remove."""
+        self._held_from: float | None = None
+        """When the running hold's first held vacuum was (``time.monotonic()``)."""
 
     async def serve(self) -> None:
         self.mark_ready()
@@ -361,7 +378,7 @@ class Vacuumer(Service):
                 if next_vacuum is not None and loop.time() >= next_vacuum:
                     began = loop.time()
                     done = await self.backend.hot_vacuum(VACUUM_MIN_DEAD)
-                    next_vacuum = loop.time() + self.look(done, loop.time() - began)
+                    next_vacuum = loop.time() + await self.after(done, loop.time() - began)
             except BackendUnavailable as exc:
                 self.outage.failed(self.name, exc)
                 now = loop.time()
@@ -369,6 +386,13 @@ class Vacuumer(Service):
                 next_turn = None if next_turn is None else max(next_turn, now + 0.5)
                 continue
             self.outage.answered()
+
+    async def after(self, done: HotVacuum | None, took_s: float = 0.0) -> float:
+        """Take in one look's result (the look took ``took_s``) and say what it means; the
+        pause before the next."""
+        pause = self.look(done, took_s)
+        await self.report(done)
+        return pause
 
     def look(self, done: HotVacuum | None, took_s: float = 0.0) -> float:
         """Take in one look's result (the look took ``took_s``); the pause before the next."""
@@ -380,24 +404,52 @@ class Vacuumer(Service):
                 done.dead_before,
                 done.dead_after,
             )
-        if self.pace.held_looks == HELD_WARN_LOOKS and done is not None and not self._warned:
-            self._warned = True
-            if done.kept is not None and done.removed is not None:
-                found = f"kept {done.kept} dead row versions it could not remove yet"
-                found += f" (removed {done.removed})"
-            else:
-                found = f"left {done.dead_after} of {done.dead_before} dead row versions"
-            log.warning(
-                "vacuum of the live jobs %s, %d times in a row: an old transaction holds the "
-                "database's MVCC horizon (see pg_stat_activity.backend_xmin); claims slow "
-                "down until it ends",
-                found,
-                HELD_WARN_LOOKS,
-            )
-        elif self._warned and self.pace.held_looks == 0:
-            self._warned = False
-            log.info("vacuum of the live jobs removes dead row versions again")
+        if self.pace.held_looks == 0:
+            self._held_from = None
+        elif self._held_from is None:
+            self._held_from = time.monotonic()
         return pause
+
+    async def report(self, done: HotVacuum | None) -> None:
+        """Past HELD_WARN_LOOKS held vacuums in a row, look up who holds the horizon (each
+        held look: the holder may change) and say so once a holder; once vacuums remove
+        again, say that once."""
+        if self.pace.held_looks == 0:
+            self.horizon.released(_horizon_released)
+            return
+        if self.pace.held_looks < HELD_WARN_LOOKS or done is None or not done.held:
+            return
+        if done.kept is not None and done.removed is not None:
+            found = f"kept {done.kept} dead row versions it could not remove yet"
+            found += f" (removed {done.removed})"
+            kept = done.kept
+        else:
+            found = f"left {done.dead_after} of {done.dead_before} dead row versions"
+            kept = done.dead_after
+        since = self._held_from if self._held_from is not None else time.monotonic()
+        held_s = time.monotonic() - since
+
+        def say(holder: StorageHolder, hold: StorageHold) -> str:
+            return (
+                f"vacuum of the live jobs {found}: {describe(holder)}{others(hold)} holds the "
+                f"database's MVCC horizon, for {duration(held_s)} so far; claims slow down "
+                f"until it ends: {remedy(holder)}, or see {DOCS}"
+            )
+
+        unnamed = (
+            f"vacuum of the live jobs {found}, {HELD_WARN_LOOKS} times in a row: an old "
+            "transaction holds the database's MVCC horizon (see pg_stat_activity.backend_xmin); "
+            "claims slow down until it ends"
+        )
+        holders = await find(self.backend, "horizon")
+        self.horizon.held(since, holders, say, unnamed, dead_versions=kept)
+
+
+def _horizon_released(holder: StorageHolder | None, held_s: float) -> str:
+    line = "vacuum of the live jobs removes dead row versions again"
+    if holder is None:
+        return line
+    return f"{line}: {who(holder)} no longer holds the MVCC horizon ({duration(held_s)} held)"
 
 
 ROTATE_MIN_BYTES = 1 << 20
@@ -416,7 +468,7 @@ class Rotator:
     generation never slows the turns (its detach waits on a later one); a turn that could not
     move or attach doubles the pause, up to ROTATE_MAX_PAUSE_S."""
 
-    def __init__(self, backend: Backend, config: WorkerConfig) -> None:
+    def __init__(self, backend: Backend, config: WorkerConfig, meter: Meter | None = None) -> None:
         self.backend = backend
         self.interval_s = config.rotate_interval_s
         self.pause_s = config.rotate_interval_s
@@ -424,10 +476,51 @@ class Rotator:
         self.dropped = 0
         self.moved = 0
         self.pending = 0
+        self.lock = HoldLog("lock", meter or Meter())
+        """Says who holds the retired generations while their detach waits for them."""
+        self.held_turns = 0
+        """Turns in a row that left a generation waiting for its readers."""
+        self._held_from: float | None = None
 
     async def turn(self) -> float:
         """One rotation; the pause before the next (BackendUnavailable passes through)."""
-        return self.look(await self.backend.rotate_live(ROTATE_MIN_BYTES))
+        done = await self.backend.rotate_live(ROTATE_MIN_BYTES)
+        pause = self.look(done)
+        await self.report(done)
+        return pause
+
+    async def report(self, done: Rotation | None) -> None:
+        """Past HELD_WARN_LOOKS turns in a row that left retired generations waiting for
+        sessions that read them (``held_on``), look up who holds them (each such turn: the
+        holder may change) and say so once a holder; once none waits, say that once. Another
+        session's turn (None) says nothing."""
+        if done is None:
+            return
+        if not done.held_on:
+            self.held_turns, self._held_from = 0, None
+            self.lock.released(_rotation_released)
+            return
+        self.held_turns += 1
+        if self._held_from is None:
+            self._held_from = time.monotonic()
+        if self.held_turns < HELD_WARN_LOOKS:
+            return
+        found = await find(self.backend, "lock", done.held_on)
+        held_s = time.monotonic() - self._held_from
+        waiting = done.pending
+
+        def say(holder: StorageHolder, hold: StorageHold) -> str:
+            n = hold.dead_versions
+            dead = "" if n is None else f" ({n:,} dead row versions wait there)"
+            return (
+                f"{waiting} retired generation(s) of the live jobs wait to be dropped, for"
+                f" {duration(held_s)}, on {describe(holder)}{others(hold)}, which holds a lock"
+                f" on {relations(holder.relations)}{dead}; claims do not wait on it:"
+                f" {remedy(holder)}, or see {DOCS}"
+            )
+
+        dead = found.dead_versions if found is not None else None
+        self.lock.held(self._held_from, found, say, None, dead_versions=dead)
 
     def look(self, done: Rotation | None) -> float:
         """Take in one look's result; the pause before the next (kept in ``pause_s``)."""
@@ -441,3 +534,100 @@ class Rotator:
         held = done is not None and done.held
         self.pause_s = min(self.pause_s * 2, ROTATE_MAX_PAUSE_S) if held else self.interval_s
         return self.pause_s
+
+
+def _rotation_released(holder: StorageHolder | None, held_s: float) -> str:
+    by = "" if holder is None else f" ({who(holder)} let go)"
+    return f"retired live generations are dropped again after {duration(held_s)} held{by}"
+
+
+WAL_TRUNCATE_ABOVE = 64 << 20
+"""SQLite: a write-ahead log file over this is truncated once a checkpoint completes: SQLite
+starts writing it over from its beginning but keeps its high-water size."""
+WAL_HELD_WARN_S = 10.0
+"""SQLite: how long checkpoints must have failed to complete (and WAL_HELD_MIN_BYTES be left
+uncopied) before the checkpointer says so: a read of a few seconds is ordinary."""
+
+
+class Checkpointer(Service):
+    """Keeps SQLite's write-ahead log in bounds (``sqlite_wal.py``): every
+    ``vacuum_interval_s`` a passive checkpoint, which never waits and says whether a reader's
+    open transaction held it back; once none does and the file is over WAL_TRUNCATE_ABOVE,
+    a truncating one, so the file shrinks back. Says once when checkpoints have been held
+    for WAL_HELD_WARN_S with WAL_HELD_MIN_BYTES of the log stuck (SQLite cannot say which
+    connection holds it), and once, with the size the file came back to, when they complete
+    again; the meter keeps the file's size and the hold's age."""
+
+    name = "checkpointer"
+
+    def __init__(
+        self,
+        backend: Backend,
+        config: WorkerConfig,
+        outage: Outage | None = None,
+        meter: Meter | None = None,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.interval_s = config.vacuum_interval_s
+        self.outage = outage or Outage()
+        self.wal = HoldLog("wal", meter or Meter())
+        self.truncate_above = WAL_TRUNCATE_ABOVE
+        self.warn_after_s = WAL_HELD_WARN_S
+        self.min_bytes = WAL_HELD_MIN_BYTES
+        self.checkpoints = 0
+        self._held_from: float | None = None
+        self._largest = 0
+        """The largest the file was while held (for the line at its end)."""
+
+    async def serve(self) -> None:
+        self.mark_ready()
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.turn()
+            except BackendUnavailable as exc:
+                self.outage.failed(self.name, exc)
+                continue
+            self.outage.answered()
+
+    async def turn(self) -> WalCheckpoint | None:
+        """One look (BackendUnavailable passes through); what the checkpoint did."""
+        done = await self.backend.wal_checkpoint(self.truncate_above)
+        self.look(done)
+        return done
+
+    def look(self, done: WalCheckpoint | None) -> None:
+        if done is None or done.complete is None:
+            return  # another checkpoint was running: this one says nothing
+        self.checkpoints += 1
+        now_bytes = done.wal_bytes if done.truncated_to is None else done.truncated_to
+        self.wal.gauge.wal_bytes = now_bytes
+        if done.complete:
+            if done.truncated_to is not None:
+                log.debug("WAL truncated from %d to %d bytes", done.wal_bytes, now_bytes)
+            largest = self._largest
+
+            def released(_: StorageHolder | None, held_s: float) -> str:
+                return (
+                    f"WAL checkpointed again after {duration(held_s)} held: the file is "
+                    f"{size(now_bytes)}, from {size(largest)} at most"
+                )
+
+            self.wal.released(released)
+            self._held_from, self._largest = None, 0
+            return
+        now = self.wal.clock()
+        if self._held_from is None:
+            self._held_from = now
+        self._largest = max(self._largest, done.wal_bytes)
+        if now - self._held_from < self.warn_after_s or done.pending_bytes < self.min_bytes:
+            return
+        held_s = now - self._held_from
+        unnamed = (
+            f"WAL at {size(done.wal_bytes)}: a reader's open transaction is keeping it from "
+            f"being checkpointed ({size(done.pending_bytes)} of it, for {duration(held_s)}); "
+            "end it (SQLite cannot say which connection holds it: a long read, a sqlite3 "
+            f"shell left in BEGIN, a backup reading the file), or see {DOCS}"
+        )
+        self.wal.held(self._held_from, None, None, unnamed, wal_bytes=now_bytes)

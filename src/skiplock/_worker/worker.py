@@ -58,7 +58,7 @@ from .producer import Producer
 from .report import report_worker
 from .runner import Runner
 from .scheduler import Scheduler
-from .services import Canceller, Notifier, Pruner, Rescuer, Vacuumer
+from .services import Canceller, Checkpointer, Notifier, Pruner, Rescuer, Vacuumer
 from .signals import WorkerSignals
 from .wait_timer import WaitTimer
 from .watchdog import Watchdog
@@ -325,7 +325,9 @@ class Worker:
         canceller = Canceller(backend, runner, ledger, outage=outage)
         services += [canceller, Pruner(backend, config, outage)]
         if backend.vacuums_hot and (config.vacuum_interval_s > 0 or config.rotate_interval_s > 0):
-            services.append(Vacuumer(backend, config, outage))
+            services.append(Vacuumer(backend, config, outage, self.meter))
+        if backend.keeps_wal and config.vacuum_interval_s > 0:
+            services.append(Checkpointer(backend, config, outage, self.meter))
         services.append(Watchdog(leases.shortest))
         services.append(presence)
         if config.log_summary_interval_s > 0:
