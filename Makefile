@@ -28,7 +28,7 @@ typecheck: $(STAMP)
 # tests/tiers.py) and the soak, one at a time.
 pytest: $(STAMP)
 	$(BIN)/pytest -q -n 4 -m "not slow and not soak" --ignore=tests/django
-	$(BIN)/pytest -q -n 2 -m "slow and not serial and not soak" --ignore=tests/django
+	$(BIN)/pytest -q -n 2 -m "slow and not serial and not soak" --ignore=tests/django --durations=15
 	$(BIN)/pytest -m "serial or soak" --ignore=tests/django
 
 # Django 6 needs Python 3.12+: tests/django run in a venv of their own, once per database.

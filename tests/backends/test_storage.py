@@ -679,6 +679,38 @@ async def test_a_job_written_to_a_retired_generation_late_is_moved_back_and_runs
     await late.close()
 
 
+async def test_a_job_back_from_history_after_its_generation_went_lands_in_the_newest(
+    own_db: str,
+) -> None:
+    """A dead job retried by a person, a succeeded one by your own SQL: each left the live
+    jobs from a generation since retired and dropped, and comes back to the newest one
+    (skiplock_segment_back), then is claimed."""
+    async with migrated_own(own_db) as (schema, backend, conn):
+        table = f'"{schema}".skiplock_jobs'
+        dead, done = await backend.job_insert_many(JobInsertManyParams([job(), job()]))
+        old = await current_segment(conn, schema)
+        await conn.execute(
+            f"UPDATE {table} SET state = 'dead', finished_at = now() WHERE id = $1", dead
+        )
+        await conn.execute(
+            f"UPDATE {table} SET state = 'succeeded', finished_at = now() WHERE id = $1", done
+        )
+        await turn_of(backend, old)
+        await until_dropped(backend, conn, schema)
+        assert postgres_rotation.segment_name(old) not in await generation_tables(conn, schema)
+        app = skiplock.App(own_db)
+        try:
+            await app.retry_job(dead)
+        finally:
+            await app.close()
+        await conn.execute(f"UPDATE {table} SET state = 'pending' WHERE id = $1", done)
+        newest = postgres_rotation.segment_name(await current_segment(conn, schema))
+        assert await partition_of(conn, schema, dead) == newest
+        assert await partition_of(conn, schema, done) == newest
+        claimed = await backend.job_get_available(ClaimParams(None, 10, "w", "tok", 60.0, 5.0))
+        assert sorted(c.id for c in claimed) == sorted([dead, done])
+
+
 async def test_users_own_insert_goes_to_the_newest_generation(own_db: str) -> None:
     """The column's default follows the rotation: a row a person inserts with their own SQL
     (no segment named) lands in the generation taking new jobs, turn after turn."""

@@ -301,6 +301,9 @@ DROP TABLE {s}.skiplock_jobs_live_v11;
 )
 
 
+KEYED = 4
+"""The keyed segment (postgres_keys_sql.KEYED_SEGMENT, which imports this module)."""
+
 MIGRATION_LIVE_GENERATIONS = (
     r"""
 -- The live partition's segments become generations (postgres_rotation.py, docs/design.md
@@ -318,6 +321,24 @@ SELECT setval('{{s}}.{POINTER}', {GEN_FIRST}, true);
     + "ALTER TABLE {s}.skiplock_jobs ALTER COLUMN segment SET DEFAULT "
     + SEGMENT_NOW
     + f""";
+-- A row that comes back to the live jobs from another partition (a resume, a release, a
+-- person's retry, your own UPDATE) carries the segment it had when it left, whose generation
+-- may be long gone: it goes to the newest one (a keyed job to the keyed segment, as before).
+CREATE FUNCTION {{s}}.skiplock_segment_back() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.segment := {SEGMENT_NOW};
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER skiplock_segment_back BEFORE UPDATE ON {{s}}.skiplock_jobs_waiting FOR EACH ROW
+    WHEN (NEW.state IN ('pending', 'running') AND NEW.segment <> {KEYED})
+    EXECUTE FUNCTION {{s}}.skiplock_segment_back();
+CREATE TRIGGER skiplock_segment_back BEFORE UPDATE ON {{s}}.skiplock_jobs_dead FOR EACH ROW
+    WHEN (NEW.state IN ('pending', 'running') AND NEW.segment <> {KEYED})
+    EXECUTE FUNCTION {{s}}.skiplock_segment_back();
+CREATE TRIGGER skiplock_segment_back BEFORE UPDATE ON {{s}}.skiplock_jobs_done FOR EACH ROW
+    WHEN (NEW.state IN ('pending', 'running') AND NEW.segment <> {KEYED})
+    EXECUTE FUNCTION {{s}}.skiplock_segment_back();
 UPDATE {{s}}.skiplock_jobs_live SET segment = {LONG_SEGMENT} WHERE segment IN (0, 1, 2);
 DROP TABLE {{s}}.skiplock_jobs_live_s0, {{s}}.skiplock_jobs_live_s1, {{s}}.skiplock_jobs_live_s2;
 """
