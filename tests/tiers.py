@@ -37,6 +37,9 @@ SLOW_MODULES = {
 }
 
 SLOW_TESTS = {
+    "tests/backends/test_storage.py": {
+        "test_a_reader_holding_on_stops_new_generations_at_the_cap": "16 s",
+    },
     "tests/backends/test_lock_order.py": {
         "test_a_burst_of_opposite_orders_never_deadlocks": "6.6 s",
     },

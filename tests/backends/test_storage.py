@@ -650,6 +650,32 @@ async def test_a_reader_holding_the_job_table_never_holds_the_rotation(own_db: s
     await reader.close()
 
 
+async def test_a_reader_holding_on_stops_new_generations_at_the_cap(
+    own_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each generation left waiting for a reader is a wrapper every plan expands: past
+    MOST_WAITING of them the newest is no longer replaced, however many turns pass, and the
+    generations go on once the reader ends."""
+    monkeypatch.setattr(postgres_rotation, "MOST_WAITING", 3)
+    reader = await asyncpg.connect(own_db.split("?")[0])
+    async with migrated_own(own_db) as (schema, backend, conn):
+        await reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        advanced = []
+        for _ in range(12):
+            await reader.fetchval(f'SELECT count(*) FROM "{schema}".skiplock_jobs')
+            done = await backend.rotate_live(0)
+            assert done is not None
+            advanced.append(done.advanced)
+        assert advanced[-4:] == [None] * 4, advanced
+        waiting = [n for n, pending in (await generation_tables(conn, schema)).items()]
+        assert len(waiting) <= 2 * (3 + 2) + 2, waiting  # tables and wrappers
+        await reader.execute("COMMIT")
+        await until_dropped(backend, conn, schema)
+        done = await backend.rotate_live(0)
+        assert done is not None and done.advanced is not None, done
+    await reader.close()
+
+
 async def test_a_job_written_to_a_retired_generation_late_is_moved_back_and_runs(
     own_db: str,
 ) -> None:

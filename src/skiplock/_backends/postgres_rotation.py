@@ -62,11 +62,19 @@ LIVE_WAIT_S = 0.05
 a claim's or a completion's lock lasts milliseconds; a reader's lasts until its transaction
 ends, and the detach is left pending for a later turn rather than waited out."""
 
-MOST_WAITING = 64
-"""How many retired generations may wait for their readers (or their turn to leave) before the
-newest stops being replaced: each one left attached is an empty wrapper every plan of the
-job table expands, so a reader holding on for hours stops the rotation at this many (the newest
-generation then grows, and vacuum clears what it can, as before the generations)."""
+MOST_WAITING = 128
+"""How many retired generations may wait for their readers (or their turn to leave the live
+partition) before the newest stops being replaced: each one left attached is an empty wrapper
+every plan of the job table expands (measured: a claim's planning 0.18 ms with none, 0.5 ms
+with 10, 1.4 ms with 30, 4.3 ms with 64), so a reader holding on for hours stops the
+rotation here (the newest generation then grows, and vacuum clears what it can, as before the
+generations)."""
+
+WAITING_DOUBLES = 16
+"""Every this many generations waiting, the size the newest must reach before the next is made
+doubles: a long read makes fewer, larger generations (three minutes of readers at 1,000
+jobs/s leave about 28 wrappers instead of 45), and the claims walk at most the dead versions
+of the newest two."""
 
 FINISH_WAIT_MOST_S = 0.8
 """The longest a ``FINALIZE`` waits, reached by doubling LIVE_WAIT_S each time the same table's
@@ -373,11 +381,9 @@ async def rotate_live(conn: Any, schema: str, min_bytes: int, channel: str) -> R
     gens = await generations(conn, schema)
     newest = gens.get(current)
     waiting = sum(1 for g in gens.values() if not g.in_sight and g.wrapper is not None)
-    if (
-        newest is None
-        or not newest.in_sight
-        or (newest.table_bytes >= min_bytes and waiting < MOST_WAITING)
-    ):
+    size = min_bytes * 2 ** (waiting // WAITING_DOUBLES)
+    grown = newest is not None and newest.table_bytes >= size and waiting < MOST_WAITING
+    if newest is None or not newest.in_sight or grown:
         await _advance(conn, schema, turn)
         if turn.advanced is not None:
             turn.segment = turn.advanced
