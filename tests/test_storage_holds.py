@@ -160,12 +160,12 @@ async def test_a_reader_holding_a_retired_generation_is_named_once_read_by_the_g
             # reader's snapshot go as they are retired
             # (a wrapper's detach from the live partition, which the reader holds too, waits
             # as well)
-            assert rotator.pending in (1, 2) and rotator.held_turns == 7
+            assert rotator.pending >= 1 and rotator.held_turns == 7
             dropped = rotator.dropped
             named = warnings_naming(caplog, f"pid {pid} ", "app 'nightly-report'")
             assert len(named) == 1, caplog.text
             line = named[0]
-            assert re.match(r"[12] retired generation\(s\) of the live jobs wait", line), line
+            assert re.match(r"[1-9] retired generation\(s\) of the live jobs wait", line), line
             assert "idle in transaction" in line and "transaction open " in line
             assert f'SELECT count(*) FROM "{schema}".skiplock_jobs' in line
             assert "dead row versions wait there" in line and "claims do not wait" in line
@@ -194,7 +194,10 @@ async def test_a_reader_holding_a_retired_generation_is_named_once_read_by_the_g
             assert f"pid {pid} (app 'nightly-report', idle in transaction" in text
 
             await reader.execute("COMMIT")
-            await rotator.turn()
+            for _ in range(10):  # a pending table finished a turn, a wrapper a turn
+                await rotator.turn()
+                if rotator.pending == 0:
+                    break
             assert rotator.dropped > dropped and rotator.pending == 0
             ended = infos(caplog, "retired live generations are dropped again after ")
             assert len(ended) == 1 and f"pid {pid} let go" in ended[0], caplog.text

@@ -150,8 +150,6 @@ def _holds(meter: Meter) -> Iterator[Metric]:
     (``lock`` and ``horizon`` on PostgreSQL, ``wal`` on SQLite), whoever holds it (the holder
     is in the log line and ``skiplock stats``, never a label)."""
     holds = list(meter.holds.items())
-    if not holds:
-        return
     now = time.monotonic()
     held = _gauge(
         "skiplock_storage_held_seconds",
@@ -173,11 +171,11 @@ def _holds(meter: Meter) -> Iterator[Metric]:
             dead.add_metric([kind], float(gauge.dead_versions or 0))
         elif gauge.wal_bytes is not None:
             wal.add_metric([], float(gauge.wal_bytes))
+    # every family always (its help and type), with a series for each kind this worker has
+    # looked at: a scrape's names do not depend on which backend, or whether a look happened yet
     yield held
-    if any(kind != "wal" for kind, _ in holds):
-        yield dead
-    if any(kind == "wal" for kind, _ in holds):
-        yield wal
+    yield dead
+    yield wal
 
 
 def _histogram(name: str, doc: str, histogram: Histogram) -> HistogramMetricFamily:

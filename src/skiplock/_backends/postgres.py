@@ -561,6 +561,7 @@ class PostgresBackend:
                     j.lease_s,
                     j.trace_context,
                     j.payload_version,
+                    row["segment"],
                 )
                 for job_id, j in zip(ids, jobs, strict=True)
             ]

@@ -199,9 +199,42 @@ def _move_sql(s: str, table: str, segment: int) -> str:
     )
 
 
-async def _advance(conn: Any, schema: str, turn: _Turn) -> None:
-    """Make the next generation and point new jobs at it (under the rotation lock; another
-    session that made it already, and died before moving the pointer, is caught up)."""
+def _free_after(current: int, gens: dict[int, Generation]) -> int | None:
+    """The number after ``current`` for the next generation: its own if made and in sight (a
+    spare made ahead), else the first whose old tables are gone; None: every number is taken
+    (the old ones wait for their readers)."""
+    nxt = next_segment(current)
+    while nxt in gens and not (gens[nxt].in_sight and gens[nxt].wrapper is not None):
+        nxt = next_segment(nxt)
+        if nxt == current:
+            return None
+    return nxt
+
+
+async def _make(conn: Any, s: str, segment: int, turn: _Turn) -> bool:
+    """Make and attach generation ``segment`` (in the caller's transaction): whether it could
+    (the live partition's lock within its short timeout)."""
+    await conn.execute(f"SET LOCAL lock_timeout = {DROP_LOCK_TIMEOUT_MS}")
+    try:
+        for statement in generation_sql(s, segment):
+            await conn.execute(statement)
+    except asyncpg.exceptions.LockNotAvailableError:
+        turn.held = True
+        return False
+    return True
+
+
+async def _advance(conn: Any, schema: str, turn: _Turn, *, move: bool, urgent: bool) -> None:
+    """Keep a spare generation made ahead of the newest, and (``move``) point new jobs at it,
+    then make the next spare; under the rotation lock.
+
+    Ahead, because a statement keeps the partitions it first routed to for its whole run: a
+    long insert whose rows read the pointer anew (the column's default) would meet a generation
+    attached after it began. With a spare made a turn before the pointer moves to it, only a
+    statement outliving two advances can. The pointer moves after the commit that made its
+    generation (``setval`` is not transactional), so an insert never reads a number whose
+    tables it cannot see. ``urgent``: the newest generation's tables are missing, so the
+    pointer moves to a spare made now."""
     s = f'"{schema}"'
     async with conn.transaction():
         if not await conn.fetchval(ROTATE_LOCK, schema):
@@ -210,22 +243,27 @@ async def _advance(conn: Any, schema: str, turn: _Turn) -> None:
         if current != turn.segment:
             return  # another session advanced since this one looked
         gens = await generations(conn, schema)
-        nxt = next_segment(current)
-        while nxt in gens and not (gens[nxt].in_sight and gens[nxt].wrapper is not None):
-            if nxt == current:
-                turn.held = True  # every number in use: the old ones wait for their readers
-                return
-            nxt = next_segment(nxt)  # a number whose old tables are still leaving
+        nxt = _free_after(current, gens)
+        if nxt is None:
+            turn.held = True
+            return
         if nxt not in gens:
-            await conn.execute(f"SET LOCAL lock_timeout = {DROP_LOCK_TIMEOUT_MS}")
-            try:
-                for statement in generation_sql(s, nxt):
-                    await conn.execute(statement)
-            except asyncpg.exceptions.LockNotAvailableError:
-                turn.held = True
+            if not await _make(conn, s, nxt, turn):
                 return
+            move = urgent  # made now: pointed at on a later turn, unless nothing else can be
+    if not move:
+        return
     await conn.execute(f"SELECT setval('{s}.{POINTER}', {nxt}, true)")
     turn.advanced = nxt
+    async with conn.transaction():
+        if not await conn.fetchval(ROTATE_LOCK, schema):
+            return
+        if int(await conn.fetchval(pointer_sql(s))) != nxt:
+            return
+        gens = await generations(conn, schema)
+        spare = _free_after(nxt, gens)
+        if spare is not None and spare not in gens:
+            await _make(conn, s, spare, turn)
 
 
 async def _retire(conn: Any, schema: str, g: Generation, channel: str, turn: _Turn) -> None:
@@ -235,6 +273,8 @@ async def _retire(conn: Any, schema: str, g: Generation, channel: str, turn: _Tu
     async with conn.transaction():
         if not await conn.fetchval(ROTATE_LOCK, schema):
             return
+        if not _retirable(g.segment, int(await conn.fetchval(pointer_sql(s)))):
+            return  # the pointer moved since this turn looked: another session's turn
         try:
             row = await conn.fetchrow(_move_sql(s, table, g.segment), channel)
         except asyncpg.exceptions.SerializationError as exc:
@@ -365,6 +405,13 @@ async def _leave_live(conn: Any, schema: str, g: Generation, channel: str, turn:
         g.wrapper_made = False
 
 
+def _retirable(segment: int, current: int) -> bool:
+    """Whether generation ``segment`` is old enough to retire while ``current`` takes the new
+    jobs: older than the one before it, and not a spare made ahead (whose number comes after
+    ``current`` in the cycle: to the age count, nearly a whole cycle back)."""
+    return 2 <= _age(segment, current) <= (GEN_LAST - GEN_FIRST + 1) // 2
+
+
 def _age(segment: int, current: int) -> int:
     """How many numbers ago ``segment`` was ``current`` (0: it is), through the cycle."""
     return (current - segment) % (GEN_LAST - GEN_FIRST + 1)
@@ -383,14 +430,13 @@ async def rotate_live(conn: Any, schema: str, min_bytes: int, channel: str) -> R
     waiting = sum(1 for g in gens.values() if not g.in_sight and g.wrapper is not None)
     size = min_bytes * 2 ** (waiting // WAITING_DOUBLES)
     grown = newest is not None and newest.table_bytes >= size and waiting < MOST_WAITING
-    if newest is None or not newest.in_sight or grown:
-        await _advance(conn, schema, turn)
-        if turn.advanced is not None:
-            turn.segment = turn.advanced
-            gens = await generations(conn, schema)
-    keep = {turn.segment, previous_segment(turn.segment)}
+    broken = newest is None or not newest.in_sight
+    await _advance(conn, schema, turn, move=grown or broken, urgent=broken)
+    if turn.advanced is not None:
+        turn.segment = turn.advanced
+        gens = await generations(conn, schema)
     for g in sorted(gens.values(), key=lambda g: -_age(g.segment, turn.segment)):
-        if g.segment not in keep and g.in_sight:
+        if g.in_sight and _retirable(g.segment, turn.segment):
             await _retire(conn, schema, g, channel, turn)
     await _clear(conn, schema, await generations(conn, schema), channel, turn)
     return turn.result(schema, await generations(conn, schema))

@@ -312,9 +312,9 @@ WITH batch AS (
            coalesce($12::timestamptz, now()) + make_interval(secs => u.unique_for),
            u.key_weight, u.unique_scope,
            -- a keyed job goes to the keyed segment, any other to the ring's (the default)
-           CASE WHEN u.concurrency_key IS NULL THEN """
+           CASE WHEN u.concurrency_key IS NULL THEN (SELECT """
     + _storage.SEGMENT_NOW
-    + " ELSE "
+    + ") ELSE "
     + str(_keys.KEYED_SEGMENT)
     + """ END
     FROM ided u
@@ -353,6 +353,9 @@ WITH batch AS (
 SELECT array(SELECT name FROM full_) AS full,
        array(SELECT id FROM ids) AS ids,
        coalesce($5::timestamptz, now()) AS now,
+       """
+    + _storage.SEGMENT_NOW
+    + """ AS segment,
        (SELECT count(pg_notify($4, queue)) FROM batch WHERE NOT EXISTS (SELECT 1 FROM full_))
            AS woken
 """
@@ -360,9 +363,12 @@ SELECT array(SELECT name FROM full_) AS full,
 
 COPY_COLUMNS = (
     "id task queue args kwargs priority max_attempts run_at timeout correlation_id lease_s"
-    " trace_context payload_version"
+    " trace_context payload_version segment"
 )
-"""The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults)."""
+"""The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults).
+``segment`` is the live generation read once before the COPY (``JOB_COPY_PREPARE``): a
+statement keeps the partitions it first routed to for its whole run, so the column's
+default, read anew each row, would name a generation attached after a long COPY began."""
 
 JOB_HOLDER_OF = _unique.JOB_HOLDER_OF
 JOB_REPLACE_PENDING = _unique.JOB_REPLACE_PENDING

@@ -318,6 +318,8 @@ CREATE SEQUENCE {s}."""
 SELECT setval('{{s}}.{POINTER}', {GEN_FIRST}, true);
 """
     + "".join(f"{statement};\n" for statement in generation_sql("{s}", GEN_FIRST))
+    + "-- and the next, made ahead (postgres_rotation._advance)\n"
+    + "".join(f"{statement};\n" for statement in generation_sql("{s}", GEN_FIRST + 1))
     + "ALTER TABLE {s}.skiplock_jobs ALTER COLUMN segment SET DEFAULT "
     + SEGMENT_NOW
     + f""";
