@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from skiplock.dashboard import create_app
 from skiplock.errors import BackendError
 
 from .backends.helpers import seed_every_state as seed
-from .helpers import APP, PG_URL, ROOT, Cli
+from .helpers import APP, PG_URL, ROOT, Cli, pg_admin
 
 LIVE_LOCKS = r"""
 SELECT a.pid, c.relname, l.mode FROM pg_locks l
@@ -421,5 +422,106 @@ async def held_by(name: str, schema: str) -> tuple[list[str], list[tuple[Any, ..
             schema,
         )
         return states, [tuple(r) for r in locks]
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="module")
+def dumped_database() -> Iterator[str]:
+    """A database of its own holding skiplock twice, in ``public`` (a queue sharing the app's
+    schema) and in ``skiplock`` (a schema of its own), and 2 MB of an app's table: a dump of it
+    fills a pipe long before it ends."""
+    name = f"dump_{uuid.uuid4().hex[:12]}"
+    asyncio.run(pg_admin(f'CREATE DATABASE "{name}"'))
+    url = f"{PG_URL.split('?')[0].rsplit('/', 1)[0]}/{name}"
+
+    async def prepare() -> None:
+        for schema in ("public", "skiplock"):
+            await migrate(f"{url}?schema={schema}")
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(
+                "CREATE TABLE orders AS SELECT i, repeat('x', 1000) AS note"
+                " FROM generate_series(1, 2000) i"
+            )
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.run(prepare())
+        yield url
+    finally:
+        asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+DUMPS = {
+    "the whole database": ((), "public", True),
+    "the live segments' data left out": (
+        ("--exclude-table-data=skiplock_jobs_live*",),
+        "public",
+        True,
+    ),
+    "the live segments left out": (("--exclude-table=skiplock_jobs_live*",), "public", True),
+    "the job table and its live segments left out": (
+        ("--exclude-table=skiplock_jobs", "--exclude-table=skiplock_jobs_live*"),
+        "public",
+        False,
+    ),
+    "skiplock's schema left out": (("--exclude-schema=skiplock",), "skiplock", False),
+}
+"""pg_dump's options, the schema whose live tables are looked at, and whether the dump holds
+locks on them (docs/operations/readers.md's table, measured with PostgreSQL 15's pg_dump)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("options", "schema", "locks"), DUMPS.values(), ids=DUMPS)
+def test_what_pg_dump_holds_on_the_live_segments(
+    dumped_database: str, tmp_path: Path, options: tuple[str, ...], schema: str, locks: bool
+) -> None:
+    """A real ``pg_dump`` held in the middle of its dump (its output unread, a pipe full): the
+    locks it holds on ``skiplock_jobs_live`` and its segments, for as long as it runs. Only a
+    dump that leaves the job table out holds none: excluding the segments' data, or the
+    segments, still locks them (their definitions; the parent's ``LOCK TABLE`` takes every
+    partition)."""
+    fifo = tmp_path / "dump"
+    os.mkfifo(fifo)
+    name = f"dump-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "PGAPPNAME": name}
+    command = ["pg_dump", *options, f"--file={fifo}", dumped_database]
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE) as dump:
+        with fifo.open("rb") as output:
+            assert output.read(1)  # it writes once it has every lock it takes
+            tables, live = asyncio.run(dump_locks(dumped_database, name, schema))
+            assert dump.poll() is None  # still dumping: the pipe is full
+            while output.read(1 << 16):
+                pass
+        assert dump.wait(60) == 0, dump.stderr.read() if dump.stderr else b""
+    if locks:
+        assert tables <= {table for table, mode in live if mode == "AccessShareLock"}, live
+    else:
+        assert live == [], live
+
+
+async def dump_locks(url: str, name: str, schema: str) -> tuple[set[str], list[tuple[str, str]]]:
+    """``schema``'s live partition and the segments under it, and the locks the session named
+    ``name`` holds on them."""
+    conn = await asyncpg.connect(url)
+    try:
+        segments = await conn.fetch(
+            "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = $1::regclass",
+            f'"{schema}".skiplock_jobs_live',
+        )
+        tables = {"skiplock_jobs_live", *(r[0].rsplit(".", 1)[-1] for r in segments)}
+        rows = await conn.fetch(
+            r"""SELECT c.relname, l.mode FROM pg_locks l
+                JOIN pg_class c ON c.oid = l.relation
+                JOIN pg_namespace n ON n.oid = c.relnamespace
+                JOIN pg_stat_activity a ON a.pid = l.pid
+                WHERE a.application_name = $1 AND n.nspname = $2 AND c.relkind IN ('r', 'p')
+                  AND c.relname LIKE 'skiplock\_jobs\_live%'""",
+            name,
+            schema,
+        )
+        return tables, [(r["relname"], r["mode"]) for r in rows]
     finally:
         await conn.close()
