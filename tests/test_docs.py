@@ -65,7 +65,14 @@ def _executed(page: Path) -> bool:
     return parts[0] in EXECUTED_DIRS or parts == ("index.md",)
 
 
-RUN_PAGES = [p for p in PAGES if _executed(p) and any(b.lang == "python" for b in page_blocks(p))]
+RUN_PAGES = [
+    p
+    for p in PAGES
+    if _executed(p)
+    and any(
+        b.lang == "python" or (b.lang in SHELLS and b.directive == "run") for b in page_blocks(p)
+    )
+]
 SQL_PAGES = [p for p in PAGES if any(b.lang == "sql" for b in page_blocks(p))]
 TRANSACTION_CONTROL = re.compile(r"^\s*(BEGIN|START|COMMIT|END|ROLLBACK)\b", re.M | re.I)
 
