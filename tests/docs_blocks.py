@@ -4,7 +4,7 @@ directives that steer how they run, and the ``skiplock`` command lines they show
 Directives are HTML comments, invisible on the rendered page:
 
 - ``<!-- docs-test: skip REASON -->`` right above a fence: the block is only compiled (it needs
-  something the suite cannot give it, which REASON names).
+  something the suite cannot give it, which REASON names); an SQL block is not run.
 - ``<!-- docs-test: file NAME -->`` right above a fence: the block is written to NAME in the
   page's working directory instead of being run (a module a shell block then uses).
 - ``<!-- docs-test: run -->`` right above a shell fence: the block runs in bash.

@@ -1,11 +1,18 @@
-"""The documentation site cannot lie: every Python block of its guides runs, every ``skiplock``
-command line it shows exists, and every public name and CLI command has a reference entry.
+"""The documentation site cannot lie: every Python block of its guides runs, every SQL block
+of every page runs on PostgreSQL, every ``skiplock`` command line it shows exists, and every
+public name and CLI command has a reference entry.
 
 A page's Python blocks run in order in one namespace, as a reader would type them, in a fresh
 working directory: on a SQLite file there, and, on a page marked ``<!-- docs-test: postgres
 -->``, with ``SKIPLOCK_DATABASE_URL`` naming a database of its own on the test server. Blocks
 with top-level ``await`` run on the page's one event loop. Tracebacks name the page and the
 line of the Markdown file. The directives are described in ``tests/docs_blocks.py``.
+
+A page's SQL blocks (```` ```sql ````) run in order on one PostgreSQL connection, in a
+transaction rolled back at the end (so a block may create roles: none outlives the test), in a
+database of their own where skiplock's tables are in the schema ``skiplock`` (on the
+connection's search path), holding jobs in every state. A block may not end or begin a
+transaction itself.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import pytest
 import skiplock
 from skiplock._cli import main as cli
 
+from .backends.helpers import seed_every_state
 from .conftest import PG_URL
 from .docs_blocks import (
     DOCS,
@@ -57,7 +65,16 @@ def _executed(page: Path) -> bool:
     return parts[0] in EXECUTED_DIRS or parts == ("index.md",)
 
 
-RUN_PAGES = [p for p in PAGES if _executed(p) and any(b.lang == "python" for b in page_blocks(p))]
+RUN_PAGES = [
+    p
+    for p in PAGES
+    if _executed(p)
+    and any(
+        b.lang == "python" or (b.lang in SHELLS and b.directive == "run") for b in page_blocks(p)
+    )
+]
+SQL_PAGES = [p for p in PAGES if any(b.lang == "sql" for b in page_blocks(p))]
+TRANSACTION_CONTROL = re.compile(r"^\s*(BEGIN|START|COMMIT|END|ROLLBACK)\b", re.M | re.I)
 
 
 def _compile(block: Block, page: Path) -> Any:
@@ -160,6 +177,59 @@ def _close_apps(namespace: dict[str, Any], runner: asyncio.Runner) -> None:
         if loop is not None:
             asyncio.run_coroutine_threadsafe(app.close(), loop).result(timeout=30)
             loop.call_soon_threadsafe(loop.stop)
+
+
+@pytest.fixture(scope="module")
+def sql_database() -> Iterator[str]:
+    """A database of its own with skiplock's tables in the schema ``skiplock``, holding jobs in
+    every state (dropped after)."""
+    name = f"docs_sql_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    base = PG_URL.split("?")[0].rsplit("/", 1)[0]
+    url = f"{base}/{name}"
+    try:
+        asyncio.run(_seeded(f"{url}?schema=skiplock"))
+        yield url
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def _seeded(url: str) -> None:
+    app = skiplock.App(url)
+    try:
+        await app.migrate()
+        await seed_every_state(app)
+    finally:
+        await app.close()
+
+
+@pytest.mark.parametrize("page", SQL_PAGES, ids=map(_name, SQL_PAGES))
+@pytest.mark.slow
+def test_page_sql_runs(page: Path, sql_database: str) -> None:
+    asyncio.run(_run_sql(page, sql_database))
+
+
+async def _run_sql(page: Path, url: str) -> None:
+    conn = await asyncpg.connect(url, server_settings={"search_path": "skiplock, public"})
+    try:
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            for block in page_blocks(page):
+                if block.lang != "sql" or block.directive == "skip":
+                    continue
+                assert not TRANSACTION_CONTROL.search(block.code), (
+                    f"{_name(page)}:{block.line}: an SQL block runs inside the test's "
+                    "transaction: it may not begin or end one"
+                )
+                try:
+                    await conn.execute(block.code)
+                except asyncpg.PostgresError as exc:
+                    raise AssertionError(f"{_name(page)}:{block.line}: {exc}") from exc
+        finally:
+            await transaction.rollback()
+    finally:
+        await conn.close()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=map(_name, PAGES))

@@ -25,6 +25,7 @@ from skiplock._url import mask_url
 from skiplock.errors import ConfigurationError
 
 from .apps import pooler_app
+from .backends.helpers import seed_every_state
 from .helpers import Cli, turn_of
 from .pgbouncer import pgbouncer
 
@@ -270,3 +271,26 @@ async def test_sqlalchemy_sessions_through_the_pooler(app: skiplock.App, bouncer
     finally:
         await engine.dispose()
     assert (await app.counts())["pending"] == 60
+
+
+async def test_a_persons_reads_through_the_pooler_agree_with_the_server(
+    app: skiplock.App, pg_url: str
+) -> None:
+    """A person's reads of every state run in two sessions on one exported snapshot
+    (``postgres_reads``): through a transaction pooler each is a transaction of its own on
+    whichever server session it gets, and the numbers are those read on the server directly."""
+    await seed_every_state(app)
+    direct = skiplock.App(pg_url)
+    try:
+        assert await app.counts_by_queue() == await direct.counts_by_queue()
+        assert await app.count_jobs_by_state() == await direct.count_jobs_by_state()
+        listed = [j.id for j in await app.list_jobs(None, skiplock.JobFilter(limit=50))]
+        assert listed == [j.id for j in await direct.list_jobs(None, skiplock.JobFilter(limit=50))]
+        ours, theirs = await app.stats(), await direct.stats()
+        assert (ours.total.pending, ours.total.completed) == (
+            theirs.total.pending,
+            theirs.total.completed,
+        )
+        assert len(await app.list_jobs(skiplock.JobState.DEAD)) == 2
+    finally:
+        await direct.close()

@@ -43,6 +43,9 @@ SLOW_TESTS = {
     "tests/backends/test_lock_order.py": {
         "test_a_burst_of_opposite_orders_never_deadlocks": "6.6 s",
     },
+    "tests/test_readers.py": {
+        "test_a_read_behind_a_held_lock_fails_in_two_seconds_saying_so": "4.0 s",
+    },
     "tests/test_queue_ops.py": {
         "test_sixteen_processes_racing_one_key_create_one_job": "45 s",
         "test_rate_limit_spaces_starts": "5.6 s",

@@ -800,6 +800,11 @@ class App:
         """How many jobs are in each state."""
         return await self._operations.counts(queue)
 
+    async def counts_by_queue(self) -> dict[str, dict[str, int]]:
+        """``counts`` of every queue with a job, in one reading (one count of the table for
+        all queues, where a ``counts(queue)`` per queue counts it once each)."""
+        return await self._operations.counts_by_queue()
+
     async def queues(self) -> list[QueueInfo]:
         """Every queue with settings or live jobs, with its settings and live counts.
 

@@ -265,6 +265,9 @@ class Operations:
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         return await (await self.backend()).job_count_by_state(queue)
 
+    async def counts_by_queue(self) -> dict[str, dict[str, int]]:
+        return await (await self.backend()).job_count_by_queue()
+
     # -- queue and task controls ------------------------------------------------------------
 
     async def _known_queue(self, queue: str, create: bool) -> str:

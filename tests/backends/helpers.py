@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
 
 import skiplock
 from skiplock._backends import Backend
-from skiplock._backends.base import ClaimParams, JobInsertManyParams
+from skiplock._backends.base import ClaimParams, JobHeartbeatManyParams, JobInsertManyParams
 from skiplock._job import Completion, Disposition, NewJob
 
 from ..helpers import PG_URL
@@ -133,3 +134,45 @@ async def assert_upgraded_jobs_hold(app: skiplock.App, ids: list[int]) -> None:
     assert (await app.get_job(ids[0])).args == [2]
     assert (await app.get_job(ids[2])).result == {"x": 1}
     assert (await app.get_job(ids[5])).errors[-1]["message"] == "boom"
+
+
+async def seed_every_state(app: skiplock.App) -> dict[str, list[int]]:
+    """Jobs in every state on four queues: ready and scheduled, claimed ahead and running, in
+    waiting (a chain's second step), succeeded, cancelled and dead (ids by what they are)."""
+
+    @app.task(name="a", queue="q1")
+    async def a(n: int = 0) -> None: ...
+
+    @app.task(name="b", queue="q2")
+    async def b(n: int = 0) -> None: ...
+
+    @app.task(name="c", queue="q4")
+    async def c(n: int = 0) -> None: ...
+
+    backend = await app.backend()
+    q1 = [(await a.using(correlation_id=f"order-{i}").aenqueue(i)).id for i in range(6)]
+    scheduled = (await b.using(run_after=timedelta(hours=1)).aenqueue(9)).id
+    q2 = [(await b.aenqueue(i)).id for i in range(5)]
+    claimed = await backend.job_get_available(claim(2, ("q1",), "reading"))
+    started = await backend.job_get_available(claim(1, ("q1",), "started"))
+    beat = [(j.id, j.lease_token) for j in started]
+    await backend.job_heartbeat_many(
+        JobHeartbeatManyParams(beat, 60.0, 5.0, started=frozenset(beat))
+    )
+    done = await backend.job_get_available(claim(3, ("q2",), "done"))
+    await backend.job_set_state_if_running_many(
+        [Completion(j.id, j.lease_token, Disposition.SUCCEED) for j in done]
+    )
+    dead = await bury_many(backend, "a", ["RuntimeError: boom", "RuntimeError: boom 2"], "q3")
+    await app.cancel_job(q1[-1])
+    link = await skiplock.chain(c.s(1), c.s()).aenqueue()
+    return {
+        "q1": q1,
+        "q2": [scheduled, *q2],
+        "claimed": [j.id for j in claimed],
+        "started": [j.id for j in started],
+        "succeeded": [j.id for j in done],
+        "dead": dead,
+        "cancelled": [q1[-1]],
+        "chain": link.ids,
+    }

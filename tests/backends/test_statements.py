@@ -43,6 +43,11 @@ DIALECT_ONLY = {
     # its key go first (its flag cleared), where PostgreSQL's insert takes the key row over.
     "JOB_KEY_PASSED",
     "JOB_KEYS_PASSED",
+    # PostgreSQL reads the jobs in waiting, and the history's reclaims and percentiles, apart
+    # from the live partition's (postgres_reads.py: the rest, off the live segments).
+    "JOB_STATS_WAITING",
+    "JOB_STATS_RECLAIMS_REST",
+    "JOB_STATS_PERCENTILES_REST",
 }
 
 

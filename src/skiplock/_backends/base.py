@@ -535,6 +535,10 @@ class Backend(Protocol):
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]: ...
 
+    async def job_count_by_queue(self) -> dict[str, dict[str, int]]:
+        """``job_count_by_state`` of every queue with a job, in one reading."""
+        ...
+
     async def job_retry(self, params: JobActionParams) -> bool:
         """Requeue a finished job with its attempts reset; False if it was not final."""
         ...

@@ -165,6 +165,14 @@ def state_counts(rows: Iterable[tuple[str, int]]) -> dict[str, int]:
     return counts
 
 
+def queue_state_counts(rows: Iterable[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
+    """(queue, state, n) rows as ``state_counts`` per queue: every queue with a job."""
+    by_queue: dict[str, list[tuple[str, int]]] = {}
+    for queue, state, n in rows:
+        by_queue.setdefault(queue, []).append((state, int(n)))
+    return {queue: state_counts(counts) for queue, counts in by_queue.items()}
+
+
 # -- filters -----------------------------------------------------------------------------------
 
 

@@ -56,6 +56,7 @@ from . import flows, postgres_url, workflow_sweep
 from . import postgres_holders as holders
 from . import postgres_observe as observe
 from . import postgres_ops as ops
+from . import postgres_reads as reads
 from . import postgres_rotation as rotation
 from . import postgres_sql as sql
 from . import postgres_storage as storage
@@ -101,6 +102,7 @@ from .common import (
     key_load,
     linked_jobs,
     mailbox_full,
+    queue_state_counts,
     reclaimed_jobs,
     signal_taken,
     state_counts,
@@ -239,6 +241,9 @@ class PostgresBackend:
         self._claim_pool: asyncpg.Pool | None = None
         self._by_id_pool: asyncpg.Pool | None = None
         self._by_id_small_pool: asyncpg.Pool | None = None
+        self._rest_pool: asyncpg.Pool | None = None
+        self._reads = reads.Reads(lambda: self.pool, lambda: self.rest_pool, self.schema)
+        """A person's reads: short, and on the live segments for a moment (postgres_reads)."""
         self.channel = f"skiplock_{self.schema}"
         self.done_channel = f"skiplock_done_{self.schema}"
         """Where completions announce the ids they finished (waiters LISTEN here)."""
@@ -296,6 +301,13 @@ class PostgresBackend:
             raise BackendError("the PostgreSQL backend is not open")
         return self._pool
 
+    @property
+    def rest_pool(self) -> asyncpg.Pool:
+        """The sessions a split read reads the history on (postgres_reads.Reads.split)."""
+        if self._rest_pool is None:
+            raise BackendError("the PostgreSQL backend is not open")
+        return self._rest_pool
+
     async def open(self, *, create: bool = False) -> None:  # a server's database: never made
         if self._pool is not None:
             return
@@ -322,6 +334,18 @@ class PostgresBackend:
                 pool.terminate()  # nothing to wait for: a stop may be cancelling us
                 raise
             self._pool = pool
+            # The history's side of a person's read (postgres_reads.Reads.split): two sessions
+            # at most, opened when a reading first needs one, taken before the main pool's.
+            self._rest_pool = await asyncpg.create_pool(
+                self._dsn,
+                min_size=0,
+                max_size=2,
+                server_settings=self._settings,
+                statement_cache_size=0 if self.pooled else 100,
+                timeout=self.connect_timeout_s,
+                **self._driver,
+                reset=_keep_session,
+            )
             if self.pooled:
                 return  # no session settings there: the claim sets enable_sort per transaction
             # The all-queues claim's sessions (opened on first claim). A queue table's
@@ -388,8 +412,15 @@ class PostgresBackend:
         return connecting(_address(self._dsn), self.connect_timeout_s)
 
     async def close(self) -> None:
-        pools = (self._pool, self._claim_pool, self._by_id_pool, self._by_id_small_pool)
-        self._pool = self._claim_pool = self._by_id_pool = self._by_id_small_pool = None
+        pools = (
+            self._pool,
+            self._rest_pool,
+            self._claim_pool,
+            self._by_id_pool,
+            self._by_id_small_pool,
+        )
+        self._pool = self._rest_pool = self._claim_pool = None
+        self._by_id_pool = self._by_id_small_pool = None
         for pool in pools:
             if pool is not None:
                 await pool.close()
@@ -1296,8 +1327,13 @@ class PostgresBackend:
 
     async def job_count_by_state(self, queue: str | None = None) -> dict[str, int]:
         with _wrapped("job_count_by_state"):
-            rows = await self.pool.fetch(self._sql.JOB_COUNT_BY_STATE, queue)
-        return state_counts((r["state"], r["n"]) for r in rows)
+            live, rest = await reads.fetch_parts(self._reads, self._sql.JOB_COUNT_BY_STATE, queue)
+        return state_counts((r["state"], r["n"]) for r in live + rest)
+
+    async def job_count_by_queue(self) -> dict[str, dict[str, int]]:
+        with _wrapped("job_count_by_queue"):
+            live, rest = await reads.fetch_parts(self._reads, self._sql.JOB_COUNT_BY_QUEUE)
+        return queue_state_counts((r["queue"], r["state"], r["n"]) for r in live + rest)
 
     async def job_retry(self, params: JobActionParams) -> bool:
         job_id, who = params.job_id, params.who
@@ -1320,43 +1356,48 @@ class PostgresBackend:
             return (await self.job_get(params.job_id)).state
         return JobState(state)
 
+    async def _read(self, how: str, statement: str, params: JobListParams, *more: Any) -> Any:
+        """A person's filtered read (JOB_LIST's filter): of one state, on its partition alone;
+        of every state, in two parts on one snapshot (postgres_reads). ``how``: fetch, or
+        fetchval for a count (the parts' counts added up)."""
+        state = params.state.value if params.state else None
+        args = (state, *ops.filter_params(params.where), *more)
+        if state is not None:
+            return await self._reads.by_state(how, statement, state, *args)
+        live, rest = await reads.fetch_parts(self._reads, statement, *args)
+        if how == "fetchval":
+            return sum(int(r[0]) for r in live + rest)
+        return live + rest
+
     async def job_list(self, params: JobListParams) -> list[JobRecord]:
+        oldest = params.oldest_first
+        statement = self._sql.JOB_LIST_OLDEST if oldest else self._sql.JOB_LIST
         with _wrapped("job_list"):
-            rows = await self.pool.fetch(
-                self._sql.JOB_LIST_OLDEST if params.oldest_first else self._sql.JOB_LIST,
-                params.state.value if params.state else None,
-                *ops.filter_params(params.where),
-                params.where.limit,
-                params.before_id,
+            rows = await self._read(
+                "fetch", statement, params, params.where.limit, params.before_id
             )
+        # each part's first `limit` by id: together, the first `limit` of both
+        rows = sorted(rows, key=lambda r: r["id"], reverse=not oldest)[: params.where.limit]
         return [job_record(r) for r in rows]
 
     async def job_count(self, params: JobListParams) -> int:
         with _wrapped("job_count"):
-            count = await self.pool.fetchval(
-                self._sql.JOB_COUNT,
-                params.state.value if params.state else None,
-                *ops.filter_params(params.where),
-            )
-        return int(count)
+            return int(await self._read("fetchval", self._sql.JOB_COUNT, params))
 
     async def job_count_states(self, params: JobListParams) -> dict[str, int]:
         with _wrapped("job_count_states"):
-            rows = await self.pool.fetch(
-                self._sql.JOB_COUNT_STATES,
-                params.state.value if params.state else None,
-                *ops.filter_params(params.where),
-            )
+            rows = await self._read("fetch", self._sql.JOB_COUNT_STATES, params)
         return {r["state"]: int(r["n"]) for r in rows}
 
     async def job_find(self, text: str, limit: int) -> list[JobRecord]:
         with _wrapped("job_find"):
-            rows = await self.pool.fetch(self._sql.JOB_FIND, text, limit)
+            live, rest = await reads.fetch_parts(self._reads, self._sql.JOB_FIND, text, limit)
+        rows = sorted(live + rest, key=lambda r: r["id"], reverse=True)[:limit]
         return [job_record(r) for r in rows]
 
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
         with _wrapped("job_dead_groups"):
-            rows = await self.pool.fetch(self._sql.JOB_DEAD_GROUPS, limit)
+            rows = await self._reads.one("fetch", self._sql.JOB_DEAD_GROUPS, limit)
         return [dead_group(r) for r in rows]
 
     async def job_requeue_dead(self, params: DeadActionParams) -> list[int]:
@@ -1398,7 +1439,7 @@ class PostgresBackend:
 
     async def job_stats(self, params: JobStatsParams) -> JobStatsRows:
         with _wrapped("job_stats"):
-            return await observe.job_stats(self.pool, self._sql, params, self._now())
+            return await observe.job_stats(self._reads, self._sql, params, self._now())
 
     async def worker_beat(self, params: WorkerBeatParams) -> None:
         with _wrapped("worker_beat"):

@@ -136,5 +136,10 @@ def wrapped(operation: str) -> Iterator[None]:
         raise BackendError(f"{operation}: {exc}") from exc
     except asyncpg.UndefinedTableError as exc:
         raise SchemaError(f"{operation}: {exc}: run `skiplock migrate` first") from exc
+    except asyncpg.exceptions.LockNotAvailableError as exc:  # a person's read, given up
+        raise BackendError(
+            f"{operation}: {exc}: another session holds a lock on a table this reads (a "
+            "migration, a LOCK TABLE, a storage change); try again when it ends"
+        ) from exc
     except asyncpg.PostgresError as exc:
         raise BackendError(f"{operation}: {exc}") from exc

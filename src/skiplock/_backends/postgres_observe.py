@@ -10,39 +10,58 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-import asyncpg
-
 from .base import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
 from .percentiles import ranks_from_buckets
+from .postgres_reads import Reads
 from .postgres_sql import Statements
 
 
 async def job_stats(
-    pool: asyncpg.Pool, sql: Statements, params: JobStatsParams, now: datetime | None
+    reads: Reads, sql: Statements, params: JobStatsParams, now: datetime | None
 ) -> JobStatsRows:
-    """Every statement of a reading in one REPEATABLE READ, read-only transaction: one
-    snapshot and one now(), so the numbers agree with each other."""
-    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-        at: datetime = await conn.fetchval(sql.JOB_STATS_NOW, now)
-        args = (at, at - timedelta(seconds=params.window_s), params.queue, params.task)
+    """One reading on one snapshot and one now(), so the numbers agree with each other: the
+    live partition's statements first, in a transaction that ends as soon as they are read,
+    then the history's, dead and waiting jobs' on the same snapshot in another session
+    (``postgres_reads.split``), which holds no lock a rotation of the live segments waits for
+    however long its window takes to read."""
 
-        async def rows(statement: str) -> list[tuple[Any, ...]]:
-            return [tuple(r) for r in await conn.fetch(statement, *args)]
+    def window(at: datetime) -> tuple[Any, ...]:
+        return (at, at - timedelta(seconds=params.window_s), params.queue, params.task)
 
-        return JobStatsRows(
-            now=at,
-            live=await rows(sql.JOB_STATS_LIVE),
-            finished=await rows(sql.JOB_STATS_FINISHED),
-            reclaims=await rows(sql.JOB_STATS_RECLAIMS),
-            ranks=ranks_from_buckets(await rows(sql.JOB_STATS_PERCENTILES)),
-            blocked=[tuple(r) for r in await conn.fetch(sql.JOB_BLOCKED_KEYS, KEYS_IN_STATS)],
-            keys=[
-                tuple(r)
-                for r in await conn.fetch(
-                    sql.JOB_BUSIEST_KEYS, at, params.queue, params.task, KEYS_IN_STATS
-                )
-            ],
+    async def rows(conn: Any, statement: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in await conn.fetch(statement, *args)]
+
+    async def live(conn: Any, at: datetime) -> tuple[list[Any], ...]:
+        args = window(at)
+        keys_args = (at, params.queue, params.task, KEYS_IN_STATS)
+        return (
+            await rows(conn, sql.JOB_STATS_LIVE, args),
+            await rows(conn, sql.JOB_STATS_RECLAIMS, args),
+            await rows(conn, sql.JOB_STATS_PERCENTILES, args),
+            await rows(conn, sql.JOB_BLOCKED_KEYS, (KEYS_IN_STATS,)),
+            await rows(conn, sql.JOB_BUSIEST_KEYS, keys_args),
         )
+
+    async def rest(conn: Any, at: datetime) -> tuple[list[Any], ...]:
+        args = window(at)
+        return (
+            await rows(conn, sql.JOB_STATS_WAITING, args),
+            await rows(conn, sql.JOB_STATS_FINISHED, args),
+            await rows(conn, sql.JOB_STATS_RECLAIMS_REST, args),
+            await rows(conn, sql.JOB_STATS_PERCENTILES_REST, args),
+        )
+
+    at, (live_rows, reclaims, claims, blocked, keys), history = await reads.split(live, rest, now)
+    waiting, finished, reclaims_rest, buckets = history
+    return JobStatsRows(
+        now=at,
+        live=live_rows + waiting,
+        finished=finished,
+        reclaims=reclaims + reclaims_rest,
+        ranks=ranks_from_buckets(claims + buckets),
+        blocked=blocked,
+        keys=keys,
+    )
 
 
 def beat_args(params: WorkerBeatParams, now: datetime | None) -> list[Any]:

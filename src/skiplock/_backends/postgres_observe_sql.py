@@ -4,7 +4,9 @@ Kept beside ``postgres_sql`` (which imports them, so ``Statements`` lists them w
 to keep that module the job lifecycle's. Every read here walks one partial index or a range of
 one: the pending index, the lease index, the finished index over the window, the (rare)
 reclaimed rows' index. History outside the window is never read, so a million finished rows
-cost nothing (tests/backends/test_query_plan.py).
+cost nothing (tests/backends/test_query_plan.py). A reading runs in two parts on one snapshot
+(``postgres_reads.split``): the statements of the live partition, then those of the rest
+(history, dead and waiting jobs), so the live segments are held for the first part alone.
 """
 
 from __future__ import annotations
@@ -16,17 +18,21 @@ _FINAL = "('succeeded', 'cancelled', 'dead')"
 _FILTER = "($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)"
 """The optional queue ($3) and task ($4) filters every statistics statement takes."""
 
+_REST = "('succeeded', 'cancelled', 'dead', 'waiting')"
+"""Every state outside the live partition (postgres_reads.REST)."""
+
 JOB_STATS_NOW = """
 -- The instant every statistic of one reading is taken at: the pinned $1, else the database's
--- now() (fixed for the transaction the reading runs in).
+-- now() (fixed for the transaction the reading runs in). SQLite's twin; PostgreSQL's reading
+-- takes it with its snapshot (postgres_reads.EXPORT).
 SELECT coalesce($1::timestamptz, now()) AS now
 """
 
 JOB_STATS_LIVE = f"""
 -- Live depth per (queue, task) at $1 ($2, the window's start, is unused here): pending jobs
--- ready and scheduled, those waiting for a retry, jobs claimed ahead and running, jobs in
--- waiting (a workflow's: their own partition), and the oldest ready job's run_at (epoch
--- seconds). Each state on its own partial index.
+-- ready and scheduled, those waiting for a retry, jobs claimed ahead and running, and the
+-- oldest ready job's run_at (epoch seconds). Each state on its own partial index; the live
+-- partition alone (the jobs in waiting are JOB_STATS_WAITING's, read with the rest).
 SELECT queue, task,
        count(*) FILTER (WHERE run_at <= $1) AS ready,
        count(*) FILTER (WHERE run_at > $1) AS scheduled,
@@ -43,10 +49,16 @@ SELECT queue, task, 0, 0, 0,
 FROM {{s}}.skiplock_jobs
 WHERE state = 'running' AND {_FILTER}
 GROUP BY queue, task
-UNION ALL
-SELECT queue, task, 0, 0, 0, 0, 0, count(*), NULL
+"""
+
+JOB_STATS_WAITING = f"""
+-- Jobs in waiting (a workflow's: their own partition) per (queue, task), in JOB_STATS_LIVE's
+-- columns ($1 and $2 unused): read with the history, off the live partition.
+SELECT queue, task, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, count(*),
+       NULL::float8
 FROM {{s}}.skiplock_jobs
-WHERE state = 'waiting' AND {_FILTER}
+WHERE state = 'waiting' AND $1::timestamptz IS NOT NULL AND $2::timestamptz IS NOT NULL
+  AND {_FILTER}
 GROUP BY queue, task
 """
 
@@ -69,27 +81,55 @@ GROUP BY queue, task
 """
 
 JOB_STATS_RECLAIMS = f"""
--- Jobs whose expired lease was reclaimed in the window ($2, $1], per (queue, task): a read of
--- the reclaimed rows' index, which holds only rows ever reclaimed.
+-- Jobs whose expired lease was reclaimed in the window ($2, $1], per (queue, task), of the live
+-- partition: a read of the reclaimed rows' index, which holds only rows ever reclaimed.
 SELECT queue, task, count(*) AS reclaims
 FROM {{s}}.skiplock_jobs
-WHERE reclaimed_at > $2 AND reclaimed_at <= $1 AND {_FILTER}
+WHERE reclaimed_at > $2 AND reclaimed_at <= $1 AND state IN ('pending', 'running') AND {_FILTER}
 GROUP BY queue, task
 """
 
-JOB_STATS_PERCENTILES = f"""
+JOB_STATS_RECLAIMS_REST = f"""
+-- JOB_STATS_RECLAIMS of every other partition: history, dead and waiting jobs.
+SELECT queue, task, count(*) AS reclaims
+FROM {{s}}.skiplock_jobs
+WHERE reclaimed_at > $2 AND reclaimed_at <= $1 AND state IN {_REST} AND {_FILTER}
+GROUP BY queue, task
+"""
+
+_BUCKETS = f"""
+SELECT queue, task, kind,
+       floor(ln(greatest(v, {FLOOR_S!r})) / ln(1 + {ERROR!r}))::int AS bucket,
+       count(*) AS n, min(v) AS lo, max(v) AS hi
+FROM samples GROUP BY queue, task, kind, 4
+"""
+
+JOB_STATS_PERCENTILES = (
+    f"""
 -- Claim latency (attempted_at - ready_at of each job's last claim, for claims in the window
--- ($2, $1]) and run duration (run_s of jobs finished in the window) as log-scale histogram
--- buckets per (queue, task, kind): count, smallest and largest value. One hash aggregate over
--- the window's index ranges, no sort; percentiles.py walks the buckets to p50/p95 (< 1 %
--- below the exact nearest rank) and max (exact).
+-- ($2, $1]) of the jobs still live, as log-scale histogram buckets per (queue, task, kind):
+-- count, smallest and largest value. One hash aggregate over the window's index ranges, no
+-- sort; percentiles.py merges them with JOB_STATS_PERCENTILES_REST's and walks the buckets to
+-- p50/p95 (< 1 % below the exact nearest rank) and max (exact).
 WITH claims AS MATERIALIZED (
     SELECT queue, task, attempted_at, ready_at FROM {{s}}.skiplock_jobs
     WHERE state = 'pending' AND attempted_at > $2 AND {_FILTER}
     UNION ALL
     SELECT queue, task, attempted_at, ready_at FROM {{s}}.skiplock_jobs
     WHERE state = 'running' AND attempted_at > $2 AND {_FILTER}
-    UNION ALL
+), samples AS (
+    SELECT queue, task, 'claim' AS kind,
+           extract(epoch FROM attempted_at - ready_at)::float8 AS v
+    FROM claims WHERE ready_at IS NOT NULL AND attempted_at <= $1
+)"""
+    + _BUCKETS
+)
+
+JOB_STATS_PERCENTILES_REST = (
+    f"""
+-- JOB_STATS_PERCENTILES of the jobs finished in the window: their claims' latency, and run
+-- duration (run_s of jobs finished in the window), read with the history.
+WITH claims AS MATERIALIZED (
     SELECT queue, task, attempted_at, ready_at FROM {{s}}.skiplock_jobs
     WHERE state IN {_FINAL} AND finished_at > $2 AND finished_at <= $1 AND attempted_at > $2
       AND {_FILTER}
@@ -101,12 +141,9 @@ WITH claims AS MATERIALIZED (
     SELECT queue, task, 'run', run_s FROM {{s}}.skiplock_jobs
     WHERE state IN {_FINAL} AND finished_at > $2 AND finished_at <= $1 AND run_s IS NOT NULL
       AND {_FILTER}
+)"""
+    + _BUCKETS
 )
-SELECT queue, task, kind,
-       floor(ln(greatest(v, {FLOOR_S!r})) / ln(1 + {ERROR!r}))::int AS bucket,
-       count(*) AS n, min(v) AS lo, max(v) AS hi
-FROM samples GROUP BY queue, task, kind, 4
-"""
 
 WORKER_BEAT = """
 -- Upsert a worker's registry row ($1 its id) on its maintenance beat: its shape, its load, the

@@ -759,7 +759,16 @@ JOB_COUNT_BY_STATE = """
 SELECT CASE WHEN state = 'running' AND started_at IS NULL THEN 'claimed' ELSE state END AS state,
        count(*) AS n
 FROM {s}.skiplock_jobs
-WHERE $1::text IS NULL OR queue = $1 GROUP BY 1
+WHERE ($1::text IS NULL OR queue = $1) /*part*/ GROUP BY 1
+"""
+
+JOB_COUNT_BY_QUEUE = """
+-- Jobs per queue and state (running jobs not yet started count as claimed): the Overview's.
+SELECT queue,
+       CASE WHEN state = 'running' AND started_at IS NULL THEN 'claimed' ELSE state END AS state,
+       count(*) AS n
+FROM {s}.skiplock_jobs
+WHERE true /*part*/ GROUP BY 1, 2
 """
 
 JOB_RETRY = (
@@ -1021,9 +1030,11 @@ WHERE ($1::text IS NULL OR state = $1)
   AND ($7::timestamptz IS NULL OR coalesce(finished_at, created_at) < $7)
   AND ($8::text IS NULL OR """
     + _LAST_ERROR
-    + """ = $8)
+    + """ = $8) /*part*/
 """
 )
+"""The filter of a person's reads. ``/*part*/`` is where a read of every state in two parts
+(``postgres_reads``) says which: the live partition, or the rest."""
 
 JOB_LIST = (
     """
@@ -1066,7 +1077,7 @@ SELECT count(*) FROM {s}.skiplock_jobs"""
 JOB_COUNT_STATES = (
     """
 -- How many jobs match JOB_LIST's filter in each state ($1 is NULL: every state), in one
--- pass (the Jobs page's counts).
+-- pass of each partition read (the Jobs page's counts).
 SELECT state, count(*) AS n FROM {s}.skiplock_jobs"""
     + _LIST_WHERE
     + """GROUP BY state
@@ -1080,19 +1091,20 @@ JOB_FIND = (
 SELECT """
     + _RECORD
     + """
-FROM {s}.skiplock_jobs WHERE unique_key = $1 OR correlation_id = $1
+FROM {s}.skiplock_jobs WHERE (unique_key = $1 OR correlation_id = $1) /*part*/
 ORDER BY id DESC LIMIT $2
 """
 )
 
 JOB_DEAD_GROUPS = (
     """
--- Dead jobs by task and last error message, the largest groups first.
+-- Dead jobs by task and last error message, the largest groups first: the dead partition by
+-- name, so no other is planned or locked.
 SELECT task, """
     + _LAST_ERROR
     + """ AS error, count(*) AS n,
        max(id) AS last_id, extract(epoch FROM max(finished_at)) AS last_at
-FROM {s}.skiplock_jobs
+FROM {s}.skiplock_jobs_dead
 WHERE state = 'dead'
 GROUP BY 1, 2
 ORDER BY n DESC, task, error
@@ -1401,9 +1413,12 @@ WHERE at < coalesce($2::timestamptz, now()) - make_interval(secs => $1)
 
 JOB_STATS_NOW = _observe.JOB_STATS_NOW
 JOB_STATS_LIVE = _observe.JOB_STATS_LIVE
+JOB_STATS_WAITING = _observe.JOB_STATS_WAITING
 JOB_STATS_FINISHED = _observe.JOB_STATS_FINISHED
 JOB_STATS_RECLAIMS = _observe.JOB_STATS_RECLAIMS
+JOB_STATS_RECLAIMS_REST = _observe.JOB_STATS_RECLAIMS_REST
 JOB_STATS_PERCENTILES = _observe.JOB_STATS_PERCENTILES
+JOB_STATS_PERCENTILES_REST = _observe.JOB_STATS_PERCENTILES_REST
 WORKER_BEAT = _observe.WORKER_BEAT
 WORKER_DELETE = _observe.WORKER_DELETE
 WORKER_PRUNE = _observe.WORKER_PRUNE
@@ -1441,6 +1456,7 @@ class Statements:
     JOB_GET: str
     JOB_OUTCOME_MANY: str
     JOB_COUNT_BY_STATE: str
+    JOB_COUNT_BY_QUEUE: str
     JOB_RETRY: str
     JOB_RECLAIM_EXPIRED: str
     JOB_RECLAIM_WORKER: str
@@ -1483,9 +1499,12 @@ class Statements:
     AUDIT_PRUNE_PREVIEW: str
     JOB_STATS_NOW: str
     JOB_STATS_LIVE: str
+    JOB_STATS_WAITING: str
     JOB_STATS_FINISHED: str
     JOB_STATS_RECLAIMS: str
+    JOB_STATS_RECLAIMS_REST: str
     JOB_STATS_PERCENTILES: str
+    JOB_STATS_PERCENTILES_REST: str
     WORKER_BEAT: str
     WORKER_DELETE: str
     WORKER_PRUNE: str

@@ -101,6 +101,7 @@ from .common import (
     job_outcomes,
     key_load,
     linked_jobs,
+    queue_state_counts,
     reclaimed_jobs,
     state_counts,
     waiting_job,
@@ -964,6 +965,12 @@ class SQLiteBackend:
             lambda c: c.execute(sql.JOB_COUNT_BY_STATE, {"queue": queue}).fetchall(),
         )
         return state_counts((state, n) for state, n in rows)
+
+    async def job_count_by_queue(self) -> dict[str, dict[str, int]]:
+        rows = await self._run(
+            "job_count_by_queue", lambda c: c.execute(sql.JOB_COUNT_BY_QUEUE).fetchall()
+        )
+        return queue_state_counts(rows)
 
     async def job_retry(self, params: JobActionParams) -> bool:
         def retry(conn: sqlite3.Connection) -> bool:

@@ -700,6 +700,14 @@ SELECT CASE WHEN state = 'running' AND started_at IS NULL THEN 'claimed' ELSE st
 FROM skiplock_jobs WHERE :queue IS NULL OR queue = :queue GROUP BY 1
 """
 
+JOB_COUNT_BY_QUEUE = """
+-- Jobs per queue and state (running jobs not yet started count as claimed): the Overview's.
+SELECT queue,
+       CASE WHEN state = 'running' AND started_at IS NULL THEN 'claimed' ELSE state END,
+       count(*)
+FROM skiplock_jobs GROUP BY 1, 2
+"""
+
 JOB_RETRY = (
     """
 -- A person requeues a finished job: pending now, attempts reset, its result and progress gone

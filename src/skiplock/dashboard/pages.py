@@ -118,9 +118,11 @@ async def overview(request: Request) -> Response:
     app = dash.app
     infos = {q.name: q for q in await app.queues()}
     stats = await app.stats(window_s=STATS_WINDOW_S)
+    counts = await app.counts_by_queue()  # one reading for every queue, not one each
+    none = {state: 0 for state in (*(s.value for s in JobState), "claimed")}
     rows = []
     for name in await dash.sampler.queue_names():
-        row = QueueRow(name, await app.counts(name))
+        row = QueueRow(name, counts.get(name) or dict(none))
         if (info := infos.get(name)) is not None:
             row.paused, row.max_depth = info.paused, info.max_depth
             row.max_running, row.rate_per_s = info.max_running, info.rate_per_s

@@ -18,7 +18,7 @@ from django.db import DatabaseError, connections, router
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from .models import Job, PeriodicDefer
+from .models import LIVE_STATES, REST_STATES, Job, PeriodicDefer, reads_in_parts
 
 PAYLOAD = ("args", "kwargs", "result", "errors")
 """The fields ``skiplock.view_job_payload`` is needed to see."""
@@ -71,10 +71,52 @@ def _missing_table(model_admin: Any, request: Any, what: str, title: str) -> Any
     return TemplateResponse(request, "admin/base_site.html", context)
 
 
+class _Values:
+    """A list filter's values (every distinct value of its field), read when the page renders
+    and, on PostgreSQL, in two parts: the rest (history, dead and waiting jobs), then the live
+    jobs (``JobQuerySet.count`` says why). Ordered by the database, as one read ordered them."""
+
+    def __init__(self, queryset: Any, field: str) -> None:
+        self.queryset, self.field = queryset, field
+        self._values: list[Any] | None = None
+
+    def _distinct(self, queryset: Any) -> Any:
+        return queryset.distinct().order_by(self.field).values_list(self.field, flat=True)
+
+    def _read(self) -> list[Any]:
+        if not reads_in_parts(self.queryset):
+            return list(self._distinct(self.queryset))
+        found = {
+            value
+            for states in (REST_STATES, LIVE_STATES)
+            for value in self._distinct(self.queryset.filter(state__in=states))
+        }
+        values = [v for v in found if v is not None]
+        with connections[self.queryset.db].cursor() as cursor:  # the database's own order
+            cursor.execute("SELECT v FROM unnest(%s::text[]) AS v ORDER BY v", [values])
+            ordered = [r[0] for r in cursor.fetchall()]
+        return ordered + ([None] if None in found else [])
+
+    def __iter__(self) -> Any:
+        if self._values is None:
+            self._values = self._read()
+        return iter(self._values)
+
+
+class _ValuesFilter(admin.AllValuesFieldListFilter):  # type: ignore[misc]
+    """Django's filter of a field's values, read as ``_Values`` reads them."""
+
+    def __init__(
+        self, field: Any, request: Any, params: Any, model: Any, model_admin: Any, field_path: str
+    ) -> None:
+        super().__init__(field, request, params, model, model_admin, field_path)
+        self.lookup_choices: Any = _Values(model_admin.get_queryset(request), field.name)
+
+
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
     list_display = ("id", "task", "queue", "state", "priority", "attempt", "created_at")
-    list_filter = ("state", "queue", "task")
+    list_filter = ("state", ("queue", _ValuesFilter), ("task", _ValuesFilter))
     search_fields = ("task",)
     actions = ("requeue_dead", "cancel_pending")
 
@@ -183,6 +225,13 @@ class PeriodicDeferAdmin(admin.ModelAdmin):  # type: ignore[misc]
     def history_view(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         raise PermissionDenied("the periodic slot ledger has no per-row pages")
 
+
+# The job pages only read (an action acts through skiplock's own operations, on sessions of
+# its own): they run outside ATOMIC_REQUESTS on every database, so each statement ends as it
+# is read and no page holds the live jobs across the rest of its view.
+_views: tuple[Any, ...] = (JobAdmin.changelist_view, JobAdmin.change_view, JobAdmin.history_view)
+for _view in _views:
+    _view._non_atomic_requests = set(connections)
 
 # What @admin.action sets, without its untyped decorator (mypy --strict runs without Django).
 for _action, _label in (

@@ -32,6 +32,44 @@ class Timestamp(models.FloatField):  # type: ignore[misc]
 
 STATES = [(s, s) for s in ("pending", "running", "succeeded", "cancelled", "dead", "waiting")]
 
+LIVE_STATES = ("pending", "running")
+"""The states of PostgreSQL's live partition (its segments, which skiplock rotates)."""
+
+REST_STATES = ("succeeded", "cancelled", "dead", "waiting")
+"""Every other state: the history, dead and waiting jobs."""
+
+
+def reads_in_parts(queryset: Any) -> bool:
+    """Whether ``queryset``'s reads of the whole table go in two parts: on PostgreSQL, for a
+    plain filter (no slice, distinct, grouping or set operation of its own)."""
+    from django.db import connections
+
+    query = queryset.query
+    return bool(
+        connections[queryset.db].vendor == "postgresql"
+        and not query.is_sliced
+        and not query.distinct
+        and query.group_by is None
+        and query.combinator is None
+    )
+
+
+class JobQuerySet(models.QuerySet):  # type: ignore[misc]
+    """Jobs, counted without holding the live ones while the history is read.
+
+    On PostgreSQL ``count()`` counts the rest (history, dead and waiting jobs) and then the
+    live jobs, in two statements: a count of the whole table in one statement locks every
+    partition, the live segments too, for as long as it reads the history, and skiplock's
+    rotation of those segments gives up while any session holds one. The sum is the table's
+    count (every job is in one state); the live statement comes last, so under a transaction
+    (``ATOMIC_REQUESTS``, an ``atomic`` block) the segments are held from it to the end only."""
+
+    def count(self) -> int:
+        if self._result_cache is not None or not reads_in_parts(self):
+            return int(super().count())
+        rest = super(JobQuerySet, self.filter(state__in=REST_STATES)).count()
+        return int(rest) + int(super(JobQuerySet, self.filter(state__in=LIVE_STATES)).count())
+
 
 class Job(models.Model):  # type: ignore[misc]
     id = models.BigIntegerField(primary_key=True)
@@ -53,6 +91,8 @@ class Job(models.Model):  # type: ignore[misc]
     locked_by = models.TextField(null=True)
     payload_version = models.IntegerField(null=True)
     """The version of the task's arguments (NULL: a row from before skiplock migration 9, 1)."""
+
+    objects = JobQuerySet.as_manager()
 
     class Meta:
         managed = False
