@@ -50,6 +50,19 @@ def only_django_own(signal: Any, sender: Any) -> bool:
     return not async_receivers and all(r in DJANGO_OWN for r in sync_receivers)
 
 
+TASKS_LOG: logging.Logger = getattr(task_signals, "logger", None) or logging.getLogger(
+    "django.tasks"
+)
+"""Where Django's own receivers of the task signals write their lines."""
+
+
+def unheard(signal: Any, sender: Any, level: int) -> bool:
+    """Whether sending ``signal`` would reach nobody: its only receivers are Django's own log
+    lines and ``django.tasks`` drops a record at ``level`` (a project that quiets the
+    per-task logs). False when it cannot tell."""
+    return not TASKS_LOG.isEnabledFor(level) and only_django_own(signal, sender)
+
+
 def send_robust(signal: Any, sender: Any, result: Any) -> None:
     """Send with the backend's class as sender, as Django's own workers do; a receiver that
     raises is logged and the others still run."""
