@@ -160,3 +160,28 @@ def test_a_backoff_is_asked_with_the_result_when_nobody_watches(quiet: None) -> 
     assert {(c["exception"], c["status"], c["error"]) for c in calls} == {
         ("ValueError", "FAILED", "builtins.ValueError")
     }
+
+
+def test_a_receiver_connected_after_unwatched_runs_is_sent_the_next(
+    quiet: None, built: list[Any]
+) -> None:
+    """Whether a run is watched is read again once the signals' receivers change (it is
+    remembered between runs while they do not)."""
+    first = tasks.add.enqueue(1, 1)
+    burst()
+    seen: list[str] = []
+
+    def receiver(task_result: Any, **_: Any) -> None:
+        seen.append(str(task_result.id))
+
+    task_finished.connect(receiver)
+    try:
+        second = tasks.add.enqueue(2, 2)
+        burst()
+    finally:
+        task_finished.disconnect(receiver)
+    third = tasks.add.enqueue(3, 3)
+    burst()
+    ours = {str(first.id), str(second.id), str(third.id)}
+    assert [str(r.id) for r in built if str(r.id) in ours] == [str(second.id)]
+    assert [i for i in seen if i in ours] == [str(second.id)]
