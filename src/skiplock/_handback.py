@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 
@@ -24,7 +25,8 @@ class Handback:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._items: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        self._items: list[tuple[asyncio.Future[Any] | None, Any, Any]] = []
+        """(future, value, error) to settle; (None, function, argument) to call."""
 
     def post(self, future: asyncio.Future[Any], value: Any) -> None:
         """Settle ``future`` (of this loop) with ``value``, soon; safe from any thread."""
@@ -34,7 +36,14 @@ class Handback:
         """Settle ``future`` with ``error`` raised, soon; safe from any thread."""
         self._add((future, None, error))
 
-    def _add(self, item: tuple[asyncio.Future[Any], Any, BaseException | None]) -> None:
+    def call(self, fn: Callable[[Any], None], argument: Any) -> None:
+        """Call ``fn(argument)`` on the loop, soon; safe from any thread. For a caller that
+        needs no Future (a sync job's attempt hands its outcome straight to the runner: the
+        Future's callbacks would cost the loop one more pass). ``fn`` must not raise: what it
+        raises is reported to the loop's exception handler, and the rest are still settled."""
+        self._add((None, fn, argument))
+
+    def _add(self, item: tuple[asyncio.Future[Any] | None, Any, Any]) -> None:
         with self._lock:
             first = not self._items
             self._items.append(item)
@@ -46,6 +55,14 @@ class Handback:
         with self._lock:
             items, self._items = self._items, []
         for future, value, error in items:
+            if future is None:  # a call: value is the function, error its argument
+                try:
+                    value(error)
+                except Exception as exc:  # a bug in fn: the rest still settle
+                    self._loop.call_exception_handler(
+                        {"message": "a handback call raised", "exception": exc}
+                    )
+                continue
             if future.done():  # a waiter cancelled (shutdown, timeout) has gone
                 continue
             if error is None:

@@ -520,6 +520,23 @@ def current_job() -> JobContext:
     return ctx.context() if isinstance(ctx, StartedJob) else ctx
 
 
+def current_attempt_and_deadline() -> tuple[int, datetime | None]:
+    """``current_job()``'s ``attempt`` and ``deadline`` without building the context when no
+    one has yet (a wrapper that asks on every run, as Django's does, would build it for every
+    job: ~6 us of a no-op's ~80 here, measured); raises LookupError outside a job."""
+    try:
+        ctx = _current.get()
+    except LookupError:
+        raise LookupError("current_job() called outside a running skiplock job") from None
+    if isinstance(ctx, StartedJob):
+        if ctx.built is None:
+            timeout = ctx.timeout
+            deadline = datetime.fromtimestamp(ctx.started + timeout, UTC) if timeout else None
+            return ctx.job.attempt, deadline
+        ctx = ctx.built
+    return ctx.attempt, ctx.deadline
+
+
 def set_current_job(ctx: JobContext | StartedJob) -> contextvars.Token[JobContext | StartedJob]:
     return _current.set(ctx)
 

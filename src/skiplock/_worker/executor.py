@@ -256,22 +256,72 @@ async def execute(
 ) -> Decision:
     """Run one claimed job and decide its outcome (``report`` takes its progress records;
     ``store`` serves its steps and waits). Raises only the worker's own cancel."""
-    task: Task[Any, Any] | None = None
-    result_json = None
     try:
         task, args, kwargs = resolve(registry, job)
     except (UnrunnableJob, NewerPayload) as exc:
-        failure: BaseException | None = exc
-    else:
-        timeout = job.timeout if job.timeout is not None else task.timeout
-        set_current_job(StartedJob(job, timeout, report, time.time(), store))
-        failure, value = await _invoke(task, args, kwargs, timeout, pool)
-        if failure is None:
-            try:
-                result_json = stored_result(registry, task, value)
-            except UnstorableResult as exc:
-                failure = exc
+        return decide(job, None, exc)
+    timeout = job.timeout if job.timeout is not None else task.timeout
+    set_current_job(StartedJob(job, timeout, report, time.time(), store))
+    return ended_as(registry, job, task, await _invoke(task, args, kwargs, timeout, pool))
+
+
+def ended_as(registry: Registry, job: ClaimedJob, task: Task[Any, Any], ended: Ended) -> Decision:
+    """The outcome of an attempt of ``task`` that ended so (what it raised, what it
+    returned): its result stored as JSON, or why it cannot be."""
+    failure, value = ended
+    result_json = None
+    if failure is None:
+        try:
+            result_json = stored_result(registry, task, value)
+        except UnstorableResult as exc:
+            failure = exc
     return decide(job, task, failure, result_json)
+
+
+def runs_on_its_own(registry: Registry, job: ClaimedJob) -> Task[Any, Any] | None:
+    """The task of ``job`` when its attempt may run without an asyncio Task of its own
+    (``submit_sync``): a sync function without a timeout, untraced. None: ``execute``."""
+    if registry.tracing is not None or job.timeout is not None:
+        return None
+    task = registry.tasks.get(job.task)
+    if task is None or task.is_async or task.timeout is not None:
+        return None
+    return task
+
+
+def submit_sync(
+    job: ClaimedJob,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    fn: Callable[..., Any],
+    pool: SyncPool,
+    report: Callable[[int, str], None] | None,
+    store: DurableSource | None,
+    then: Callable[[Ended], None],
+) -> tuple[Work | Any, contextvars.Context]:
+    """Run an untimed sync job on the pool without a Task or a Future: its thread calls
+    ``then(ended)`` on the loop through the loop's inbox. Per job that saves the loop a
+    Task, the coroutines of ``execute`` and a pass to wake them (``runner.py`` has the
+    figures). Returns the pool's handle of the call (``cancel``, ``running``) and the
+    attempt's context on the loop, where its outcome is decided: ``current_job()`` is the
+    job there, as in a Task's (a retry policy may read it: Django's decided retries do);
+    its thread runs in a copy, as a Task's sync job does."""
+    context = contextvars.copy_context()
+    context.run(set_current_job, StartedJob(job, None, report, time.time(), store))
+    inbox = handback_for(asyncio.get_running_loop())
+    call = functools.partial(_call_catching, fn, args, kwargs)
+    return pool.submit(_on_thread_then, inbox, context.copy(), call, then), context
+
+
+def _on_thread_then(
+    inbox: Handback, context: contextvars.Context, call: Callable[[], Ended], then: Any
+) -> None:
+    """On the job's thread: run it, and hand ``then`` how it ended, on the loop."""
+    try:
+        ended: Ended = context.run(call)
+    except BaseException as exc:  # _call_catching catches the job's; this is for the rest
+        ended = exc, None
+    inbox.call(then, ended)
 
 
 def decide(

@@ -114,8 +114,9 @@ class Lease:
         """Born by ``take``: the table's (new, take) row."""
         self.started_at = 0.0
         """When it started (the ledger's clock): how long the slots have been busy."""
-        self.task: asyncio.Task[None] | None = None
-        """The attempt's task (the runner cancels it: a person's cancel, a lost lease)."""
+        self.task: asyncio.Future[None] | None = None
+        """The attempt's Task, or a sync job's ``SyncAttempt`` (the runner cancels it: a
+        person's cancel, a lost lease, the end of a drain)."""
         self.in_slot = False
         """Its attempt occupies a slot: from ``start`` until ``finish``, lost or not."""
 
@@ -192,7 +193,7 @@ class Ledger:
             return self._claimed[0]
         return None
 
-    def start(self, lease: Lease, task: asyncio.Task[None] | None = None) -> None:
+    def start(self, lease: Lease, task: asyncio.Future[None] | None = None) -> None:
         """A claimed lease's attempt starts in a free slot (``task`` runs it)."""
         if self._busy >= self.concurrency:
             raise LedgerError(f"{lease!r}: started with every slot busy")
@@ -358,7 +359,7 @@ class Ledger:
         """The ids of the jobs running now (the canceller asks which a person cancelled)."""
         return list(self._running)
 
-    def attempts(self) -> list[asyncio.Task[None]]:
+    def attempts(self) -> list[asyncio.Future[None]]:
         """The tasks of the jobs running now (the drain cancels those left at its end)."""
         return [lease.task for lease in self._running.values() if lease.task is not None]
 

@@ -33,6 +33,12 @@ async def awaits_past_its_timeout(seconds: float) -> float:
 
 
 @task
+async def async_returns_a_set() -> Any:
+    """An async task's return value JSON cannot hold."""
+    return {1, 2}
+
+
+@task
 def marks_then_sleeps(marker: str, seconds: float) -> float:
     """Creates ``marker`` when its code starts, then sleeps: a test reads it while it runs."""
     pathlib.Path(marker).touch()
