@@ -668,7 +668,7 @@ async def test_a_reader_holding_on_stops_new_generations_at_the_cap(
             assert done is not None
             advanced.append(done.advanced)
         assert advanced[-4:] == [None] * 4, advanced
-        waiting = [n for n, pending in (await generation_tables(conn, schema)).items()]
+        waiting = list(await generation_tables(conn, schema))
         assert len(waiting) <= 2 * (3 + 2) + 2, waiting  # tables and wrappers
         await reader.execute("COMMIT")
         await until_dropped(backend, conn, schema)

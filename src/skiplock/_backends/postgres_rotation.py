@@ -353,6 +353,11 @@ async def _clear(
     pending there at a time)."""
     s = f'"{schema}"'
     waiting = [g for g in gens.values() if g.table_pending]
+    pending = {(schema, g.segment) for g in waiting} | {
+        (schema, -g.segment) for g in gens.values() if g.wrapper_pending
+    }
+    for key in [k for k in _finish_tries if k[0] == schema and k not in pending]:
+        del _finish_tries[key]  # finished by another session: its count goes with it
     if waiting:
         g = max(waiting, key=lambda g: _age(g.segment, turn.segment))  # the oldest
         tries = _finish_tries.get((schema, g.segment), 0)
