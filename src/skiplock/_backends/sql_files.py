@@ -1,0 +1,124 @@
+"""SQL kept as SQL: named statements and numbered migrations read from ``.sql`` files.
+
+Every statement a dialect runs is whole text in a file of its package (``queries/*.sql``),
+so it can be read, pasted into ``psql`` or ``sqlite3`` and linted without running Python;
+and every released migration is a numbered file (``migrations/NNNN.sql``) that is never
+edited again (``tests/backends/test_sql_files.py`` holds each one's checksum).
+
+A statement file holds any number of statements, each opened by a line ``-- name: NAME``;
+the text up to the next such line (comments included, surrounding blank lines dropped) is the
+statement. A migration file opens with ``-- migration: NAME`` (the name recorded in
+``skiplock_migrations``); its number is the file's. In both, ``{s}`` stands for the quoted
+schema, the one identifier a statement cannot take as a parameter: ``for_schema`` fills it
+in (``quote_identifier``), and no statement is assembled from pieces in Python.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+NAME_LINE = re.compile(r"^-- name: ([A-Za-z_][A-Za-z0-9_]*)[ \t]*$", re.MULTILINE)
+MIGRATION_LINE = re.compile(r"\A-- migration: (.+?)[ \t]*\n")
+MIGRATION_FILE = re.compile(r"\A(\d{4})\.sql\Z")
+SCHEMA = "{s}"
+
+
+class SqlFileError(ValueError):
+    """A statement or migration file that does not say what the loader needs (a bug in the
+    package, found when the module is imported)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One released migration: its number, its recorded name and its text."""
+
+    version: int
+    name: str
+    body: str
+
+
+def parse_statements(text: str, origin: str) -> dict[str, str]:
+    """The named statements of one file's text, in order; a repeated or empty one is an
+    error naming ``origin``."""
+    marks = list(NAME_LINE.finditer(text))
+    if not marks:
+        raise SqlFileError(f"{origin}: no '-- name: NAME' line")
+    if text[: marks[0].start()].strip():
+        raise SqlFileError(f"{origin}: text before the first '-- name:' line")
+    found: dict[str, str] = {}
+    for mark, after in zip(marks, [*marks[1:], None], strict=True):
+        name = mark.group(1)
+        body = text[mark.end() : after.start() if after else len(text)].strip("\n")
+        if not body.strip():
+            raise SqlFileError(f"{origin}: statement {name} is empty")
+        if name in found:
+            raise SqlFileError(f"{origin}: statement {name} is named twice")
+        found[name] = body.strip()
+    return found
+
+
+def _folder(package: str, folder: str) -> Traversable:
+    return resources.files(package).joinpath(folder)
+
+
+def load_statements(package: str, folder: str = "queries") -> dict[str, str]:
+    """Every named statement in ``package``'s ``folder/*.sql``; a name in two files is an
+    error (one source of each statement's name)."""
+    found: dict[str, str] = {}
+    files = sorted(
+        (f for f in _folder(package, folder).iterdir() if f.name.endswith(".sql")),
+        key=lambda f: f.name,
+    )
+    for file in files:
+        origin = f"{package}/{folder}/{file.name}"
+        for name, body in parse_statements(file.read_text(encoding="utf-8"), origin).items():
+            if name in found:
+                raise SqlFileError(f"{origin}: statement {name} is named in another file too")
+            found[name] = body
+    return found
+
+
+def parse_migration(text: str, version: int, origin: str) -> Migration:
+    """One migration file's text: its ``-- migration: NAME`` line, then its body."""
+    head = MIGRATION_LINE.match(text)
+    if head is None:
+        raise SqlFileError(f"{origin}: the first line must be '-- migration: NAME'")
+    body = text[head.end() :]
+    if not body.strip():
+        raise SqlFileError(f"{origin}: the migration is empty")
+    return Migration(version, head.group(1), body)
+
+
+def load_migrations(package: str, folder: str = "migrations") -> list[Migration]:
+    """The migrations of ``package``'s ``folder/NNNN.sql``, numbered 1, 2, 3 ... without a
+    gap (a missing file would be a migration some databases never get)."""
+    migrations: list[Migration] = []
+    for file in _folder(package, folder).iterdir():
+        if not file.name.endswith(".sql"):
+            continue
+        number = MIGRATION_FILE.match(file.name)
+        if number is None:
+            raise SqlFileError(f"{package}/{folder}/{file.name}: not named NNNN.sql")
+        origin = f"{package}/{folder}/{file.name}"
+        migrations.append(
+            parse_migration(file.read_text(encoding="utf-8"), int(number.group(1)), origin)
+        )
+    migrations.sort(key=lambda m: m.version)
+    for expected, migration in enumerate(migrations, start=1):
+        if migration.version != expected:
+            raise SqlFileError(f"{package}/{folder}: migration {expected:04d}.sql is missing")
+    return migrations
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier (the documented escape: a schema or a
+    table name cannot be a parameter)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def with_schema(text: str, schema: str) -> str:
+    """``text`` with every ``{s}`` replaced by the quoted ``schema``."""
+    return text.replace(SCHEMA, quote_identifier(schema))
