@@ -189,7 +189,7 @@ async def role_w6_prep(spec: dict[str, Any]) -> dict[str, Any]:
     """W6 setup and claim latency: history rows, VACUUM ANALYZE, timed claims, then fill."""
     import asyncpg
 
-    from skiplock._backends.base import ClaimParams
+    from skiplock._backends.params import ClaimParams
 
     a = _adapter(spec)
     await a.open()

@@ -11,7 +11,7 @@ import pytest
 
 import skiplock
 from skiplock import Breaker, ConfigurationError, JobState, Retry, RetryPolicy, Snooze
-from skiplock._backends.base import ClaimParams
+from skiplock._backends.params import ClaimParams
 from skiplock._job import Completion, Disposition
 from skiplock._limits import MAX_SECONDS
 from skiplock._worker.completer import Completer

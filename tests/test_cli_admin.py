@@ -8,7 +8,7 @@ import pytest
 
 import skiplock
 from skiplock import JobState, Worker
-from skiplock._backends.base import ClaimParams
+from skiplock._backends.params import ClaimParams
 
 from .apps import cli_app
 from .backends.helpers import bury_many

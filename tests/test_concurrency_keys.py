@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import skiplock
 from skiplock import ConfigurationError
-from skiplock._backends.base import (
+from skiplock._backends.params import (
     ClaimParams,
     JobActionParams,
     JobInsertManyParams,

@@ -114,7 +114,7 @@ async def test_an_untraced_app_stores_no_context(db_url: str) -> None:
     handle = await t.aenqueue()
     backend = await plain.backend()
     claimed = await backend.job_get_available(
-        skiplock._backends.base.ClaimParams(None, 1, "w", "tok", 60.0, 5.0)
+        skiplock._backends.params.ClaimParams(None, 1, "w", "tok", 60.0, 5.0)
     )
     assert [c.id for c in claimed] == [handle.id] and claimed[0].trace_context is None
     await plain.close()

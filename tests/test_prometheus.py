@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import skiplock
-from skiplock._backends.base import WorkerBeatParams
+from skiplock._backends.params import WorkerBeatParams
 from skiplock._observe.gauges import GaugeCache, Gauges
 from skiplock._observe.meter import MAX_SERIES, Meter
 from skiplock.prometheus import SkiplockCollector, metrics_app, render

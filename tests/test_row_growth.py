@@ -18,7 +18,7 @@ import pytest
 
 import skiplock
 from skiplock import JobState, MailboxFull, SignalOutcome
-from skiplock._backends.base import ClaimParams
+from skiplock._backends.params import ClaimParams
 from skiplock._limits import JOB_AUDIT_KEPT
 
 from .helpers import PG_URL

@@ -10,7 +10,7 @@ import pytest
 import skiplock
 from skiplock import ConfigurationError, Worker
 from skiplock._backends import Backend
-from skiplock._backends.base import CronSlotClaimParams
+from skiplock._backends.params import CronSlotClaimParams
 from skiplock._job import NewJob, SlotOutcome
 from skiplock._worker.scheduler import Scheduler
 

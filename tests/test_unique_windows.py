@@ -16,7 +16,7 @@ import pytest
 
 import skiplock
 from skiplock import ConfigurationError, DuplicateJob
-from skiplock._backends.base import ClaimParams
+from skiplock._backends.params import ClaimParams
 from skiplock._job import JobFilter, JobState
 
 from .conftest import PG_URL

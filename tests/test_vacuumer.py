@@ -13,7 +13,7 @@ import pytest
 
 from skiplock import WorkerConfig
 from skiplock._backends import postgres_holders, postgres_storage
-from skiplock._backends.base import HotVacuum, Rotation
+from skiplock._backends.params import HotVacuum, Rotation
 from skiplock._backends.sqlite import SQLiteBackend
 from skiplock._job import StorageHold, StorageHolder
 from skiplock._observe.holds import describe, duration, others, who

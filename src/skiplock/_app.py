@@ -25,7 +25,7 @@ from ._app_observe import DEFAULT_KEYS_SHOWN, DEFAULT_WINDOW_S, Observe
 from ._app_results import Results
 from ._app_workflows import MAX_GRAPH_JOBS, WorkflowOps
 from ._backends import Backend, open_backend
-from ._backends.base import Clock
+from ._backends.protocol import Clock
 from ._backends.workflow_plan import Plan
 from ._batch import Batch
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._backends import BackendGetter
-from ._backends.base import (
+from ._backends.params import (
     AuditRecordParams,
     DeadActionParams,
     JobActionParams,

@@ -8,7 +8,7 @@ without an App). The public methods' documentation is on ``App``, which delegate
 from __future__ import annotations
 
 from ._backends import BackendGetter
-from ._backends.base import KEYS_IN_STATS, JobStatsParams
+from ._backends.params import KEYS_IN_STATS, JobStatsParams
 from ._job import HOLD_KINDS, BlockedKey, KeyLoad, WorkerInfo
 from ._limits import check_int, check_seconds, check_text
 from ._observe.stats import Stats, build_stats

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from . import _sqlalchemy
 from ._backends import Backend, BackendGetter
-from ._backends.base import JobInsertManyParams
+from ._backends.params import JobInsertManyParams
 from ._backends.sqlite import SQLiteBackend
 from ._backends.workflow_plan import Node, Plan, existing
 from ._batch import current_batch

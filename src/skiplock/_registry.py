@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from ._backends.base import Clock
+from ._backends.protocol import Clock
 from ._config import require
 from ._cron import zone
 from ._job import NewJob

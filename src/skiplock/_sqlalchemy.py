@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._backends.base import JobInsertManyParams
+from ._backends.params import JobInsertManyParams
 from ._job import NewJob
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from ._backends.base import Backend
+    from ._backends.protocol import Backend
     from ._backends.workflow_plan import Plan
 
 

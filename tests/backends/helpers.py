@@ -13,7 +13,7 @@ import asyncpg
 
 import skiplock
 from skiplock._backends import Backend
-from skiplock._backends.base import ClaimParams, JobHeartbeatManyParams, JobInsertManyParams
+from skiplock._backends.params import ClaimParams, JobHeartbeatManyParams, JobInsertManyParams
 from skiplock._job import Completion, Disposition, NewJob
 
 from ..helpers import PG_URL

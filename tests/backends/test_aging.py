@@ -15,7 +15,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
-from skiplock._backends.base import JobInsertManyParams, QueueSetLimitsParams
+from skiplock._backends.params import JobInsertManyParams, QueueSetLimitsParams
 from skiplock._backends.sqlite_sql import JOB_GET_AVAILABLE_AGED
 
 from ..helpers import FakeClock

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from skiplock._backends import Backend, postgres_ops
-from skiplock._backends.base import JobInsertManyParams, QueueSetLimitsParams
+from skiplock._backends.params import JobInsertManyParams, QueueSetLimitsParams
 from skiplock._job import ClaimedJob
 
 from .helpers import claim, new_job

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import skiplock
-from skiplock._backends.base import JobInsertManyParams
+from skiplock._backends.params import JobInsertManyParams
 from skiplock._config import WorkerConfig
 from skiplock._job import Completion, Disposition, JobState
 from skiplock._worker.services import Pruner

@@ -10,8 +10,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend, open_backend
-from skiplock._backends.base import (
-    MAX_ERRORS_KEPT,
+from skiplock._backends.params import (
     JobActionParams,
     JobHeartbeatManyParams,
     JobInsertManyParams,
@@ -19,6 +18,7 @@ from skiplock._backends.base import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
+from skiplock._backends.protocol import MAX_ERRORS_KEPT
 from skiplock._job import Completion, Disposition, JobState
 from skiplock._transitions import transition
 from skiplock.errors import JobNotFound

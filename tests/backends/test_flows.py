@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from skiplock._backends import flows
-from skiplock._backends.base import CronSlotClaimParams
+from skiplock._backends.params import CronSlotClaimParams
 from skiplock._job import SlotOutcome
 
 from .helpers import claim, new_job

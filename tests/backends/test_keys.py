@@ -11,14 +11,14 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend, postgres, sqlite_keys
-from skiplock._backends.base import (
+from skiplock._backends.claim_rules import KEYS_PER_CLAIM_MIN, TURN_UNITS
+from skiplock._backends.params import (
     JobActionParams,
     JobInsertManyParams,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
 )
-from skiplock._backends.common import KEYS_PER_CLAIM_MIN, TURN_UNITS
 from skiplock._job import ClaimedJob, Completion, Disposition, JobState
 
 from ..helpers import PG_URL, FakeClock

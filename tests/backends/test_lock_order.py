@@ -23,7 +23,7 @@ import asyncpg
 import pytest
 
 from skiplock._backends import Backend
-from skiplock._backends.base import JobHeartbeatManyParams, JobInsertManyParams
+from skiplock._backends.params import JobHeartbeatManyParams, JobInsertManyParams
 from skiplock._job import Completion, Disposition
 
 from .helpers import claim, migrated_pg, new_job

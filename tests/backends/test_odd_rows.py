@@ -13,7 +13,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
-from skiplock._backends.base import JobInsertManyParams, JobListParams
+from skiplock._backends.params import JobInsertManyParams, JobListParams
 from skiplock._job import JobFilter, JobRecord
 
 from .helpers import new_job, write_raw

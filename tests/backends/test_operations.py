@@ -8,7 +8,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
-from skiplock._backends.base import (
+from skiplock._backends.params import (
     DeadActionParams,
     JobActionParams,
     JobHeartbeatManyParams,

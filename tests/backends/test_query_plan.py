@@ -20,8 +20,8 @@ from skiplock._backends import (
     sqlite_keys,
     sqlite_sql,
 )
-from skiplock._backends.base import ClaimParams, JobInsertManyParams
-from skiplock._backends.common import AGING_LEVELS, keys_to_visit
+from skiplock._backends.claim_rules import AGING_LEVELS, keys_to_visit
+from skiplock._backends.params import ClaimParams, JobInsertManyParams
 from skiplock._backends.postgres_ops import insert_params
 from skiplock._backends.postgres_storage_sql import GEN_FIRST
 from skiplock._job import NewJob

@@ -11,7 +11,7 @@ import pytest
 
 import skiplock
 from skiplock._backends import Backend
-from skiplock._backends.base import JobInsertManyParams, QueueSetLimitsParams
+from skiplock._backends.params import JobInsertManyParams, QueueSetLimitsParams
 
 from ..helpers import FakeClock
 from .helpers import claim, new_job

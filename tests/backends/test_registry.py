@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import skiplock
-from skiplock._backends import base, open_backend
+from skiplock._backends import open_backend
+from skiplock._backends import protocol as base
 from skiplock._backends.registry import BACKENDS
 
 

@@ -9,7 +9,7 @@ import pytest
 import skiplock
 from skiplock import JobState
 from skiplock._backends import Backend
-from skiplock._backends.base import JobInsertManyParams
+from skiplock._backends.params import JobInsertManyParams
 from skiplock._job import Completion, Disposition
 
 from .helpers import claim, new_job

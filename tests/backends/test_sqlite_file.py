@@ -13,7 +13,7 @@ import pytest
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends.base import JobInsertManyParams
+from skiplock._backends.params import JobInsertManyParams
 
 from .helpers import new_job
 

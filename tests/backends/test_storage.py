@@ -18,7 +18,7 @@ import pytest
 import skiplock
 from skiplock import JobState, Worker
 from skiplock._backends import Backend, postgres_rotation, postgres_storage
-from skiplock._backends.base import (
+from skiplock._backends.params import (
     ClaimParams,
     JobHeartbeatManyParams,
     JobInsertManyParams,

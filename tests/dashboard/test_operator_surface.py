@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from skiplock import JobFilter, JobState
-from skiplock._backends.base import ClaimParams
+from skiplock._backends.params import ClaimParams
 from skiplock._job import Completion, Disposition
 
 from ..apps import dash_app

@@ -2,7 +2,7 @@
 
 from collections.abc import Awaitable, Callable
 
-from .base import Backend
+from .protocol import Backend
 from .registry import open_backend
 
 BackendGetter = Callable[[], Awaitable[Backend]]

@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._job import NewJob, SlotOutcome
-from .base import ClaimParams, CronSlotClaimParams
-from .common import KeyId, allowed_starts, key_id
+from .claim_rules import allowed_starts
+from .params import ClaimParams, CronSlotClaimParams
+from .unique_keys import KeyId, key_id
 
 R = TypeVar("R")
 Flow = Generator[Any, Any, R]

@@ -62,14 +62,21 @@ from . import postgres_sql as sql
 from . import postgres_storage as storage
 from . import postgres_workflow as workflow
 from . import workflow_flows as wf
-from .base import (
-    HOLD_MIN_S,
-    MAX_ERRORS_KEPT,
-    NEXT_RUN_PRIORITIES,
-    RELEASED_BY_SUPERVISOR,
+from .claim_rules import KEY_TURNS_SLICE, KeyCursors
+from .job_rows import (
+    blocked_key,
+    dead_group,
+    job_outcomes,
+    job_record,
+    key_load,
+    queue_state_counts,
+    reclaimed_jobs,
+    state_counts,
+    worker_info,
+)
+from .params import (
     AuditRecordParams,
     ClaimParams,
-    Clock,
     CronSlotClaimParams,
     CronSlotSyncParams,
     DeadActionParams,
@@ -89,33 +96,29 @@ from .base import (
     WalCheckpoint,
     WorkerBeatParams,
 )
-from .common import (
-    FINAL_STATES,
-    KEY_TURNS_SLICE,
-    KeyCursors,
-    batch_info,
-    blocked_key,
-    dead_group,
-    job_links,
-    job_outcomes,
-    job_record,
-    key_load,
-    linked_jobs,
-    mailbox_full,
-    queue_state_counts,
-    reclaimed_jobs,
-    signal_taken,
-    state_counts,
-    stored_signal,
-    waiting_job,
-    worker_info,
-)
 from .postgres_errors import CONNECTION_ERRORS, connecting, retry_moved
 from .postgres_errors import wrapped as _wrapped
 from .postgres_ops import COPY_MIN_ROWS
 from .postgres_url import parse_postgres_url
 from .postgres_workflow_sql import RELEASE_CHUNK, WorkflowStatements
+from .protocol import (
+    HOLD_MIN_S,
+    MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
+    RELEASED_BY_SUPERVISOR,
+    Clock,
+)
 from .workflow_plan import Plan, SweepResult
+from .workflow_rows import (
+    FINAL_STATES,
+    batch_info,
+    job_links,
+    linked_jobs,
+    mailbox_full,
+    signal_taken,
+    stored_signal,
+    waiting_job,
+)
 
 PRICED_OUT = {"jit": "off"}
 """What every session that prices a plan shape out also sets: a plan that must keep a priced-out

@@ -26,7 +26,7 @@ with that key run anywhere (docs/design.md, "Concurrency keys"). Three parts mak
 
 from __future__ import annotations
 
-from .common import TURN
+from .claim_rules import TURN
 from .postgres_storage_sql import _LEAF_SETTINGS
 
 KEYED_SEGMENT = 4

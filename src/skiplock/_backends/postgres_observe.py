@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from .base import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
+from .params import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
 from .percentiles import ranks_from_buckets
 from .postgres_reads import Reads
 from .postgres_sql import Statements

@@ -22,20 +22,13 @@ from .._job import ClaimedJob, Completion, JobFilter, NewJob
 from .._transitions import transition
 from ..errors import QueueFull
 from . import flows
-from .base import MAX_ERRORS_KEPT, ClaimParams
-from .common import (
-    AGING_LEVELS,
-    KeyCursors,
-    claimed_jobs,
-    filter_values,
-    in_claim_order,
-    key_id,
-    keys_to_visit,
-    map_inserted,
-    unique_scope,
-)
+from .claim_rules import AGING_LEVELS, KeyCursors, keys_to_visit
+from .job_rows import claimed_jobs, filter_values, in_claim_order
+from .params import ClaimParams
 from .postgres_sql import Statements
 from .postgres_storage_sql import LONG_SEGMENT
+from .protocol import MAX_ERRORS_KEPT
+from .unique_keys import key_id, map_inserted, unique_scope
 
 
 @functools.lru_cache(maxsize=256)

@@ -43,7 +43,7 @@ from typing import Any
 
 import asyncpg
 
-from .base import Rotation
+from .params import Rotation
 from .postgres_errors import moved
 from .postgres_storage_sql import (
     GEN_FIRST,

@@ -13,7 +13,7 @@ import asyncpg
 from .._job import NewJob
 from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from . import workflow_flows as wf
-from .base import JobInsertManyParams
+from .params import JobInsertManyParams
 from .postgres_ops import COPY_MIN_ROWS, to_psycopg
 from .postgres_workflow_sql import WorkflowStatements
 

@@ -1,8 +1,8 @@
 """Which backend a database URL names: one line per URL scheme.
 
 Implementations are imported only when a URL names them, so an SQLite app never imports
-asyncpg, and ``base.py`` (the protocol) imports no implementation. Adding a backend is one
-module, one line here and one entry in the conformance suite's ``db_url`` fixture.
+asyncpg, and ``protocol.py`` (with ``params.py``) imports no implementation. Adding a backend
+is one module, one line here and one entry in the conformance suite's ``db_url`` fixture.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from .._url import mask_url
 from ..errors import ConfigurationError
-from .base import Backend, Clock
+from .protocol import Backend, Clock
 
 BACKENDS: dict[str, str] = {
     "sqlite": "skiplock._backends.sqlite:SQLiteBackend",

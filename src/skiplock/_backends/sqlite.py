@@ -65,14 +65,20 @@ from . import sqlite_wal as wal
 from . import sqlite_workflow as workflow
 from . import sqlite_workflow_sql as wf_sql
 from . import workflow_flows as wf
-from .base import (
-    HOLD_MIN_S,
-    MAX_ERRORS_KEPT,
-    NEXT_RUN_PRIORITIES,
-    RELEASED_BY_SUPERVISOR,
+from .claim_rules import KeyCursors
+from .job_rows import (
+    blocked_key,
+    dead_group,
+    job_outcomes,
+    key_load,
+    queue_state_counts,
+    reclaimed_jobs,
+    state_counts,
+    worker_info,
+)
+from .params import (
     AuditRecordParams,
     ClaimParams,
-    Clock,
     CronSlotClaimParams,
     CronSlotSyncParams,
     DeadActionParams,
@@ -92,20 +98,12 @@ from .base import (
     WalCheckpoint,
     WorkerBeatParams,
 )
-from .common import (
-    KeyCursors,
-    batch_info,
-    blocked_key,
-    dead_group,
-    job_links,
-    job_outcomes,
-    key_load,
-    linked_jobs,
-    queue_state_counts,
-    reclaimed_jobs,
-    state_counts,
-    waiting_job,
-    worker_info,
+from .protocol import (
+    HOLD_MIN_S,
+    MAX_ERRORS_KEPT,
+    NEXT_RUN_PRIORITIES,
+    RELEASED_BY_SUPERVISOR,
+    Clock,
 )
 from .sqlite_ids import BATCHES, JOBS, IdLedger, may_roll_back, runs_alone
 from .sqlite_support import classify as _classify
@@ -118,6 +116,7 @@ from .sqlite_unique import JOB_KEYS_PASSED
 from .sqlite_url import parse_sqlite_url
 from .sqlite_watch import open_wal_watch
 from .workflow_plan import Plan, SweepResult
+from .workflow_rows import batch_info, job_links, linked_jobs, waiting_job
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .common import KEY_TURNS_SLICE, TURN_UNITS, KeyCursors, keys_to_visit
+from .claim_rules import KEY_TURNS_SLICE, TURN_UNITS, KeyCursors, keys_to_visit
 
 NEXT_PAIR = """
 -- The first (queue, key) pair with a pending keyed job after (:queue, :key), any queue.

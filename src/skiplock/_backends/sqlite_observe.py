@@ -7,7 +7,7 @@ import json
 import sqlite3
 from typing import Any
 
-from .base import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
+from .params import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
 from .percentiles import bucket_samples, ranks_from_buckets
 from .sqlite_observe_sql import (
     JOB_STATS_FINISHED,

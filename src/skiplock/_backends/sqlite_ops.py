@@ -21,19 +21,13 @@ from . import flows
 from . import sqlite_history as history
 from . import sqlite_sql as sql
 from . import sqlite_unique as unique
-from .base import MAX_ERRORS_KEPT, ClaimParams
-from .common import (
-    AGING_LEVELS,
-    KeyId,
-    claimed_jobs,
-    filter_values,
-    job_record,
-    key_id,
-    map_inserted,
-    unique_scope,
-)
+from .claim_rules import AGING_LEVELS
+from .job_rows import claimed_jobs, filter_values, job_record
+from .params import ClaimParams
+from .protocol import MAX_ERRORS_KEPT
 from .sqlite_ids import ID_FLOOR_RAISE, JOBS
 from .sqlite_support import dt as _dt
+from .unique_keys import KeyId, key_id, map_inserted, unique_scope
 
 NOTHING = "SELECT 1 WHERE 0"
 """The claim of an empty list of queues."""

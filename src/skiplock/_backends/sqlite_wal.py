@@ -22,7 +22,8 @@ import os
 import sqlite3
 
 from .._job import StorageHold
-from .base import WAL_HELD_MIN_BYTES, WalCheckpoint
+from .params import WalCheckpoint
+from .protocol import WAL_HELD_MIN_BYTES
 
 FRAME_HEADER_BYTES = 24
 """Each page in the log follows a frame header of this size."""

@@ -17,15 +17,15 @@ from . import sqlite_history as history
 from . import sqlite_ops as ops
 from . import sqlite_workflow_sql as sql
 from . import workflow_flows as wf
-from .common import (
+from .sqlite_ids import BATCHES, ID_FLOOR_RAISE
+from .sqlite_support import immediate
+from .workflow_rows import (
     FINAL_STATES,
     gathered_too_large,
     mailbox_full,
     signal_taken,
     stored_signal,
 )
-from .sqlite_ids import BATCHES, ID_FLOOR_RAISE
-from .sqlite_support import immediate
 
 
 class Answers:

@@ -37,9 +37,9 @@ from ..errors import (
     UnknownParent,
     WorkflowCycle,
 )
-from .common import workflow_graph
 from .flows import Flow
 from .workflow_plan import Node, Plan, SweepResult
+from .workflow_rows import workflow_graph
 
 ON_FAILURE = ("cancel", "run", "wait")
 PASS_RESULTS = ("previous", "all", "batch")

@@ -17,7 +17,7 @@ import socket
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.base import WorkerBeatParams
+from .._backends.params import WorkerBeatParams
 from .._config import WorkerConfig
 from .._outage import Outage
 from .._service import Service

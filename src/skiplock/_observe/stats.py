@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .._backends.base import JobStatsRows
-from .._backends.common import blocked_key, key_load
+from .._backends.job_rows import blocked_key, key_load
+from .._backends.params import JobStatsRows
 from .._job import BlockedKey, KeyLoad, StorageHold
 from .._job import WorkerInfo as WorkerInfo  # re-exported: it lives with the records now
 

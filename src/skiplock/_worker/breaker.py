@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .._backends import Backend
-from .._backends.base import TaskPauseParams
+from .._backends.params import TaskPauseParams
 from .._registry import Registry
 from ..errors import BackendError
 from .signals import WorkerSignals

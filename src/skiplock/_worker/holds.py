@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.base import HOLD_MIN_S
+from .._backends.protocol import HOLD_MIN_S
 from .._job import StorageHold, StorageHolder
 from .._observe.meter import HoldGauge, Meter
 from ..errors import BackendError, BackendUnavailable

@@ -16,7 +16,7 @@ import contextlib
 import logging
 
 from .._backends import Backend
-from .._backends.base import JobHeartbeatManyParams
+from .._backends.params import JobHeartbeatManyParams
 from .._config import WorkerConfig
 from .._outage import Outage
 from .._service import Service

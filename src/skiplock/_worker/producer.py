@@ -20,7 +20,7 @@ import math
 from collections.abc import Awaitable, Callable
 
 from .._backends import Backend
-from .._backends.base import ClaimParams
+from .._backends.params import ClaimParams
 from .._config import WorkerConfig
 from .._job import ClaimedJob
 from .._observe.meter import Meter

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from .._backends import Backend
-from .._backends.base import CronSlotClaimParams
+from .._backends.params import CronSlotClaimParams
 from .._job import SlotOutcome
 from .._outage import Outage, retry_delay
 from .._registry import Registry

@@ -15,13 +15,8 @@ import time
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.base import (
-    WAL_HELD_MIN_BYTES,
-    HotVacuum,
-    JobPruneParams,
-    Rotation,
-    WalCheckpoint,
-)
+from .._backends.params import HotVacuum, JobPruneParams, Rotation, WalCheckpoint
+from .._backends.protocol import WAL_HELD_MIN_BYTES
 from .._config import WorkerConfig
 from .._job import ReclaimedJob, StorageHold, StorageHolder
 from .._observe import events

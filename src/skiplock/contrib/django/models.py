@@ -133,7 +133,7 @@ class PeriodicDeferManager(models.Manager):  # type: ignore[misc]
         whoever claims it. Nothing is enqueued here: the caller enqueues, in its transaction."""
         from django.db import connections, router, transaction
 
-        from ..._backends.base import CronSlotSyncParams
+        from ..._backends.params import CronSlotSyncParams
         from ._ledger import ledger_on
 
         for name, value in (("task_name", task_name), ("periodic_id", periodic_id)):

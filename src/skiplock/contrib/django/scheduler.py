@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..._backends.base import CronSlotSyncParams
+from ..._backends.params import CronSlotSyncParams
 from ...errors import SchemaError
 from ._ledger import ledger_for
 from .periodic_tasks import (

@@ -182,7 +182,7 @@ def _move_one(row: Any, target: Any) -> bool:
 def _finish(row: Any, job_id: int, target: Any, connection: object) -> None:
     from django.utils import timezone
 
-    from skiplock._backends.base import JobImportOutcomeParams
+    from skiplock._backends.params import JobImportOutcomeParams
 
     succeeded = str(row.status) == "SUCCESSFUL"
     attempts = max(1, len(row.worker_ids or []))

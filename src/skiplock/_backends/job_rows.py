@@ -1,12 +1,15 @@
-"""The algorithms both dialects run, written once: the SQL modules only say how to store.
+"""Job rows read by column name, the same for both dialects: claimed jobs in their start
+order, inspected records (never failing on an odd row), outcomes, reclaims, dead groups,
+counts per state, the worker registry and key loads; and a person's filter as the filtered
+statements take it.
 
-A backend module binds these to its driver; nothing here speaks SQL or touches a connection.
+A dialect selects the columns under these names and says how to read its times; nothing
+here speaks SQL or touches a connection.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -21,140 +24,17 @@ from .._job import (
     JobRecord,
     JobState,
     KeyLoad,
-    NewJob,
     ReclaimedJob,
     WorkerInfo,
 )
-from .._workflow_records import (
-    BatchInfo,
-    GraphNode,
-    JobLinks,
-    LinkedJob,
-    SignalOutcome,
-    SignalReceipt,
-    StoredSignal,
-    WaitingJob,
-    WorkflowGraph,
-)
-from ..errors import DuplicateJob, MailboxFull
 
 T = TypeVar("T")
-
-
-TURN = "CASE WHEN wt = 0 THEN 0 ELSE (rank - 1) / coalesce(wt, 1) END"
-"""The turn a key's job of ``rank`` (1 first) was claimed in by the keyed claims of
-PostgreSQL's migrations 13 and 16 and SQLite's 12 and 15, within one claim's batch (their
-text stays as applied); since PostgreSQL's 18 and SQLite's 17 the turns are kept in the
-database (``TURN_UNITS``)."""
-
-TURN_UNITS = 720_720
-"""A key's pass (``skiplock_key_turns``) advances by ``TURN_UNITS / key_weight`` for each job a
-claim takes of it; a job's turn is its key's pass at that job divided by ``TURN_UNITS``.
-720,720 is the least common multiple of 1 to 16, so the common weights divide it exactly (a
-weight that does not takes its turns a rounding's worth faster: under one job in 700)."""
 
 
 class Row(Protocol):
     """A result row read by column name (asyncpg's Record, a dict of SQLite's)."""
 
     def __getitem__(self, name: str, /) -> Any: ...
-
-
-AGING_LEVELS = 16
-"""Distinct priorities an aged claim reads from each end of its queue (so at most 32 index
-probes, each for at most the claim's batch of rows): postgres_aging_sql.py."""
-
-
-def rate_window(rate_per_s: float) -> tuple[int, float]:
-    """A rate as (starts, window seconds): ``ceil(rate)`` starts in any ``ceil(rate) / rate``.
-
-    The count is whole and at least one, and the window is chosen so that count / window is
-    the rate exactly: 0.5/s is one start in any 2 s, 2.9/s three in any 1.034 s, and a whole
-    rate N keeps N in any one second. No window of any length ever holds more than
-    ``ceil(rate)`` starts more than the rate allows over it.
-    """
-    starts = max(1, math.ceil(rate_per_s))
-    return starts, starts / rate_per_s
-
-
-def allowed_starts(
-    limit: int,
-    max_running: int | None,
-    running: int,
-    rate_per_s: float | None,
-    recent_starts: Sequence[float],
-    now: float,
-) -> tuple[int, list[float]]:
-    """How many jobs a limited queue may start now, and its starts within the rate's window.
-
-    ``max_running`` bounds jobs running at once; ``rate_per_s`` bounds starts in any window
-    of ``rate_window`` (a sliding window over the recorded start times, so it is never
-    exceeded, and it never lets through more than the window's count: not a token bucket).
-    """
-    allowed = limit
-    if max_running is not None:
-        allowed = min(allowed, max_running - running)
-    if rate_per_s is None:
-        return max(0, allowed), []
-    starts, window = rate_window(rate_per_s)
-    recent = [t for t in recent_starts if t > now - window]
-    return max(0, min(allowed, starts - len(recent))), recent
-
-
-SHARED_SCOPE = ""
-"""The ``unique_scope`` column of a key in the shared key space (``unique_scope="shared"``);
-a key of a task's own holds the task's name there, which is never empty."""
-
-KeyId = tuple[str, str]
-"""A held key as the unique index knows it: (unique_key, unique_scope)."""
-
-
-def unique_scope(job: NewJob) -> str | None:
-    """The key space ``job``'s unique key is unique in: its task's name, SHARED_SCOPE, or
-    None when it has no key."""
-    if job.unique_key is None:
-        return None
-    return SHARED_SCOPE if job.unique_shared else job.task
-
-
-def key_id(job: NewJob) -> KeyId | None:
-    """``job``'s key as the unique index knows it; None when it has none."""
-    if job.unique_key is None:
-        return None
-    return job.unique_key, SHARED_SCOPE if job.unique_shared else job.task
-
-
-def map_inserted(
-    jobs: Sequence[NewJob],
-    inserted: Sequence[tuple[int, KeyId | None]],
-    live: dict[KeyId, int],
-    held: list[int] | None = None,
-) -> list[int]:
-    """Input order ids from the rows an insert created (in id order) and the live jobs that
-    already held some unique keys (by key and scope); raises DuplicateJob where a job asked
-    for that. A job that asked to ``replace`` its key's holder maps to it here, and its
-    position goes to ``held`` (the holder is a job before the batch, or an earlier one of
-    it)."""
-    plain = iter([job_id for job_id, key in inserted if key is None])
-    created = {key: job_id for job_id, key in inserted if key is not None}
-    ids: list[int] = []
-    for job in jobs:
-        key = key_id(job)
-        if key is None:
-            ids.append(next(plain))
-        elif key in created:
-            ids.append(created.pop(key))
-            live[key] = ids[-1]  # a later duplicate in this batch maps to it
-        else:
-            existing = live[key]
-            if job.on_duplicate == "raise":
-                raise DuplicateJob(
-                    f"job {existing} already holds unique_key {job.unique_key!r}", existing
-                )
-            if job.on_duplicate == "replace" and held is not None:
-                held.append(len(ids))
-            ids.append(existing)
-    return ids
 
 
 def state_counts(rows: Iterable[tuple[str, int]]) -> dict[str, int]:
@@ -481,29 +361,6 @@ def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
     )
 
 
-KeyCursors = dict[tuple[tuple[str, ...] | None, bool], tuple[str, str] | None]
-"""Where each keyed claim's walk starts next, per queue set and kind (ordinary, or a limited
-queue's), as the claim decided it: one backend's claims of a queue set go round the keys. A
-hint, not a guarantee: another process keeps its own, and the turns themselves are in the
-database (postgres_key_turns_sql.py); no key's limit or turn depends on it."""
-
-KEY_TURNS_SLICE = 10_000
-"""Key turn rows the upkeep reads a call for keys with no live job (a probe each): a million
-keys are gone over in a hundred calls, one a prune interval, never all at once."""
-
-KEYS_PER_CLAIM_MIN = 32
-KEYS_PER_CLAIM_MAX = 256
-
-
-def keys_to_visit(limit: int) -> int:
-    """How many (queue, key) pairs a keyed claim of ``limit`` jobs visits: twice its limit,
-    so keys at their cap or with nothing due leave it room, within [32, 256] (a few probes
-    each). Visiting four times the limit, at least 8, measured worse: W12's cold keys started
-    later (p50 79 ms against 29-49 on PostgreSQL, 107 against 73 on SQLite) and W14 gained
-    nothing (1,047 jobs/s against 1,023-1,145)."""
-    return max(KEYS_PER_CLAIM_MIN, min(KEYS_PER_CLAIM_MAX, 2 * limit))
-
-
 def blocked_key(row: Sequence[Any]) -> BlockedKey:
     """A JOB_BLOCKED_KEYS row."""
     key, dead_job_id, waiting = row
@@ -514,117 +371,3 @@ def key_load(row: Sequence[Any]) -> KeyLoad:
     """A JOB_BUSIEST_KEYS row (SQLite's sums come back as ints, or None for no rows)."""
     key, running, ready, pending, limit = row
     return KeyLoad(str(key), int(running or 0), int(ready or 0), int(pending or 0), limit)
-
-
-# -- workflows ---------------------------------------------------------------------------------
-
-FINAL_STATES = frozenset({"succeeded", "cancelled", "dead"})
-
-
-def signal_taken(job_id: int, name: str, seq: int, wait: Sequence[Any] | None) -> SignalReceipt:
-    """The receipt of a signal stored as entry ``seq`` of its name, from the job's wait row
-    (signal, entry; None: no row): delivered if the job waits for that entry or an earlier one
-    of this name (it runs again now), else kept, naming what it does wait for."""
-    waiting_for, entry = (wait[0], int(wait[1])) if wait is not None else (None, 1)
-    if waiting_for == name and entry <= seq:
-        return SignalReceipt(job_id, name, SignalOutcome.DELIVERED, name)
-    return SignalReceipt(job_id, name, SignalOutcome.KEPT, waiting_for)
-
-
-def mailbox_full(job_id: int, most: int) -> MailboxFull:
-    """The refusal of a signal to a job whose mailbox holds ``most`` signals no wait took
-    (both backends raise it, in these words)."""
-    return MailboxFull(
-        f"job {job_id}: its mailbox holds max_signals_kept={most} signals no wait_for took "
-        "yet; this one was not kept (send it again once the job has taken some)",
-        job_id=job_id,
-        most=most,
-    )
-
-
-def stored_signal(kind: str, payload: str | None, sender: str | None, at: Any) -> StoredSignal:
-    """A mailbox entry from a row (``at``: a datetime, or SQLite's Unix seconds; None on a
-    SQLite row written without one)."""
-    when = at if isinstance(at, datetime) or at is None else from_seconds(at)
-    return StoredSignal(kind, payload, sender, when)
-
-
-def gathered_too_large(parents: int, size: int, bound: int, now: float) -> str:
-    """The error a chord's body buried for the size of its parents' results keeps (as JSON,
-    the shape of ``error_record``; PostgreSQL's CHILDREN_READY writes the same words)."""
-    return json.dumps(
-        {
-            "attempt": 0,
-            "at": now,
-            "message": f"the list of its {parents} parents' results is {size} bytes, over "
-            f"max_payload_bytes ({bound}): it was not run",
-            "type": "PayloadTooLarge",
-            "traceback": None,
-            "worker": None,
-        }
-    )
-
-
-def _maybe_time(seconds: float | Decimal | None) -> datetime | None:
-    return None if seconds is None else from_seconds(seconds)
-
-
-def job_links(
-    parents: Iterable[Sequence[Any]],
-    children: Iterable[Sequence[Any]],
-    wait: Sequence[Any] | None,
-    batch: int | None,
-    parent_counts: Iterable[Sequence[Any]] = (),
-) -> JobLinks:
-    return JobLinks(
-        parents=linked_jobs(parents),
-        children=linked_jobs(children),
-        batch_id=batch,
-        parents_left=None if wait is None else wait[0],
-        signal=None if wait is None else wait[1],
-        parent_counts={str(r[0]): int(r[1]) for r in parent_counts},
-    )
-
-
-def linked_jobs(rows: Iterable[Sequence[Any]]) -> list[LinkedJob]:
-    """Rows (id, state, on_failure) of a job's parents or children."""
-    return [LinkedJob(r[0], r[1], r[2]) for r in rows]
-
-
-def batch_info(row: Sequence[Any]) -> BatchInfo:
-    """A batch's counts: its member rows per state, and the members the retention pruned
-    (their rows went with their jobs; the batch kept their number) as ``gone``."""
-    counts = {str(k): int(v) for k, v in (json.loads(row[5]) if row[5] else {}).items()}
-    if pruned := int(row[7] or 0):
-        counts["gone"] = counts.get("gone", 0) + pruned
-    return BatchInfo(
-        id=row[0],
-        created_at=from_seconds(row[1]),
-        closed_at=_maybe_time(row[2]),
-        on_success=row[3],
-        on_complete=row[4],
-        counts=counts,
-        aborted_at=_maybe_time(row[6]),
-    )
-
-
-def waiting_job(row: Sequence[Any]) -> WaitingJob:
-    signal = row[4]
-    return WaitingJob(
-        id=row[0],
-        task=row[1],
-        queue=row[2],
-        parents_left=row[3],
-        signal=signal,
-        until=_maybe_time(row[5]) if signal is not None else None,
-        created_at=from_seconds(row[6]),
-    )
-
-
-def workflow_graph(
-    nodes: Iterable[Sequence[Any]], edges: Iterable[Sequence[Any]], truncated: bool
-) -> WorkflowGraph:
-    made = [GraphNode(r[0], r[1], r[2]) for r in nodes]
-    known = {n.id for n in made}
-    pairs = [(e[0], e[1]) for e in edges if e[0] in known and e[1] in known]
-    return WorkflowGraph(sorted(made, key=lambda n: n.id), sorted(pairs), truncated)
