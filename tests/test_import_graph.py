@@ -215,3 +215,145 @@ def test_an_upward_import_would_be_found() -> None:
     layers = (("low", ("p.low",)), ("high", ("p.high", "p.low.special")))
     graph = {"p.low.x": {"p.high"}, "p.high": {"p.low.x"}, "p.low.special": {"p.low.x"}}
     assert upward(graph, layers) == [("p.low.x", "p.high")]
+
+
+# -- storage: two dialects under a shared layer (issue 45) -------------------------------------
+
+BACKENDS = "skiplock._backends"
+DIALECTS = ("postgres", "sqlite")
+"""The dialects under ``skiplock._backends``: a module belongs to one when its first name
+there is the dialect's (``postgres``, the package, and everything under it) or starts with it
+(today's flat ``postgres_*`` and ``sqlite_*`` modules), so the rules hold on both layouts."""
+
+
+def dialect_of(module: str) -> str | None:
+    """The dialect ``module`` belongs to; None for the shared layer (every other module of
+    ``skiplock._backends``, the package itself included) and for modules outside storage."""
+    if not module.startswith(BACKENDS + "."):
+        return None
+    first = module[len(BACKENDS) + 1 :].split(".")[0]
+    return next((d for d in DIALECTS if first.startswith(d)), None)
+
+
+def is_shared(module: str) -> bool:
+    """Whether ``module`` is in the shared layer of ``skiplock._backends``."""
+    inside = module == BACKENDS or module.startswith(BACKENDS + ".")
+    return inside and dialect_of(module) is None
+
+
+def dialects_crossing(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import from one dialect's module into the other's."""
+    return sorted(
+        (module, dep)
+        for module, deps in graph.items()
+        for dep in deps
+        if dialect_of(module) is not None
+        and dialect_of(dep) is not None
+        and dialect_of(module) != dialect_of(dep)
+    )
+
+
+def shared_to_dialect(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import from the shared layer into a dialect. (``registry.py`` names the dialects'
+    modules as strings for importlib: that is no import, and an SQLite app never loads
+    PostgreSQL's.)"""
+    return sorted(
+        (module, dep)
+        for module, deps in graph.items()
+        for dep in deps
+        if is_shared(module) and dialect_of(dep) is not None
+    )
+
+
+def test_the_dialects_never_import_each_other() -> None:
+    graph = import_graph()
+    assert {dialect_of(m) for m in graph} >= {"postgres", "sqlite"}
+    assert dialects_crossing(graph) == []
+
+
+def test_a_dialect_importing_the_other_would_be_found() -> None:
+    graph = {
+        # the flat layout
+        "skiplock._backends.postgres": {"skiplock._backends.postgres_url"},
+        "skiplock._backends.postgres_ops": {"skiplock._backends.sqlite_ops"},
+        "skiplock._backends.sqlite_keys": {"skiplock._backends.postgres"},
+        # the packaged layout
+        "skiplock._backends.postgres.claim": {
+            "skiplock._backends.postgres.rows",
+            "skiplock._backends.sqlite.storage.wal",
+        },
+        "skiplock._backends.sqlite": {"skiplock._backends.sqlite.backend"},
+        "skiplock._backends.sqlite.backend": {"skiplock._backends.postgres.url"},
+        # the shared layer is not a dialect
+        "skiplock._backends.flows": {"skiplock._backends.protocol"},
+    }
+    assert dialects_crossing(graph) == [
+        ("skiplock._backends.postgres.claim", "skiplock._backends.sqlite.storage.wal"),
+        ("skiplock._backends.postgres_ops", "skiplock._backends.sqlite_ops"),
+        ("skiplock._backends.sqlite.backend", "skiplock._backends.postgres.url"),
+        ("skiplock._backends.sqlite_keys", "skiplock._backends.postgres"),
+    ]
+
+
+def test_the_shared_layer_imports_no_dialect() -> None:
+    graph = import_graph()
+    assert is_shared("skiplock._backends.registry") and "skiplock._backends.registry" in graph
+    assert shared_to_dialect(graph) == []
+
+
+def test_a_shared_module_importing_a_dialect_would_be_found() -> None:
+    source = "from .sqlite import SQLiteBackend\nfrom . import postgres_url\n"
+    known = {
+        "skiplock._backends.flows",
+        "skiplock._backends.sqlite",
+        "skiplock._backends.postgres_url",
+    }
+    graph = {
+        "skiplock._backends": {"skiplock._backends.postgres.backend"},
+        "skiplock._backends.flows": imports_of(source, "skiplock._backends.flows", False, known),
+        "skiplock._backends.protocol": {"skiplock._backends.params", "skiplock._job"},
+        "skiplock._backends.postgres.backend": {"skiplock._backends.protocol"},
+        "skiplock._enqueue": {"skiplock._backends.sqlite"},  # above storage: another rule's
+    }
+    assert shared_to_dialect(graph) == [
+        ("skiplock._backends", "skiplock._backends.postgres.backend"),
+        ("skiplock._backends.flows", "skiplock._backends.postgres_url"),
+        ("skiplock._backends.flows", "skiplock._backends.sqlite"),
+    ]
+
+
+KNOWN_ABOVE_STORAGE: set[tuple[str, str]] = {("skiplock.contrib.django.admin", "postgres")}
+"""Modules above storage that import a dialect's module, and which dialect: the Django admin
+reads the schema of a PostgreSQL URL (``parse_postgres_url``) to tell which backend's jobs it
+shows. Everything else asks the protocol (``Backend.inserts_here`` and the like) or the
+registry (issue 45)."""
+
+
+def above_storage_to_dialect(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import of a dialect's module from outside ``skiplock._backends``, as (module,
+    dialect), so the rule reads the same on the flat layout and the packaged one."""
+    return sorted(
+        {
+            (module, dialect)
+            for module, deps in graph.items()
+            if module != BACKENDS and not module.startswith(BACKENDS + ".")
+            for dep in deps
+            if (dialect := dialect_of(dep)) is not None
+        }
+    )
+
+
+def test_above_storage_only_known_modules_import_a_dialect() -> None:
+    assert set(above_storage_to_dialect(import_graph())) - KNOWN_ABOVE_STORAGE == set()
+
+
+def test_a_dialect_imported_above_storage_would_be_found() -> None:
+    graph = {
+        "skiplock._enqueue": {"skiplock._backends.sqlite", "skiplock._backends.protocol"},
+        "skiplock._worker.services": {"skiplock._backends.postgres.storage.rotation"},
+        "skiplock._backends.registry": {"skiplock._backends.protocol"},
+    }
+    assert above_storage_to_dialect(graph) == [
+        ("skiplock._enqueue", "sqlite"),
+        ("skiplock._worker.services", "postgres"),
+    ]

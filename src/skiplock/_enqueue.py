@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from . import _sqlalchemy
 from ._backends import Backend, BackendGetter
 from ._backends.params import JobInsertManyParams
-from ._backends.sqlite import SQLiteBackend
+from ._backends.protocol import InsertsHere, inserts_here
 from ._backends.workflow_plan import Node, Plan, existing
 from ._batch import current_batch
 from ._eager import EagerMode
@@ -103,7 +103,7 @@ class Enqueuer:
         self._eager = eager
         self._owner = owner
         self._url = url
-        self._here: tuple[object, SQLiteBackend | None] | None = None
+        self._here: tuple[object, InsertsHere | None] | None = None
         """For the URL and clock it was made for: the SQLite backend a sync enqueue inserts
         through in the caller's thread, or None (another database)."""
         self._here_lock = threading.Lock()
@@ -219,7 +219,7 @@ class Enqueuer:
             made = self._callers = (key, self._new_backend())
         return made[1]
 
-    def _here_backend(self, run_sync: RunSync[Any]) -> SQLiteBackend | None:
+    def _here_backend(self, run_sync: RunSync[Any]) -> InsertsHere | None:
         """The backend a sync enqueue inserts through in the caller's own thread (SQLite),
         or None: PostgreSQL's drivers are async, so its sync enqueue goes through the app's
         loop. Made once per URL and clock; the first time, the app's own backend is opened
@@ -233,7 +233,7 @@ class Enqueuer:
                 return self._here[1]
             self.close_here()  # the URL or clock changed: the old file's connection goes
             made = self._new_backend()
-            local = made if isinstance(made, SQLiteBackend) else None
+            local = made if inserts_here(made) else None
             if local is not None:
                 run_sync(self._open())  # opened, and a newer schema refused, as ever
             self._here = (key, local)

@@ -225,6 +225,7 @@ class PostgresBackend:
     supports_push = True
     vacuums_hot = True
     keeps_wal = False
+    inserts_here = False
 
     def __init__(self, url: str, *, clock: Clock | None = None, pool_size: int = 10) -> None:
         self.url = url

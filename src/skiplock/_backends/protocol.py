@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeGuard
 
 from .._job import (
     AuditEntry,
@@ -105,6 +105,13 @@ class Backend(Protocol):
     keeps_wal: bool
     """True when the database writes a log file that a worker checkpoints (SQLite's
     ``-wal``, ``wal_checkpoint``); PostgreSQL's server keeps its own."""
+    inserts_here: bool
+    """True when a sync enqueue may insert through this backend in the caller's own thread
+    (it is then also an ``InsertsHere``; ``inserts_here(backend)`` narrows to it): SQLite,
+    whose driver is synchronous, so ``task.enqueue()`` skips the hop to the app's loop and
+    back. False: the drivers are async (PostgreSQL), so a sync enqueue goes through the
+    app's loop. The enqueue path asks this instead of naming a dialect (the layer above
+    storage never imports one)."""
 
     on_released: Callable[[set[str]], None] | None
     """Told the queues a workflow release made jobs pending in (a worker sets it to wake its
@@ -552,3 +559,22 @@ class Backend(Protocol):
         """While entered, call ``on_done(ids)`` when jobs finish anywhere (None: the database
         cannot say which, so any may have); the yielded event is set if the watch is lost."""
         ...
+
+
+class InsertsHere(Protocol):
+    """What a backend whose ``inserts_here`` is True offers besides the ``Backend``
+    operations: a sync enqueue's insert in the calling thread, on a connection it keeps for
+    callers' threads."""
+
+    def job_insert_many_here(self, params: JobInsertManyParams) -> list[int]:
+        """``job_insert_many`` in the calling thread, in its own write transaction."""
+        ...
+
+    def close_here(self) -> None:
+        """Close the connection ``job_insert_many_here`` keeps (the next call opens one)."""
+        ...
+
+
+def inserts_here(backend: Backend) -> TypeGuard[InsertsHere]:
+    """Whether ``backend`` inserts a sync enqueue in the caller's thread (``inserts_here``)."""
+    return backend.inserts_here

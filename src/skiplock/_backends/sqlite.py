@@ -238,6 +238,7 @@ class SQLiteBackend:
     supports_push = True
     vacuums_hot = False
     keeps_wal = True
+    inserts_here = True
 
     def __init__(self, url: str, *, clock: Clock | None = None) -> None:
         self.url = url
