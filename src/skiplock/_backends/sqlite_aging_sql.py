@@ -11,11 +11,6 @@ ranked), so the integer cast is the floor.
 
 from __future__ import annotations
 
-MIGRATION_AGING = """
--- Priority aging (sqlite_aging_sql.py): a queue's aging step in seconds, NULL for none.
-ALTER TABLE skiplock_queues ADD COLUMN aging_s REAL CHECK (aging_s > 0 AND aging_s <= 2592000)
-"""
-
 _PRIORITIES = """{name}(priority, n) AS (
     SELECT {pick}(priority), 1 FROM skiplock_jobs_live
     WHERE queue = :q0 AND (concurrency_key IS NOT NULL) = 0 AND state = 'pending'

@@ -47,19 +47,6 @@ LEDGER_SUFFIX = "-ids"
 FLOOR = "skiplock_id_floor"
 """The SQL function giving a table's ledger mark (0 without a ledger)."""
 
-MIGRATION_ID_COUNTERS = """
--- Every table whose ids skiplock hands out keeps its AUTOINCREMENT counter row from now on
--- (a first insert makes it, and a rollback of that insert would take it away again), so a
--- raise of the counter (ID_FLOOR_RAISE) always finds its row. No semicolon in a comment:
--- migrate splits on them.
-INSERT INTO sqlite_sequence (name, seq)
-SELECT 'skiplock_jobs_live', coalesce(max(id), 0) FROM skiplock_jobs_live
-WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'skiplock_jobs_live');
-INSERT INTO sqlite_sequence (name, seq)
-SELECT 'skiplock_batches', coalesce(max(id), 0) FROM skiplock_batches
-WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'skiplock_batches')
-"""
-
 NEXT_JOB_ID = (
     "(SELECT max(seq, skiplock_id_floor('skiplock_jobs_live')) + 1"
     " FROM sqlite_sequence WHERE name = 'skiplock_jobs_live')"

@@ -42,43 +42,6 @@ _BLOCKED = """SELECT 1 FROM skiplock_jobs_live d
 """A dead job of ordered key ``key`` before its head that holds the key (until a person
 retries or discards it)."""
 
-MIGRATION_TURNS = """
--- Turns in the database (postgres_key_turns_sql.py says why): each key's pass, advanced at
--- claim by TURN_UNITS / key_weight a job taken. A row whose key has no live job is pruned
--- by the upkeep (KEY_TURNS_PRUNE).
-CREATE TABLE IF NOT EXISTS skiplock_key_turns (
-    concurrency_key TEXT PRIMARY KEY,
-    pass            INTEGER NOT NULL
-) WITHOUT ROWID;
--- An ordered job parked on a signal holds its key: the parked jobs of ordered keys, by key.
-CREATE INDEX IF NOT EXISTS skiplock_jobs_parked_ordered_idx
-    ON skiplock_jobs_live (concurrency_key, id) WHERE state = 'waiting' AND key_order IS NOT NULL
-"""
-
-MIGRATION_TURNS_END = """
--- A key's turns end with its last live job (PostgreSQL's migration 25 says why): when a
--- keyed job stops being pending or running (finished, dead, cancelled, parked on a signal)
--- or a live one is deleted, and its key has no pending or running job left, the key's turn
--- row goes at once, as the upkeep's prune would have taken it later.
-CREATE TRIGGER skiplock_key_turns_end_state AFTER UPDATE OF state ON skiplock_jobs_live
-    WHEN NEW.concurrency_key IS NOT NULL AND OLD.state IN ('pending', 'running')
-         AND NEW.state NOT IN ('pending', 'running')
-BEGIN
-    DELETE FROM skiplock_key_turns WHERE concurrency_key = NEW.concurrency_key
-        AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live j
-                        WHERE j.state IN ('pending', 'running') AND j.concurrency_key IS NOT NULL
-                          AND j.concurrency_key = NEW.concurrency_key);
-END;
-CREATE TRIGGER skiplock_key_turns_end_delete AFTER DELETE ON skiplock_jobs_live
-    WHEN OLD.concurrency_key IS NOT NULL AND OLD.state IN ('pending', 'running')
-BEGIN
-    DELETE FROM skiplock_key_turns WHERE concurrency_key = OLD.concurrency_key
-        AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live j
-                        WHERE j.state IN ('pending', 'running') AND j.concurrency_key IS NOT NULL
-                          AND j.concurrency_key = OLD.concurrency_key);
-END
-"""
-
 PARKED_AHEAD = """SELECT 1 FROM skiplock_jobs_live p JOIN skiplock_waits pw ON pw.job_id = p.id
         WHERE p.state = 'waiting' AND p.key_order IS NOT NULL AND p.concurrency_key = {key}
           AND p.id < {head} AND pw.signal IS NOT NULL"""

@@ -15,17 +15,6 @@ from __future__ import annotations
 
 import sqlite3
 
-MIGRATION_UNIQUE_WINDOWS = """
--- A succeeded job with a window keeps its key until then (unique_for=). The day tables gain
--- the column after the migrations (sqlite_history.follow_live).
-ALTER TABLE skiplock_jobs_live ADD COLUMN unique_until REAL
-"""
-
-_HOLDS_BEFORE_PARKED = (
-    "(state IN ('pending', 'running') OR (state = 'succeeded' AND unique_succeeded))"
-)
-"""The unique index's predicate from migration 13 to 23 (migration 18's text keeps it)."""
-
 
 def holds(row: str = "") -> str:
     """The unique index's predicate (migration 24 on), for row ``row`` (an alias and a dot, or
@@ -38,46 +27,6 @@ def holds(row: str = "") -> str:
 
 _HOLDS = holds()
 """The unique index's predicate, written as it is so the statements below can use it."""
-
-MIGRATION_UNIQUE_SCOPES = f"""
--- A unique key is unique within a key space (docs/design.md, "Unique keys: scopes"): the
--- task's own (unique_scope holds the task's name) or the shared one (the empty text,
--- unique_scope="shared"). The keys held before were one space for every task: they become
--- their tasks' own, the rule from now on, which no two of them can break (they were unique
--- across all tasks). Rows of the day tables keep NULL: the task's own, should a person
--- retry one. The day tables gain the column after the migrations (sqlite_history.follow_live)
--- and no semicolon may stand in a comment: migrate splits on them.
-ALTER TABLE skiplock_jobs_live ADD COLUMN unique_scope TEXT;
-UPDATE skiplock_jobs_live SET unique_scope = task WHERE unique_key IS NOT NULL;
-DROP INDEX skiplock_jobs_unique_idx;
-CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs_live (unique_key, unique_scope)
-    WHERE unique_key IS NOT NULL AND {_HOLDS_BEFORE_PARKED}
-"""
-
-MIGRATION_PARKED_KEYS = f"""
--- A job parked on a signal (wait_for) keeps its unique key, as a running one does
--- (docs/design.md, "Unique keys: a parked job keeps its key"): the unique index counts a
--- waiting row with parked set (by the completion that parks it) as its key's holder. A job
--- waiting for its parents still holds none. The day tables gain the column after the
--- migrations (sqlite_history.follow_live), and no semicolon may stand in a comment: migrate
--- splits on them.
-ALTER TABLE skiplock_jobs_live ADD COLUMN parked INTEGER;
-UPDATE skiplock_jobs_live SET parked = 1
-WHERE state = 'waiting' AND id IN (SELECT job_id FROM skiplock_waits WHERE signal IS NOT NULL);
--- A job parked before this had given its key up: where another job holds it now (or a parked
--- job of a lower id takes it back here), it gives it up for good (its key cleared), so it
--- still resumes. The others hold theirs again.
-UPDATE skiplock_jobs_live SET unique_key = NULL, unique_scope = NULL
-WHERE state = 'waiting' AND parked AND unique_key IS NOT NULL AND EXISTS (
-    SELECT 1 FROM skiplock_jobs_live o
-    WHERE o.unique_key = skiplock_jobs_live.unique_key
-      AND o.unique_scope = skiplock_jobs_live.unique_scope AND o.id <> skiplock_jobs_live.id
-      AND (o.state IN ('pending', 'running') OR (o.state = 'succeeded' AND o.unique_succeeded)
-           OR (o.state = 'waiting' AND o.parked AND o.id < skiplock_jobs_live.id)));
-DROP INDEX skiplock_jobs_unique_idx;
-CREATE UNIQUE INDEX skiplock_jobs_unique_idx ON skiplock_jobs_live (unique_key, unique_scope)
-    WHERE unique_key IS NOT NULL AND {_HOLDS}
-"""
 
 JOB_KEY_PASSED = f"""
 -- The succeeded job keeping :unique_key in :unique_scope past its window (unique_until <=
