@@ -122,3 +122,25 @@ def quote_identifier(name: str) -> str:
 def with_schema(text: str, schema: str) -> str:
     """``text`` with every ``{s}`` replaced by the quoted ``schema``."""
     return text.replace(SCHEMA, quote_identifier(schema))
+
+
+PART = re.compile(r"\{([a-z_]+)\}")
+
+
+def fill(template: str, **parts: str) -> str:
+    """``template`` (a statement of a package's ``queries/*.sql``) with each ``{name}`` in it
+    replaced by ``parts[name]``: the documented escape for what a statement cannot take as a
+    parameter, built only by ``quote_identifier``, ``repeat`` or from another template (a
+    table's name, the list of a table's columns, the branches of a compound statement over a
+    run-time set of queues or tables). Every ``{name}`` must be given, and nothing else."""
+    wanted = set(PART.findall(template))
+    if wanted != set(parts):
+        raise SqlFileError(f"template parts {sorted(wanted)}, given {sorted(parts)}")
+    return PART.sub(lambda m: parts[m.group(1)], template)
+
+
+def repeat(piece: str, count: int, separator: str) -> str:
+    """``count`` copies of template ``piece``, each with ``{i}`` filled in by its number
+    (0, 1, ...), joined by ``separator``: a compound statement's branches, or the rows of a
+    multi-row ``VALUES``, for ``fill``."""
+    return separator.join(piece.replace("{i}", str(i)) for i in range(count))

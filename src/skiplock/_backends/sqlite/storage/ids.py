@@ -29,7 +29,8 @@ import struct
 import threading
 from typing import ClassVar
 
-from ..errors import BackendError
+from ....errors import BackendError
+from ..statements import STATEMENTS as sql
 
 JOBS = "skiplock_jobs_live"
 BATCHES = "skiplock_batches"
@@ -46,26 +47,6 @@ LEDGER_SUFFIX = "-ids"
 
 FLOOR = "skiplock_id_floor"
 """The SQL function giving a table's ledger mark (0 without a ledger)."""
-
-NEXT_JOB_ID = (
-    "(SELECT max(seq, skiplock_id_floor('skiplock_jobs_live')) + 1"
-    " FROM sqlite_sequence WHERE name = 'skiplock_jobs_live')"
-)
-"""The id a single-statement insert gives its job: above the counter and the ledger, read
-inside the statement (under the write lock its insert takes at its start)."""
-
-ID_FLOOR_RAISE = """
--- Raise the table's AUTOINCREMENT counter to its ledger mark (ids handed out inside a
--- transaction that rolled back), inside the inserting transaction, ahead of its inserts.
-UPDATE sqlite_sequence SET seq = skiplock_id_floor(:name)
-WHERE name = :name AND seq < skiplock_id_floor(:name)
-"""
-
-PROBE = f"SELECT {FLOOR}('{JOBS}')"
-"""Whether a connection has the function (an error if not); reads no table."""
-
-ID_COUNTER = "SELECT seq FROM sqlite_sequence WHERE name = :name"
-"""The table's counter: the highest id handed out, as this transaction sees it."""
 
 
 class IdLedger:
@@ -156,7 +137,7 @@ class IdLedger:
     def mark_counter(self, conn: sqlite3.Connection, table: str) -> None:
         """``mark`` with ``table``'s counter as ``conn``'s open transaction sees it (the
         highest id it handed out, when the writer does not know its ids)."""
-        row = conn.execute(ID_COUNTER, {"name": table}).fetchone()
+        row = conn.execute(sql.ID_COUNTER, {"name": table}).fetchone()
         if row is not None:
             self.mark(table, int(row[0]))
 
@@ -169,7 +150,7 @@ class IdLedger:
         table."""
         self._mapped()
         try:
-            conn.execute(PROBE).fetchone()
+            conn.execute(sql.PROBE).fetchone()
         except sqlite3.OperationalError:  # no such function: a connection new to skiplock
             conn.create_function(FLOOR, 1, self.floor)
 

@@ -28,8 +28,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
+
+from .connection import Connected
+from .errors import wrapped as _wrapped
+from .statements import STATEMENTS as sql
 
 log = logging.getLogger("skiplock.worker")
 
@@ -168,3 +173,92 @@ def open_wal_watch(db_path: str, on_change: Callable[[], None]) -> WalWatch | No
         inotify.close()
         log.info("cannot watch %s-wal (%s); polling data_version", db_path, exc)
         return None
+
+
+WATCH_MIN_S = 0.005
+
+
+WATCH_MAX_S = 0.1
+"""Without file notifications, how often a listening worker checks the file for commits:
+every 5 ms after a change, backing off to every 100 ms while nothing changes (``listen``)."""
+
+
+WATCH_BACKSTOP_S = 0.1
+"""With file notifications, how often it checks anyway (a lost or unsupported notification)."""
+
+
+def _next_look(notified: bool, seen: bool, interval: float) -> float:
+    """Seconds until the change watcher's next timed look at data_version."""
+    if notified:
+        return WATCH_BACKSTOP_S
+    return WATCH_MIN_S if seen else min(WATCH_MAX_S, interval * 1.5)
+
+
+class Waking(Connected):
+    """The file's change watch as the backend's listen."""
+
+    @asynccontextmanager
+    async def listen(self, on_wake: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
+        """Wake on any commit to the file by another connection, this process's or another's.
+
+        SQLite has no NOTIFY. ``PRAGMA data_version`` changes when another connection has
+        committed, and reading it costs microseconds. Where the OS sends file notifications
+        (``sqlite_watch``), a write to the ``-wal`` file makes a thread read it until the
+        commit shows, within a fraction of a millisecond; a timer every 100 ms stays on as
+        backstop. Elsewhere the timer alone does it: every 5 ms after a change, backing off
+        to 100 ms while nothing changes (~0.2 ms of CPU a tick on the benchmark VM). Either
+        way the worker wakes every queue: the file does not say which. The yielded event is
+        set if the watcher's connection fails.
+        """
+        lost = asyncio.Event()
+        with _wrapped("listen"):
+            conn = sqlite3.connect(self.path)
+            conn.execute(sql.SCHEMA_PEEK).fetchall()  # a read opens the WAL file to watch
+            version = conn.execute(sql.DATA_VERSION).fetchone()[0]
+        files = open_wal_watch(self.path, lambda: on_wake("*"))
+
+        def changed() -> bool | None:
+            """Whether another commit is visible; None when the connection failed."""
+            nonlocal version
+            try:
+                now = conn.execute(sql.DATA_VERSION).fetchone()[0]
+            except sqlite3.OperationalError:
+                return False  # busy for a moment (a checkpoint): the next look reads it
+            except sqlite3.Error as exc:
+                log.warning("SQLite change watcher failed (%s)", exc)
+                return None
+            if now == version:
+                return False
+            version = now
+            return True
+
+        async def watch() -> None:
+            interval = WATCH_BACKSTOP_S if files is not None else WATCH_MIN_S
+            while True:
+                await asyncio.sleep(interval)
+                seen = changed()
+                if seen is None:
+                    lost.set()
+                    return
+                if seen:
+                    on_wake("*")
+                interval = _next_look(files is not None, seen, interval)
+
+        watcher = asyncio.create_task(watch(), name="skiplock-sqlite-watch")
+        try:
+            yield lost
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            if files is not None:
+                files.close()
+            conn.close()
+
+    @asynccontextmanager
+    async def listen_done(
+        self, on_done: Callable[[list[int] | None], None]
+    ) -> AsyncIterator[asyncio.Event]:
+        """The same data_version watch: a commit says something changed, never which jobs."""
+        async with self.listen(lambda _queue: on_done(None)) as lost:
+            yield lost

@@ -21,8 +21,8 @@ import dataclasses
 import os
 import sqlite3
 
-from .._job import StorageHold
-from .base import WAL_HELD_MIN_BYTES, WalCheckpoint
+from ...._job import StorageHold
+from ...base import WAL_HELD_MIN_BYTES, WalCheckpoint
 
 FRAME_HEADER_BYTES = 24
 """Each page in the log follows a frame header of this size."""

@@ -6,26 +6,42 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
-from .._workflow_records import SignalOutcome, SignalReceipt, StoredSignal
-from ..errors import JobNotFound
-from . import sqlite_history as history
-from . import sqlite_ops as ops
-from . import sqlite_workflow_sql as sql
-from . import workflow_flows as wf
-from .common import (
+from ..._job import NewJob
+from ..._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from ..._workflow_records import (
+    SignalOutcome,
+    SignalReceipt,
+    StoredSignal,
+    WorkflowGraph,
+)
+from ...errors import JobNotFound
+from .. import flows, workflow_sweep
+from .. import workflow_flows as wf
+from ..common import (
     FINAL_STATES,
     gathered_too_large,
     mailbox_full,
     signal_taken,
     stored_signal,
 )
-from .sqlite_ids import BATCHES, ID_FLOOR_RAISE
-from .sqlite_support import immediate
+from ..workflow_plan import Plan, SweepResult
+from .connection import Connected
+from .connection import own_sqlite as _own_sqlite
+from .connection import savepoint as _savepoint
+from .enqueue import insert_rows
+from .errors import immediate
+from .errors import immediate as _immediate
+from .errors import wrapped as _wrapped
+from .statements import STATEMENTS as sql
+from .storage import history
+from .storage.ids import BATCHES
+
+R = TypeVar("R")
 
 
 class Answers:
@@ -57,7 +73,7 @@ class Answers:
 
     @answer.register
     def _(self, step: wf.InsertJobs) -> list[int]:
-        ids = ops.insert_rows(self.conn, list(step.jobs), self.now())
+        ids = insert_rows(self.conn, list(step.jobs), self.now())
         waiting = [i for i, w in zip(ids, step.waiting, strict=True) if w]
         if waiting:  # inserted in this transaction: no worker saw them pending
             self.conn.execute(sql.JOBS_TO_WAITING, {"ids": json.dumps(waiting)})
@@ -78,7 +94,7 @@ class Answers:
 
     @answer.register
     def _(self, step: wf.InsertBatch) -> int:
-        self.conn.execute(ID_FLOOR_RAISE, {"name": BATCHES})  # past ids a rollback took back
+        self.conn.execute(sql.ID_FLOOR_RAISE, {"name": BATCHES})  # past ids a rollback took back
         return int(self.conn.execute(sql.BATCH_INSERT, (self.now(),)).fetchone()[0])
 
     @answer.register
@@ -373,3 +389,180 @@ def take_signal(conn: Any, job_id: int, name: str, seq: int) -> StoredSignal | N
         with immediate(conn):
             conn.execute(sql.SIGNAL_TAKEN, (job_id, name, seq))
     return stored_signal(row[0], row[1], row[2], row[3])
+
+
+def _no_wake(_queues: set[str]) -> None:
+    """SQLite's workers see every commit through the file's data-version watch."""
+
+
+class WorkflowOps(Connected):
+    """The workflow operations (workflow_flows.py's flows, answered by Answers)."""
+
+    # -- workflows (sqlite_workflow_sql.py) -------------------------------------------------
+
+    def _wf_answers(self, conn: sqlite3.Connection, woken: set[str] | None = None) -> Answers:
+        return Answers(
+            conn,
+            self._now,
+            _no_wake if woken is None else woken.update,
+            self.max_payload_bytes,
+        )
+
+    async def _wf_write(self, operation: str, make: Callable[[], flows.Flow[R]]) -> R:
+        """The flow in one write transaction; the queues it made jobs pending in are told to
+        this process's workers once it committed (they claim now, not at the file's watch)."""
+        woken: set[str] = set()
+
+        def run(conn: sqlite3.Connection) -> R:
+            woken.clear()
+            with _immediate(conn):
+                return flows.drive(make(), self._wf_answers(conn, woken))
+
+        result = await self._run(operation, run)
+        self._tell_released(woken)
+        return result
+
+    def _tell_released(self, woken: set[str]) -> None:
+        if woken and self.on_released is not None:
+            self.on_released(woken)
+
+    async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
+        if connection is not None:
+            return self.workflow_enqueue_sync(plan, connection)
+        return await self._wf_write("workflow_enqueue", lambda: wf.enqueue_plan(plan))
+
+    def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
+        """``workflow_enqueue`` on the caller's own sqlite3 connection, in its transaction."""
+        own = _own_sqlite(connection)
+        with _wrapped("workflow_enqueue"), self._handing_out(own), _savepoint(own):
+            return flows.drive(wf.enqueue_plan(plan), self._wf_answers(own))
+
+    async def workflow_open_batch(
+        self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None
+    ) -> int:
+        if connection is not None:
+            own = _own_sqlite(connection)
+            flow = wf.open_batch(on_success, on_complete)
+            with _wrapped("workflow_open_batch"), self._handing_out(own), _savepoint(own):
+                return flows.drive(flow, self._wf_answers(own))
+        return await self._wf_write(
+            "workflow_open_batch", lambda: wf.open_batch(on_success, on_complete)
+        )
+
+    async def workflow_close_batch(self, batch_id: int) -> bool:
+        return await self._wf_write("workflow_close_batch", lambda: wf.close_batch(batch_id))
+
+    async def workflow_release(self, parents: Sequence[int]) -> list[int]:
+        if not parents:
+            return []
+        return await self._wf_write("workflow_release", lambda: wf.release(list(parents)))
+
+    async def workflow_after_completion(
+        self, finished: Sequence[int], parked: Sequence[int]
+    ) -> list[int]:
+        return await self._wf_write(
+            "workflow_after_completion", lambda: wf.after_completion(finished, parked)
+        )
+
+    async def workflow_sweep(self) -> SweepResult:
+        async def run(make: Callable[[], flows.Flow[R]]) -> R:
+            return await self._wf_write("workflow_sweep", make)
+
+        return await workflow_sweep.sweep(run)
+
+    async def workflow_expire_waits(self) -> list[int]:
+        return await self._wf_write("workflow_expire_waits", wf.expire_waits)
+
+    async def workflow_next_wait_timeout(self) -> float | None:
+        row = await self._run(
+            "workflow_next_wait_timeout",
+            lambda c: c.execute(sql.WAIT_NEXT_TIMEOUT, {"now": self._now()}).fetchone(),
+        )
+        return None if row is None or row[0] is None else float(row[0])
+
+    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+        return await self._wf_write(
+            "workflow_abort_batch", lambda: wf.abort_batch(batch_id, error_json)
+        )
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
+        args = {"id": job_id, "token": token, "name": name, "seq": seq, "now": self._now()}
+
+        def prepare(conn: sqlite3.Connection) -> bool:
+            with _immediate(conn):
+                return conn.execute(sql.WAIT_PREPARE, args).fetchone() is not None
+
+        return await self._run("workflow_wait_prepare", prepare)
+
+    async def workflow_signal(
+        self, job_id: int, name: str, payload_json: str | None, who: str, kept_most: int
+    ) -> SignalReceipt:
+        woken: list[str] = []
+        sent = Signal(job_id, name, payload_json, who, kept_most)
+
+        def send(conn: sqlite3.Connection) -> SignalReceipt:
+            woken.clear()
+            with _immediate(conn):
+                receipt, queue = signal(conn, sent, self._now())
+                woken.extend([queue] if queue is not None else [])
+                return receipt
+
+        receipt = await self._run("workflow_signal", send)
+        self._tell_released(set(woken))
+        return receipt
+
+    async def workflow_signal_take(self, job_id: int, name: str, seq: int) -> StoredSignal | None:
+        return await self._run("workflow_signal_take", lambda c: take_signal(c, job_id, name, seq))
+
+    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
+        row = await self._run(
+            "workflow_step_get",
+            lambda c: c.execute(sql.STEP_GET, (job_id, name, seq)).fetchone(),
+        )
+        return (False, None) if row is None else (True, row[0])
+
+    async def workflow_step_put(
+        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
+    ) -> bool:
+        args = {"id": job_id, "token": token, "name": name, "seq": seq, "result": result_json}
+
+        def put(conn: sqlite3.Connection) -> bool:
+            with _immediate(conn):
+                return bool(conn.execute(sql.STEP_PUT, {**args, "now": self._now()}).rowcount)
+
+        return await self._run("workflow_step_put", put)
+
+    async def workflow_parent_results(
+        self, job_id: int
+    ) -> list[tuple[int, str | None, str | None]]:
+        rows = await self._run(
+            "workflow_parent_results",
+            lambda c: c.execute(sql.PARENT_RESULTS, (job_id,)).fetchall(),
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
+        return await self._run(
+            "workflow_graph",
+            lambda conn: flows.drive(wf.graph(job_id, most), self._wf_answers(conn)),
+        )
+
+    async def workflow_prune(self, most: int) -> int:
+        def prune(conn: sqlite3.Connection) -> int:
+            with _immediate(conn):
+                conn.execute(sql.BATCH_MEMBERS_PRUNED, {"most": most})  # not a row pruned
+                return sum(
+                    conn.execute(statement, {"most": most}).rowcount
+                    for statement in (
+                        sql.WORKFLOW_PRUNE_STEPS,
+                        sql.WORKFLOW_PRUNE_SIGNALS,
+                        sql.WORKFLOW_PRUNE_DEPS,
+                        sql.WORKFLOW_PRUNE_WAITS,
+                        sql.WORKFLOW_PRUNE_BATCH_JOBS,
+                        sql.WORKFLOW_PRUNE_BATCHES,
+                        sql.WORKFLOW_PRUNE_PARENT_RESULTS,
+                        sql.WORKFLOW_PRUNE_UNRELEASED,
+                    )
+                )
+
+        return await self._run("workflow_prune", prune)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from ..errors import BackendError, BackendUnavailable, DuplicateJob, SchemaError
+from ...errors import BackendError, BackendUnavailable, DuplicateJob, SchemaError
 
 OUTAGE_CODES = frozenset(
     {

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import ConfigurationError
+from ...errors import ConfigurationError
 
 SYNCHRONOUS = ("full", "normal")
 """The values ``synchronous=`` accepts, the default first."""
