@@ -10,10 +10,14 @@ import pytest
 
 from skiplock._backends.sql_files import (
     SqlFileError,
+    each,
+    fill,
+    listing,
     load_migrations,
     parse_migration,
     parse_statements,
     quote_identifier,
+    repeat,
     with_schema,
 )
 
@@ -133,3 +137,21 @@ def test_no_released_sqlite_migration_file_is_edited() -> None:
 def test_the_sqlite_migrations_are_numbered_one_to_n_with_their_recorded_names() -> None:
     loaded = load_migrations("skiplock._backends", "sqlite/migrations")
     assert [(m.version, m.name) for m in loaded] == list(enumerate(SQLITE_MIGRATION_NAMES, start=1))
+
+
+def test_a_template_is_filled_only_with_the_parts_it_names() -> None:
+    assert fill("SELECT {columns} FROM {table}", columns="a, b", table="t") == "SELECT a, b FROM t"
+    assert fill("VALUES {rows}", rows="{kept}") == "VALUES {kept}"  # a part is not read again
+    with pytest.raises(SqlFileError, match="template parts"):
+        fill("SELECT {columns} FROM {table}", columns="a")
+    with pytest.raises(SqlFileError, match="template parts"):
+        fill("SELECT 1", table="t")
+
+
+def test_pieces_are_repeated_and_listed_for_a_template() -> None:
+    assert repeat("(:q{i})", 3, ", ") == "(:q0), (:q1), (:q2)"
+    rows = [{"table": "a"}, {"table": "b"}]
+    assert each("SELECT * FROM {table}", "\nUNION ALL\n", rows) == (
+        "SELECT * FROM a\nUNION ALL\nSELECT * FROM b"
+    )
+    assert listing(["id", "state"]) == "id, state"

@@ -3,4 +3,6 @@ registry loads."""
 
 from .backend import SQLiteBackend
 
+SQLiteBackend.__module__ = __name__  # where the registry's dotted path finds it
+
 __all__ = ["SQLiteBackend"]

@@ -12,14 +12,8 @@ from typing import Any
 
 from ..._job import ClaimedJob, SlotOutcome
 from .. import flows
-from ..base import (
-    NEXT_RUN_PRIORITIES,
-    ClaimParams,
-    CronSlotClaimParams,
-)
-from ..common import (
-    AGING_LEVELS,
-)
+from ..base import NEXT_RUN_PRIORITIES, ClaimParams, CronSlotClaimParams
+from ..common import AGING_LEVELS
 from . import keys
 from . import rows as ops
 from .enqueue import Enqueuing, insert_rows
@@ -158,7 +152,7 @@ class Claiming(Enqueuing):
     def _claim_keyed(
         self, conn: sqlite3.Connection, params: ClaimParams, limited: bool
     ) -> list[Any]:
-        """The keyed claim's rows, inside the caller's write transaction (sqlite_keys.py)."""
+        """The keyed claim's rows, inside the caller's write transaction (keys.py)."""
         queues = None if params.queues is None else list(dict.fromkeys(params.queues))
         now = self._now()
         ids = keys.pick(

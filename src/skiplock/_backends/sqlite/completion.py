@@ -10,23 +10,14 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..._job import (
-    Completion,
-    Disposition,
-    ReclaimedJob,
-)
+from ..._job import Completion, Disposition, ReclaimedJob
 from ..._transitions import transition
 from ...errors import BackendUnavailable
 from .. import flows
 from .. import workflow_flows as wf
-from ..base import (
-    MAX_ERRORS_KEPT,
-    RELEASED_BY_SUPERVISOR,
-    JobHeartbeatManyParams,
-)
-from ..common import (
-    reclaimed_jobs,
-)
+from ..base import MAX_ERRORS_KEPT, RELEASED_BY_SUPERVISOR, JobHeartbeatManyParams
+from ..common import reclaimed_jobs
+from ..sql_files import fill, listing
 from .connection import savepoint as _savepoint
 from .errors import classify as _classify
 from .errors import immediate as _immediate
@@ -37,29 +28,23 @@ from .workflow import WorkflowOps
 log = logging.getLogger("skiplock.worker")
 
 _OUTCOME = {
-    "state": ":state",
-    "attempt": "attempt + :attempt_delta",
-    "run_at": "coalesce(:run_at, run_at)",
-    "finished_at": ":finished_at",
-    "lease_token": "NULL",
-    "lease_expires_at": "NULL",
-    "run_s": ":run_s",
-    # parked on a signal: the unique index counts it as its key's holder (sqlite_unique.py)
-    "parked": "CASE WHEN :state = 'waiting' THEN 1 END",
-    "errors": """CASE WHEN :error IS NULL THEN errors
-                  WHEN json_array_length(errors) >= :max_errors
-                  THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
-                  ELSE json_insert(errors, '$[#]', json(:error)) END""",
+    "state": sql.FINISH_STATE,
+    "attempt": sql.FINISH_ATTEMPT,
+    "run_at": sql.FINISH_RUN_AT,
+    "finished_at": sql.FINISH_FINISHED_AT,
+    "lease_token": sql.FINISH_NULL,
+    "lease_expires_at": sql.FINISH_NULL,
+    "run_s": sql.FINISH_RUN_S,
+    # parked on a signal: the unique index counts it as its key's holder (unique.py)
+    "parked": sql.FINISH_PARKED,
+    "errors": sql.FINISH_ERRORS,
 }
-"""One outcome's columns (decided in Python: _transitions.py): errors are appended, keeping the
-last :max_errors. Both the update in place and the move to a day table write these."""
+"""One outcome's columns (decided in Python: _transitions.py), as JOB_SET_STATE_* write them:
+errors are appended, keeping the last :max_errors."""
 
-_KEEPING = {"result": ":result", "progress": "coalesce(:progress, progress)"}
+_KEEPING = {"result": sql.FINISH_RESULT, "progress": sql.FINISH_PROGRESS}
 """An outcome's result (:result) and a progress record left since the last heartbeat
 (:progress, NULL: none)."""
-
-_UNDER_LEASE = "id = :id AND lease_token = :token AND state = 'running'"
-"""An outcome is written only while its row still runs under its lease token (fencing)."""
 
 
 def job_finish_into(table: str, columns: tuple[str, ...], keeping: bool) -> str:
@@ -67,15 +52,10 @@ def job_finish_into(table: str, columns: tuple[str, ...], keeping: bool) -> str:
     table's ``columns``, in order): the row as the update in place would leave it, copied
     while it still runs under its lease token; the caller deletes the live rows it copied.
     Not a succeeded job that keeps its unique key (the live table's unique index holds it):
-    that outcome is written in place."""
+    that outcome is written in place (FINISH_INTO)."""
     outcome = {**_OUTCOME, **_KEEPING} if keeping else _OUTCOME
-    values = ", ".join(outcome.get(name, name) for name in columns)
-    return f"""
-INSERT INTO {table} ({", ".join(columns)})
-SELECT {values} FROM skiplock_jobs_live
-WHERE {_UNDER_LEASE}
-  AND NOT (:state = 'succeeded' AND unique_succeeded AND unique_key IS NOT NULL)
-"""
+    values = listing(outcome.get(name, name) for name in columns)
+    return fill(sql.FINISH_INTO, table=table, columns=listing(columns), values=values)
 
 
 finish_into = functools.lru_cache(maxsize=16)(job_finish_into)
@@ -115,7 +95,7 @@ def complete_batch(
 ) -> list[int]:
     """Write a batch of outcomes inside the caller's write transaction; the ids written.
 
-    A succeeded or cancelled job goes straight into the day's table (sqlite_history.py): its
+    A succeeded or cancelled job goes straight into the day's table (storage/history.py): its
     row as the outcome leaves it is copied there while it still runs under its token, and
     the copied live rows are deleted in one statement at the end, in the same transaction (a
     row is in one table at every commit). Copying instead of updating first and moving after

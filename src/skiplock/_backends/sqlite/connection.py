@@ -1,4 +1,7 @@
-"""The SQLite backend's one database thread: its calls queued, their outcomes handed back.
+"""The SQLite backend's file: its one database thread (its calls queued, their outcomes
+handed back), its connections with skiplock's pragmas, the check that the path still names the
+file opened, a savepoint on a caller's connection, and ``Connected``, the base of every room's
+operations.
 
 SQLite's calls block, so they run off the event loop on one thread that owns the connection
 (one writer per process; statements in turn, as the file takes them anyway). It used to be
@@ -26,14 +29,12 @@ from typing import Any, TypeVar
 from ..._handback import Handback, handback_for
 from ..._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from ...errors import BackendError, SchemaError
-from ..base import (
-    Clock,
-)
-from ..common import (
-    KeyCursors,
-)
+from ..base import Clock
+from ..common import KeyCursors
+from ..sql_files import fill
 from .errors import immediate as _immediate
 from .errors import wrapped as _wrapped
+from .statements import STATEMENTS as sql
 from .storage.ids import BATCHES, JOBS, IdLedger, may_roll_back
 from .url import parse_sqlite_url
 
@@ -143,15 +144,15 @@ def savepoint(conn: sqlite3.Connection) -> Iterator[None]:
     commit or rollback decides, as for the statements it runs itself) is begun first, as
     sqlite3 would before the caller's first write: the savepoint is then the caller's."""
     if not conn.in_transaction and conn.isolation_level is not None:
-        conn.execute(f"BEGIN {conn.isolation_level}")
-    conn.execute("SAVEPOINT skiplock_workflow")
+        conn.execute(fill(sql.TRANSACTION_BEGIN_AS, mode=conn.isolation_level))
+    conn.execute(sql.WORKFLOW_SAVEPOINT)
     try:
         yield
     except BaseException:
-        conn.execute("ROLLBACK TO skiplock_workflow")
-        conn.execute("RELEASE skiplock_workflow")
+        conn.execute(sql.WORKFLOW_SAVEPOINT_ROLLBACK)
+        conn.execute(sql.WORKFLOW_SAVEPOINT_RELEASE)
         raise
-    conn.execute("RELEASE skiplock_workflow")
+    conn.execute(sql.WORKFLOW_SAVEPOINT_RELEASE)
 
 
 class Connected:
@@ -172,9 +173,9 @@ class Connected:
         """The connection of ``job_insert_many_here`` (a sync enqueue in its caller's thread)."""
         self._here_lock = threading.Lock()
         self._ids = IdLedger.of(self.path, self.mode)
-        """The ids handed out in transactions that may roll back (sqlite_ids.py)."""
+        """The ids handed out in transactions that may roll back (storage/ids.py)."""
         self._key_cursors: KeyCursors = {}
-        """Where each keyed claim's walk starts next (sqlite_keys.pick)."""
+        """Where each keyed claim's walk starts next (keys.pick)."""
         self._turns_after = ""
         """Where the upkeep's next look for stale key turn rows starts ("": the first)."""
         self._here_pid = 0
@@ -250,9 +251,9 @@ class Connected:
             conn = sqlite3.connect(
                 target, isolation_level=None, check_same_thread=False, uri=not create
             )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            conn.execute(fill(sql.PRAGMA_BUSY_TIMEOUT, ms=str(BUSY_TIMEOUT_MS)))
+            conn.execute(sql.PRAGMA_JOURNAL_WAL)
+            conn.execute(fill(sql.PRAGMA_SYNCHRONOUS, mode=self.synchronous.upper()))
             conn.row_factory = sqlite3.Row  # rows read by column name, or by position
             conn.create_function("skiplock_lower", 1, _lower, deterministic=True)
             self._ids.register(conn)
@@ -277,7 +278,7 @@ class Connected:
     @contextlib.contextmanager
     def _handing_out(self, conn: sqlite3.Connection) -> Iterator[None]:
         """Around a workflow's writes on a caller's connection, which hand out job and batch
-        ids: ``conn`` reads the id ledger (sqlite_ids.py), and if its transaction is still
+        ids: ``conn`` reads the id ledger (storage/ids.py), and if its transaction is still
         open when they succeed (it may yet roll back), the ledger keeps the ids before they
         are returned."""
         self._ids.register(conn)

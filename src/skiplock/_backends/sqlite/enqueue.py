@@ -10,22 +10,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..._job import (
-    NewJob,
-)
+from ..._job import NewJob
 from ...errors import QueueFull
 from .. import flows
-from ..base import (
-    CronSlotSyncParams,
-    JobImportOutcomeParams,
-    JobInsertManyParams,
-)
-from ..common import (
-    KeyId,
-    key_id,
-    map_inserted,
-    unique_scope,
-)
+from ..base import CronSlotSyncParams, JobImportOutcomeParams, JobInsertManyParams
+from ..common import KeyId, key_id, map_inserted, unique_scope
 from ..sql_files import fill, repeat
 from . import unique
 from .connection import Connected
@@ -257,7 +246,7 @@ class Enqueuing(Connected):
                 with _immediate(connection):  # raise the counter and insert under one lock
                     return insert_rows(connection, jobs, self._now())
             ids = insert_rows(connection, jobs, self._now())
-            if ids and may_roll_back(connection):  # kept before an id is returned (sqlite_ids)
+            if ids and may_roll_back(connection):  # kept before an id is returned (storage/ids.py)
                 self._ids.mark(JOBS, max(ids))
             return ids
 

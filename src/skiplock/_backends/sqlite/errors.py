@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from ...errors import BackendError, BackendUnavailable, DuplicateJob, SchemaError
+from .statements import STATEMENTS as sql
 
 OUTAGE_CODES = frozenset(
     {
@@ -57,10 +58,10 @@ def classify(operation: str, exc: sqlite3.Error) -> Exception:
 @contextmanager
 def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One write transaction that holds the file's write lock from its first statement."""
-    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(sql.TRANSACTION_BEGIN_IMMEDIATE)
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute(sql.TRANSACTION_ROLLBACK)
         raise
-    conn.execute("COMMIT")
+    conn.execute(sql.TRANSACTION_COMMIT)

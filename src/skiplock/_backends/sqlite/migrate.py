@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..sql_files import load_migrations
+from ..sql_files import fill, load_migrations
 from .connection import Connected
 from .errors import immediate as _immediate
 from .statements import STATEMENTS as sql
@@ -47,17 +47,13 @@ def widen_state_check(conn: sqlite3.Connection) -> None:
     a constraint every existing row meets may be loosened by editing the schema text, then
     bumping ``schema_version`` so every connection reads it again). Runs inside the
     migration's transaction."""
-    (version,) = conn.execute("PRAGMA schema_version").fetchone()
-    conn.execute("PRAGMA writable_schema = ON")
+    (version,) = conn.execute(sql.PRAGMA_SCHEMA_VERSION).fetchone()
+    conn.execute(sql.PRAGMA_WRITABLE_SCHEMA_ON)
     try:
-        conn.execute(
-            "UPDATE sqlite_master SET sql = replace(sql, ?, ?) "
-            "WHERE type = 'table' AND name = 'skiplock_jobs_live'",
-            (_OLD_CHECK, _NEW_CHECK),
-        )
-        conn.execute(f"PRAGMA schema_version = {int(version) + 1}")
+        conn.execute(sql.SCHEMA_TABLE_SQL_REPLACE, (_OLD_CHECK, _NEW_CHECK))
+        conn.execute(fill(sql.PRAGMA_SCHEMA_VERSION_SET, version=str(int(version) + 1)))
     finally:
-        conn.execute("PRAGMA writable_schema = OFF")
+        conn.execute(sql.PRAGMA_WRITABLE_SCHEMA_OFF)
 
 
 HISTORY_APART = 11

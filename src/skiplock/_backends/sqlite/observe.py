@@ -7,18 +7,9 @@ import json
 import sqlite3
 from typing import Any
 
-from ..._job import (
-    WorkerInfo,
-)
-from ..base import (
-    KEYS_IN_STATS,
-    JobStatsParams,
-    JobStatsRows,
-    WorkerBeatParams,
-)
-from ..common import (
-    worker_info,
-)
+from ..._job import WorkerInfo
+from ..base import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
+from ..common import worker_info
 from ..percentiles import bucket_samples, ranks_from_buckets
 from .connection import Connected
 from .errors import dt
@@ -37,7 +28,9 @@ def job_stats(conn: sqlite3.Connection, params: JobStatsParams, now: float) -> J
     def rows(statement: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in conn.execute(statement, args).fetchall()]
 
-    conn.execute("BEGIN")  # deferred: a read snapshot across the four statements, no lock
+    conn.execute(
+        sql.TRANSACTION_BEGIN_DEFERRED
+    )  # deferred: a read snapshot across the four statements, no lock
     try:
         return JobStatsRows(
             now=dt(now),
@@ -54,7 +47,7 @@ def job_stats(conn: sqlite3.Connection, params: JobStatsParams, now: float) -> J
             ],
         )
     finally:
-        conn.execute("COMMIT")
+        conn.execute(sql.TRANSACTION_COMMIT)
 
 
 def beat_args(params: WorkerBeatParams, now: float) -> dict[str, Any]:

@@ -12,11 +12,7 @@ import sqlite3
 from typing import Any
 
 from ..._job import ClaimedJob, JobFilter, JobRecord
-from ..common import (
-    claimed_jobs,
-    filter_values,
-    job_record,
-)
+from ..common import claimed_jobs, filter_values, job_record
 from .errors import dt as _dt
 
 

@@ -49,6 +49,25 @@ class Statements:
     CRON_LAST_SLOTS: str
     CRON_LAST_RUNS: str
     CRON_SLOTS_PRUNE: str
+    TRANSACTION_BEGIN_IMMEDIATE: str
+    TRANSACTION_BEGIN_DEFERRED: str
+    TRANSACTION_BEGIN_AS: str
+    TRANSACTION_COMMIT: str
+    TRANSACTION_ROLLBACK: str
+    WORKFLOW_SAVEPOINT: str
+    WORKFLOW_SAVEPOINT_ROLLBACK: str
+    WORKFLOW_SAVEPOINT_RELEASE: str
+    PRAGMA_BUSY_TIMEOUT: str
+    PRAGMA_JOURNAL_WAL: str
+    PRAGMA_SYNCHRONOUS: str
+    PRAGMA_SCHEMA_VERSION: str
+    PRAGMA_SCHEMA_VERSION_SET: str
+    PRAGMA_WRITABLE_SCHEMA_ON: str
+    PRAGMA_WRITABLE_SCHEMA_OFF: str
+    SCHEMA_TABLE_SQL_REPLACE: str
+    WAL_CHECKPOINT_PASSIVE: str
+    WAL_CHECKPOINT_TRUNCATE: str
+    PAGE_SIZE: str
     JOB_INSERT: str
     JOB_INSERT_ONE: str
     JOB_INSERT_UNIQUE: str
@@ -57,6 +76,43 @@ class Statements:
     JOB_IMPORT_OUTCOME: str
     JOB_INSERT_ROWS: str
     JOB_INSERT_ROW: str
+    DAY_TABLES: str
+    TABLE_EXISTS: str
+    TABLE_INFO: str
+    DAY_ADD_COLUMN: str
+    VIEW_DROP: str
+    VIEW_CREATE: str
+    VIEW_BRANCH: str
+    VIEW_INSERT_TRIGGER: str
+    VIEW_INSERT_VALUE: str
+    VIEW_INSERT_VALUE_OR_DEFAULT: str
+    VIEW_SET_COLUMN: str
+    VIEW_UPDATE_TRIGGER: str
+    VIEW_UPDATE_LIVE: str
+    VIEW_UPDATE_DAY: str
+    VIEW_DELETE_TRIGGER: str
+    VIEW_DELETE_FROM: str
+    DAY_CREATE: str
+    DAY_COLUMN_ID: str
+    DAY_COLUMN: str
+    DAY_FINISHED_INDEX: str
+    DAY_RECLAIMED_INDEX: str
+    DAY_MOVE_BACK: str
+    DAY_DELETE_ONE: str
+    DAY_COUNT: str
+    DAY_DROP: str
+    DAY_PRUNE: str
+    FINISH_INTO: str
+    FINISH_STATE: str
+    FINISH_ATTEMPT: str
+    FINISH_RUN_AT: str
+    FINISH_FINISHED_AT: str
+    FINISH_NULL: str
+    FINISH_RUN_S: str
+    FINISH_PARKED: str
+    FINISH_ERRORS: str
+    FINISH_RESULT: str
+    FINISH_PROGRESS: str
     ID_FLOOR_RAISE: str
     PROBE: str
     ID_COUNTER: str
@@ -194,6 +250,7 @@ class Statements:
     WORKFLOW_PRUNE_BATCHES: str
     WORKFLOW_PRUNE_PARENT_RESULTS: str
     WORKFLOW_PRUNE_UNRELEASED: str
+    JOB_ARGS: str
 
 
 STATEMENTS = Statements(**load_statements(__package__ or "skiplock._backends.sqlite"))

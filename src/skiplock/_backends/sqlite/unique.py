@@ -1,5 +1,5 @@
-"""SQLite's unique-key windows and replacing enqueues: migration 13's text and the statements
-``flows.replace_held``'s steps run (answered in sqlite_ops) (docs/design.md, "Unique keys").
+"""SQLite's unique-key windows and replacing enqueues: the statements (``queries/unique.sql``)
+``flows.replace_held``'s steps run (answered in enqueue.py) (docs/design.md, "Unique keys").
 
 A key is held by the live table's partial unique index: a pending or running job, one parked
 on a signal (``wait_for``: a waiting row with ``parked`` set, migration 24; a job waiting for
@@ -16,15 +16,6 @@ from __future__ import annotations
 import sqlite3
 
 from .statements import STATEMENTS as sql
-
-
-def holds(row: str = "") -> str:
-    """The unique index's predicate (migration 24 on), for row ``row`` (an alias and a dot, or
-    nothing): written as the index has it, so a statement that names it can use the index."""
-    return (
-        f"({row}state IN ('pending', 'running') OR ({row}state = 'waiting' AND {row}parked)"
-        f" OR ({row}state = 'succeeded' AND {row}unique_succeeded))"
-    )
 
 
 def release_passed(conn: sqlite3.Connection, key: str, scope: str, now: float) -> bool:

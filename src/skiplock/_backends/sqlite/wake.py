@@ -78,7 +78,7 @@ class WalWatch:
 
     def _data_version(self) -> int | None:
         try:
-            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            return int(self._conn.execute(sql.DATA_VERSION).fetchone()[0])
         except sqlite3.Error:
             return None  # busy for a moment (a checkpoint): the next look reads it
 
@@ -203,7 +203,7 @@ class Waking(Connected):
 
         SQLite has no NOTIFY. ``PRAGMA data_version`` changes when another connection has
         committed, and reading it costs microseconds. Where the OS sends file notifications
-        (``sqlite_watch``), a write to the ``-wal`` file makes a thread read it until the
+        (``WalWatch`` above), a write to the ``-wal`` file makes a thread read it until the
         commit shows, within a fraction of a millisecond; a timer every 100 ms stays on as
         backstop. Elsewhere the timer alone does it: every 5 ms after a change, backing off
         to 100 ms while nothing changes (~0.2 ms of CPU a tick on the benchmark VM). Either

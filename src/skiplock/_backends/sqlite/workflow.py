@@ -13,22 +13,11 @@ from typing import Any, TypeVar
 
 from ..._job import NewJob
 from ..._payload import DEFAULT_MAX_PAYLOAD_BYTES
-from ..._workflow_records import (
-    SignalOutcome,
-    SignalReceipt,
-    StoredSignal,
-    WorkflowGraph,
-)
+from ..._workflow_records import SignalOutcome, SignalReceipt, StoredSignal, WorkflowGraph
 from ...errors import JobNotFound
 from .. import flows, workflow_sweep
 from .. import workflow_flows as wf
-from ..common import (
-    FINAL_STATES,
-    gathered_too_large,
-    mailbox_full,
-    signal_taken,
-    stored_signal,
-)
+from ..common import FINAL_STATES, gathered_too_large, mailbox_full, signal_taken, stored_signal
 from ..workflow_plan import Plan, SweepResult
 from .connection import Connected
 from .connection import own_sqlite as _own_sqlite
@@ -234,9 +223,7 @@ class Answers:
                 first = results[0] if results else "null"
             else:
                 first = "[" + ",".join(results) + "]"
-        (args,) = self.conn.execute(
-            "SELECT args FROM skiplock_jobs_live WHERE id = ?", (child,)
-        ).fetchone()
+        (args,) = self.conn.execute(sql.JOB_ARGS, (child,)).fetchone()
         rest = args.strip()[1:-1].strip()
         return f"[{first},{rest}]" if rest else f"[{first}]"
 
@@ -398,7 +385,7 @@ def _no_wake(_queues: set[str]) -> None:
 class WorkflowOps(Connected):
     """The workflow operations (workflow_flows.py's flows, answered by Answers)."""
 
-    # -- workflows (sqlite_workflow_sql.py) -------------------------------------------------
+    # -- workflows (queries/workflow.sql) -------------------------------------------------
 
     def _wf_answers(self, conn: sqlite3.Connection, woken: set[str] | None = None) -> Answers:
         return Answers(

@@ -443,3 +443,6 @@ DELETE FROM skiplock_unreleased WHERE job_id IN (
     WHERE NOT EXISTS (SELECT 1 FROM skiplock_jobs j
                       WHERE j.id = x.job_id AND j.state IN ('cancelled', 'dead'))
     LIMIT :most)
+
+-- name: JOB_ARGS
+SELECT args FROM skiplock_jobs_live WHERE id = ?

@@ -33,6 +33,9 @@ import sqlite3
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from ...sql_files import each, fill, listing
+from ..statements import STATEMENTS as sql
+
 LIVE = "skiplock_jobs_live"
 VIEW = "skiplock_jobs"
 DAY_PREFIX = "skiplock_jobs_done_p"
@@ -58,10 +61,7 @@ def bounds(day: date) -> tuple[float, float]:
 
 def days(conn: sqlite3.Connection) -> list[tuple[date, str]]:
     """The day tables there are, oldest first."""
-    rows = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB ?",
-        (DAY_PREFIX + "[0-9]*",),
-    ).fetchall()
+    rows = conn.execute(sql.DAY_TABLES, (DAY_PREFIX + "[0-9]*",)).fetchall()
     found = []
     for (name,) in rows:
         match = _DAY_NAME.match(name)
@@ -71,15 +71,13 @@ def days(conn: sqlite3.Connection) -> list[tuple[date, str]]:
 
 
 def _exists(conn: sqlite3.Connection, name: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-    ).fetchone()
+    row = conn.execute(sql.TABLE_EXISTS, (name,)).fetchone()
     return row is not None
 
 
 def columns(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     """The live table's columns (name, declared type), in order: every day table has them."""
-    return [(str(r[1]), str(r[2])) for r in conn.execute(f"PRAGMA table_info({LIVE})")]
+    return [(str(r[1]), str(r[2])) for r in conn.execute(fill(sql.TABLE_INFO, table=LIVE))]
 
 
 def follow_live(conn: sqlite3.Connection) -> None:
@@ -88,24 +86,36 @@ def follow_live(conn: sqlite3.Connection) -> None:
     lines up; then rebuild the view."""
     live = columns(conn)
     for _, table in days(conn):
-        have = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+        have = {str(r[1]) for r in conn.execute(fill(sql.TABLE_INFO, table=table))}
         for name, kind in live:
             if name not in have:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}".rstrip())
+                conn.execute(fill(sql.DAY_ADD_COLUMN, table=table, column=name, kind=kind).rstrip())
     rebuild_view(conn)
 
 
 def rebuild_view(conn: sqlite3.Connection) -> None:
     """``skiplock_jobs`` as the union of the live table and every day table, columns named,
     with the triggers that let your own SQL write through it as it could write the table."""
-    info = list(conn.execute(f"PRAGMA table_info({LIVE})"))
-    names = ", ".join(str(r[1]) for r in info)
+    for statement in view_statements(conn):
+        conn.execute(statement)
+
+
+def view_statements(conn: sqlite3.Connection) -> list[str]:
+    """What ``rebuild_view`` runs: the view dropped (its triggers go with it), made again over
+    the live table and the day tables there are, and its triggers."""
+    info = list(conn.execute(fill(sql.TABLE_INFO, table=LIVE)))
+    names = listing(str(r[1]) for r in info)
     tables = days(conn)
-    parts = [f"SELECT {names} FROM {LIVE}"] + [f"SELECT {names} FROM {t}" for _, t in tables]
-    conn.execute(f"DROP VIEW IF EXISTS {VIEW}")  # its triggers go with it
-    conn.execute(f"CREATE VIEW {VIEW} AS\n" + "\nUNION ALL\n".join(parts))
-    for trigger in _write_triggers(info, tables):
-        conn.execute(trigger)
+    branches = each(
+        sql.VIEW_BRANCH,
+        "\nUNION ALL\n",
+        [{"columns": names, "table": LIVE}] + [{"columns": names, "table": t} for _, t in tables],
+    )
+    return [
+        sql.VIEW_DROP,
+        fill(sql.VIEW_CREATE, branches=branches),
+        *_write_triggers(info, tables),
+    ]
 
 
 def _write_triggers(info: list[Any], tables: list[tuple[date, str]]) -> list[str]:
@@ -118,34 +128,28 @@ def _write_triggers(info: list[Any], tables: list[tuple[date, str]]) -> list[str
     prune's batched delete finds it, so a prune removes exactly what its preview counts.
     Skiplock's own statements name the tables."""
     names = [str(r[1]) for r in info]
-    cols = ", ".join(names)
-    values = ", ".join(
-        f"coalesce(NEW.{r[1]}, {r[4]})" if r[4] is not None else f"NEW.{r[1]}" for r in info
+    cols = listing(names)
+    values = listing(
+        fill(sql.VIEW_INSERT_VALUE_OR_DEFAULT, column=str(r[1]), default=str(r[4]))
+        if r[4] is not None
+        else fill(sql.VIEW_INSERT_VALUE, column=str(r[1]))
+        for r in info
     )
-    sets = ", ".join(f"{name} = NEW.{name}" for name in names if name != "id")
-    update = [f"UPDATE {LIVE} SET {sets} WHERE id = OLD.id;"]
-    delete = [f"DELETE FROM {LIVE} WHERE id = OLD.id;"]
+    sets = each(sql.VIEW_SET_COLUMN, ", ", [{"column": name} for name in names if name != "id"])
+    update = [fill(sql.VIEW_UPDATE_LIVE, sets=sets)]
+    delete = [fill(sql.VIEW_DELETE_FROM, table=LIVE)]
     for day, table in tables:
         lo, hi = bounds(day)
-        back = (
-            "id = OLD.id AND (state NOT IN ('succeeded', 'cancelled') OR finished_at IS NULL"
-            f" OR finished_at < {lo!r} OR finished_at >= {hi!r})"
+        update.append(
+            fill(
+                sql.VIEW_UPDATE_DAY, table=table, sets=sets, columns=cols, lo=repr(lo), hi=repr(hi)
+            )
         )
-        update += [
-            f"UPDATE {table} SET {sets} WHERE id = OLD.id;",
-            f"INSERT INTO {LIVE} ({cols}) SELECT {cols} FROM {table} WHERE {back};",
-            f"DELETE FROM {table} WHERE {back};",
-        ]
-        delete.append(f"DELETE FROM {table} WHERE id = OLD.id;")
+        delete.append(fill(sql.VIEW_DELETE_FROM, table=table))
     return [
-        f"CREATE TRIGGER {VIEW}_insert INSTEAD OF INSERT ON {VIEW} BEGIN\n"
-        f"INSERT INTO {LIVE} ({cols}) VALUES ({values});\nEND",
-        f"CREATE TRIGGER {VIEW}_update INSTEAD OF UPDATE ON {VIEW} BEGIN\n"
-        + "\n".join(update)
-        + "\nEND",
-        f"CREATE TRIGGER {VIEW}_delete INSTEAD OF DELETE ON {VIEW} BEGIN\n"
-        + "\n".join(delete)
-        + "\nEND",
+        fill(sql.VIEW_INSERT_TRIGGER, columns=cols, values=values),
+        fill(sql.VIEW_UPDATE_TRIGGER, statements=listing(update, "\n")),
+        fill(sql.VIEW_DELETE_TRIGGER, statements=listing(delete, "\n")),
     ]
 
 
@@ -159,16 +163,14 @@ def ensure_day(conn: sqlite3.Connection, day: date) -> str:
 
 
 def _make_day(conn: sqlite3.Connection, name: str) -> None:
-    cols = ",\n    ".join(
-        "id INTEGER PRIMARY KEY" if col == "id" else f"{col} {kind}".rstrip()
+    cols = [
+        sql.DAY_COLUMN_ID if col == "id" else fill(sql.DAY_COLUMN, column=col, kind=kind).rstrip()
         for col, kind in columns(conn)
-    )
-    conn.execute(f"CREATE TABLE {name} (\n    {cols}\n)")
+    ]
+    conn.execute(fill(sql.DAY_CREATE, table=name, columns=listing(cols, ",\n    ")))
     # The windows the health numbers read (finishes, reclaims) and the prune's range.
-    conn.execute(f"CREATE INDEX {name}_finished_idx ON {name} (finished_at)")
-    conn.execute(
-        f"CREATE INDEX {name}_reclaimed_idx ON {name} (reclaimed_at) WHERE reclaimed_at IS NOT NULL"
-    )
+    conn.execute(fill(sql.DAY_FINISHED_INDEX, table=name))
+    conn.execute(fill(sql.DAY_RECLAIMED_INDEX, table=name))
     rebuild_view(conn)
 
 
@@ -194,13 +196,13 @@ def day_target(conn: sqlite3.Connection, now: float) -> tuple[str, tuple[str, ..
 def move_back(conn: sqlite3.Connection, job_id: int) -> bool:
     """Bring one finished job from its day table back into the live table (a person's retry
     of it); False if no day table holds it (it is in the live table, or nowhere)."""
-    names = ", ".join(name for name, _ in columns(conn))
+    names = listing(name for name, _ in columns(conn))
     for _, table in days(conn):
         moved = conn.execute(
-            f"INSERT INTO {LIVE} ({names}) SELECT {names} FROM {table} WHERE id = ?", (job_id,)
+            fill(sql.DAY_MOVE_BACK, columns=names, table=table), (job_id,)
         ).rowcount
         if moved:
-            conn.execute(f"DELETE FROM {table} WHERE id = ?", (job_id,))
+            conn.execute(fill(sql.DAY_DELETE_ONE, table=table), (job_id,))
             return True
     return False
 
@@ -213,8 +215,8 @@ def drop_expired(conn: sqlite3.Connection, finished_before: float) -> int:
     for day, table in days(conn)[:1]:
         if bounds(day)[1] > finished_before:
             return 0
-        removed = int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-        conn.execute(f"DROP TABLE {table}")
+        removed = int(conn.execute(fill(sql.DAY_COUNT, table=table)).fetchone()[0])
+        conn.execute(fill(sql.DAY_DROP, table=table))
         rebuild_view(conn)
         return removed
     return 0
@@ -228,8 +230,7 @@ def prune_days(conn: sqlite3.Connection, finished_before: float, batch: int) -> 
         if bounds(day)[0] >= finished_before or deleted >= batch:
             break
         deleted += conn.execute(
-            f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table}"
-            " WHERE finished_at < :before LIMIT :batch)",
+            fill(sql.DAY_PRUNE, table=table),
             {"before": finished_before, "batch": batch - deleted},
         ).rowcount
     return int(deleted)

@@ -6,15 +6,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from ...._job import (
-    StorageHold,
-)
-from ...base import (
-    HOLD_MIN_S,
-    HotVacuum,
-    Rotation,
-    WalCheckpoint,
-)
+from ...._job import StorageHold
+from ...base import HOLD_MIN_S, HotVacuum, Rotation, WalCheckpoint
 from .. import keys
 from ..connection import BUSY_TIMEOUT_MS, Connected
 from ..errors import immediate as _immediate

@@ -23,6 +23,8 @@ import sqlite3
 
 from ...._job import StorageHold
 from ...base import WAL_HELD_MIN_BYTES, WalCheckpoint
+from ...sql_files import fill
+from ..statements import STATEMENTS as sql
 
 FRAME_HEADER_BYTES = 24
 """Each page in the log follows a frame header of this size."""
@@ -43,10 +45,10 @@ def wal_bytes(path: str) -> int:
 def passive(conn: sqlite3.Connection, path: str) -> WalCheckpoint:
     """A passive checkpoint: as much of the log copied back as no reader still needs."""
     before = wal_bytes(path)
-    busy, log, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    busy, log, done = conn.execute(sql.WAL_CHECKPOINT_PASSIVE).fetchone()
     if busy or log < 0:  # another checkpoint holds the log (or it is not in WAL mode)
         return WalCheckpoint(before, None)
-    page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    page = int(conn.execute(sql.PAGE_SIZE).fetchone()[0])
     pending = (int(log) - int(done)) * (page + FRAME_HEADER_BYTES)
     return WalCheckpoint(before, log == done, pending)
 
@@ -59,11 +61,11 @@ def checkpoint(
     done = passive(conn, path)
     if not done.complete or done.wal_bytes <= truncate_above:
         return done
-    conn.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS}")
+    conn.execute(fill(sql.PRAGMA_BUSY_TIMEOUT, ms=str(TRUNCATE_WAIT_MS)))
     try:
-        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        busy = conn.execute(sql.WAL_CHECKPOINT_TRUNCATE).fetchone()[0]
     finally:
-        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        conn.execute(fill(sql.PRAGMA_BUSY_TIMEOUT, ms=str(busy_timeout_ms)))
     return dataclasses.replace(done, truncated_to=None if busy else wal_bytes(path))
 
 
