@@ -16,8 +16,8 @@ from ..base import NEXT_RUN_PRIORITIES, ClaimParams, CronSlotClaimParams
 from ..common import AGING_LEVELS
 from . import keys
 from . import rows as ops
+from .connection import immediate as _immediate
 from .enqueue import Enqueuing, insert_rows
-from .errors import immediate as _immediate
 from .statements import STATEMENTS as sql
 from .statements import job_get_available_in_queues
 

@@ -18,9 +18,9 @@ from .. import workflow_flows as wf
 from ..base import MAX_ERRORS_KEPT, RELEASED_BY_SUPERVISOR, JobHeartbeatManyParams
 from ..common import reclaimed_jobs
 from ..sql_files import fill, listing
+from .connection import immediate as _immediate
 from .connection import savepoint as _savepoint
 from .errors import classify as _classify
-from .errors import immediate as _immediate
 from .statements import STATEMENTS as sql
 from .storage import history
 from .workflow import WorkflowOps

@@ -32,7 +32,6 @@ from ...errors import BackendError, SchemaError
 from ..base import Clock
 from ..common import KeyCursors
 from ..sql_files import fill
-from .errors import immediate as _immediate
 from .errors import wrapped as _wrapped
 from .statements import STATEMENTS as sql
 from .storage.ids import BATCHES, JOBS, IdLedger, may_roll_back
@@ -80,6 +79,18 @@ class DatabaseThread:
         self._queue.put(None)
         if threading.current_thread() is not self._thread:
             self._thread.join()
+
+
+@contextlib.contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction that holds the file's write lock from its first statement."""
+    conn.execute(sql.TRANSACTION_BEGIN_IMMEDIATE)
+    try:
+        yield conn
+    except BaseException:
+        conn.execute(sql.TRANSACTION_ROLLBACK)
+        raise
+    conn.execute(sql.TRANSACTION_COMMIT)
 
 
 BUSY_TIMEOUT_MS = 10_000
@@ -289,7 +300,7 @@ class Connected:
 
     async def _write(self, operation: str, statement: str, args: Any) -> int:
         def write(conn: sqlite3.Connection) -> int:
-            with _immediate(conn):
+            with immediate(conn):
                 return conn.execute(statement, args).rowcount
 
         return await self._run(operation, write)

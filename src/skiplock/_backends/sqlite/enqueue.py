@@ -19,8 +19,8 @@ from ..sql_files import fill, repeat
 from . import unique
 from .connection import Connected
 from .connection import identity as _identity
+from .connection import immediate as _immediate
 from .connection import own_sqlite as _own_sqlite
-from .errors import immediate as _immediate
 from .errors import wrapped as _wrapped
 from .statements import STATEMENTS as sql
 from .storage.ids import JOBS, may_roll_back, runs_alone

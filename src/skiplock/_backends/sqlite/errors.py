@@ -1,14 +1,13 @@
-"""What both halves of the SQLite backend share: error mapping, write transactions, times."""
+"""sqlite3 errors -> skiplock errors: an outage (waiting may fix it), a schema never migrated,
+or a fault (no retry cures it)."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 
 from ...errors import BackendError, BackendUnavailable, DuplicateJob, SchemaError
-from .statements import STATEMENTS as sql
 
 OUTAGE_CODES = frozenset(
     {
@@ -22,14 +21,6 @@ OUTAGE_CODES = frozenset(
 )
 """Primary result codes that say "the file cannot be used right now", which waiting can fix.
 Every other error (no such column, a broken constraint) is a fault no retry will cure."""
-
-
-def dt(value: float) -> datetime:
-    return datetime.fromtimestamp(value, UTC)
-
-
-def opt_dt(value: float | None) -> datetime | None:
-    return None if value is None else dt(value)
 
 
 @contextmanager
@@ -53,15 +44,3 @@ def classify(operation: str, exc: sqlite3.Error) -> Exception:
     if str(exc).startswith("no such table: skiplock_"):
         return SchemaError(f"{operation}: SQLite: {exc}: run `skiplock migrate` first")
     return BackendError(f"{operation}: SQLite: {exc}")
-
-
-@contextmanager
-def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction that holds the file's write lock from its first statement."""
-    conn.execute(sql.TRANSACTION_BEGIN_IMMEDIATE)
-    try:
-        yield conn
-    except BaseException:
-        conn.execute(sql.TRANSACTION_ROLLBACK)
-        raise
-    conn.execute(sql.TRANSACTION_COMMIT)

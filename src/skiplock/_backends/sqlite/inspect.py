@@ -48,9 +48,9 @@ from ..common import (
     waiting_job,
 )
 from . import rows as ops
-from .errors import dt as _dt
-from .errors import immediate as _immediate
-from .errors import opt_dt as _opt_dt
+from .connection import immediate as _immediate
+from .rows import dt as _dt
+from .rows import opt_dt as _opt_dt
 from .statements import STATEMENTS as sql
 from .storage import history
 from .workflow import WorkflowOps

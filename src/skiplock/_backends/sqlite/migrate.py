@@ -8,7 +8,7 @@ import sqlite3
 
 from ..sql_files import fill, load_migrations
 from .connection import Connected
-from .errors import immediate as _immediate
+from .connection import immediate as _immediate
 from .statements import STATEMENTS as sql
 from .storage import history
 

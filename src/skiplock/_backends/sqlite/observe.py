@@ -12,8 +12,8 @@ from ..base import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
 from ..common import worker_info
 from ..percentiles import bucket_samples, ranks_from_buckets
 from .connection import Connected
-from .errors import dt
-from .errors import dt as _dt
+from .rows import dt
+from .rows import dt as _dt
 from .statements import STATEMENTS as sql
 
 

@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime
 from typing import Any
 
 from ..._job import ClaimedJob, JobFilter, JobRecord
 from ..common import claimed_jobs, filter_values, job_record
-from .errors import dt as _dt
+
+
+def dt(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
+def opt_dt(value: float | None) -> datetime | None:
+    return None if value is None else dt(value)
 
 
 def claimed(rows: list[Any], *, as_listed: bool = False) -> list[ClaimedJob]:
-    return claimed_jobs(rows, _dt, as_listed=as_listed)
+    return claimed_jobs(rows, dt, as_listed=as_listed)
 
 
 def records(conn: sqlite3.Connection, statement: str, args: Any) -> list[JobRecord]:

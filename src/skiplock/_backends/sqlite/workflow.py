@@ -19,12 +19,11 @@ from .. import flows, workflow_sweep
 from .. import workflow_flows as wf
 from ..common import FINAL_STATES, gathered_too_large, mailbox_full, signal_taken, stored_signal
 from ..workflow_plan import Plan, SweepResult
-from .connection import Connected
+from .connection import Connected, immediate
+from .connection import immediate as _immediate
 from .connection import own_sqlite as _own_sqlite
 from .connection import savepoint as _savepoint
 from .enqueue import insert_rows
-from .errors import immediate
-from .errors import immediate as _immediate
 from .errors import wrapped as _wrapped
 from .statements import STATEMENTS as sql
 from .storage import history

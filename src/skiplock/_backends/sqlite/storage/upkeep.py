@@ -10,7 +10,7 @@ from ...._job import StorageHold
 from ...base import HOLD_MIN_S, HotVacuum, Rotation, WalCheckpoint
 from .. import keys
 from ..connection import BUSY_TIMEOUT_MS, Connected
-from ..errors import immediate as _immediate
+from ..connection import immediate as _immediate
 from . import history, wal
 
 
