@@ -4,6 +4,7 @@ one is used by the package's code, and every name the code uses is one of them."
 
 from __future__ import annotations
 
+import ast
 import re
 import sqlite3
 from dataclasses import fields
@@ -126,3 +127,37 @@ async def test_every_named_statement_compiles_on_a_migrated_file(sqlite_url: str
     finally:
         conn.close()
     assert failed == {}
+
+
+SQL_WORD = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT"
+    r"|RELEASE|WHERE|FROM)\b"
+)
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring constants in ``tree`` (a module's, a class's, a function's,
+    and the one under an assignment)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            for before, after in zip([None, *body], body, strict=False):
+                is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                if is_doc and (before is None or isinstance(before, (ast.Assign, ast.AnnAssign))):
+                    found.add(id(after.value))
+    return found
+
+
+def test_no_sql_text_in_the_packages_python() -> None:
+    """Every statement is in a ``.sql`` file: no string in the package's code (docstrings
+    aside) says a word of SQL, so none is written or assembled in Python."""
+    found = []
+    for file in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        docs = docstrings(tree)
+        for node in ast.walk(tree):
+            text = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(text, str) and id(node) not in docs and SQL_WORD.search(text):
+                found.append(f"{file.relative_to(PACKAGE)}:{node.lineno}: {text[:60]!r}")
+    assert found == []
