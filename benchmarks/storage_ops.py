@@ -31,7 +31,8 @@ import asyncpg
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import postgres_sql, sqlite_history
+from skiplock._backends import postgres_sql
+from skiplock._backends.sqlite.storage import history as sqlite_history
 
 from .cluster import create_database, settings, stock_cluster
 

@@ -14,8 +14,8 @@ import pytest
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import sqlite as sqlite_backend
-from skiplock._backends import sqlite_watch
+from skiplock._backends.sqlite import wake as sqlite_backend
+from skiplock._backends.sqlite import wake as sqlite_watch
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="file notifications (inotify) are Linux-only"

@@ -16,7 +16,7 @@ import pytest
 import skiplock
 from skiplock._backends import Backend
 from skiplock._backends.params import JobInsertManyParams, QueueSetLimitsParams
-from skiplock._backends.sqlite_sql import JOB_GET_AVAILABLE_AGED
+from skiplock._backends.sqlite.statements import JOB_GET_AVAILABLE_AGED
 
 from ..helpers import FakeClock
 from .helpers import claim, new_job

@@ -15,7 +15,7 @@ import pytest
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends.sqlite_support import wrapped
+from skiplock._backends.sqlite.errors import wrapped
 from skiplock.errors import BackendError, BackendUnavailable, SchemaError
 
 

@@ -16,14 +16,14 @@ from skiplock._backends import (
     flows,
     postgres_key_turns_sql,
     postgres_sql,
-    sqlite_history,
-    sqlite_keys,
-    sqlite_sql,
 )
 from skiplock._backends.claim_rules import AGING_LEVELS, keys_to_visit
 from skiplock._backends.params import ClaimParams, JobInsertManyParams
 from skiplock._backends.postgres_ops import insert_params
 from skiplock._backends.postgres_storage_sql import GEN_FIRST
+from skiplock._backends.sqlite import statements as sqlite_keys
+from skiplock._backends.sqlite import statements as sqlite_sql
+from skiplock._backends.sqlite.storage import history as sqlite_history
 from skiplock._job import NewJob
 
 from ..helpers import PG_URL, SQLITE_UNDO_KEYS, migrations_from, pg_schema_at

@@ -3,13 +3,21 @@ migration file must say, and what it refuses."""
 
 from __future__ import annotations
 
+import hashlib
+from importlib import resources
+
 import pytest
 
 from skiplock._backends.sql_files import (
     SqlFileError,
+    each,
+    fill,
+    listing,
+    load_migrations,
     parse_migration,
     parse_statements,
     quote_identifier,
+    repeat,
     with_schema,
 )
 
@@ -53,3 +61,97 @@ def test_a_migration_keeps_its_recorded_name_and_its_text_as_written() -> None:
 def test_the_schema_is_the_one_identifier_filled_in_and_it_is_quoted() -> None:
     assert quote_identifier('a"b') == '"a""b"'
     assert with_schema("SELECT 1 FROM {s}.t", "app") == 'SELECT 1 FROM "app".t'
+
+
+SQLITE_MIGRATION_SHA256 = {
+    "0001.sql": "ba2f5f49cc958a9ac0d436517f1431406151035c62255ec0f1103e5aba7de512",
+    "0002.sql": "300f7cce863bf0d027a391cc66aca8219640c8f8041ec1e3385de9e581cad5a0",
+    "0003.sql": "63480cb6475741bd0205f2dd17f4f2590adca4905f193f056abd5ed8ebf229e7",
+    "0004.sql": "62109dd231dddd3f78dbbe11ada7d01387667c39588dbefee6628294fc5dc002",
+    "0005.sql": "4a0d53f36ce8381427daba4e0bb4438f818d70d61ab0937e1321acb2d1063344",
+    "0006.sql": "9b86211569a5cb20e5c93b8fa7e81b4be6357ed9de324107751c2d24c066ac91",
+    "0007.sql": "883962e747152a7d5e78ea2b677de093904758d0882be99cd9142335c4be9af3",
+    "0008.sql": "34cfc003f656daf82068cd36773fcc75b6be2ed30e55e80e6e9062ac795bf3a1",
+    "0009.sql": "2f0ea12fba920b468c3690eada520983b87d2bd72a8274cea9e925ed724c98f2",
+    "0010.sql": "a4c97a7f9e5c747e5276f35cdd9f8b0f9225dd6a05e94466acaef860fed8edf5",
+    "0011.sql": "001f209ba0defeb5271d46b9802ed87c94ae125f844980a698e2e96193d82d9f",
+    "0012.sql": "26156d037c2d4b1650dce2967823464d0b076aa98095bf17bae0f7d3f9dc9107",
+    "0013.sql": "b5bcd35a9f988fa90c969cbac0b2fe36864c02c32adc058f59a2876b24fc289c",
+    "0014.sql": "da411d69403d6fe8f39c26d40754a907f6b4f808c9dbe82440f5403f1d3a88dc",
+    "0015.sql": "c9c4fb0e9a9b8de7986649e0f31599663fc9b29956224e152b5072dc6a2dda3c",
+    "0016.sql": "65dd4b6994c1d15aa842c02fa9c31c1ed0e49950a1f55525265d89e6f7e3e764",
+    "0017.sql": "64f68b6a602023a5f286b7a4e564d9341ab8b047db1186500d8e250ca96c6b92",
+    "0018.sql": "17b7cd3fa509d331817c50f249e24af3a5ac6b1077f460d15552eafc77c869ac",
+    "0019.sql": "c9113d9bf64ed1380d18dff85ddc72a8e747930e06bcca585fee8129630edee6",
+    "0020.sql": "3101f7229c9ec372f91c42d0ea143e39f4e02918e0ca6944e4fc753267eb764a",
+    "0021.sql": "e37e2fff09fc68b458d59faf0601c30f4fa7f913c2d939f30d6209372db53b49",
+    "0022.sql": "daac1fcfd9aaac725d873cac8fe23f47f538c9f6cb573474cbf754a42532afc2",
+    "0023.sql": "5361196cc731d741bbbc53718af9862167fdda5ef9745f277689d71653997b31",
+    "0024.sql": "dc869cc793648b7729c95dc56c3700141a675d5b1e4f38ce7a6e040db0391a17",
+    "0025.sql": "ccd40cbc4716a56839a812f35504a123d09f3eb09ad7fc0a507f2dd2e6a7c94e",
+    "0026.sql": "43002a9ab60ac61707af496666d189d3ad5ae94c5d35beb120f9f49c02d4913d",
+}
+"""Every released SQLite migration file's checksum: a released migration is never edited (a
+new one is a new file, and its checksum is added here)."""
+
+SQLITE_MIGRATION_NAMES = [
+    "initial",
+    "cron slots",
+    "operations",
+    "queue claim index",
+    "started mark",
+    "results",
+    "health numbers and worker registry",
+    "trace context",
+    "payload version",
+    "audit trail",
+    "history apart",
+    "concurrency keys",
+    "unique windows",
+    "priority aging",
+    "key weights",
+    "workflows",
+    "workflow sequences",
+    "unique scopes",
+    "id counters",
+    "worker liveness",
+    "unreleased waits",
+    "key turns",
+    "signal senders, kept results",
+    "parked jobs keep their keys",
+    "key turns end when idle",
+    "batch pruned members",
+]
+
+
+def test_no_released_sqlite_migration_file_is_edited() -> None:
+    folder = resources.files("skiplock._backends").joinpath("sqlite/migrations")
+    found = {
+        f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in folder.iterdir()
+        if f.name.endswith(".sql")
+    }
+    assert found == SQLITE_MIGRATION_SHA256
+
+
+def test_the_sqlite_migrations_are_numbered_one_to_n_with_their_recorded_names() -> None:
+    loaded = load_migrations("skiplock._backends", "sqlite/migrations")
+    assert [(m.version, m.name) for m in loaded] == list(enumerate(SQLITE_MIGRATION_NAMES, start=1))
+
+
+def test_a_template_is_filled_only_with_the_parts_it_names() -> None:
+    assert fill("SELECT {columns} FROM {table}", columns="a, b", table="t") == "SELECT a, b FROM t"
+    assert fill("VALUES {rows}", rows="{kept}") == "VALUES {kept}"  # a part is not read again
+    with pytest.raises(SqlFileError, match="template parts"):
+        fill("SELECT {columns} FROM {table}", columns="a")
+    with pytest.raises(SqlFileError, match="template parts"):
+        fill("SELECT 1", table="t")
+
+
+def test_pieces_are_repeated_and_listed_for_a_template() -> None:
+    assert repeat("(:q{i})", 3, ", ") == "(:q0), (:q1), (:q2)"
+    rows = [{"table": "a"}, {"table": "b"}]
+    assert each("SELECT * FROM {table}", "\nUNION ALL\n", rows) == (
+        "SELECT * FROM a\nUNION ALL\nSELECT * FROM b"
+    )
+    assert listing(["id", "state"]) == "id, state"

@@ -16,8 +16,8 @@ import pytest
 
 import skiplock
 from skiplock import JobState, Worker
-from skiplock._backends import sqlite_history as history
 from skiplock._backends.params import JobPruneParams
+from skiplock._backends.sqlite.storage import history
 from skiplock._config import WorkerConfig
 from skiplock._worker.services import Pruner
 from skiplock.errors import DuplicateJob

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from skiplock._backends.sqlite_thread import DatabaseThread
+from skiplock._backends.sqlite.connection import DatabaseThread
 
 
 async def test_calls_run_in_order_on_one_thread_and_return_their_values() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import skiplock
-from skiplock._backends.sqlite_url import parse_sqlite_url
+from skiplock._backends.sqlite.url import parse_sqlite_url
 
 
 async def synchronous_level(url: str) -> int:

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
 
-from skiplock._backends import sqlite_history
+from skiplock._backends.sqlite.storage import history as sqlite_history
 
 from .project.demo import tasks
 

@@ -11,11 +11,18 @@ statement. A migration file opens with ``-- migration: NAME`` (the name recorded
 ``skiplock_migrations``); its number is the file's. In both, ``{s}`` stands for the quoted
 schema, the one identifier a statement cannot take as a parameter: ``for_schema`` fills it
 in (``quote_identifier``), and no statement is assembled from pieces in Python.
+
+The one escape: what no parameter can hold (a table's name, a list of columns, a pragma's
+value, the branches of a compound statement over a run-time set of queues or tables) is a
+``{part}`` of a template in a ``.sql`` file, filled in only by the functions here: ``fill``
+(each part named), ``repeat`` (a piece numbered ``{i}``), ``each`` (a piece once per row) and
+``listing`` (identifiers or filled pieces joined).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -122,3 +129,37 @@ def quote_identifier(name: str) -> str:
 def with_schema(text: str, schema: str) -> str:
     """``text`` with every ``{s}`` replaced by the quoted ``schema``."""
     return text.replace(SCHEMA, quote_identifier(schema))
+
+
+PART = re.compile(r"\{([a-z_]+)\}")
+
+
+def fill(template: str, **parts: str) -> str:
+    """``template`` (a statement of a package's ``queries/*.sql``) with each ``{name}`` in it
+    replaced by ``parts[name]``: the documented escape for what a statement cannot take as a
+    parameter, built only by ``quote_identifier``, ``repeat`` or from another template (a
+    table's name, the list of a table's columns, the branches of a compound statement over a
+    run-time set of queues or tables). Every ``{name}`` must be given, and nothing else."""
+    wanted = set(PART.findall(template))
+    if wanted != set(parts):
+        raise SqlFileError(f"template parts {sorted(wanted)}, given {sorted(parts)}")
+    return PART.sub(lambda m: parts[m.group(1)], template)
+
+
+def repeat(piece: str, count: int, separator: str) -> str:
+    """``count`` copies of template ``piece``, each with ``{i}`` filled in by its number
+    (0, 1, ...), joined by ``separator``: a compound statement's branches, or the rows of a
+    multi-row ``VALUES``, for ``fill``."""
+    return separator.join(piece.replace("{i}", str(i)) for i in range(count))
+
+
+def each(piece: str, separator: str, rows: Iterable[Mapping[str, str]]) -> str:
+    """Template ``piece`` filled in (``fill``) once for each of ``rows``, joined by
+    ``separator``: one branch or one column of DDL over a run-time set of tables or columns."""
+    return separator.join(fill(piece, **row) for row in rows)
+
+
+def listing(parts: Iterable[str], separator: str = ", ") -> str:
+    """``parts`` (identifiers, or pieces already filled in) joined by ``separator``: a list of
+    columns, or a trigger's statements, for ``fill``."""
+    return separator.join(parts)
