@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._outage",
             "skiplock._workflow_records",
             "skiplock._durable",
+            "skiplock._task_options",
         ),
     ),
     (

@@ -58,7 +58,8 @@ from ._schedule import (
     Schedule,
     build_schedule,
 )
-from ._task import JobHandle, Task, Upcast
+from ._task import JobHandle, Task
+from ._task_options import Upcast, declared
 from ._tracing import Tracing
 from ._url import mask_in, mask_url
 from ._workflow import Signature
@@ -300,35 +301,12 @@ class App:
         any task sharing the key space (``"shared"``) (docs/concepts/delivery.md, "Unique
         jobs")."""
 
+        given = dict(locals())  # the parameters by name: the record says which are options
+
         def register(f: Callable[P, R]) -> Task[P, R]:
-            task = Task(
-                app=self,
-                fn=f,
-                name=name or f"{f.__module__}.{f.__qualname__}",
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                timeout=timeout,
-                retry=retry or RetryPolicy(),
-                permanent=permanent,
-                visibility_timeout=visibility_timeout,
-                breaker=breaker,
-                keep_result=keep_result,
-                version=version,
-                upcast=dict(upcast) if upcast is not None else {},
-                concurrency_key=concurrency_key,
-                key_limit=key_limit,
-                ordering_key=ordering_key,
-                ordering_on_dead=ordering_on_dead,
-                unique_key=unique_key,
-                on_conflict=on_conflict,
-                unique_while=unique_while,
-                unique_scope=unique_scope,
-                unique_for=unique_for,
-                debounce=debounce,
-                key_weight=key_weight,
-                fair=fair,
-            )
+            options = declared(given)  # per task: each gets its own ``upcast`` dict
+            name = options["name"] or f"{f.__module__}.{f.__qualname__}"
+            task = Task(app=self, fn=f, **{**options, "name": name})
             self.registry.add_task(task)
             return task
 

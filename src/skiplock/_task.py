@@ -16,26 +16,14 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, ParamSpec, Protocol, TypeVar
 
 from ._backends.workflow_plan import Plan
-from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
+from ._config import require
 from ._job import JobOutcome, JobRecord, NewJob
-from ._limits import (
-    MAX_ATTEMPTS,
-    MAX_INT,
-    MAX_KEY_LIMIT,
-    MAX_KEY_WEIGHT,
-    MAX_PARENTS,
-    check_int,
-    check_run_after,
-    check_seconds,
-    check_text,
-)
+from ._limits import MAX_PARENTS, check_text
 from ._payload import encode_args
+from ._task_options import TaskOptions, overrides, seconds_of
 from ._waiting import unwrap
 from ._workflow import Signature
 from .errors import BlockingCallInLoop, ConfigurationError
-
-Upcast = Callable[[list[Any], dict[str, Any]], tuple[list[Any], dict[str, Any]]]
-"""Brings a payload one version up: ``fn(args, kwargs) -> (args, kwargs)``."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -147,106 +135,8 @@ def argument_misfit(
     return None
 
 
-def _validate_options(task: Task[Any, Any]) -> None:
-    """Every option against its bound in ``_limits`` (README's "Bounds" table)."""
-    check_text("name", task.name)
-    of = f"task {task.name!r}: "  # a label's error names the task: keys are set per task
-    check_text(of + "queue", task.queue)
-    check_int("priority", task.priority, -MAX_INT - 1)
-    check_int("max_attempts", task.max_attempts, 1, MAX_ATTEMPTS)
-    if task.timeout is not None:
-        check_seconds("timeout", task.timeout, open_=True)
-    if task.visibility_timeout is not None:
-        check_seconds("visibility_timeout", task.visibility_timeout, minimum=0.5)
-    check_text(of + "correlation_id", task.correlation_id, optional=True)
-    check_run_after(task.run_after)
-    _validate_ordering(task)
-    _validate_keys(of, task.concurrency_key, task.key_limit)
-    _validate_turns(task)
-    require(isinstance(task.keep_result, bool), "keep_result", task.keep_result, "must be a bool")
-    _validate_versions(task.version, task.upcast)
-
-
 _ON_DUPLICATE = {"keep": "return", "replace": "replace", "reject": "raise"}
 """``on_conflict`` as the insert's word for it (NewJob.on_duplicate)."""
-
-
-def seconds_of(value: float | timedelta) -> float:
-    """A window given as seconds or a timedelta, in seconds."""
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
-
-
-def _validate_window(option: str, value: object) -> None:
-    """A window (``unique_for``, ``debounce``): None, or > 0 to 10 years as seconds or a
-    timedelta."""
-    if value is None:
-        return
-    check_seconds(
-        option, value.total_seconds() if isinstance(value, timedelta) else value, open_=True
-    )
-
-
-def _validate_unique(task: Task[Any, Any]) -> None:
-    """The unique key and what a conflict, a window or a debounce does with it; options
-    that contradict each other are refused, naming both."""
-    if not callable(task.unique_key):
-        check_text(f"task {task.name!r}: unique_key", task.unique_key, optional=True)
-    require(
-        task.on_conflict in ("keep", "replace", "reject"),
-        "on_conflict",
-        task.on_conflict,
-        "must be 'keep', 'replace' or 'reject'",
-    )
-    require(
-        task.unique_while in ("live", "live_or_succeeded"),
-        "unique_while",
-        task.unique_while,
-        "must be 'live' or 'live_or_succeeded'",
-    )
-    require(
-        task.unique_scope in ("task", "shared"),
-        "unique_scope",
-        task.unique_scope,
-        "must be 'task' (the task's own keys) or 'shared' (one key space for every task "
-        "that shares)",
-    )
-    require(
-        task.unique_scope == "task" or task.unique_key is not None or task.debounce is not None,
-        "unique_scope",
-        task.unique_scope,
-        "is where a unique key is unique: give unique_key= (or debounce=) too",
-    )
-    _validate_window("unique_for", task.unique_for)
-    _validate_window("debounce", task.debounce)
-    if task.unique_for is not None:
-        require(
-            task.unique_key is not None,
-            "unique_for",
-            task.unique_for,
-            "keeps a unique key taken for a while: give unique_key= too",
-        )
-        require(
-            task.unique_while == "live",
-            "unique_for",
-            task.unique_for,
-            "bounds how long a succeeded job keeps its key; unique_while='live_or_succeeded' "
-            "keeps it until retention: give one of them",
-        )
-    if task.debounce is None:
-        return
-    for option, given in (
-        ("run_after", task.run_after),
-        ("unique_for", task.unique_for),
-        ("unique_while", None if task.unique_while == "live" else task.unique_while),
-        ("on_conflict", None if task.on_conflict != "reject" else task.on_conflict),
-    ):
-        require(
-            given is None,
-            "debounce",
-            task.debounce,
-            f"runs the job a window after the last enqueue with its arguments: "
-            f"give it without {option}={given!r}",
-        )
 
 
 def parent_ids(parents: Iterable[JobHandle | int]) -> tuple[int, ...]:
@@ -274,89 +164,6 @@ def parent_ids(parents: Iterable[JobHandle | int]) -> tuple[int, ...]:
     return unique
 
 
-def _validate_dependencies(task: Task[Any, Any]) -> None:
-    """``on_parent_failure`` is a known word, and a job with parents holds no unique key or
-    ordering key (a job waiting for its parents holds no key: nothing of it ran yet)."""
-    require(
-        task.on_parent_failure in ("cancel", "run", "wait"),
-        "on_parent_failure",
-        task.on_parent_failure,
-        "must be 'cancel', 'run' or 'wait'",
-    )
-    if not task.depends_on:
-        return
-    for option in ("unique_key", "debounce", "ordering_key"):
-        if getattr(task, option) is not None:
-            raise ConfigurationError(
-                f"{option}= with depends_on: a job that waits for parents cannot hold a "
-                f"{option.replace('_', ' ')} (enqueue it without one, or without depends_on)"
-            )
-
-
-def _validate_keys(of: str, key: object, limit: object) -> None:
-    """``concurrency_key`` a key or a function of the arguments; ``key_limit`` with a key only,
-    a whole number from 1 to MAX_KEY_LIMIT. ``of`` names the task in the key's error."""
-    if not callable(key):
-        check_text(of + "concurrency_key", key, optional=True)
-    if limit is not None:
-        check_int("key_limit", limit, 1, MAX_KEY_LIMIT)
-        require(
-            key is not None,
-            "key_limit",
-            limit,
-            "limits the jobs of one concurrency key: give concurrency_key= too",
-        )
-
-
-def _validate_turns(task: Task[Any, Any]) -> None:
-    """``key_weight`` a whole number from 1 to MAX_KEY_WEIGHT, ``fair`` a bool; both about a
-    concurrency key's turns, so only with one, and a weight only while it takes turns."""
-    require(isinstance(task.fair, bool), "fair", task.fair, "must be True or False")
-    if task.key_weight is not None:
-        check_int("key_weight", task.key_weight, 1, MAX_KEY_WEIGHT)
-        require(
-            task.concurrency_key is not None,
-            "key_weight",
-            task.key_weight,
-            "weighs the turns of one concurrency key: give concurrency_key= too",
-        )
-        require(
-            task.fair,
-            "key_weight",
-            task.key_weight,
-            "weighs turns, which fair=False turns off: give one of them",
-        )
-    if not task.fair:
-        require(
-            task.concurrency_key is not None,
-            "fair",
-            task.fair,
-            "turns a concurrency key's turns off: give concurrency_key= too",
-        )
-
-
-def _validate_ordering(task: Task[Any, Any]) -> None:
-    """``ordering_key`` a key or a function of the arguments, alone: its jobs run one at a
-    time already (no ``concurrency_key`` or ``key_limit`` beside it)."""
-    key = task.ordering_key
-    if not callable(key):
-        check_text(f"task {task.name!r}: ordering_key", key, optional=True)
-    require(
-        task.ordering_on_dead in ("block", "skip"),
-        "ordering_on_dead",
-        task.ordering_on_dead,
-        "must be 'block' (the key waits for a person) or 'skip' (the next job runs)",
-    )
-    if key is None:
-        return
-    require(
-        task.concurrency_key is None and task.key_limit is None,
-        "ordering_key",
-        "..." if callable(key) else key,
-        "runs its key's jobs one at a time: give it without concurrency_key= or key_limit=",
-    )
-
-
 def key_of(
     task: str, key: Callable[..., object], args: Any, kwargs: Any, option: str = "concurrency_key"
 ) -> str:
@@ -374,102 +181,15 @@ def key_of(
     return value
 
 
-def _validate_versions(version: object, upcast: object) -> None:
-    """``version`` a positive int; ``upcast`` maps versions below it to callables."""
-    require(
-        isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= MAX_INT,
-        "version",
-        version,
-        f"must be a whole number from 1 to {MAX_INT}",
-    )
-    require(isinstance(upcast, dict), "upcast", upcast, "must map versions to functions")
-    assert isinstance(upcast, dict) and isinstance(version, int)
-    for old, fn in upcast.items():
-        require(
-            isinstance(old, int) and not isinstance(old, bool) and 1 <= old < version,
-            "upcast",
-            old,
-            f"keys must be payload versions from 1 to {version - 1} (below version={version})",
-        )
-        require(callable(fn), f"upcast[{old}]", fn, "must be a function (args, kwargs)")
-
-
 @dataclass(frozen=True)
-class Task(Generic[P, R]):
-    """A registered function and its enqueue options. Build it with ``@app.task(...)``."""
+class Task(TaskOptions, Generic[P, R]):
+    """A registered function and its enqueue options. Build it with ``@app.task(...)``.
+
+    Its options (``name``, ``queue``, ``priority``, ...) are ``TaskOptions``' fields,
+    declared and checked there (``_task_options``); built with keywords."""
 
     app: Enqueuing = field(repr=False)
     fn: Callable[P, R] = field(repr=False)
-    name: str
-    queue: str = "default"
-    priority: int = 0
-    """Higher runs first."""
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    timeout: float | None = None
-    """Seconds one attempt may run; None for no limit (the lease still bounds a crash)."""
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    permanent: tuple[type[BaseException], ...] = ()
-    """Exception types that will not improve with a retry: the job goes straight to dead."""
-    visibility_timeout: float | None = None
-    """Seconds a claim is leased for (extended by heartbeats while the worker lives); None
-    means the timeout plus the worker's ``lease_margin_s``, or its ``default_lease_s``."""
-    breaker: Breaker | None = None
-    """Pause this task for a cool-down when it fails too often (None: never)."""
-    unique_key: str | Callable[..., str] | None = None
-    """While a job holds this key, enqueueing another does what ``on_conflict`` says. A
-    string, or a function of the call's arguments giving one."""
-    on_conflict: Literal["keep", "replace", "reject"] = "keep"
-    """When a job holds the key: ``keep`` it (its handle is returned), ``replace`` its
-    arguments and run time while it is pending, or ``reject`` the enqueue (DuplicateJob)."""
-    on_duplicate: Literal["return", "raise"] | None = None
-    """The older spelling of ``on_conflict``: ``return`` is ``keep``, ``raise`` ``reject``."""
-    unique_while: Literal["live", "live_or_succeeded"] = "live"
-    """Which jobs hold a key: ``live`` (pending or running) or also ``succeeded`` ones (a job
-    that must succeed once; the key frees when retention deletes the row)."""
-    unique_scope: Literal["task", "shared"] = "task"
-    """Where the key is unique: among this task's jobs (``task``: another task's job with
-    the same key string is another key), or in the one key space every task with
-    ``shared`` uses (a job of any of them holds the key for all)."""
-    unique_for: float | timedelta | None = None
-    """A window from the enqueue in which the key stays taken, even after the job succeeded
-    (seconds or a timedelta): enqueues of the key within it are deduplicated."""
-    debounce: float | timedelta | None = None
-    """Gather the enqueues of a key within this window into one run with the last arguments:
-    the job runs this long after the last enqueue (the key is ``unique_key``, or the task's
-    name)."""
-    run_after: datetime | timedelta | None = None
-    connection: object | None = field(default=None, repr=False, compare=False)
-    correlation_id: str | None = None
-    keep_result: bool = True
-    """Store what the function returns on the job row (False: a hot path that needs none)."""
-    version: int = 1
-    """The payload version this code expects; stored on every job it enqueues."""
-    upcast: dict[int, Upcast] = field(default_factory=dict, repr=False, compare=False)
-    """Older version -> a function bringing such a payload one version up (see ``Upcast``);
-    a worker runs the chain (1 -> 2 -> 3) before the call."""
-    concurrency_key: str | Callable[..., str] | None = field(default=None, compare=False)
-    """Jobs with one key run at most ``key_limit`` at once, everywhere, and claims take from
-    keys in turn. A string, or a function of the call's arguments giving one."""
-    key_limit: int | None = None
-    """How many jobs with one concurrency key may run at once (None: no cap, turns only)."""
-    ordering_key: str | Callable[..., str] | None = field(default=None, compare=False)
-    """Jobs with one ordering key run one at a time, in the order they were enqueued
-    (message groups); a string, or a function of the call's arguments giving one."""
-    ordering_on_dead: Literal["block", "skip"] = "block"
-    """When an ordered job dies: ``block`` its key until a person retries or discards it,
-    or ``skip`` it and run the next."""
-    key_weight: int | None = None
-    """How many jobs a concurrency key takes each turn (None: 1): a key of weight 3 starts
-    three jobs to another's one while both have work."""
-    fair: bool = True
-    """Whether a concurrency key's jobs take turns with other keys' (False: its jobs compete
-    by priority and age alone; ``key_limit`` still holds)."""
-    depends_on: tuple[int, ...] = field(default=(), compare=False)
-    """Job ids (``using(depends_on=[handle, id, ...])``) the jobs wait for: they are written
-    ``waiting`` and become pending once every one of them succeeded."""
-    on_parent_failure: Literal["cancel", "run", "wait"] = "cancel"
-    """When a parent ends dead or cancelled: ``cancel`` the job (the reason recorded),
-    ``run`` it anyway, or ``wait`` for a person to retry the parent."""
     _fitting_shapes: set[object] = field(default_factory=set, init=False, repr=False, compare=False)
     """Call shapes known to bind: prepare's check is one set lookup after the first. A field,
     not a cached_property: a key added to ``__dict__`` after ``__init__`` turns off CPython's
@@ -480,19 +200,7 @@ class Task(Generic[P, R]):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
-        _validate_options(self)
-        _validate_dependencies(self)
-        if self.on_duplicate is not None:  # the older spelling, kept as on_conflict
-            require(
-                self.on_duplicate in ("return", "raise"),
-                "on_duplicate",
-                self.on_duplicate,
-                "must be 'return' or 'raise'",
-            )
-            keep_or_reject = "keep" if self.on_duplicate == "return" else "reject"
-            object.__setattr__(self, "on_conflict", keep_or_reject)
-            object.__setattr__(self, "on_duplicate", None)
-        _validate_unique(self)
+        super().__post_init__()  # the options' validation
 
     def _check_fit(self, positional: int, keywords: tuple[str, ...], shape: object) -> None:
         misfit = argument_misfit(self.fn, positional, keywords)
@@ -530,36 +238,16 @@ class Task(Generic[P, R]):
         on_parent_failure: Literal["cancel", "run", "wait"] | None = None,
     ) -> Task[P, R]:
         """A copy whose jobs are enqueued with these options instead."""
+        given = locals()  # the parameters by name: the record says which override an option
         if on_conflict is not None and on_duplicate is not None:
             raise ConfigurationError(
                 f"on_duplicate={on_duplicate!r}: the older spelling of on_conflict="
                 f"{on_conflict!r}; give one of them"
             )
-        changes: dict[str, Any] = {
-            "queue": queue,
-            "priority": priority,
-            "run_after": run_after,
-            "max_attempts": max_attempts,
-            "timeout": timeout,
-            "connection": connection,
-            "correlation_id": correlation_id,
-            "unique_key": unique_key,
-            "on_conflict": on_conflict,
-            "on_duplicate": on_duplicate,
-            "unique_while": unique_while,
-            "unique_scope": unique_scope,
-            "unique_for": unique_for,
-            "debounce": debounce,
-            "concurrency_key": concurrency_key,
-            "key_limit": key_limit,
-            "ordering_key": ordering_key,
-            "ordering_on_dead": ordering_on_dead,
-            "key_weight": key_weight,
-            "fair": fair,
-            "depends_on": None if depends_on is None else parent_ids(depends_on),
-            "on_parent_failure": on_parent_failure,
-        }
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        changes = overrides(given)
+        if "depends_on" in changes:
+            changes["depends_on"] = parent_ids(changes["depends_on"])
+        return dataclasses.replace(self, **changes)
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
         """A signature: this task with these arguments, to compose into a workflow (``chain``,

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from .._task import Task, seconds_of
+from .._task import Task
+from .._task_options import listing
 from .output import echo, echo_json, json_option
 from .support import Group, Seconds, load_app, run_async
 
@@ -17,55 +18,41 @@ def task() -> None:
     """List APP's tasks, pause and resume task names everywhere."""
 
 
-FUNCTION_KEY = "(a function of the arguments)"
-"""How a key given as a function of the call's arguments is listed."""
-
-
-def _key(key: object) -> str | None:
-    """A key option as listed: its text, None, or FUNCTION_KEY."""
-    return key if key is None or isinstance(key, str) else FUNCTION_KEY
+LISTED_ORDER = (
+    "name",
+    "queue",
+    "priority",
+    "max_attempts",
+    "timeout_s",
+    "visibility_timeout_s",
+    "retry",
+    "permanent",
+    "breaker",
+    "concurrency_key",
+    "key_limit",
+    "key_weight",
+    "fair",
+    "ordering_key",
+    "ordering_on_dead",
+    "unique_key",
+    "on_conflict",
+    "unique_while",
+    "unique_scope",
+    "unique_for_s",
+    "debounce_s",
+    "keep_result",
+    "version",
+)
+"""Where ``task list --json`` puts the options it knows first; the record
+(``_task_options``) says which options are listed and how, and one it lists that is not
+named here follows these."""
 
 
 def task_details(task: Task[Any, Any], schedules: list[str]) -> dict[str, Any]:
     """One registered task's options as ``task list --json`` prints them."""
-    breaker = task.breaker
-    return {
-        "name": task.name,
-        "queue": task.queue,
-        "priority": task.priority,
-        "max_attempts": task.max_attempts,
-        "timeout_s": task.timeout,
-        "visibility_timeout_s": task.visibility_timeout,
-        "retry": {
-            "base_s": task.retry.base_s,
-            "cap_s": task.retry.cap_s,
-            "jitter": task.retry.jitter,
-        },
-        "permanent": [f"{e.__module__}.{e.__qualname__}" for e in task.permanent],
-        "breaker": None
-        if breaker is None
-        else {
-            "threshold": breaker.threshold,
-            "window_s": breaker.window_s,
-            "cooldown_s": breaker.cooldown_s,
-        },
-        "concurrency_key": _key(task.concurrency_key),
-        "key_limit": task.key_limit,
-        "key_weight": task.key_weight,
-        "fair": task.fair,
-        "ordering_key": _key(task.ordering_key),
-        "ordering_on_dead": None if task.ordering_key is None else task.ordering_on_dead,
-        "unique_key": _key(task.unique_key),
-        "on_conflict": task.on_conflict,
-        "unique_while": task.unique_while,
-        "unique_scope": task.unique_scope,
-        "unique_for_s": None if task.unique_for is None else seconds_of(task.unique_for),
-        "debounce_s": None if task.debounce is None else seconds_of(task.debounce),
-        "keep_result": task.keep_result,
-        "version": task.version,
-        "is_async": task.is_async,
-        "schedules": schedules,
-    }
+    listed = listing(task)
+    details = {key: listed.pop(key) for key in LISTED_ORDER}
+    return {**details, **listed, "is_async": task.is_async, "schedules": schedules}
 
 
 def _line(details: dict[str, Any]) -> str:

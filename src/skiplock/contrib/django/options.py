@@ -9,25 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..._task_options import django_options
 from ...errors import ConfigurationError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 ATTRIBUTE = "_skiplock_options"
-REGISTERED = frozenset(
-    {
-        "max_attempts",
-        "timeout",
-        "retry",
-        "permanent",
-        "visibility_timeout",
-        "breaker",
-        "keep_result",
-        "max_reclaims",
-    }
-)
-"""Options of the skiplock task itself (``app.task(...)``)."""
-PER_JOB = frozenset({"unique_key", "on_duplicate", "unique_while", "unique_scope"})
+REGISTERED = django_options("task") | {"max_reclaims"}
+"""Options of the skiplock task itself (``app.task(...)``; ``_task_options`` says which),
+and Django's own ``max_reclaims``."""
+PER_JOB = django_options("enqueue")
 """Options applied at each enqueue (``task.using(...)``)."""
 ALLOWED = REGISTERED | PER_JOB
 
