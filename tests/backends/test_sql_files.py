@@ -155,3 +155,24 @@ def test_pieces_are_repeated_and_listed_for_a_template() -> None:
         "SELECT * FROM a\nUNION ALL\nSELECT * FROM b"
     )
     assert listing(["id", "state"]) == "id, state"
+
+
+def test_every_sql_file_is_package_data() -> None:
+    """A wheel carries only what ``[tool.setuptools.package-data]`` names: a ``.sql`` file no
+    glob matches would be missing from an installed skiplock (the editable install used by
+    the tests would not show it)."""
+    import tomllib
+    from fnmatch import fnmatch
+    from pathlib import Path
+
+    import skiplock
+
+    root = Path(skiplock.__file__).parent
+    pyproject = tomllib.loads((root.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = pyproject["tool"]["setuptools"]["package-data"]["skiplock"]
+    files = [p.relative_to(root).as_posix() for p in root.rglob("*.sql")]
+    assert files, "no .sql file found under the package"
+    missed = [
+        f for f in files if not any(fnmatch(f, g) and f.count("/") == g.count("/") for g in globs)
+    ]
+    assert missed == []
