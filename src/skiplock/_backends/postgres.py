@@ -435,16 +435,18 @@ class PostgresBackend:
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 await conn.execute(self._sql.MIGRATIONS_TABLE)
                 done = {r["version"] for r in await conn.fetch(self._sql.MIGRATION_VERSIONS)}
-                for version, name, body in sql.MIGRATIONS:
-                    if version not in done:
-                        await conn.execute(body.replace("{s}", f'"{self.schema}"'))
-                        await conn.execute(self._sql.MIGRATION_RECORD, version, name)
-                        applied.append(version)
+                for migration in sql.MIGRATIONS:
+                    if migration.version not in done:
+                        await conn.execute(migration.body.replace("{s}", f'"{self.schema}"'))
+                        await conn.execute(
+                            self._sql.MIGRATION_RECORD, migration.version, migration.name
+                        )
+                        applied.append(migration.version)
         await self._make_ahead("migrate", analyze=False)  # before the first job finishes
         return applied
 
     async def schema_version(self) -> tuple[int, int]:
-        latest = sql.MIGRATIONS[-1][0]
+        latest = sql.MIGRATIONS[-1].version
         with _wrapped("schema_version"):
             quoted = f'"{self.schema}"'
             if not await self.pool.fetchval(self._sql.MIGRATIONS_TABLE_EXISTS, quoted):

@@ -21,13 +21,6 @@ take turns and the ranking they read is the one they take.
 
 from __future__ import annotations
 
-MIGRATION_AGING = """
--- Priority aging (postgres_aging_sql.py): a queue's aging step in seconds, NULL for none.
--- Nullable without a default: adding it rewrites no row.
-ALTER TABLE {s}.skiplock_queues ADD COLUMN aging_s double precision
-    CHECK (aging_s > 0 AND aging_s <= 2592000);
-"""
-
 
 def _levels(name: str, pick: str, beyond: str, unkeyed: str) -> str:
     """The CTE ``name``: up to $9 of queue $1's distinct pending priorities from one end (the

@@ -42,27 +42,6 @@ from __future__ import annotations
 from .common import TURN_UNITS
 from .postgres_keys_sql import KEYED_SEGMENT, KEYED_TABLE, blocked, parked_ahead
 
-MIGRATION_TURNS = """
--- Turns in the database (postgres_key_turns_sql.py): each key's pass, advanced at claim by
--- TURN_UNITS / key_weight a job taken (step: the last claim's advance); a key without a row
--- starts in the current turn. A row whose key has no live job is pruned by the upkeep
--- (KEY_TURNS_PRUNE). UNLOGGED: soft state written by every keyed claim, so no WAL for it; a
--- crash or a failover empties it, and every key starts its turns afresh.
-CREATE UNLOGGED TABLE {s}.skiplock_key_turns (
-    concurrency_key text PRIMARY KEY,
-    pass            bigint NOT NULL,
-    step            bigint NOT NULL
-) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0,
-        autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_cost_delay = 0);
--- An ordered job parked on a signal holds its key: the parked jobs of ordered keys, by key.
-CREATE INDEX skiplock_jobs_waiting_ordered_idx ON {s}.skiplock_jobs_waiting (concurrency_key, id)
-    WHERE key_order IS NOT NULL;
--- The claim's result changes (where the next walk starts, no longer each job's place).
-DROP FUNCTION {s}.skiplock_keyed_claim(text[], integer, text, text, double precision,
-    double precision, timestamptz, boolean, text, text, integer);
-"""
-
-
 _S = str(TURN_UNITS)
 
 _PAUSED_OR_LIMITED = """SELECT name FROM {s}.skiplock_queues
@@ -304,67 +283,6 @@ FROM next_ n LEFT JOIN claimed r ON true LEFT JOIN picked p ON p.id = r.id
 ORDER BY p.place
 """
     )
-
-
-_CLAIMED = """id bigint, task text, queue text, args text, kwargs text, priority integer,
-    attempt integer, max_attempts integer, timeout double precision, lease_token text,
-    created_at timestamptz, lease_expires_at timestamptz, lease_s double precision,
-    correlation_id text, trace_context text, payload_version integer, segment smallint,
-    key text, place bigint, next_queue text, next_key text"""
-"""The keyed claim's rows: a claimed job's columns (the ordinary claims' RETURNING), its key,
-its place in the claim's order, and where the next walk starts."""
-
-
-def claim_function(claim_update: str) -> str:
-    """Migration 22's ``skiplock_keyed_claim``: the keyed claim as a function whose plan is
-    prepared once per session, generic (postgres_keys_sql.claim_function says why). Its walk
-    and its reads keep to their indexes whatever the statistics say (a plan made before the
-    segment's first ANALYZE is the session's for its life). ``jit = off``: the scans turned
-    off price any plan high enough to be compiled, and compiling this one took 4 s a call."""
-    return (
-        """
-CREATE FUNCTION {s}.skiplock_keyed_claim(text[], integer, text, text, double precision,
-    double precision, timestamptz, boolean, text, text, integer)
-RETURNS TABLE ("""
-        + _CLAIMED
-        + """)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan
-    SET enable_bitmapscan = off SET enable_seqscan = off SET jit = off AS $$
-#variable_conflict use_column
-BEGIN
-    RETURN QUERY"""
-        + keyed_claim(claim_update).rstrip()
-        + """;
-END
-$$;
-"""
-    )
-
-
-MIGRATION_TURNS_END = f"""
--- A key's turns end with its last live job (postgres_key_turns_sql.py, docs/design.md "Turns
--- in the database"): when a job leaves the keyed segment (finished, dead, cancelled, parked
--- on a signal, deleted) and its key has no pending or running job left, the key's turn row
--- goes at once, as the upkeep's prune would have taken it later. A key back with work after
--- it had none then starts as a new key does, whether or not the prune ran meanwhile: it
--- cannot keep the turns it was behind (nor the ones it was ahead) from before. A row a claim
--- holds this instant is left (SKIP LOCKED: the key has work again, and this never waits).
-CREATE FUNCTION {{s}}.skiplock_key_turns_end() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM {{s}}.skiplock_key_turns WHERE concurrency_key = (
-        SELECT t.concurrency_key FROM {{s}}.skiplock_key_turns t
-        WHERE t.concurrency_key = OLD.concurrency_key
-          AND NOT EXISTS (SELECT 1 FROM {{s}}.{KEYED_TABLE} j
-                          WHERE j.concurrency_key = OLD.concurrency_key
-                            AND j.state IN ('pending', 'running'))
-        FOR UPDATE SKIP LOCKED);
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER skiplock_key_turns_end AFTER DELETE ON {{s}}.{KEYED_TABLE}
-    FOR EACH ROW WHEN (OLD.state IN ('pending', 'running'))
-    EXECUTE FUNCTION {{s}}.skiplock_key_turns_end();
-"""
 
 
 KEY_TURNS_PRUNE = f"""

@@ -39,91 +39,6 @@ from .job_audit_sql import pg_action
 
 FINAL = "('succeeded', 'cancelled', 'dead')"
 
-MIGRATION_WORKFLOWS = r"""
--- Workflows (postgres_workflow_sql.py). The state CHECK is replaced: PostgreSQL checks the
--- new one against every partition once (a read of history, at the upgrade only).
-ALTER TABLE {s}.skiplock_jobs DROP CONSTRAINT skiplock_jobs_state_check;
-ALTER TABLE {s}.skiplock_jobs ADD CONSTRAINT skiplock_jobs_state_check
-    CHECK (state IN ('pending', 'running', 'succeeded', 'cancelled', 'dead', 'waiting'));
-CREATE TABLE {s}.skiplock_jobs_waiting PARTITION OF {s}.skiplock_jobs
-    (PRIMARY KEY (id)) FOR VALUES IN ('waiting');
-CREATE INDEX skiplock_jobs_waiting_run_at_idx ON {s}.skiplock_jobs_waiting (run_at);
-CREATE TABLE {s}.skiplock_waits (
-    job_id       bigint PRIMARY KEY,
-    parents_left integer NOT NULL DEFAULT 0 CHECK (parents_left >= 0),
-    pass_results text CHECK (pass_results IN ('previous', 'all', 'batch')),
-    signal       text,
-    batch_id     bigint,
-    created_at   timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX skiplock_waits_signal_idx ON {s}.skiplock_waits (job_id) WHERE signal IS NOT NULL;
-CREATE TABLE {s}.skiplock_deps (
-    child_id      bigint NOT NULL,
-    parent_id     bigint NOT NULL,
-    position      integer NOT NULL,
-    on_failure    text NOT NULL CHECK (on_failure IN ('cancel', 'run', 'wait')),
-    parent_state  text,
-    parent_result jsonb,
-    resolved_at   timestamptz,
-    PRIMARY KEY (child_id, parent_id)
-);
--- (parent_id, child_id): whichever of the two a plan takes for an edge, it probes the one row
-CREATE INDEX skiplock_deps_parent_idx ON {s}.skiplock_deps (parent_id, child_id);
-CREATE INDEX skiplock_deps_open_idx ON {s}.skiplock_deps (parent_id, child_id)
-    WHERE parent_state IS NULL;
-CREATE TABLE {s}.skiplock_batches (
-    id          bigserial PRIMARY KEY,
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    closed_at   timestamptz,
-    on_success  bigint,
-    on_complete bigint
-);
--- a callback finds its batch (a job's page, ``job show``) by these
-CREATE INDEX skiplock_batches_on_success_idx ON {s}.skiplock_batches (on_success);
-CREATE INDEX skiplock_batches_on_complete_idx ON {s}.skiplock_batches (on_complete);
-CREATE TABLE {s}.skiplock_batch_jobs (
-    batch_id bigint NOT NULL,
-    job_id   bigint NOT NULL,
-    PRIMARY KEY (batch_id, job_id)
-);
-CREATE INDEX skiplock_batch_jobs_job_idx ON {s}.skiplock_batch_jobs (job_id);
-CREATE TABLE {s}.skiplock_steps (
-    job_id  bigint NOT NULL,
-    name    text NOT NULL,
-    result  jsonb,
-    done_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (job_id, name)
-);
-CREATE TABLE {s}.skiplock_signals (
-    job_id  bigint NOT NULL,
-    name    text NOT NULL,
-    kind    text NOT NULL CHECK (kind IN ('signal', 'timeout')),
-    payload jsonb,
-    at      timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (job_id, name)
-);
-"""
-
-MIGRATION_WORKFLOW_SEQUENCES = r"""
--- Steps keyed by occurrence, signals queued per name (a mailbox), the entry a parked wait
--- waits for, and a batch whose block raised (postgres_workflow_sql.py). Rows written before
--- are the first of their name.
-ALTER TABLE {s}.skiplock_steps ADD COLUMN seq integer NOT NULL DEFAULT 1;
-ALTER TABLE {s}.skiplock_steps DROP CONSTRAINT skiplock_steps_pkey;
-ALTER TABLE {s}.skiplock_steps ADD PRIMARY KEY (job_id, name, seq);
-ALTER TABLE {s}.skiplock_signals ADD COLUMN seq integer NOT NULL DEFAULT 1;
-ALTER TABLE {s}.skiplock_signals DROP CONSTRAINT skiplock_signals_pkey;
-ALTER TABLE {s}.skiplock_signals ADD PRIMARY KEY (job_id, name, seq);
-ALTER TABLE {s}.skiplock_waits ADD COLUMN signal_seq integer;
-ALTER TABLE {s}.skiplock_batches ADD COLUMN aborted_at timestamptz;
-"""
-
-MIGRATION_BATCH_PRUNED_MEMBERS = """
--- A batch counts its members the retention pruned (their skiplock_batch_jobs rows go with
--- their jobs), so its counts keep every member it ever had, those as 'gone'. A constant
--- default: no row is rewritten; members pruned before this migration are not known.
-ALTER TABLE {s}.skiplock_batches ADD COLUMN pruned_members bigint NOT NULL DEFAULT 0;
-"""
 
 JOBS_MISSING = """
 -- Which of the ids $1 name no job (an unknown or pruned parent).
@@ -148,35 +63,6 @@ UPDATE {s}.skiplock_jobs SET state = 'waiting'
 WHERE id = ANY($1::bigint[]) AND state = 'pending'
 """
 
-MIGRATION_UNRELEASED = """
--- Jobs that ended (cancelled, or buried for the size of their parents' results) while they
--- waited for their parents: what their release would have given them (their wait row's
--- pass_results and batch), so that a retry waits for the parents again and is released with
--- their results, never run without them. A row goes with its retry, or with its job.
-CREATE TABLE {s}.skiplock_unreleased (
-    job_id       bigint PRIMARY KEY,
-    pass_results text CHECK (pass_results IN ('previous', 'all', 'batch')),
-    batch_id     bigint,
-    ended_at     timestamptz NOT NULL DEFAULT now()
-);
-"""
-
-MIGRATION_SENDERS_AND_RESULTS = """
--- Signals know who sent them (wait_for(..., with_sender=True)) and whether a wait took them:
--- the signals of a job that no wait took yet are bounded (max_signals_kept), counted through
--- the partial index; the rows written before count as taken. A parent's result is kept once
--- for all its children's edges (skiplock_parent_results), not copied onto every edge (a
--- 253 kB result to 1,000 children was 271 MB of WAL). postgres_workflow_sql.py says more.
-ALTER TABLE {s}.skiplock_signals ADD COLUMN sender text;
-ALTER TABLE {s}.skiplock_signals ADD COLUMN taken boolean NOT NULL DEFAULT true;
-ALTER TABLE {s}.skiplock_signals ALTER COLUMN taken SET DEFAULT false;
-CREATE INDEX skiplock_signals_untaken_idx ON {s}.skiplock_signals (job_id)
-    WHERE kind = 'signal' AND NOT taken;
-CREATE TABLE {s}.skiplock_parent_results (
-    parent_id bigint PRIMARY KEY,
-    result    jsonb
-);
-"""
 
 WAITS_INSERT = """
 INSERT INTO {s}.skiplock_waits (job_id, parents_left, pass_results, batch_id)

@@ -16,9 +16,9 @@ in (``quote_identifier``), and no statement is assembled from pieces in Python.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import NamedTuple
 
 NAME_LINE = re.compile(r"^-- name: ([A-Za-z_][A-Za-z0-9_]*)[ \t]*$", re.MULTILINE)
 MIGRATION_LINE = re.compile(r"\A-- migration: (.+?)[ \t]*\n")
@@ -31,9 +31,9 @@ class SqlFileError(ValueError):
     package, found when the module is imported)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One released migration: its number, its recorded name and its text."""
+class Migration(NamedTuple):
+    """One released migration: its number, its recorded name and its text (a tuple, so a
+    reader that unpacks ``(version, name, body)`` reads it as it read the Python list)."""
 
     version: int
     name: str
