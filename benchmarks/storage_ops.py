@@ -31,7 +31,8 @@ import asyncpg
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import postgres_sql, sqlite_history
+from skiplock._backends import sqlite_history
+from skiplock._backends.postgres import statements as postgres_sql
 
 from .cluster import create_database, settings, stock_cluster
 

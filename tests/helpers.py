@@ -31,7 +31,8 @@ import pytest
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import postgres_sql, sqlite_sql
+from skiplock._backends import sqlite_sql
+from skiplock._backends.postgres import statements as postgres_sql
 
 T = TypeVar("T")
 

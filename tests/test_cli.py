@@ -13,7 +13,8 @@ import pytest
 
 import skiplock
 from skiplock import JobState
-from skiplock._backends import postgres_sql, sqlite_sql
+from skiplock._backends import sqlite_sql
+from skiplock._backends.postgres import statements as postgres_sql
 
 from .apps import cli_app
 from .helpers import APP, Cli, cli_fixtures

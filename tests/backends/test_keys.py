@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 import skiplock
-from skiplock._backends import Backend, postgres, sqlite_keys
+from skiplock._backends import Backend, sqlite_keys
 from skiplock._backends.base import (
     JobActionParams,
     JobInsertManyParams,
@@ -19,6 +19,7 @@ from skiplock._backends.base import (
     TaskPauseParams,
 )
 from skiplock._backends.common import KEYS_PER_CLAIM_MIN, TURN_UNITS
+from skiplock._backends.postgres.storage import operations as postgres
 from skiplock._job import ClaimedJob, Completion, Disposition, JobState
 
 from ..helpers import PG_URL, FakeClock

@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from skiplock._backends import postgres_sql
+from skiplock._backends.postgres import statements as postgres_sql
 from skiplock._backends.sql_files import (
     SqlFileError,
     parse_migration,

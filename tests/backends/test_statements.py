@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import fields
 from types import ModuleType
 
-from skiplock._backends import postgres_sql, sqlite_sql
+from skiplock._backends import sqlite_sql
+from skiplock._backends.postgres import statements as postgres_sql
 from skiplock._job import JobState
 
 DIALECT_ONLY = {

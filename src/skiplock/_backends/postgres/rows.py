@@ -18,12 +18,12 @@ from typing import Any
 
 import asyncpg
 
-from .._job import ClaimedJob, Completion, JobFilter, NewJob
-from .._transitions import transition
-from ..errors import QueueFull
-from . import flows
-from .base import MAX_ERRORS_KEPT, ClaimParams
-from .common import (
+from ..._job import ClaimedJob, Completion, JobFilter, NewJob
+from ..._transitions import transition
+from ...errors import QueueFull
+from .. import flows
+from ..base import MAX_ERRORS_KEPT, ClaimParams
+from ..common import (
     AGING_LEVELS,
     KeyCursors,
     claimed_jobs,
@@ -34,8 +34,8 @@ from .common import (
     map_inserted,
     unique_scope,
 )
-from .postgres_sql import Statements
-from .postgres_storage_sql import LONG_SEGMENT
+from .statements import Statements
+from .storage_sql import LONG_SEGMENT
 
 
 @functools.lru_cache(maxsize=256)

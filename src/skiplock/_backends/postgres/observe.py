@@ -10,10 +10,14 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from .base import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
-from .percentiles import ranks_from_buckets
-from .postgres_reads import Reads
-from .postgres_sql import Statements
+from ..._job import WorkerInfo
+from ..base import KEYS_IN_STATS, JobStatsParams, JobStatsRows, WorkerBeatParams
+from ..common import worker_info
+from ..percentiles import ranks_from_buckets
+from .connection import Connection
+from .errors import wrapped as _wrapped
+from .statements import Statements
+from .storage.reads import Reads
 
 
 async def job_stats(
@@ -84,3 +88,29 @@ def beat_args(params: WorkerBeatParams, now: datetime | None) -> list[Any]:
         p.restarts,
         p.restarts_in_a_row,
     ]
+
+
+class Observe(Connection):
+    """Health numbers and the worker registry."""
+
+    async def job_stats(self, params: JobStatsParams) -> JobStatsRows:
+        with _wrapped("job_stats"):
+            return await job_stats(self._reads, self._sql, params, self._now())
+
+    async def worker_beat(self, params: WorkerBeatParams) -> None:
+        with _wrapped("worker_beat"):
+            await self.pool.execute(self._sql.WORKER_BEAT, *beat_args(params, self._now()))
+
+    async def worker_delete(self, worker_id: str) -> None:
+        with _wrapped("worker_delete"):
+            await self.pool.execute(self._sql.WORKER_DELETE, worker_id)
+
+    async def worker_prune(self, silent_s: float) -> int:
+        with _wrapped("worker_prune"):
+            status = await self.pool.execute(self._sql.WORKER_PRUNE, silent_s, self._now())
+        return int(status.split()[-1])
+
+    async def worker_list(self) -> list[WorkerInfo]:
+        with _wrapped("worker_list"):
+            rows = await self.pool.fetch(self._sql.WORKER_LIST, self._now())
+        return [worker_info(r, lambda t: t) for r in rows]

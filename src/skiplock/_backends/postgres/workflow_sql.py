@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from .job_audit_sql import pg_action
+from ..job_audit_sql import pg_action
 
 FINAL = "('succeeded', 'cancelled', 'dead')"
 

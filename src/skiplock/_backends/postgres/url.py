@@ -25,8 +25,8 @@ import math
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from .._url import mask_url
-from ..errors import ConfigurationError
+from ..._url import mask_url
+from ...errors import ConfigurationError
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 MAX_CONNECT_TIMEOUT_S = 3600.0

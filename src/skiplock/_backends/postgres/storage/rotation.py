@@ -43,9 +43,9 @@ from typing import Any
 
 import asyncpg
 
-from .base import Rotation
-from .postgres_errors import moved
-from .postgres_storage_sql import (
+from ...base import Rotation
+from ..errors import moved
+from ..storage_sql import (
     GEN_FIRST,
     GEN_LAST,
     LONG_SEGMENT,

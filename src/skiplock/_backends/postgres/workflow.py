@@ -10,12 +10,40 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from .._job import NewJob
-from .._payload import DEFAULT_MAX_PAYLOAD_BYTES
-from . import workflow_flows as wf
-from .base import JobInsertManyParams
-from .postgres_ops import COPY_MIN_ROWS, to_psycopg
-from .postgres_workflow_sql import WorkflowStatements
+from ..._job import NewJob
+from ..._payload import DEFAULT_MAX_PAYLOAD_BYTES
+from ..._workflow_records import (
+    BatchInfo,
+    JobLinks,
+    LinkedJob,
+    SignalOutcome,
+    SignalReceipt,
+    StoredSignal,
+    WaitingJob,
+    WorkflowGraph,
+)
+from ...errors import JobNotFound
+from .. import flows, workflow_sweep
+from .. import workflow_flows as wf
+from ..base import JobInsertManyParams
+from ..common import (
+    FINAL_STATES,
+    batch_info,
+    job_links,
+    linked_jobs,
+    mailbox_full,
+    signal_taken,
+    stored_signal,
+    waiting_job,
+)
+from ..workflow_plan import Plan, SweepResult
+from .completion import Outcomes
+from .connection import WORKFLOW_TRIES, R, _begins_implicitly
+from .enqueue import Enqueue
+from .errors import retry_moved
+from .errors import wrapped as _wrapped
+from .rows import COPY_MIN_ROWS, to_psycopg
+from .workflow_sql import WorkflowStatements
 
 T = TypeVar("T")
 
@@ -274,3 +302,231 @@ class Answers:
     async def _(self, step: wf.StateOf) -> tuple[str, str | None]:
         rows = await self.fetch(self.sql.JOB_STATE_ERROR, [step.job_id])
         return (rows[0][0], rows[0][1])
+
+
+class Workflow(Enqueue, Outcomes):
+    """Workflow operations."""
+
+    def _wf_answers(self, conn: Any) -> Answers:
+        return Answers(
+            conn,
+            self._wf,
+            self.channel,
+            self._now(),
+            self.job_insert_many,
+            self.schema,
+            self._copy_asyncpg,
+            bound=self.max_payload_bytes,
+        )
+
+    async def _wf_transaction(
+        self, make: Callable[[], flows.Flow[R]], connection: object | None
+    ) -> R:
+        """A workflow flow in one transaction: the caller's (``connection``), or one of ours,
+        run again from the start where it met a row moved between partitions or a deadlock
+        (each attempt a new flow: nothing of a rolled-back one is kept)."""
+        if connection is not None:  # a savepoint inside the caller's transaction, or one
+            if _begins_implicitly(connection):
+                await connection.execute("SELECT 1")  # type: ignore[attr-defined]
+            async with connection.transaction():  # type: ignore[attr-defined]
+                return await flows.drive_async(make(), self._wf_answers(connection))
+        result, woken = await self._wf_own_transaction(make)
+        if woken and self.on_released is not None:  # this process's workers claim at once
+            self.on_released(woken)
+        return result
+
+    async def _wf_own_transaction(self, make: Callable[[], flows.Flow[R]]) -> tuple[R, set[str]]:
+        """The flow in a transaction of ours; its result and the queues it made jobs pending
+        in (told after the commit)."""
+
+        async def attempt() -> tuple[R, set[str]]:
+            async with self.pool.acquire() as conn, conn.transaction():
+                answers = self._wf_answers(conn)
+                return await flows.drive_async(make(), answers), answers.woken
+
+        for _ in range(WORKFLOW_TRIES - 1):
+            try:
+                return await retry_moved(attempt)
+            except asyncpg.exceptions.DeadlockDetectedError:
+                continue
+        return await retry_moved(attempt)
+
+    async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
+        with _wrapped("workflow_enqueue"):
+            return await self._wf_transaction(lambda: wf.enqueue_plan(plan), connection)
+
+    def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
+        """``workflow_enqueue`` on the caller's synchronous psycopg connection (Django's, a
+        SQLAlchemy session's), in its transaction (a savepoint inside it)."""
+
+        async def insert(params: JobInsertManyParams) -> list[int]:
+            return self.job_insert_many_sync(params)
+
+        answers = Answers(
+            connection,
+            self._wf,
+            self.channel,
+            self._now(),
+            insert,
+            self.schema,
+            sync=True,
+            bound=self.max_payload_bytes,
+        )
+        if _begins_implicitly(connection):
+            connection.execute("SELECT 1")  # type: ignore[attr-defined]
+        with _wrapped("workflow_enqueue"), connection.transaction():  # type: ignore[attr-defined]
+            return flows.drive(wf.enqueue_plan(plan), lambda step: run_now(answers(step)))
+
+    async def workflow_open_batch(
+        self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None
+    ) -> int:
+        with _wrapped("workflow_open_batch"):
+            return await self._wf_transaction(
+                lambda: wf.open_batch(on_success, on_complete), connection
+            )
+
+    async def workflow_close_batch(self, batch_id: int) -> bool:
+        with _wrapped("workflow_close_batch"):
+            return await self._wf_transaction(lambda: wf.close_batch(batch_id), None)
+
+    async def workflow_release(self, parents: Sequence[int]) -> list[int]:
+        if not parents:
+            return []
+        with _wrapped("workflow_release"):
+            return await self._wf_transaction(lambda: wf.release(list(parents)), None)
+
+    async def workflow_after_completion(
+        self, finished: Sequence[int], parked: Sequence[int]
+    ) -> list[int]:
+        with _wrapped("workflow_after_completion"):
+            return await self._wf_transaction(lambda: wf.after_completion(finished, parked), None)
+
+    async def workflow_sweep(self) -> SweepResult:
+        async def run(make: Callable[[], flows.Flow[R]]) -> R:
+            with _wrapped("workflow_sweep"):
+                return await self._wf_transaction(make, None)
+
+        return await workflow_sweep.sweep(run)
+
+    async def workflow_expire_waits(self) -> list[int]:
+        with _wrapped("workflow_expire_waits"):
+            return await self._wf_transaction(wf.expire_waits, None)
+
+    async def workflow_next_wait_timeout(self) -> float | None:
+        with _wrapped("workflow_next_wait_timeout"):
+            seconds: float | None = await self.pool.fetchval(
+                self._wf.WAIT_NEXT_TIMEOUT, self._now()
+            )
+        return seconds
+
+    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+        with _wrapped("workflow_abort_batch"):
+            return await self._wf_transaction(lambda: wf.abort_batch(batch_id, error_json), None)
+
+    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
+        with _wrapped("workflow_wait_prepare"):
+            row = await self.pool.fetchval(self._wf.WAIT_PREPARE, job_id, token, name, seq)
+        return row is not None
+
+    async def workflow_signal(
+        self, job_id: int, name: str, payload_json: str | None, who: str, kept_most: int
+    ) -> SignalReceipt:
+        async def attempt() -> SignalReceipt:
+            async with self.pool.acquire() as conn, conn.transaction():
+                state = await conn.fetchval(self._wf.JOB_LOCK_STATE, job_id)
+                if state is None:
+                    raise JobNotFound(f"job {job_id}: no such job")
+                if state in FINAL_STATES:
+                    receipt = SignalReceipt(job_id, name, SignalOutcome.FINISHED)
+                else:
+                    seq = await conn.fetchval(
+                        self._wf.SIGNAL_APPEND, job_id, name, payload_json, who, kept_most
+                    )
+                    if seq is None:
+                        raise mailbox_full(job_id, kept_most)
+                    wait = await conn.fetchrow(self._wf.WAIT_OF, job_id)
+                    receipt = signal_taken(job_id, name, seq, None if wait is None else tuple(wait))
+                    if receipt.awaited:
+                        await conn.execute(
+                            self._wf.SIGNAL_WAKE, job_id, name, self.channel, self._now()
+                        )
+                    # a finished job's row is left alone: skiplock_audit has the signal
+                    what = f"signal {name}: {receipt.outcome.value}"
+                    await conn.execute(self._wf.JOB_AUDIT_ADD, job_id, who, what, self._now())
+                return receipt
+
+        with _wrapped("workflow_signal"):
+            return await retry_moved(attempt)
+
+    async def workflow_signal_take(self, job_id: int, name: str, seq: int) -> StoredSignal | None:
+        with _wrapped("workflow_signal_take"):
+            row = await self.pool.fetchrow(self._wf.SIGNAL_TAKE, job_id, name, seq)
+        return None if row is None else stored_signal(*row)
+
+    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
+        with _wrapped("workflow_step_get"):
+            row = await self.pool.fetchrow(self._wf.STEP_GET, job_id, name, seq)
+        return (False, None) if row is None else (True, row[0])
+
+    async def workflow_step_put(
+        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
+    ) -> bool:
+        with _wrapped("workflow_step_put"):
+            row = await self.pool.fetchval(self._wf.STEP_PUT, job_id, token, name, result_json, seq)
+        return row is not None
+
+    async def workflow_parent_results(
+        self, job_id: int
+    ) -> list[tuple[int, str | None, str | None]]:
+        with _wrapped("workflow_parent_results"):
+            rows = await self.pool.fetch(self._wf.PARENT_RESULTS, job_id)
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def workflow_links(
+        self, job_id: int, children_limit: int, parents_limit: int
+    ) -> JobLinks:
+        with _wrapped("workflow_links"):
+            async with self.pool.acquire() as conn:
+                parents = await conn.fetch(self._wf.JOB_PARENTS, job_id, parents_limit)
+                counts = await conn.fetch(self._wf.JOB_PARENT_COUNTS, job_id)
+                children = await conn.fetch(self._wf.JOB_CHILDREN, job_id, children_limit, 0)
+                wait = await conn.fetchrow(self._wf.JOB_WAIT, job_id)
+                batch = await conn.fetchval(self._wf.JOB_BATCH, job_id)
+        return job_links(
+            map(tuple, parents),
+            map(tuple, children),
+            None if wait is None else tuple(wait),
+            batch,
+            map(tuple, counts),
+        )
+
+    async def workflow_linked(
+        self, job_id: int, parents: bool, after: int, limit: int
+    ) -> list[LinkedJob]:
+        with _wrapped("workflow_linked"):
+            if parents:
+                rows = await self.pool.fetch(self._wf.JOB_PARENTS_AFTER, job_id, after, limit)
+            else:
+                rows = await self.pool.fetch(self._wf.JOB_CHILDREN, job_id, limit, after)
+        return linked_jobs(map(tuple, rows))
+
+    async def workflow_batch_info(self, batch_id: int) -> BatchInfo:
+        with _wrapped("workflow_batch_info"):
+            row = await self.pool.fetchrow(self._wf.BATCH_INFO, batch_id)
+        if row is None:
+            raise JobNotFound(f"batch {batch_id}: no such batch")
+        return batch_info(tuple(row))
+
+    async def workflow_waiting(self, limit: int) -> list[WaitingJob]:
+        with _wrapped("workflow_waiting"):
+            rows = await self.pool.fetch(self._wf.WAITING_LIST, limit)
+        return [waiting_job(tuple(r)) for r in rows]
+
+    async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
+        with _wrapped("workflow_graph"):
+            async with self.pool.acquire() as conn:
+                return await flows.drive_async(wf.graph(job_id, most), self._wf_answers(conn))
+
+    async def workflow_prune(self, most: int) -> int:
+        with _wrapped("workflow_prune"):
+            return int(await self.pool.fetchval(self._wf.WORKFLOW_PRUNE, most))

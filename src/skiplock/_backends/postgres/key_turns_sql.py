@@ -39,8 +39,8 @@ scan, a probe a key whose entry carries the key's limit, weight and order.
 
 from __future__ import annotations
 
-from .common import TURN_UNITS
-from .postgres_keys_sql import KEYED_SEGMENT, KEYED_TABLE, blocked, parked_ahead
+from ..common import TURN_UNITS
+from .keys_sql import KEYED_SEGMENT, KEYED_TABLE, blocked, parked_ahead
 
 _S = str(TURN_UNITS)
 

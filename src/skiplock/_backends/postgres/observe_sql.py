@@ -11,7 +11,7 @@ cost nothing (tests/backends/test_query_plan.py). A reading runs in two parts on
 
 from __future__ import annotations
 
-from .percentiles import ERROR, FLOOR_S
+from ..percentiles import ERROR, FLOOR_S
 
 _FINAL = "('succeeded', 'cancelled', 'dead')"
 

@@ -17,20 +17,18 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, fields
 
-from . import postgres_aging_sql as _aging
-from . import postgres_key_turns_sql as _turns
-from . import postgres_keys_sql as _keys
-from . import postgres_observe_sql as _observe
-from . import postgres_storage_sql as _storage
-from . import postgres_unique_sql as _unique
-from . import postgres_workflow_sql as _workflow
-from .job_audit_sql import pg_action
-from .sql_files import Migration, load_migrations
+from ..job_audit_sql import pg_action
+from ..sql_files import Migration, load_migrations
+from . import aging_sql as _aging
+from . import key_turns_sql as _turns
+from . import keys_sql as _keys
+from . import observe_sql as _observe
+from . import storage_sql as _storage
+from . import unique_sql as _unique
+from . import workflow_sql as _workflow
 
-MIGRATIONS: list[Migration] = load_migrations(
-    __package__ or "skiplock._backends", "postgres/migrations"
-)
-"""Every released migration, in order: ``postgres/migrations/NNNN.sql``, never edited once
+MIGRATIONS: list[Migration] = load_migrations("skiplock._backends.postgres")
+"""Every released migration, in order: ``migrations/NNNN.sql``, never edited once
 released (tests/backends/test_sql_files.py holds each file's checksum)."""
 
 

@@ -19,9 +19,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._job import StorageHold, StorageHolder
-from .postgres_rotation import TABLES
-from .postgres_storage import DEAD_LIVE
+from ...._job import StorageHold, StorageHolder
+from .partitions import DEAD_LIVE
+from .rotation import TABLES
 
 QUERY_CHARS = 200
 """The most characters of a holder's last statement kept (its whitespace runs made one

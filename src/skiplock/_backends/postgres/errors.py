@@ -9,13 +9,7 @@ from typing import TypeVar
 
 import asyncpg
 
-from ..errors import (
-    BackendError,
-    BackendUnavailable,
-    DuplicateJob,
-    SchemaError,
-    UrlRefused,
-)
+from ...errors import BackendError, BackendUnavailable, DuplicateJob, SchemaError, UrlRefused
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
