@@ -31,7 +31,7 @@ import pytest
 
 import skiplock
 from skiplock import JobFilter, JobState
-from skiplock._backends.postgres.storage_sql import GEN_FIRST
+from skiplock._backends.postgres.storage.generations import GEN_FIRST
 from skiplock.dashboard import create_app
 from skiplock.errors import BackendError
 

@@ -15,10 +15,10 @@ import skiplock
 from skiplock._backends import flows, sqlite_history, sqlite_keys, sqlite_sql
 from skiplock._backends.base import ClaimParams, JobInsertManyParams
 from skiplock._backends.common import AGING_LEVELS, keys_to_visit
-from skiplock._backends.postgres import key_turns_sql as postgres_key_turns_sql
-from skiplock._backends.postgres import statements as postgres_sql
+from skiplock._backends.postgres import keys as postgres_key_turns_sql
+from skiplock._backends.postgres import keys as postgres_sql
 from skiplock._backends.postgres.rows import insert_params
-from skiplock._backends.postgres.storage_sql import GEN_FIRST
+from skiplock._backends.postgres.storage.generations import GEN_FIRST
 from skiplock._job import NewJob
 
 from ..helpers import PG_URL, SQLITE_UNDO_KEYS, migrations_from, pg_schema_at

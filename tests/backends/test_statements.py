@@ -53,11 +53,14 @@ DIALECT_ONLY = {
 
 
 def statements(module: ModuleType) -> set[str]:
-    return {
+    named = {
         name
         for name, value in vars(module).items()
         if name.isupper() and not name.startswith("_") and isinstance(value, str)
     }
+    if hasattr(module, "QUERIES"):  # PostgreSQL's: read from queries/*.sql, workflows' apart
+        named |= set(module.QUERIES) - {f.name for f in fields(module.WorkflowStatements)}
+    return named
 
 
 def test_both_dialects_name_their_statements_alike() -> None:

@@ -26,7 +26,7 @@ from skiplock._backends.base import (
 )
 from skiplock._backends.postgres.storage import partitions as postgres_storage
 from skiplock._backends.postgres.storage import rotation as postgres_rotation
-from skiplock._backends.postgres.storage_sql import GEN_FIRST
+from skiplock._backends.postgres.storage.generations import GEN_FIRST
 from skiplock._job import Completion, Disposition, NewJob
 from skiplock._worker import services
 

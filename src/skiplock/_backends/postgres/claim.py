@@ -12,7 +12,7 @@ from . import rows as ops
 from .connection import SORT_OFF_IN_TRANSACTION, Connection
 from .errors import retry_moved
 from .errors import wrapped as _wrapped
-from .workflow_sql import RELEASE_CHUNK
+from .statements import RELEASE_CHUNK
 
 
 class Claim(Connection):

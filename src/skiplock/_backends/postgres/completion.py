@@ -19,7 +19,7 @@ from . import rows as ops
 from .connection import WORKFLOW_TRIES, Connection, R, log
 from .errors import CONNECTION_ERRORS, retry_moved
 from .errors import wrapped as _wrapped
-from .workflow_sql import RELEASE_CHUNK
+from .statements import RELEASE_CHUNK
 
 SMALL_OUTCOME_BATCH = 4
 """Up to how many outcomes a batch is written on the generic plan's session (see ``open``)."""

@@ -20,9 +20,9 @@ from . import statements as sql
 from . import url as postgres_url
 from .errors import connecting, retry_moved
 from .errors import wrapped as _wrapped
+from .statements import WorkflowStatements
 from .storage import reads
 from .url import parse_postgres_url
-from .workflow_sql import WorkflowStatements
 
 PRICED_OUT = {"jit": "off"}
 """What every session that prices a plan shape out also sets: a plan that must keep a priced-out

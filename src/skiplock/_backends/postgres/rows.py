@@ -35,7 +35,7 @@ from ..common import (
     unique_scope,
 )
 from .statements import Statements
-from .storage_sql import LONG_SEGMENT
+from .storage.generations import LONG_SEGMENT
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,5 +1,39 @@
 """PostgreSQL's answers to the workflow flows (``workflow_flows.py``), on an asyncpg or a
-psycopg (async) connection, and its one-statement workflow reads and writes."""
+psycopg (async) connection, and its one-statement workflow reads and writes.
+
+The tables: PostgreSQL's workflow storage (waiting jobs, their edges, batches, durable
+steps, signals).
+
+Why apart from the job table (docs/design.md, "Workflows"): a job that waits (on parents or on
+a signal) is a row in ``state = 'waiting'``, in a partition of its own, so claims never walk
+it; everything else a workflow needs lives in four small tables that only workflow jobs
+write, so a plain job's enqueue, claim and completion stay exactly as they were:
+
+- ``skiplock_waits``: one row per waiting job, the counter of parents it still waits for (the
+  row every release locks, so the last two parents finishing at the same instant on two
+  workers decrement it one after the other and exactly one sees zero), what its first
+  argument becomes when it is released, and the signal a parked job waits for;
+- ``skiplock_deps``: one row per edge, resolved once (``parent_state`` set under the edge's
+  own row lock);
+- ``skiplock_parent_results``: a parent's result, kept once for every edge from it when they
+  resolve, so a child's inputs outlive the parent's retention without a copy per edge (edges
+  resolved before migration 23 keep their own copy, ``skiplock_deps.parent_result``, read
+  first); it goes when the last edge from its parent does. A parent that succeeds again (a
+  person retried it) and resolves new edges replaces it: every child then reads the newest;
+- ``skiplock_batches`` and ``skiplock_batch_jobs``: a batch, its callbacks (jobs waiting on
+  every member and on the batch's open gate) and its members. A member's row goes with its
+  job (the prune after the job's), and the batch counts it from then on
+  (``skiplock_batches.pruned_members``, migration 26): its counts keep every member it ever
+  had, the pruned ones as ``gone``, so they stay whole for a callback that reads them. The
+  batch goes once it is closed and has no member row and no callback left;
+- ``skiplock_steps`` (a durable step's stored result, one row per job, name and occurrence:
+  the third ``step("charge", ...)`` of a run is ``("charge", 3)`` in every run) and
+  ``skiplock_signals`` (a job's mailbox: the signals of each name in the order they came,
+  numbered from 1, and a wait's timeout in the place of the signal it waited for; the n-th
+  ``wait_for(name)`` of a run takes entry n);
+- ``skiplock_unreleased``: what the release of a job that ended while it waited (cancelled,
+  or buried for the size of its parents' results) would have given it, for a retry.
+"""
 
 from __future__ import annotations
 
@@ -43,7 +77,7 @@ from .enqueue import Enqueue
 from .errors import retry_moved
 from .errors import wrapped as _wrapped
 from .rows import COPY_MIN_ROWS, to_psycopg
-from .workflow_sql import WorkflowStatements
+from .statements import WorkflowStatements
 
 T = TypeVar("T")
 

@@ -45,7 +45,7 @@ import asyncpg
 
 from ...base import Rotation
 from ..errors import moved
-from ..storage_sql import (
+from .generations import (
     GEN_FIRST,
     GEN_LAST,
     LONG_SEGMENT,

@@ -1,34 +1,10 @@
-"""PostgreSQL's observability statements: the health numbers and the live-worker registry.
-
-Kept beside ``postgres_sql`` (which imports them, so ``Statements`` lists them with the rest)
-to keep that module the job lifecycle's. Every read here walks one partial index or a range of
-one: the pending index, the lease index, the finished index over the window, the (rare)
-reclaimed rows' index. History outside the window is never read, so a million finished rows
-cost nothing (tests/backends/test_query_plan.py). A reading runs in two parts on one snapshot
-(``postgres_reads.split``): the statements of the live partition, then those of the rest
-(history, dead and waiting jobs), so the live segments are held for the first part alone.
-"""
-
-from __future__ import annotations
-
-from ..percentiles import ERROR, FLOOR_S
-
-_FINAL = "('succeeded', 'cancelled', 'dead')"
-
-_FILTER = "($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)"
-"""The optional queue ($3) and task ($4) filters every statistics statement takes."""
-
-_REST = "('succeeded', 'cancelled', 'dead', 'waiting')"
-"""Every state outside the live partition (postgres_reads.REST)."""
-
-JOB_STATS_NOW = """
+-- name: JOB_STATS_NOW
 -- The instant every statistic of one reading is taken at: the pinned $1, else the database's
 -- now() (fixed for the transaction the reading runs in). SQLite's twin; PostgreSQL's reading
 -- takes it with its snapshot (postgres_reads.EXPORT).
 SELECT coalesce($1::timestamptz, now()) AS now
-"""
 
-JOB_STATS_LIVE = f"""
+-- name: JOB_STATS_LIVE
 -- Live depth per (queue, task) at $1 ($2, the window's start, is unused here): pending jobs
 -- ready and scheduled, those waiting for a retry, jobs claimed ahead and running, and the
 -- oldest ready job's run_at (epoch seconds). Each state on its own partial index; the live
@@ -39,30 +15,28 @@ SELECT queue, task,
        count(*) FILTER (WHERE attempt > 0) AS retrying,
        0::bigint AS claimed, 0::bigint AS running, 0::bigint AS waiting,
        extract(epoch FROM min(run_at) FILTER (WHERE run_at <= $1))::float8 AS oldest_ready
-FROM {{s}}.skiplock_jobs
-WHERE state = 'pending' AND $2::timestamptz IS NOT NULL AND {_FILTER}
+FROM {s}.skiplock_jobs
+WHERE state = 'pending' AND $2::timestamptz IS NOT NULL AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
 GROUP BY queue, task
 UNION ALL
 SELECT queue, task, 0, 0, 0,
        count(*) FILTER (WHERE started_at IS NULL),
        count(*) FILTER (WHERE started_at IS NOT NULL), 0, NULL
-FROM {{s}}.skiplock_jobs
-WHERE state = 'running' AND {_FILTER}
+FROM {s}.skiplock_jobs
+WHERE state = 'running' AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
 GROUP BY queue, task
-"""
 
-JOB_STATS_WAITING = f"""
+-- name: JOB_STATS_WAITING
 -- Jobs in waiting (a workflow's: their own partition) per (queue, task), in JOB_STATS_LIVE's
 -- columns ($1 and $2 unused): read with the history, off the live partition.
 SELECT queue, task, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, count(*),
        NULL::float8
-FROM {{s}}.skiplock_jobs
+FROM {s}.skiplock_jobs
 WHERE state = 'waiting' AND $1::timestamptz IS NOT NULL AND $2::timestamptz IS NOT NULL
-  AND {_FILTER}
+  AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
 GROUP BY queue, task
-"""
 
-JOB_STATS_FINISHED = f"""
+-- name: JOB_STATS_FINISHED
 -- Jobs finished in the window ($2, $1] per (queue, task), through the finished index's range:
 -- how each ended, how many attempts it took (a job cancelled before it ever ran counts in no
 -- bucket), and its attempts before the last (the retries it used).
@@ -75,77 +49,69 @@ SELECT queue, task,
        count(*) FILTER (WHERE attempt = 3) AS attempts_3,
        count(*) FILTER (WHERE attempt >= 4) AS attempts_4_plus,
        coalesce(sum(greatest(attempt - 1, 0)), 0)::bigint AS retries
-FROM {{s}}.skiplock_jobs
-WHERE state IN {_FINAL} AND finished_at > $2 AND finished_at <= $1 AND {_FILTER}
+FROM {s}.skiplock_jobs
+WHERE state IN ('succeeded', 'cancelled', 'dead') AND finished_at > $2 AND finished_at <= $1 AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
 GROUP BY queue, task
-"""
 
-JOB_STATS_RECLAIMS = f"""
+-- name: JOB_STATS_RECLAIMS
 -- Jobs whose expired lease was reclaimed in the window ($2, $1], per (queue, task), of the live
 -- partition: a read of the reclaimed rows' index, which holds only rows ever reclaimed.
 SELECT queue, task, count(*) AS reclaims
-FROM {{s}}.skiplock_jobs
-WHERE reclaimed_at > $2 AND reclaimed_at <= $1 AND state IN ('pending', 'running') AND {_FILTER}
+FROM {s}.skiplock_jobs
+WHERE reclaimed_at > $2 AND reclaimed_at <= $1 AND state IN ('pending', 'running') AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
 GROUP BY queue, task
-"""
 
-JOB_STATS_RECLAIMS_REST = f"""
+-- name: JOB_STATS_RECLAIMS_REST
 -- JOB_STATS_RECLAIMS of every other partition: history, dead and waiting jobs.
 SELECT queue, task, count(*) AS reclaims
-FROM {{s}}.skiplock_jobs
-WHERE reclaimed_at > $2 AND reclaimed_at <= $1 AND state IN {_REST} AND {_FILTER}
+FROM {s}.skiplock_jobs
+WHERE reclaimed_at > $2 AND reclaimed_at <= $1 AND state IN ('succeeded', 'cancelled', 'dead', 'waiting') AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
 GROUP BY queue, task
-"""
 
-_BUCKETS = f"""
-SELECT queue, task, kind,
-       floor(ln(greatest(v, {FLOOR_S!r})) / ln(1 + {ERROR!r}))::int AS bucket,
-       count(*) AS n, min(v) AS lo, max(v) AS hi
-FROM samples GROUP BY queue, task, kind, 4
-"""
-
-JOB_STATS_PERCENTILES = (
-    f"""
+-- name: JOB_STATS_PERCENTILES
 -- Claim latency (attempted_at - ready_at of each job's last claim, for claims in the window
 -- ($2, $1]) of the jobs still live, as log-scale histogram buckets per (queue, task, kind):
 -- count, smallest and largest value. One hash aggregate over the window's index ranges, no
 -- sort; percentiles.py merges them with JOB_STATS_PERCENTILES_REST's and walks the buckets to
 -- p50/p95 (< 1 % below the exact nearest rank) and max (exact).
 WITH claims AS MATERIALIZED (
-    SELECT queue, task, attempted_at, ready_at FROM {{s}}.skiplock_jobs
-    WHERE state = 'pending' AND attempted_at > $2 AND {_FILTER}
+    SELECT queue, task, attempted_at, ready_at FROM {s}.skiplock_jobs
+    WHERE state = 'pending' AND attempted_at > $2 AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
     UNION ALL
-    SELECT queue, task, attempted_at, ready_at FROM {{s}}.skiplock_jobs
-    WHERE state = 'running' AND attempted_at > $2 AND {_FILTER}
+    SELECT queue, task, attempted_at, ready_at FROM {s}.skiplock_jobs
+    WHERE state = 'running' AND attempted_at > $2 AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
 ), samples AS (
     SELECT queue, task, 'claim' AS kind,
            extract(epoch FROM attempted_at - ready_at)::float8 AS v
     FROM claims WHERE ready_at IS NOT NULL AND attempted_at <= $1
-)"""
-    + _BUCKETS
 )
+SELECT queue, task, kind,
+       floor(ln(greatest(v, 1e-06)) / ln(1 + 0.01))::int AS bucket,
+       count(*) AS n, min(v) AS lo, max(v) AS hi
+FROM samples GROUP BY queue, task, kind, 4
 
-JOB_STATS_PERCENTILES_REST = (
-    f"""
+-- name: JOB_STATS_PERCENTILES_REST
 -- JOB_STATS_PERCENTILES of the jobs finished in the window: their claims' latency, and run
 -- duration (run_s of jobs finished in the window), read with the history.
 WITH claims AS MATERIALIZED (
-    SELECT queue, task, attempted_at, ready_at FROM {{s}}.skiplock_jobs
-    WHERE state IN {_FINAL} AND finished_at > $2 AND finished_at <= $1 AND attempted_at > $2
-      AND {_FILTER}
+    SELECT queue, task, attempted_at, ready_at FROM {s}.skiplock_jobs
+    WHERE state IN ('succeeded', 'cancelled', 'dead') AND finished_at > $2 AND finished_at <= $1 AND attempted_at > $2
+      AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
 ), samples AS (
     SELECT queue, task, 'claim' AS kind,
            extract(epoch FROM attempted_at - ready_at)::float8 AS v
     FROM claims WHERE ready_at IS NOT NULL AND attempted_at <= $1
     UNION ALL
-    SELECT queue, task, 'run', run_s FROM {{s}}.skiplock_jobs
-    WHERE state IN {_FINAL} AND finished_at > $2 AND finished_at <= $1 AND run_s IS NOT NULL
-      AND {_FILTER}
-)"""
-    + _BUCKETS
+    SELECT queue, task, 'run', run_s FROM {s}.skiplock_jobs
+    WHERE state IN ('succeeded', 'cancelled', 'dead') AND finished_at > $2 AND finished_at <= $1 AND run_s IS NOT NULL
+      AND ($3::text IS NULL OR queue = $3) AND ($4::text IS NULL OR task = $4)
 )
+SELECT queue, task, kind,
+       floor(ln(greatest(v, 1e-06)) / ln(1 + 0.01))::int AS bucket,
+       count(*) AS n, min(v) AS lo, max(v) AS hi
+FROM samples GROUP BY queue, task, kind, 4
 
-WORKER_BEAT = """
+-- name: WORKER_BEAT
 -- Upsert a worker's registry row ($1 its id) on its maintenance beat: its shape, its load, the
 -- database's now as its heartbeat, when it last claimed ($9 seconds before now; NULL:
 -- never), its silence limit, its OS process and its supervisor's restarts ($11-$14).
@@ -161,24 +127,20 @@ SET running = excluded.running, processed = excluded.processed,
     heartbeat_at = excluded.heartbeat_at, last_claim_at = excluded.last_claim_at,
     gone_after_s = excluded.gone_after_s, process = excluded.process,
     restarts = excluded.restarts, restarts_in_a_row = excluded.restarts_in_a_row
-"""
 
-WORKER_DELETE = """
+-- name: WORKER_DELETE
 -- A worker leaves the registry as it stops.
 DELETE FROM {s}.skiplock_workers WHERE id = $1
-"""
 
-WORKER_PRUNE = """
+-- name: WORKER_PRUNE
 -- Forget workers silent for more than $1 seconds of the database clock (gone without a word).
 DELETE FROM {s}.skiplock_workers
 WHERE heartbeat_at < coalesce($2::timestamptz, now()) - make_interval(secs => $1::float8)
-"""
 
-WORKER_LIST = """
+-- name: WORKER_LIST
 -- Every registered worker, with how long since its heartbeat and last claim by the database
 -- clock.
 SELECT id, name, host, pid, queues, concurrency, running, processed, started_at,
        heartbeat_at, last_claim_at, gone_after_s, process, restarts, restarts_in_a_row,
        extract(epoch FROM coalesce($1::timestamptz, now()) - heartbeat_at)::float8 AS silent_s
 FROM {s}.skiplock_workers ORDER BY name, id
-"""

@@ -41,10 +41,6 @@ POINTER = "skiplock_live_segment"
 """The sequence whose last value is the generation new jobs go to: moved by the rotation
 (``setval``) once the generation's tables are committed; never advanced by ``nextval``."""
 
-SEGMENT_NOW = f"pg_sequence_last_value('{{s}}.{POINTER}'::regclass)::smallint"
-"""The generation a job written now goes to: the job table's default for ``segment``, and what
-skiplock's own enqueue writes. A sequence, not a row: read without MVCC, so a reader holding the
-horizon leaves no chain of dead versions for every enqueue to walk."""
 
 LEAF_SETTINGS = """WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
           autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 2000,
