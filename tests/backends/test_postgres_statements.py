@@ -10,7 +10,7 @@ from pathlib import Path
 
 import asyncpg
 
-from skiplock._backends.postgres import PostgresBackend, statements
+from skiplock._backends.postgres import PostgresBackend, statements, storage
 from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._backends.sql_files import with_schema
 
@@ -42,7 +42,7 @@ async def test_every_named_statement_prepares_on_a_migrated_schema(pg_url: str) 
     conn = await asyncpg.connect(parsed.dsn)
     refused: dict[str, str] = {}
     try:
-        for name, text in statements.QUERIES.items():
+        for name, text in {**statements.QUERIES, **storage.QUERIES}.items():
             filled = with_schema(text, parsed.schema)
             try:
                 if DDL.match(filled):
@@ -60,7 +60,7 @@ async def test_every_named_statement_prepares_on_a_migrated_schema(pg_url: str) 
     finally:
         await conn.close()
     assert refused == {}
-    assert len(statements.QUERIES) > 100
+    assert len(statements.QUERIES) > 100 and len(storage.QUERIES) > 10
 
 
 def test_every_named_statement_is_used_and_every_use_is_named() -> None:
@@ -78,3 +78,15 @@ def test_each_named_statement_is_in_one_registry() -> None:
     workflow = {f.name for f in fields(statements.WorkflowStatements)}
     assert plain & workflow == set()
     assert plain | workflow == set(statements.QUERIES)
+
+
+STORAGE_USE = re.compile(r"\bQUERIES\[\"([A-Z][A-Z0-9_]*)\"\]")
+"""A storage statement read by name (``QUERIES["NAME"]``) in ``storage/``'s modules."""
+
+
+def test_every_storage_statement_is_used_and_every_use_is_named() -> None:
+    used: set[str] = set()
+    for path in (PACKAGE / "storage").glob("*.py"):
+        used |= set(STORAGE_USE.findall(path.read_text(encoding="utf-8")))
+    assert set(storage.QUERIES) - used == set(), "named in storage/queries/*.sql, used nowhere"
+    assert used - set(storage.QUERIES) == set(), "used, named in no storage/queries/*.sql"

@@ -113,7 +113,7 @@ class Connection:
         self._by_id_small_pool: asyncpg.Pool | None = None
         self._rest_pool: asyncpg.Pool | None = None
         self._reads = reads.Reads(lambda: self.pool, lambda: self.rest_pool, self.schema)
-        """A person's reads: short, and on the live segments for a moment (postgres_reads)."""
+        """A person's reads: short, and on the live segments for a moment (storage/reads.py)."""
         self.channel = f"skiplock_{self.schema}"
         self.done_channel = f"skiplock_done_{self.schema}"
         """Where completions announce the ids they finished (waiters LISTEN here)."""
@@ -122,7 +122,7 @@ class Connection:
         self._settings = {} if named else {"application_name": "skiplock"}
         self._sql = sql.Statements.for_schema(self.schema)
         self._key_cursors: KeyCursors = {}
-        """Where each keyed claim's walk starts next (postgres_ops.claim_keyed)."""
+        """Where each keyed claim's walk starts next (rows.claim_keyed)."""
         self._turns_after: str | None = None
         """Where the upkeep's next look for stale key turn rows starts (None: the first)."""
         self._wakers: list[Callable[[str], None]] = []
@@ -162,7 +162,7 @@ class Connection:
     @property
     def _retrying(self) -> _Retrying:
         """The pool's fetches, run again where they meet a row moved between partitions (the
-        operations that lock job rows: postgres_errors.moved)."""
+        operations that lock job rows: errors.moved)."""
         return _Retrying(self.pool)
 
     @property
@@ -173,7 +173,7 @@ class Connection:
 
     @property
     def rest_pool(self) -> asyncpg.Pool:
-        """The sessions a split read reads the history on (postgres_reads.Reads.split)."""
+        """The sessions a split read reads the history on (storage.reads.Reads.split)."""
         if self._rest_pool is None:
             raise BackendError("the PostgreSQL backend is not open")
         return self._rest_pool
@@ -204,7 +204,7 @@ class Connection:
                 pool.terminate()  # nothing to wait for: a stop may be cancelling us
                 raise
             self._pool = pool
-            # The history's side of a person's read (postgres_reads.Reads.split): two sessions
+            # The history's side of a person's read (storage.reads.Reads.split): two sessions
             # at most, opened when a reading first needs one, taken before the main pool's.
             self._rest_pool = await asyncpg.create_pool(
                 self._dsn,

@@ -164,7 +164,7 @@ class Inspect(Connection):
 
     async def _read(self, how: str, statement: str, params: JobListParams, *more: Any) -> Any:
         """A person's filtered read (JOB_LIST's filter): of one state, on its partition alone;
-        of every state, in two parts on one snapshot (postgres_reads). ``how``: fetch, or
+        of every state, in two parts on one snapshot (storage/reads.py). ``how``: fetch, or
         fetchval for a count (the parts' counts added up)."""
         state = params.state.value if params.state else None
         args = (state, *ops.filter_params(params.where), *more)

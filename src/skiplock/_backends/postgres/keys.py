@@ -129,7 +129,7 @@ def _walk_probe(after: str) -> str:
 
 def keyed_claim(claim_update: str) -> str:
     """The keyed claim since migration 22; ``claim_update`` is the ordinary claims' update of
-    the ids in ``c`` (postgres_sql._CLAIM_UPDATE)."""
+    the ids in ``c`` (``_CLAIM_UPDATE`` below)."""
     where = (
         "WHERE j.id = ANY(ARRAY(SELECT id FROM c)) AND j.state IN ('pending', 'running')\n"
         f"  AND j.segment <> {KEYED_SEGMENT}  -- the keyed claim's: = (its own segment)"

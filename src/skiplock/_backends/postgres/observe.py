@@ -1,7 +1,6 @@
 """PostgreSQL's observability operations: a statistics reading and the worker registry.
 
-``postgres.py`` binds these to its pool; they are apart to keep that module the list of the
-job lifecycle's operations.
+``Observe`` (below) binds these to the backend's pools.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ async def job_stats(
     """One reading on one snapshot and one now(), so the numbers agree with each other: the
     live partition's statements first, in a transaction that ends as soon as they are read,
     then the history's, dead and waiting jobs' on the same snapshot in another session
-    (``postgres_reads.split``), which holds no lock a rotation of the live segments waits for
+    (``storage.reads.split``), which holds no lock a rotation of the live segments waits for
     however long its window takes to read."""
 
     def window(at: datetime) -> tuple[Any, ...]:

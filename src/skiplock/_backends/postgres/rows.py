@@ -1,8 +1,8 @@
 """The pieces PostgreSQL operations compose: statement arguments as parallel arrays, insert
 results mapped back to input order, the shared flows' answers, filters.
 
-``postgres.py`` owns the pools and the operations; these are plain functions and one class,
-kept apart so that module stays the list of operations.
+The rooms of the backend (``claim.py``, ``completion.py``, ...) own the pools' use and the
+operations; these are plain functions and one class they share.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ _WIDTH = len(CLAIMED_COLUMNS)
 
 def keyed_claimed(rows: Sequence[asyncpg.Record]) -> tuple[list[Any], tuple[str, str] | None]:
     """A keyed claim's rows (JOB_GET_AVAILABLE_KEYED) without its row of NULLs, and where the
-    next claim's walk starts (the claim decides: postgres_key_turns_sql.py)."""
+    next claim's walk starts (the claim decides: keys.py)."""
     taken = [r for r in rows if r["id"] is not None]
     queue, key = (rows[0]["next_queue"], rows[0]["next_key"]) if rows else (None, None)
     return taken, None if queue is None or key is None else (str(queue), str(key))

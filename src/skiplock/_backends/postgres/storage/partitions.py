@@ -5,7 +5,7 @@ lock (``pg_try_advisory_xact_lock``, which a transaction pooler keeps to one exc
 of them do the DDL while the rest go on. Every DDL runs under a short ``lock_timeout`` and is
 retried a few times, then left to the next tick: a session holding a lock on a partition (a long
 report, a ``pg_dump``) makes the DDL give up, never queues every completion behind it. Claims
-never wait on it at all: they name the live partition only (postgres_storage_sql.py).
+never wait on it at all: they name the live partition only (generations.py).
 
 Partition names carry their bounds (UTC days), so the upkeep reads names, never the text of a
 partition bound: ``skiplock_jobs_done_p20261203`` holds rows finished that day,
@@ -24,6 +24,8 @@ from typing import Any
 
 import asyncpg
 
+from . import QUERIES
+
 log = logging.getLogger("skiplock.storage")
 
 DAYS_AHEAD = 2
@@ -40,16 +42,13 @@ TRIES = 5
 
 _NAME = re.compile(r"^skiplock_jobs_done_(p|to_)(\d{8})$")
 
-LIST_PARTITIONS = """
-SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = '{s}.skiplock_jobs_done'::regclass
-"""
+LIST_PARTITIONS = QUERIES["LIST_PARTITIONS"]
 
-UPKEEP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('skiplock storage ' || $1))"
+UPKEEP_LOCK = QUERIES["UPKEEP_LOCK"]
 
-DB_NOW = "SELECT coalesce($1::timestamptz, now())"
+DB_NOW = QUERIES["DB_NOW"]
 
-EXISTS = "SELECT to_regclass($1) IS NOT NULL"
+EXISTS = QUERIES["EXISTS"]
 
 ALREADY = -1
 """What ``_ddl`` returns where, under the upkeep lock, the change turned out made already:
@@ -57,16 +56,7 @@ another session (a parallel ``migrate``, another worker's upkeep) made or droppe
 partition between this one's read of the list and its turn at the lock."""
 
 
-DEAD_LIVE = """
-WITH RECURSIVE t AS (
-    SELECT inhrelid AS relid FROM pg_inherits
-    WHERE inhparent = to_regclass($1) AND NOT inhdetachpending
-    UNION ALL
-    SELECT i.inhrelid FROM pg_inherits i JOIN t ON i.inhparent = t.relid
-    WHERE NOT i.inhdetachpending
-)
-SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_all_tables WHERE relid IN (SELECT relid FROM t)
-"""
+DEAD_LIVE = QUERIES["DEAD_LIVE"]
 """Dead row versions in the live partition's segments in the claims' sight (a generation whose
 detach waits for its readers is left out: no claim reads it, and no vacuum can clear it while
 they last), by the statistics (a busy session flushes its counts within a second)."""

@@ -2,7 +2,7 @@
 gauges): each short, and on the live segments for a moment only.
 
 Every session holding a lock on a live segment, ``ACCESS SHARE`` included, keeps the rotation
-from truncating it (``postgres_storage.rotate_live``): the truncate waits 10 ms for its lock,
+from truncating it (``rotation.rotate_live``): the truncate waits 10 ms for its lock,
 then gives up and backs off. A read of the whole job table in one statement, or in one
 transaction, holds the segments' locks for as long as it reads the history: a statistics
 reading over a five-minute window of 290,000 finished jobs took 1.8 to 2.7 s, every refresh of
@@ -41,6 +41,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
+
+from . import QUERIES
 
 READ_LOCK_TIMEOUT_MS = 2000
 """How long a person's read waits for a lock on a job table before it fails."""
@@ -96,7 +98,7 @@ def _lock_first(schema: str) -> str:
     )
 
 
-EXPORT = "SELECT coalesce($1::timestamptz, now()) AS now, pg_export_snapshot() AS snapshot"
+EXPORT = QUERIES["EXPORT"]
 """The live part's first statement after its lock: the reading's instant (the pinned $1, else
 the database's now, the transaction's start) and its snapshot, for the rest to import."""
 
@@ -107,7 +109,7 @@ def _import(snapshot: str) -> str:
 
 
 class Reads:
-    """The reads of one backend: its main pool and the rest's pool (``postgres.py`` opens both)."""
+    """The reads of one backend: its main pool and the rest's pool (``connection`` opens both)."""
 
     def __init__(
         self, pool: Callable[[], asyncpg.Pool], rest_pool: Callable[[], asyncpg.Pool], schema: str

@@ -45,6 +45,7 @@ import asyncpg
 
 from ...base import Rotation
 from ..errors import moved
+from . import QUERIES
 from .generations import (
     GEN_FIRST,
     GEN_LAST,
@@ -55,7 +56,7 @@ from .generations import (
     wrapper_name,
 )
 
-ROTATE_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('skiplock rotation ' || $1))"
+ROTATE_LOCK = QUERIES["ROTATE_LOCK"]
 
 LIVE_WAIT_S = 0.05
 """How long a detach (or its finish) waits for the sessions that locked the table before it:
@@ -93,14 +94,7 @@ table itself can hold one)."""
 
 _NAME = re.compile(r"^skiplock_jobs_live_s(\d+)(_p)?$")
 
-TABLES = r"""
-SELECT c.relname, p.relname AS parent, coalesce(i.inhdetachpending, false) AS pending,
-       CASE WHEN c.relkind = 'r' THEN pg_relation_size(c.oid) ELSE 0 END AS bytes
-FROM pg_class c
-LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
-LEFT JOIN pg_class p ON p.oid = i.inhparent
-WHERE c.relnamespace = to_regnamespace($1) AND c.relname ~ '^skiplock_jobs_live_s[0-9]+(_p)?$'
-"""
+TABLES = QUERIES["TABLES"]
 """Every generation's table and wrapper: what each is attached to, whether a detach of it is
 pending, and the table's size."""
 
