@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import fields
+from datetime import date
 from pathlib import Path
 
 import asyncpg
 
 from skiplock._backends.postgres import PostgresBackend, statements, storage
+from skiplock._backends.postgres.storage import partitions
+from skiplock._backends.postgres.storage.generations import GEN_LAST, GENERATION_DDL, generation_sql
+from skiplock._backends.postgres.storage.partitions import DAY_CREATE, DAY_DROP
 from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._backends.sql_files import with_schema
 
@@ -42,7 +46,9 @@ async def test_every_named_statement_prepares_on_a_migrated_schema(pg_url: str) 
     conn = await asyncpg.connect(parsed.dsn)
     refused: dict[str, str] = {}
     try:
-        for name, text in {**statements.QUERIES, **storage.QUERIES}.items():
+        templates = {*GENERATION_DDL, *DAY_CREATE, *DAY_DROP}
+        plain = {k: v for k, v in storage.QUERIES.items() if k not in templates}
+        for name, text in {**statements.QUERIES, **plain}.items():
             filled = with_schema(text, parsed.schema)
             try:
                 if DDL.match(filled):
@@ -57,6 +63,26 @@ async def test_every_named_statement_prepares_on_a_migrated_schema(pg_url: str) 
                     await conn.execute("DEALLOCATE checked")
             except asyncpg.PostgresError as exc:
                 refused[name] = f"{type(exc).__name__}: {exc}"
+        # the templates, filled with a real generation's and day's names, in the order they run
+        day = date(2999, 12, 31)
+        run = [
+            *zip(GENERATION_DDL, generation_sql(parsed.schema, GEN_LAST), strict=True),
+            *zip(DAY_CREATE, partitions._create_sql(parsed.schema, day), strict=True),
+            *zip(
+                DAY_DROP, partitions._drop_sql(parsed.schema, partitions.day_name(day)), strict=True
+            ),
+        ]
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            for name, filled in run:
+                try:
+                    await conn.execute(filled)
+                except asyncpg.PostgresError as exc:
+                    refused[name] = f"{type(exc).__name__}: {exc}"
+                    break
+        finally:
+            await transaction.rollback()
     finally:
         await conn.close()
     assert refused == {}
@@ -88,5 +114,6 @@ def test_every_storage_statement_is_used_and_every_use_is_named() -> None:
     used: set[str] = set()
     for path in (PACKAGE / "storage").glob("*.py"):
         used |= set(STORAGE_USE.findall(path.read_text(encoding="utf-8")))
+    used |= {*GENERATION_DDL, *DAY_CREATE, *DAY_DROP}  # the templates, run in those orders
     assert set(storage.QUERIES) - used == set(), "named in storage/queries/*.sql, used nowhere"
     assert used - set(storage.QUERIES) == set(), "used, named in no storage/queries/*.sql"

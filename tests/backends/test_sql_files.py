@@ -11,6 +11,7 @@ import pytest
 from skiplock._backends.postgres import statements as postgres_sql
 from skiplock._backends.sql_files import (
     SqlFileError,
+    fill,
     parse_migration,
     parse_statements,
     quote_identifier,
@@ -135,3 +136,13 @@ def test_postgres_migrations_are_numbered_one_to_the_last_with_their_recorded_na
     ]
     assert [(m.version, m.name) for m in postgres_sql.MIGRATIONS] == names
     assert [m.version for m in postgres_sql.MIGRATIONS] == list(range(1, 28))
+
+
+def test_a_template_takes_names_as_quoted_identifiers_and_numbers_as_literals() -> None:
+    template = "CREATE TABLE {s}.{table} PARTITION OF {s}.{wrapper} FOR VALUES IN ({segment})"
+    filled = fill(template, "app", table="t16", wrapper="t16_p", segment=16, unused="x")
+    assert filled == 'CREATE TABLE "app"."t16" PARTITION OF "app"."t16_p" FOR VALUES IN (16)'
+    with pytest.raises(SqlFileError, match=r"no value for \{wrapper\}"):
+        fill(template, "app", table="t16", segment=16)
+    with pytest.raises(SqlFileError, match="not True"):
+        fill(template, "app", table="t16", wrapper="w", segment=True)

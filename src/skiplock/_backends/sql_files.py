@@ -16,6 +16,7 @@ in (``quote_identifier``), and no statement is assembled from pieces in Python.
 from __future__ import annotations
 
 import re
+from datetime import date
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import NamedTuple
@@ -24,6 +25,7 @@ NAME_LINE = re.compile(r"^-- name: ([A-Za-z_][A-Za-z0-9_]*)[ \t]*$", re.MULTILIN
 MIGRATION_LINE = re.compile(r"\A-- migration: (.+?)[ \t]*\n")
 MIGRATION_FILE = re.compile(r"\A(\d{4})\.sql\Z")
 SCHEMA = "{s}"
+PLACE = re.compile(r"\{([a-z_]+)\}")
 
 
 class SqlFileError(ValueError):
@@ -122,3 +124,27 @@ def quote_identifier(name: str) -> str:
 def with_schema(text: str, schema: str) -> str:
     """``text`` with every ``{s}`` replaced by the quoted ``schema``."""
     return text.replace(SCHEMA, quote_identifier(schema))
+
+
+def fill(template: str, schema: str, **values: str | int | date) -> str:
+    """A template over run-time names (a generation's or a day's table, its indexes): ``{s}``
+    the quoted ``schema``, and each other ``{name}`` its value: a ``str`` as a quoted
+    identifier (a table's or an index's name), an ``int`` as a number literal and a ``date`` as
+    its ISO text ``YYYY-MM-DD`` inside the template's own quotes (a partition's bounds, which
+    DDL cannot take as parameters). A placeholder with no value is an error; values the
+    template does not name are left unused (one set of names serves a table's templates)."""
+
+    def value(mark: re.Match[str]) -> str:
+        name = mark.group(1)
+        if name == "s":
+            return quote_identifier(schema)
+        if name not in values:
+            raise SqlFileError(f"no value for {{{name}}} in {template[:60]!r}")
+        given = values[name]
+        if isinstance(given, bool) or not isinstance(given, (str, int, date)):
+            raise SqlFileError(f"{{{name}}}: a str, an int or a date, not {given!r}")
+        if isinstance(given, date):
+            return given.isoformat()[:10]  # a datetime's date alone
+        return str(given) if isinstance(given, int) else quote_identifier(given)
+
+    return PLACE.sub(value, template)

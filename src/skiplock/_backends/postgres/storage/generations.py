@@ -25,6 +25,9 @@ changes state (a worker, a person, a user's own SQL) keeps the table true.
 
 from __future__ import annotations
 
+from ...sql_files import fill
+from . import QUERIES
+
 LONG_SEGMENT = 3
 """The segment for live jobs that outlive their generation: delayed, retrying, long-running.
 Vacuumed, never detached; a job moves here at most once."""
@@ -42,23 +45,16 @@ POINTER = "skiplock_live_segment"
 (``setval``) once the generation's tables are committed; never advanced by ``nextval``."""
 
 
-LEAF_SETTINGS = """WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
-          autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 2000,
-          autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 2000,
-          autovacuum_vacuum_cost_delay = 0)"""
-
-
-def leaf_indexes(s: str, t: str) -> list[str]:
-    """Segment table ``t``'s claim, lease and reclaim indexes, named after it: made before the
-    table is attached, the live partition's own indexes take these as theirs."""
-    return [
-        f"CREATE INDEX {t}_pending_idx ON {s}.{t} (priority DESC, run_at, id)"
-        " WHERE state = 'pending'",
-        f"CREATE INDEX {t}_queue_pending_idx ON {s}.{t} (queue, priority DESC, run_at, id)"
-        " WHERE state = 'pending'",
-        f"CREATE INDEX {t}_lease_idx ON {s}.{t} (lease_expires_at) WHERE state = 'running'",
-        f"CREATE INDEX {t}_reclaimed_idx ON {s}.{t} (reclaimed_at) WHERE reclaimed_at IS NOT NULL",
-    ]
+GENERATION_DDL = (
+    "GENERATION_WRAPPER",
+    "GENERATION_TABLE",
+    "GENERATION_PENDING_INDEX",
+    "GENERATION_QUEUE_PENDING_INDEX",
+    "GENERATION_LEASE_INDEX",
+    "GENERATION_RECLAIMED_INDEX",
+    "GENERATION_ATTACH",
+)
+"""A generation's DDL in the order it runs (``storage/queries/generations.sql``)."""
 
 
 def segment_name(segment: int) -> str:
@@ -71,17 +67,20 @@ def wrapper_name(segment: int) -> str:
     return f"skiplock_jobs_live_s{segment}_p"
 
 
-def generation_sql(s: str, segment: int) -> list[str]:
+def generation_sql(schema: str, segment: int) -> list[str]:
     """Generation ``segment``'s wrapper and table, made apart from the job table (a CREATE ...
     PARTITION OF the live partition would take its ACCESS EXCLUSIVE lock), then attached: the
     live partition's checks and triggers reach them at the attach, and its indexes adopt the
-    table's own, made first under the names every segment's have (``leaf_indexes``)."""
-    w, t = f"{s}.{wrapper_name(segment)}", f"{s}.{segment_name(segment)}"
-    return [
-        f"CREATE TABLE {w} (LIKE {s}.skiplock_jobs_live INCLUDING CONSTRAINTS)"
-        " PARTITION BY LIST (segment)",
-        f"CREATE TABLE {t} PARTITION OF {w} (PRIMARY KEY (id))"
-        f" FOR VALUES IN ({segment}) {LEAF_SETTINGS}",
-        *leaf_indexes(s, segment_name(segment)),
-        f"ALTER TABLE {s}.skiplock_jobs_live ATTACH PARTITION {w} FOR VALUES IN ({segment})",
-    ]
+    table's own, made first under the names every segment's have. The templates of
+    ``GENERATION_DDL`` with this generation's names filled in (``sql_files.fill``)."""
+    table = segment_name(segment)
+    names: dict[str, str | int] = {
+        "wrapper": wrapper_name(segment),
+        "table": table,
+        "segment": segment,
+        "pending_idx": f"{table}_pending_idx",
+        "queue_pending_idx": f"{table}_queue_pending_idx",
+        "lease_idx": f"{table}_lease_idx",
+        "reclaimed_idx": f"{table}_reclaimed_idx",
+    }
+    return [fill(QUERIES[name], schema, **names) for name in GENERATION_DDL]

@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from ...sql_files import fill
 from . import QUERIES
 
 log = logging.getLogger("skiplock.storage")
@@ -194,29 +195,35 @@ def _midnight(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
+DAY_CREATE = (
+    "DAY_TABLE",
+    "DAY_ID_INDEX",
+    "DAY_FINISHED_INDEX",
+    "DAY_RECLAIMED_INDEX",
+    "DAY_MOVE_IN",
+    "DAY_ATTACH",
+)
+"""A day's partition made, in the order its statements run (``storage/queries/partitions.sql``)."""
+
+DAY_DROP = ("DAY_LOCK", "DAY_COUNT", "DAY_KEYS_RELEASE", "DAY_DROP")
+"""A day's partition dropped, likewise."""
+
+
 def _create_sql(schema: str, day: date) -> list[str]:
     """Make the partition of ``day`` beside the table, move in any row the default partition
     took for that day, then attach it (the attach checks the new table and the default one,
     both small; it takes SHARE UPDATE EXCLUSIVE on the parent, which completions' inserts do
     not wait on)."""
-    s, name = f'"{schema}"', day_name(day)
-    lower, upper = (
-        f"{day.isoformat()} 00:00+00",
-        f"{(day + timedelta(days=1)).isoformat()} 00:00+00",
-    )
-    return [
-        f"CREATE TABLE {s}.{name} "
-        f"(LIKE {s}.skiplock_jobs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)",
-        f"CREATE INDEX {name}_id_idx ON {s}.{name} (id)",
-        f"CREATE INDEX {name}_finished_idx ON {s}.{name} (finished_at)",
-        f"CREATE INDEX {name}_reclaimed_idx ON {s}.{name} (reclaimed_at)"
-        " WHERE reclaimed_at IS NOT NULL",
-        f"WITH moved AS (DELETE FROM {s}.skiplock_jobs_done_default"
-        f" WHERE finished_at >= '{lower}' AND finished_at < '{upper}' RETURNING *)"
-        f" INSERT INTO {s}.{name} SELECT * FROM moved",
-        f"ALTER TABLE {s}.skiplock_jobs_done ATTACH PARTITION {s}.{name}"
-        f" FOR VALUES FROM ('{lower}') TO ('{upper}')",
-    ]
+    name = day_name(day)
+    names: dict[str, str | int | date] = {
+        "day": name,
+        "id_idx": f"{name}_id_idx",
+        "finished_idx": f"{name}_finished_idx",
+        "reclaimed_idx": f"{name}_reclaimed_idx",
+        "lower": day,
+        "upper": day + timedelta(days=1),
+    }
+    return [fill(QUERIES[statement], schema, **names) for statement in DAY_CREATE]
 
 
 def _drop_sql(schema: str, name: str) -> list[str]:
@@ -225,13 +232,7 @@ def _drop_sql(schema: str, name: str) -> list[str]:
     trigger fires for a dropped table), then drop it: the drop's lock on the history parent,
     which completions moving rows in take too, is held for milliseconds, never while waiting
     on a reader. Claims never touch the history parent."""
-    s = f'"{schema}"'
-    return [
-        f"LOCK TABLE {s}.{name} IN ACCESS EXCLUSIVE MODE",
-        f"SELECT count(*) FROM {s}.{name}",
-        f"DELETE FROM {s}.skiplock_keys k USING {s}.{name} p WHERE p.id = k.job_id",
-        f"DROP TABLE {s}.{name}",
-    ]
+    return [fill(QUERIES[statement], schema, day=name) for statement in DAY_DROP]
 
 
 async def _ddl(

@@ -205,12 +205,12 @@ def _free_after(current: int, gens: dict[int, Generation]) -> int | None:
     return nxt
 
 
-async def _make(conn: Any, s: str, segment: int, turn: _Turn) -> bool:
+async def _make(conn: Any, schema: str, segment: int, turn: _Turn) -> bool:
     """Make and attach generation ``segment`` (in the caller's transaction): whether it could
     (the live partition's lock within its short timeout)."""
     await conn.execute(f"SET LOCAL lock_timeout = {DROP_LOCK_TIMEOUT_MS}")
     try:
-        for statement in generation_sql(s, segment):
+        for statement in generation_sql(schema, segment):
             await conn.execute(statement)
     except asyncpg.exceptions.LockNotAvailableError:
         turn.held = True
@@ -242,7 +242,7 @@ async def _advance(conn: Any, schema: str, turn: _Turn, *, move: bool, urgent: b
             turn.held = True
             return
         if nxt not in gens:
-            if not await _make(conn, s, nxt, turn):
+            if not await _make(conn, schema, nxt, turn):
                 return
             move = urgent  # made now: pointed at on a later turn, unless nothing else can be
     if not move:
@@ -257,7 +257,7 @@ async def _advance(conn: Any, schema: str, turn: _Turn, *, move: bool, urgent: b
         gens = await generations(conn, schema)
         spare = _free_after(nxt, gens)
         if spare is not None and spare not in gens:
-            await _make(conn, s, spare, turn)
+            await _make(conn, schema, spare, turn)
 
 
 async def _retire(conn: Any, schema: str, g: Generation, channel: str, turn: _Turn) -> None:

@@ -20,3 +20,33 @@ WITH RECURSIVE t AS (
     WHERE NOT i.inhdetachpending
 )
 SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_all_tables WHERE relid IN (SELECT relid FROM t)
+
+-- name: DAY_TABLE
+CREATE TABLE {s}.{day} (LIKE {s}.skiplock_jobs INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
+
+-- name: DAY_ID_INDEX
+CREATE INDEX {id_idx} ON {s}.{day} (id)
+
+-- name: DAY_FINISHED_INDEX
+CREATE INDEX {finished_idx} ON {s}.{day} (finished_at)
+
+-- name: DAY_RECLAIMED_INDEX
+CREATE INDEX {reclaimed_idx} ON {s}.{day} (reclaimed_at) WHERE reclaimed_at IS NOT NULL
+
+-- name: DAY_MOVE_IN
+WITH moved AS (DELETE FROM {s}.skiplock_jobs_done_default WHERE finished_at >= '{lower} 00:00+00' AND finished_at < '{upper} 00:00+00' RETURNING *) INSERT INTO {s}.{day} SELECT * FROM moved
+
+-- name: DAY_ATTACH
+ALTER TABLE {s}.skiplock_jobs_done ATTACH PARTITION {s}.{day} FOR VALUES FROM ('{lower} 00:00+00') TO ('{upper} 00:00+00')
+
+-- name: DAY_LOCK
+LOCK TABLE {s}.{day} IN ACCESS EXCLUSIVE MODE
+
+-- name: DAY_COUNT
+SELECT count(*) FROM {s}.{day}
+
+-- name: DAY_KEYS_RELEASE
+DELETE FROM {s}.skiplock_keys k USING {s}.{day} p WHERE p.id = k.job_id
+
+-- name: DAY_DROP
+DROP TABLE {s}.{day}
