@@ -126,13 +126,18 @@ def with_schema(text: str, schema: str) -> str:
     return text.replace(SCHEMA, quote_identifier(schema))
 
 
-def fill(template: str, schema: str, **values: str | int | date) -> str:
+Filler = str | int | date | list[str | int]
+"""A value ``fill`` puts in a template (see there)."""
+
+
+def fill(template: str, schema: str, **values: Filler) -> str:
     """A template over run-time names (a generation's or a day's table, its indexes): ``{s}``
     the quoted ``schema``, and each other ``{name}`` its value: a ``str`` as a quoted
     identifier (a table's or an index's name), an ``int`` as a number literal and a ``date`` as
     its ISO text ``YYYY-MM-DD`` inside the template's own quotes (a partition's bounds, which
-    DDL cannot take as parameters). A placeholder with no value is an error; values the
-    template does not name are left unused (one set of names serves a table's templates)."""
+    DDL cannot take as parameters); a list, its items so, joined by ``, `` (a table's columns
+    read at run time). A placeholder with no value is an error; values the template does not
+    name are left unused (one set of names serves a table's templates)."""
 
     def value(mark: re.Match[str]) -> str:
         name = mark.group(1)
@@ -141,10 +146,16 @@ def fill(template: str, schema: str, **values: str | int | date) -> str:
         if name not in values:
             raise SqlFileError(f"no value for {{{name}}} in {template[:60]!r}")
         given = values[name]
-        if isinstance(given, bool) or not isinstance(given, (str, int, date)):
-            raise SqlFileError(f"{{{name}}}: a str, an int or a date, not {given!r}")
-        if isinstance(given, date):
-            return given.isoformat()[:10]  # a datetime's date alone
-        return str(given) if isinstance(given, int) else quote_identifier(given)
+        if isinstance(given, list):
+            return ", ".join(_one(name, item) for item in given)
+        return _one(name, given)
 
     return PLACE.sub(value, template)
+
+
+def _one(name: str, given: object) -> str:
+    if isinstance(given, bool) or not isinstance(given, (str, int, date)):
+        raise SqlFileError(f"{{{name}}}: a str, an int or a date, not {given!r}")
+    if isinstance(given, date):
+        return given.isoformat()[:10]  # a datetime's date alone
+    return str(given) if isinstance(given, int) else quote_identifier(given)

@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from ...sql_files import fill
+from ...sql_files import fill, with_schema
 from . import QUERIES
 
 log = logging.getLogger("skiplock.storage")
@@ -137,7 +137,7 @@ async def vacuum_live(
 
     conn.add_log_listener(listen)
     try:
-        await conn.execute(f"VACUUM (VERBOSE, SKIP_LOCKED, TRUNCATE false) {table}")
+        await conn.execute(with_schema(QUERIES["LIVE_VACUUM"], schema))
         await asyncio.sleep(0)  # notices reach listeners through call_soon, ahead of this
     finally:
         # a connection that failed mid-vacuum (its session ended) went back to the pool
@@ -250,7 +250,7 @@ async def _ddl(
                     return None
                 if await conn.fetchval(EXISTS, f'"{schema}".{name}') != exists:
                     return ALREADY
-                await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+                await conn.execute(fill(QUERIES["LOCK_TIMEOUT"], schema, ms=LOCK_TIMEOUT_MS))
                 rows = 0
                 for statement in statements:
                     if statement.startswith("SELECT"):
@@ -266,7 +266,7 @@ async def _ddl(
 
 
 async def _parts(conn: Any, schema: str) -> list[Partition]:
-    names = await conn.fetch(LIST_PARTITIONS.replace("{s}", f'"{schema}"'))
+    names = await conn.fetch(with_schema(LIST_PARTITIONS, schema))
     return partitions([r["relname"] for r in names])
 
 
@@ -300,5 +300,5 @@ async def make_ahead(conn: Any, schema: str, now: datetime, *, analyze: bool = T
         if done != ALREADY:
             made.append(name)
     if made and analyze:
-        await conn.execute(f'ANALYZE "{schema}".skiplock_jobs')
+        await conn.execute(with_schema(QUERIES["JOBS_ANALYZE"], schema))
     return made

@@ -44,6 +44,7 @@ from typing import Any
 import asyncpg
 
 from ...base import Rotation
+from ...sql_files import Filler, fill
 from ..errors import moved
 from . import QUERIES
 from .generations import (
@@ -177,22 +178,6 @@ async def generations(conn: Any, schema: str) -> dict[int, Generation]:
     return gens
 
 
-def _move_sql(s: str, table: str, segment: int) -> str:
-    """Move the live jobs of generation ``segment`` (its table ``table``) to the long segment,
-    skipping rows a worker holds; count them, and wake the workers of each queue a pending job
-    moved in ($1, the channel: at commit). A claim skips the rows this holds, so one that
-    came up short meanwhile would otherwise wait out its poll interval."""
-    return (
-        f"WITH m AS (UPDATE {s}.skiplock_jobs SET segment = {LONG_SEGMENT}"
-        f" WHERE state IN ('pending', 'running') AND segment = {segment}"
-        f" AND id IN (SELECT id FROM {table} FOR UPDATE SKIP LOCKED)"
-        " RETURNING queue, state)"
-        " SELECT (SELECT count(*) FROM m) AS moved,"
-        " (SELECT count(pg_notify($1, q.queue))"
-        "  FROM (SELECT DISTINCT queue FROM m WHERE state = 'pending') q) AS woken"
-    )
-
-
 def _free_after(current: int, gens: dict[int, Generation]) -> int | None:
     """The number after ``current`` for the next generation: its own if made and in sight (a
     spare made ahead), else the first whose old tables are gone; None: every number is taken
@@ -208,7 +193,7 @@ def _free_after(current: int, gens: dict[int, Generation]) -> int | None:
 async def _make(conn: Any, schema: str, segment: int, turn: _Turn) -> bool:
     """Make and attach generation ``segment`` (in the caller's transaction): whether it could
     (the live partition's lock within its short timeout)."""
-    await conn.execute(f"SET LOCAL lock_timeout = {DROP_LOCK_TIMEOUT_MS}")
+    await conn.execute(fill(QUERIES["LOCK_TIMEOUT"], schema, ms=DROP_LOCK_TIMEOUT_MS))
     try:
         for statement in generation_sql(schema, segment):
             await conn.execute(statement)
@@ -247,7 +232,7 @@ async def _advance(conn: Any, schema: str, turn: _Turn, *, move: bool, urgent: b
             move = urgent  # made now: pointed at on a later turn, unless nothing else can be
     if not move:
         return
-    await conn.execute(f"SELECT setval('{s}.{POINTER}', {nxt}, true)")
+    await conn.execute(fill(QUERIES["POINTER_MOVE"], schema, segment=nxt))
     turn.advanced = nxt
     async with conn.transaction():
         if not await conn.fetchval(ROTATE_LOCK, schema):
@@ -263,25 +248,31 @@ async def _advance(conn: Any, schema: str, turn: _Turn, *, move: bool, urgent: b
 async def _retire(conn: Any, schema: str, g: Generation, channel: str, turn: _Turn) -> None:
     """Move generation ``g``'s live jobs aside, then detach its table concurrently."""
     s = f'"{schema}"'
-    table = f"{s}.{segment_name(g.segment)}"
+    names: dict[str, Filler] = {
+        "table": segment_name(g.segment),
+        "wrapper": wrapper_name(g.segment),
+        "segment": g.segment,
+        "long": LONG_SEGMENT,
+    }
     async with conn.transaction():
         if not await conn.fetchval(ROTATE_LOCK, schema):
             return
         if not _retirable(g.segment, int(await conn.fetchval(pointer_sql(s)))):
             return  # the pointer moved since this turn looked: another session's turn
         try:
-            row = await conn.fetchrow(_move_sql(s, table, g.segment), channel)
+            row = await conn.fetchrow(
+                fill(QUERIES["GENERATION_MOVE_ASIDE"], schema, **names), channel
+            )
         except asyncpg.exceptions.SerializationError as exc:
             if not moved(exc):
                 raise
             turn.held = True  # a worker moved one first: the next look
             return
         turn.moved += int(row["moved"])
-    if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):
+    if await conn.fetchval(fill(QUERIES["GENERATION_ANY_ROW"], schema, **names)):
         turn.held = True  # a row a worker held while the move passed: the next look
         return
-    statement = f"ALTER TABLE {s}.{wrapper_name(g.segment)} DETACH PARTITION {table} CONCURRENTLY"
-    if await _interruptible(conn, statement):
+    if await _interruptible(conn, fill(QUERIES["GENERATION_DETACH"], schema, **names)):
         turn.detached.append(g.segment)
         return
     state = (await generations(conn, schema)).get(g.segment)
@@ -309,28 +300,28 @@ async def _interruptible(conn: Any, statement: str, wait_s: float = LIVE_WAIT_S)
 async def _drop(conn: Any, schema: str, name: str, channel: str, turn: _Turn) -> bool:
     """Drop a detached generation table or wrapper, moving back first any live job written to
     the table after its move (a statement that began before the detach): whether it went."""
-    s = f'"{schema}"'
-    table = f"{s}.{name}"
+    table = f'"{schema}".{name}'
     try:
         async with conn.transaction():
-            await conn.execute(f"SET LOCAL lock_timeout = {DROP_LOCK_TIMEOUT_MS}")
-            await conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            await conn.execute(fill(QUERIES["LOCK_TIMEOUT"], schema, ms=DROP_LOCK_TIMEOUT_MS))
+            await conn.execute(fill(QUERIES["DETACHED_LOCK"], schema, table=name))
             if not name.endswith("_p"):
-                names = await conn.fetchval(
-                    "SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute"
-                    " WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped",
-                    table,
-                )
-                columns = ", ".join(f'"{n}"' for n in names)
-                picked = ", ".join(str(LONG_SEGMENT) if n == "segment" else f'"{n}"' for n in names)
+                names: list[str] = await conn.fetchval(QUERIES["DETACHED_COLUMNS"], table)
+                columns: list[str | int] = list(names)
+                picked: list[str | int] = [LONG_SEGMENT if n == "segment" else n for n in names]
                 back = await conn.fetch(
-                    f"INSERT INTO {s}.skiplock_jobs ({columns}) SELECT {picked} FROM {table}"
-                    " RETURNING queue, state"
+                    fill(
+                        QUERIES["DETACHED_MOVE_BACK"],
+                        schema,
+                        columns=columns,
+                        picked=picked,
+                        table=name,
+                    )
                 )
                 for queue in sorted({r["queue"] for r in back if r["state"] == "pending"}):
-                    await conn.execute("SELECT pg_notify($1, $2)", channel, queue)
+                    await conn.execute(QUERIES["QUEUE_WAKE"], channel, queue)
                 turn.moved += len(back)
-            await conn.execute(f"DROP TABLE {table}")
+            await conn.execute(fill(QUERIES["DETACHED_DROP"], schema, table=name))
     except asyncpg.exceptions.LockNotAvailableError:
         return False
     except asyncpg.exceptions.UndefinedTableError:
@@ -345,7 +336,6 @@ async def _clear(
     """Finish what earlier turns left: the oldest pending detach of a table, then the tables
     and wrappers detached; then one empty wrapper detached from the live partition (one may be
     pending there at a time)."""
-    s = f'"{schema}"'
     waiting = [g for g in gens.values() if g.table_pending]
     pending = {(schema, g.segment) for g in waiting} | {
         (schema, -g.segment) for g in gens.values() if g.wrapper_pending
@@ -355,12 +345,13 @@ async def _clear(
     if waiting:
         g = max(waiting, key=lambda g: _age(g.segment, turn.segment))  # the oldest
         tries = _finish_tries.get((schema, g.segment), 0)
-        done = await _interruptible(
-            conn,
-            f"ALTER TABLE {s}.{wrapper_name(g.segment)} DETACH PARTITION"
-            f" {s}.{segment_name(g.segment)} FINALIZE",
-            min(LIVE_WAIT_S * 2**tries, FINISH_WAIT_MOST_S),
+        finish = fill(
+            QUERIES["GENERATION_DETACH_FINALIZE"],
+            schema,
+            wrapper=wrapper_name(g.segment),
+            table=segment_name(g.segment),
         )
+        done = await _interruptible(conn, finish, min(LIVE_WAIT_S * 2**tries, FINISH_WAIT_MOST_S))
         if done:
             _finish_tries.pop((schema, g.segment), None)
             g.table_parent, g.table_pending = None, False
@@ -387,11 +378,8 @@ async def _clear(
 async def _leave_live(conn: Any, schema: str, g: Generation, channel: str, turn: _Turn) -> None:
     """Detach generation ``g``'s empty wrapper from the live partition (or finish its pending
     detach), then drop it."""
-    s = f'"{schema}"'
-    how = "FINALIZE" if g.wrapper_pending else "CONCURRENTLY"
-    statement = (
-        f"ALTER TABLE {s}.skiplock_jobs_live DETACH PARTITION {s}.{wrapper_name(g.segment)} {how}"
-    )
+    how = "WRAPPER_LEAVE_LIVE_FINALIZE" if g.wrapper_pending else "WRAPPER_LEAVE_LIVE"
+    statement = fill(QUERIES[how], schema, wrapper=wrapper_name(g.segment))
     key = (schema, -g.segment)  # a wrapper's tries, apart from its table's
     tries = _finish_tries.get(key, 0) if g.wrapper_pending else 0
     if not await _interruptible(conn, statement, min(LIVE_WAIT_S * 2**tries, FINISH_WAIT_MOST_S)):

@@ -50,3 +50,11 @@ DELETE FROM {s}.skiplock_keys k USING {s}.{day} p WHERE p.id = k.job_id
 
 -- name: DAY_DROP
 DROP TABLE {s}.{day}
+
+-- name: LIVE_VACUUM
+-- The live partition's vacuum (hot_vacuum): VERBOSE for its own report of what it removed and
+-- kept, SKIP_LOCKED to move on rather than queue, no truncation (its ACCESS EXCLUSIVE lock).
+VACUUM (VERBOSE, SKIP_LOCKED, TRUNCATE false) {s}.skiplock_jobs_live
+
+-- name: JOBS_ANALYZE
+ANALYZE {s}.skiplock_jobs
