@@ -15,9 +15,9 @@ import asyncpg
 import psycopg
 
 import skiplock
-from skiplock._backends.postgres_ops import completion_params
-from skiplock._backends.postgres_ops import to_psycopg as _to_psycopg
-from skiplock._backends.postgres_sql import JOB_GET_AVAILABLE, JOB_SET_STATE_IF_RUNNING_MANY
+from skiplock._backends.postgres.rows import completion_params
+from skiplock._backends.postgres.rows import to_psycopg as _to_psycopg
+from skiplock._backends.postgres.statements import JOB_GET_AVAILABLE, JOB_SET_STATE_IF_RUNNING_MANY
 from skiplock._job import Completion, Disposition
 
 URL = sys.argv[1] if len(sys.argv) > 1 else "postgresql://postgres@127.0.0.1:5432/test"

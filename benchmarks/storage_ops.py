@@ -31,7 +31,7 @@ import asyncpg
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import postgres_sql
+from skiplock._backends.postgres import statements as postgres_sql
 from skiplock._backends.sqlite.storage import history as sqlite_history
 
 from .cluster import create_database, settings, stock_cluster

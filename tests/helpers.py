@@ -31,7 +31,7 @@ import pytest
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import postgres_sql
+from skiplock._backends.postgres import statements as postgres_sql
 from skiplock._backends.sqlite import migrate as sqlite_sql
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ import pytest
 
 import skiplock
 from skiplock import JobState
-from skiplock._backends import postgres_sql
+from skiplock._backends.postgres import statements as postgres_sql
 from skiplock._backends.sqlite import migrate as sqlite_sql
 
 from .apps import cli_app

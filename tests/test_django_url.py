@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 import skiplock
-from skiplock._backends.postgres_url import parse_postgres_url
+from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock.contrib.django._urls import database_url
 
 from .helpers import PG_URL

@@ -19,8 +19,9 @@ import pytest
 
 import skiplock
 from skiplock import Worker
-from skiplock._backends import postgres_rotation, postgres_storage
 from skiplock._backends.postgres import PostgresBackend
+from skiplock._backends.postgres.storage import partitions as postgres_storage
+from skiplock._backends.postgres.storage import rotation as postgres_rotation
 from skiplock._url import mask_url
 from skiplock.errors import ConfigurationError
 

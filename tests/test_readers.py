@@ -31,7 +31,7 @@ import pytest
 
 import skiplock
 from skiplock import JobFilter, JobState
-from skiplock._backends.postgres_storage_sql import GEN_FIRST
+from skiplock._backends.postgres.storage.generations import GEN_FIRST
 from skiplock.dashboard import create_app
 from skiplock.errors import BackendError
 
@@ -232,7 +232,7 @@ async def test_a_read_behind_a_held_lock_fails_in_two_seconds_saying_so(reader: 
     """A session holding a job table (a migration, a person's LOCK TABLE) makes the dashboard's
     and the CLI's reads fail after READ_LOCK_TIMEOUT_MS, with a message naming the lock,
     rather than hang the page or the command for as long as it holds on."""
-    from skiplock._backends import postgres_reads
+    from skiplock._backends.postgres.storage import reads as postgres_reads
 
     for read in (lambda: reader.app.stats(), lambda: reader.app.list_jobs(JobState.DEAD)):
         async with reader.held("skiplock_jobs_dead"):

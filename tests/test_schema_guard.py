@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 import skiplock
-from skiplock._backends.postgres_url import parse_postgres_url
+from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._url import mask_url
 
 from .conftest import PG_URL

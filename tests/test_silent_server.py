@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import skiplock
-from skiplock._backends.postgres import DEFAULT_CONNECT_TIMEOUT_S, PostgresBackend
+from skiplock._backends.postgres import PostgresBackend
+from skiplock._backends.postgres.connection import DEFAULT_CONNECT_TIMEOUT_S
 
 from .helpers import APP, Cli
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from skiplock import WorkerConfig
-from skiplock._backends import postgres_holders, postgres_storage
 from skiplock._backends.params import HotVacuum, Rotation
+from skiplock._backends.postgres.storage import holders as postgres_holders
+from skiplock._backends.postgres.storage import partitions as postgres_storage
 from skiplock._backends.sqlite import SQLiteBackend
 from skiplock._job import StorageHold, StorageHolder
 from skiplock._observe.holds import describe, duration, others, who

@@ -19,7 +19,7 @@ import skiplock
 from skiplock import JobState
 from skiplock._backends import workflow_flows as wf
 from skiplock._backends.postgres import PostgresBackend
-from skiplock._backends.postgres_url import parse_postgres_url
+from skiplock._backends.postgres.url import parse_postgres_url
 
 pytestmark = pytest.mark.slow
 

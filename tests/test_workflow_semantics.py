@@ -360,7 +360,7 @@ async def test_steps_signals_and_parked_waits_written_before_the_upgrade_are_the
     """A job parked on ``go`` by the release before the workflow sequences, with a stored step
     and a signal of another name: after ``migrate`` its rows are the first of their names, so
     the step is not run again, the kept signal is read, and a signal of ``go`` resumes it."""
-    from skiplock._backends import postgres_sql
+    from skiplock._backends.postgres import statements as postgres_sql
     from skiplock._backends.sqlite import migrate as sqlite_sql
 
     postgres = db_url.startswith("postgresql")

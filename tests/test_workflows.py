@@ -281,7 +281,7 @@ async def test_a_chain_on_the_callers_connection_outside_a_transaction_is_all_or
     else:
         import psycopg
 
-        from skiplock._backends.postgres_url import parse_postgres_url
+        from skiplock._backends.postgres.url import parse_postgres_url
 
         parsed = parse_postgres_url(db_url)
         async with await psycopg.AsyncConnection.connect(parsed.dsn, autocommit=True) as conn:
@@ -306,7 +306,7 @@ async def test_a_chain_in_the_callers_transaction(db_url: str, app: skiplock.App
     else:
         import asyncpg
 
-        from skiplock._backends.postgres_url import parse_postgres_url
+        from skiplock._backends.postgres.url import parse_postgres_url
 
         parsed = parse_postgres_url(db_url)
         conn = await asyncpg.connect(parsed.dsn)

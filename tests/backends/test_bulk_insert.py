@@ -15,7 +15,7 @@ import pytest
 import skiplock
 from skiplock._backends import Backend
 from skiplock._backends.params import JobInsertManyParams
-from skiplock._backends.postgres import COPY_MIN_ROWS
+from skiplock._backends.postgres.rows import COPY_MIN_ROWS
 from skiplock._job import NewJob
 
 from ..conftest import PG_URL

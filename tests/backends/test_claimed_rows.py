@@ -10,8 +10,9 @@ import dataclasses
 
 import pytest
 
-from skiplock._backends import Backend, postgres_ops
+from skiplock._backends import Backend
 from skiplock._backends.params import JobInsertManyParams, QueueSetLimitsParams
+from skiplock._backends.postgres import rows as postgres_ops
 from skiplock._job import ClaimedJob
 
 from .helpers import claim, new_job

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from skiplock._backends.postgres_errors import ended_session, retry_moved, wrapped
+from skiplock._backends.postgres.errors import ended_session, retry_moved, wrapped
 from skiplock.errors import BackendUnavailable
 
 STALE = "cannot switch to state 12; another operation (2) is in progress"

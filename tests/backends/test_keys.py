@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 import skiplock
-from skiplock._backends import Backend, postgres
+from skiplock._backends import Backend
 from skiplock._backends.claim_rules import KEYS_PER_CLAIM_MIN, TURN_UNITS
 from skiplock._backends.params import (
     JobActionParams,
@@ -19,6 +19,7 @@ from skiplock._backends.params import (
     QueueSetPausedParams,
     TaskPauseParams,
 )
+from skiplock._backends.postgres.storage import operations as postgres
 from skiplock._backends.sqlite import keys as sqlite_keys
 from skiplock._job import ClaimedJob, Completion, Disposition, JobState
 

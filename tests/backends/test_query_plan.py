@@ -12,15 +12,13 @@ import asyncpg
 import pytest
 
 import skiplock
-from skiplock._backends import (
-    flows,
-    postgres_key_turns_sql,
-    postgres_sql,
-)
+from skiplock._backends import flows
 from skiplock._backends.claim_rules import AGING_LEVELS, keys_to_visit
 from skiplock._backends.params import ClaimParams, JobInsertManyParams
-from skiplock._backends.postgres_ops import insert_params
-from skiplock._backends.postgres_storage_sql import GEN_FIRST
+from skiplock._backends.postgres import keys as postgres_key_turns_sql
+from skiplock._backends.postgres import keys as postgres_sql
+from skiplock._backends.postgres.rows import insert_params
+from skiplock._backends.postgres.storage.generations import GEN_FIRST
 from skiplock._backends.sqlite import statements as sqlite_keys
 from skiplock._backends.sqlite import statements as sqlite_sql
 from skiplock._backends.sqlite.storage import history as sqlite_history

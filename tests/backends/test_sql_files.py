@@ -8,10 +8,12 @@ from importlib import resources
 
 import pytest
 
+from skiplock._backends.postgres import statements as postgres_sql
 from skiplock._backends.sql_files import (
     SqlFileError,
     each,
     fill,
+    fill_names,
     listing,
     load_migrations,
     parse_migration,
@@ -176,3 +178,91 @@ def test_every_sql_file_is_package_data() -> None:
         f for f in files if not any(fnmatch(f, g) and f.count("/") == g.count("/") for g in globs)
     ]
     assert missed == []
+
+
+POSTGRES_MIGRATIONS = resources.files("skiplock._backends").joinpath("postgres/migrations")
+
+POSTGRES_RELEASED = {
+    "0001.sql": "4b9baf8fd93f224c510483752a49e8da630d90ba50a7ecde0ee06b5e007e82ba",
+    "0002.sql": "bc86d1e469b91af586fd175de19296e3f1c3d6b8e11387f72bd811e3c66e7cf8",
+    "0003.sql": "ed3027d626d63905c51da138451b4a989c7272581a972c802c384e5ff14b043d",
+    "0004.sql": "e9c63c348d4278c19c7cf6ddcafe24bdcc6f727f30a0628a930081adf046f3c3",
+    "0005.sql": "999575e3a18a5718e4e26509a49fd0a2ecc0e9254f4b4e53dea5fc97590dcd73",
+    "0006.sql": "d9c66897add3acb9287bc4e550185398ac6c851cf039d880efa1f65285b50caa",
+    "0007.sql": "1443ac707e509872c6f9864a2226a49caeae5018107d654ad29eb1b95cad8f6f",
+    "0008.sql": "916a2746d0bf126de7c1c7b12c1f2e24b88ba335d511a3168f5c062c98c0caab",
+    "0009.sql": "5b35f8aa9ccb4ddf4b1bdf803d93b89d82f3ebc2e8ec7629091cc134cb595f45",
+    "0010.sql": "732695bf73bcbbfc83da46caec6bd08271618f4f82508bd14c3f40b963ef1ae0",
+    "0011.sql": "1905a04804936fb7bf0b106686829cec73e47f2ce0adf2cf1c4cb866655a4f26",
+    "0012.sql": "2b208ae366633843f6690abe8b8caa92b547646db29d9434b434212687cf969c",
+    "0013.sql": "e83ccd3a3c60e47927200af62b0193ff4b17930b3c259ecd41fccfbe85d7a6c7",
+    "0014.sql": "abac9edfc0a1c92889011153b4deb674c8971dd1d9635bd92f6d3a8c91091aef",
+    "0015.sql": "88a50aa8771d76558e02277aea9e63c92fb106635bb21808bed027982d7ca81a",
+    "0016.sql": "6b22031701e65cee4daf0431123f2bcc76eea37b10a788d746dd941bd823dba8",
+    "0017.sql": "9d8ceec240c02b85a9e60b46cc431391f46a65e23d41e3d02cd3aadba00dbfd6",
+    "0018.sql": "856ff6b5679c00d658d7aea401fc6b20e9d95f13206bdae659222b7297fb7ff4",
+    "0019.sql": "3fed9c5688fdd8ae55976ce3065b551e6b6a242792eeb40be87d095dfed20c4e",
+    "0020.sql": "cf563f3bb417aaf04d2c7363711b8696c400927bfea083376d67b7e05a81ff55",
+    "0021.sql": "bfc5e3dbd3de4bc2a3284e426d166f17673aea1f36b68eac1b6e052d96cab336",
+    "0022.sql": "7907a82b00ff46bf148ef1655e4cd147b9733c5c5fdea25f8ceaea052616c9c3",
+    "0023.sql": "9151b862448d93015abefeee01c9580d25a8494860d2116c9f2a98e0d8b8f844",
+    "0024.sql": "933b2ab14333ddc793c64decaa14f4c4c2fb12ab93316e58c9c839ce729bfe2c",
+    "0025.sql": "45cb8bd3e9b71cf48eb7cddbd471cc188f86874b7ec2e900414c25171b3d92f3",
+    "0026.sql": "af8b4e578d347019e91cc6ac18dcfa2795002bc4ad998a0de3ef2f520ac26179",
+    "0027.sql": "966cd697bae5e3a4f301da159501f092ce612b5d6953775c7c3d2e56787987fd",
+}
+"""The sha256 of every released PostgreSQL migration file: a released migration is never
+edited (a database that ran it would not run it again); a change is a new file."""
+
+
+def test_no_released_postgres_migration_is_edited() -> None:
+    found = {
+        f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in POSTGRES_MIGRATIONS.iterdir()
+        if f.name.endswith(".sql")
+    }
+    assert {name: found.get(name) for name in POSTGRES_RELEASED} == POSTGRES_RELEASED
+
+
+def test_postgres_migrations_are_numbered_one_to_the_last_with_their_recorded_names() -> None:
+    names = [
+        (1, "initial"),
+        (2, "cron slots"),
+        (3, "operations"),
+        (4, "queue claim index"),
+        (5, "started mark"),
+        (6, "results"),
+        (7, "health numbers and worker registry"),
+        (8, "trace context"),
+        (9, "payload version"),
+        (10, "audit trail"),
+        (11, "partitioned storage"),
+        (12, "live segments"),
+        (13, "concurrency keys"),
+        (14, "unique windows"),
+        (15, "priority aging"),
+        (16, "key weights"),
+        (17, "workflows"),
+        (18, "workflow sequences"),
+        (19, "unique scopes"),
+        (20, "worker liveness"),
+        (21, "unreleased waits"),
+        (22, "key turns"),
+        (23, "signal senders, kept results"),
+        (24, "parked jobs keep their keys"),
+        (25, "key turns end when idle"),
+        (26, "batch pruned members"),
+        (27, "live generations"),
+    ]
+    assert [(m.version, m.name) for m in postgres_sql.MIGRATIONS] == names
+    assert [m.version for m in postgres_sql.MIGRATIONS] == list(range(1, 28))
+
+
+def test_a_template_takes_names_as_quoted_identifiers_and_numbers_as_literals() -> None:
+    template = "CREATE TABLE {s}.{table} PARTITION OF {s}.{wrapper} FOR VALUES IN ({segment})"
+    filled = fill_names(template, "app", table="t16", wrapper="t16_p", segment=16, unused="x")
+    assert filled == 'CREATE TABLE "app"."t16" PARTITION OF "app"."t16_p" FOR VALUES IN (16)'
+    with pytest.raises(SqlFileError, match=r"no value for \{wrapper\}"):
+        fill_names(template, "app", table="t16", segment=16)
+    with pytest.raises(SqlFileError, match="not True"):
+        fill_names(template, "app", table="t16", wrapper="w", segment=True)

@@ -199,12 +199,6 @@ def test_no_sql_text_is_assembled_in_python() -> None:
     assert not found, _report(found)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 45: postgres.py, sqlite.py and their *_sql.py modules are still over 600 "
-    "lines until the dialect packages split them (drop this mark when the tree passes)",
-)
 def test_no_backend_module_is_over_600_lines() -> None:
     found = long_modules(sorted(BACKENDS.rglob("*.py")))
     assert not found, _report(found)

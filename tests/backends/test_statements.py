@@ -6,7 +6,8 @@ from dataclasses import fields
 from importlib import resources
 from types import ModuleType
 
-from skiplock._backends import postgres_sql, sql_files
+from skiplock._backends import sql_files
+from skiplock._backends.postgres import statements as postgres_sql
 from skiplock._backends.sqlite import statements as sqlite_sql
 from skiplock._job import JobState
 
@@ -54,11 +55,14 @@ DIALECT_ONLY = {
 
 
 def statements(module: ModuleType) -> set[str]:
-    return {
+    named = {
         name
         for name, value in vars(module).items()
         if name.isupper() and not name.startswith("_") and isinstance(value, str)
     }
+    if hasattr(module, "QUERIES"):  # PostgreSQL's: read from queries/*.sql, workflows' apart
+        named |= set(module.QUERIES) - {f.name for f in fields(module.WorkflowStatements)}
+    return named
 
 
 SQLITE_ELSEWHERE = (

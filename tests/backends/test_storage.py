@@ -17,14 +17,16 @@ import pytest
 
 import skiplock
 from skiplock import JobState, Worker
-from skiplock._backends import Backend, postgres_rotation, postgres_storage
+from skiplock._backends import Backend
 from skiplock._backends.params import (
     ClaimParams,
     JobHeartbeatManyParams,
     JobInsertManyParams,
     JobPruneParams,
 )
-from skiplock._backends.postgres_storage_sql import GEN_FIRST
+from skiplock._backends.postgres.storage import partitions as postgres_storage
+from skiplock._backends.postgres.storage import rotation as postgres_rotation
+from skiplock._backends.postgres.storage.generations import GEN_FIRST
 from skiplock._job import Completion, Disposition, NewJob
 from skiplock._worker import services
 

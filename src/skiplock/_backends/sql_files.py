@@ -15,22 +15,25 @@ in (``quote_identifier``), and no statement is assembled from pieces in Python.
 The one escape: what no parameter can hold (a table's name, a list of columns, a pragma's
 value, the branches of a compound statement over a run-time set of queues or tables) is a
 ``{part}`` of a template in a ``.sql`` file, filled in only by the functions here: ``fill``
-(each part named), ``repeat`` (a piece numbered ``{i}``), ``each`` (a piece once per row) and
-``listing`` (identifiers or filled pieces joined).
+(each part named), ``repeat`` (a piece numbered ``{i}``), ``each`` (a piece once per row),
+``listing`` (identifiers or filled pieces joined) and ``fill_names`` (typed values: a ``str``
+quoted as an identifier, an ``int`` or a ``date`` as a literal, ``{s}`` the schema).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from datetime import date
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import NamedTuple
 
 NAME_LINE = re.compile(r"^-- name: ([A-Za-z_][A-Za-z0-9_]*)[ \t]*$", re.MULTILINE)
 MIGRATION_LINE = re.compile(r"\A-- migration: (.+?)[ \t]*\n")
 MIGRATION_FILE = re.compile(r"\A(\d{4})\.sql\Z")
 SCHEMA = "{s}"
+PLACE = re.compile(r"\{([a-z_]+)\}")
 
 
 class SqlFileError(ValueError):
@@ -38,9 +41,9 @@ class SqlFileError(ValueError):
     package, found when the module is imported)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One released migration: its number, its recorded name and its text."""
+class Migration(NamedTuple):
+    """One released migration: its number, its recorded name and its text (a tuple, so a
+    reader that unpacks ``(version, name, body)`` reads it as it read the Python list)."""
 
     version: int
     name: str
@@ -131,19 +134,16 @@ def with_schema(text: str, schema: str) -> str:
     return text.replace(SCHEMA, quote_identifier(schema))
 
 
-PART = re.compile(r"\{([a-z_]+)\}")
-
-
 def fill(template: str, **parts: str) -> str:
     """``template`` (a statement of a package's ``queries/*.sql``) with each ``{name}`` in it
     replaced by ``parts[name]``: the documented escape for what a statement cannot take as a
     parameter, built only by ``quote_identifier``, ``repeat`` or from another template (a
     table's name, the list of a table's columns, the branches of a compound statement over a
     run-time set of queues or tables). Every ``{name}`` must be given, and nothing else."""
-    wanted = set(PART.findall(template))
+    wanted = set(PLACE.findall(template))
     if wanted != set(parts):
         raise SqlFileError(f"template parts {sorted(wanted)}, given {sorted(parts)}")
-    return PART.sub(lambda m: parts[m.group(1)], template)
+    return PLACE.sub(lambda m: parts[m.group(1)], template)
 
 
 def repeat(piece: str, count: int, separator: str) -> str:
@@ -163,3 +163,38 @@ def listing(parts: Iterable[str], separator: str = ", ") -> str:
     """``parts`` (identifiers, or pieces already filled in) joined by ``separator``: a list of
     columns, or a trigger's statements, for ``fill``."""
     return separator.join(parts)
+
+
+Filler = str | int | date | list[str | int]
+"""A value ``fill_names`` puts in a template (see there)."""
+
+
+def fill_names(template: str, schema: str, **values: Filler) -> str:
+    """A template over run-time names (a generation's or a day's table, its indexes): ``{s}``
+    the quoted ``schema``, and each other ``{name}`` its value: a ``str`` as a quoted
+    identifier (a table's or an index's name), an ``int`` as a number literal and a ``date`` as
+    its ISO text ``YYYY-MM-DD`` inside the template's own quotes (a partition's bounds, which
+    DDL cannot take as parameters); a list, its items so, joined by ``, `` (a table's columns
+    read at run time). A placeholder with no value is an error; values the template does not
+    name are left unused (one set of names serves a table's templates)."""
+
+    def value(mark: re.Match[str]) -> str:
+        name = mark.group(1)
+        if name == "s":
+            return quote_identifier(schema)
+        if name not in values:
+            raise SqlFileError(f"no value for {{{name}}} in {template[:60]!r}")
+        given = values[name]
+        if isinstance(given, list):
+            return ", ".join(_one(name, item) for item in given)
+        return _one(name, given)
+
+    return PLACE.sub(value, template)
+
+
+def _one(name: str, given: object) -> str:
+    if isinstance(given, bool) or not isinstance(given, (str, int, date)):
+        raise SqlFileError(f"{{{name}}}: a str, an int or a date, not {given!r}")
+    if isinstance(given, date):
+        return given.isoformat()[:10]  # a datetime's date alone
+    return str(given) if isinstance(given, int) else quote_identifier(given)

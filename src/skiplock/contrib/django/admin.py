@@ -31,7 +31,7 @@ def _app(database: str) -> Any:
     table through the connection's search_path and cannot tell which."""
     from django.tasks import task_backends
 
-    from ..._backends.postgres_url import parse_postgres_url
+    from ..._backends.postgres.url import parse_postgres_url
     from .backend import SkiplockBackend
 
     places: dict[str, Any] = {}

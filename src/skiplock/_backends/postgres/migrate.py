@@ -1,0 +1,40 @@
+"""PostgreSQL's migrations (``migrations/NNNN.sql``) run in order, and the schema version."""
+
+from __future__ import annotations
+
+from . import statements as sql
+from .errors import wrapped as _wrapped
+from .storage.operations import StorageOperations
+
+
+class Migrate(StorageOperations):
+    """Migrations and the schema version."""
+
+    async def migrate(self) -> list[int]:
+        applied: list[int] = []
+        with _wrapped("migrate"):
+            async with self.pool.acquire() as conn, conn.transaction():
+                # The lock first (its key is the schema's name, which need not exist yet):
+                # concurrent CREATE SCHEMA IF NOT EXISTS race on pg_namespace's unique index.
+                await conn.execute(self._sql.MIGRATIONS_LOCK, self.schema)
+                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                await conn.execute(self._sql.MIGRATIONS_TABLE)
+                done = {r["version"] for r in await conn.fetch(self._sql.MIGRATION_VERSIONS)}
+                for migration in sql.MIGRATIONS:
+                    if migration.version not in done:
+                        await conn.execute(migration.body.replace("{s}", f'"{self.schema}"'))
+                        await conn.execute(
+                            self._sql.MIGRATION_RECORD, migration.version, migration.name
+                        )
+                        applied.append(migration.version)
+        await self._make_ahead("migrate", analyze=False)  # before the first job finishes
+        return applied
+
+    async def schema_version(self) -> tuple[int, int]:
+        latest = sql.MIGRATIONS[-1].version
+        with _wrapped("schema_version"):
+            quoted = f'"{self.schema}"'
+            if not await self.pool.fetchval(self._sql.MIGRATIONS_TABLE_EXISTS, quoted):
+                return 0, latest
+            current = await self.pool.fetchval(self._sql.SCHEMA_VERSION)
+        return int(current), latest
