@@ -69,6 +69,7 @@ class Statements:
     time); tests check none is left out and each is used."""
 
     MIGRATIONS_TABLE: str
+    SCHEMA_CREATE: str
     MIGRATIONS_LOCK: str
     MIGRATION_VERSIONS: str
     MIGRATION_RECORD: str
