@@ -73,8 +73,14 @@ signals to one job cannot grow its mailbox without bound. Far more than people o
 workflow send one job between two of its waits."""
 
 JOB_AUDIT_KEPT = 20
-"""The person actions a job's own ``audit`` list keeps, the last ones (and a count of those
-left out, ``_backends/job_audit_sql.py``); ``skiplock_audit`` keeps every one."""
+"""The person actions a job's own ``audit`` list keeps, the last ones, after one entry that
+counts those left out (``{"at": ..., "who": "skiplock", "what": "37 earlier actions left out",
+"omitted": 37}``, first); ``skiplock_audit`` keeps every one. The bounded append is one SQL
+expression, written out (this number in it) in every statement that records a person's
+action: ``_backends/postgres/queries/inspect.sql`` and ``workflow.sql``,
+``_backends/sqlite/queries/jobs.sql`` and ``workflow.sql``. Why: a row rewritten whole at
+each action grew without bound (4,000 signals to one job made a 360 kB list and 81 MB of
+WAL); now an append costs the same at the 10th action and the 10,000th."""
 
 EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_RUN_AT = datetime(9000, 1, 1, tzinfo=UTC)

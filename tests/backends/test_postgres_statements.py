@@ -4,6 +4,7 @@ names the files hold."""
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import fields
 from datetime import date
@@ -24,6 +25,8 @@ from skiplock._backends.postgres.storage.generations import (
 from skiplock._backends.postgres.storage.partitions import DAY_CREATE, DAY_DROP, day_name
 from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._backends.sql_files import Filler, fill_names, with_schema
+
+from .test_sqlite_statements import SQL_WORD, docstrings
 
 PACKAGE = Path(statements.__file__).parent
 
@@ -156,3 +159,18 @@ def test_every_storage_statement_is_used_and_every_use_is_named() -> None:
         read |= set(STORAGE_USE.findall(text))
     assert set(storage.QUERIES) - used == set(), "named in storage/queries/*.sql, used nowhere"
     assert read - set(storage.QUERIES) == set(), "used, named in no storage/queries/*.sql"
+
+
+def test_no_sql_text_in_the_packages_python() -> None:
+    """Every statement is in a ``.sql`` file (or, the keyed claim's walk, read out of one): no
+    string in the package's code (docstrings aside) says a word of SQL, so none is written or
+    assembled in Python (SQLite's package is held to the same, test_sqlite_statements.py)."""
+    found = []
+    for file in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        docs = docstrings(tree)
+        for node in ast.walk(tree):
+            text = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(text, str) and id(node) not in docs and SQL_WORD.search(text):
+                found.append(f"{file.relative_to(PACKAGE)}:{node.lineno}: {text[:60]!r}")
+    assert found == []

@@ -16,7 +16,6 @@ from skiplock._backends import flows
 from skiplock._backends.claim_rules import AGING_LEVELS, keys_to_visit
 from skiplock._backends.params import ClaimParams, JobInsertManyParams
 from skiplock._backends.postgres import keys as postgres_key_turns_sql
-from skiplock._backends.postgres import keys as postgres_sql
 from skiplock._backends.postgres.rows import insert_params
 from skiplock._backends.postgres.storage.generations import GEN_FIRST
 from skiplock._backends.sqlite import statements as sqlite_keys
@@ -630,7 +629,7 @@ async def test_the_keyed_claim_reads_no_table_whole_at_a_million_jobs_of_10000_k
     )
     await pg.conn.execute(f"ANALYZE {pg.table}")
     # the statement inside skiplock_keyed_claim (an EXPLAIN of the call shows the call alone)
-    body = postgres_key_turns_sql.keyed_claim(postgres_sql._CLAIM_UPDATE)
+    body = postgres_key_turns_sql.KEYED_CLAIM_WALK
     body = body.replace("{s}", f'"{pg.schema}"')
     for queues in (None, ["default", "other"]):
         async with pg.conn.transaction():  # under the settings of the function it runs in

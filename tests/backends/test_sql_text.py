@@ -188,12 +188,6 @@ def test_the_scan_leaves_out_nothing_but_the_escape() -> None:
     assert BACKENDS / "protocol.py" in scanned and BACKENDS / "__init__.py" in scanned
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 45: the dialects' statements are still assembled in Python until their SQL "
-    "moves to queries/*.sql (drop this mark when the tree passes)",
-)
 def test_no_sql_text_is_assembled_in_python() -> None:
     found = sql_text_offenders(scanned_modules())
     assert not found, _report(found)

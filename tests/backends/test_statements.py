@@ -18,6 +18,13 @@ DIALECT_ONLY = {
     "JOB_COPY_PREPARE",
     "JOB_INSERT_MANY",
     "MIGRATIONS_LOCK",
+    # PostgreSQL checks a new pool's session, and prices sorts or sequential scans out for one
+    # transaction behind a pooler (SQLite has one connection, its settings its own).
+    "SESSION_CHECK",
+    "SORT_OFF_IN_TRANSACTION",
+    "SEQSCAN_OFF_IN_TRANSACTION",
+    # PostgreSQL makes the schema its tables go in (SQLite's file is the database).
+    "SCHEMA_CREATE",
     "JOB_GET_AVAILABLE_IN_QUEUES",
     # SQLite inserts by multi-row VALUES (ids from the last rowid), checks bounds before it,
     # and watches its file's data_version for commits (a first read opens the WAL it watches).

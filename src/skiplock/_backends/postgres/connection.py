@@ -30,11 +30,11 @@ node anyway (the queue-restricted claim sorts its few queues' heads) costs over 
 past ``jit_above_cost``, and PostgreSQL then compiled it: 620 ms for a claim of 4 jobs,
 measured (a worker whose sessions were killed every 0.4 s never claimed again)."""
 
-SORT_OFF_IN_TRANSACTION = "SET LOCAL enable_sort = off; SET LOCAL jit = off"
+SORT_OFF_IN_TRANSACTION = sql.SORT_OFF_IN_TRANSACTION
 """The claim sessions' ``enable_sort = off`` and ``jit = off`` (see ``open``) for one transaction,
-behind a pooler."""
+behind a pooler (``queries/session.sql``)."""
 
-SEQSCAN_OFF_IN_TRANSACTION = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off"
+SEQSCAN_OFF_IN_TRANSACTION = sql.SEQSCAN_OFF_IN_TRANSACTION
 """The outcome sessions' ``enable_seqscan = off`` (see ``open``), likewise."""
 
 R = TypeVar("R")
@@ -199,7 +199,7 @@ class Connection:
                 reset=_keep_session,
             )
             try:
-                await pool.fetchval("SELECT 1")
+                await pool.fetchval(self._sql.SESSION_CHECK)
             except BaseException:
                 pool.terminate()  # nothing to wait for: a stop may be cancelling us
                 raise

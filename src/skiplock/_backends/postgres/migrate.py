@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..sql_files import quote_identifier, with_schema
 from . import statements as sql
 from .errors import wrapped as _wrapped
 from .storage.operations import StorageOperations
@@ -17,12 +18,12 @@ class Migrate(StorageOperations):
                 # The lock first (its key is the schema's name, which need not exist yet):
                 # concurrent CREATE SCHEMA IF NOT EXISTS race on pg_namespace's unique index.
                 await conn.execute(self._sql.MIGRATIONS_LOCK, self.schema)
-                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                await conn.execute(self._sql.SCHEMA_CREATE)
                 await conn.execute(self._sql.MIGRATIONS_TABLE)
                 done = {r["version"] for r in await conn.fetch(self._sql.MIGRATION_VERSIONS)}
                 for migration in sql.MIGRATIONS:
                     if migration.version not in done:
-                        await conn.execute(migration.body.replace("{s}", f'"{self.schema}"'))
+                        await conn.execute(with_schema(migration.body, self.schema))
                         await conn.execute(
                             self._sql.MIGRATION_RECORD, migration.version, migration.name
                         )
@@ -33,7 +34,7 @@ class Migrate(StorageOperations):
     async def schema_version(self) -> tuple[int, int]:
         latest = sql.MIGRATIONS[-1].version
         with _wrapped("schema_version"):
-            quoted = f'"{self.schema}"'
+            quoted = quote_identifier(self.schema)
             if not await self.pool.fetchval(self._sql.MIGRATIONS_TABLE_EXISTS, quoted):
                 return 0, latest
             current = await self.pool.fetchval(self._sql.SCHEMA_VERSION)

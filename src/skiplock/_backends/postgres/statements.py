@@ -68,7 +68,11 @@ class Statements:
     attributes (a misspelt name is a mypy error, where a string key was a KeyError at run
     time); tests check none is left out and each is used."""
 
+    SESSION_CHECK: str
+    SORT_OFF_IN_TRANSACTION: str
+    SEQSCAN_OFF_IN_TRANSACTION: str
     MIGRATIONS_TABLE: str
+    SCHEMA_CREATE: str
     MIGRATIONS_LOCK: str
     MIGRATION_VERSIONS: str
     MIGRATION_RECORD: str

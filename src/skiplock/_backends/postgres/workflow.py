@@ -361,7 +361,7 @@ class Workflow(Enqueue, Outcomes):
         (each attempt a new flow: nothing of a rolled-back one is kept)."""
         if connection is not None:  # a savepoint inside the caller's transaction, or one
             if _begins_implicitly(connection):
-                await connection.execute("SELECT 1")  # type: ignore[attr-defined]
+                await connection.execute(self._sql.SESSION_CHECK)  # type: ignore[attr-defined]
             async with connection.transaction():  # type: ignore[attr-defined]
                 return await flows.drive_async(make(), self._wf_answers(connection))
         result, woken = await self._wf_own_transaction(make)
@@ -407,7 +407,7 @@ class Workflow(Enqueue, Outcomes):
             bound=self.max_payload_bytes,
         )
         if _begins_implicitly(connection):
-            connection.execute("SELECT 1")  # type: ignore[attr-defined]
+            connection.execute(self._sql.SESSION_CHECK)  # type: ignore[attr-defined]
         with _wrapped("workflow_enqueue"), connection.transaction():  # type: ignore[attr-defined]
             return flows.drive(wf.enqueue_plan(plan), lambda step: run_now(answers(step)))
 

@@ -79,7 +79,7 @@ RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs,
           j.trace_context, coalesce(j.payload_version, 1) AS payload_version, j.segment, j.run_at
 
 -- name: JOB_GET_AVAILABLE_KEYED
--- The keyed claim (postgres_key_turns_sql.keyed_claim), in its function: up to $2 ready
+-- The keyed claim (its walk: migration 22's function body), in its function: up to $2 ready
 -- keyed jobs of the queues in $1 for worker $3 under token $4, leased as the ordinary claim
 -- ($5, $6; $7 now), $8 a limited queue's own claim, visiting at most $11 keys after ($9,
 -- $10); in the claim's order.

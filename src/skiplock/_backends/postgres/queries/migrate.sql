@@ -6,6 +6,9 @@ CREATE TABLE IF NOT EXISTS {s}.skiplock_migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )
 
+-- name: SCHEMA_CREATE
+CREATE SCHEMA IF NOT EXISTS {s}
+
 -- name: MIGRATIONS_LOCK
 -- Serialise concurrent migrators; transaction-scoped, so nothing leaks through a pooler.
 SELECT pg_advisory_xact_lock(hashtext('skiplock_migrate:' || $1))

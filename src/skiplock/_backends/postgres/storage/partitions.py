@@ -252,8 +252,9 @@ async def _ddl(
                     return ALREADY
                 await conn.execute(fill_names(QUERIES["LOCK_TIMEOUT"], schema, ms=LOCK_TIMEOUT_MS))
                 rows = 0
+                counting = fill_names(QUERIES["DAY_COUNT"], schema, day=name)
                 for statement in statements:
-                    if statement.startswith("SELECT"):
+                    if statement == counting:
                         rows = int(await conn.fetchval(statement))
                     else:
                         await conn.execute(statement)

@@ -13,17 +13,20 @@ could not run. So:
   (``skiplock_jobs_dead``, ``skiplock_jobs_done``, ``skiplock_jobs_live``,
   ``skiplock_jobs_waiting``): a list of dead jobs never plans, locks or waits on a live
   segment, whatever plan the server keeps for it (a generic plan of a statement filtering on
-  ``state = $1`` locks every partition).
+  ``state = $1`` locks every partition). Each such statement's text on each partition is a
+  named statement of ``queries/reads.sql`` (``IN_PARTITION``).
 - A read of every state runs as two parts on one snapshot (``split``): the live part (pending
   and running jobs) in a transaction that locks the live partition before it takes its snapshot,
   exports that snapshot, reads and commits at once; the rest (history, dead and waiting jobs) in
   a second session that imported the snapshot before the live one ended, and names no live
   table, so however long it reads it holds nothing a rotation waits for. The numbers are those
   of the one-statement read (one snapshot, one ``now``), and the live segments are held for the
-  live statements alone. Why lock before the snapshot: a segment truncated between a snapshot
-  and the lock would read as empty (``TRUNCATE`` is not MVCC-safe), while the jobs the rotation
-  moved out of it are invisible to the older snapshot in the long segment; a lock taken first
-  makes the truncate wait for the few milliseconds the live statements take.
+  live statements alone (each part of each such statement a named statement of
+  ``queries/reads.sql``, ``PARTS``, its ``/*part*/`` written out). Why lock before the
+  snapshot: a segment truncated between a snapshot and the lock would read as empty
+  (``TRUNCATE`` is not MVCC-safe), while the jobs the rotation moved out of it are invisible to
+  the older snapshot in the long segment; a lock taken first makes the truncate wait for the
+  few milliseconds the live statements take.
 - Both wait at most ``READ_LOCK_TIMEOUT_MS`` for a lock: behind the storage upkeep's DDL (which
   gives up after 100 ms itself) a read waits its turn; behind a migration, or a person's
   ``LOCK TABLE``, it fails in two seconds with a message saying so rather than hang a page.
@@ -36,66 +39,114 @@ running at once cannot take every session of the main pool and wait for each oth
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import asyncpg
 
+from ...sql_files import fill_names, with_schema
+from .. import statements
 from . import QUERIES
 
 READ_LOCK_TIMEOUT_MS = 2000
 """How long a person's read waits for a lock on a job table before it fails."""
 
-LIVE = "state IN ('pending', 'running')"
-"""The live part of a split read: the live partition (its segments), alone."""
-
-REST = "state IN ('succeeded', 'cancelled', 'dead', 'waiting')"
-"""The rest: history, dead and waiting jobs, every partition but the live one."""
-
-PART = "/*part*/"
-"""Where a statement read in two parts takes ``AND <LIVE or REST>`` (a comment otherwise)."""
-
-TABLES = {
-    "pending": "skiplock_jobs_live",
-    "running": "skiplock_jobs_live",
-    "succeeded": "skiplock_jobs_done",
-    "cancelled": "skiplock_jobs_done",
-    "dead": "skiplock_jobs_dead",
-    "waiting": "skiplock_jobs_waiting",
+PARTS: dict[str, tuple[str, str]] = {
+    "JOB_COUNT_BY_STATE": ("JOB_COUNT_BY_STATE_LIVE_PART", "JOB_COUNT_BY_STATE_REST_PART"),
+    "JOB_COUNT_BY_QUEUE": ("JOB_COUNT_BY_QUEUE_LIVE_PART", "JOB_COUNT_BY_QUEUE_REST_PART"),
+    "JOB_LIST": ("JOB_LIST_LIVE_PART", "JOB_LIST_REST_PART"),
+    "JOB_LIST_OLDEST": ("JOB_LIST_OLDEST_LIVE_PART", "JOB_LIST_OLDEST_REST_PART"),
+    "JOB_COUNT": ("JOB_COUNT_LIVE_PART", "JOB_COUNT_REST_PART"),
+    "JOB_COUNT_STATES": ("JOB_COUNT_STATES_LIVE_PART", "JOB_COUNT_STATES_REST_PART"),
+    "JOB_FIND": ("JOB_FIND_LIVE_PART", "JOB_FIND_REST_PART"),
 }
-"""The partition each state's rows are in."""
+"""Each statement read in two parts (its ``/*part*/`` marks where), and its two parts as named
+statements of ``queries/reads.sql``: the live part (``AND state IN ('pending', 'running')``:
+the live partition, its segments, alone) and the rest (``AND state IN ('succeeded',
+'cancelled', 'dead', 'waiting')``: every partition but the live one)."""
 
-LIVE_TABLE = "skiplock_jobs_live"
+IN_PARTITION: dict[str, tuple[str, str, str, str]] = {
+    "JOB_LIST": ("JOB_LIST_IN_LIVE", "JOB_LIST_IN_DONE", "JOB_LIST_IN_DEAD", "JOB_LIST_IN_WAITING"),
+    "JOB_LIST_OLDEST": (
+        "JOB_LIST_OLDEST_IN_LIVE",
+        "JOB_LIST_OLDEST_IN_DONE",
+        "JOB_LIST_OLDEST_IN_DEAD",
+        "JOB_LIST_OLDEST_IN_WAITING",
+    ),
+    "JOB_COUNT": (
+        "JOB_COUNT_IN_LIVE",
+        "JOB_COUNT_IN_DONE",
+        "JOB_COUNT_IN_DEAD",
+        "JOB_COUNT_IN_WAITING",
+    ),
+    "JOB_COUNT_STATES": (
+        "JOB_COUNT_STATES_IN_LIVE",
+        "JOB_COUNT_STATES_IN_DONE",
+        "JOB_COUNT_STATES_IN_DEAD",
+        "JOB_COUNT_STATES_IN_WAITING",
+    ),
+}
+"""Each statement read by partition, and its text reading one partition instead of
+``skiplock_jobs`` (its own filters, ``state = $1`` among them, kept), named in
+``queries/reads.sql``: on ``skiplock_jobs_live``, ``_done``, ``_dead``, ``_waiting``."""
+
+PARTITION_OF = {
+    "pending": 0,
+    "running": 0,
+    "succeeded": 1,
+    "cancelled": 1,
+    "dead": 2,
+    "waiting": 3,
+}
+"""The partition each state's rows are in (the place of its statement in ``IN_PARTITION``)."""
+
+
+class Variants(NamedTuple):
+    """One schema's variants, each keyed by the text of the statement it is a variant of (the
+    statement the backend's rooms hold, ``Statements.for_schema``)."""
+
+    parts: dict[str, tuple[str, str]]
+    in_partition: dict[str, tuple[str, ...]]
+    live_lock: str
+    lock_timeout: str
+
+
+@functools.lru_cache(maxsize=64)
+def variants(schema: str) -> Variants:
+    """The read variants of ``schema``'s statements, filled in once."""
+
+    def base(name: str) -> str:
+        return with_schema(statements.QUERIES[name], schema)
+
+    def named(name: str) -> str:
+        return with_schema(QUERIES[name], schema)
+
+    return Variants(
+        {base(name): (named(live), named(rest)) for name, (live, rest) in PARTS.items()},
+        {base(name): tuple(map(named, each)) for name, each in IN_PARTITION.items()},
+        fill_names(QUERIES["READ_LIVE_LOCK"], schema, ms=READ_LOCK_TIMEOUT_MS),
+        fill_names(QUERIES["LOCK_TIMEOUT"], schema, ms=READ_LOCK_TIMEOUT_MS),
+    )
+
+
+def parts(statement: str, schema: str) -> tuple[str, str]:
+    """``statement``'s live part and the rest (``PARTS``)."""
+    try:
+        return variants(schema).parts[statement]
+    except KeyError:
+        raise AssertionError("a statement read in parts has its parts in PARTS") from None
+
+
+def in_partition(statement: str, schema: str, state: str) -> str:
+    """``statement`` reading ``state``'s partition alone (``IN_PARTITION``)."""
+    try:
+        return variants(schema).in_partition[statement][PARTITION_OF[state]]
+    except KeyError:
+        raise AssertionError("a statement read by partition has its own in IN_PARTITION") from None
+
 
 A = TypeVar("A")
 B = TypeVar("B")
-
-
-@functools.lru_cache(maxsize=256)
-def part(statement: str, condition: str) -> str:
-    """``statement`` restricted to one part (LIVE or REST)."""
-    if PART not in statement:
-        raise AssertionError("a statement read in parts has a /*part*/ marker")
-    return statement.replace(PART, f"AND {condition}")
-
-
-@functools.lru_cache(maxsize=256)
-def in_table(statement: str, schema: str, state: str) -> str:
-    """``statement``, which reads ``skiplock_jobs`` once, reading ``state``'s partition instead
-    (its own filters, ``state = $1`` among them, kept)."""
-    quoted = re.escape(f'"{schema}".skiplock_jobs') + r"(?![A-Za-z0-9_])"
-    out, n = re.subn(quoted, f'"{schema}".{TABLES[state]}', statement)
-    if n != 1:
-        raise AssertionError(f"a statement read by partition names skiplock_jobs once, not {n}")
-    return out
-
-
-def _lock_first(schema: str) -> str:
-    return (
-        f"SET LOCAL lock_timeout = {READ_LOCK_TIMEOUT_MS}; "
-        f'LOCK TABLE "{schema}".{LIVE_TABLE} IN ACCESS SHARE MODE'
-    )
 
 
 EXPORT = QUERIES["EXPORT"]
@@ -121,12 +172,12 @@ class Reads:
         its own under the read lock timeout (READ COMMITTED: its snapshot is taken after its
         locks, so a truncate cannot come between them)."""
         async with self._pool().acquire() as conn, conn.transaction(readonly=True):
-            await conn.execute(f"SET LOCAL lock_timeout = {READ_LOCK_TIMEOUT_MS}")
+            await conn.execute(variants(self.schema).lock_timeout)
             return await getattr(conn, how)(statement, *args)
 
     async def by_state(self, how: str, statement: str, state: str, *args: Any) -> Any:
         """``statement`` on ``state``'s partition alone (``one``)."""
-        return await self.one(how, in_table(statement, self.schema, state), *args)
+        return await self.one(how, in_partition(statement, self.schema, state), *args)
 
     async def split(
         self,
@@ -146,7 +197,7 @@ class Reads:
                 self._pool().acquire() as live_conn,
                 live_conn.transaction(isolation="repeatable_read", readonly=True),
             ):
-                await live_conn.execute(_lock_first(self.schema))
+                await live_conn.execute(variants(self.schema).live_lock)
                 row = await live_conn.fetchrow(EXPORT, now)
                 assert row is not None  # one row, always
                 at = row["now"]
@@ -160,12 +211,14 @@ async def fetch_parts(
 ) -> tuple[list[asyncpg.Record], list[asyncpg.Record]]:
     """``statement``'s rows in its live part and in the rest, on one snapshot."""
 
+    live_part, rest_part = parts(statement, reads.schema)
+
     async def live(conn: Any, _at: Any) -> list[asyncpg.Record]:
-        rows: list[asyncpg.Record] = await conn.fetch(part(statement, LIVE), *args)
+        rows: list[asyncpg.Record] = await conn.fetch(live_part, *args)
         return rows
 
     async def rest(conn: Any, _at: Any) -> list[asyncpg.Record]:
-        rows: list[asyncpg.Record] = await conn.fetch(part(statement, REST), *args)
+        rows: list[asyncpg.Record] = await conn.fetch(rest_part, *args)
         return rows
 
     _, live_rows, rest_rows = await reads.split(live, rest)

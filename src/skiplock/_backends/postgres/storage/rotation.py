@@ -44,14 +44,13 @@ from typing import Any
 import asyncpg
 
 from ...params import Rotation
-from ...sql_files import Filler, fill_names
+from ...sql_files import Filler, fill, fill_names
 from ..errors import moved
 from . import QUERIES
 from .generations import (
     GEN_FIRST,
     GEN_LAST,
     LONG_SEGMENT,
-    POINTER,
     generation_sql,
     segment_name,
     wrapper_name,
@@ -110,9 +109,13 @@ def previous_segment(current: int) -> int:
     return GEN_LAST if current <= GEN_FIRST else current - 1
 
 
+POINTER_NOW = QUERIES["POINTER_NOW"]
+"""The generation new jobs go to: the pointer sequence's last value (``{s}``: the schema)."""
+
+
 def pointer_sql(s: str) -> str:
-    """The generation new jobs go to (``s``: the quoted schema)."""
-    return f"SELECT pg_sequence_last_value('{s}.{POINTER}'::regclass)"
+    """``POINTER_NOW`` of a schema (``s``: the schema, quoted)."""
+    return fill(POINTER_NOW, s=s)
 
 
 @dataclass

@@ -51,3 +51,6 @@ DROP TABLE {s}.{table}
 
 -- name: POINTER_MOVE
 SELECT setval('{s}.skiplock_live_segment', {segment}, true)
+
+-- name: POINTER_NOW
+SELECT pg_sequence_last_value('{s}.skiplock_live_segment'::regclass)
