@@ -44,7 +44,8 @@ def claim_args(token: str) -> list[object]:
 
 
 def complete_args(ids: list[int], token: str) -> list[object]:
-    return completion_params([Completion(i, token, Disposition.SUCCEED) for i in ids], None)
+    outcomes = [Completion(i, token, Disposition.SUCCEED) for i in ids]
+    return completion_params(outcomes, None, f"skiplock_{SCHEMA}")
 
 
 async def with_asyncpg() -> float:
@@ -97,4 +98,5 @@ async def main() -> None:
         )
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())
