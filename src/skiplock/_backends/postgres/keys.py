@@ -76,6 +76,7 @@ from __future__ import annotations
 from ..._job import BlockedKey, KeyLoad
 from ..claim_rules import TURN_UNITS
 from ..job_rows import blocked_key, key_load
+from ..params import JobBusiestKeysParams
 from .connection import Connection
 from .errors import wrapped as _wrapped
 
@@ -375,9 +376,8 @@ attempt + 1, leased to $3 under token $4 for the job's lease, or its timeout (el
 class Keys(Connection):
     """Concurrency keys: the busiest and the blocked."""
 
-    async def job_busiest_keys(
-        self, limit: int, queue: str | None = None, task: str | None = None
-    ) -> list[KeyLoad]:
+    async def job_busiest_keys(self, params: JobBusiestKeysParams) -> list[KeyLoad]:
+        limit, queue, task = params.limit, params.queue, params.task
         with _wrapped("job_busiest_keys"):
             args = (self._now(), queue, task, limit)
             rows = await self.pool.fetch(self._sql.JOB_BUSIEST_KEYS, *args)
