@@ -27,7 +27,8 @@ import pytest
 import skiplock
 from skiplock import WorkerConfig
 from skiplock._backends import Backend
-from skiplock._backends.protocol import HOLD_MIN_S, WAL_HELD_MIN_BYTES
+from skiplock._backends.params import HOLD_MIN_S
+from skiplock._backends.protocol import WAL_HELD_MIN_BYTES
 from skiplock._observe.gauges import GaugeCache
 from skiplock._observe.meter import Meter
 from skiplock._worker import services

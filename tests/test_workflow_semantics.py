@@ -332,9 +332,9 @@ async def test_the_sweep_resumes_a_parked_job_whose_signal_came_as_it_parked(
     prepare = backend.workflow_wait_prepare
     after = workflow_flows.after_completion
 
-    async def prepare_then_signal(job_id: int, *args: Any) -> bool:
-        prepared = await prepare(job_id, *args)
-        await app.signal(job_id, "approved", "came as it parked")
+    async def prepare_then_signal(params: Any) -> bool:
+        prepared = await prepare(params)
+        await app.signal(params.job_id, "approved", "came as it parked")
         return prepared
 
     def look_lost(finished: Any, parked: Any) -> Any:

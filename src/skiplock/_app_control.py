@@ -16,11 +16,15 @@ from typing import Any, TypeVar
 
 from ._backends import BackendGetter
 from ._backends.params import (
+    AuditListParams,
+    AuditPruneParams,
     AuditRecordParams,
     DeadActionParams,
     JobActionParams,
+    JobFindParams,
     JobListParams,
     JobPruneParams,
+    JobReclaimWorkerParams,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
@@ -142,7 +146,7 @@ class Operations:
         check_int("limit", limit, 1, 10_000)
         if before_id is not None:
             check_int("before_id", before_id, 1, 2**63 - 1)
-        return await (await self.backend()).audit_list(limit, before_id)
+        return await (await self.backend()).audit_list(AuditListParams(limit, before_id))
 
     # -- jobs and dead letters ----------------------------------------------------------------
 
@@ -152,7 +156,7 @@ class Operations:
     async def release_worker(self, worker_id: str) -> list[int]:
         if not isinstance(worker_id, str) or not worker_id.strip():
             raise ConfigurationError(f"worker_id must be a worker's id (got {worker_id!r})")
-        return await (await self.backend()).job_reclaim_worker(worker_id)
+        return await (await self.backend()).job_reclaim_worker(JobReclaimWorkerParams(worker_id))
 
     async def retry_job(self, job_id: int, *, who: str = "") -> bool:
         try:
@@ -208,7 +212,7 @@ class Operations:
             found = await self.list_jobs(None, JobFilter(ids=(int(text),), limit=1))
         backend = await self.backend()
         seen = {j.id for j in found}
-        found += [j for j in await backend.job_find(text, limit) if j.id not in seen]
+        found += [j for j in await backend.job_find(JobFindParams(text, limit)) if j.id not in seen]
         return found[:limit]
 
     async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
@@ -254,7 +258,7 @@ class Operations:
         age_s, batch = check_seconds("age_s", age_s), check_int("batch", batch, 1)
         backend = await self.backend()
         total = 0
-        while (deleted := await backend.audit_prune(age_s, batch)) > 0:
+        while (deleted := await backend.audit_prune(AuditPruneParams(age_s, batch))) > 0:
             total += deleted
         await self._audit("prune audit trail", who, "audit trail", f"{total} rows; age_s={age_s}")
         return total

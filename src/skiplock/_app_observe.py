@@ -8,7 +8,12 @@ without an App). The public methods' documentation is on ``App``, which delegate
 from __future__ import annotations
 
 from ._backends import BackendGetter
-from ._backends.params import KEYS_IN_STATS, JobStatsParams
+from ._backends.params import (
+    KEYS_IN_STATS,
+    JobBusiestKeysParams,
+    JobStatsParams,
+    StorageHoldParams,
+)
 from ._job import HOLD_KINDS, BlockedKey, KeyLoad, WorkerInfo
 from ._limits import check_int, check_seconds, check_text
 from ._observe.stats import Stats, build_stats
@@ -48,7 +53,7 @@ class Observe:
         check_text("task", task, optional=True)
         backend = await self.backend()
         rows = await backend.job_stats(JobStatsParams(window_s, queue, task))
-        holds = [await backend.storage_hold(kind) for kind in HOLD_KINDS]
+        holds = [await backend.storage_hold(StorageHoldParams(kind)) for kind in HOLD_KINDS]
         return build_stats(rows, window_s, [h for h in holds if h is not None])
 
     async def workers(self) -> list[WorkerInfo]:
@@ -64,4 +69,6 @@ class Observe:
         check_int("limit", limit, 1, MAX_KEYS_SHOWN)
         check_text("queue", queue, optional=True)
         check_text("task", task, optional=True)
-        return await (await self.backend()).job_busiest_keys(limit, queue, task)
+        return await (await self.backend()).job_busiest_keys(
+            JobBusiestKeysParams(limit, queue, task)
+        )

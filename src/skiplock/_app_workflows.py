@@ -14,6 +14,14 @@ from typing import Any
 from ._app_control import default_who
 from ._attempt import MAX_MESSAGE_CHARS
 from ._backends import BackendGetter
+from ._backends.workflow_params import (
+    WorkflowAbortBatchParams,
+    WorkflowGraphParams,
+    WorkflowLinkedParams,
+    WorkflowLinksParams,
+    WorkflowOpenBatchParams,
+    WorkflowSignalParams,
+)
 from ._durable import check_name, signal_payload
 from ._job import NewJob
 from ._limits import DEFAULT_MAX_SIGNALS_KEPT, MAX_PARENTS, check_int, check_text
@@ -76,7 +84,9 @@ class WorkflowOps:
             if not isinstance(sig, Signature):
                 raise ConfigurationError(f"{option}: {sig!r} is not a signature (task.s(...))")
             jobs.append(sig.task.prepare_call(sig.args, sig.kwargs, leading=1))
-        return await (await self.backend()).workflow_open_batch(jobs[0], jobs[1], None)
+        return await (await self.backend()).workflow_open_batch(
+            WorkflowOpenBatchParams(jobs[0], jobs[1], None)
+        )
 
     async def close_batch(self, batch_id: int) -> bool:
         check_int("batch_id", batch_id, 1, 2**63 - 1)
@@ -85,7 +95,9 @@ class WorkflowOps:
     async def abort_batch(self, batch_id: int, reason: BaseException) -> bool:
         check_int("batch_id", batch_id, 1, 2**63 - 1)
         error = batch_aborted_record(batch_id, reason)
-        return await (await self.backend()).workflow_abort_batch(batch_id, error)
+        return await (await self.backend()).workflow_abort_batch(
+            WorkflowAbortBatchParams(batch_id, error)
+        )
 
     async def batch_info(self, batch_id: int) -> BatchInfo:
         check_int("batch_id", batch_id, 1, 2**63 - 1)
@@ -102,7 +114,8 @@ class WorkflowOps:
         who = who or default_who()
         backend = await self.backend()
         # MailboxFull writes nothing, here too: a loop of refused signals leaves no rows
-        receipt = await backend.workflow_signal(job_id, name, text, who, self.max_signals_kept)
+        sent = WorkflowSignalParams(job_id, name, text, who, self.max_signals_kept)
+        receipt = await backend.workflow_signal(sent)
         await self._audit("signal", who, f"job {job_id}", f"{name}: {receipt.outcome.value}")
         return receipt
 
@@ -115,7 +128,8 @@ class WorkflowOps:
         check_int("job_id", job_id, 1, 2**63 - 1)
         check_int("children_limit", children_limit, 1, 100_000)
         check_int("parents_limit", parents_limit, 1, MAX_PARENTS)
-        return await (await self.backend()).workflow_links(job_id, children_limit, parents_limit)
+        links = WorkflowLinksParams(job_id, children_limit, parents_limit)
+        return await (await self.backend()).workflow_links(links)
 
     async def linked_jobs(
         self, job_id: int, side: str, after: int | None, limit: int
@@ -127,7 +141,8 @@ class WorkflowOps:
             check_int("after", after, 1, 2**63 - 1)
         check_int("limit", limit, 1, 10_000)
         backend = await self.backend()
-        return await backend.workflow_linked(job_id, side == "parents", after or 0, limit)
+        page = WorkflowLinkedParams(job_id, side == "parents", after or 0, limit)
+        return await backend.workflow_linked(page)
 
     async def waiting_jobs(self, limit: int = 200) -> list[WaitingJob]:
         check_int("limit", limit, 1, 10_000)
@@ -136,4 +151,4 @@ class WorkflowOps:
     async def workflow_graph(self, job_id: int, most: int = MAX_GRAPH_JOBS) -> WorkflowGraph:
         check_int("job_id", job_id, 1, 2**63 - 1)
         check_int("most", most, 1, 100_000)
-        return await (await self.backend()).workflow_graph(job_id, most)
+        return await (await self.backend()).workflow_graph(WorkflowGraphParams(job_id, most))

@@ -42,22 +42,58 @@ MAX_WAIT_S = 366 * 86400.0
 """The longest a job may stay parked on a signal (and the wait of ``timeout=None``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class WorkflowStepGetParams:
+    """The ``seq``-th durable step named ``name`` of a job, to read."""
+
+    job_id: int
+    name: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStepPutParams:
+    """A durable step's result to store under the job's lease ``token``."""
+
+    job_id: int
+    token: str
+    name: str
+    seq: int
+    result_json: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSignalTakeParams:
+    """Entry ``seq`` of a job's mailbox ``name`` to take."""
+
+    job_id: int
+    name: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowWaitPrepareParams:
+    """The signal (entry ``seq`` of mailbox ``name``) a job running under ``token`` parks on."""
+
+    job_id: int
+    token: str
+    name: str
+    seq: int
+
+
 class DurableStore(Protocol):
-    """What durable execution needs of a backend (every Backend has these)."""
+    """What durable execution needs of a backend (every Backend has these; the records
+    above are their params, ``_backends/workflow_params.py`` names them with the others)."""
 
-    async def workflow_step_get(
-        self, job_id: int, name: str, seq: int
-    ) -> tuple[bool, str | None]: ...
+    async def workflow_step_get(self, params: WorkflowStepGetParams) -> tuple[bool, str | None]: ...
 
-    async def workflow_step_put(
-        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
-    ) -> bool: ...
+    async def workflow_step_put(self, params: WorkflowStepPutParams) -> bool: ...
 
     async def workflow_signal_take(
-        self, job_id: int, name: str, seq: int
+        self, params: WorkflowSignalTakeParams
     ) -> StoredSignal | None: ...
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool: ...
+    async def workflow_wait_prepare(self, params: WorkflowWaitPrepareParams) -> bool: ...
 
     async def workflow_parent_results(
         self, job_id: int
@@ -133,6 +169,10 @@ class Durable:
         counts[name] = seq = counts.get(name, 0) + 1
         return seq
 
+    def _step(self, name: str, seq: int) -> WorkflowStepGetParams:
+        """The read of this job's ``seq``-th step named ``name``."""
+        return WorkflowStepGetParams(self.job_id, name, seq)
+
     def _on_loop(self, coro: Coroutine[Any, Any, T], call: str) -> T:
         """Run ``coro`` on the worker's loop from a sync task's thread, and wait for it."""
         try:
@@ -150,7 +190,7 @@ class Durable:
     def step_sync(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         check_name("name", name)
         seq = self._next(self.steps, name)
-        found, text = self._on_loop(self.store.workflow_step_get(self.job_id, name, seq), "step")
+        found, text = self._on_loop(self.store.workflow_step_get(self._step(name, seq)), "step")
         if found:
             return _decode(text)
         value = fn(*args, **kwargs)
@@ -167,7 +207,7 @@ class Durable:
     async def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         check_name("name", name)
         seq = self._next(self.steps, name)
-        found, text = await self.store.workflow_step_get(self.job_id, name, seq)
+        found, text = await self.store.workflow_step_get(self._step(name, seq))
         if found:
             return _decode(text)
         if inspect.iscoroutinefunction(fn):
@@ -182,8 +222,9 @@ class Durable:
         """Store a step's result under the lease; the stored one if another holder stored
         first; LeaseLost if neither."""
         stored = None if value is None else encode_result(self.task, value, self.max_result_bytes)
-        if not await self.store.workflow_step_put(self.job_id, self.token, name, seq, stored):
-            found, text = await self.store.workflow_step_get(self.job_id, name, seq)
+        put = WorkflowStepPutParams(self.job_id, self.token, name, seq, stored)
+        if not await self.store.workflow_step_put(put):
+            found, text = await self.store.workflow_step_get(self._step(name, seq))
             if not found:
                 raise LeaseLost(
                     f"job {self.job_id}: step {name!r} ran, but the job's lease is gone; the "
@@ -200,7 +241,9 @@ class Durable:
         seconds = check_wait(timeout)
         require(isinstance(with_sender, bool), "with_sender", with_sender, "must be a bool")
         seq = self._next(self.waits, name)
-        seen = await self.store.workflow_signal_take(self.job_id, name, seq)
+        seen = await self.store.workflow_signal_take(
+            WorkflowSignalTakeParams(self.job_id, name, seq)
+        )
         if seen is not None:
             if seen.kind == "signal":
                 payload = _decode(seen.payload_json)
@@ -211,7 +254,8 @@ class Durable:
                 f"job {self.job_id}: no signal {name!r} came before the wait's timeout",
                 name=name,
             )
-        if not await self.store.workflow_wait_prepare(self.job_id, self.token, name, seq):
+        park = WorkflowWaitPrepareParams(self.job_id, self.token, name, seq)
+        if not await self.store.workflow_wait_prepare(park):
             raise LeaseLost(f"job {self.job_id}: the lease is gone; it cannot park on {name!r}")
         raise Parked(name, seconds)
 

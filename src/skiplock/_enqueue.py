@@ -17,6 +17,7 @@ from . import _sqlalchemy
 from ._backends import Backend, BackendGetter
 from ._backends.params import JobInsertManyParams
 from ._backends.protocol import InsertsHere, inserts_here
+from ._backends.workflow_params import WorkflowEnqueueParams, WorkflowEnqueueSyncParams
 from ._backends.workflow_plan import Node, Plan, existing
 from ._batch import current_batch
 from ._eager import EagerMode
@@ -181,7 +182,7 @@ class Enqueuer:
             if _sqlalchemy.is_sqlalchemy(connection):
                 ids = await _sqlalchemy.enqueue_plan(backend, plan, connection)
             else:
-                ids = await backend.workflow_enqueue(plan, connection)
+                ids = await backend.workflow_enqueue(WorkflowEnqueueParams(plan, connection))
             inserted(ids)
         if connection is None:
             self._registry.wake_queues({job.queue for job in jobs})
@@ -205,7 +206,7 @@ class Enqueuer:
         backend = self._on_callers()
         jobs = [node.job for node in plan.nodes]
         with self._traced(jobs) as inserted:
-            ids = backend.workflow_enqueue_sync(plan, connection)
+            ids = backend.workflow_enqueue_sync(WorkflowEnqueueSyncParams(plan, connection))
             inserted(ids)
         return self._handles(jobs, ids)  # woken at commit, not here
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._backends.params import JobInsertManyParams
+from ._backends.workflow_params import WorkflowEnqueueParams, WorkflowEnqueueSyncParams
 from ._job import NewJob
 
 if TYPE_CHECKING:
@@ -50,9 +51,10 @@ async def enqueue_plan(backend: Backend, plan: Plan, connection: object) -> list
     driver = await _driver_connection(await _async_connection(connection))
     if _is_aiosqlite(driver):  # on aiosqlite's own thread, as ``insert_many``
         aio: Any = driver
-        ids: list[int] = await aio._execute(backend.workflow_enqueue_sync, plan, aio._conn)
+        params = WorkflowEnqueueSyncParams(plan, aio._conn)
+        ids: list[int] = await aio._execute(backend.workflow_enqueue_sync, params)
         return ids
-    return await backend.workflow_enqueue(plan, driver)
+    return await backend.workflow_enqueue(WorkflowEnqueueParams(plan, driver))
 
 
 def driver_connection_sync(connection: object) -> object:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import skiplock
-from skiplock._backends.params import JobInsertManyParams
+from skiplock._backends.params import AuditPruneParams, JobInsertManyParams
 from skiplock._config import WorkerConfig
 from skiplock._job import Completion, Disposition, JobState
 from skiplock._worker.services import Pruner
@@ -103,7 +103,7 @@ async def test_audit_pruning_takes_a_bounded_batch_however_long_the_trail(
         await clocked_app.record_action("refused retry", who="mallory", target=f"job {n}")
     clock.advance(DAY)
     backend = await clocked_app.backend()
-    assert await backend.audit_prune(3600, 3) == 3
-    assert await backend.audit_prune(3600, 3) == 3
-    assert await backend.audit_prune(3600, 3) == 1
-    assert await backend.audit_prune(3600, 3) == 0
+    assert await backend.audit_prune(AuditPruneParams(3600, 3)) == 3
+    assert await backend.audit_prune(AuditPruneParams(3600, 3)) == 3
+    assert await backend.audit_prune(AuditPruneParams(3600, 3)) == 1
+    assert await backend.audit_prune(AuditPruneParams(3600, 3)) == 0

@@ -23,7 +23,11 @@ import asyncpg
 import pytest
 
 from skiplock._backends import Backend
-from skiplock._backends.params import JobHeartbeatManyParams, JobInsertManyParams
+from skiplock._backends.params import (
+    JobHeartbeatManyParams,
+    JobInsertManyParams,
+    JobReclaimWorkerParams,
+)
 from skiplock._job import Completion, Disposition
 
 from .helpers import claim, migrated_pg, new_job
@@ -117,7 +121,7 @@ async def test_a_supervisor_release_and_a_heartbeat_do_not_deadlock(rows: Rows) 
     exited), so it locks in id order; the heartbeat waits on none."""
     held = await rows.running("gone:1")
     blocker = await rows.hold(held[ROWS // 2][0])
-    releasing = asyncio.create_task(rows.backend.job_reclaim_worker("gone"))
+    releasing = asyncio.create_task(rows.backend.job_reclaim_worker(JobReclaimWorkerParams("gone")))
     await rows.waiting(1)
     extended = await asyncio.wait_for(rows.backend.job_heartbeat_many(beat(held[::-1])), 10)
     assert not releasing.done() and sorted(extended) == held

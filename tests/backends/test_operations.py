@@ -11,6 +11,7 @@ from skiplock._backends import Backend
 from skiplock._backends.params import (
     DeadActionParams,
     JobActionParams,
+    JobFindParams,
     JobHeartbeatManyParams,
     JobInsertManyParams,
     JobListParams,
@@ -269,7 +270,7 @@ async def test_state_counts_and_the_search_by_key_or_correlation_id(backend: Bac
     assert await backend.job_count_states(JobListParams(JobFilter(error="BOOM"), None)) == {
         "dead": 1
     }
-    assert [j.id for j in await backend.job_find("order-7", 10)] == [keyed]
-    assert [j.id for j in await backend.job_find("req-abc", 10)] == [correlated]
-    assert await backend.job_find("req", 10) == []
+    assert [j.id for j in await backend.job_find(JobFindParams("order-7", 10))] == [keyed]
+    assert [j.id for j in await backend.job_find(JobFindParams("req-abc", 10))] == [correlated]
+    assert await backend.job_find(JobFindParams("req", 10)) == []
     assert dead and plain

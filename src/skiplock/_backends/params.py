@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .._job import JobFilter, JobState, NewJob
+from .._job import JobFilter, JobState, NewJob, ReclaimedJob
+
+RELEASED_BY_SUPERVISOR = "exited; released by its supervisor"
+"""Why ``job_reclaim_worker`` returns a job unless told otherwise (after ``worker <name>``)."""
+
+HOLD_MIN_S = 1.0
+"""The youngest transaction ``Backend.storage_hold`` names, in seconds: the queue's own
+(claims, completions, heartbeats) last milliseconds, and a rotation tries every half second,
+so one open longer is what holds the upkeep back, not a passing claim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,3 +323,62 @@ class WorkerBeatParams:
     """Which OS process it is (``WorkerInfo.process``)."""
     restarts: int = 0
     restarts_in_a_row: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobBusiestKeysParams:
+    """The ``limit`` busiest concurrency keys of one queue and/or task (None: any)."""
+
+    limit: int
+    queue: str | None = None
+    task: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditListParams:
+    """A page of the audit trail, newest first: at most ``limit`` before id ``before_id``."""
+
+    limit: int
+    before_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditPruneParams:
+    """One batch (at most ``batch``) of audit entries older than ``age_s`` seconds to delete."""
+
+    age_s: float
+    batch: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobFindParams:
+    """At most ``limit`` jobs whose unique key or correlation id is exactly ``text``."""
+
+    text: str
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class StorageHoldParams:
+    """Which hold (``HOLD_KINDS``) to name, how old a transaction it names, and on what."""
+
+    hold: str
+    min_age_s: float = HOLD_MIN_S
+    relations: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobReclaimWorkerParams:
+    """One worker's leases to release, why, and a list the released jobs are added to."""
+
+    worker_id: str
+    into: list[ReclaimedJob] | None = None
+    why: str = RELEASED_BY_SUPERVISOR
+
+
+@dataclass(frozen=True, slots=True)
+class CronSlotsPruneSyncParams:
+    """Claimed cron slots before ``before`` to delete on the caller's own sync connection."""
+
+    connection: object
+    before: datetime

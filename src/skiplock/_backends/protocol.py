@@ -25,7 +25,6 @@ from .._job import (
     JobRecord,
     JobState,
     KeyLoad,
-    NewJob,
     QueueInfo,
     ReclaimedJob,
     SlotOutcome,
@@ -43,30 +42,52 @@ from .._workflow_records import (
     WorkflowGraph,
 )
 from .params import (
+    AuditListParams,
+    AuditPruneParams,
     AuditRecordParams,
     ClaimParams,
     CronSlotClaimParams,
+    CronSlotsPruneSyncParams,
     CronSlotSyncParams,
     DeadActionParams,
     HotVacuum,
     JobActionParams,
+    JobBusiestKeysParams,
+    JobFindParams,
     JobHeartbeatManyParams,
     JobImportOutcomeParams,
     JobInsertManyParams,
     JobListParams,
     JobPruneParams,
+    JobReclaimWorkerParams,
     JobStatsParams,
     JobStatsRows,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     Rotation,
+    StorageHoldParams,
     TaskPauseParams,
     WalCheckpoint,
     WorkerBeatParams,
 )
+from .workflow_params import (
+    WorkflowAbortBatchParams,
+    WorkflowAfterCompletionParams,
+    WorkflowEnqueueParams,
+    WorkflowEnqueueSyncParams,
+    WorkflowGraphParams,
+    WorkflowLinkedParams,
+    WorkflowLinksParams,
+    WorkflowOpenBatchParams,
+    WorkflowSignalParams,
+    WorkflowSignalTakeParams,
+    WorkflowStepGetParams,
+    WorkflowStepPutParams,
+    WorkflowWaitPrepareParams,
+)
 
 if TYPE_CHECKING:
-    from .workflow_plan import Plan, SweepResult
+    from .workflow_plan import SweepResult
 
 Clock = Callable[[], datetime]
 """A replacement for the database's now(), for tests that pin time."""
@@ -74,18 +95,10 @@ Clock = Callable[[], datetime]
 MAX_ERRORS_KEPT = 10
 """Each job keeps the errors of its last ten attempts; older ones are dropped."""
 
-RELEASED_BY_SUPERVISOR = "exited; released by its supervisor"
-"""Why ``job_reclaim_worker`` returns a job unless told otherwise (after ``worker <name>``)."""
-
 
 NEXT_RUN_PRIORITIES = 64
 """How many distinct pending priorities ``job_next_run_at`` looks at (each one an index
 probe); a job of a lower priority still due sooner waits for the poll backstop."""
-
-HOLD_MIN_S = 1.0
-"""The youngest transaction ``Backend.storage_hold`` names, in seconds: the queue's own
-(claims, completions, heartbeats) last milliseconds, and a rotation tries every half second,
-so one open longer is what holds the upkeep back, not a passing claim."""
 
 WAL_HELD_MIN_BYTES = 16 << 20
 """SQLite: the least write-ahead log a checkpoint could not copy back that counts as held
@@ -192,9 +205,7 @@ class Backend(Protocol):
         came up short proves nothing is left only where this says so."""
         ...
 
-    async def job_busiest_keys(
-        self, limit: int, queue: str | None = None, task: str | None = None
-    ) -> list[KeyLoad]:
+    async def job_busiest_keys(self, params: JobBusiestKeysParams) -> list[KeyLoad]:
         """The ``limit`` concurrency keys with the most running jobs, then the most ready, of
         one queue and/or task (None: any): each key's live jobs counted (reads every live
         keyed job, never history)."""
@@ -232,11 +243,11 @@ class Backend(Protocol):
 
     async def audit_record(self, params: AuditRecordParams) -> None: ...
 
-    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+    async def audit_list(self, params: AuditListParams) -> list[AuditEntry]:
         """The audit trail, newest first; ``before_id`` pages by keyset."""
         ...
 
-    async def audit_prune(self, age_s: float, batch: int) -> int:
+    async def audit_prune(self, params: AuditPruneParams) -> int:
         """Delete one batch (at most ``batch``) of audit entries older than ``age_s`` seconds
         by the database's clock, oldest first; how many went (0: none left to delete)."""
         ...
@@ -291,7 +302,7 @@ class Backend(Protocol):
         """``job_count`` per state, in one pass (states with no job left out)."""
         ...
 
-    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+    async def job_find(self, params: JobFindParams) -> list[JobRecord]:
         """Jobs whose unique key or correlation id is exactly ``text``, newest first."""
         ...
 
@@ -331,9 +342,7 @@ class Backend(Protocol):
         rotating (and always on SQLite)."""
         ...
 
-    async def storage_hold(
-        self, hold: str, min_age_s: float = HOLD_MIN_S, relations: Sequence[str] = ()
-    ) -> StorageHold | None:
+    async def storage_hold(self, params: StorageHoldParams) -> StorageHold | None:
         """Who holds the storage's upkeep of kind ``hold`` (``HOLD_KINDS``) back now, and at
         what cost; None: nothing does (and always for a kind this database does not have).
         ``lock`` (PostgreSQL): the other sessions (and prepared transactions) holding a
@@ -365,12 +374,7 @@ class Backend(Protocol):
         their ids, and with ``into``, each row's details appended to it (for log events)."""
         ...
 
-    async def job_reclaim_worker(
-        self,
-        worker_id: str,
-        into: list[ReclaimedJob] | None = None,
-        why: str = RELEASED_BY_SUPERVISOR,
-    ) -> list[int]:
+    async def job_reclaim_worker(self, params: JobReclaimWorkerParams) -> list[int]:
         """``job_reclaim_expired`` for every lease of one worker (``Worker.id``, its lease
         token prefix), expired or not: a supervisor saw that worker's process exit, or another
         worker saw it is gone (``_observe.liveness``). Each job's error reads ``worker
@@ -397,7 +401,7 @@ class Backend(Protocol):
         caller's transaction decides (a failed enqueue rolls the claim back)."""
         ...
 
-    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
+    def cron_slots_prune_sync(self, params: CronSlotsPruneSyncParams) -> int:
         """``cron_slots_prune`` on the caller's own synchronous connection."""
         ...
 
@@ -436,19 +440,17 @@ class Backend(Protocol):
 
     # -- workflows (workflow_flows.py; docs/guides/workflows.md) --------------------------
 
-    async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
+    async def workflow_enqueue(self, params: WorkflowEnqueueParams) -> list[int]:
         """Write a workflow's jobs, edges and waits in one transaction (the caller's, if
         ``connection``); the ids in plan order. UnknownParent, WorkflowCycle, BatchClosed."""
         ...
 
-    def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
+    def workflow_enqueue_sync(self, params: WorkflowEnqueueSyncParams) -> list[int]:
         """The same in the transaction of the caller's own synchronous connection (sqlite3,
         psycopg), which must be given."""
         ...
 
-    async def workflow_open_batch(
-        self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None
-    ) -> int:
+    async def workflow_open_batch(self, params: WorkflowOpenBatchParams) -> int:
         """A new open batch, its callbacks written waiting on its gate; its id."""
         ...
 
@@ -460,9 +462,7 @@ class Backend(Protocol):
         """Resolve finished parents' edges now; the children released to pending."""
         ...
 
-    async def workflow_after_completion(
-        self, finished: Sequence[int], parked: Sequence[int]
-    ) -> list[int]:
+    async def workflow_after_completion(self, params: WorkflowAfterCompletionParams) -> list[int]:
         """A completion's follow-up (both are done inside the completion where possible)."""
         ...
 
@@ -478,37 +478,33 @@ class Backend(Protocol):
         """Seconds until the first parked wait times out (<= 0: one is due); None if none."""
         ...
 
-    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+    async def workflow_abort_batch(self, params: WorkflowAbortBatchParams) -> bool:
         """Close an open batch as aborted (its block raised): its callbacks and its members
         that never started cancelled with ``error_json``; False if it was closed already."""
         ...
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
+    async def workflow_wait_prepare(self, params: WorkflowWaitPrepareParams) -> bool:
         """Record the signal a running job is about to park on (entry ``seq`` of its name's
         mailbox); False if its lease is gone."""
         ...
 
-    async def workflow_signal(
-        self, job_id: int, name: str, payload_json: str | None, who: str, kept_most: int
-    ) -> SignalReceipt:
+    async def workflow_signal(self, params: WorkflowSignalParams) -> SignalReceipt:
         """Append a signal from ``who`` to its name's mailbox (none for a finished job, whose
         row is left alone; JobNotFound if no such job), resume the job if it waits for it,
         and record it in the job's audit trail as ``who``'s. MailboxFull, nothing written,
         if the job keeps ``kept_most`` signals no wait took yet."""
         ...
 
-    async def workflow_signal_take(self, job_id: int, name: str, seq: int) -> StoredSignal | None:
+    async def workflow_signal_take(self, params: WorkflowSignalTakeParams) -> StoredSignal | None:
         """Entry ``seq`` of the job's mailbox ``name`` (a signal or a timeout), marked taken
         (it no longer counts towards ``kept_most``); None if it has not come."""
         ...
 
-    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
+    async def workflow_step_get(self, params: WorkflowStepGetParams) -> tuple[bool, str | None]:
         """(found, result JSON) of the ``seq``-th durable step named ``name``."""
         ...
 
-    async def workflow_step_put(
-        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
-    ) -> bool:
+    async def workflow_step_put(self, params: WorkflowStepPutParams) -> bool:
         """Store a step's result under the lease; False if the lease is gone (or stored)."""
         ...
 
@@ -518,16 +514,12 @@ class Backend(Protocol):
         """(parent id, its final state or None while open, result JSON) in order."""
         ...
 
-    async def workflow_links(
-        self, job_id: int, children_limit: int, parents_limit: int
-    ) -> JobLinks:
+    async def workflow_links(self, params: WorkflowLinksParams) -> JobLinks:
         """A job's parents (the first ``parents_limit``, in order, and every one counted by
         state), children (the first ``children_limit``), batch and wait."""
         ...
 
-    async def workflow_linked(
-        self, job_id: int, parents: bool, after: int, limit: int
-    ) -> list[LinkedJob]:
+    async def workflow_linked(self, params: WorkflowLinkedParams) -> list[LinkedJob]:
         """A page of a job's parents (or children) by id: at most ``limit`` after id
         ``after`` (0: from the first)."""
         ...
@@ -540,7 +532,7 @@ class Backend(Protocol):
         """The first ``limit`` waiting jobs, oldest id first."""
         ...
 
-    async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
+    async def workflow_graph(self, params: WorkflowGraphParams) -> WorkflowGraph:
         """The jobs linked to ``job_id`` (at most ``most``) and their edges."""
         ...
 

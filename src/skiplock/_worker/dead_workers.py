@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 
 from .._backends import Backend
+from .._backends.params import JobReclaimWorkerParams
 from .._job import ReclaimedJob
 from .._observe.liveness import dead_reason
 
@@ -52,7 +53,7 @@ class DeadWorkers:
             if why is None:
                 continue
             ids = await self.backend.job_reclaim_worker(
-                worker.id, into, f"{why}; reclaimed by worker {self.name}"
+                JobReclaimWorkerParams(worker.id, into, f"{why}; reclaimed by worker {self.name}")
             )
             await self.backend.worker_delete(worker.id)
             released += ids

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.protocol import HOLD_MIN_S
+from .._backends.params import HOLD_MIN_S, StorageHoldParams
 from .._job import StorageHold, StorageHolder
 from .._observe.meter import HoldGauge, Meter
 from ..errors import BackendError, BackendUnavailable
@@ -82,7 +82,7 @@ async def find(backend: Backend, kind: str, relations: tuple[str, ...] = ()) -> 
     service reports it); any other failure (a server that refuses a catalog read) names
     nobody, logged at debug, and the service goes on."""
     try:
-        return await backend.storage_hold(kind, HOLD_MIN_S, relations)
+        return await backend.storage_hold(StorageHoldParams(kind, HOLD_MIN_S, relations))
     except BackendUnavailable:
         raise
     except BackendError as exc:

@@ -15,7 +15,13 @@ import time
 from collections.abc import Callable
 
 from .._backends import Backend
-from .._backends.params import HotVacuum, JobPruneParams, Rotation, WalCheckpoint
+from .._backends.params import (
+    AuditPruneParams,
+    HotVacuum,
+    JobPruneParams,
+    Rotation,
+    WalCheckpoint,
+)
 from .._backends.protocol import WAL_HELD_MIN_BYTES
 from .._config import WorkerConfig
 from .._job import ReclaimedJob, StorageHold, StorageHolder
@@ -283,7 +289,8 @@ class Pruner(Service):
         """The audit trail's entries past ``retention_audit_s``, a bounded batch at a time."""
         removed = 0
         for _ in range(PRUNE_MAX_BATCHES):
-            batch = await self.backend.audit_prune(self.config.retention_audit_s, PRUNE_BATCH)
+            params = AuditPruneParams(self.config.retention_audit_s, PRUNE_BATCH)
+            batch = await self.backend.audit_prune(params)
             removed += batch
             if batch < PRUNE_BATCH:
                 break

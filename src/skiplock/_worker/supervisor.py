@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from .._backends import open_backend
+from .._backends.params import JobReclaimWorkerParams
 from .._config import WorkerConfig
 from .._observe.liveness import RESTARTS_ENV, STABLE_S
 from .._schema import refuse_newer
@@ -128,7 +129,7 @@ def release_by_url(workers: list[tuple[str, str]]) -> list[int]:
             try:
                 await refuse_newer(backend, url)  # as any App would, before it writes
                 for worker_id in (w for w, u in workers if u == url):
-                    released += await backend.job_reclaim_worker(worker_id)
+                    released += await backend.job_reclaim_worker(JobReclaimWorkerParams(worker_id))
                     # and its registry row, which would count it live (workers, health, the
                     # dashboard) until a minute of silence
                     await backend.worker_delete(worker_id)

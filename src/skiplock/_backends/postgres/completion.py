@@ -14,8 +14,9 @@ import asyncpg
 from ..._job import Completion, ReclaimedJob
 from ...errors import BackendError
 from ..job_rows import reclaimed_jobs
-from ..params import JobHeartbeatManyParams
-from ..protocol import MAX_ERRORS_KEPT, RELEASED_BY_SUPERVISOR
+from ..params import JobHeartbeatManyParams, JobReclaimWorkerParams
+from ..protocol import MAX_ERRORS_KEPT
+from ..workflow_params import WorkflowAfterCompletionParams
 from . import rows as ops
 from .connection import WORKFLOW_TRIES, Connection, R, log
 from .errors import CONNECTION_ERRORS, retry_moved
@@ -57,7 +58,7 @@ class Outcomes(Connection):
         async def workflow_release(self, parents: Sequence[int]) -> list[int]: ...
 
         async def workflow_after_completion(
-            self, finished: Sequence[int], parked: Sequence[int]
+            self, params: WorkflowAfterCompletionParams
         ) -> list[int]: ...
 
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
@@ -159,7 +160,7 @@ class Outcomes(Connection):
             if written.release_later:
                 await self._release_succeeded(written.release_later)
             if failed or parked:
-                await self.workflow_after_completion(failed, parked)
+                await self.workflow_after_completion(WorkflowAfterCompletionParams(failed, parked))
         except BackendError as exc:
             log.warning("workflow release after a completion failed (the sweep will): %s", exc)
 
@@ -287,18 +288,17 @@ class Outcomes(Connection):
             into += reclaimed_jobs(rows)
         return [r["id"] for r in rows]
 
-    async def job_reclaim_worker(
-        self,
-        worker_id: str,
-        into: list[ReclaimedJob] | None = None,
-        why: str = RELEASED_BY_SUPERVISOR,
-    ) -> list[int]:
+    async def job_reclaim_worker(self, params: JobReclaimWorkerParams) -> list[int]:
         with _wrapped("job_reclaim_worker"):
             rows = await self._retrying.fetch(
-                self._sql.JOB_RECLAIM_WORKER, self._now(), MAX_ERRORS_KEPT, worker_id, why
+                self._sql.JOB_RECLAIM_WORKER,
+                self._now(),
+                MAX_ERRORS_KEPT,
+                params.worker_id,
+                params.why,
             )
-        if into is not None:
-            into += reclaimed_jobs(rows)
+        if params.into is not None:
+            params.into.extend(reclaimed_jobs(rows))
         return [r["id"] for r in rows]
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:

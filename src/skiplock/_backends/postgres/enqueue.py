@@ -14,6 +14,7 @@ from ...errors import QueueFull
 from .. import flows
 from ..params import (
     CronSlotClaimParams,
+    CronSlotsPruneSyncParams,
     CronSlotSyncParams,
     JobImportOutcomeParams,
     JobInsertManyParams,
@@ -248,9 +249,10 @@ class Enqueue(Unique, Claim):
         execute(outcome, {"p1": params.schedule, "p2": params.slot, "p3": job_id, "p4": False})
         return True
 
-    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
-        execute: Callable[..., Any] = connection.execute  # type: ignore[attr-defined]
-        return int(execute(ops.to_psycopg(self._sql.CRON_SLOTS_PRUNE), {"p1": before}).rowcount)
+    def cron_slots_prune_sync(self, params: CronSlotsPruneSyncParams) -> int:
+        execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]
+        prune = ops.to_psycopg(self._sql.CRON_SLOTS_PRUNE)
+        return int(execute(prune, {"p1": params.before}).rowcount)
 
     def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
         execute: Callable[..., Any] = params.connection.execute  # type: ignore[attr-defined]

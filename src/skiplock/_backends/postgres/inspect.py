@@ -22,9 +22,12 @@ from .. import flows
 from .. import workflow_flows as wf
 from ..job_rows import dead_group, job_outcomes, job_record, queue_state_counts, state_counts
 from ..params import (
+    AuditListParams,
+    AuditPruneParams,
     AuditRecordParams,
     DeadActionParams,
     JobActionParams,
+    JobFindParams,
     JobListParams,
     QueueSetLimitsParams,
     QueueSetPausedParams,
@@ -103,14 +106,16 @@ class Inspect(Connection):
                 self._now(),
             )
 
-    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
+    async def audit_list(self, params: AuditListParams) -> list[AuditEntry]:
         with _wrapped("audit_list"):
-            rows = await self.pool.fetch(self._sql.AUDIT_LIST, limit, before_id)
+            rows = await self.pool.fetch(self._sql.AUDIT_LIST, params.limit, params.before_id)
         return [AuditEntry(*r) for r in rows]
 
-    async def audit_prune(self, age_s: float, batch: int) -> int:
+    async def audit_prune(self, params: AuditPruneParams) -> int:
         with _wrapped("audit_prune"):
-            status = await self.pool.execute(self._sql.AUDIT_PRUNE, age_s, self._now(), batch)
+            status = await self.pool.execute(
+                self._sql.AUDIT_PRUNE, params.age_s, self._now(), params.batch
+            )
         return int(status.split()[-1])
 
     async def audit_prune_preview(self, age_s: float) -> int:
@@ -195,10 +200,12 @@ class Inspect(Connection):
             rows = await self._read("fetch", self._sql.JOB_COUNT_STATES, params)
         return {r["state"]: int(r["n"]) for r in rows}
 
-    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
+    async def job_find(self, params: JobFindParams) -> list[JobRecord]:
         with _wrapped("job_find"):
-            live, rest = await reads.fetch_parts(self._reads, self._sql.JOB_FIND, text, limit)
-        rows = sorted(live + rest, key=lambda r: r["id"], reverse=True)[:limit]
+            live, rest = await reads.fetch_parts(
+                self._reads, self._sql.JOB_FIND, params.text, params.limit
+            )
+        rows = sorted(live + rest, key=lambda r: r["id"], reverse=True)[: params.limit]
         return [job_record(r) for r in rows]
 
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:

@@ -75,6 +75,7 @@ from __future__ import annotations
 
 from ..._job import BlockedKey, KeyLoad
 from ..job_rows import blocked_key, key_load
+from ..params import JobBusiestKeysParams
 from .connection import Connection
 from .errors import wrapped as _wrapped
 from .statements import MIGRATIONS
@@ -93,9 +94,8 @@ EXPLAIN it: its parameters are the function's, $1 to $11 (``JOB_GET_AVAILABLE_KE
 class Keys(Connection):
     """Concurrency keys: the busiest and the blocked."""
 
-    async def job_busiest_keys(
-        self, limit: int, queue: str | None = None, task: str | None = None
-    ) -> list[KeyLoad]:
+    async def job_busiest_keys(self, params: JobBusiestKeysParams) -> list[KeyLoad]:
+        limit, queue, task = params.limit, params.queue, params.task
         with _wrapped("job_busiest_keys"):
             args = (self._now(), queue, task, limit)
             rows = await self.pool.fetch(self._sql.JOB_BUSIEST_KEYS, *args)

@@ -60,7 +60,22 @@ from ...errors import JobNotFound
 from .. import flows, workflow_sweep
 from .. import workflow_flows as wf
 from ..params import JobInsertManyParams
-from ..workflow_plan import Plan, SweepResult
+from ..workflow_params import (
+    WorkflowAbortBatchParams,
+    WorkflowAfterCompletionParams,
+    WorkflowEnqueueParams,
+    WorkflowEnqueueSyncParams,
+    WorkflowGraphParams,
+    WorkflowLinkedParams,
+    WorkflowLinksParams,
+    WorkflowOpenBatchParams,
+    WorkflowSignalParams,
+    WorkflowSignalTakeParams,
+    WorkflowStepGetParams,
+    WorkflowStepPutParams,
+    WorkflowWaitPrepareParams,
+)
+from ..workflow_plan import SweepResult
 from ..workflow_rows import (
     FINAL_STATES,
     batch_info,
@@ -385,16 +400,18 @@ class Workflow(Enqueue, Outcomes):
                 continue
         return await retry_moved(attempt)
 
-    async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
+    async def workflow_enqueue(self, params: WorkflowEnqueueParams) -> list[int]:
+        plan, connection = params.plan, params.connection
         with _wrapped("workflow_enqueue"):
             return await self._wf_transaction(lambda: wf.enqueue_plan(plan), connection)
 
-    def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
+    def workflow_enqueue_sync(self, params: WorkflowEnqueueSyncParams) -> list[int]:
         """``workflow_enqueue`` on the caller's synchronous psycopg connection (Django's, a
         SQLAlchemy session's), in its transaction (a savepoint inside it)."""
+        plan, connection = params.plan, params.connection
 
-        async def insert(params: JobInsertManyParams) -> list[int]:
-            return self.job_insert_many_sync(params)
+        async def insert(rows: JobInsertManyParams) -> list[int]:
+            return self.job_insert_many_sync(rows)
 
         answers = Answers(
             connection,
@@ -411,9 +428,9 @@ class Workflow(Enqueue, Outcomes):
         with _wrapped("workflow_enqueue"), connection.transaction():  # type: ignore[attr-defined]
             return flows.drive(wf.enqueue_plan(plan), lambda step: run_now(answers(step)))
 
-    async def workflow_open_batch(
-        self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None
-    ) -> int:
+    async def workflow_open_batch(self, params: WorkflowOpenBatchParams) -> int:
+        on_success, on_complete = params.on_success, params.on_complete
+        connection = params.connection
         with _wrapped("workflow_open_batch"):
             return await self._wf_transaction(
                 lambda: wf.open_batch(on_success, on_complete), connection
@@ -429,9 +446,8 @@ class Workflow(Enqueue, Outcomes):
         with _wrapped("workflow_release"):
             return await self._wf_transaction(lambda: wf.release(list(parents)), None)
 
-    async def workflow_after_completion(
-        self, finished: Sequence[int], parked: Sequence[int]
-    ) -> list[int]:
+    async def workflow_after_completion(self, params: WorkflowAfterCompletionParams) -> list[int]:
+        finished, parked = params.finished, params.parked
         with _wrapped("workflow_after_completion"):
             return await self._wf_transaction(lambda: wf.after_completion(finished, parked), None)
 
@@ -453,18 +469,21 @@ class Workflow(Enqueue, Outcomes):
             )
         return seconds
 
-    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+    async def workflow_abort_batch(self, params: WorkflowAbortBatchParams) -> bool:
+        batch_id, error_json = params.batch_id, params.error_json
         with _wrapped("workflow_abort_batch"):
             return await self._wf_transaction(lambda: wf.abort_batch(batch_id, error_json), None)
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
+    async def workflow_wait_prepare(self, params: WorkflowWaitPrepareParams) -> bool:
+        job_id, token, name, seq = params.job_id, params.token, params.name, params.seq
         with _wrapped("workflow_wait_prepare"):
             row = await self.pool.fetchval(self._wf.WAIT_PREPARE, job_id, token, name, seq)
         return row is not None
 
-    async def workflow_signal(
-        self, job_id: int, name: str, payload_json: str | None, who: str, kept_most: int
-    ) -> SignalReceipt:
+    async def workflow_signal(self, params: WorkflowSignalParams) -> SignalReceipt:
+        job_id, name, payload_json = params.job_id, params.name, params.payload_json
+        who, kept_most = params.who, params.kept_most
+
         async def attempt() -> SignalReceipt:
             async with self.pool.acquire() as conn, conn.transaction():
                 state = await conn.fetchval(self._wf.JOB_LOCK_STATE, job_id)
@@ -492,19 +511,21 @@ class Workflow(Enqueue, Outcomes):
         with _wrapped("workflow_signal"):
             return await retry_moved(attempt)
 
-    async def workflow_signal_take(self, job_id: int, name: str, seq: int) -> StoredSignal | None:
+    async def workflow_signal_take(self, params: WorkflowSignalTakeParams) -> StoredSignal | None:
+        job_id, name, seq = params.job_id, params.name, params.seq
         with _wrapped("workflow_signal_take"):
             row = await self.pool.fetchrow(self._wf.SIGNAL_TAKE, job_id, name, seq)
         return None if row is None else stored_signal(*row)
 
-    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
+    async def workflow_step_get(self, params: WorkflowStepGetParams) -> tuple[bool, str | None]:
+        job_id, name, seq = params.job_id, params.name, params.seq
         with _wrapped("workflow_step_get"):
             row = await self.pool.fetchrow(self._wf.STEP_GET, job_id, name, seq)
         return (False, None) if row is None else (True, row[0])
 
-    async def workflow_step_put(
-        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
-    ) -> bool:
+    async def workflow_step_put(self, params: WorkflowStepPutParams) -> bool:
+        job_id, token, name, seq = params.job_id, params.token, params.name, params.seq
+        result_json = params.result_json
         with _wrapped("workflow_step_put"):
             row = await self.pool.fetchval(self._wf.STEP_PUT, job_id, token, name, result_json, seq)
         return row is not None
@@ -516,9 +537,9 @@ class Workflow(Enqueue, Outcomes):
             rows = await self.pool.fetch(self._wf.PARENT_RESULTS, job_id)
         return [(r[0], r[1], r[2]) for r in rows]
 
-    async def workflow_links(
-        self, job_id: int, children_limit: int, parents_limit: int
-    ) -> JobLinks:
+    async def workflow_links(self, params: WorkflowLinksParams) -> JobLinks:
+        job_id, children_limit = params.job_id, params.children_limit
+        parents_limit = params.parents_limit
         with _wrapped("workflow_links"):
             async with self.pool.acquire() as conn:
                 parents = await conn.fetch(self._wf.JOB_PARENTS, job_id, parents_limit)
@@ -534,9 +555,8 @@ class Workflow(Enqueue, Outcomes):
             map(tuple, counts),
         )
 
-    async def workflow_linked(
-        self, job_id: int, parents: bool, after: int, limit: int
-    ) -> list[LinkedJob]:
+    async def workflow_linked(self, params: WorkflowLinkedParams) -> list[LinkedJob]:
+        job_id, parents, after, limit = params.job_id, params.parents, params.after, params.limit
         with _wrapped("workflow_linked"):
             if parents:
                 rows = await self.pool.fetch(self._wf.JOB_PARENTS_AFTER, job_id, after, limit)
@@ -556,7 +576,8 @@ class Workflow(Enqueue, Outcomes):
             rows = await self.pool.fetch(self._wf.WAITING_LIST, limit)
         return [waiting_job(tuple(r)) for r in rows]
 
-    async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
+    async def workflow_graph(self, params: WorkflowGraphParams) -> WorkflowGraph:
+        job_id, most = params.job_id, params.most
         with _wrapped("workflow_graph"):
             async with self.pool.acquire() as conn:
                 return await flows.drive_async(wf.graph(job_id, most), self._wf_answers(conn))

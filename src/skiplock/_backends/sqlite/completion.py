@@ -16,8 +16,8 @@ from ...errors import BackendUnavailable
 from .. import flows
 from .. import workflow_flows as wf
 from ..job_rows import reclaimed_jobs
-from ..params import JobHeartbeatManyParams
-from ..protocol import MAX_ERRORS_KEPT, RELEASED_BY_SUPERVISOR
+from ..params import JobHeartbeatManyParams, JobReclaimWorkerParams
+from ..protocol import MAX_ERRORS_KEPT
 from ..sql_files import fill, listing
 from .connection import immediate as _immediate
 from .connection import savepoint as _savepoint
@@ -204,25 +204,20 @@ class Completing(WorkflowOps):
             into += reclaimed_jobs(rows)
         return [r["id"] for r in rows]
 
-    async def job_reclaim_worker(
-        self,
-        worker_id: str,
-        into: list[ReclaimedJob] | None = None,
-        why: str = RELEASED_BY_SUPERVISOR,
-    ) -> list[int]:
+    async def job_reclaim_worker(self, params: JobReclaimWorkerParams) -> list[int]:
         def reclaim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
                 args = {
                     "now": self._now(),
                     "max_errors": MAX_ERRORS_KEPT,
-                    "worker": worker_id,
-                    "why": why,
+                    "worker": params.worker_id,
+                    "why": params.why,
                 }
                 return conn.execute(sql.JOB_RECLAIM_WORKER, args).fetchall()
 
         rows = await self._run("job_reclaim_worker", reclaim)
-        if into is not None:
-            into += reclaimed_jobs(rows)
+        if params.into is not None:
+            params.into.extend(reclaimed_jobs(rows))
         return [r["id"] for r in rows]
 
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:

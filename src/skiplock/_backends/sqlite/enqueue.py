@@ -7,13 +7,17 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 from ..._job import NewJob
 from ...errors import QueueFull
 from .. import flows
-from ..params import CronSlotSyncParams, JobImportOutcomeParams, JobInsertManyParams
+from ..params import (
+    CronSlotsPruneSyncParams,
+    CronSlotSyncParams,
+    JobImportOutcomeParams,
+    JobInsertManyParams,
+)
 from ..sql_files import fill, repeat
 from ..unique_keys import KeyId, key_id, map_inserted, unique_scope
 from . import unique
@@ -264,10 +268,11 @@ class Enqueuing(Connected):
             conn.execute(sql.CRON_SLOT_SET_OUTCOME, args)
         return True
 
-    def cron_slots_prune_sync(self, connection: object, before: datetime) -> int:
-        conn = _own_sqlite(connection)
+    def cron_slots_prune_sync(self, params: CronSlotsPruneSyncParams) -> int:
+        conn = _own_sqlite(params.connection)
+        args = {"before": params.before.timestamp()}
         with _wrapped("cron_slots_prune"):
-            return conn.execute(sql.CRON_SLOTS_PRUNE, {"before": before.timestamp()}).rowcount
+            return conn.execute(sql.CRON_SLOTS_PRUNE, args).rowcount
 
     def job_import_outcome_sync(self, params: JobImportOutcomeParams) -> bool:
         conn = _own_sqlite(params.connection)

@@ -34,15 +34,20 @@ from ..job_rows import (
     state_counts,
 )
 from ..params import (
+    AuditListParams,
+    AuditPruneParams,
     AuditRecordParams,
     DeadActionParams,
     JobActionParams,
+    JobBusiestKeysParams,
+    JobFindParams,
     JobListParams,
     JobPruneParams,
     QueueSetLimitsParams,
     QueueSetPausedParams,
     TaskPauseParams,
 )
+from ..workflow_params import WorkflowLinkedParams, WorkflowLinksParams
 from ..workflow_rows import batch_info, job_links, linked_jobs, waiting_job
 from . import rows as ops
 from .connection import immediate as _immediate
@@ -95,11 +100,14 @@ class Inspecting(WorkflowOps):
 
     # -- operations a person drives -------------------------------------------------------
 
-    async def job_busiest_keys(
-        self, limit: int, queue: str | None = None, task: str | None = None
-    ) -> list[KeyLoad]:
+    async def job_busiest_keys(self, params: JobBusiestKeysParams) -> list[KeyLoad]:
         def read(conn: sqlite3.Connection) -> list[Any]:
-            args = {"limit": limit, "now": self._now(), "queue": queue, "task": task}
+            args = {
+                "limit": params.limit,
+                "now": self._now(),
+                "queue": params.queue,
+                "task": params.task,
+            }
             return conn.execute(sql.JOB_BUSIEST_KEYS, args).fetchall()
 
         return [key_load(r) for r in await self._run("job_busiest_keys", read)]
@@ -171,13 +179,13 @@ class Inspecting(WorkflowOps):
         }
         await self._write("audit_record", sql.AUDIT_RECORD, args)
 
-    async def audit_list(self, limit: int, before_id: int | None) -> list[AuditEntry]:
-        args = {"limit": limit, "before": before_id}
+    async def audit_list(self, params: AuditListParams) -> list[AuditEntry]:
+        args = {"limit": params.limit, "before": params.before_id}
         rows = await self._run("audit_list", lambda c: c.execute(sql.AUDIT_LIST, args).fetchall())
         return [AuditEntry(r[0], _dt(r[1]), r[2], r[3], r[4], r[5]) for r in rows]
 
-    async def audit_prune(self, age_s: float, batch: int) -> int:
-        args = {"before": self._now() - age_s, "batch": batch}
+    async def audit_prune(self, params: AuditPruneParams) -> int:
+        args = {"before": self._now() - params.age_s, "batch": params.batch}
         return await self._write("audit_prune", sql.AUDIT_PRUNE, args)
 
     async def audit_prune_preview(self, age_s: float) -> int:
@@ -272,8 +280,8 @@ class Inspecting(WorkflowOps):
 
         return await self._run("job_count_states", count)
 
-    async def job_find(self, text: str, limit: int) -> list[JobRecord]:
-        args = {"text": text, "limit": limit}
+    async def job_find(self, params: JobFindParams) -> list[JobRecord]:
+        args = {"text": params.text, "limit": params.limit}
         return await self._run("job_find", lambda c: ops.records(c, sql.JOB_FIND, args))
 
     async def job_dead_groups(self, limit: int) -> list[DeadGroup]:
@@ -325,9 +333,10 @@ class Inspecting(WorkflowOps):
 
         return await self._run("cron_slots_prune", prune)
 
-    async def workflow_links(
-        self, job_id: int, children_limit: int, parents_limit: int
-    ) -> JobLinks:
+    async def workflow_links(self, params: WorkflowLinksParams) -> JobLinks:
+        job_id, children_limit = params.job_id, params.children_limit
+        parents_limit = params.parents_limit
+
         def read(conn: sqlite3.Connection) -> JobLinks:
             parents = conn.execute(sql.JOB_PARENTS, (job_id, parents_limit)).fetchall()
             counts = conn.execute(sql.JOB_PARENT_COUNTS, (job_id,)).fetchall()
@@ -339,13 +348,10 @@ class Inspecting(WorkflowOps):
 
         return await self._run("workflow_links", read)
 
-    async def workflow_linked(
-        self, job_id: int, parents: bool, after: int, limit: int
-    ) -> list[LinkedJob]:
-        statement = sql.JOB_PARENTS_AFTER if parents else sql.JOB_CHILDREN
-        rows = await self._run(
-            "workflow_linked", lambda c: c.execute(statement, (job_id, after, limit)).fetchall()
-        )
+    async def workflow_linked(self, params: WorkflowLinkedParams) -> list[LinkedJob]:
+        statement = sql.JOB_PARENTS_AFTER if params.parents else sql.JOB_CHILDREN
+        args = (params.job_id, params.after, params.limit)
+        rows = await self._run("workflow_linked", lambda c: c.execute(statement, args).fetchall())
         return linked_jobs(rows)
 
     async def workflow_batch_info(self, batch_id: int) -> BatchInfo:

@@ -8,16 +8,27 @@ import functools
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..._job import NewJob
 from ..._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from ..._workflow_records import SignalOutcome, SignalReceipt, StoredSignal, WorkflowGraph
 from ...errors import JobNotFound
 from .. import flows, workflow_sweep
 from .. import workflow_flows as wf
-from ..workflow_plan import Plan, SweepResult
+from ..workflow_params import (
+    WorkflowAbortBatchParams,
+    WorkflowAfterCompletionParams,
+    WorkflowEnqueueParams,
+    WorkflowEnqueueSyncParams,
+    WorkflowGraphParams,
+    WorkflowOpenBatchParams,
+    WorkflowSignalParams,
+    WorkflowSignalTakeParams,
+    WorkflowStepGetParams,
+    WorkflowStepPutParams,
+    WorkflowWaitPrepareParams,
+)
+from ..workflow_plan import SweepResult
 from ..workflow_rows import (
     FINAL_STATES,
     gathered_too_large,
@@ -323,19 +334,7 @@ class Answers:
         return row[0], row[1]
 
 
-@dataclass(frozen=True, slots=True)
-class Signal:
-    """A signal to deliver: to which job, its name and payload, who sent it, and how many
-    signals no wait took yet the job may keep."""
-
-    job_id: int
-    name: str
-    payload_json: str | None
-    who: str
-    kept_most: int
-
-
-def signal(conn: Any, sent: Signal, now: float) -> tuple[SignalReceipt, str | None]:
+def signal(conn: Any, sent: WorkflowSignalParams, now: float) -> tuple[SignalReceipt, str | None]:
     """Deliver a signal (inside the caller's write transaction): the end of its name's
     mailbox, the job run again if it waits for it, and the job's audit trail (a finished
     job's row is left alone: nothing is kept). Returns the receipt and the queue woken (a
@@ -418,22 +417,22 @@ class WorkflowOps(Connected):
         if woken and self.on_released is not None:
             self.on_released(woken)
 
-    async def workflow_enqueue(self, plan: Plan, connection: object | None) -> list[int]:
+    async def workflow_enqueue(self, params: WorkflowEnqueueParams) -> list[int]:
+        plan, connection = params.plan, params.connection
         if connection is not None:
-            return self.workflow_enqueue_sync(plan, connection)
+            return self.workflow_enqueue_sync(WorkflowEnqueueSyncParams(plan, connection))
         return await self._wf_write("workflow_enqueue", lambda: wf.enqueue_plan(plan))
 
-    def workflow_enqueue_sync(self, plan: Plan, connection: object) -> list[int]:
+    def workflow_enqueue_sync(self, params: WorkflowEnqueueSyncParams) -> list[int]:
         """``workflow_enqueue`` on the caller's own sqlite3 connection, in its transaction."""
-        own = _own_sqlite(connection)
+        own = _own_sqlite(params.connection)
         with _wrapped("workflow_enqueue"), self._handing_out(own), _savepoint(own):
-            return flows.drive(wf.enqueue_plan(plan), self._wf_answers(own))
+            return flows.drive(wf.enqueue_plan(params.plan), self._wf_answers(own))
 
-    async def workflow_open_batch(
-        self, on_success: NewJob | None, on_complete: NewJob | None, connection: object | None
-    ) -> int:
-        if connection is not None:
-            own = _own_sqlite(connection)
+    async def workflow_open_batch(self, params: WorkflowOpenBatchParams) -> int:
+        on_success, on_complete = params.on_success, params.on_complete
+        if params.connection is not None:
+            own = _own_sqlite(params.connection)
             flow = wf.open_batch(on_success, on_complete)
             with _wrapped("workflow_open_batch"), self._handing_out(own), _savepoint(own):
                 return flows.drive(flow, self._wf_answers(own))
@@ -449,11 +448,10 @@ class WorkflowOps(Connected):
             return []
         return await self._wf_write("workflow_release", lambda: wf.release(list(parents)))
 
-    async def workflow_after_completion(
-        self, finished: Sequence[int], parked: Sequence[int]
-    ) -> list[int]:
+    async def workflow_after_completion(self, params: WorkflowAfterCompletionParams) -> list[int]:
         return await self._wf_write(
-            "workflow_after_completion", lambda: wf.after_completion(finished, parked)
+            "workflow_after_completion",
+            lambda: wf.after_completion(params.finished, params.parked),
         )
 
     async def workflow_sweep(self) -> SweepResult:
@@ -472,13 +470,19 @@ class WorkflowOps(Connected):
         )
         return None if row is None or row[0] is None else float(row[0])
 
-    async def workflow_abort_batch(self, batch_id: int, error_json: str) -> bool:
+    async def workflow_abort_batch(self, params: WorkflowAbortBatchParams) -> bool:
         return await self._wf_write(
-            "workflow_abort_batch", lambda: wf.abort_batch(batch_id, error_json)
+            "workflow_abort_batch", lambda: wf.abort_batch(params.batch_id, params.error_json)
         )
 
-    async def workflow_wait_prepare(self, job_id: int, token: str, name: str, seq: int) -> bool:
-        args = {"id": job_id, "token": token, "name": name, "seq": seq, "now": self._now()}
+    async def workflow_wait_prepare(self, params: WorkflowWaitPrepareParams) -> bool:
+        args = {
+            "id": params.job_id,
+            "token": params.token,
+            "name": params.name,
+            "seq": params.seq,
+            "now": self._now(),
+        }
 
         def prepare(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
@@ -486,16 +490,13 @@ class WorkflowOps(Connected):
 
         return await self._run("workflow_wait_prepare", prepare)
 
-    async def workflow_signal(
-        self, job_id: int, name: str, payload_json: str | None, who: str, kept_most: int
-    ) -> SignalReceipt:
+    async def workflow_signal(self, params: WorkflowSignalParams) -> SignalReceipt:
         woken: list[str] = []
-        sent = Signal(job_id, name, payload_json, who, kept_most)
 
         def send(conn: sqlite3.Connection) -> SignalReceipt:
             woken.clear()
             with _immediate(conn):
-                receipt, queue = signal(conn, sent, self._now())
+                receipt, queue = signal(conn, params, self._now())
                 woken.extend([queue] if queue is not None else [])
                 return receipt
 
@@ -503,20 +504,27 @@ class WorkflowOps(Connected):
         self._tell_released(set(woken))
         return receipt
 
-    async def workflow_signal_take(self, job_id: int, name: str, seq: int) -> StoredSignal | None:
-        return await self._run("workflow_signal_take", lambda c: take_signal(c, job_id, name, seq))
+    async def workflow_signal_take(self, params: WorkflowSignalTakeParams) -> StoredSignal | None:
+        return await self._run(
+            "workflow_signal_take",
+            lambda c: take_signal(c, params.job_id, params.name, params.seq),
+        )
 
-    async def workflow_step_get(self, job_id: int, name: str, seq: int) -> tuple[bool, str | None]:
+    async def workflow_step_get(self, params: WorkflowStepGetParams) -> tuple[bool, str | None]:
+        key = (params.job_id, params.name, params.seq)
         row = await self._run(
-            "workflow_step_get",
-            lambda c: c.execute(sql.STEP_GET, (job_id, name, seq)).fetchone(),
+            "workflow_step_get", lambda c: c.execute(sql.STEP_GET, key).fetchone()
         )
         return (False, None) if row is None else (True, row[0])
 
-    async def workflow_step_put(
-        self, job_id: int, token: str, name: str, seq: int, result_json: str | None
-    ) -> bool:
-        args = {"id": job_id, "token": token, "name": name, "seq": seq, "result": result_json}
+    async def workflow_step_put(self, params: WorkflowStepPutParams) -> bool:
+        args = {
+            "id": params.job_id,
+            "token": params.token,
+            "name": params.name,
+            "seq": params.seq,
+            "result": params.result_json,
+        }
 
         def put(conn: sqlite3.Connection) -> bool:
             with _immediate(conn):
@@ -533,10 +541,10 @@ class WorkflowOps(Connected):
         )
         return [(r[0], r[1], r[2]) for r in rows]
 
-    async def workflow_graph(self, job_id: int, most: int) -> WorkflowGraph:
+    async def workflow_graph(self, params: WorkflowGraphParams) -> WorkflowGraph:
+        flow = wf.graph(params.job_id, params.most)
         return await self._run(
-            "workflow_graph",
-            lambda conn: flows.drive(wf.graph(job_id, most), self._wf_answers(conn)),
+            "workflow_graph", lambda conn: flows.drive(flow, self._wf_answers(conn))
         )
 
     async def workflow_prune(self, most: int) -> int:

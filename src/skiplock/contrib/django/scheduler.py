@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..._backends.params import CronSlotSyncParams
+from ..._backends.params import CronSlotsPruneSyncParams, CronSlotSyncParams
 from ...errors import SchemaError
 from ._ledger import ledger_for
 from .periodic_tasks import (
@@ -175,7 +175,8 @@ def prune_periodic_defers(now: datetime | None = None, backend_alias: str | None
         seen.add((ledger.database, id(ledger.backend)))
         conn = connections[ledger.database]
         conn.ensure_connection()
-        removed += ledger.backend.cron_slots_prune_sync(conn.connection, now - keep)
+        prune = CronSlotsPruneSyncParams(conn.connection, now - keep)
+        removed += ledger.backend.cron_slots_prune_sync(prune)
     return removed
 
 

@@ -3,13 +3,11 @@ generations, holds, and the history partitions made ahead of time."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from ...._job import StorageHold
 from ...claim_rules import KEY_TURNS_SLICE
-from ...params import HotVacuum, JobPruneParams, Rotation, WalCheckpoint
-from ...protocol import HOLD_MIN_S
+from ...params import HotVacuum, JobPruneParams, Rotation, StorageHoldParams, WalCheckpoint
 from ..connection import Connection
 from ..errors import retry_moved
 from ..errors import wrapped as _wrapped
@@ -63,18 +61,18 @@ class StorageOperations(Connection):
             async with self.pool.acquire() as conn:
                 return await rotation.rotate_live(conn, self.schema, min_bytes, self.channel)
 
-    async def storage_hold(
-        self, hold: str, min_age_s: float = HOLD_MIN_S, relations: Sequence[str] = ()
-    ) -> StorageHold | None:
-        if hold not in ("lock", "horizon"):
+    async def storage_hold(self, params: StorageHoldParams) -> StorageHold | None:
+        if params.hold not in ("lock", "horizon"):
             return None
         with _wrapped("storage_hold"):
             async with self.pool.acquire() as conn:
-                if hold == "lock":
-                    names = list(relations) or await holders.rotation_relations(conn, self.schema)
-                    return await holders.lock_holders(conn, names, min_age_s)
+                if params.hold == "lock":
+                    names = list(params.relations) or await holders.rotation_relations(
+                        conn, self.schema
+                    )
+                    return await holders.lock_holders(conn, names, params.min_age_s)
                 live = f'"{self.schema}".skiplock_jobs_live'
-                return await holders.horizon_holders(conn, live, min_age_s)
+                return await holders.horizon_holders(conn, live, params.min_age_s)
 
     async def wal_checkpoint(self, truncate_above: int) -> WalCheckpoint | None:
         return None  # the server keeps its own write-ahead log

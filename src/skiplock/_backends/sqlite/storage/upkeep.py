@@ -4,11 +4,9 @@ checkpoints and holds."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 
 from ...._job import StorageHold
-from ...params import HotVacuum, Rotation, WalCheckpoint
-from ...protocol import HOLD_MIN_S
+from ...params import HotVacuum, Rotation, StorageHoldParams, WalCheckpoint
 from .. import keys
 from ..connection import BUSY_TIMEOUT_MS, Connected
 from ..connection import immediate as _immediate
@@ -24,10 +22,8 @@ class Storing(Connected):
     async def rotate_live(self, min_bytes: int) -> Rotation | None:
         return None  # one table, whose deletes leave no dead version behind
 
-    async def storage_hold(
-        self, hold: str, min_age_s: float = HOLD_MIN_S, relations: Sequence[str] = ()
-    ) -> StorageHold | None:
-        if hold != "wal":
+    async def storage_hold(self, params: StorageHoldParams) -> StorageHold | None:
+        if params.hold != "wal":
             return None  # no lock a rotation needs, no horizon a vacuum waits behind
         return await self._run("storage_hold", lambda c: wal.held(c, self.path))
 
