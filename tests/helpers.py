@@ -101,15 +101,21 @@ async def running(app: skiplock.App, **options: object) -> AsyncIterator[Worker]
         await asyncio.wait_for(run, timeout=30)
 
 
-async def turn_of(backend: Any, segment: int) -> Any:
+async def turn_of(backend: Any, segment: int, within_s: float = 60.0) -> Any:
     """PostgreSQL's rotation turn that retires live generation ``segment`` (a ``Rotation``):
     with no size asked for, every turn makes a new generation, so ``segment`` is retired on
-    the second turn after it stopped taking new jobs (the one before the newest is kept)."""
-    for _ in range(6):
+    the second turn after it stopped taking new jobs (the one before the newest is kept), on
+    a quiet server. A turn can also do less and leave it to the next (a lock past its short
+    timeout: autovacuum on a generation, a busy machine), so turns are taken until one retires
+    it or ``within_s`` passes; the turns seen are in the error."""
+    seen: list[Any] = []
+    deadline = asyncio.get_running_loop().time() + within_s
+    while not seen or asyncio.get_running_loop().time() < deadline:
         done = await backend.rotate_live(0)
         if done is not None and done.segment == segment and (done.detached or done.held):
             return done
-    raise AssertionError(f"generation {segment} was never retired")
+        seen.append(done)
+    raise AssertionError(f"generation {segment} was never retired; turns: {seen[-8:]}")
 
 
 # --- schema versions -------------------------------------------------------------------------

@@ -3,7 +3,9 @@ parameters, dead jobs made through the backend's own verbs, and a row written ar
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -176,3 +178,23 @@ async def seed_every_state(app: skiplock.App) -> dict[str, list[int]]:
         "cancelled": [q1[-1]],
         "chain": link.ids,
     }
+
+
+SQL_WORD = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT"
+    r"|RELEASE|WHERE|FROM)\b"
+)
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring constants in ``tree`` (a module's, a class's, a function's,
+    and the one under an assignment)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            for before, after in zip([None, *body], body, strict=False):
+                is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                if is_doc and (before is None or isinstance(before, (ast.Assign, ast.AnnAssign))):
+                    found.add(id(after.value))
+    return found

@@ -26,7 +26,7 @@ from skiplock._backends.postgres.storage.partitions import DAY_CREATE, DAY_DROP,
 from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._backends.sql_files import Filler, fill_names, with_schema
 
-from .test_sqlite_statements import SQL_WORD, docstrings
+from .helpers import SQL_WORD, docstrings
 
 PACKAGE = Path(statements.__file__).parent
 

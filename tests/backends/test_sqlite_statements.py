@@ -17,6 +17,8 @@ from skiplock._backends.sqlite.completion import job_finish_into
 from skiplock._backends.sqlite.statements import STATEMENTS, Statements
 from skiplock._backends.sqlite.storage import history
 
+from .helpers import SQL_WORD, docstrings
+
 PACKAGE = Path(statements.__file__).parent
 
 KEPT_FOR_PARITY = {
@@ -127,26 +129,6 @@ async def test_every_named_statement_compiles_on_a_migrated_file(sqlite_url: str
     finally:
         conn.close()
     assert failed == {}
-
-
-SQL_WORD = re.compile(
-    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT"
-    r"|RELEASE|WHERE|FROM)\b"
-)
-
-
-def docstrings(tree: ast.AST) -> set[int]:
-    """The ids of the docstring constants in ``tree`` (a module's, a class's, a function's,
-    and the one under an assignment)."""
-    found: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            for before, after in zip([None, *body], body, strict=False):
-                is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                if is_doc and (before is None or isinstance(before, (ast.Assign, ast.AnnAssign))):
-                    found.add(id(after.value))
-    return found
 
 
 def test_no_sql_text_in_the_packages_python() -> None:
