@@ -3,7 +3,6 @@ the workflow release that follows, the own-NOTIFY suppression; reclaims and hear
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -12,50 +11,35 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from ..._job import Completion, ReclaimedJob
-from ...errors import BackendError
+from .. import completion_flow as cf
+from .. import workflow_flows as wf
 from ..job_rows import reclaimed_jobs
 from ..params import JobHeartbeatManyParams, JobReclaimWorkerParams
 from ..protocol import MAX_ERRORS_KEPT
 from ..workflow_params import WorkflowAfterCompletionParams
 from . import rows as ops
-from .connection import WORKFLOW_TRIES, Connection, R, log
+from .connection import WORKFLOW_TRIES, Connection, R
 from .errors import CONNECTION_ERRORS, retry_moved
 from .errors import wrapped as _wrapped
 from .statements import RELEASE_CHUNK
-
-SMALL_OUTCOME_BATCH = 4
-"""Up to how many outcomes a batch is written on the generic plan's session (see ``open``)."""
 
 OWN_NOTIFY_S = 2.0
 """How long the NOTIFY of a release of ours is expected (it comes at the commit)."""
 
 
-@dataclasses.dataclass(slots=True)
-class _Written:
-    """What completion statements wrote: their rows (one a job written), whether they were
-    looked for in given segments, and what is left to workflows: the queues the statement's
-    own release woke, the children it left at zero for a newer snapshot, and the jobs whose
-    children are (still) to release."""
-
-    rows: list[Any]
-    segments_given: bool
-    woken: set[str] = dataclasses.field(default_factory=set)
-    stale: list[int] = dataclasses.field(default_factory=list)
-    release_later: list[int] = dataclasses.field(default_factory=list)
-
-    def add(self, more: _Written) -> None:
-        self.rows += more.rows
-        self.woken |= more.woken
-        self.stale += more.stale
-        self.release_later += more.release_later
+def _jobs(rows: Sequence[Any]) -> list[cf.WrittenJob]:
+    return [cf.WrittenJob(r["id"], r["parented"], r["succeeded"], r["parked"]) for r in rows]
 
 
 class Outcomes(Connection):
-    """Outcomes, and the workflow release a completion runs; reclaims and heartbeats."""
+    """Outcomes, and the workflow release a completion runs; reclaims and heartbeats. What a
+    completion decides is ``completion_flow``'s; this room binds, runs and reads."""
 
     if TYPE_CHECKING:  # other rooms' operations this one uses
 
         async def workflow_release(self, parents: Sequence[int]) -> list[int]: ...
+
+        def _wf_answers(self, conn: Any) -> Any: ...
 
         async def workflow_after_completion(
             self, params: WorkflowAfterCompletionParams
@@ -64,72 +48,87 @@ class Outcomes(Connection):
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
             return []
-        # First in the segments the jobs were claimed from (nearly always one), then what that
-        # missed in the long segment, where a rotation moves a job that ran past its
-        # segment's turn (the rest of the missed lost their lease: found nowhere).
+        flow = cf.write_outcomes(
+            completions, can_release=self._by_id_small_pool is not None, chunk=RELEASE_CHUNK
+        )
         with _wrapped("job_set_state_if_running_many"):
-            written = await self._write_outcomes(completions, None)
-            done = [r["id"] for r in written.rows]
-            if written.segments_given and len(done) < len(completions):
-                found = set(done)
-                missed = [c for c in completions if c.job_id not in found]
-                more = await self._write_outcomes(missed, ops.LONG_SEGMENTS)
-                written.add(more)
-                done += [r["id"] for r in more.rows]
+            written = await cf.drive_async(flow, self._answer_completion)
         await self._follow_completion(written)
-        return done
+        return [j.id for j in written.jobs]
 
-    async def _write_outcomes(
-        self, completions: Sequence[Completion], segments: list[int] | None
-    ) -> _Written:
-        """One completion statement. A few outcomes go to the generic plan's session, in the
-        statement that also releases the children of those that succeeded (one round trip
-        for a chain's link); a batch to the custom plan's sessions, its releases after it."""
-        params = ops.completion_params(completions, self._now(), self.done_channel, segments)
-        small = self._by_id_small_pool
-        if small is None or len(completions) > SMALL_OUTCOME_BATCH:
-            return await self._write_outcomes_alone(params)
-        try:
-            return await self._write_outcomes_releasing(small, params)
-        except asyncpg.PostgresError as exc:
-            if isinstance(exc, CONNECTION_ERRORS):
-                raise
-            # the release refused (a user's trigger, a limit): the outcomes must not wait for
-            # it; written alone, the release is tried after them (and by the sweep)
-            log.warning("a completion's own release failed (%s); writing the outcomes alone", exc)
-            return await self._write_outcomes_alone(params)
+    async def _follow_completion(self, written: cf.Written) -> None:
+        """What the completion statements left to workflows (``completion_flow.follow``)."""
+        await cf.drive_async(cf.follow(written, RELEASE_CHUNK), self._answer_completion)
 
-    async def _write_outcomes_alone(self, params: list[Any]) -> _Written:
-        """The completion statement without a release: the children of the jobs that
-        succeeded are released after it (``release_later``)."""
+    async def _release_stale(self, children: list[int]) -> None:
+        await cf.drive_async(cf.release_stale(children), self._answer_completion)
+
+    async def _release_succeeded(self, parents: list[int]) -> None:
+        await cf.drive_async(cf.release_succeeded(parents, RELEASE_CHUNK), self._answer_completion)
+
+    async def _answer_completion(self, step: Any) -> Any:
+        """A step of ``completion_flow``, answered by a statement of ours."""
+        if isinstance(step, cf.WriteAlone):
+            return await self._write_alone(step)
+        if isinstance(step, cf.WriteReleasing):
+            small = self._by_id_small_pool
+            assert small is not None  # the flow asks only where it is open (can_release)
+            try:
+                return await self._write_releasing(small, step)
+            except asyncpg.PostgresError as exc:
+                if isinstance(exc, CONNECTION_ERRORS):
+                    raise
+                return cf.Refused(str(exc))
+        if isinstance(step, cf.Tell):
+            self._tell_released(step.woken)
+            return None
+        if isinstance(step, cf.ChildrenReady):
+            return await self._children_ready_alone(step.children)
+        if isinstance(step, cf.ReleaseChunk):
+            return await self._release_chunk(step)
+        if isinstance(step, cf.ReleaseBuried):
+            await self.workflow_release(step.parents)
+            return None
+        if isinstance(step, cf.AfterCompletion):
+            params = WorkflowAfterCompletionParams(step.finished, step.parked)
+            await self.workflow_after_completion(params)
+            return None
+        raise TypeError(f"not a completion step: {step!r}")
+
+    def _params(self, completions: Sequence[Completion], long_segments: bool) -> list[Any]:
+        segments = ops.LONG_SEGMENTS if long_segments else None
+        return ops.completion_params(completions, self._now(), self.done_channel, segments)
+
+    async def _write_alone(self, step: cf.WriteAlone) -> cf.Written:
+        """JOB_SET_STATE_IF_RUNNING_MANY: the outcomes alone."""
+        params = self._params(step.completions, step.long_segments)
         rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
-        later = [r["id"] for r in rows if r["parented"] and r["succeeded"]]
-        return _Written(list(rows), params[13] is not None, release_later=later)
+        return cf.Written(_jobs(rows), params[13] is not None)
 
-    async def _write_outcomes_releasing(self, small: asyncpg.Pool, params: list[Any]) -> _Written:
-        """The completion statement that releases the children of the jobs that succeeded in
-        the same statement (a chunk of them: the rest ``release_later``)."""
-        given = params[13] is not None
+    async def _write_releasing(self, small: asyncpg.Pool, step: cf.WriteReleasing) -> cf.Released:
+        """JOB_SET_STATE_AND_RELEASE on the generic plan's session (see ``open``): the
+        outcomes, and a chunk of the release of the children of those that succeeded."""
+        params = self._params(step.completions, step.long_segments)
         statement = self._sql.JOB_SET_STATE_AND_RELEASE
 
         async def attempt() -> list[Any]:
             async with self._releasing(small) as (conn, woken):
-                rows: list[Any] = await conn.fetch(statement, *params, self.channel, RELEASE_CHUNK)
+                rows: list[Any] = await conn.fetch(statement, *params, self.channel, step.chunk)
                 if rows:
                     woken.update(rows[0]["woken"] or ())
                 return rows
 
         rows = await self._deadlock_retried(attempt)
+        given = params[13] is not None
         if not rows:
-            return _Written([], given)
+            return cf.Released([], given, 0, set(), [])
         first = rows[0]  # the release's columns repeat on every row
-        full = first["resolved_n"] >= RELEASE_CHUNK
-        return _Written(
-            list(rows),
+        return cf.Released(
+            _jobs(rows),
             given,
-            woken=set(first["woken"] or ()),
-            stale=list(first["stale"] or ()),
-            release_later=[r["id"] for r in rows if r["succeeded"]] if full else [],
+            int(first["resolved_n"]),
+            set(first["woken"] or ()),
+            list(first["stale"] or ()),
         )
 
     async def _deadlock_retried(self, attempt: Callable[[], Awaitable[R]]) -> R:
@@ -144,30 +143,9 @@ class Outcomes(Connection):
                     raise
         raise AssertionError("unreachable")
 
-    async def _follow_completion(self, written: _Written) -> None:
-        """What the completion statement left to workflows: tell this process's workers of
-        the children it released; release the children it left at zero for a newer
-        snapshot, and the rest (or all) of the children of jobs that succeeded
-        (RELEASE_SUCCEEDED, a chunk a transaction); resume, in a flow, the children of jobs
-        that failed and parked jobs already signalled. A failure here leaves it to the sweep
-        (the outcomes are written)."""
-        self._tell_released(written.woken)
-        failed = [r["id"] for r in written.rows if r["parented"] and not r["succeeded"]]
-        parked = [r["id"] for r in written.rows if r["parked"]]
-        try:
-            if written.stale:
-                await self._release_stale(written.stale)
-            if written.release_later:
-                await self._release_succeeded(written.release_later)
-            if failed or parked:
-                await self.workflow_after_completion(WorkflowAfterCompletionParams(failed, parked))
-        except BackendError as exc:
-            log.warning("workflow release after a completion failed (the sweep will): %s", exc)
-
-    async def _release_stale(self, children: list[int]) -> None:
-        """Children a release left at zero (their wait row was newer than its snapshot, or
-        the list of their parents' results is over the bound): released (or buried) by a
-        statement of their own, which sees every parent's result."""
+    async def _children_ready_alone(self, children: list[int]) -> tuple[set[str], list[int]]:
+        """CHILDREN_READY in a statement of its own: the queues it woke, the children it
+        buried."""
 
         async def attempt() -> tuple[set[str], list[int]]:
             async with self._releasing(self.pool) as (conn, woken):
@@ -175,24 +153,37 @@ class Outcomes(Connection):
                 return woken, buried
 
         with _wrapped("workflow_release"):
-            woken, buried = await self._deadlock_retried(attempt)
-            self._tell_released(woken)
-        await self._release_buried(buried)
+            return await self._deadlock_retried(attempt)
 
     async def _children_ready(self, conn: Any, children: list[int], woken: set[str]) -> list[int]:
-        """CHILDREN_READY on ``conn``: the queues it woke added to ``woken``; the children it
-        buried (their list of results over the bound) returned."""
-        rows = await conn.fetch(
-            self._wf.CHILDREN_READY, children, self.channel, self._now(), self.max_payload_bytes
-        )
-        woken.update(r["queue"] for r in rows if not r["buried"])
-        return [r["id"] for r in rows if r["buried"]]
+        """CHILDREN_READY on ``conn``, as the workflow flows' ``Ready`` step binds and reads
+        it (one binding of the statement): the queues it woke added to ``woken``; the
+        children it buried (their list of results over the bound) returned."""
+        answers = self._wf_answers(conn)
+        _released, buried = await answers.answer(wf.Ready(children))
+        woken.update(answers.woken)
+        return list(buried)
 
-    async def _release_buried(self, buried: list[int]) -> None:
-        """The children of jobs a release buried follow their policies (as a dead parent's
-        do): at once, or by the sweep should this fail."""
-        if buried:
-            await self.workflow_release(buried)
+    async def _release_chunk(self, step: cf.ReleaseChunk) -> tuple[int, set[str], list[int]]:
+        """RELEASE_SUCCEEDED, committed alone; the children it left at zero (stale) by
+        CHILDREN_READY, whose snapshot sees their every parent's result (the sweep's
+        StrandedWaits should this process die between the two)."""
+        statement = self._wf.RELEASE_SUCCEEDED
+
+        async def attempt() -> tuple[int, set[str], list[int]]:
+            async with self._releasing(self.pool) as (conn, woken):
+                row = await conn.fetchrow(
+                    statement, step.parents, self.channel, self._now(), step.chunk
+                )
+                assert row is not None  # one row, always
+                woken.update(row["woken"] or ())
+                buried = []
+                if row["stale"]:
+                    buried = await self._children_ready(conn, row["stale"], woken)
+                return int(row["resolved_n"]), woken, buried
+
+        with _wrapped("workflow_release"):
+            return await self._deadlock_retried(attempt)
 
     @asynccontextmanager
     async def _releasing(self, pool: asyncpg.Pool) -> AsyncIterator[tuple[Any, set[str]]]:
@@ -241,36 +232,6 @@ class Outcomes(Connection):
     def _tell_released(self, woken: set[str]) -> None:
         if woken and self.on_released is not None:
             self.on_released(woken)
-
-    async def _release_succeeded(self, parents: list[int]) -> None:
-        """The children of ``parents`` (succeeded), RELEASE_CHUNK edges a transaction, until
-        a chunk comes back short."""
-        statement = self._wf.RELEASE_SUCCEEDED
-
-        async def attempt() -> tuple[int, set[str], list[int]]:
-            # one statement, committed alone; children it left at zero (stale) by a second,
-            # whose snapshot sees their every parent's result (the sweep's StrandedWaits
-            # should this process die between the two)
-            async with self._releasing(self.pool) as (conn, woken):
-                row = await conn.fetchrow(
-                    statement, parents, self.channel, self._now(), RELEASE_CHUNK
-                )
-                assert row is not None  # one row, always
-                woken.update(row["woken"] or ())
-                buried = []
-                if row["stale"]:
-                    buried = await self._children_ready(conn, row["stale"], woken)
-                return int(row["resolved_n"]), woken, buried
-
-        buried: list[int] = []
-        with _wrapped("workflow_release"):
-            while True:
-                resolved, woken, more = await self._deadlock_retried(attempt)
-                self._tell_released(woken)
-                buried += more
-                if resolved < RELEASE_CHUNK:
-                    break
-        await self._release_buried(buried)
 
     async def job_cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
