@@ -17,6 +17,8 @@ from skiplock._backends.sqlite.completion import job_finish_into
 from skiplock._backends.sqlite.statements import STATEMENTS, Statements
 from skiplock._backends.sqlite.storage import history
 
+from .test_sql_text import sql_words
+
 PACKAGE = Path(statements.__file__).parent
 
 KEPT_FOR_PARITY = {
@@ -129,9 +131,9 @@ async def test_every_named_statement_compiles_on_a_migrated_file(sqlite_url: str
     assert failed == {}
 
 
-SQL_WORD = re.compile(
-    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT"
-    r"|RELEASE|WHERE|FROM)\b"
+SQL_WORD = sql_words(
+    "SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT"
+    "|RELEASE|WHERE|FROM"
 )
 
 
