@@ -180,10 +180,36 @@ async def seed_every_state(app: skiplock.App) -> dict[str, list[int]]:
     }
 
 
-SQL_WORD = re.compile(
-    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT"
-    r"|RELEASE|WHERE|FROM)\b"
+STATEMENT_WORDS = (
+    "SET|RESET|SHOW|LOCK|TRUNCATE|ANALYZE|VACUUM|EXPLAIN|COPY|GRANT|REVOKE|NOTIFY|LISTEN|UNLISTEN"
 )
+"""Words that open a statement but may stand in a sentence too ("could not LOCK the table",
+"a LOCK TABLE, a migration"): SQL text where they open it (at its start, a line's, or after
+``;`` or ``(``) or are followed by SQL's shape (an upper-case word and then a name, a
+``{part}`` or a parenthesis; a ``{part}``; a parenthesis; or ``name =`` / ``name TO``)."""
+
+
+def sql_words(clause_words: str) -> re.Pattern[str]:
+    """What makes a string SQL text: one of ``clause_words`` (``A|B|...``) wherever it stands,
+    upper case as the statements write them (an English "from" in a message is not SQL), or one
+    of ``STATEMENT_WORDS`` opening a statement; the word is the match's one group that took part
+    (``sql_word``). The dialect packages' "no string holds SQL" tests use it with their own
+    clause words (test_postgres_statements.py, test_sqlite_statements.py)."""
+    return re.compile(
+        rf"\b({clause_words})\b"
+        rf"|(?:^|[;(])\s*({STATEMENT_WORDS})\b"
+        rf"|\b({STATEMENT_WORDS})\s+"
+        r"(?:[A-Z][A-Z_]*\s+[\w\"{(]|[{(]|[a-z_][a-z0-9_.]*\s*(?:=|TO\b))",
+        re.MULTILINE,
+    )
+
+
+SQL_WORD = sql_words(
+    "SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT"
+    "|RELEASE|WHERE|FROM"
+)
+"""What makes a string of a dialect package's Python SQL text, for the "no string holds SQL"
+tests (test_postgres_statements.py, test_sqlite_statements.py)."""
 
 
 def docstrings(tree: ast.AST) -> set[int]:

@@ -9,6 +9,7 @@ from importlib import resources
 import pytest
 
 from skiplock._backends.postgres import statements as postgres_sql
+from skiplock._backends.postgres.storage import reads
 from skiplock._backends.sql_files import (
     SqlFileError,
     each,
@@ -19,6 +20,7 @@ from skiplock._backends.sql_files import (
     parse_migration,
     parse_statements,
     quote_identifier,
+    quote_literal,
     repeat,
     with_schema,
 )
@@ -63,6 +65,22 @@ def test_a_migration_keeps_its_recorded_name_and_its_text_as_written() -> None:
 def test_the_schema_is_the_one_identifier_filled_in_and_it_is_quoted() -> None:
     assert quote_identifier('a"b') == '"a""b"'
     assert with_schema("SELECT 1 FROM {s}.t", "app") == 'SELECT 1 FROM "app".t'
+
+
+def test_a_literal_no_parameter_can_hold_is_quoted_and_a_nul_refused() -> None:
+    assert quote_literal("00000003-0000001B-1") == "'00000003-0000001B-1'"
+    assert quote_literal("a'b") == "'a''b'"
+    with pytest.raises(SqlFileError, match="NUL"):
+        quote_literal("a\0b")
+
+
+def test_a_snapshot_is_imported_by_its_statement_and_only_a_snapshots_id() -> None:
+    assert reads._import("00000003-0000001B-1") == reads.IMPORT_SNAPSHOT.replace(
+        "{snapshot}", "'00000003-0000001B-1'"
+    ).replace("{ms}", str(reads.READ_LOCK_TIMEOUT_MS))
+    for bad in ("", "1", "00000003-0000001B-1'; DROP TABLE x; --", "0003 -1B"):
+        with pytest.raises(ValueError, match="snapshot"):
+            reads._import(bad)
 
 
 SQLITE_MIGRATION_SHA256 = {

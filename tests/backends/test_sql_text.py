@@ -4,8 +4,10 @@
   ``%`` with a string holding an SQL keyword, no ``.format`` / ``.replace`` / ``.join`` on or
   with one, no f-string holding one. A variant is a separate named statement in a ``.sql``
   file, or a switch in SQL. The one escape is ``_backends/sql_files.py``, whose documented
-  functions fill in identifiers a statement cannot take as parameters (``with_schema``,
-  ``quote_identifier``); no other module is left out of the scan.
+  functions fill in identifiers and literals a statement cannot take as parameters
+  (``with_schema``, ``quote_identifier``, ``quote_literal``); no other module is left out of
+  the scan. A statement word that may stand in a sentence (``SET``, ``LOCK``, ...) counts where
+  it opens a statement or has SQL's shape after it (``STATEMENT_WORDS``).
 - No ``.py`` file under ``_backends/`` is over 600 lines.
 - ``_backends/postgres/`` and ``_backends/sqlite/`` have the same top-level module names.
 
@@ -16,13 +18,14 @@ offender in a temporary file, so a rule that could never fail would be seen.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 import skiplock
+
+from .helpers import sql_words
 
 BACKENDS = Path(skiplock.__file__).parent / "_backends"
 
@@ -31,12 +34,17 @@ ESCAPE = "sql_files.py"
 
 MOST_LINES = 600
 
-SQL_KEYWORD = re.compile(
-    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|WITH|FROM|WHERE|JOIN|UNION|BEGIN"
-    r"|PRAGMA|VALUES)\b"
+SQL_KEYWORD = sql_words(
+    "SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|WITH|FROM|WHERE|JOIN|UNION|BEGIN|PRAGMA|VALUES"
 )
-"""A word that makes a string SQL text (upper case, as the statements write them: an English
-"from" in a message is not SQL)."""
+"""What makes a string SQL text for the scan of assembly (``sql_word``)."""
+
+
+def sql_word(text: str) -> str | None:
+    """The word that makes ``text`` SQL text, if it is (``SQL_KEYWORD``)."""
+    found = SQL_KEYWORD.search(text)
+    return next(word for word in found.groups() if word) if found else None
+
 
 STRING_METHODS = frozenset({"format", "replace", "join"})
 
@@ -51,8 +59,7 @@ def _sql_literal(node: ast.AST) -> str | None:
     """The keyword that makes ``node`` a string of SQL text, if it is one: a string constant
     or an f-string whose literal parts hold an SQL keyword."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        found = SQL_KEYWORD.search(node.value)
-        return found.group(1) if found else None
+        return sql_word(node.value)
     if isinstance(node, ast.JoinedStr):
         for part in node.values:
             found = _sql_literal(part)
@@ -282,3 +289,45 @@ def test_rooms_one_dialect_lacks_would_be_found(tmp_path: Path) -> None:
     ]
     (sqlite / "watch.py").rename(sqlite / "wake.py")
     assert unmatched_rooms(postgres, sqlite) == []
+
+
+STATEMENT_OFFENDER = """\
+def imported(snapshot, ms, table, name):
+    quoted = snapshot.replace("'", "''")
+    a = f"SET TRANSACTION SNAPSHOT '{quoted}'; SET LOCAL lock_timeout = {ms}"
+    b = "LOCK TABLE " + table
+    c = "VACUUM (ANALYZE) {t}".format(t=table)
+    d = f"NOTIFY {name}"
+    e = "SELECT 1; " + f"SET lock_timeout = {ms}"
+    return a, b, c, d, e
+
+
+def fine(table, exc):
+    message = f"could not LOCK the table {table}: {exc}"
+    hint = f"{exc}: another session holds a lock (a migration, a LOCK TABLE); try again"
+    return message, hint, "Set " + table, "show " + table
+"""
+
+
+def test_a_statement_word_opening_sql_would_be_found(tmp_path: Path) -> None:
+    root = tmp_path / "_backends"
+    (root / "postgres").mkdir(parents=True)
+    (root / "postgres" / "reads.py").write_text(STATEMENT_OFFENDER)
+    assert sql_text_offenders(scanned_modules(root), root) == [
+        "_backends/postgres/reads.py:3: f-string of SQL text (SET)",
+        "_backends/postgres/reads.py:4: '+' on SQL text (LOCK)",
+        "_backends/postgres/reads.py:5: .format() on SQL text (VACUUM)",
+        "_backends/postgres/reads.py:6: f-string of SQL text (NOTIFY)",
+        "_backends/postgres/reads.py:7: '+' on SQL text (SELECT)",
+        "_backends/postgres/reads.py:7: f-string of SQL text (SET)",
+    ]
+    sql = ["SET LOCAL lock_timeout = 2000", "x; RESET ALL", "TRUNCATE TABLE {s}.t", "\nSHOW x"]
+    sql += ["-- a\nLISTEN skiplock_jobs", "GRANT USAGE ON SCHEMA app TO reader", "COPY t (a) FROM"]
+    prose = ["could not LOCK the table", "a LOCK TABLE, a migration", "why we SET it"]
+    prose += ["gave up its LOCK.", "took the SHOW on the road", "no EXPLAIN here"]
+    prose += ["a TRUNCATE of a segment"]
+    dialect = sql_words("SELECT")  # the dialect packages' scan: its clause words, the same rest
+    for pattern in (SQL_KEYWORD, dialect):
+        assert [text for text in sql if not pattern.search(text)] == []
+        assert [text for text in prose if pattern.search(text)] == []
+    assert sql_word("ok; SET LOCAL x = 1") == "SET" and sql_word("fine") is None

@@ -17,7 +17,9 @@ value, the branches of a compound statement over a run-time set of queues or tab
 ``{part}`` of a template in a ``.sql`` file, filled in only by the functions here: ``fill``
 (each part named), ``repeat`` (a piece numbered ``{i}``), ``each`` (a piece once per row),
 ``listing`` (identifiers or filled pieces joined) and ``fill_names`` (typed values: a ``str``
-quoted as an identifier, an ``int`` or a ``date`` as a literal, ``{s}`` the schema).
+quoted as an identifier, an ``int`` or a ``date`` as a literal, ``{s}`` the schema); and what
+a statement takes only as a literal, never a parameter (the snapshot ``SET TRANSACTION
+SNAPSHOT`` imports), is quoted by ``quote_literal`` and filled by ``fill``.
 """
 
 from __future__ import annotations
@@ -129,6 +131,16 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def quote_literal(value: str) -> str:
+    """``value`` as a single-quoted SQL string literal, each ``'`` doubled: the documented
+    escape for a value a statement takes only as a literal, not as a parameter (the snapshot of
+    ``SET TRANSACTION SNAPSHOT``), for ``fill``. A NUL, which no SQL text can hold, is refused;
+    the caller checks the value's shape first (what the statement accepts)."""
+    if "\0" in value:
+        raise SqlFileError(f"a literal cannot hold a NUL: {value!r}")
+    return "'" + value.replace("'", "''") + "'"
+
+
 def with_schema(text: str, schema: str) -> str:
     """``text`` with every ``{s}`` replaced by the quoted ``schema``."""
     return text.replace(SCHEMA, quote_identifier(schema))
@@ -137,9 +149,10 @@ def with_schema(text: str, schema: str) -> str:
 def fill(template: str, **parts: str) -> str:
     """``template`` (a statement of a package's ``queries/*.sql``) with each ``{name}`` in it
     replaced by ``parts[name]``: the documented escape for what a statement cannot take as a
-    parameter, built only by ``quote_identifier``, ``repeat`` or from another template (a
-    table's name, the list of a table's columns, the branches of a compound statement over a
-    run-time set of queues or tables). Every ``{name}`` must be given, and nothing else."""
+    parameter, built only by ``quote_identifier``, ``quote_literal``, ``repeat`` or from another
+    template (a table's name, the list of a table's columns, the branches of a compound
+    statement over a run-time set of queues or tables, a snapshot's id), or a number's text.
+    Every ``{name}`` must be given, and nothing else."""
     wanted = set(PLACE.findall(template))
     if wanted != set(parts):
         raise SqlFileError(f"template parts {sorted(wanted)}, given {sorted(parts)}")

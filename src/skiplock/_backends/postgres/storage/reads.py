@@ -39,12 +39,13 @@ running at once cannot take every session of the main pool and wait for each oth
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, TypeVar
 
 import asyncpg
 
-from ...sql_files import fill_names, with_schema
+from ...sql_files import fill, fill_names, quote_literal, with_schema
 from .. import statements
 from . import QUERIES
 
@@ -154,9 +155,20 @@ EXPORT = QUERIES["EXPORT"]
 the database's now, the transaction's start) and its snapshot, for the rest to import."""
 
 
+IMPORT_SNAPSHOT = QUERIES["IMPORT_SNAPSHOT"]
+"""The rest's first statement: the live part's snapshot, then the read lock timeout."""
+
+SNAPSHOT_ID = re.compile(r"[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+)+")
+"""What ``pg_export_snapshot()`` gives: groups of hex digits joined by dashes
+(``00000003-0000001B-1``)."""
+
+
 def _import(snapshot: str) -> str:
-    quoted = snapshot.replace("'", "''")
-    return f"SET TRANSACTION SNAPSHOT '{quoted}'; SET LOCAL lock_timeout = {READ_LOCK_TIMEOUT_MS}"
+    """``IMPORT_SNAPSHOT`` for ``snapshot``, checked to be a snapshot's id before it is quoted
+    into the statement (``SET TRANSACTION SNAPSHOT`` takes no parameter)."""
+    if not SNAPSHOT_ID.fullmatch(snapshot):
+        raise ValueError(f"not a snapshot's id: {snapshot!r}")
+    return fill(IMPORT_SNAPSHOT, snapshot=quote_literal(snapshot), ms=str(READ_LOCK_TIMEOUT_MS))
 
 
 class Reads:

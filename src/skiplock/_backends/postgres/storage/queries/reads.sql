@@ -1,6 +1,11 @@
 -- name: EXPORT
 SELECT coalesce($1::timestamptz, now()) AS now, pg_export_snapshot() AS snapshot
 
+-- name: IMPORT_SNAPSHOT
+-- The rest's session takes the live part's snapshot (EXPORT), then the read lock timeout. The
+-- snapshot cannot be a parameter: a literal checked and quoted (sql_files.quote_literal).
+SET TRANSACTION SNAPSHOT {snapshot}; SET LOCAL lock_timeout = {ms}
+
 -- name: JOB_COUNT_BY_STATE_LIVE_PART
 -- Jobs per state, optionally for one queue; running jobs not yet started count as claimed.
 SELECT CASE WHEN state = 'running' AND started_at IS NULL THEN 'claimed' ELSE state END AS state,
