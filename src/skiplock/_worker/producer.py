@@ -87,6 +87,11 @@ class Producer(Service):
         self.meter = meter or Meter()
         self.signals = signals
         self.burst = burst
+        self.expiry = asyncio.Lock()
+        """Held while this worker ends waits past their timeout (the wait timer, the rescuer's
+        sweep and a burst's end share one, ``Worker``): the expiry skips rows another holds, so
+        a burst that looked while another service of its own was ending a wait would see it
+        neither waiting nor pending, and end with the job left to run."""
         self.outage = outage or Outage()
         self.wake = asyncio.Event()
         self._token_prefix = token_prefix
@@ -309,7 +314,8 @@ class Producer(Service):
         ends only when none is left: ``app.drain()`` runs a wait's timeout once it is due,
         with no sweep to wait for). True on an outage: the next claim meets it."""
         try:
-            return bool(await self.backend.workflow_expire_waits())
+            async with self.expiry:
+                return bool(await self.backend.workflow_expire_waits())
         except BackendUnavailable:
             return True
 

@@ -128,6 +128,11 @@ class Rescuer(Service):
         self.wake = wake
         self._sweep_failure: str | None = None
         """The last sweep's error while sweeps fail (logged once, not at every sweep)."""
+        self.expiry = asyncio.Lock()
+        """Held while this worker ends waits past their timeout (the wait timer, the rescuer's
+        sweep and a burst's end share one, ``Worker``): the expiry skips rows another holds, so
+        a burst that looked while another service of its own was ending a wait would see it
+        neither waiting nor pending, and end with the job left to run."""
 
     async def serve(self) -> None:
         await self.bury()
@@ -176,7 +181,8 @@ class Rescuer(Service):
         releases, and a fault in one of them must not stop the worker that runs every other
         job (the backend's sweep already takes its items one by one past a failing one)."""
         try:
-            swept = await self.backend.workflow_sweep()
+            async with self.expiry:
+                swept = await self.backend.workflow_sweep()
         except BackendUnavailable as exc:
             self.outage.failed(self.name, exc)
             return

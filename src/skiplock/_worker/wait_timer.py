@@ -50,6 +50,11 @@ class WaitTimer(Service):
         self._changed = asyncio.Event()
         self._failure: str | None = None
         """The last error of a read or an expiry while they fail (logged once, not each time)."""
+        self.expiry = asyncio.Lock()
+        """Held while this worker ends waits past their timeout (the wait timer, the rescuer's
+        sweep and a burst's end share one, ``Worker``): the expiry skips rows another holds, so
+        a burst that looked while another service of its own was ending a wait would see it
+        neither waiting nor pending, and end with the job left to run."""
 
     def due_in(self, delay_s: float) -> None:
         """A job this worker parked times out in ``delay_s``: end its wait then."""
@@ -93,7 +98,8 @@ class WaitTimer(Service):
 
     async def _expire(self) -> None:
         try:
-            expired = await self.backend.workflow_expire_waits()
+            async with self.expiry:
+                expired = await self.backend.workflow_expire_waits()
         except BackendUnavailable as exc:
             self.outage.failed(self.name, exc)
             self.due_in(RETRY_S)

@@ -316,12 +316,13 @@ class Worker:
 
         presence = Presence(backend, config, token, load, outage)
         dead = DeadWorkers(backend, token, self.name, presence.answered_for_s)
-        services.append(
-            Rescuer(backend, config, signals, outage, self.meter, dead, producer.on_wake)
-        )
+        rescuer = Rescuer(backend, config, signals, outage, self.meter, dead, producer.on_wake)
+        services.append(rescuer)
         timer = WaitTimer(backend, config.maintenance_interval_s, outage)
         completer.on_parked = timer.due_in
         services.append(timer)
+        # one lock for every expiry of this worker's: a burst's end sees none half done
+        timer.expiry = rescuer.expiry = producer.expiry
         canceller = Canceller(backend, runner, ledger, outage=outage)
         services += [canceller, Pruner(backend, config, outage)]
         if backend.vacuums_hot and (config.vacuum_interval_s > 0 or config.rotate_interval_s > 0):
