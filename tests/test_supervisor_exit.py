@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from skiplock._worker.supervisor import Child, Supervisor
+from skiplock._worker.supervisor import Backoff, Child, Supervisor
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
@@ -81,3 +81,71 @@ def test_a_child_killed_just_before_the_stop_is_not_counted() -> None:
     supervisor.forward(signal.SIGTERM, None)
     assert supervisor.run(0) == 0
     assert supervisor.children == []
+
+
+class StopWhileStarting(Supervisor):
+    """The stop signal lands while the child of ``index`` is being started (its Popen takes a
+    moment, longer on a loaded machine): the handler runs before that child is listed."""
+
+    stop_at: int = 1
+
+    def start(self, index: int) -> Child:
+        if index == self.stop_at:
+            self.forward(signal.SIGTERM, None)
+        return super().start(index)
+
+
+def stopped_in_time(supervisor: Supervisor, processes: int) -> list[int]:
+    """``supervisor.run(processes)`` on a thread; its exit code, or a failure naming the
+    children left running (they are killed, so a failure leaves nothing behind)."""
+    code: list[int] = []
+    thread = threading.Thread(target=lambda: code.append(supervisor.run(processes)), daemon=True)
+    thread.start()
+    thread.join(30)
+    left = [c.process.pid for c in supervisor.children if c.process.poll() is None]
+    for child in supervisor.children:
+        child.process.kill()
+    assert not thread.is_alive(), f"the stop never reached children {left}"
+    return code
+
+
+def test_a_stop_while_a_child_starts_reaches_that_child() -> None:
+    """A SIGTERM handled while the second child is being started: that child is sent it once
+    listed, and the supervisor exits 0 (it waited for ever on a child that never heard it)."""
+    supervisor = StopWhileStarting(SLEEPER, release=None)
+    assert stopped_in_time(supervisor, 2) == [0]
+    assert supervisor.children == []
+
+
+def test_a_stop_while_a_crashed_child_restarts_reaches_the_new_one() -> None:
+    """The same for a restart: a ready child crashes, its replacement is being started when
+    the stop is handled; the replacement is stopped too."""
+    supervisor = StopWhileStarting(SLEEPER, release=None, backoff=Backoff(first_s=0.0))
+    supervisor.stop_at = -1  # not during the first start
+    thread, code = run_in_thread(supervisor, 1)
+    first = supervisor.children[0]
+    first.ready_at = time.monotonic()
+    supervisor.stop_at = first.index  # its restart takes the same index
+    os.kill(first.process.pid, signal.SIGKILL)
+    thread.join(30)
+    left = [c.process.pid for c in supervisor.children if c.process.poll() is None]
+    for child in supervisor.children:
+        child.process.kill()
+    assert not thread.is_alive(), f"the stop never reached children {left}"
+    assert supervisor.restarts == 1  # the replacement was started, then stopped
+    assert code == [0]
+
+
+def test_a_second_stop_is_forwarded_once_more_to_each_child() -> None:
+    """Two SIGTERMs to the supervisor are two to each child (the second skips the drain), and
+    a child listed after both is sent both, never one twice."""
+    supervisor = Supervisor(SLEEPER, release=None)
+    supervisor.children = [Child.start(SLEEPER, 0)]
+    supervisor.forward(signal.SIGTERM, None)
+    supervisor.forward(signal.SIGTERM, None)
+    late = Child.start(SLEEPER, 1)
+    supervisor.children.append(late)
+    supervisor.send_owed()
+    supervisor.send_owed()
+    assert [c.signalled for c in supervisor.children] == [2, 2]
+    assert supervisor.run(0) == 0

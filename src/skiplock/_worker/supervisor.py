@@ -29,6 +29,12 @@ started again, without counting.
 
 The children watch their supervisor (``lifeline``): killed in any way, it leaves no orphans
 claiming jobs; they stop as on SIGTERM.
+
+Every stop signal the supervisor receives is owed to every child, the ones it is starting
+included: a SIGTERM that lands while a child is being started (its ``Popen`` takes a moment,
+longer on a loaded machine) reaches that child as soon as it is in the list. Before, the
+signal went to the children listed at that moment, the one being started never heard it,
+and the supervisor waited for it for ever (CI's test_crash, stopped right after a restart).
 """
 
 from __future__ import annotations
@@ -184,6 +190,8 @@ class Child:
     it exits."""
     exited_before_stop: bool = False
     """Found exited (not yet seen by ``check``) when the stop came: a crash, not counted."""
+    signalled: int = 0
+    """How many of the supervisor's stop signals it was sent (``Supervisor.asked``)."""
     _partial: bytes = b""
 
     @property
@@ -284,14 +292,42 @@ class Supervisor:
     """Children restarted after a crash, in all (``backoff.deaths``: in a row)."""
     lifeline: Lifeline | None = None
     """The pipe the children watch (made by ``run``, cut as it returns)."""
+    asked: list[int] = field(default_factory=list)
+    """Every stop signal received, in order: each child is owed all of them (a second
+    SIGTERM skips the drain, as it does for one worker)."""
+    _sending: bool = field(default=False, init=False, repr=False)
+    _again: bool = field(default=False, init=False, repr=False)
 
     def forward(self, sig: int, _frame: FrameType | None) -> None:
+        """The signal handler: owe ``sig`` to every child and send it to those listed now.
+        A child being started is sent it once it is listed (``send_owed`` after each start)."""
         self.stopping = True
-        for child in self.children:
-            if child.process.poll() is None:
-                child.process.send_signal(sig)
-            else:  # died before the stop (a SIGKILL just before): judged as a crash
-                child.exited_before_stop = True
+        self.asked.append(sig)
+        self.send_owed()
+
+    def send_owed(self) -> None:
+        """Send every child the stop signals it has not been sent. Re-entrant safely: the
+        handler can interrupt the loop's own call between any two bytecodes; it then leaves
+        the sending to that call (which looks again), so no child is sent a signal twice."""
+        if self._sending:
+            self._again = True
+            return
+        self._sending = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                for child in list(self.children):
+                    while child.signalled < len(self.asked):
+                        sig = self.asked[child.signalled]
+                        child.signalled += 1
+                        if child.process.poll() is None:
+                            child.process.send_signal(sig)
+                        elif child.signalled == 1:
+                            # died before the stop (a SIGKILL just before): judged as a crash
+                            child.exited_before_stop = True
+        finally:
+            self._sending = False
 
     def stop_all(self, sig: int = signal.SIGTERM) -> None:
         self.restarts_due.clear()
@@ -300,9 +336,12 @@ class Supervisor:
     def run(self, processes: int) -> int:
         self.lifeline = Lifeline()
         try:
-            self.children.extend(self.start(i) for i in range(processes))
+            for index in range(processes):
+                self.children.append(self.start(index))
+                self.send_owed()  # a stop that came while it was starting
             log.info("supervisor started %d workers: %s", processes, self.pids())
             while self.children or (self.restarts_due and not self.stopping):
+                self.send_owed()
                 for child in list(self.children):
                     self.check(child)
                 self.restart_due()
@@ -411,6 +450,7 @@ class Supervisor:
                 index = self.free_indexes.pop(0) if self.free_indexes else 0
                 child = self.start(index)
                 self.children.append(child)
+                self.send_owed()  # a stop that came while it was starting
                 log.info("restarted a worker as %d", child.process.pid)
 
 
