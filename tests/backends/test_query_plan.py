@@ -15,7 +15,6 @@ import skiplock
 from skiplock._backends import flows
 from skiplock._backends.claim_rules import AGING_LEVELS, keys_to_visit
 from skiplock._backends.params import ClaimParams, JobInsertManyParams
-from skiplock._backends.postgres import keys as postgres_key_turns_sql
 from skiplock._backends.postgres.rows import insert_params
 from skiplock._backends.postgres.storage.generations import GEN_FIRST
 from skiplock._backends.sqlite import statements as sqlite_keys
@@ -24,7 +23,7 @@ from skiplock._backends.sqlite.storage import history as sqlite_history
 from skiplock._job import NewJob
 
 from ..helpers import PG_URL, SQLITE_UNDO_KEYS, migrations_from, pg_schema_at
-from .helpers import migrated_pg
+from .helpers import keyed_claim_walk, migrated_pg
 
 
 async def history_scans(pg: Migrated, plan: str) -> list[str]:
@@ -629,7 +628,7 @@ async def test_the_keyed_claim_reads_no_table_whole_at_a_million_jobs_of_10000_k
     )
     await pg.conn.execute(f"ANALYZE {pg.table}")
     # the statement inside skiplock_keyed_claim (an EXPLAIN of the call shows the call alone)
-    body = postgres_key_turns_sql.KEYED_CLAIM_WALK
+    body = keyed_claim_walk()
     body = body.replace("{s}", f'"{pg.schema}"')
     for queues in (None, ["default", "other"]):
         async with pg.conn.transaction():  # under the settings of the function it runs in
