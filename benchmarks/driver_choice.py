@@ -17,15 +17,12 @@ import psycopg
 import skiplock
 from skiplock._backends.postgres.rows import completion_params
 from skiplock._backends.postgres.rows import to_psycopg as _to_psycopg
-from skiplock._backends.postgres.statements import JOB_GET_AVAILABLE, JOB_SET_STATE_IF_RUNNING_MANY
+from skiplock._backends.postgres.statements import Statements
 from skiplock._job import Completion, Disposition
 
 URL = sys.argv[1] if len(sys.argv) > 1 else "postgresql://postgres@127.0.0.1:5432/test"
 N, BATCH, SCHEMA = 20_000, 100, "skiplock_driver_bench"
-
-
-def sql(statement: str) -> str:
-    return statement.replace("{s}", f'"{SCHEMA}"')
+SQL = Statements.for_schema(SCHEMA)
 
 
 async def fill() -> None:
@@ -53,11 +50,11 @@ async def with_asyncpg() -> float:
     start, done, k = time.perf_counter(), 0, 0
     while True:
         k += 1
-        rows = await conn.fetch(sql(JOB_GET_AVAILABLE), *claim_args(f"a{k}"))
+        rows = await conn.fetch(SQL.JOB_GET_AVAILABLE, *claim_args(f"a{k}"))
         if not rows:
             break
         await conn.fetch(
-            sql(JOB_SET_STATE_IF_RUNNING_MANY), *complete_args([r["id"] for r in rows], f"a{k}")
+            SQL.JOB_SET_STATE_IF_RUNNING_MANY, *complete_args([r["id"] for r in rows], f"a{k}")
         )
         done += len(rows)
     await conn.close()
@@ -67,8 +64,8 @@ async def with_asyncpg() -> float:
 async def with_psycopg() -> float:
     conn = await psycopg.AsyncConnection.connect(URL, autocommit=True, prepare_threshold=0)
     claim, complete = (
-        _to_psycopg(sql(JOB_GET_AVAILABLE)),
-        _to_psycopg(sql(JOB_SET_STATE_IF_RUNNING_MANY)),
+        _to_psycopg(SQL.JOB_GET_AVAILABLE),
+        _to_psycopg(SQL.JOB_SET_STATE_IF_RUNNING_MANY),
     )
     start, done, k = time.perf_counter(), 0, 0
     while True:

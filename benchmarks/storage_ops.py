@@ -49,7 +49,7 @@ async def migrations(url: str, first: int, last: int) -> None:
     conn = await asyncpg.connect(url)
     try:
         async with conn.transaction():
-            await conn.execute(_schema_sql(postgres_sql.MIGRATIONS_TABLE))
+            await conn.execute(postgres_sql.Statements.for_schema("public").MIGRATIONS_TABLE)
             for number, name, body in postgres_sql.MIGRATIONS[first - 1 : last]:
                 await conn.execute(_schema_sql(body))
                 await conn.execute(

@@ -174,7 +174,7 @@ async def pg_schema_at(url: str, version: int) -> None:
     try:
         async with conn.transaction():
             await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            await conn.execute(postgres_sql.MIGRATIONS_TABLE.replace("{s}", f'"{schema}"'))
+            await conn.execute(postgres_sql.Statements.for_schema(schema).MIGRATIONS_TABLE)
             for number, name, body in postgres_sql.MIGRATIONS[:version]:
                 await conn.execute(body.replace("{s}", f'"{schema}"'))
                 await conn.execute(

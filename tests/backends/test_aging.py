@@ -16,7 +16,7 @@ import pytest
 import skiplock
 from skiplock._backends import Backend
 from skiplock._backends.params import JobInsertManyParams, QueueSetLimitsParams
-from skiplock._backends.sqlite.statements import JOB_GET_AVAILABLE_AGED
+from skiplock._backends.sqlite.statements import STATEMENTS as sql
 
 from ..helpers import FakeClock
 from .helpers import claim, new_job
@@ -205,7 +205,7 @@ def test_the_sqlite_aged_claim_searches_the_queue_index(tmp_path: Path) -> None:
     conn = sqlite3.connect(url.removeprefix("sqlite:///"))
     args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}
     args |= {"limit": 10, "q0": "aged", "aging": 10.0, "levels": 16}
-    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + JOB_GET_AVAILABLE_AGED, args)]
+    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql.JOB_GET_AVAILABLE_AGED, args)]
     conn.close()
     text = "\n".join(plan)
     assert not any(p.startswith("SCAN skiplock_jobs_live") for p in plan), text

@@ -15,16 +15,15 @@ import skiplock
 from skiplock._backends import flows
 from skiplock._backends.claim_rules import AGING_LEVELS, keys_to_visit
 from skiplock._backends.params import ClaimParams, JobInsertManyParams
-from skiplock._backends.postgres import keys as postgres_key_turns_sql
 from skiplock._backends.postgres.rows import insert_params
 from skiplock._backends.postgres.storage.generations import GEN_FIRST
-from skiplock._backends.sqlite import statements as sqlite_keys
-from skiplock._backends.sqlite import statements as sqlite_sql
+from skiplock._backends.sqlite.statements import STATEMENTS as sqlite_sql
+from skiplock._backends.sqlite.statements import job_get_available_in_queues
 from skiplock._backends.sqlite.storage import history as sqlite_history
 from skiplock._job import NewJob
 
 from ..helpers import PG_URL, SQLITE_UNDO_KEYS, migrations_from, pg_schema_at
-from .helpers import migrated_pg
+from .helpers import keyed_claim_walk, migrated_pg
 
 
 async def history_scans(pg: Migrated, plan: str) -> list[str]:
@@ -350,7 +349,7 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
         conn.close()
         assert await app.migrate() == migrations_from(sqlite_url, 4)
         conn = sqlite3.connect(path)  # a session that knows the new schema
-        claim = sqlite_sql.job_get_available_in_queues(2)
+        claim = job_get_available_in_queues(2)
         args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}
         args |= {"limit": 10, "limited": False, "q0": "a", "q1": "b"}
         plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + claim, args)]
@@ -629,7 +628,7 @@ async def test_the_keyed_claim_reads_no_table_whole_at_a_million_jobs_of_10000_k
     )
     await pg.conn.execute(f"ANALYZE {pg.table}")
     # the statement inside skiplock_keyed_claim (an EXPLAIN of the call shows the call alone)
-    body = postgres_key_turns_sql.KEYED_CLAIM_WALK
+    body = keyed_claim_walk()
     body = body.replace("{s}", f'"{pg.schema}"')
     for queues in (None, ["default", "other"]):
         async with pg.conn.transaction():  # under the settings of the function it runs in
@@ -689,9 +688,9 @@ async def test_sqlite_keyed_claim_searches_its_indexes(sqlite_url: str) -> None:
         conn.execute("ANALYZE")
         pairs = '[["default", "k1", 1], ["default", "k2", 2]]'
         reads = [
-            (sqlite_keys.NEXT_PAIR, {"queue": "", "key": ""}),
-            (sqlite_keys.NEXT_KEY_IN_QUEUE, {"queue": "default", "key": "k1"}),
-            (sqlite_keys.PICK, {"pairs": pairs, "now": 1e10, "limit": 5, "limited": False}),
+            (sqlite_sql.NEXT_PAIR, {"queue": "", "key": ""}),
+            (sqlite_sql.NEXT_KEY_IN_QUEUE, {"queue": "default", "key": "k1"}),
+            (sqlite_sql.PICK, {"pairs": pairs, "now": 1e10, "limit": 5, "limited": False}),
         ]
         for statement, args in reads:
             plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + statement, args)]

@@ -25,7 +25,8 @@ weight that does not takes its turns a rounding's worth faster: under one job in
 
 AGING_LEVELS = 16
 """Distinct priorities an aged claim reads from each end of its queue (so at most 32 index
-probes, each for at most the claim's batch of rows): postgres_aging_sql.py."""
+probes, each for at most the claim's batch of rows): JOB_GET_AVAILABLE_AGED's ``$9`` and
+``:levels`` (each dialect's ``queries/claim.sql``)."""
 
 
 def rate_window(rate_per_s: float) -> tuple[int, float]:

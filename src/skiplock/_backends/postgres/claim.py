@@ -10,7 +10,7 @@ from .. import flows
 from ..params import ClaimParams
 from ..protocol import NEXT_RUN_PRIORITIES
 from . import rows as ops
-from .connection import SORT_OFF_IN_TRANSACTION, Connection
+from .connection import Connection
 from .errors import retry_moved
 from .errors import wrapped as _wrapped
 from .statements import RELEASE_CHUNK
@@ -43,7 +43,7 @@ class Claim(Connection):
         # LOCAL and COMMIT cost three round trips more (benchmarks/HISTORY.md, "Behind PgBouncer").
         async def claim() -> list[Any]:
             async with self.pool.acquire() as conn, conn.transaction():
-                await conn.execute(SORT_OFF_IN_TRANSACTION)
+                await conn.execute(self._sql.SORT_OFF_IN_TRANSACTION)
                 rows: list[Any] = await conn.fetch(statement, *args)
                 return rows
 
@@ -73,7 +73,7 @@ class Claim(Connection):
         async def claim() -> list[Any]:
             async with (pool or self.pool).acquire() as conn, conn.transaction():
                 if pool is None:
-                    await conn.execute(SORT_OFF_IN_TRANSACTION)
+                    await conn.execute(self._sql.SORT_OFF_IN_TRANSACTION)
                 flow = flows.limited_claim(params)
                 return await flows.drive_async(flow, self._answers(conn))
 

@@ -30,13 +30,6 @@ node anyway (the queue-restricted claim sorts its few queues' heads) costs over 
 past ``jit_above_cost``, and PostgreSQL then compiled it: 620 ms for a claim of 4 jobs,
 measured (a worker whose sessions were killed every 0.4 s never claimed again)."""
 
-SORT_OFF_IN_TRANSACTION = sql.SORT_OFF_IN_TRANSACTION
-"""The claim sessions' ``enable_sort = off`` and ``jit = off`` (see ``open``) for one transaction,
-behind a pooler (``queries/session.sql``)."""
-
-SEQSCAN_OFF_IN_TRANSACTION = sql.SEQSCAN_OFF_IN_TRANSACTION
-"""The outcome sessions' ``enable_seqscan = off`` (see ``open``), likewise."""
-
 R = TypeVar("R")
 
 log = logging.getLogger("skiplock")
@@ -153,7 +146,8 @@ class Connection:
 
         async def in_transaction() -> list[Any]:
             async with self.pool.acquire() as conn, conn.transaction():
-                await conn.execute(SEQSCAN_OFF_IN_TRANSACTION)
+                # the outcome sessions' enable_seqscan = off (see open), for this transaction alone
+                await conn.execute(self._sql.SEQSCAN_OFF_IN_TRANSACTION)
                 rows: list[Any] = await conn.fetch(statement, *args)
                 return rows
 

@@ -1,7 +1,5 @@
-"""PostgreSQL's concurrency keys: the busiest and the blocked keys a person reads, and the
-keyed claim's walk.
-
-PostgreSQL's concurrency keys: the keyed segment of the live partition and its claim.
+"""PostgreSQL's concurrency keys: the busiest and the blocked keys a person reads (``Keys``), and
+how the keyed segment of the live partition and its claim work.
 
 A job enqueued with ``concurrency_key`` may run only while fewer than its ``key_limit`` jobs
 with that key run anywhere (docs/design.md, "Concurrency keys"). Three parts make that hold:
@@ -34,14 +32,14 @@ its rank among the jobs one claim read, so ``key_weight`` and ``fair=False`` act
 inside one claim's batch, and once slots freed one at a time (``--concurrency 1``, any steady
 state) every key took one job a turn. Now each key has a **pass** in ``skiplock_key_turns``,
 advanced at every claim by ``TURN_UNITS / key_weight`` a job, so every claim of every worker
-sees how far each key got. The rule (``common.py`` holds the constants, SQLite's
-``sqlite_keys.PICK`` the same rule):
+sees how far each key got. The rule (``claim_rules.py`` holds the constants, SQLite's
+``PICK`` in ``sqlite/queries/key_walk.sql`` the same rule):
 
 - A visited key's pass is lifted to at least one turn below the highest pass among the keys
   the claim visits (a key new to the table, or back after it had no live job, or one whose
   pass fell behind while it was passed over, starts its turn at once, and takes no more
   than one turn ahead of the others). A key's row goes with its last live job (migration 25,
-  ``MIGRATION_TURNS_END``), so a key back from idle is a new key: it keeps no pass from
+  ``migrations/0025.sql``), so a key back from idle is a new key: it keeps no pass from
   before, neither the turns it was behind nor those it was ahead.
 - Its ready job of rank r (1 first, claim order within the key) is in turn
   ``(pass + (r - 1) * TURN_UNITS / weight) / TURN_UNITS``; a ``fair=False`` key's jobs are all
@@ -64,11 +62,11 @@ next entries in one scan, which for keys of a job or two is the whole walk and e
 candidates (no probe a key), else it steps over the keys' backlogs with a recursive loose
 scan, a probe a key whose entry carries the key's limit, weight and order.
 
-The walk is the statement inside ``skiplock_keyed_claim`` as the migrations made it:
-``KEYED_CLAIM_WALK``, read out of ``migrations/0022.sql`` (the function's body, whole text), so
-the plan tests that EXPLAIN it (tests/backends/test_query_plan.py) read what the database runs;
-nothing here runs it (``JOB_GET_AVAILABLE_KEYED`` calls the function). The statements the
-backend runs are in ``queries/keys.sql`` and ``queries/claim.sql``.
+The walk is the statement inside ``skiplock_keyed_claim`` as the migrations made it
+(``migrations/0022.sql``); nothing here runs it (``JOB_GET_AVAILABLE_KEYED`` calls the
+function), and the plan tests that EXPLAIN it read it out of that file
+(tests/backends/helpers.py, ``keyed_claim_walk``). The statements the backend runs are in
+``queries/keys.sql`` and ``queries/claim.sql``.
 """
 
 from __future__ import annotations
@@ -78,17 +76,6 @@ from ..job_rows import blocked_key, key_load
 from ..params import JobBusiestKeysParams
 from .connection import Connection
 from .errors import wrapped as _wrapped
-from .statements import MIGRATIONS
-
-_KEYED_CLAIM_MIGRATION = MIGRATIONS[21]
-"""``migrations/0022.sql``: the keyed claim's function as the database has it (no later
-migration replaces it)."""
-
-KEYED_CLAIM_WALK = (
-    _KEYED_CLAIM_MIGRATION.body.partition("    RETURN QUERY\n")[2].partition(";\nEND\n$$;")[0]
-).strip()
-"""The statement inside ``skiplock_keyed_claim`` (``{s}`` still in it), for the plan tests that
-EXPLAIN it: its parameters are the function's, $1 to $11 (``JOB_GET_AVAILABLE_KEYED``)."""
 
 
 class Keys(Connection):

@@ -33,15 +33,6 @@ QUERIES: dict[str, str] = load_statements(_PACKAGE)
 """Every named statement of ``queries/*.sql``, ``{s}`` still in it."""
 
 
-def __getattr__(name: str) -> str:
-    """A statement's text by name, ``{s}`` still in it: ``statements.<NAME>``, as tests and
-    benchmarks read one (the package's own code reads them off ``Statements``)."""
-    try:
-        return QUERIES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-
-
 _LIVE = "('pending', 'running')"
 """The live states (JobState.live()), as every statement after the migrations spells them (a
 migration's text is history and keeps its own)."""

@@ -256,15 +256,6 @@ class Statements:
 STATEMENTS = Statements(**load_statements(__package__ or "skiplock._backends.sqlite"))
 
 
-def __getattr__(name: str) -> str:
-    """A statement by its name, as its field of ``STATEMENTS`` (so that
-    ``from .statements import JOB_GET`` reads it too)."""
-    try:
-        return str(getattr(STATEMENTS, name))
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-
-
 @functools.lru_cache(maxsize=16)
 def job_get_available_in_queues(count: int) -> str:
     """JOB_GET_AVAILABLE for ``count`` named queues (:q0, :q1, ...): each queue's first :limit

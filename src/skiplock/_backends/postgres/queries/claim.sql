@@ -5,7 +5,7 @@ WITH now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
 c AS MATERIALIZED (
     SELECT id FROM {s}.skiplock_jobs
     WHERE state = 'pending' AND run_at <= (SELECT t FROM now_)
-      -- keyed jobs never: their own claim (postgres_keys_sql.py) keeps their keys' limits
+      -- keyed jobs never: their own claim (postgres/keys.py) keeps their keys' limits
       AND segment <> 4
       AND ($1::text[] IS NULL OR queue = ANY($1::text[]))
       -- paused queues never; limited and aging queues only through their own locked claim
@@ -91,7 +91,7 @@ ORDER BY place
 -- Claim up to $2 ready jobs of queue $1 by effective priority, priority + floor(wait / $8),
 -- wait = now - run_at, then run_at, id; for worker $3 under token $4, leased as the other
 -- claims ($5, $6; $7 now). Candidates: the first $2 ready jobs of each of the queue's $9
--- highest and $9 lowest pending priorities (postgres_aging_sql.py).
+-- highest and $9 lowest pending priorities (claim_rules.AGING_LEVELS).
 WITH RECURSIVE now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
 hi(priority, n) AS (
     SELECT max(priority), 1 FROM {s}.skiplock_jobs
@@ -167,7 +167,7 @@ WITH now_ AS (SELECT coalesce($2::timestamptz, now()) AS t)
 SELECT EXISTS (
     SELECT id FROM {s}.skiplock_jobs
     WHERE state = 'pending' AND run_at <= (SELECT t FROM now_)
-      -- keyed jobs never: their own claim (postgres_keys_sql.py) keeps their keys' limits
+      -- keyed jobs never: their own claim (postgres/keys.py) keeps their keys' limits
       AND segment <> 4
       AND ($1::text[] IS NULL OR queue = ANY($1::text[]))
       -- paused queues never; limited and aging queues only through their own locked claim

@@ -10,7 +10,7 @@
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
     -- A column every row of the batch leaves at its default comes as one NULL (unnest pads
-    -- it out): postgres_ops.completion_params.
+    -- it out): postgres/rows.py, completion_params.
     SELECT id, token, state, coalesce(attempt_delta, 0) AS attempt_delta, run_after,
            coalesce(finished, true) AS finished, error, result, progress, run_s
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[],
@@ -82,7 +82,7 @@ SELECT id, parented, parked, succeeded FROM done WHERE (SELECT count(*) FROM tol
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
     -- A column every row of the batch leaves at its default comes as one NULL (unnest pads
-    -- it out): postgres_ops.completion_params.
+    -- it out): postgres/rows.py, completion_params.
     SELECT id, token, state, coalesce(attempt_delta, 0) AS attempt_delta, run_after,
            coalesce(finished, true) AS finished, error, result, progress, run_s
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[],

@@ -1,7 +1,7 @@
 -- name: JOB_STATS_NOW
 -- The instant every statistic of one reading is taken at: the pinned $1, else the database's
 -- now() (fixed for the transaction the reading runs in). SQLite's twin; PostgreSQL's reading
--- takes it with its snapshot (postgres_reads.EXPORT).
+-- takes it with its snapshot (postgres/storage/reads.py, EXPORT).
 SELECT coalesce($1::timestamptz, now()) AS now
 
 -- name: JOB_STATS_LIVE

@@ -27,7 +27,7 @@ RETURNING id, task, queue, args, kwargs, priority, attempt, max_attempts, timeou
           NULL AS segment, run_at
 
 -- name: JOB_CLAIM_IDS
--- Claim the pending jobs of ids :ids (a JSON array; the keyed claim's pick, sqlite_keys.py,
+-- Claim the pending jobs of ids :ids (a JSON array; the keyed claim's pick, sqlite/keys.py,
 -- in the same write transaction).
 UPDATE skiplock_jobs_live
 SET state = 'running', attempt = attempt + 1, attempted_at = :now, started_at = NULL,
@@ -112,8 +112,8 @@ FROM p WHERE p.priority IS NOT NULL
 
 -- name: JOB_GET_AVAILABLE_AGED
 -- Claim up to :limit ready jobs of queue :q0 by effective priority, priority +
--- floor(wait / :aging), wait = :now - run_at, then run_at, id (sqlite_aging_sql.py); the
--- write transaction serialises claimers.
+-- floor(wait / :aging), wait = :now - run_at, then run_at, id (:levels:
+-- claim_rules.AGING_LEVELS); the write transaction serialises claimers.
 WITH RECURSIVE hi(priority, n) AS (
     SELECT max(priority), 1 FROM skiplock_jobs_live
     WHERE queue = :q0 AND (concurrency_key IS NOT NULL) = 0 AND state = 'pending'

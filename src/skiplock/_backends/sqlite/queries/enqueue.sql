@@ -17,7 +17,8 @@ VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeo
 -- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 20th parameter is
 -- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence). Its id is
 -- above the counter and the id ledger's mark, read under the lock the insert takes
--- (sqlite_ids.py: an id handed out in a transaction that rolled back is not handed out again).
+-- (sqlite/storage/ids.py: an id handed out in a transaction that rolled back is not handed
+-- out again).
 INSERT INTO skiplock_jobs_live
     (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,

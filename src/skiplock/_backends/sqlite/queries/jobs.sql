@@ -57,7 +57,7 @@ WHERE id = :id AND state IN ('succeeded', 'cancelled', 'dead')
 -- name: JOB_CANCEL
 -- A person cancels a job: pending or waiting -> cancelled at once; running -> flagged for its
 -- worker (a waiting job's children follow their on_parent_failure at the next release); a
--- running job already flagged is left as it is (postgres_sql.JOB_CANCEL).
+-- running job already flagged is left as it is (JOB_CANCEL in postgres/queries/inspect.sql).
 UPDATE skiplock_jobs_live
 SET state = CASE WHEN state IN ('pending', 'waiting') THEN 'cancelled' ELSE state END,
     finished_at = CASE WHEN state IN ('pending', 'waiting') THEN :now ELSE finished_at END,

@@ -20,7 +20,7 @@ WHERE state = 'pending' AND concurrency_key IS NOT NULL AND queue = :queue
 -- age, :limit of them. An ordered key's candidate is its head alone (its live job of the
 -- lowest id) if it is pending, due, and behind no dead job that blocks the key and no job
 -- parked on a signal. :limited: a limited queue's own claim (otherwise limited queues are
--- left to it). The rule is PostgreSQL's (postgres_key_turns_sql.py).
+-- left to it). The rule is PostgreSQL's (postgres/keys.py).
 WITH keys AS (
     SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS k,
            json_extract(value, '$[2]') AS pos

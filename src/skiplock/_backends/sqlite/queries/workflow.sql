@@ -42,7 +42,7 @@ WHERE parent_id = :parent AND parent_state IS NULL
 RETURNING child_id, on_failure
 
 -- name: RESULT_KEEP
--- A parent's result, once for all its edges (postgres_workflow_sql.py: skiplock_parent_results).
+-- A parent's result, once for all its edges (postgres/workflow.py: skiplock_parent_results).
 INSERT INTO skiplock_parent_results (parent_id, result) VALUES (:parent, :result)
 ON CONFLICT (parent_id) DO UPDATE SET result = excluded.result
 WHERE result IS NOT excluded.result
@@ -154,7 +154,7 @@ SET parents_left = excluded.parents_left, pass_results = excluded.pass_results,
     batch_id = excluded.batch_id, signal = NULL
 
 -- name: JOB_REWAIT
--- (postgres_workflow_sql.JOB_REWAIT)
+-- (JOB_REWAIT in postgres/queries/workflow.sql)
 UPDATE skiplock_jobs_live
 SET state = 'waiting', attempt = 0, run_at = :now, finished_at = NULL, result = NULL,
     progress = NULL, lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
@@ -179,7 +179,7 @@ SELECT state, CASE WHEN json_valid(errors) THEN json_extract(errors, '$[#-1].mes
 FROM skiplock_jobs WHERE id = ?
 
 -- name: OPEN_PARENTS
--- (postgres_workflow_sql.OPEN_PARENTS says why each condition)
+-- (OPEN_PARENTS in postgres/queries/workflow.sql says why each condition)
 SELECT DISTINCT d.parent_id FROM skiplock_deps d
 WHERE d.parent_state IS NULL
   AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live j
@@ -232,7 +232,7 @@ WHERE w.job_id IN (SELECT value FROM json_each(:ids)) AND w.signal IS NOT NULL
 
 -- name: PARKED_SIGNALLED_ANY
 -- The sweep's look for parked jobs whose signal is stored all the same (PARKED_SIGNALLED
--- of postgres_workflow_sql.py says when).
+-- in postgres/queries/workflow.sql says when).
 SELECT w.job_id FROM skiplock_waits w JOIN skiplock_jobs_live j ON j.id = w.job_id
 WHERE w.signal IS NOT NULL AND j.state = 'waiting'
   AND EXISTS (SELECT 1 FROM skiplock_signals s
@@ -244,7 +244,7 @@ ORDER BY w.job_id LIMIT :most
 SELECT state FROM skiplock_jobs WHERE id = ?
 
 -- name: SIGNAL_APPEND
--- (postgres_workflow_sql.SIGNAL_APPEND: none written past :most signals no wait took)
+-- (SIGNAL_APPEND in postgres/queries/workflow.sql: none written past :most signals no wait took)
 INSERT INTO skiplock_signals (job_id, name, seq, kind, payload, at, sender, taken)
 SELECT :id, :name, coalesce(max(seq), 0) + 1, 'signal', :payload, :now, :who, 0
 FROM skiplock_signals WHERE job_id = :id AND name = :name
@@ -256,7 +256,8 @@ RETURNING seq
 SELECT signal, coalesce(signal_seq, 1) FROM skiplock_waits WHERE job_id = ?
 
 -- name: JOB_AUDIT_ADD
--- A person's action on a live job, in its own trail (postgres_workflow_sql.JOB_AUDIT_ADD).
+-- A person's action on a live job, in its own trail (JOB_AUDIT_ADD in
+-- postgres/queries/workflow.sql).
 UPDATE skiplock_jobs_live
 SET audit = CASE WHEN json_array_length(audit) - (CASE WHEN json_type(audit, '$[0].omitted') IS NOT NULL THEN 1 ELSE 0 END) < 20
         THEN json_insert(audit, '$[#]', json_object('at', :now, 'who', :who, 'what', :what))
@@ -294,7 +295,7 @@ SELECT d.parent_id, d.parent_state, coalesce(d.parent_result, CASE WHEN d.parent
 FROM skiplock_deps d WHERE d.child_id = ? ORDER BY d.position
 
 -- name: JOB_PARENTS
--- (postgres_workflow_sql.py says what each of these reads)
+-- (postgres/queries/workflow.sql says what each of these reads)
 SELECT d.parent_id, coalesce((SELECT j.state FROM skiplock_jobs j WHERE j.id = d.parent_id),
                 d.parent_state, 'gone'), d.on_failure
 FROM skiplock_deps d
@@ -345,7 +346,7 @@ WHERE id = :id AND closed_at IS NULL
 RETURNING on_success, on_complete
 
 -- name: MEMBERS_CANCEL
--- An aborted batch's members that never started (postgres_workflow_sql.MEMBERS_CANCEL).
+-- An aborted batch's members that never started (MEMBERS_CANCEL in postgres/queries/workflow.sql).
 UPDATE skiplock_jobs_live
 SET state = 'cancelled', finished_at = :now, errors = json_insert(errors, '$[#]', json(:error))
 WHERE id IN (SELECT job_id FROM skiplock_batch_jobs WHERE batch_id = :batch)
