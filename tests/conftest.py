@@ -117,6 +117,34 @@ def _collected_at_teardown(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if request.node.get_closest_marker("slow") is not None:
         gc.collect()
+        stranded = _stranded_connections()
+        if stranded:
+            pytest.fail(
+                f"{len(stranded)} asyncpg connection(s) left open on a closed event loop, held "
+                f"by {stranded}: close the App (or backend) on the loop that opened it",
+                pytrace=False,
+            )
+
+
+_reported: set[int] = set()
+"""The stranded connections already blamed on a test (one leak fails one test)."""
+
+
+def _stranded_connections() -> list[str]:
+    """The asyncpg connections still open whose event loop has closed, each named by what
+    holds it: a test that ended without closing them leaked them, and the collector would
+    warn about them later, at whichever test's teardown happens to free their holder."""
+    found = []
+    for obj in gc.get_objects():
+        if not isinstance(obj, asyncpg.Connection) or id(obj) in _reported:
+            continue
+        loop = getattr(obj, "_loop", None)
+        if obj.is_closed() or loop is None or not loop.is_closed():
+            continue
+        _reported.add(id(obj))
+        holders = sorted({type(r).__qualname__ for r in gc.get_referrers(obj)} - {"list"})
+        found.append(f"{obj!r} <- {', '.join(holders)}")
+    return found
 
 
 @pytest.fixture

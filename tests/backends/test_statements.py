@@ -46,7 +46,7 @@ DIALECT_ONLY = {
     # (PostgreSQL's partitions move the row with the update).
     "JOB_DELETE_MOVED",
     # PostgreSQL's keyed claim is one statement (its walk in a function); SQLite walks the keys in
-    # Python under its write lock (sqlite_keys.py), then claims the ids it picked.
+    # Python under its write lock (sqlite/keys.py), then claims the ids it picked.
     "JOB_GET_AVAILABLE_KEYED",
     "JOB_CLAIM_IDS",
     # SQLite's unique index cannot name a time: a succeeded job whose window has passed lets
@@ -54,7 +54,7 @@ DIALECT_ONLY = {
     "JOB_KEY_PASSED",
     "JOB_KEYS_PASSED",
     # PostgreSQL reads the jobs in waiting, and the history's reclaims and percentiles, apart
-    # from the live partition's (postgres_reads.py: the rest, off the live segments).
+    # from the live partition's (postgres/storage/reads.py: the rest, off the live segments).
     "JOB_STATS_WAITING",
     "JOB_STATS_RECLAIMS_REST",
     "JOB_STATS_PERCENTILES_REST",
