@@ -131,9 +131,9 @@ def test_page_examples_run(
             for block in blocks:
                 _run_block(block, page, namespace, runner, tmp_path)
         finally:
-            _close_apps(namespace, runner)
-            for module in modules:  # another page may write a module of the same name
-                sys.modules.pop(module, None)
+            written = [sys.modules.pop(m) for m in modules if m in sys.modules]
+            made = [*namespace.values(), *(v for m in written for v in vars(m).values())]
+            _close_apps(made, runner)
 
 
 def _run_block(
@@ -169,9 +169,14 @@ def _run_shell(block: Block, page: Path, cwd: Path) -> None:
     )
 
 
-def _close_apps(namespace: dict[str, Any], runner: asyncio.Runner) -> None:
-    """Close every App the page made, on its loop and on its sync bridge's loop."""
-    for app in [v for v in namespace.values() if isinstance(v, skiplock.App)]:
+def _close_apps(values: list[Any], runner: asyncio.Runner) -> None:
+    """Close every App the page made, on its loop and on its sync bridge's loop: the page's
+    own names, the modules it wrote, and the app of each task it imported (an enqueue on a
+    caller's connection opens the task's app: left open, its pool outlived the loop and the
+    collector warned at some later test's teardown)."""
+    found = [v for v in values if isinstance(v, skiplock.App)]
+    found += [v.app for v in values if isinstance(v, skiplock.Task)]
+    for app in {id(a): a for a in found}.values():
         runner.run(app.close())
         loop = app._sync_loop
         if loop is not None:
