@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -235,4 +236,18 @@ def docstrings(tree: ast.AST) -> set[int]:
                 is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
                 if is_doc and (before is None or isinstance(before, (ast.Assign, ast.AnnAssign))):
                     found.add(id(after.value))
+    return found
+
+
+def sql_strings(package: Path) -> list[str]:
+    """Every string constant in ``package``'s Python (docstrings aside) that says a word of
+    SQL, as ``file:line: text``: a dialect's statements live in its ``.sql`` files only."""
+    found = []
+    for file in sorted(package.rglob("*.py")):
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        docs = docstrings(tree)
+        for node in ast.walk(tree):
+            text = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(text, str) and id(node) not in docs and SQL_WORD.search(text):
+                found.append(f"{file.relative_to(package)}:{node.lineno}: {text[:60]!r}")
     return found

@@ -4,7 +4,6 @@ names the files hold."""
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import fields
 from datetime import date
@@ -26,7 +25,7 @@ from skiplock._backends.postgres.storage.partitions import DAY_CREATE, DAY_DROP,
 from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._backends.sql_files import Filler, fill_names, with_schema
 
-from .helpers import SQL_WORD, docstrings
+from .helpers import sql_strings
 
 PACKAGE = Path(statements.__file__).parent
 
@@ -167,15 +166,7 @@ def test_every_storage_statement_is_used_and_every_use_is_named() -> None:
 
 
 def test_no_sql_text_in_the_packages_python() -> None:
-    """Every statement is in a ``.sql`` file (or, the keyed claim's walk, read out of one): no
-    string in the package's code (docstrings aside) says a word of SQL, so none is written or
-    assembled in Python (SQLite's package is held to the same, test_sqlite_statements.py)."""
-    found = []
-    for file in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(file.read_text(encoding="utf-8"))
-        docs = docstrings(tree)
-        for node in ast.walk(tree):
-            text = node.value if isinstance(node, ast.Constant) else None
-            if isinstance(text, str) and id(node) not in docs and SQL_WORD.search(text):
-                found.append(f"{file.relative_to(PACKAGE)}:{node.lineno}: {text[:60]!r}")
-    assert found == []
+    """Every statement is in a ``.sql`` file: no string in the package's code (docstrings
+    aside) says a word of SQL, so none is written or assembled in Python (SQLite's package is
+    held to the same, test_sqlite_statements.py)."""
+    assert sql_strings(PACKAGE) == []

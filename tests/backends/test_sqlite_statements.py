@@ -4,7 +4,6 @@ one is used by the package's code, and every name the code uses is one of them."
 
 from __future__ import annotations
 
-import ast
 import re
 import sqlite3
 from dataclasses import fields
@@ -17,7 +16,7 @@ from skiplock._backends.sqlite.completion import job_finish_into
 from skiplock._backends.sqlite.statements import STATEMENTS, Statements
 from skiplock._backends.sqlite.storage import history
 
-from .helpers import SQL_WORD, docstrings
+from .helpers import sql_strings
 
 PACKAGE = Path(statements.__file__).parent
 
@@ -134,12 +133,4 @@ async def test_every_named_statement_compiles_on_a_migrated_file(sqlite_url: str
 def test_no_sql_text_in_the_packages_python() -> None:
     """Every statement is in a ``.sql`` file: no string in the package's code (docstrings
     aside) says a word of SQL, so none is written or assembled in Python."""
-    found = []
-    for file in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(file.read_text(encoding="utf-8"))
-        docs = docstrings(tree)
-        for node in ast.walk(tree):
-            text = node.value if isinstance(node, ast.Constant) else None
-            if isinstance(text, str) and id(node) not in docs and SQL_WORD.search(text):
-                found.append(f"{file.relative_to(PACKAGE)}:{node.lineno}: {text[:60]!r}")
-    assert found == []
+    assert sql_strings(PACKAGE) == []
