@@ -91,11 +91,12 @@ def _run(*argv: str) -> None:
 
 
 @contextmanager
-def stock_cluster(name: str | None = None) -> Iterator[Cluster]:
+def stock_cluster(name: str | None = None, extra_conf: str = "") -> Iterator[Cluster]:
     """Create and start a stock cluster on a free port; stop and drop it on the way out.
 
     Only what a bench needs to connect is set (listen on 127.0.0.1, trust for local TCP);
-    every vacuum and durability setting is the server's default.
+    every vacuum and durability setting is the server's default. ``extra_conf``: lines added
+    for a probe that asks for them (``benchmarks.readers --statements``), never by default.
     """
     why = available()
     if why:
@@ -111,7 +112,7 @@ def stock_cluster(name: str | None = None) -> Iterator[Cluster]:
     try:
         conf = Path(f"/etc/postgresql/{version}/{name}/conf.d")
         conf.mkdir(parents=True, exist_ok=True)
-        (conf / "50-bench.conf").write_text("listen_addresses = '127.0.0.1'\n")
+        (conf / "50-bench.conf").write_text("listen_addresses = '127.0.0.1'\n" + extra_conf)
         _run("pg_ctlcluster", "--skip-systemctl-redirect", version, name, "start")
         yield cluster
     finally:
@@ -206,7 +207,10 @@ async def hold_horizon(
 
 
 async def active_readers(
-    url: str, seconds: float, count: int = READERS, pause_s: float = READER_PAUSE_S
+    url: str,
+    seconds: float,
+    count: int = READERS,
+    pause_s: float = READER_PAUSE_S,
 ) -> list[dict[str, Any]]:
     """W9's readers, as the public harness (hardbyte/postgresql-job-queue-benchmarking,
     "active readers") runs them: ``count`` sessions that each open ONE ``REPEATABLE READ``

@@ -315,6 +315,22 @@ class Phase:
     holder: Any = None
     t: float = 0.0
     """When it began, on the samples' clock (seconds from the run's start)."""
+    statements: list[dict[str, Any]] = field(default_factory=list)
+    """``--statements``: the phase's costliest statements, from pg_stat_statements."""
+
+
+STATEMENTS_SQL = """
+SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS query, calls,
+       round(total_exec_time::numeric, 1) AS exec_ms,
+       round((total_exec_time / greatest(calls, 1))::numeric, 3) AS mean_exec_ms,
+       round(max_exec_time::numeric, 1) AS max_exec_ms,
+       round((total_plan_time / greatest(plans, 1))::numeric, 3) AS mean_plan_ms,
+       plans, shared_blks_hit + shared_blks_read AS blocks, wal_records
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ORDER BY total_exec_time + total_plan_time DESC LIMIT 14
+"""
+"""``--statements``: the statements that took the most server time in a phase (a probe)."""
 
 
 async def catalogs(conn: asyncpg.Connection) -> dict[str, Any]:
@@ -327,8 +343,17 @@ async def catalogs(conn: asyncpg.Connection) -> dict[str, Any]:
 class Run:
     """One workload: a fresh database, ``rate`` jobs a second, its phases in turn."""
 
-    def __init__(self, url: str, rate: float, phases: list[Phase], log: Path, pg_dump: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        rate: float,
+        phases: list[Phase],
+        log: Path,
+        pg_dump: str,
+        statements: bool = False,
+    ) -> None:
         self.url, self.rate, self.phases, self.log, self.pg_dump = url, rate, phases, log, pg_dump
+        self.statements = statements
         self.current = phases[0]
         self.warmup = min(WARMUP_S, phases[0].seconds / 2)
         self.t0 = time.monotonic()
@@ -357,6 +382,7 @@ class Run:
     async def hold(self, phase: Phase) -> Any:
         if phase.held == "readers":
             return await active_readers(self.url, phase.seconds)
+
         if phase.held == "cpu":
             await burn_cpu(phase.seconds)
             return None
@@ -371,6 +397,8 @@ class Run:
     async def run(self) -> dict[str, Any]:
         await horizon.migrate(self.url)
         conn = await asyncpg.connect(self.url)
+        if self.statements:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         postmaster = parent_of(await conn.fetchval("SELECT pg_backend_pid()"))
         start_catalogs = await catalogs(conn)
         worker = await start_worker(self.url, self.log)
@@ -393,9 +421,13 @@ class Run:
                 self.current = phase
                 phase.t = round(time.monotonic() - self.t0, 1)
                 before = cpu()
+                if self.statements:
+                    await conn.execute("SELECT pg_stat_statements_reset()")
                 phase.started = await conn.fetchval("SELECT clock_timestamp()")
                 phase.holder = await self.hold(phase)
                 phase.ended = await conn.fetchval("SELECT clock_timestamp()")
+                if self.statements:
+                    phase.statements = [dict(r) for r in await conn.fetch(STATEMENTS_SQL)]
                 after = cpu()
                 phase.cpu = {k: round(after[k] - before[k], 1) for k in before}
                 phase.catalogs = await catalogs(conn)
@@ -470,6 +502,7 @@ class Run:
             "cpu s": phase.cpu,
             "catalogs at end": phase.catalogs,
             "holder": phase.holder,
+            "statements": phase.statements,
             "per second": [
                 {k: (float(v) if k == "p99" else v) for k, v in s.items()} for s in seconds
             ],
@@ -641,6 +674,16 @@ SHOWN_SQLITE = (
 )  # fmt: skip
 
 
+def statement_table(rows: list[dict[str, Any]]) -> str:
+    """``--statements``: one phase's rows of STATEMENTS_SQL as a markdown table."""
+    if not rows:
+        return "  none"
+    head = list(rows[0])
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(r[k]).replace("|", "/") for k in head) + " |" for r in rows]
+    return "\n".join(out)
+
+
 def table(rows: list[dict[str, Any]], keys: tuple[str, ...], cpu: bool = True) -> str:
     head = list(keys) + (["CPU s worker / server / machine"] if cpu else ["CPU s worker / machine"])
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -747,7 +790,13 @@ async def main(args: argparse.Namespace) -> None:
 
     pg = [w for w in wanted if w != "W9sqlite"]
     if pg:
-        with stock_cluster() as cluster:
+        probe = (
+            "shared_preload_libraries = 'pg_stat_statements'\n"
+            "pg_stat_statements.track_planning = on\n"
+            if args.statements
+            else ""
+        )
+        with stock_cluster(extra_conf=probe) as cluster:
             report["settings"] = await settings(cluster.url)
             print("server settings:", ", ".join(f"{k}={v}" for k, v in report["settings"].items()))
             pg_dump = f"/usr/lib/postgresql/{cluster.version}/bin/pg_dump"
@@ -775,7 +824,12 @@ async def main(args: argparse.Namespace) -> None:
             for tag, rate, held, label in plans:
                 url = await create_database(cluster.url, "readers_" + tag.lower().replace("@", "_"))
                 run = await Run(
-                    url, rate, phases_for(held, label, lengths), log_for(tag), pg_dump
+                    url,
+                    rate,
+                    phases_for(held, label, lengths),
+                    log_for(tag),
+                    pg_dump,
+                    statements=args.statements,
                 ).run()
                 report["runs"][tag] = run
                 sent = f"{run['sent']:,} sent of {run['expected']:,}"
@@ -794,6 +848,9 @@ async def main(args: argparse.Namespace) -> None:
                 wl = run["worker log"]
                 print(f"worker log: {wl['lines']} lines" + "".join(
                     f"\n  {d['count']} x {d['line']}" for d in wl["distinct"][:5]))  # fmt: skip
+                for phase in run["phases"] if args.statements else ():
+                    print(f"statements, {phase['phase']}:")
+                    print(statement_table(phase["statements"]))
                 found += targets(tag, run)
                 _save(report, found, started)
     if "W9sqlite" in wanted:
@@ -832,6 +889,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--peak-seconds", type=float, help="how long the peak is measured")
     p.add_argument("--no-peak", action="store_true", help="the fixed rate only")
     p.add_argument("--worker-args", default="", help="options for every worker")
+    p.add_argument(
+        "--statements",
+        action="store_true",
+        help="a probe: load pg_stat_statements and print each phase's costliest statements",
+    )
     return p.parse_args(argv)
 
 

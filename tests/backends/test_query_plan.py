@@ -649,6 +649,38 @@ async def test_the_keyed_claim_reads_no_table_whole_at_a_million_jobs_of_10000_k
     assert len(jobs) == 20
 
 
+async def test_the_keyed_claim_runs_its_function_only_while_a_keyed_job_is_pending(
+    pg: Migrated,
+) -> None:
+    """A worker runs the keyed claim every round that left room, whether anyone uses keys or
+    not: with no pending keyed job its one-time filter skips the function (a round's 330 us
+    down to 80), and with one it runs and claims it. Running jobs alone leave it skipped."""
+    statement = await pg.sql("JOB_GET_AVAILABLE_KEYED")
+    args = await keyed_args(pg, None, 20)
+
+    async def function_ran() -> bool:
+        tx = pg.conn.transaction()
+        await tx.start()
+        try:
+            rows = await pg.conn.fetch("EXPLAIN (ANALYZE, COSTS OFF) " + statement, *args)
+        finally:
+            await tx.rollback()  # what the ANALYZE claimed goes back
+        scan = [r[0] for r in rows if "Function Scan" in r[0]]
+        assert len(scan) == 1, rows
+        return "never executed" not in scan[0]
+
+    assert not await function_ran()  # nothing keyed at all
+    await pg.conn.execute(
+        f"""INSERT INTO {pg.table} (queue, task, max_attempts, concurrency_key, segment)
+            VALUES ('default', 't', 3, 'k', 4)"""
+    )
+    assert await function_ran()
+    jobs = await (await pg.app.backend()).job_get_available_keyed(claim_of(None, 20))
+    assert len(jobs) == 1  # now running: nothing keyed is pending
+    assert not await function_ran()
+    assert await (await pg.app.backend()).job_get_available_keyed(claim_of(None, 20)) == []
+
+
 async def test_a_keyed_claim_reads_a_few_index_pages_a_key_before_any_analyze(
     pg: Migrated,
 ) -> None:

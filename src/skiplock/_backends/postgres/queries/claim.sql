@@ -82,9 +82,13 @@ RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs,
 -- The keyed claim (its walk: migration 22's function body), in its function: up to $2 ready
 -- keyed jobs of the queues in $1 for worker $3 under token $4, leased as the ordinary claim
 -- ($5, $6; $7 now), $8 a limited queue's own claim, visiting at most $11 keys after ($9,
--- $10); in the claim's order.
+-- $10); in the claim's order. A worker runs it every claim round that left room, keys or
+-- none: with no pending keyed job the uncorrelated EXISTS (a one-time filter, one probe of
+-- the keyed segment's pending rows) skips the function altogether, no rows (the walk starts
+-- from the first next time): 80 us a round where the function took 330 (issue 44).
 SELECT * FROM {s}.skiplock_keyed_claim($1::text[], $2::integer, $3::text, $4::text,
     $5::float8, $6::float8, $7::timestamptz, $8::boolean, $9::text, $10::text, $11::integer)
+WHERE EXISTS (SELECT 1 FROM {s}.skiplock_jobs_live_keyed WHERE state = 'pending')
 ORDER BY place
 
 -- name: JOB_GET_AVAILABLE_AGED
