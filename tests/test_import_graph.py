@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._url",
             "skiplock._cron",
             "skiplock._config",
+            "skiplock._lanes",
             "skiplock._outcomes",
             "skiplock._payload",
             "skiplock._printable",

@@ -47,6 +47,7 @@ from ._job import (
     TaskPause,
     WorkerInfo,
 )
+from ._lanes import DEFAULT, Database, Directory
 from ._limits import DEFAULT_MAX_SIGNALS_KEPT, MAX_INT, MAX_PARENTS, check_int
 from ._observe.stats import Stats
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
@@ -105,6 +106,11 @@ class App:
     ``App()`` reads ``SKIPLOCK_DATABASE_URL`` and falls back to ``sqlite:///skiplock.db``.
     ``max_signals_kept``: the signals one job keeps that no ``wait_for`` took yet (2,000;
     past it ``signal`` raises MailboxFull).
+
+    Several PostgreSQL databases (issue 46, in progress): ``databases`` names the others
+    (``{"b": Database(url, number=1)}``; ``url`` is ``"default"``, number 0). ``migrate``
+    migrates and numbers each; a job id names the database it was made in
+    (``app.directory.name_of_id``), and ``app.backend(database="b")`` opens one.
     """
 
     def __init__(
@@ -117,8 +123,11 @@ class App:
         clock: Clock | None = None,
         timezone: str = "UTC",
         eager: bool = False,
+        databases: Mapping[str, Database] | None = None,
     ) -> None:
         self.url = _database_url(url)
+        self.directory = Directory(dict(databases or {}))
+        """Which database each lane lives in, and each queue's lane (``skiplock._lanes``)."""
         require(isinstance(eager, bool), "eager", eager, "must be a bool")
         require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
         check_int("max_signals_kept", max_signals_kept, 1, MAX_INT)
@@ -132,7 +141,7 @@ class App:
         )
         """What a worker needs to run this app's jobs (``Worker(app.registry, backend)``)."""
         self._check_url()
-        self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Backend] = (
+        self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Backend]] = (
             weakref.WeakKeyDictionary()
         )
         self._opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -207,12 +216,31 @@ class App:
         return self._eager.outcomes
 
     def _check_url(self) -> None:
-        """Validate the URL now, not at first use; the error shows it with the password
+        """Validate the URLs now, not at first use; the error shows each with the password
         masked, and without the unmasked original chained to it."""
-        try:
-            open_backend(self.url)
-        except ConfigurationError as exc:
-            raise ConfigurationError(mask_in(str(exc), self.url)) from None
+        for database in self.directory.names():
+            url = self.url_of(database)
+            try:
+                open_backend(url)
+            except ConfigurationError as exc:
+                raise ConfigurationError(mask_in(str(exc), url)) from None
+        if self.directory.several and not self.url.startswith(("postgresql://", "postgres://")):
+            raise ConfigurationError(
+                f"databases=: several databases are PostgreSQL's, and url is "
+                f"{mask_url(self.url)!r} (SQLite serves one machine: leave databases= out)"
+            )
+
+    def url_of(self, database: str = DEFAULT) -> str:
+        """The URL of a database of the directory (``"default"``: the App's own)."""
+        if database == DEFAULT:
+            return self.url
+        found = self.directory.databases.get(database)
+        if found is None:
+            raise ConfigurationError(
+                f"database {database!r}: not in this App's databases= (known: "
+                f"{', '.join(self.directory.names())})"
+            )
+        return found.url
 
     def __repr__(self) -> str:
         return f"App({mask_url(self.url)!r}, tasks={len(self.tasks)})"
@@ -397,53 +425,82 @@ class App:
 
     # -- the database -------------------------------------------------------------------------
 
-    def new_backend(self) -> Backend:
-        """A fresh, unopened backend for this app's URL (its workflow releases bound by this
-        app's ``max_payload_bytes``)."""
-        backend = open_backend(self.url, clock=self.clock)
+    def new_backend(self, database: str = DEFAULT) -> Backend:
+        """A fresh, unopened backend for one of this app's databases (its workflow releases
+        bound by this app's ``max_payload_bytes``)."""
+        backend = open_backend(self.url_of(database), clock=self.clock)
         backend.max_payload_bytes = self.max_payload_bytes
         return backend
 
-    async def backend(self, *, create: bool = False) -> Backend:
-        """The open backend for the running event loop (one per loop: pools are per loop).
+    async def backend(self, *, create: bool = False, database: str = DEFAULT) -> Backend:
+        """The open backend of ``database`` for the running event loop (one per loop and
+        database: pools are per loop).
 
         ``create``: opening it may make a missing SQLite file (``migrate`` does; anything else
-        on a missing file raises SchemaError rather than leave an empty database behind)."""
+        on a missing file raises SchemaError rather than leave an empty database behind).
+        With several databases, each is checked once to be the number the directory says
+        (its ids would otherwise name another database)."""
         loop = asyncio.get_running_loop()
-        backend = self._backends.get(loop)
+        here = self._backends.get(loop)
+        backend = here.get(database) if here is not None else None
         if backend is not None:
             return backend
+        url = self.url_of(database)
         # Callers racing to open it (a producer's first gather, say) must share one backend,
         # not each open a pool of which only the last is kept and the rest leak.
         opening = self._opening.setdefault(loop, asyncio.Lock())
         async with opening:
-            backend = self._backends.get(loop)
+            here = self._backends.setdefault(loop, {})
+            backend = here.get(database)
             if backend is None:
-                backend = self.new_backend()
+                backend = self.new_backend(database)
                 await backend.open(create=create)  # cached only once open: a failure retries
                 try:
-                    await _schema.refuse_newer(backend, self.url)
-                except SchemaError:
+                    await _schema.refuse_newer(backend, url)
+                    if self.directory.several and not create:
+                        await self._check_number(backend, database)
+                except (SchemaError, ConfigurationError):
                     await backend.close()
                     raise
-                self._backends[loop] = backend
+                here[database] = backend
         return backend
 
+    async def _check_number(self, backend: Backend, database: str) -> None:
+        """Refuse a database whose recorded number is not the directory's (ids would name the
+        wrong database); record it on a database that has none yet."""
+        want = self.directory.number_of(database)
+        got = await backend.database_number(want)
+        if got != want:
+            raise ConfigurationError(
+                f"database {database!r} ({mask_url(self.url_of(database))}) is number {got}, "
+                f"and databases= says {want}: its job ids start from its number, so it keeps "
+                "it; give it its own number back, or name another database"
+            )
+
     async def close(self) -> None:
-        """Close this loop's backend (a worker or script calls this on the way out), and the
+        """Close this loop's backends (a worker or script calls this on the way out), and the
         connection sync enqueues on SQLite write through (the next one opens it again)."""
         await self._results.close()
         self._enqueuer.close_here()
-        backend = self._backends.pop(asyncio.get_running_loop(), None)
-        if backend is not None:
+        here = self._backends.pop(asyncio.get_running_loop(), None) or {}
+        for backend in here.values():
             await backend.close()
 
     async def migrate(self) -> list[int]:
-        """Create or upgrade skiplock's tables; returns the migration versions applied.
+        """Create or upgrade skiplock's tables in every database of the App; returns the
+        migration versions applied (to the App's own database: the others get the same).
 
-        SchemaError, naming both versions, if a newer skiplock already migrated the database
-        (``backend()`` refuses it before anything is written)."""
-        return await (await self.backend(create=True)).migrate()
+        SchemaError, naming both versions, if a newer skiplock already migrated a database
+        (``backend()`` refuses it before anything is written). Each PostgreSQL database is
+        given its number (``databases=``), from which its job ids count."""
+        applied: list[int] = []
+        for database in self.directory.names():
+            backend = await self.backend(create=True, database=database)
+            done = await backend.migrate()
+            applied = done if database == DEFAULT else applied
+            if self.url.startswith(("postgresql://", "postgres://")):
+                await self._check_number(backend, database)
+        return applied
 
     async def wait_for_database(self, stopping: asyncio.Event | None = None) -> bool:
         """Until the database answers with a current schema: unreachable is retried with

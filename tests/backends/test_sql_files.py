@@ -271,9 +271,10 @@ def test_postgres_migrations_are_numbered_one_to_the_last_with_their_recorded_na
         (25, "key turns end when idle"),
         (26, "batch pruned members"),
         (27, "live generations"),
+        (28, "database number"),
     ]
     assert [(m.version, m.name) for m in postgres_sql.MIGRATIONS] == names
-    assert [m.version for m in postgres_sql.MIGRATIONS] == list(range(1, 28))
+    assert [m.version for m in postgres_sql.MIGRATIONS] == list(range(1, 29))
 
 
 def test_a_template_takes_names_as_quoted_identifiers_and_numbers_as_literals() -> None:

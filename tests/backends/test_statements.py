@@ -18,6 +18,8 @@ DIALECT_ONLY = {
     "JOB_COPY_PREPARE",
     "JOB_INSERT_MANY",
     "MIGRATIONS_LOCK",
+    # PostgreSQL's number among several databases (issue 46): SQLite serves one machine.
+    "DATABASE_NUMBER",
     # PostgreSQL checks a new pool's session, and prices sorts or sequential scans out for one
     # transaction behind a pooler (SQLite has one connection, its settings its own).
     "SESSION_CHECK",

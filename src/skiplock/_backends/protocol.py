@@ -149,6 +149,13 @@ class Backend(Protocol):
         """(version in the database, version this code needs); 0 means no schema."""
         ...
 
+    async def database_number(self, number: int) -> int:
+        """This database's number among several (``skiplock._lanes``): ``number`` recorded if
+        none is yet (a database numbered n > 0 then draws its job ids from ``n * ID_SPAN``),
+        and the recorded number returned; the caller refuses a difference. SQLite serves
+        one machine: its number is 0, and any other is a ConfigurationError."""
+        ...
+
     async def job_insert_many(self, params: JobInsertManyParams) -> list[int]:
         """Insert jobs in one round trip and wake workers at commit; ids in input order.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..._lanes import ID_SPAN
 from ..sql_files import quote_identifier, with_schema
 from . import statements as sql
 from .errors import wrapped as _wrapped
@@ -30,6 +31,12 @@ class Migrate(StorageOperations):
                         applied.append(migration.version)
         await self._make_ahead("migrate", analyze=False)  # before the first job finishes
         return applied
+
+    async def database_number(self, number: int) -> int:
+        with _wrapped("database_number"):
+            row = await self.pool.fetchrow(self._sql.DATABASE_NUMBER, number, ID_SPAN)
+        assert row is not None
+        return int(row["number"])
 
     async def schema_version(self) -> tuple[int, int]:
         latest = sql.MIGRATIONS[-1].version

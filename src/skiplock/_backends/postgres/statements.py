@@ -69,6 +69,7 @@ class Statements:
     MIGRATION_RECORD: str
     MIGRATIONS_TABLE_EXISTS: str
     SCHEMA_VERSION: str
+    DATABASE_NUMBER: str
     JOB_INSERT_MANY: str
     JOB_COPY_PREPARE: str
     JOB_LIVE_BY_UNIQUE_KEY: str

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from ...errors import ConfigurationError
 from ..sql_files import fill, load_migrations
 from .connection import Connected
 from .connection import immediate as _immediate
@@ -86,6 +87,14 @@ class Migrating(Connected):
             return applied
 
         return await self._run("migrate", migrate)
+
+    async def database_number(self, number: int) -> int:
+        if number != 0:
+            raise ConfigurationError(
+                f"database number {number}: several databases are PostgreSQL's (SQLite "
+                "serves one machine, as database 0)"
+            )
+        return 0
 
     async def schema_version(self) -> tuple[int, int]:
         def version(conn: sqlite3.Connection) -> int:

@@ -25,3 +25,21 @@ SELECT to_regclass($1 || '.skiplock_migrations') IS NOT NULL
 
 -- name: SCHEMA_VERSION
 SELECT coalesce(max(version), 0) FROM {s}.skiplock_migrations
+
+-- name: DATABASE_NUMBER
+-- This database's number (skiplock_database): $1 recorded if none is yet; the recorded one
+-- returned either way (the caller refuses a difference). DO UPDATE, not DO NOTHING: two
+-- migrators at once, the second waits for the first's row and still returns it (a subquery
+-- after DO NOTHING reads the statement's snapshot, from before that row). A database
+-- numbered $1 > 0 draws its job ids from $1 * $2 on: the id sequence is moved up there, once,
+-- when its row is made (xmax = 0: inserted, not updated).
+WITH ins AS (
+    INSERT INTO {s}.skiplock_database AS d (number) VALUES ($1)
+    ON CONFLICT (one) DO UPDATE SET number = d.number
+    RETURNING d.number, d.xmax = 0 AS made
+), moved AS (
+    SELECT setval('{s}.skiplock_job_ids', $1::bigint * $2::bigint)
+    FROM ins, {s}.skiplock_job_ids s
+    WHERE ins.made AND ins.number > 0 AND s.last_value < $1::bigint * $2::bigint
+)
+SELECT number, (SELECT count(*) FROM moved) AS moved FROM ins

@@ -1,0 +1,115 @@
+"""One App over several PostgreSQL databases: each migrated, each numbered, its ids its own.
+
+The other database is a real one (``CREATE DATABASE`` on the test server), not a schema: a
+connection to one cannot read the other's tables, as with two servers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+import skiplock
+from skiplock._backends.params import JobInsertManyParams, NewJob
+from skiplock._lanes import ID_SPAN, Database
+from skiplock.errors import ConfigurationError
+
+from .helpers import PG_URL, pg_admin
+
+
+@pytest.fixture
+async def other_db() -> AsyncIterator[str]:
+    """A fresh database on the test server, dropped afterwards; its URL."""
+    name = f"skiplock_lane_{uuid.uuid4().hex[:10]}"
+    await pg_admin(f'CREATE DATABASE "{name}"')
+    base = PG_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        await pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def job() -> NewJob:
+    return NewJob("t", "default", "[]", "{}", 0, 3)
+
+
+async def insert(app: skiplock.App, database: str) -> int:
+    backend = await app.backend(database=database)
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([job()]))
+    return job_id
+
+
+async def test_migrate_numbers_every_database_and_its_ids_name_it(
+    pg_url: str, other_db: str
+) -> None:
+    app = skiplock.App(pg_url, databases={"b": Database(other_db, number=3)})
+    try:
+        await app.migrate()
+        own, other = await insert(app, "default"), await insert(app, "b")
+        assert own < ID_SPAN and 3 * ID_SPAN < other < 4 * ID_SPAN
+        assert app.directory.name_of_id(own) == "default"
+        assert app.directory.name_of_id(other) == "b"
+        assert await app.migrate() == []  # again: nothing to do, the number kept
+        assert 3 * ID_SPAN < await insert(app, "b") < 4 * ID_SPAN
+    finally:
+        await app.close()
+    conn = await asyncpg.connect(other_db)
+    try:
+        assert await conn.fetchval("SELECT number FROM skiplock_database") == 3
+    finally:
+        await conn.close()
+
+
+async def test_a_database_keeps_its_number(pg_url: str, other_db: str) -> None:
+    first = skiplock.App(pg_url, databases={"b": Database(other_db, number=3)})
+    await first.migrate()
+    await first.close()
+    renumbered = skiplock.App(pg_url, databases={"b": Database(other_db, number=4)})
+    try:
+        says = r"database 'b' \(.*\) is number 3, and databases= says 4"
+        with pytest.raises(ConfigurationError, match=says):
+            await renumbered.backend(database="b")
+        with pytest.raises(ConfigurationError, match="is number 3"):
+            await renumbered.migrate()
+    finally:
+        await renumbered.close()
+
+
+async def test_a_database_that_made_jobs_as_an_apps_own_cannot_join_as_another(
+    pg_url: str, other_db: str
+) -> None:
+    """Its ids are counted from 1 already: as number 2 they would name the wrong database."""
+    alone = skiplock.App(other_db)
+    await alone.migrate()
+    await insert(alone, "default")
+    await alone.close()
+    joined = skiplock.App(pg_url, databases={"b": Database(other_db, number=2)})
+    try:
+        with pytest.raises(ConfigurationError, match="is number 0, and databases= says 2"):
+            await joined.migrate()
+    finally:
+        await joined.close()
+
+
+def test_several_databases_are_postgresql_only(tmp_path: object) -> None:
+    with pytest.raises(ConfigurationError, match="several databases are PostgreSQL's"):
+        skiplock.App(
+            f"sqlite:///{tmp_path}/x.db",
+            databases={"b": Database("postgresql://127.0.0.1/b", number=1)},
+        )
+    with pytest.raises(ConfigurationError, match="not in this App's databases="):
+        skiplock.App(PG_URL).url_of("nowhere")
+
+
+async def test_sqlite_is_database_zero(sqlite_url: str) -> None:
+    app = skiplock.App(sqlite_url)
+    try:
+        await app.migrate()
+        backend = await app.backend()
+        assert await backend.database_number(0) == 0
+        with pytest.raises(ConfigurationError, match="SQLite serves one machine"):
+            await backend.database_number(1)
+    finally:
+        await app.close()
