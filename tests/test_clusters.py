@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import subprocess
 from pathlib import Path
 
 import asyncpg
@@ -67,6 +68,17 @@ async def test_the_extra_cluster_stops_and_starts_again(
     assert (await version_num(pg15_cluster.url)) // 10000 == major
 
 
+def test_a_cluster_is_dropped_whole_on_the_way_out() -> None:
+    """Stopped or not, nothing of it is left: not in pg_lsclusters, not under /etc."""
+    with clusters.debian_cluster() as cluster:
+        listed = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True)
+        assert cluster.name in listed.stdout and cluster.etc.exists()
+        cluster.stop()
+    listed = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True)
+    assert cluster.name not in listed.stdout
+    assert not cluster.etc.exists()
+
+
 def test_a_missing_wheel_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
 
@@ -102,3 +114,19 @@ def test_the_servers_of_dead_test_processes_are_swept(tmp_path: Path) -> None:
     removed = clusters.sweep_orphans(clusters.embedded_bin(), tmp_path)
     assert removed == [gone]
     assert mine.exists() and not gone.exists()
+
+
+def test_only_the_clusters_of_dead_test_processes_are_orphans() -> None:
+    """The machine's own cluster, a bench's and a live process's are never dropped."""
+    listed = "\n".join(
+        [
+            "15  main                  5432  online postgres /var/lib/postgresql/15/main  log",
+            "15  skiplock_bench_77     5999  online postgres /var/lib/postgresql/15/b     log",
+            "15  skiplock_test_77_ab12 6001  online postgres /var/lib/postgresql/15/x     log",
+            "18  skiplock_test_88_cd34 6002  down   postgres /var/lib/postgresql/18/y     log",
+            "15  skiplock_test_x_ef56  6003  online postgres /var/lib/postgresql/15/z     log",
+        ]
+    )
+    assert clusters.orphan_clusters(listed, lambda pid: pid == 88) == [
+        ("15", "skiplock_test_77_ab12")
+    ]
