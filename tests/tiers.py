@@ -37,6 +37,10 @@ SLOW_MODULES = {
 }
 
 SLOW_TESTS = {
+    "tests/test_clusters.py": {
+        "test_the_extra_cluster_stops_and_starts_again": "pg_createcluster, a stop, a start (6 s)",
+        "test_a_cluster_is_dropped_whole_on_the_way_out": "pg_createcluster, pg_dropcluster (5 s)",
+    },
     "tests/backends/test_storage.py": {
         "test_a_reader_holding_on_stops_new_generations_at_the_cap": "16 s",
     },

@@ -20,7 +20,7 @@ from skiplock._backends import Backend
 from skiplock._backends.params import ClaimParams, JobHeartbeatManyParams, JobInsertManyParams
 from skiplock._job import Completion, Disposition, NewJob
 
-from ..helpers import PG_URL
+from ..helpers import server_url
 
 
 def new_job(task: str = "t", **overrides: object) -> NewJob:
@@ -76,7 +76,7 @@ async def write_raw(app: skiplock.App, sqlite_sql: str, pg_sql: str, job_id: int
             conn.execute(sqlite_sql, (job_id,))
         conn.close()
         return
-    pg = await asyncpg.connect(PG_URL)
+    pg = await asyncpg.connect(server_url(app.url))
     try:
         schema = app.url.rsplit("schema=", 1)[1]
         await pg.execute(pg_sql.replace("skiplock_jobs", f'"{schema}".skiplock_jobs'), job_id)
@@ -92,7 +92,7 @@ async def read_raw(app: skiplock.App, statement: str) -> list[tuple[Any, ...]]:
             return [tuple(row) for row in conn.execute(statement).fetchall()]
         finally:
             conn.close()
-    pg = await asyncpg.connect(PG_URL)
+    pg = await asyncpg.connect(server_url(app.url))
     try:
         schema = app.url.rsplit("schema=", 1)[1]
         await pg.execute(f'SET search_path = "{schema}"')
@@ -107,7 +107,7 @@ async def migrated_pg(pg_url: str) -> AsyncIterator[tuple[skiplock.App, str, asy
     (to read plans on, or to hold a row lock with); both closed at the end."""
     app = skiplock.App(pg_url)
     await app.migrate()
-    conn = await asyncpg.connect(PG_URL)
+    conn = await asyncpg.connect(server_url(pg_url))
     try:
         yield app, pg_url.rsplit("schema=", 1)[1], conn
     finally:

@@ -18,8 +18,7 @@ from skiplock._backends.params import JobInsertManyParams
 from skiplock._backends.postgres.rows import COPY_MIN_ROWS
 from skiplock._job import NewJob
 
-from ..conftest import PG_URL
-from ..helpers import FakeClock, await_until
+from ..helpers import FakeClock, await_until, server_url
 from .helpers import claim
 
 N = max(500, COPY_MIN_ROWS)
@@ -119,7 +118,7 @@ async def test_enqueue_many_is_one_transaction_however_large(
         await clocked_app.enqueue_many(jobs)
     assert sum((await clocked_app.counts()).values()) == 0
     if clocked_app.url.startswith("postgresql"):
-        conn = await asyncpg.connect(PG_URL)
+        conn = await asyncpg.connect(server_url(clocked_app.url))
         try:
             with pytest.raises(skiplock.QueueFull):
                 await clocked_app.enqueue_many(jobs, connection=conn)
@@ -154,7 +153,7 @@ async def test_large_batch_joins_the_callers_asyncpg_transaction(pg_url: str) ->
     async def bulk(n: int) -> None:
         pass
 
-    conn = await asyncpg.connect(PG_URL)
+    conn = await asyncpg.connect(server_url(pg_url))
     try:
         with pytest.raises(RuntimeError):
             async with conn.transaction():

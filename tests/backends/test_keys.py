@@ -23,7 +23,7 @@ from skiplock._backends.postgres.storage import operations as postgres
 from skiplock._backends.sqlite import keys as sqlite_keys
 from skiplock._job import ClaimedJob, Completion, Disposition, JobState
 
-from ..helpers import PG_URL, FakeClock
+from ..helpers import FakeClock, server_url
 from .helpers import claim, new_job, read_raw
 
 
@@ -390,7 +390,7 @@ async def _put_turns(app: skiplock.App, *keys: str) -> None:
             conn.execute(f"INSERT INTO skiplock_key_turns VALUES {values.replace(', 0)', ')')}")
         conn.close()
         return
-    pg = await asyncpg.connect(PG_URL)
+    pg = await asyncpg.connect(server_url(app.url))
     try:
         schema = app.url.rsplit("schema=", 1)[1]
         await pg.execute(f'INSERT INTO "{schema}".skiplock_key_turns VALUES {values}')

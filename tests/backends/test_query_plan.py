@@ -22,7 +22,7 @@ from skiplock._backends.sqlite.statements import job_get_available_in_queues
 from skiplock._backends.sqlite.storage import history as sqlite_history
 from skiplock._job import NewJob
 
-from ..helpers import PG_URL, SQLITE_UNDO_KEYS, migrations_from, pg_schema_at
+from ..helpers import SQLITE_UNDO_KEYS, migrations_from, pg_schema_at, server_url
 from .helpers import keyed_claim_walk, migrated_pg
 
 
@@ -286,7 +286,7 @@ async def test_a_version_3_schema_with_jobs_in_it_upgrades_to_the_queue_index(
     before it are claimed through it."""
     await pg_schema_at(pg_url, 3)
     schema = pg_url.rsplit("schema=", 1)[1]
-    conn = await asyncpg.connect(PG_URL)
+    conn = await asyncpg.connect(server_url(pg_url))
     app = skiplock.App(pg_url)
     try:
         await conn.execute(

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
@@ -38,6 +38,7 @@ from ..helpers import (
     pg_admin,
     pg_schema_at,
     running,
+    server_url,
     turn_of,
 )
 from .helpers import assert_upgraded_jobs_hold
@@ -48,22 +49,25 @@ def job(key: str | None = None, *, keep: bool = False) -> NewJob:
 
 
 @pytest.fixture
-async def conn() -> AsyncIterator[asyncpg.Connection]:
-    session = await asyncpg.connect(PG_URL)
+async def conn(pg_url: str) -> AsyncIterator[asyncpg.Connection]:
+    session = await asyncpg.connect(server_url(pg_url))
     yield session
     await session.close()
 
 
-@pytest.fixture
-async def own_db() -> AsyncIterator[str]:
-    """A database of the test's own (schema ``vac``): what a vacuum may remove depends on every
-    open transaction in the same database, and the suite's other tests (xdist workers) have
-    theirs in the shared one. Sessions of other databases never hold its horizon back."""
+@pytest.fixture(params=["postgres", "postgres18"])
+def own_db(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of the test's own (schema ``vac``), on the shared server or on PostgreSQL 18
+    (tests/clusters.py): what a vacuum may remove depends on every open transaction in the
+    same database, and the suite's other tests (xdist workers) have theirs in the shared one.
+    Sessions of other databases never hold its horizon back. A plain fixture: the 18 server's
+    is set up outside the test's event loop."""
+    server = PG_URL if request.param == "postgres" else request.getfixturevalue("pg18_server").url
     name = f"skiplock_vac_{uuid.uuid4().hex[:10]}"
-    await pg_admin(f'CREATE DATABASE "{name}"')
-    url = urlunsplit(urlsplit(PG_URL)._replace(path=f"/{name}", query=""))
+    asyncio.run(pg_admin(f'CREATE DATABASE "{name}"', server))
+    url = urlunsplit(urlsplit(server)._replace(path=f"/{name}", query=""))
     yield f"{url}?schema=vac"
-    await pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+    asyncio.run(pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)', server))
 
 
 def schema_of(url: str) -> str:
@@ -178,10 +182,11 @@ async def test_a_kept_key_holds_across_the_move_to_history_and_a_spent_one_frees
         await app.close()
 
 
-async def make_day(conn: asyncpg.Connection, schema: str, day: datetime, rows: int) -> str:
-    """A history partition of ``day`` (made by the upkeep, as of that day) holding ``rows``
-    succeeded jobs."""
-    app = app_at(f"{PG_URL}?schema={schema}", day)
+async def make_day(conn: asyncpg.Connection, url: str, day: datetime, rows: int) -> str:
+    """A history partition of ``day`` in ``url``'s schema (made by the upkeep, as of that
+    day) holding ``rows`` succeeded jobs."""
+    schema = schema_of(url)
+    app = app_at(url, day)
     try:
         await (await app.backend()).storage_upkeep()
     finally:
@@ -231,15 +236,15 @@ async def test_expired_days_drop_whole_and_a_locked_one_waits_without_stalling_t
     await app.migrate()
     midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     old = midnight + timedelta(days=40)
-    locked = await make_day(conn, schema, old, 300)
-    free = await make_day(conn, schema, old + timedelta(days=1), 500)
+    locked = await make_day(conn, pg_url, old, 300)
+    free = await make_day(conn, pg_url, old + timedelta(days=1), 500)
     done: list[int] = []
 
     @app.task(name="fresh")
     def fresh() -> None:
         done.append(1)
 
-    holder = await asyncpg.connect(PG_URL)
+    holder = await asyncpg.connect(server_url(pg_url))
     pruner = app_at(pg_url, old + timedelta(days=10))
     try:
         await holder.execute("BEGIN")
@@ -276,7 +281,7 @@ async def test_an_upkeep_whose_view_went_stale_leaves_what_another_made_or_dropp
     app = skiplock.App(pg_url)
     await app.migrate()
     midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    old = await make_day(conn, schema, midnight - timedelta(days=40), 3)
+    old = await make_day(conn, pg_url, midnight - timedelta(days=40), 3)
     ahead = postgres_storage.day_name(midnight.date() + timedelta(days=postgres_storage.DAYS_AHEAD))
     await conn.execute(f'DROP TABLE "{schema}".{ahead}')
     stale = await postgres_storage._parts(conn, schema)  # what the second read before its turn
@@ -284,7 +289,7 @@ async def test_an_upkeep_whose_view_went_stale_leaves_what_another_made_or_dropp
     async def stale_parts(_conn: object, _schema: str) -> list[postgres_storage.Partition]:
         return stale
 
-    other = await asyncpg.connect(PG_URL)
+    other = await asyncpg.connect(server_url(pg_url))
     try:
         assert await postgres_storage.make_ahead(other, schema, midnight, analyze=False) == [ahead]
         cutoff = midnight - timedelta(days=30)
