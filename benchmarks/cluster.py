@@ -122,6 +122,8 @@ def stock_cluster(name: str | None = None, extra_conf: str = "") -> Iterator[Clu
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        # pg_dropcluster leaves the folder our own conf.d file is in
+        shutil.rmtree(f"/etc/postgresql/{version}/{name}", ignore_errors=True)
 
 
 async def settings(url: str) -> dict[str, str]:
