@@ -12,8 +12,9 @@ import asyncpg
 import pytest
 
 import skiplock
+from skiplock import Database, Worker
 from skiplock._backends.params import JobInsertManyParams, NewJob
-from skiplock._lanes import ID_SPAN, Database
+from skiplock._lanes import ID_SPAN
 from skiplock.errors import ConfigurationError
 
 from .helpers import PG_URL, pg_admin
@@ -113,3 +114,39 @@ async def test_sqlite_is_database_zero(sqlite_url: str) -> None:
             await backend.database_number(1)
     finally:
         await app.close()
+
+
+async def test_a_worker_serves_the_database_it_is_given(pg_url: str, other_db: str) -> None:
+    """``Worker(app, database="b")`` (``skiplock worker --database b``) claims b's jobs and
+    none of the App's own; the default worker the reverse. Each schedule is one database's:
+    only the worker of that database runs it, so a slot runs once across them."""
+    app = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)})
+    ran: list[int] = []
+
+    @app.task
+    def note(x: int) -> None:
+        ran.append(x)
+
+    app.schedule(note, "* * * * *", name="tick", args=[0])
+    try:
+        await app.migrate()
+        b = await app.backend(database="b")
+        (in_b,) = await b.job_insert_many(JobInsertManyParams([note.prepare(1)]))
+        assert app.directory.name_of_id(in_b) == "b"
+        await note.aenqueue(2)  # the App's own database
+        pinned = Worker(app, database="b")
+        await pinned.run(burst=True)
+        assert ran == [1] and pinned.processed == 1
+        assert pinned.scheduler is None or pinned.scheduler.schedules == []
+        own = Worker(app)
+        await own.run(burst=True)
+        assert ran == [1, 2]
+        assert own.scheduler is not None
+        assert own.scheduler.schedules == [app.schedules["tick"]]
+    finally:
+        await app.close()
+
+
+def test_a_worker_names_a_known_database() -> None:
+    with pytest.raises(ConfigurationError, match="database='no way': must be 1 to 63"):
+        skiplock.WorkerConfig(database="no way")

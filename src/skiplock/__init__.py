@@ -21,6 +21,7 @@ from ._job import (
     TaskPause,
     current_job,
 )
+from ._lanes import Database
 from ._logging import JsonFormatter, configure_logging
 from ._observe.plugins import MetricsExporter as _MetricsExporter
 from ._observe.plugins import register_default_metrics_exporter as _register_metrics
@@ -95,6 +96,7 @@ __all__ = [
     "Chord",
     "ConfigurationError",
     "CronRun",
+    "Database",
     "DeadGroup",
     "DuplicateJob",
     "GraphNode",

@@ -502,11 +502,26 @@ class App:
                 await self._check_number(backend, database)
         return applied
 
-    async def wait_for_database(self, stopping: asyncio.Event | None = None) -> bool:
-        """Until the database answers with a current schema: unreachable is retried with
+    async def wait_for_database(
+        self, stopping: asyncio.Event | None = None, *, database: str = DEFAULT
+    ) -> bool:
+        """Until ``database`` answers with a current schema: unreachable is retried with
         capped, jittered backoff (a worker started during a database restart waits for it);
         an outdated schema raises SchemaError at once. False if ``stopping`` was set first."""
-        return await _schema.wait_until_current(self.check_schema, stopping)
+        self.url_of(database)  # an unknown name is a ConfigurationError, never a retry
+
+        async def check() -> None:
+            await _schema.check_current(
+                await self.backend(database=database), self.url_of(database)
+            )
+
+        return await _schema.wait_until_current(check, stopping)
+
+    def owner_of(self, schedule: Schedule) -> str:
+        """The database a schedule's slots are claimed and enqueued in: its jobs' (each slot
+        runs once across every database, claimed in that database's cron ledger alone)."""
+        queue = schedule.queue or schedule.task.queue
+        return self.directory.database_of(self.directory.lane_for(queue))
 
     async def schema_version(self) -> SchemaVersion:
         """The database's skiplock schema version and this skiplock's, in one cheap query (a

@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from ._lanes import check_lane_name
 from ._limits import MAX_BATCH, MAX_CONCURRENCY, check_int, check_seconds, check_text
 from .errors import ConfigurationError
 
@@ -124,7 +125,11 @@ class WorkerConfig:
     cleared (one worker at a time): its leftover jobs move aside and it is truncated, so a
     held MVCC horizon's dead versions leave with it. 0: never truncate (vacuum alone)."""
     scheduler: bool = True
-    """Run the app's cron schedules inside this worker (it costs nothing without schedules)."""
+    """Run the app's cron schedules inside this worker (it costs nothing without schedules);
+    with several databases, those whose jobs go to this worker's database."""
+    database: str = "default"
+    """Which of the app's databases this worker serves: a name given in App(databases=), or
+    "default", the App's own URL. One worker process a database."""
     name: str = field(default="")
     """How this worker signs its claims (locked_by); defaults to host:pid."""
     metrics_port: int | None = None
@@ -165,6 +170,7 @@ class WorkerConfig:
         check_text("http_host", self.http_host)
         if self.name:  # the live-worker table's key (name:random); "" means host:pid
             check_text("name", self.name)
+        check_lane_name("database", self.database)
         if self.queues is not None:
             require(len(self.queues) > 0, "queues", self.queues, "must name at least one queue")
             for queue in self.queues:
@@ -205,6 +211,7 @@ class WorkerOptions(TypedDict, total=False):
     vacuum_interval_s: float
     rotate_interval_s: float
     scheduler: bool
+    database: str
     name: str
     metrics_port: int | None
     health_port: int | None

@@ -53,8 +53,12 @@ class Scheduler(Service):
         clock: Callable[[], datetime] | None = None,
         signals: WorkerSignals | None = None,
         outage: Outage | None = None,
+        owns: Callable[[Schedule], bool] | None = None,
     ) -> None:
         super().__init__()
+        self._owns = owns
+        """Which schedules are this database's (None: all): with several databases each
+        schedule is one database's, so each slot runs once across them."""
         self.signals = signals or WorkerSignals()
         self.outage = outage or Outage(logger=log)
         """Shared with the worker's other services inside a worker; its own when alone."""
@@ -71,7 +75,9 @@ class Scheduler(Service):
 
     @property
     def schedules(self) -> list[Schedule]:
-        return list(self.registry.schedules.values())
+        owns = self._owns
+        every = self.registry.schedules.values()
+        return list(every) if owns is None else [s for s in every if owns(s)]
 
     async def tick(self, now: datetime) -> list[tuple[str, datetime, SlotOutcome]]:
         """Claim every slot due at ``now``; return what each claim did."""

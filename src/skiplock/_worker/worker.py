@@ -45,6 +45,7 @@ from .._observe.presence import Presence
 from .._observe.summary import LogSummary
 from .._outage import Outage
 from .._registry import Registry
+from .._schedule import Schedule
 from .._service import Service
 from .._url import mask_url
 from ..errors import BackendError
@@ -77,9 +78,13 @@ class WorkerApp(Protocol):
     @property
     def registry(self) -> Registry: ...
 
-    async def wait_for_database(self, stopping: asyncio.Event | None = None) -> bool: ...
+    async def wait_for_database(
+        self, stopping: asyncio.Event | None = None, *, database: str = ...
+    ) -> bool: ...
 
-    async def backend(self) -> Backend: ...
+    async def backend(self, *, create: bool = ..., database: str = ...) -> Backend: ...
+
+    def owner_of(self, schedule: Schedule) -> str: ...
 
 
 Connect = Callable[[asyncio.Event], Awaitable[Backend | None]]
@@ -133,9 +138,13 @@ class Worker:
         else:
             if isinstance(backend, WorkerConfig):
                 config = backend
-            registry, self._connect = app.registry, _from_app(app)
         config = config or WorkerConfig()
         config = dataclasses.replace(config, **options) if options else config
+        self._owns: Callable[[Schedule], bool] | None = None
+        if not isinstance(app, Registry):
+            registry, self._connect = app.registry, _from_app(app, config.database)
+            owner_of, database = app.owner_of, config.database
+            self._owns = lambda schedule: owner_of(schedule) == database
         self.registry = registry
         """The tasks, schedules and hooks this worker runs by (``app.registry``)."""
         self.name = config.name or f"{socket.gethostname()}:{os.getpid()}"
@@ -343,7 +352,9 @@ class Worker:
         if not burst and backend.supports_push:  # a burst never idles: nothing to wake it
             services.append(Notifier(backend, producer.on_wake, outage))
         if config.scheduler and self.registry.schedules:
-            self.scheduler = Scheduler(self.registry, backend, signals=signals, outage=outage)
+            self.scheduler = Scheduler(
+                self.registry, backend, signals=signals, outage=outage, owns=self._owns
+            )
             services.append(self.scheduler)
         self._services = [*services, producer]
         return producer, runner, completer
@@ -417,13 +428,14 @@ async def _first(*waits: Coroutine[Any, Any, object], timeout: float) -> None:
             future.cancel()
 
 
-def _from_app(app: WorkerApp) -> Connect:
-    """The app's backend for this loop, once its database answers with a current schema."""
+def _from_app(app: WorkerApp, database: str) -> Connect:
+    """The backend of the app's ``database`` for this loop, once it answers with a current
+    schema."""
 
     async def connect(stopping: asyncio.Event) -> Backend | None:
-        if not await app.wait_for_database(stopping):
+        if not await app.wait_for_database(stopping, database=database):
             return None
-        return await app.backend()
+        return await app.backend(database=database)
 
     return connect
 
