@@ -138,7 +138,7 @@ async def test_a_worker_serves_the_database_it_is_given(pg_url: str, other_db: s
         await pinned.run(burst=True)
         assert ran == [1] and pinned.processed == 1
         assert pinned.scheduler is None or pinned.scheduler.schedules == []
-        own = Worker(app)
+        own = Worker(app, database="default")
         await own.run(burst=True)
         assert ran == [1, 2]
         assert own.scheduler is not None
@@ -150,3 +150,33 @@ async def test_a_worker_serves_the_database_it_is_given(pg_url: str, other_db: s
 def test_a_worker_names_a_known_database() -> None:
     with pytest.raises(ConfigurationError, match="database='no way': must be 1 to 63"):
         skiplock.WorkerConfig(database="no way")
+
+
+async def test_one_worker_serves_every_database_by_default(pg_url: str, other_db: str) -> None:
+    """``Worker(app)`` with several databases: a worker for each, side by side, the
+    concurrency shared out, and the schedule run by the one of its database alone."""
+    app = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)})
+    ran: list[int] = []
+
+    @app.task
+    def note(x: int) -> None:
+        ran.append(x)
+
+    app.schedule(note, "* * * * *", name="tick", args=[0])
+    try:
+        await app.migrate()
+        b = await app.backend(database="b")
+        await b.job_insert_many(JobInsertManyParams([note.prepare(i) for i in range(5)]))
+        for i in range(5, 8):
+            await note.aenqueue(i)
+        both = Worker(app, concurrency=5)
+        assert sorted(both.databases) == ["b", "default"]
+        assert [both.databases[d].config.concurrency for d in ("default", "b")] == [3, 2]
+        await both.run(burst=True)
+        assert sorted(ran) == list(range(8)) and both.processed == 8
+        default, other = both.databases["default"], both.databases["b"]
+        assert default.scheduler is not None and default.scheduler.schedules
+        assert other.scheduler is None or other.scheduler.schedules == []
+        assert not both.ready.is_set()  # cleared once it stopped
+    finally:
+        await app.close()

@@ -127,9 +127,10 @@ class WorkerConfig:
     scheduler: bool = True
     """Run the app's cron schedules inside this worker (it costs nothing without schedules);
     with several databases, those whose jobs go to this worker's database."""
-    database: str = "default"
+    database: str | None = None
     """Which of the app's databases this worker serves: a name given in App(databases=), or
-    "default", the App's own URL. One worker process a database."""
+    "default", the App's own URL. None: every one, each with its own claims, leases,
+    wake-ups and upkeep, the concurrency shared out between them."""
     name: str = field(default="")
     """How this worker signs its claims (locked_by); defaults to host:pid."""
     metrics_port: int | None = None
@@ -170,7 +171,8 @@ class WorkerConfig:
         check_text("http_host", self.http_host)
         if self.name:  # the live-worker table's key (name:random); "" means host:pid
             check_text("name", self.name)
-        check_lane_name("database", self.database)
+        if self.database is not None:
+            check_lane_name("database", self.database)
         if self.queues is not None:
             require(len(self.queues) > 0, "queues", self.queues, "must name at least one queue")
             for queue in self.queues:
@@ -211,7 +213,7 @@ class WorkerOptions(TypedDict, total=False):
     vacuum_interval_s: float
     rotate_interval_s: float
     scheduler: bool
-    database: str
+    database: str | None
     name: str
     metrics_port: int | None
     health_port: int | None

@@ -30,13 +30,14 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol, Unpack, overload
 
 from .. import _schema
 from .._app_observe import Observe
 from .._backends import Backend
 from .._config import WorkerConfig, WorkerOptions
+from .._lanes import Directory
 from .._observe.gauges import GaugeCache, Gauges
 from .._observe.http import HttpEndpoint, Response, Route
 from .._observe.meter import Meter
@@ -85,6 +86,9 @@ class WorkerApp(Protocol):
     async def backend(self, *, create: bool = ..., database: str = ...) -> Backend: ...
 
     def owner_of(self, schedule: Schedule) -> str: ...
+
+    @property
+    def directory(self) -> Directory: ...
 
 
 Connect = Callable[[asyncio.Event], Awaitable[Backend | None]]
@@ -141,9 +145,14 @@ class Worker:
         config = config or WorkerConfig()
         config = dataclasses.replace(config, **options) if options else config
         self._owns: Callable[[Schedule], bool] | None = None
+        self._children: list[Worker] = []
         if not isinstance(app, Registry):
-            registry, self._connect = app.registry, _from_app(app, config.database)
-            owner_of, database = app.owner_of, config.database
+            names = app.directory.names()
+            if config.database is None and len(names) > 1:
+                self._children = _per_database(app, config, names)
+            database = config.database or names[0]
+            registry, self._connect = app.registry, _from_app(app, database)
+            owner_of = app.owner_of
             self._owns = lambda schedule: owner_of(schedule) == database
         self.registry = registry
         """The tasks, schedules and hooks this worker runs by (``app.registry``)."""
@@ -172,10 +181,36 @@ class Worker:
     @property
     def processed(self) -> int:
         """Outcomes this worker recorded (every job it ran or released)."""
+        if self._children:
+            return sum(child.processed for child in self._children)
         return self._runner.processed if self._runner else 0
+
+    @property
+    def databases(self) -> dict[str, Worker]:
+        """With several databases and no ``database`` given: the worker of each, by name
+        (empty otherwise: this worker serves its one database itself)."""
+        return {str(child.config.database): child for child in self._children}
 
     def status(self) -> dict[str, Any]:
         """What a health probe or the dashboard shows: readiness and each service's state."""
+        if self._children:
+            children = [child.status() for child in self._children]
+            return {
+                "name": self.name,
+                "ready": self.ready.is_set(),
+                "database_unavailable": any(c["database_unavailable"] for c in children),
+                "services": {
+                    f"{child.config.database}/{name}": state
+                    for child, got in zip(self._children, children, strict=True)
+                    for name, state in got["services"].items()
+                },
+                "running": sum(c["running"] for c in children),
+                "claimed_ahead": sum(c["claimed_ahead"] for c in children),
+                "processed": self.processed,
+                "databases": {
+                    c.config.database: got for c, got in zip(self._children, children, strict=True)
+                },
+            }
         ledger = self._ledger
         return {
             "name": self.name,
@@ -191,6 +226,8 @@ class Worker:
 
     def request_stop(self) -> None:
         """First call: stop claiming and drain. Second call: skip the drain wait."""
+        for child in self._children:
+            child.request_stop()
         if self._stopping.is_set():
             self._forced.set()
             if self._runner is not None:
@@ -207,6 +244,9 @@ class Worker:
 
     async def run(self, *, burst: bool = False) -> None:
         """Work until stopped; with ``burst``, return once nothing is ready to run."""
+        if self._children:
+            await self._run_children(burst)
+            return
         backend = await self._connect(self._stopping)
         if backend is None:
             return  # asked to stop before the database ever answered
@@ -218,6 +258,44 @@ class Worker:
         try:
             async with asyncio.TaskGroup() as tg:
                 await self._serve(tg, backend, burst)
+        finally:
+            self.ready.clear()
+        log.info("worker %s stopped after %d jobs", self.name, self.processed)
+
+    async def _run_children(self, burst: bool) -> None:
+        """Several databases: the worker of each, side by side in this event loop. One that
+        cannot reach its database waits for it alone (its services report the outage); the
+        others claim, run and complete meanwhile. This worker is ready once all of them are,
+        and serves the health and metrics ports for them all."""
+        children = self._children
+        for child in children:
+            child.meter = self.meter  # one set of counters for the process's /metrics
+
+        async def readiness() -> None:
+            await asyncio.gather(*(child.ready.wait() for child in children))
+            self.ready.set()
+            self.signals.ready.fire("worker")
+
+        log.info(
+            "worker %s serves %d databases: %s",
+            self.name,
+            len(children),
+            ", ".join(
+                f"{c.config.database} (concurrency {c.config.concurrency})" for c in children
+            ),
+        )
+        try:
+            async with asyncio.TaskGroup() as tg:
+                endpoints = self._endpoints(None)
+                for service in endpoints:
+                    await service.start(tg)
+                ready = tg.create_task(readiness())
+                try:
+                    await asyncio.gather(*(child.run(burst=burst) for child in children))
+                finally:
+                    ready.cancel()
+                    for service in endpoints:
+                        service.stop()
         finally:
             self.ready.clear()
         log.info("worker %s stopped after %d jobs", self.name, self.processed)
@@ -359,8 +437,9 @@ class Worker:
         self._services = [*services, producer]
         return producer, runner, completer
 
-    def _endpoints(self, backend: Backend) -> list[Service]:
-        """The metrics and health ports' services (none unless asked for)."""
+    def _endpoints(self, backend: Backend | None) -> list[Service]:
+        """The metrics and health ports' services (none unless asked for). ``backend`` None
+        (several databases): the metrics show the counters alone, no database gauges."""
         config = self.config
         by_port: dict[int, dict[str, Route]] = {}
         options: dict[int, str] = {}
@@ -370,22 +449,33 @@ class Worker:
             options[config.health_port] = "health_port"
         if config.metrics_port is not None:
             gauges, metrics = self._metrics(backend)
-            services.append(gauges)
+            if gauges is not None:
+                services.append(gauges)
             by_port.setdefault(config.metrics_port, {})["/metrics"] = metrics
             options.setdefault(config.metrics_port, "metrics_port")
         for port, routes in by_port.items():
             services.append(HttpEndpoint(options[port], config.http_host, port, routes))
         return services
 
-    def _metrics(self, backend: Backend) -> tuple[Service, Route]:
+    def _metrics(self, backend: Backend | None) -> tuple[Service | None, Route]:
         """The gauges' refresher and the /metrics route, rendered by the exporter this
-        worker was handed (none: Prometheus, which needs its extra)."""
+        worker was handed (none: Prometheus, which needs its extra). No backend: no
+        refresher, the counters alone."""
         exporter = self.metrics_exporter or default_metrics_exporter()
         config = self.config
         cache = GaugeCache()
         silent_s = 3 * config.maintenance_interval_s + 5.0
-        gauges = Gauges(
-            Observe(_getter(backend)), self.id, cache, config.stats_refresh_s, silent_s, self.outage
+        gauges = (
+            None
+            if backend is None
+            else Gauges(
+                Observe(_getter(backend)),
+                self.id,
+                cache,
+                config.stats_refresh_s,
+                silent_s,
+                self.outage,
+            )
         )
         meter = self.meter
 
@@ -426,6 +516,28 @@ async def _first(*waits: Coroutine[Any, Any, object], timeout: float) -> None:
     finally:
         for future in futures:
             future.cancel()
+
+
+def _per_database(app: WorkerApp, config: WorkerConfig, names: Sequence[str]) -> list[Worker]:
+    """A worker for each database: the concurrency shared out (the first ones get what does
+    not divide; at least one each), the ports left to the group, each named after its
+    database so its claims say where they ran."""
+    share, extra = divmod(config.concurrency, len(names))
+    base = config.name or f"{socket.gethostname()}:{os.getpid()}"
+    return [
+        Worker(
+            app,
+            dataclasses.replace(
+                config,
+                database=name,
+                concurrency=max(1, share + (1 if i < extra else 0)),
+                name=f"{base}/{name}",
+                metrics_port=None,
+                health_port=None,
+            ),
+        )
+        for i, name in enumerate(names)
+    ]
 
 
 def _from_app(app: WorkerApp, database: str) -> Connect:
