@@ -21,6 +21,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from . import _schema
 from ._app_control import KEPT, Kept, Operations
+from ._app_databases import Databases
 from ._app_observe import DEFAULT_KEYS_SHOWN, DEFAULT_WINDOW_S, Observe
 from ._app_results import Results
 from ._app_workflows import MAX_GRAPH_JOBS, WorkflowOps
@@ -151,12 +152,13 @@ class App:
         self._enqueuer = Enqueuer(
             self.registry, self.backend, self.new_backend, self._eager, self, lambda: self.url
         )
-        self._operations = Operations(self.backend, self.registry)
+        reach = Databases(self._backend_named, self.directory)
+        self._operations = Operations(reach, self.registry)
         self._workflows = WorkflowOps(
-            self.backend, max_payload_bytes, self._operations._audit, max_signals_kept
+            reach, max_payload_bytes, self._operations._audit, max_signals_kept
         )
-        self._observe = Observe(self.backend)
-        self._results = Results(self.backend, self._eager, self)
+        self._observe = Observe(reach)
+        self._results = Results(reach, self._eager, self)
         self.registry.on_finished(self._results.note_finished)
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
@@ -465,6 +467,10 @@ class App:
                 here[database] = backend
         return backend
 
+    async def _backend_named(self, database: str) -> Backend:
+        """``backend(database=...)`` as the App's parts reach it (``Databases``)."""
+        return await self.backend(database=database)
+
     async def _check_number(self, backend: Backend, database: str) -> None:
         """Refuse a database whose recorded number is not the directory's (ids would name the
         wrong database); record it on a database that has none yet."""
@@ -767,27 +773,39 @@ class App:
         *,
         before_id: int | None = None,
         oldest_first: bool = False,
+        database: str | None = None,
     ) -> list[JobRecord]:
         """Jobs in a state (any if None) matching a filter, newest first; ``before_id`` (the
         last id of the page before) pages by keyset, as fast deep in the table as at its top.
 
         ``oldest_first``: the order ``requeue_dead``/``discard_dead`` pick in, so a list with
         the same filter and limit previews exactly the jobs they act on (``before_id`` then
-        pages forward: the last id of the page before, larger ids after it)."""
+        pages forward: the last id of the page before, larger ids after it).
+
+        Several databases: every one is read (or the one ``database`` names), in the order
+        of their ids (database number; ids run with it), so the limit, the order and
+        ``before_id`` hold across them; ids in ``where`` read only the databases they name."""
         return await self._operations.list_jobs(
-            state, where, before_id=before_id, oldest_first=oldest_first
+            state, where, before_id=before_id, oldest_first=oldest_first, database=database
         )
 
     async def count_jobs(
-        self, state: JobState | None = None, where: JobFilter | None = None
+        self,
+        state: JobState | None = None,
+        where: JobFilter | None = None,
+        *,
+        database: str | None = None,
     ) -> int:
-        """How many jobs ``list_jobs`` would find without its limit (a bulk action's preview)."""
-        return await self._operations.count_jobs(state, where)
+        """How many jobs ``list_jobs`` would find without its limit (a bulk action's preview),
+        over every database or the one ``database`` names."""
+        return await self._operations.count_jobs(state, where, database=database)
 
-    async def count_jobs_by_state(self, where: JobFilter | None = None) -> dict[str, int]:
+    async def count_jobs_by_state(
+        self, where: JobFilter | None = None, *, database: str | None = None
+    ) -> dict[str, int]:
         """How many jobs match ``where`` in each state, in one pass (states with none left
-        out; claimed jobs count as running, their state)."""
-        return await self._operations.count_jobs_by_state(where)
+        out; claimed jobs count as running, their state), over every database or one."""
+        return await self._operations.count_jobs_by_state(where, database=database)
 
     async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
         """The jobs a person means by ``text``: the job with that id (if ``text`` is one),
@@ -803,48 +821,72 @@ class App:
         """Each schedule's most recent slot and the job it enqueued."""
         return await self._operations.cron_last_runs()
 
-    async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
+    async def requeue_dead(
+        self, where: JobFilter, *, who: str = "", database: str | None = None
+    ) -> list[int]:
         """Dead jobs matching ``where`` back to pending with attempts reset; their ids.
 
         At most ``where.limit`` of them, the oldest first (what ``list_jobs(JobState.DEAD,
         where, oldest_first=True)`` shows), chosen and changed in one statement;
         ``count_jobs(JobState.DEAD, where)`` afterwards says how many still match. A dead job
-        whose unique key a live job now holds stays dead (not in the ids)."""
-        return await self._operations.requeue_dead(where, who=who)
+        whose unique key a live job now holds stays dead (not in the ids).
 
-    async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
+        Several databases: each in turn (or the one ``database`` names), in the order
+        ``list_jobs`` shows them, each picking what the limit leaves: never more than
+        ``where.limit`` in total, and the jobs the same ``list_jobs`` previews."""
+        return await self._operations.requeue_dead(where, who=who, database=database)
+
+    async def discard_dead(
+        self, where: JobFilter, *, who: str = "", database: str | None = None
+    ) -> list[int]:
         """Dead jobs matching ``where`` to ``cancelled`` (kept until retention); their ids.
 
-        At most ``where.limit``, the oldest first, as ``requeue_dead``."""
-        return await self._operations.discard_dead(where, who=who)
+        At most ``where.limit``, the oldest first, as ``requeue_dead`` (databases too)."""
+        return await self._operations.discard_dead(where, who=who, database=database)
 
     async def prune(
-        self, *, finished_age_s: float, dead_age_s: float, batch: int = 1000, who: str = ""
+        self,
+        *,
+        finished_age_s: float,
+        dead_age_s: float,
+        batch: int = 1000,
+        who: str = "",
+        database: str | None = None,
     ) -> int:
         """Delete now, in batches, what is past a retention (the same statement the workers'
         pruner runs): succeeded and cancelled jobs finished ``finished_age_s`` ago, dead ones
-        ``dead_age_s`` ago. How many rows went."""
+        ``dead_age_s`` ago. How many rows went (every database's, or ``database``'s)."""
         return await self._operations.prune(
-            finished_age_s=finished_age_s, dead_age_s=dead_age_s, batch=batch, who=who
+            finished_age_s=finished_age_s,
+            dead_age_s=dead_age_s,
+            batch=batch,
+            who=who,
+            database=database,
         )
 
-    async def prune_preview(self, *, finished_age_s: float, dead_age_s: float) -> dict[str, int]:
+    async def prune_preview(
+        self, *, finished_age_s: float, dead_age_s: float, database: str | None = None
+    ) -> dict[str, int]:
         """What ``prune`` with these retentions would delete now, counted by state (states
         with nothing to delete left out): the same condition, so a dry run names the set the
         real run's rule takes (rows that age past it in between go too)."""
         return await self._operations.prune_preview(
-            finished_age_s=finished_age_s, dead_age_s=dead_age_s
+            finished_age_s=finished_age_s, dead_age_s=dead_age_s, database=database
         )
 
-    async def prune_audit(self, *, age_s: float, batch: int = 1000, who: str = "") -> int:
+    async def prune_audit(
+        self, *, age_s: float, batch: int = 1000, who: str = "", database: str | None = None
+    ) -> int:
         """Delete now, in batches, the audit trail's entries written more than ``age_s``
         seconds ago (the workers' pruner does it past ``retention_audit_s``); how many went.
         The pruning itself is recorded, as the trail's newest entry."""
-        return await self._operations.prune_audit(age_s=age_s, batch=batch, who=who)
+        return await self._operations.prune_audit(
+            age_s=age_s, batch=batch, who=who, database=database
+        )
 
-    async def prune_audit_preview(self, *, age_s: float) -> int:
+    async def prune_audit_preview(self, *, age_s: float, database: str | None = None) -> int:
         """How many audit trail entries ``prune_audit`` with this age would delete now."""
-        return await self._operations.prune_audit_preview(age_s=age_s)
+        return await self._operations.prune_audit_preview(age_s=age_s, database=database)
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""
@@ -855,29 +897,38 @@ class App:
         all queues, where a ``counts(queue)`` per queue counts it once each)."""
         return await self._operations.counts_by_queue()
 
-    async def queues(self) -> list[QueueInfo]:
+    async def queues(self, *, database: str | None = None) -> list[QueueInfo]:
         """Every queue with settings or live jobs, with its settings and live counts.
 
         Cheap at any history: it reads the settings and the live rows through their indexes
-        (pending, claimed ahead, running), never a finished row."""
-        return await self._operations.queues()
+        (pending, claimed ahead, running), never a finished row. Several databases: each
+        database's queues (or ``database``'s), ``QueueInfo.database`` naming it."""
+        return await self._operations.queues(database=database)
 
-    async def queue_info(self, queue: str) -> QueueInfo:
+    async def queue_info(self, queue: str, *, database: str = DEFAULT) -> QueueInfo:
         """One queue's settings and its pending, claimed and running counts, through the
         live rows' indexes only (a probe or an adapter may call it often). A name nothing
-        uses reads as an empty queue without limits."""
-        return await self._operations.queue_info(queue)
+        uses reads as an empty queue without limits. Of one database (the App's own unless
+        ``database`` names another)."""
+        return await self._operations.queue_info(queue, database=database)
 
-    async def pause_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
+    async def pause_queue(
+        self, queue: str, *, who: str = "", create: bool = False, database: str | None = None
+    ) -> None:
         """Workers stop claiming from ``queue`` within one poll interval; running jobs finish.
 
         ``queue`` must be known (a task of the app, a setting, or any job row names it)
-        unless ``create``: then a new name is set up (paused before its first job)."""
-        return await self._operations.pause_queue(queue, who=who, create=create)
+        unless ``create``: then a new name is set up (paused before its first job).
+        Written to every database of the App (a queue's jobs may be in any), or to
+        ``database`` alone."""
+        return await self._operations.pause_queue(queue, who=who, create=create, database=database)
 
-    async def resume_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
-        """Let workers claim from ``queue`` again (known, or ``create``, as ``pause_queue``)."""
-        return await self._operations.resume_queue(queue, who=who, create=create)
+    async def resume_queue(
+        self, queue: str, *, who: str = "", create: bool = False, database: str | None = None
+    ) -> None:
+        """Let workers claim from ``queue`` again (known, or ``create``, and databases, as
+        ``pause_queue``)."""
+        return await self._operations.resume_queue(queue, who=who, create=create, database=database)
 
     async def set_queue_limits(
         self,
@@ -889,13 +940,14 @@ class App:
         aging_s: float | Kept | None = KEPT,
         who: str = "",
         create: bool = False,
+        database: str | None = None,
     ) -> None:
         """Bound a queue (``max_depth``: enqueue raises QueueFull past it) and limit it across
         every worker (``max_running`` at once, ``rate_per_s`` starts a second), and age its
         priorities (``aging_s``: a ready job's effective priority is ``priority + floor(wait /
         aging_s)``, so a flood of higher priorities cannot starve it). A call sets the ones
         it names, None lifting one; those left out stay as they are. The queue must be known
-        unless ``create``, as ``pause_queue``."""
+        unless ``create``, and written to every database, as ``pause_queue``."""
         return await self._operations.set_queue_limits(
             queue,
             max_depth=max_depth,
@@ -904,6 +956,7 @@ class App:
             aging_s=aging_s,
             who=who,
             create=create,
+            database=database,
         )
 
     async def pause_task(
@@ -927,6 +980,7 @@ class App:
         queue: str | None = None,
         task: str | None = None,
         window_s: float = DEFAULT_WINDOW_S,
+        database: str = DEFAULT,
     ) -> Stats:
         """The health numbers now, per queue, per task and in total, over the last
         ``window_s`` seconds (depths are now), optionally of one ``queue`` and/or ``task``.
@@ -934,8 +988,12 @@ class App:
         One consistent reading (one snapshot, one database now); cheap at any history size:
         every part reads a partial index or the window's range of one. Beside it, ``storage``:
         what holds the storage's upkeep back now, and who (docs/operations/storage.md).
+        Of one database: the App's own, or the one ``database`` names (``Stats.database``;
+        ``skiplock stats`` reads each in turn).
         """
-        return await self._observe.stats(queue=queue, task=task, window_s=window_s)
+        return await self._observe.stats(
+            queue=queue, task=task, window_s=window_s, database=database
+        )
 
     async def blocked_keys(self, limit: int = DEFAULT_KEYS_SHOWN) -> list[BlockedKey]:
         """The ordered keys (``ordering_key``, ``ordering_on_dead="block"``) a dead job
@@ -952,10 +1010,12 @@ class App:
         keyed job, never history."""
         return await self._observe.busiest_keys(limit, queue=queue, task=task)
 
-    async def workers(self) -> list[WorkerInfo]:
+    async def workers(self, *, database: str | None = None) -> list[WorkerInfo]:
         """Every worker in the live-worker registry (each upserts its row on its maintenance
-        beat and removes it when it stops; rows silent for an hour are forgotten), by name."""
-        return await self._observe.workers()
+        beat and removes it when it stops; rows silent for an hour are forgotten), by name.
+        Several databases: each one's registry (or ``database``'s), ``WorkerInfo.database``
+        naming it."""
+        return await self._observe.workers(database=database)
 
     # -- the sync bridge ----------------------------------------------------------------------
 

@@ -8,13 +8,15 @@ is on ``App``, which delegates to these one to one."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import getpass
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ._backends import BackendGetter
+from ._app_databases import Databases
+from ._backends import Backend
 from ._backends.params import (
     AuditListParams,
     AuditPruneParams,
@@ -39,6 +41,7 @@ from ._job import (
     QueueInfo,
     TaskPause,
 )
+from ._lanes import DEFAULT, ID_SPAN
 from ._limits import (
     MAX_TEXT_CHARS,
     check_aging,
@@ -113,11 +116,22 @@ def _ids(ids: list[int]) -> str:
 
 
 class Operations:
-    """The person-driven operations of one app, over its backend and its registry."""
+    """The person-driven operations of one app, over its databases and its registry.
 
-    def __init__(self, backend: BackendGetter, registry: Registry) -> None:
+    A job id acts on the database it names; a read or a filter without ids goes over every
+    database (or the one ``database`` names), in the order their ids run."""
+
+    def __init__(self, backend: Databases, registry: Registry) -> None:
         self.backend = backend
         self._registry = registry
+
+    async def _each(
+        self, database: str | None, act: Callable[[Backend], Awaitable[T]]
+    ) -> list[tuple[str, T]]:
+        """``act`` on each database chosen (``Databases.chosen``), in turn."""
+        return [
+            (name, await act(await self.backend(name))) for name in self.backend.chosen(database)
+        ]
 
     # -- the audit trail ----------------------------------------------------------------------
 
@@ -130,7 +144,9 @@ class Operations:
                 check_text(name, value)
         await self._audit(what, who, target, detail)
 
-    async def _audit(self, what: str, who: str, target: str, detail: str = "") -> None:
+    async def _audit(
+        self, what: str, who: str, target: str, detail: str = "", database: str = DEFAULT
+    ) -> None:
         """``record_action`` for skiplock's own operations: a 4000-character queue name or
         filter is cut to fit, never a refusal of an action that already happened."""
         fit = [
@@ -138,7 +154,7 @@ class Operations:
             for v in (what, who or default_who(), target, detail)
         ]
         params = AuditRecordParams(fit[1], fit[0], fit[2], fit[3])
-        await (await self.backend()).audit_record(params)
+        await (await self.backend(database)).audit_record(params)
 
     async def audit_trail(
         self, *, limit: int = 100, before_id: int | None = None
@@ -151,30 +167,35 @@ class Operations:
     # -- jobs and dead letters ----------------------------------------------------------------
 
     async def get_job(self, job_id: int) -> JobRecord:
-        return await (await self.backend()).job_get(job_id)
+        return await (await self.backend.of_id(job_id)).job_get(job_id)
 
     async def release_worker(self, worker_id: str) -> list[int]:
         if not isinstance(worker_id, str) or not worker_id.strip():
             raise ConfigurationError(f"worker_id must be a worker's id (got {worker_id!r})")
-        return await (await self.backend()).job_reclaim_worker(JobReclaimWorkerParams(worker_id))
+        params = JobReclaimWorkerParams(worker_id)
+        done = await self._each(None, lambda backend: backend.job_reclaim_worker(params))
+        return [job_id for _, ids in done for job_id in ids]
 
     async def retry_job(self, job_id: int, *, who: str = "") -> bool:
+        database = self.backend.name_of_id(job_id)
         try:
-            done = await (await self.backend()).job_retry(JobActionParams(job_id, _who(who)))
+            backend = await self.backend(database)
+            done = await backend.job_retry(JobActionParams(job_id, _who(who)))
         except DuplicateJob as exc:
             raise DuplicateJob(
                 f"job {job_id} was not retried: another job holds its unique key"
             ) from exc
-        await self._audit("retry", who, f"job {job_id}", "" if done else "not finished")
+        await self._audit("retry", who, f"job {job_id}", "" if done else "not finished", database)
         if done:
             job = await self.get_job(job_id)
             self._registry.wake_queues([job.queue])
         return done
 
     async def cancel_job(self, job_id: int, *, who: str = "") -> JobState:
-        backend = await self.backend()
+        database = self.backend.name_of_id(job_id)
+        backend = await self.backend(database)
         state = await backend.job_cancel(JobActionParams(job_id, _who(who)))
-        await self._audit("cancel", who, f"job {job_id}", state.value)
+        await self._audit("cancel", who, f"job {job_id}", state.value, database)
         if state is JobState.CANCELLED:  # its waiting children follow their policy now
             await backend.workflow_release([job_id])
         return state
@@ -186,19 +207,66 @@ class Operations:
         *,
         before_id: int | None = None,
         oldest_first: bool = False,
+        database: str | None = None,
     ) -> list[JobRecord]:
         if before_id is not None:
             check_int("before_id", before_id, 1, 2**63 - 1)
-        params = JobListParams(where or JobFilter(), state, before_id, oldest_first)
-        return await (await self.backend()).job_list(params)
+        where = where or JobFilter()
+        parts = self._parts(where, database)
+        # ids run with the databases' numbers: database by database is the order of the ids
+        if not oldest_first:
+            parts.reverse()
+        found: list[JobRecord] = []
+        for name, part in parts:
+            if before_id is not None and self._before(name, before_id, oldest_first):
+                continue
+            left = where.limit - len(found)
+            if left <= 0:
+                break
+            params = JobListParams(
+                dataclasses.replace(part, limit=left), state, before_id, oldest_first
+            )
+            found += await (await self.backend(name)).job_list(params)
+        return found
+
+    def _parts(self, where: JobFilter, database: str | None) -> list[tuple[str, JobFilter]]:
+        """The databases a filter reads, each with its part of the filter: the named ids
+        split by the database each names (a database none of them names is not read)."""
+        names = self.backend.chosen(database)
+        if where.ids is None:
+            return [(name, where) for name in names]
+        split = self.backend.split(where.ids)
+        return [(n, dataclasses.replace(where, ids=split[n])) for n in names if n in split]
+
+    def _before(self, database: str, before_id: int, oldest_first: bool) -> bool:
+        """Whether paging past ``before_id`` leaves nothing of ``database``'s ids."""
+        if not self.backend.several:
+            return False
+        first = self.backend.first_id(database)
+        if oldest_first:  # ids after before_id
+            return before_id >= first + ID_SPAN - 1
+        return before_id <= first
 
     async def count_jobs(
-        self, state: JobState | None = None, where: JobFilter | None = None
+        self,
+        state: JobState | None = None,
+        where: JobFilter | None = None,
+        *,
+        database: str | None = None,
     ) -> int:
-        return await (await self.backend()).job_count(JobListParams(where or JobFilter(), state))
+        total = 0
+        for name, part in self._parts(where or JobFilter(), database):
+            total += await (await self.backend(name)).job_count(JobListParams(part, state))
+        return total
 
-    async def count_jobs_by_state(self, where: JobFilter | None = None) -> dict[str, int]:
-        return await (await self.backend()).job_count_states(JobListParams(where or JobFilter()))
+    async def count_jobs_by_state(
+        self, where: JobFilter | None = None, *, database: str | None = None
+    ) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for name, part in self._parts(where or JobFilter(), database):
+            counts = await (await self.backend(name)).job_count_states(JobListParams(part))
+            _add(total, counts)
+        return total
 
     async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
         check_int("limit", limit, 1, 10_000)
@@ -210,9 +278,9 @@ class Operations:
         found: list[JobRecord] = []
         if text.isascii() and text.isdigit() and 0 < int(text) <= 2**63 - 1:
             found = await self.list_jobs(None, JobFilter(ids=(int(text),), limit=1))
-        backend = await self.backend()
-        seen = {j.id for j in found}
-        found += [j for j in await backend.job_find(JobFindParams(text, limit)) if j.id not in seen]
+        for _, more in await self._each(None, lambda b: b.job_find(JobFindParams(text, limit))):
+            seen = {j.id for j in found}
+            found += [j for j in more if j.id not in seen]
         return found[:limit]
 
     async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
@@ -222,55 +290,112 @@ class Operations:
     async def cron_last_runs(self) -> list[CronRun]:
         return await (await self.backend()).cron_last_runs()
 
-    async def requeue_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        params = DeadActionParams(_checked(where), _who(who))
-        ids = await (await self.backend()).job_requeue_dead(params)
-        await self._audit("requeue dead", who, _dead(where), _ids(ids))
+    async def requeue_dead(
+        self, where: JobFilter, *, who: str = "", database: str | None = None
+    ) -> list[int]:
+        ids = await self._dead_action("requeue dead", where, who, database)
         if ids:
             self._registry.wake_queues([where.queue] if where.queue else ["*"])
         return ids
 
-    async def discard_dead(self, where: JobFilter, *, who: str = "") -> list[int]:
-        params = DeadActionParams(_checked(where), _who(who))
-        ids = await (await self.backend()).job_discard_dead(params)
-        await self._audit("discard dead", who, _dead(where), _ids(ids))
-        return ids
+    async def discard_dead(
+        self, where: JobFilter, *, who: str = "", database: str | None = None
+    ) -> list[int]:
+        return await self._dead_action("discard dead", where, who, database)
+
+    async def _dead_action(
+        self, what: str, where: JobFilter, who: str, database: str | None
+    ) -> list[int]:
+        """Requeue or discard the dead jobs ``list_jobs(DEAD, where, oldest_first=True,
+        database=database)`` shows: database by database in the ids' order, each picking at
+        most what the limit leaves after those picked before (never more in total)."""
+        _checked(where)
+        person = _who(who)
+        parts = self._parts(where, database)
+        done: list[int] = []
+        left = where.limit
+        for name, part in parts:
+            if left <= 0:
+                break
+            backend = await self.backend(name)
+            part = dataclasses.replace(part, limit=left)
+            picked = left
+            if len(parts) > 1:  # what this database's part of the preview holds
+                picked = min(left, await backend.job_count(JobListParams(part, JobState.DEAD)))
+            params = DeadActionParams(part, person)
+            if what == "requeue dead":
+                ids = await backend.job_requeue_dead(params)
+            else:
+                ids = await backend.job_discard_dead(params)
+            await self._audit(what, who, _dead(part), _ids(ids), name)
+            done += ids
+            left -= max(picked, len(ids))
+        return done
 
     async def prune(
-        self, *, finished_age_s: float, dead_age_s: float, batch: int = 1000, who: str = ""
+        self,
+        *,
+        finished_age_s: float,
+        dead_age_s: float,
+        batch: int = 1000,
+        who: str = "",
+        database: str | None = None,
     ) -> int:
         params = _prune_params(finished_age_s, dead_age_s, batch)
-        backend = await self.backend()
         total = 0
-        while (deleted := await backend.job_prune(params)) > 0:
-            total += deleted
-        while await backend.workflow_prune(batch) > 0:  # what workflows left behind
-            pass
-        ages = f"finished_age_s={finished_age_s} dead_age_s={dead_age_s}"
-        await self._audit("prune", who, "jobs", f"{total} rows; {ages}")
+        for name in self.backend.chosen(database):
+            backend = await self.backend(name)
+            deleted_here = 0
+            while (deleted := await backend.job_prune(params)) > 0:
+                deleted_here += deleted
+            while await backend.workflow_prune(batch) > 0:  # what workflows left behind
+                pass
+            ages = f"finished_age_s={finished_age_s} dead_age_s={dead_age_s}"
+            await self._audit("prune", who, "jobs", f"{deleted_here} rows; {ages}", name)
+            total += deleted_here
         return total
 
-    async def prune_preview(self, *, finished_age_s: float, dead_age_s: float) -> dict[str, int]:
+    async def prune_preview(
+        self, *, finished_age_s: float, dead_age_s: float, database: str | None = None
+    ) -> dict[str, int]:
         params = _prune_params(finished_age_s, dead_age_s, 1)
-        return await (await self.backend()).job_prune_preview(params)
-
-    async def prune_audit(self, *, age_s: float, batch: int = 1000, who: str = "") -> int:
-        age_s, batch = check_seconds("age_s", age_s), check_int("batch", batch, 1)
-        backend = await self.backend()
-        total = 0
-        while (deleted := await backend.audit_prune(AuditPruneParams(age_s, batch))) > 0:
-            total += deleted
-        await self._audit("prune audit trail", who, "audit trail", f"{total} rows; age_s={age_s}")
+        total: dict[str, int] = {}
+        for _, counts in await self._each(database, lambda b: b.job_prune_preview(params)):
+            _add(total, counts)
         return total
 
-    async def prune_audit_preview(self, *, age_s: float) -> int:
-        return await (await self.backend()).audit_prune_preview(check_seconds("age_s", age_s))
+    async def prune_audit(
+        self, *, age_s: float, batch: int = 1000, who: str = "", database: str | None = None
+    ) -> int:
+        age_s, batch = check_seconds("age_s", age_s), check_int("batch", batch, 1)
+        total = 0
+        for name in self.backend.chosen(database):
+            backend = await self.backend(name)
+            here = 0
+            while (deleted := await backend.audit_prune(AuditPruneParams(age_s, batch))) > 0:
+                here += deleted
+            detail = f"{here} rows; age_s={age_s}"
+            await self._audit("prune audit trail", who, "audit trail", detail, name)
+            total += here
+        return total
+
+    async def prune_audit_preview(self, *, age_s: float, database: str | None = None) -> int:
+        age_s = check_seconds("age_s", age_s)
+        counted = await self._each(database, lambda b: b.audit_prune_preview(age_s))
+        return sum(n for _, n in counted)
 
     async def counts(self, queue: str | None = None) -> dict[str, int]:
-        return await (await self.backend()).job_count_by_state(queue)
+        total: dict[str, int] = {}
+        for _, counts in await self._each(None, lambda b: b.job_count_by_state(queue)):
+            _add(total, counts)
+        return total
 
     async def counts_by_queue(self) -> dict[str, dict[str, int]]:
-        return await (await self.backend()).job_count_by_queue()
+        total: dict[str, dict[str, int]] = {}
+        for _, by_queue in await self._each(None, lambda b: b.job_count_by_queue()):
+            for queue, counts in by_queue.items():
+                _add(total.setdefault(queue, {}), counts)
+        return total
 
     # -- queue and task controls ------------------------------------------------------------
 
@@ -281,30 +406,47 @@ class Operations:
         check_text("queue", queue)
         known = {t.queue for t in self._registry.tasks.values()}
         known |= {s.queue for s in self._registry.schedules.values() if s.queue}
-        if create or queue in known or await (await self.backend()).queue_known(queue):
+        if create or queue in known:
             return queue
+        for name in self.backend.chosen(None):
+            if await (await self.backend(name)).queue_known(queue):
+                return queue
         raise ConfigurationError(
             f"unknown queue {queue!r}: no task, job or setting names it (a typo?); to set up a "
             "new queue, pass --create (create=True from Python)"
         )
 
-    async def queues(self) -> list[QueueInfo]:
-        return await (await self.backend()).queue_list()
+    async def queues(self, *, database: str | None = None) -> list[QueueInfo]:
+        """Every database's queues (or ``database``'s), each naming its database."""
+        listed = await self._each(database, lambda b: b.queue_list())
+        return [dataclasses.replace(q, database=name) for name, part in listed for q in part]
 
-    async def queue_info(self, queue: str) -> QueueInfo:
+    async def queue_info(self, queue: str, *, database: str = DEFAULT) -> QueueInfo:
         check_text("queue", queue)
-        return await (await self.backend()).queue_info(queue)
+        self.backend.chosen(database)
+        info = await (await self.backend(database)).queue_info(queue)
+        return dataclasses.replace(info, database=database)
 
-    async def pause_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
-        params = QueueSetPausedParams(await self._known_queue(queue, create), True)
-        await (await self.backend()).queue_set_paused(params)
-        await self._audit("pause queue", who, f"queue {queue}")
+    async def pause_queue(
+        self, queue: str, *, who: str = "", create: bool = False, database: str | None = None
+    ) -> None:
+        await self._set_paused(queue, True, who, create, database)
 
-    async def resume_queue(self, queue: str, *, who: str = "", create: bool = False) -> None:
-        params = QueueSetPausedParams(await self._known_queue(queue, create), False)
-        await (await self.backend()).queue_set_paused(params)
-        await self._audit("resume queue", who, f"queue {queue}")
+    async def resume_queue(
+        self, queue: str, *, who: str = "", create: bool = False, database: str | None = None
+    ) -> None:
+        await self._set_paused(queue, False, who, create, database)
         self._registry.wake_queues([queue])
+
+    async def _set_paused(
+        self, queue: str, paused: bool, who: str, create: bool, database: str | None
+    ) -> None:
+        """Written to every database (or ``database``): a queue's jobs may be in any."""
+        params = QueueSetPausedParams(await self._known_queue(queue, create), paused)
+        for name in self.backend.chosen(database):
+            await (await self.backend(name)).queue_set_paused(params)
+            what = "pause queue" if paused else "resume queue"
+            await self._audit(what, who, f"queue {queue}", "", name)
 
     async def set_queue_limits(
         self,
@@ -316,6 +458,7 @@ class Operations:
         aging_s: float | Kept | None = KEPT,
         who: str = "",
         create: bool = False,
+        database: str | None = None,
     ) -> None:
         given = {
             "max_depth": max_depth,
@@ -335,9 +478,11 @@ class Operations:
             aging_s=_set(aging_s),
             given=frozenset(changes),
         )
-        await (await self.backend()).queue_set_limits(limits)
         detail = " ".join(f"{name}={value}" for name, value in changes.items())
-        await self._audit("set queue limits", who, f"queue {queue}", detail or "nothing changed")
+        for name in self.backend.chosen(database):
+            await (await self.backend(name)).queue_set_limits(limits)
+            target = f"queue {queue}"
+            await self._audit("set queue limits", who, target, detail or "nothing changed", name)
 
     async def pause_task(
         self, task: str, *, for_s: float | None = None, reason: str = "", who: str = ""
@@ -361,6 +506,12 @@ class Operations:
 
     async def task_pauses(self) -> list[TaskPause]:
         return await (await self.backend()).task_pauses()
+
+
+def _add(total: dict[str, int], counts: dict[str, int]) -> None:
+    """Add one database's counts by state to ``total``."""
+    for key, n in counts.items():
+        total[key] = total.get(key, 0) + n
 
 
 def _prune_params(finished_age_s: float, dead_age_s: float, batch: int) -> JobPruneParams:

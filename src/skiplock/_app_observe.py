@@ -7,7 +7,9 @@ without an App). The public methods' documentation is on ``App``, which delegate
 
 from __future__ import annotations
 
-from ._backends import BackendGetter
+import dataclasses
+
+from ._app_databases import Databases
 from ._backends.params import (
     KEYS_IN_STATS,
     JobBusiestKeysParams,
@@ -15,6 +17,7 @@ from ._backends.params import (
     StorageHoldParams,
 )
 from ._job import HOLD_KINDS, BlockedKey, KeyLoad, WorkerInfo
+from ._lanes import DEFAULT
 from ._limits import check_int, check_seconds, check_text
 from ._observe.stats import Stats, build_stats
 from .errors import ConfigurationError
@@ -32,9 +35,10 @@ MAX_KEYS_SHOWN = 1000
 
 
 class Observe:
-    """The health reads of one app, over its backend."""
+    """The health reads of one app, over its databases (``stats`` reads one; ``workers``
+    every one, or the one named)."""
 
-    def __init__(self, backend: BackendGetter) -> None:
+    def __init__(self, backend: Databases) -> None:
         self.backend = backend
 
     async def stats(
@@ -43,6 +47,7 @@ class Observe:
         queue: str | None = None,
         task: str | None = None,
         window_s: float = DEFAULT_WINDOW_S,
+        database: str = DEFAULT,
     ) -> Stats:
         window_s = check_seconds("window_s", window_s, minimum=0.0, open_=True)
         if window_s > MAX_WINDOW_S:
@@ -51,13 +56,19 @@ class Observe:
             )
         check_text("queue", queue, optional=True)
         check_text("task", task, optional=True)
-        backend = await self.backend()
+        self.backend.chosen(database)
+        backend = await self.backend(database)
         rows = await backend.job_stats(JobStatsParams(window_s, queue, task))
         holds = [await backend.storage_hold(StorageHoldParams(kind)) for kind in HOLD_KINDS]
-        return build_stats(rows, window_s, [h for h in holds if h is not None])
+        stats = build_stats(rows, window_s, [h for h in holds if h is not None])
+        return stats if database == DEFAULT else dataclasses.replace(stats, database=database)
 
-    async def workers(self) -> list[WorkerInfo]:
-        return await (await self.backend()).worker_list()
+    async def workers(self, *, database: str | None = None) -> list[WorkerInfo]:
+        found: list[WorkerInfo] = []
+        for name in self.backend.chosen(database):
+            rows = await (await self.backend(name)).worker_list()
+            found += [dataclasses.replace(w, database=name) for w in rows]
+        return found
 
     async def blocked_keys(self, limit: int = DEFAULT_KEYS_SHOWN) -> list[BlockedKey]:
         check_int("limit", limit, 1, MAX_KEYS_SHOWN)

@@ -12,26 +12,28 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._backends import BackendGetter
+from ._app_databases import Databases
 from ._eager import EagerMode
 from ._job import JobOutcome
+from ._lanes import DEFAULT
 from ._task import Enqueuing, JobHandle
 from ._waiting import Waiters, unwrap
 
 
 class Results:
-    """The result reads of one app; one ``Waiters`` registry per event loop."""
+    """The result reads of one app; one ``Waiters`` registry per event loop and database
+    (a job id is waited for in the database it names)."""
 
-    def __init__(self, backend: BackendGetter, eager: EagerMode, owner: Enqueuing) -> None:
+    def __init__(self, backend: Databases, eager: EagerMode, owner: Enqueuing) -> None:
         self.backend = backend
         self._eager = eager
         self._owner = owner
-        self._waiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Waiters] = (
+        self._waiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Waiters]] = (
             weakref.WeakKeyDictionary()
         )
 
     async def job(self, job_id: int) -> JobHandle:
-        record = await (await self.backend()).job_get(job_id)
+        record = await (await self.backend.of_id(job_id)).job_get(job_id)
         return JobHandle(record.id, record.task, record.queue, self._owner)
 
     async def gather(
@@ -60,27 +62,37 @@ class Results:
             raise ValueError(f"timeout={timeout!r}: must be >= 0 seconds, or None")
         if self._eager.on:  # every job ran at enqueue: nothing to wait for
             return {i: self._eager.outcome(i) for i in job_ids}
-        return await (await self._loop_waiters()).outcomes(job_ids, timeout)
+        parts = self.backend.split(job_ids)
+        if len(parts) <= 1:
+            database = next(iter(parts), DEFAULT)
+            return await (await self._loop_waiters(database)).outcomes(job_ids, timeout)
+        waited = await asyncio.gather(
+            *[
+                (await self._loop_waiters(name)).outcomes(ids, timeout)
+                for name, ids in parts.items()
+            ]
+        )
+        return {job_id: part[job_id] for part in waited for job_id in part}
 
-    async def _loop_waiters(self) -> Waiters:
-        loop = asyncio.get_running_loop()
-        waiters = self._waiters.get(loop)
+    async def _loop_waiters(self, database: str) -> Waiters:
+        here = self._waiters.setdefault(asyncio.get_running_loop(), {})
+        waiters = here.get(database)
         if waiters is None:
-            waiters = self._waiters[loop] = Waiters(await self.backend())
+            waiters = here[database] = Waiters(await self.backend(database))
         return waiters
 
     def note_finished(self, job_ids: Iterable[int]) -> None:
         """A worker on this loop wrote these jobs' final outcomes: wake its waiters directly
         (a ``Registry.on_finished`` listener)."""
         try:
-            waiters = self._waiters.get(asyncio.get_running_loop())
+            here = self._waiters.get(asyncio.get_running_loop())
         except RuntimeError:
             return
-        if waiters is not None:
+        for waiters in (here or {}).values():
             waiters.hint(job_ids)
 
     async def close(self) -> None:
         """Stop this loop's waiters (the App closes them before its backend)."""
-        waiters = self._waiters.pop(asyncio.get_running_loop(), None)
-        if waiters is not None:
+        here = self._waiters.pop(asyncio.get_running_loop(), None)
+        for waiters in (here or {}).values():
             await waiters.close()

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ._app_control import default_who
+from ._app_databases import Databases
 from ._attempt import MAX_MESSAGE_CHARS
-from ._backends import BackendGetter
 from ._backends.workflow_params import (
     WorkflowAbortBatchParams,
     WorkflowGraphParams,
@@ -39,7 +39,8 @@ from .errors import ConfigurationError
 MAX_CHILDREN_SHOWN = 1000
 MAX_GRAPH_JOBS = 2000
 
-Audit = Callable[[str, str, str, str], Coroutine[Any, Any, None]]
+Audit = Callable[[str, str, str, str, str], Coroutine[Any, Any, None]]
+"""``Operations._audit``: what, who, target, detail, and the database it is written to."""
 
 
 def batch_aborted_record(batch_id: int, reason: BaseException) -> str:
@@ -60,7 +61,7 @@ def batch_aborted_record(batch_id: int, reason: BaseException) -> str:
 class WorkflowOps:
     def __init__(
         self,
-        backend: BackendGetter,
+        backend: Databases,
         max_payload_bytes: int,
         audit: Audit,
         max_signals_kept: int = DEFAULT_MAX_SIGNALS_KEPT,
@@ -112,11 +113,13 @@ class WorkflowOps:
             check_text("who", who)
         text = signal_payload(name, payload, self.max_payload_bytes)
         who = who or default_who()
-        backend = await self.backend()
+        database = self.backend.name_of_id(job_id)
+        backend = await self.backend(database)
         # MailboxFull writes nothing, here too: a loop of refused signals leaves no rows
         sent = WorkflowSignalParams(job_id, name, text, who, self.max_signals_kept)
         receipt = await backend.workflow_signal(sent)
-        await self._audit("signal", who, f"job {job_id}", f"{name}: {receipt.outcome.value}")
+        outcome = f"{name}: {receipt.outcome.value}"
+        await self._audit("signal", who, f"job {job_id}", outcome, database)
         return receipt
 
     async def job_links(
@@ -129,7 +132,7 @@ class WorkflowOps:
         check_int("children_limit", children_limit, 1, 100_000)
         check_int("parents_limit", parents_limit, 1, MAX_PARENTS)
         links = WorkflowLinksParams(job_id, children_limit, parents_limit)
-        return await (await self.backend()).workflow_links(links)
+        return await (await self.backend.of_id(job_id)).workflow_links(links)
 
     async def linked_jobs(
         self, job_id: int, side: str, after: int | None, limit: int
@@ -140,7 +143,7 @@ class WorkflowOps:
         if after is not None:
             check_int("after", after, 1, 2**63 - 1)
         check_int("limit", limit, 1, 10_000)
-        backend = await self.backend()
+        backend = await self.backend.of_id(job_id)
         page = WorkflowLinkedParams(job_id, side == "parents", after or 0, limit)
         return await backend.workflow_linked(page)
 
@@ -151,4 +154,5 @@ class WorkflowOps:
     async def workflow_graph(self, job_id: int, most: int = MAX_GRAPH_JOBS) -> WorkflowGraph:
         check_int("job_id", job_id, 1, 2**63 - 1)
         check_int("most", most, 1, 100_000)
-        return await (await self.backend()).workflow_graph(WorkflowGraphParams(job_id, most))
+        graph = WorkflowGraphParams(job_id, most)
+        return await (await self.backend.of_id(job_id)).workflow_graph(graph)

@@ -561,6 +561,8 @@ class QueueInfo:
     """Running in the row but not (yet reported) started: claimed ahead by a worker."""
     aging_s: float | None = None
     """Priority aging (None: off): a ready job gains one priority step per ``aging_s`` of wait."""
+    database: str = "default"
+    """The database this reading is of (an App with ``databases=`` has several)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -754,3 +756,5 @@ class WorkerInfo:
     restarts_in_a_row: int = 0
     """Of those, the ones since one of its workers last stayed up a minute (0 once this one
     has): a crash loop when it grows (``skiplock health`` turns red at 3)."""
+    database: str = "default"
+    """The database whose registry this row is in (an App with ``databases=`` has several)."""

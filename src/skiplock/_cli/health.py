@@ -20,7 +20,7 @@ import click
 from .._observe.liveness import CRASH_LOOP_RESTARTS, STABLE_S, dead_reason
 from .._observe.stats import StatsGroup, WorkerInfo
 from .output import echo, echo_json, json_option
-from .support import Seconds, app_command, app_for, run_async
+from .support import Down, Seconds, app_command, app_for, each_database, run_async
 
 DEFAULT_MAX_BACKLOG_AGE_S = 300.0
 DEFAULT_MAX_SILENCE_S = 60.0
@@ -111,13 +111,23 @@ def health(
     max_restarts: int,
     as_json: bool,
 ) -> None:
-    """Exit 0 if APP's queues are being worked, else 1 and say why."""
+    """Exit 0 if APP's queues are being worked, else 1 and say why.
+
+    An APP with several databases: each is read and judged on its own (its workers, its
+    backlog); a problem in one, or one that cannot be read, is unhealthy, named."""
     app = app_for(app_spec, url)
 
-    async def read() -> tuple[StatsGroup, list[WorkerInfo]]:
-        return (await app.stats(window_s=60)).total, await app.workers()
+    async def read(database: str) -> tuple[StatsGroup, list[WorkerInfo]]:
+        stats = await app.stats(window_s=60, database=database)
+        return stats.total, await app.workers(database=database)
 
-    total, workers = run_async(app, read)
+    parts = run_async(app, lambda: each_database(app, read))
+    if app.directory.several:
+        _several(parts, max_backlog_age, max_silence, max_restarts, as_json)
+        return
+    ((_, part),) = parts  # one database: a failure has raised
+    assert not isinstance(part, Down)
+    total, workers = part
     found = problems(total, workers, max_backlog_age, max_silence, max_restarts)
     live = alive(workers, max_silence)
     if as_json:
@@ -139,3 +149,54 @@ def health(
         echo(f"unhealthy: {'; '.join(found)}", err=True)
         sys.exit(1)
     echo(f"healthy: {len(live)} worker(s) beating, backlog age {total.backlog_age_s:.0f}s")
+
+
+def _several(
+    parts: list[tuple[str, tuple[StatsGroup, list[WorkerInfo]] | Down]],
+    max_backlog_age: float,
+    max_silence: float,
+    max_restarts: int,
+    as_json: bool,
+) -> None:
+    """``health`` of an APP with several databases: each judged alone, every problem named
+    with its database; healthy only if every database is."""
+    found: list[str] = []
+    each: list[dict[str, object]] = []
+    beating, oldest = 0, 0.0
+    for database, part in parts:
+        if isinstance(part, Down):
+            found.append(part.line())
+            each.append({"database": database, "healthy": False, "problems": [part.error]})
+            continue
+        total, workers = part
+        here = problems(total, workers, max_backlog_age, max_silence, max_restarts)
+        found += [f"database {database}: {p}" for p in here]
+        live = alive(workers, max_silence)
+        beating += len(live)
+        oldest = max(oldest, total.backlog_age_s)
+        each.append(
+            {
+                "database": database,
+                "healthy": not here,
+                "problems": here,
+                "workers_beating": len(live),
+                "ready": total.ready,
+                "backlog_age_s": total.backlog_age_s,
+            }
+        )
+    if as_json:
+        echo_json(
+            {
+                "healthy": not found,
+                "problems": found,
+                "workers_beating": beating,
+                "backlog_age_s": oldest,
+                "databases": each,
+            }
+        )
+        sys.exit(1 if found else 0)
+    if found:
+        echo(f"unhealthy: {'; '.join(found)}", err=True)
+        sys.exit(1)
+    names = ", ".join(database for database, _ in parts)
+    echo(f"healthy: {beating} worker(s) beating, backlog age {oldest:.0f}s (databases: {names})")

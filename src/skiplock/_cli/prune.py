@@ -6,13 +6,23 @@ counted, plus any that aged past the retention in between."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
 from .._config import WorkerConfig
 from .output import echo, echo_json, json_option
-from .support import Seconds, app_command, app_for, run_async
+from .support import (
+    Down,
+    Seconds,
+    app_command,
+    app_for,
+    database_option,
+    each_database,
+    report_down,
+    run_async,
+)
 
 _DEFAULTS = WorkerConfig()
 
@@ -55,6 +65,7 @@ def in_words(seconds: float) -> str:
     "(the workers' --retention-audit).",
 )
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@database_option
 @json_option
 def prune_command(
     app_spec: str,
@@ -63,28 +74,61 @@ def prune_command(
     dead_age_s: float,
     audit_age_s: float,
     dry_run: bool,
+    database: str | None,
     as_json: bool,
 ) -> None:
     """Delete finished jobs and audit trail entries past their retention now.
 
-    Pending and running jobs never go; --dry-run counts what the real run would delete."""
+    Pending and running jobs never go; --dry-run counts what the real run would delete.
+    With several databases, each in turn (or --database alone), a line each."""
     app = app_for(app_spec, url)
-    by_state: dict[str, int] | None = None
-    if dry_run:
 
-        async def preview() -> tuple[dict[str, int], int]:
-            jobs = await app.prune_preview(finished_age_s=finished_age_s, dead_age_s=dead_age_s)
-            return jobs, await app.prune_audit_preview(age_s=audit_age_s)
+    async def preview(name: str) -> tuple[int, dict[str, int] | None, int]:
+        jobs = await app.prune_preview(
+            finished_age_s=finished_age_s, dead_age_s=dead_age_s, database=name
+        )
+        return (
+            sum(jobs.values()),
+            jobs,
+            await app.prune_audit_preview(age_s=audit_age_s, database=name),
+        )
 
-        by_state, audited = run_async(app, preview)
-        count = sum(by_state.values())
-    else:
+    async def prune(name: str) -> tuple[int, dict[str, int] | None, int]:
+        jobs = await app.prune(finished_age_s=finished_age_s, dead_age_s=dead_age_s, database=name)
+        return jobs, None, await app.prune_audit(age_s=audit_age_s, database=name)
 
-        async def prune() -> tuple[int, int]:
-            jobs = await app.prune(finished_age_s=finished_age_s, dead_age_s=dead_age_s)
-            return jobs, await app.prune_audit(age_s=audit_age_s)
+    parts = run_async(app, lambda: each_database(app, preview if dry_run else prune, database))
+    for name, part in parts:
+        if isinstance(part, Down):
+            continue
+        count, by_state, audited = part
+        _report(
+            app.directory.several,
+            name,
+            (count, by_state, audited),
+            (finished_age_s, dead_age_s, audit_age_s),
+            dry_run,
+            as_json,
+        )
+    if report_down(parts, as_json=as_json):
+        for down in (part for _, part in parts if isinstance(part, Down)):
+            if as_json:
+                echo_json({"database": down.database, "error": down.error})
+        sys.exit(1)
 
-        count, audited = run_async(app, prune)
+
+def _report(
+    several: bool,
+    database: str,
+    done: tuple[int, dict[str, int] | None, int],
+    ages: tuple[float, float, float],
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """One database's prune, said as ever (several databases: its name first; in JSON a
+    ``database`` key, an object a line)."""
+    count, by_state, audited = done
+    finished_age_s, dead_age_s, audit_age_s = ages
     if as_json:
         report: dict[str, Any] = {
             "dry_run": dry_run,
@@ -94,16 +138,22 @@ def prune_command(
             "finished_age_s": finished_age_s,
             "dead_age_s": dead_age_s,
             "audit_age_s": audit_age_s,
+            "database": database,
         }
         echo_json(report)
         return
+    named = f"database {database}: " if several else ""
     rule = (
         f"succeeded or cancelled more than {in_words(finished_age_s)} ago, "
         f"dead more than {in_words(dead_age_s)} ago"
     )
     audit = f"{audited} audit trail entries (written more than {in_words(audit_age_s)} ago)"
     if by_state is None:
-        echo(f"deleted {count} jobs ({rule}) and {audit}")
+        echo(f"{named}deleted {count} jobs ({rule}) and {audit}")
         return
     states = " ".join(f"{state}={n}" for state, n in sorted(by_state.items()))
-    echo(f"would delete {count} jobs ({rule})" + (f": {states}" if states else "") + f"; {audit}")
+    echo(
+        f"{named}would delete {count} jobs ({rule})"
+        + (f": {states}" if states else "")
+        + f"; {audit}"
+    )

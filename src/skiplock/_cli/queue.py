@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -13,10 +14,13 @@ from .support import (
     CANNOT_RUN,
     MAX_COUNT,
     CliError,
+    Down,
     Group,
     app_command,
     app_for,
     bounded,
+    each_database,
+    report_down,
     run_async,
 )
 
@@ -33,21 +37,36 @@ def queue() -> None:
 def queue_list(app_spec: str, url: str | None, as_json: bool) -> None:
     """Each queue with its settings and live counts, idle ones (used by APP's tasks) too."""
     app = app_for(app_spec, url)
-    listed = {q.name: q for q in run_async(app, app.queues)}
-    for name in {t.queue for t in app.tasks.values()} - listed.keys():
-        listed[name] = QueueInfo(name, None, None, None, False, 0, 0)  # aging_s: None
-    queues = sorted(listed.values(), key=lambda info: info.name)
+    parts = run_async(app, lambda: each_database(app, lambda name: app.queues(database=name)))
+    read = {name for name, part in parts if not isinstance(part, Down)}
+    listed = {(q.database, q.name): q for _, part in parts if isinstance(part, list) for q in part}
+    directory = app.directory
+    for name in {t.queue for t in app.tasks.values()}:
+        home = directory.database_of(directory.lane_for(name))  # where its jobs go
+        if home in read and not any(q == name for _, q in listed):
+            listed[home, name] = QueueInfo(name, None, None, None, False, 0, 0, database=home)
+    order = [name for name, _ in parts]
+    queues = sorted(listed.values(), key=lambda q: (q.name, order.index(q.database)))
+    down = report_down(parts, as_json=as_json)
     if as_json:
-        echo_json({"queues": [_queue_json(q) for q in queues]})
+        failed = {"failed": [{"database": d.database, "error": d.error} for d in down]}
+        echo_json({"queues": [_queue_json(q) for q in queues], **(failed if down else {})})
+        if down:
+            sys.exit(1)
         return
     if not queues:
         echo("no queues")
+    several = directory.several
     for q in queues:
+        where = f"database={q.database} " if several else ""
         echo(
-            f"{q.name:<20} pending={q.pending:<6} running={q.running:<5} claimed={q.claimed:<5} "
-            f"paused={'yes' if q.paused else 'no'} max_depth={q.max_depth} "
-            f"max_running={q.max_running} rate_per_s={q.rate_per_s} aging_s={q.aging_s}"
+            f"{q.name:<20} {where}pending={q.pending:<6} running={q.running:<5} "
+            f"claimed={q.claimed:<5} paused={'yes' if q.paused else 'no'} "
+            f"max_depth={q.max_depth} max_running={q.max_running} rate_per_s={q.rate_per_s} "
+            f"aging_s={q.aging_s}"
         )
+    if down:
+        sys.exit(1)
 
 
 def _queue_json(q: QueueInfo) -> dict[str, object]:
@@ -62,6 +81,7 @@ def _queue_json(q: QueueInfo) -> dict[str, object]:
         "max_running": q.max_running,
         "rate_per_s": q.rate_per_s,
         "aging_s": q.aging_s,
+        "database": q.database,
     }
 
 
@@ -80,9 +100,29 @@ def queue_pause(app_spec: str, url: str | None, name: str, create: bool) -> None
 
     NAME must be known: a task of APP uses it, or a job (finished ones too) or a setting
     names it; a new name needs --create."""
+    _set_paused(app_spec, url, name, create, "paused")
+
+
+def _set_paused(app_spec: str, url: str | None, name: str, create: bool, done: str) -> None:
+    """Pause or resume NAME in every database of APP (a queue's jobs may be in any), one
+    line each when there are several; a database that fails is said and exits 1."""
     app = app_for(app_spec, url)
-    run_async(app, lambda: app.pause_queue(name, create=create))
-    echo(f"queue {name} paused")
+
+    async def act(database: str) -> None:
+        if done == "paused":
+            await app.pause_queue(name, create=create, database=database)
+        else:
+            await app.resume_queue(name, create=create, database=database)
+
+    parts = run_async(app, lambda: each_database(app, act))
+    if not app.directory.several:
+        echo(f"queue {name} {done}")
+        return
+    for database, part in parts:
+        if not isinstance(part, Down):
+            echo(f"queue {name} {done} in database {database}")
+    if report_down(parts):
+        sys.exit(1)
 
 
 @app_command(queue, "resume")
@@ -90,9 +130,7 @@ def queue_pause(app_spec: str, url: str | None, name: str, create: bool) -> None
 @CREATE
 def queue_resume(app_spec: str, url: str | None, name: str, create: bool) -> None:
     """Let workers claim from NAME again (known, or --create, as for pause)."""
-    app = app_for(app_spec, url)
-    run_async(app, lambda: app.resume_queue(name, create=create))
-    echo(f"queue {name} resumed")
+    _set_paused(app_spec, url, name, create, "resumed")
 
 
 def _limit(
@@ -157,12 +195,17 @@ def queue_limit(
         )
     app = app_for(app_spec, url)
 
-    async def set_and_read() -> QueueInfo:
-        await app.set_queue_limits(name, **given, create=create)
-        return await app.queue_info(name)
+    async def set_and_read(database: str) -> QueueInfo:
+        await app.set_queue_limits(name, **given, create=create, database=database)
+        return await app.queue_info(name, database=database)
 
-    q = run_async(app, set_and_read)
-    echo(
-        f"queue {name}: max_depth={q.max_depth} max_running={q.max_running}"
-        f" rate_per_s={q.rate_per_s} aging_s={q.aging_s}"
-    )
+    parts = run_async(app, lambda: each_database(app, set_and_read))
+    for database, q in parts:
+        if isinstance(q, QueueInfo):
+            where = f" in database {database}" if app.directory.several else ""
+            echo(
+                f"queue {name}{where}: max_depth={q.max_depth} max_running={q.max_running}"
+                f" rate_per_s={q.rate_per_s} aging_s={q.aging_s}"
+            )
+    if report_down(parts):
+        sys.exit(1)

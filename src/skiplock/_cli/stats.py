@@ -8,6 +8,7 @@ but passes ESC, DEL and the C1 controls to the terminal (measured, rich 15), so 
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,10 @@ from .._job import BlockedKey, KeyLoad, StorageHold
 from .._observe.holds import DOCS, describe, duration, relations, remedy, size
 from .._observe.stats import Stats, StatsGroup
 from .output import printable, to_json
-from .support import Seconds, app_command, app_for, run_async
+from .support import Down, Seconds, app_command, app_for, each_database, run_async
+
+Reading = list[tuple[str, Stats | Down]]
+"""A reading of every database of the App: its Stats, or why it could not be read."""
 
 DEFAULT_ALERT_BACKLOG_AGE_S = 300.0
 """Seed 000's "backlog age above a few minutes"."""
@@ -297,6 +301,31 @@ def as_json(stats: Stats) -> str:
     return to_json(stats.as_dict())
 
 
+def show(reading: Reading, alerts: Alerts, width: int = 10_000) -> Group:
+    """One database: its tables, as ever. Several: each database's under its name, and a
+    database that could not be read as one line naming it and the error."""
+    if len(reading) == 1 and isinstance(reading[0][1], Stats):
+        return render(reading[0][1], alerts, width)
+    parts: list[Group | Text] = []
+    for database, part in reading:
+        if isinstance(part, Down):
+            parts.append(Text(printable(part.line()), style="bold red"))
+        else:
+            parts += [Text(f"database {database}", style="bold"), render(part, alerts, width)]
+    return Group(*parts)
+
+
+def reading_json(reading: Reading) -> str:
+    """One JSON object a database, a line each (``database`` names it; one that could not be
+    read: ``{"database": NAME, "error": TEXT}``)."""
+    return "\n".join(
+        to_json({"database": part.database, "error": part.error})
+        if isinstance(part, Down)
+        else as_json(part)
+        for _, part in reading
+    )
+
+
 @app_command(None, "stats")
 @click.option("--queue", help="Only this queue.")
 @click.option("--task", help="Only this task name.")
@@ -341,29 +370,39 @@ def stats_command(
     app = app_for(app_spec, url)
     alerts = Alerts(alert_backlog_age)
 
-    def read() -> Stats:
-        return run_async(app, lambda: app.stats(queue=queue, task=task, window_s=window_s))
+    def read() -> Reading:
+        return run_async(
+            app,
+            lambda: each_database(
+                app,
+                lambda database: app.stats(
+                    queue=queue, task=task, window_s=window_s, database=database
+                ),
+            ),
+        )
 
     if watch is None:
         reading = read()
         if as_json_:
-            click.echo(as_json(reading))
+            click.echo(reading_json(reading))
         else:
             console = Console()
-            console.print(render(reading, alerts, console.width))
+            console.print(show(reading, alerts, console.width))
+        if any(isinstance(part, Down) for _, part in reading):
+            sys.exit(1)
         return
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
         _watch(read, watch, as_json_, alerts)
 
 
-def _watch(read: Callable[[], Stats], every_s: float, as_json_: bool, alerts: Alerts) -> None:
+def _watch(read: Callable[[], Reading], every_s: float, as_json_: bool, alerts: Alerts) -> None:
     """Read and show every ``every_s`` seconds: JSON lines, or the tables redrawn in place."""
     if as_json_:
         while True:
-            click.echo(as_json(read()))
+            click.echo(reading_json(read()))
             time.sleep(every_s)
     console = Console()
-    with Live(render(read(), alerts, console.width), console=console, auto_refresh=False) as live:
+    with Live(show(read(), alerts, console.width), console=console, auto_refresh=False) as live:
         while True:
             time.sleep(every_s)
-            live.update(render(read(), alerts, console.width), refresh=True)
+            live.update(show(read(), alerts, console.width), refresh=True)

@@ -292,3 +292,67 @@ def log_level_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def configure_logging(level: str, log_format: str = "plain") -> None:
     set_up_logging(level=level, format=log_format, stream=sys.stderr)
+
+
+# -- several databases (issue 46, "one view") -----------------------------------------------
+
+
+class Down:
+    """A database a command could not read or act on: its name and what went wrong."""
+
+    def __init__(self, database: str, error: str) -> None:
+        self.database = database
+        self.error = error
+
+    def line(self) -> str:
+        """One line naming the database and the error."""
+        return f"database {self.database}: {self.error}"
+
+
+def database_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--database NAME``: act on that database of APP alone (every one by default)."""
+    return click.option(
+        "--database",
+        "database",
+        metavar="NAME",
+        help="Only this database of APP (one of its databases=; 'default' is its own URL). "
+        "Every database, one after another, by default.",
+    )(fn)
+
+
+async def each_database(
+    app: App, act: Callable[[str], Awaitable[T]], database: str | None = None
+) -> list[tuple[str, T | Down]]:
+    """``act`` on each database of ``app`` in turn (or ``database`` alone), in the order
+    their ids run: a database that fails is a ``Down`` in its place and the others go on.
+
+    A one-database App's failure propagates as before (run_async makes it one line); so does
+    an unknown ``database``, before anything is read."""
+    names = app.directory.names()
+    if database is not None and database not in names:
+        raise ConfigurationError(
+            f"--database {database!r}: no such database (known: {', '.join(names)})"
+        )
+    chosen = sorted(names, key=app.directory.number_of) if database is None else [database]
+    if not app.directory.several:
+        return [(name, await act(name)) for name in chosen]
+    done: list[tuple[str, T | Down]] = []
+    for name in chosen:
+        try:
+            done.append((name, await act(name)))
+        except ConfigurationError:  # a mistake in what was asked, not a database down
+            raise
+        except Exception as exc:
+            error = mask_in(str(exc) or type(exc).__name__, app.url_of(name))
+            done.append((name, Down(name, printable(error))))
+    return done
+
+
+def report_down(parts: list[tuple[str, Any]], *, as_json: bool = False) -> list[Down]:
+    """The databases among ``parts`` that failed, each said on stderr (unless ``as_json``,
+    whose output carries them); the caller exits 1 if there are any."""
+    down = [part for _, part in parts if isinstance(part, Down)]
+    if not as_json:
+        for part in down:
+            click.echo(part.line(), err=True)
+    return down

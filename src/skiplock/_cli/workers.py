@@ -7,6 +7,7 @@ out unless ``--all``, and the other workers free its leases and forget it."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -15,7 +16,7 @@ from .._observe.liveness import dead_reason
 from .._observe.stats import WorkerInfo
 from .health import DEFAULT_MAX_SILENCE_S
 from .output import echo, echo_json, json_option
-from .support import Seconds, app_command, app_for, run_async
+from .support import Seconds, app_command, app_for, each_database, report_down, run_async
 
 
 def worker_details(worker: WorkerInfo, max_silence_s: float) -> dict[str, Any]:
@@ -38,6 +39,7 @@ def worker_details(worker: WorkerInfo, max_silence_s: float) -> dict[str, Any]:
         "restarts": worker.restarts,
         "restarts_in_a_row": worker.restarts_in_a_row,
         "live": is_live(worker, max_silence_s),
+        "database": worker.database,
     }
 
 
@@ -45,15 +47,16 @@ def is_live(worker: WorkerInfo, max_silence_s: float) -> bool:
     return worker.silent_s <= max_silence_s and dead_reason(worker) is None
 
 
-def _line(worker: WorkerInfo) -> str:
+def _line(worker: WorkerInfo, several: bool = False) -> str:
     queues = ",".join(worker.queues) if worker.queues is not None else "all"
     where = f"{worker.host}:{worker.pid}"
     named = f" name={worker.name}" if worker.name and worker.name != where else ""
     restarts = ""
     if worker.restarts:
         restarts = f" restarts={worker.restarts} ({worker.restarts_in_a_row} in a row)"
+    database = f" database={worker.database}" if several else ""
     return (
-        f"{where}{named} queues={queues} "
+        f"{where}{named}{database} queues={queues} "
         f"concurrency={worker.concurrency} running={worker.running} "
         f"processed={worker.processed}{restarts} last beat {worker.silent_s:.1f}s ago"
     )
@@ -82,7 +85,9 @@ def workers_command(
 ) -> None:
     """The live workers: host, pid, queues, load and last beat."""
     app = app_for(app_spec, url)
-    rows = run_async(app, app.workers)
+    parts = run_async(app, lambda: each_database(app, lambda name: app.workers(database=name)))
+    rows = [w for _, part in parts if isinstance(part, list) for w in part]
+    down = report_down(parts, as_json=as_json)
     live = [w for w in rows if is_live(w, max_silence)]
     shown = rows if show_all else live
     if as_json:
@@ -91,14 +96,23 @@ def workers_command(
                 "live": len(live),
                 "silent": len(rows) - len(live),
                 "workers": [worker_details(w, max_silence) for w in shown],
+                **(
+                    {"failed": [{"database": d.database, "error": d.error} for d in down]}
+                    if down
+                    else {}
+                ),
             }
         )
+        if down:
+            sys.exit(1)
         return
     for worker in shown:
-        echo(_line(worker) + _mark(worker, max_silence))
+        echo(_line(worker, app.directory.several) + _mark(worker, max_silence))
     hidden = (
         ""
         if show_all or len(rows) == len(live)
         else f" ({len(rows) - len(live)} silent or dead: --all)"
     )
     echo(f"{len(live)} live worker{'' if len(live) == 1 else 's'}{hidden}")
+    if down:
+        sys.exit(1)

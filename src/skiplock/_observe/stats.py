@@ -110,6 +110,8 @@ class Stats:
     """What holds the storage's upkeep back now, one entry a kind (``lock``, ``horizon`` on
     PostgreSQL; ``wal`` on SQLite), and who: empty when nothing does
     (docs/operations/storage.md, "When the upkeep is held back")."""
+    database: str = "default"
+    """The database this reading is of (an App with ``databases=`` reads each)."""
 
     def queue(self, name: str) -> StatsGroup | None:
         return next((g for g in self.queues if g.name == name), None)
@@ -128,6 +130,7 @@ class Stats:
             "keys": [dataclasses.asdict(k) for k in self.keys],
             "blocked_keys": [dataclasses.asdict(k) for k in self.blocked_keys],
             "storage": [dataclasses.asdict(h) for h in self.storage],
+            "database": self.database,
         }
 
 

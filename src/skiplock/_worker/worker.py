@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol, Unpack, overload
 
 from .. import _schema
+from .._app_databases import Databases
 from .._app_observe import Observe
 from .._backends import Backend
 from .._config import WorkerConfig, WorkerOptions
@@ -469,7 +470,7 @@ class Worker:
             None
             if backend is None
             else Gauges(
-                Observe(_getter(backend)),
+                Observe(Databases.one(_getter(backend))),
                 self.id,
                 cache,
                 config.stats_refresh_s,
