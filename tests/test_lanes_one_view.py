@@ -23,7 +23,7 @@ from skiplock._lanes import ID_SPAN
 from skiplock.errors import ConfigurationError, JobNotFound
 
 from .backends.helpers import bury_many
-from .helpers import PG_URL, ROOT, pg_admin
+from .helpers import PG_URL, ROOT, await_until, pg_admin, running
 
 SPEC = "tests.apps.two_db_app:app"
 
@@ -144,6 +144,22 @@ async def test_the_reads_show_every_database_and_name_it(app: skiplock.App) -> N
         await app.stats(database="c")
 
 
+async def test_workers_name_the_database_whose_registry_they_beat_into(
+    app: skiplock.App,
+) -> None:
+    async with running(app, name="far-worker", database="b") as worker:
+        await await_until(worker.ready.is_set, "the worker to be ready")
+        assert ("far-worker", "b") in {(w.name, w.database) for w in await app.workers()}
+        assert {w.database for w in await app.workers(database="b")} == {"b"}
+        shown = cli(app, "workers", SPEC)
+        assert shown.returncode == 0, shown.stderr
+        (line,) = [x for x in shown.stdout.splitlines() if "far-worker" in x]
+        assert " database=b " in line
+        health = json.loads(cli(app, "health", SPEC, "--json").stdout)
+        each = {d["database"]: d for d in health["databases"]}
+        assert each["b"]["workers_beating"] >= 1 and each["b"]["healthy"]
+
+
 # -- operations ------------------------------------------------------------------------------
 
 
@@ -230,6 +246,11 @@ async def test_cli_a_database_down_is_one_line_the_others_shown_exit_1(
     assert "own" in cli(app, "queue", "list", SPEC, other=DOWN).stdout
     health = cli(app, "health", SPEC, other=DOWN)
     assert health.returncode == 1 and "database b:" in health.stderr
+    paused = cli(app, "queue", "pause", SPEC, "own", other=DOWN)  # known in default alone
+    assert paused.returncode == 1
+    assert paused.stdout.splitlines() == ["queue own paused in database default"]
+    assert paused.stderr.startswith("database b: ") and len(paused.stderr.splitlines()) == 1
+    assert (await app.queue_info("own")).paused
 
 
 async def test_cli_queue_pause_says_each_database(app: skiplock.App) -> None:

@@ -221,7 +221,7 @@ class Operations:
             if before_id is not None and self._before(name, before_id, oldest_first):
                 continue
             left = where.limit - len(found)
-            if left <= 0:
+            if found and left <= 0:  # a limit the backend refuses is its to refuse, as ever
                 break
             params = JobListParams(
                 dataclasses.replace(part, limit=left), state, before_id, oldest_first
@@ -277,7 +277,10 @@ class Operations:
             return []
         found: list[JobRecord] = []
         if text.isascii() and text.isdigit() and 0 < int(text) <= 2**63 - 1:
-            found = await self.list_jobs(None, JobFilter(ids=(int(text),), limit=1))
+            try:
+                found = await self.list_jobs(None, JobFilter(ids=(int(text),), limit=1))
+            except ConfigurationError:  # an id of no database here: a search finds nothing
+                found = []
         for _, more in await self._each(None, lambda b: b.job_find(JobFindParams(text, limit))):
             seen = {j.id for j in found}
             found += [j for j in more if j.id not in seen]
@@ -408,9 +411,17 @@ class Operations:
         known |= {s.queue for s in self._registry.schedules.values() if s.queue}
         if create or queue in known:
             return queue
-        for name in self.backend.chosen(None):
-            if await (await self.backend(name)).queue_known(queue):
-                return queue
+        failed: Exception | None = None
+        for name in self.backend.chosen(None):  # known in any database will do
+            try:
+                if await (await self.backend(name)).queue_known(queue):
+                    return queue
+            except Exception as exc:
+                if not self.backend.several:
+                    raise
+                failed = failed or exc
+        if failed is not None:  # "unknown" cannot be said of a database not asked
+            raise failed
         raise ConfigurationError(
             f"unknown queue {queue!r}: no task, job or setting names it (a typo?); to set up a "
             "new queue, pass --create (create=True from Python)"

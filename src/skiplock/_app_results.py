@@ -66,12 +66,16 @@ class Results:
         if len(parts) <= 1:
             database = next(iter(parts), DEFAULT)
             return await (await self._loop_waiters(database)).outcomes(job_ids, timeout)
-        waited = await asyncio.gather(
-            *[
-                (await self._loop_waiters(name)).outcomes(ids, timeout)
-                for name, ids in parts.items()
-            ]
-        )
+        waits = [
+            asyncio.ensure_future((await self._loop_waiters(name)).outcomes(ids, timeout))
+            for name, ids in parts.items()
+        ]
+        try:
+            waited = await asyncio.gather(*waits)
+        except BaseException:  # one database's timeout or error: stop waiting on the others
+            for wait in waits:
+                wait.cancel()
+            raise
         return {job_id: part[job_id] for part in waited for job_id in part}
 
     async def _loop_waiters(self, database: str) -> Waiters:
