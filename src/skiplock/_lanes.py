@@ -204,6 +204,8 @@ class Directory:
         """The lane of a job of ``queue`` (the rule in this module's docstring): the task's
         own lane, else the queue's route (a Split picks by ``key``), else ``"default"``."""
         if task_lane is not None:
+            if task_lane != DEFAULT and task_lane not in self.lanes:
+                self._known_lane("lane", task_lane)
             return task_lane
         route = self.routes.get(queue)
         if route is None:

@@ -145,6 +145,16 @@ class Backend(Protocol):
         """Apply every missing migration; return the versions applied."""
         ...
 
+    async def database_number_on(self, connection: object) -> int | None:
+        """The number of the database a caller's connection (asyncpg or psycopg async) is
+        to, read in its transaction without failing it (None: not a numbered skiplock
+        database): an enqueue in a caller's transaction checks it is the jobs' database."""
+        ...
+
+    def database_number_on_sync(self, connection: object) -> int | None:
+        """``database_number_on`` on a caller's synchronous psycopg connection."""
+        ...
+
     async def schema_version(self) -> tuple[int, int]:
         """(version in the database, version this code needs); 0 means no schema."""
         ...
