@@ -56,6 +56,7 @@ HOT: dict[str, Callable[[], list[Any]]] = {
     "RELEASE_SUCCEEDED": lambda: [[1, 2], "wake", None, 1000, LANE],
     "JOB_HEARTBEAT_MANY": lambda: [[1], ["t"], 60.0, 5.0, None, [False], [None], None, LANE],
     "JOB_RECLAIM_EXPIRED": lambda: [None, 10, LANE],
+    "JOB_RECLAIM_WORKER": lambda: [None, 10, "w", "exited", LANE],
 }
 """Every statement a claim, an outcome, a release, a heartbeat or a reclaim runs, and its
 arguments (``KEYED_CLAIM_WALK``: the statement inside ``skiplock_keyed_claim``)."""

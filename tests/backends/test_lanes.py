@@ -13,6 +13,7 @@ from skiplock._backends.params import (
     ClaimParams,
     JobHeartbeatManyParams,
     JobInsertManyParams,
+    JobReclaimWorkerParams,
     QueueSetLimitsParams,
 )
 from skiplock._job import DEFAULT_LANE, ClaimedJob, Completion, Disposition, JobState
@@ -115,6 +116,15 @@ async def test_the_reclaim_takes_back_its_own_lanes_leases(
     clock.advance(66)
     assert await backend.job_reclaim_expired() == []
     assert await backend.job_reclaim_expired(lane="b") == [job_id]
+    assert (await backend.job_get(job_id)).state is JobState.PENDING
+
+
+async def test_a_workers_release_frees_its_leases_in_the_lane_named(backend: Backend) -> None:
+    """The supervisor's release of a gone worker's leases (token ``w1:...``), one lane a call."""
+    (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job(lane="b")]))
+    await backend.job_get_available(of_lane(claim(token="w1:1"), "b"))
+    assert await backend.job_reclaim_worker(JobReclaimWorkerParams("w1")) == []
+    assert await backend.job_reclaim_worker(JobReclaimWorkerParams("w1", lane="b")) == [job_id]
     assert (await backend.job_get(job_id)).state is JobState.PENDING
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .._job import JobFilter, JobState, NewJob, ReclaimedJob
+from .._job import DEFAULT_LANE, JobFilter, JobState, NewJob, ReclaimedJob
 
 RELEASED_BY_SUPERVISOR = "exited; released by its supervisor"
 """Why ``job_reclaim_worker`` returns a job unless told otherwise (after ``worker <name>``)."""
@@ -379,6 +379,8 @@ class JobReclaimWorkerParams:
     worker_id: str
     into: list[ReclaimedJob] | None = None
     why: str = RELEASED_BY_SUPERVISOR
+    lane: str = DEFAULT_LANE
+    """The lane whose leases are released (a worker of several lanes: one call a lane)."""
 
 
 @dataclass(frozen=True, slots=True)

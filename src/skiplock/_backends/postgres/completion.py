@@ -276,6 +276,7 @@ class Outcomes(Connection):
                 MAX_ERRORS_KEPT,
                 params.worker_id,
                 params.why,
+                params.lane,
             )
         if params.into is not None:
             params.into.extend(reclaimed_jobs(rows))

@@ -215,6 +215,7 @@ class Completing(WorkflowOps):
                     "max_errors": MAX_ERRORS_KEPT,
                     "worker": params.worker_id,
                     "why": params.why,
+                    "lane": params.lane,
                 }
                 return conn.execute(sql.JOB_RECLAIM_WORKER, args).fetchall()
 

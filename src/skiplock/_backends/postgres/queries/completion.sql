@@ -258,10 +258,11 @@ RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlati
 -- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, or another worker saw
 -- it is gone, so nothing renews them; the error reads 'worker <locked_by> ' || $4.
 -- A row a live worker holds has another token and is never touched (fencing unchanged).
+-- Of lane $5 alone.
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 x AS MATERIALIZED (
     SELECT id FROM {s}.skiplock_jobs
-    WHERE state = 'running' AND lease_expires_at IS NOT NULL
+    WHERE lane = $5 AND state = 'running' AND lease_expires_at IS NOT NULL
       AND left(lease_token, length($3) + 1) = $3 || ':'
     -- it waits for rows a heartbeat or a person holds, so it locks in their order (id)
     ORDER BY id
@@ -280,7 +281,7 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                     'attempt', j.attempt, 'at', (SELECT t FROM now_),
                     'message', 'worker ' || coalesce(j.locked_by, '?') || ' ' || $4::text,
                     'traceback', NULL))
-FROM x WHERE j.id = x.id AND j.state IN ('pending', 'running')
+FROM x WHERE j.id = x.id AND j.lane = $5 AND j.state IN ('pending', 'running')
 RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
           j.locked_by
 

@@ -68,6 +68,7 @@ RETURNING id, task, queue, state, attempt, max_attempts, correlation_id, locked_
 -- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, or another worker saw
 -- it is gone, so nothing renews them; the error reads 'worker <locked_by> ' || :why.
 -- A row a live worker holds has another token and is never touched (fencing unchanged).
+-- Of lane :lane alone.
 UPDATE skiplock_jobs_live
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
                  WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
@@ -83,8 +84,9 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
                     'message', 'worker ' || coalesce(locked_by, '?') || ' ' || :why,
                     'traceback', NULL))
 WHERE id IN (SELECT id FROM skiplock_jobs_live
-             WHERE state = 'running' AND lease_expires_at IS NOT NULL
+             WHERE lane = :lane AND state = 'running' AND lease_expires_at IS NOT NULL
                AND substr(lease_token, 1, length(:worker) + 1) = :worker || ':')
+  AND lane = :lane
 
 RETURNING id, task, queue, state, attempt, max_attempts, correlation_id, locked_by
 
