@@ -1,7 +1,7 @@
 """Job rows read by column name, the same for both dialects: claimed jobs in their start
 order, inspected records (never failing on an odd row), outcomes, reclaims, dead groups,
-counts per state, the worker registry and key loads; and a person's filter as the filtered
-statements take it.
+counts per state, the worker registry and key loads; a person's filter as the filtered
+statements take it; and an outcome batch and a heartbeat's leases by lane.
 
 A dialect selects the columns under these names and says how to read its times; nothing
 here speaks SQL or touches a connection.
