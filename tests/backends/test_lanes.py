@@ -16,6 +16,8 @@ from skiplock._backends.params import (
     JobReclaimWorkerParams,
     QueueSetLimitsParams,
 )
+from skiplock._backends.workflow_params import WorkflowEnqueueParams
+from skiplock._backends.workflow_plan import Node, Plan
 from skiplock._job import DEFAULT_LANE, ClaimedJob, Completion, Disposition, JobState
 
 from ..helpers import FakeClock
@@ -141,3 +143,16 @@ async def test_next_run_and_ready_look_at_their_lane_only(
     await backend.job_insert_many(JobInsertManyParams([new_job(lane="b", concurrency_key="k")]))
     assert not await backend.job_ready_exists(("default",))
     assert await backend.job_ready_exists(("default",), lane="b")
+
+
+async def test_a_workflow_in_another_lane_is_released_in_it(backend: Backend) -> None:
+    """A workflow lives in one lane: its parent's success, written in lane b, releases the
+    child (the completion's own release names the lane), which a claim of b then takes."""
+    plan = Plan((Node(new_job("p", lane="b")), Node(new_job("c", lane="b"), parents=(0,))))
+    parent, child = await backend.workflow_enqueue(WorkflowEnqueueParams(plan, None))
+    assert (await backend.job_get(child)).state is JobState.WAITING
+    (job,) = await backend.job_get_available(of_lane(claim(), "b"))
+    assert await backend.job_set_state_if_running_many([done(job)]) == [parent]
+    assert (await backend.job_get(child)).state is JobState.PENDING
+    assert await backend.job_get_available(claim()) == []
+    assert [j.id for j in await backend.job_get_available(of_lane(claim(), "b"))] == [child]
