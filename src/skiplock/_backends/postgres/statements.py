@@ -41,7 +41,7 @@ _FINAL = "('succeeded', 'cancelled', 'dead')"
 
 COPY_COLUMNS = (
     "id task queue args kwargs priority max_attempts run_at timeout correlation_id lease_s"
-    " trace_context payload_version segment"
+    " trace_context payload_version segment lane"
 )
 """The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults).
 ``segment`` is the live generation read once before the COPY (``JOB_COPY_PREPARE``): a
