@@ -449,6 +449,8 @@ class App:
         bound by this app's ``max_payload_bytes``)."""
         backend = open_backend(self.url_of(database), clock=self.clock)
         backend.max_payload_bytes = self.max_payload_bytes
+        if self.directory.several:
+            backend.lanes = self.directory.lanes_served(database)
         return backend
 
     async def backend(self, *, create: bool = False, database: str = DEFAULT) -> Backend:

@@ -156,7 +156,14 @@ class Operations:
     async def release_worker(self, worker_id: str) -> list[int]:
         if not isinstance(worker_id, str) or not worker_id.strip():
             raise ConfigurationError(f"worker_id must be a worker's id (got {worker_id!r})")
-        return await (await self.backend()).job_reclaim_worker(JobReclaimWorkerParams(worker_id))
+        backend = await self.backend()
+        return [
+            job_id
+            for lane in backend.lanes
+            for job_id in await backend.job_reclaim_worker(
+                JobReclaimWorkerParams(worker_id, lane=lane)
+            )
+        ]
 
     async def retry_job(self, job_id: int, *, who: str = "") -> bool:
         try:

@@ -129,6 +129,11 @@ class Backend(Protocol):
     on_released: Callable[[set[str]], None] | None
     """Told the queues a workflow release made jobs pending in (a worker sets it to wake its
     own producer at once); None: nobody here to tell."""
+    lanes: tuple[str, ...]
+    """The lanes this database's workers serve (``("default",)`` unless an App's directory of
+    several databases says otherwise; ``App.backend`` sets it): the services that act on every
+    job of the database (claims, the lease sweep, a dead worker's release) run once a lane,
+    each statement naming its lane."""
     max_payload_bytes: int
     """The most bytes a workflow release gives a child as the list of its parents' results
     (a chord's body): one over it is buried, ``dead`` with a PayloadTooLarge error, and never
