@@ -209,3 +209,17 @@ async def test_a_gone_workers_leases_are_released_in_every_lane_it_claimed(
         assert (await b.job_get(job_id)).state == "pending"
     finally:
         await app.close()
+
+
+async def test_the_connection_budget_is_divided_not_multiplied(pg_url: str, other_db: str) -> None:
+    """Each database's main pool is the one-database budget divided between them."""
+    alone = skiplock.App(pg_url)
+    both = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)})
+    try:
+        await both.migrate()
+        pools = [(await both.backend(database=d)).pool for d in ("default", "b")]  # type: ignore[attr-defined]
+        assert [p.get_max_size() for p in pools] == [5, 5]
+        assert (await alone.backend()).pool.get_max_size() == 10  # type: ignore[attr-defined]
+    finally:
+        await both.close()
+        await alone.close()

@@ -80,6 +80,10 @@ T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///skiplock.db"
 
+POOL_BUDGET = 10
+"""PostgreSQL's main pool of one database; an App over several divides it between them (at
+least 2 each), so adding a database does not multiply a process's connections."""
+
 
 def _database_url(url: str | None) -> str:
     """The URL given, else ``SKIPLOCK_DATABASE_URL``, else the default file. An empty one is
@@ -447,9 +451,11 @@ class App:
     def new_backend(self, database: str = DEFAULT) -> Backend:
         """A fresh, unopened backend for one of this app's databases (its workflow releases
         bound by this app's ``max_payload_bytes``)."""
-        backend = open_backend(self.url_of(database), clock=self.clock)
+        several = self.directory.several
+        share = max(2, POOL_BUDGET // len(self.directory.names())) if several else None
+        backend = open_backend(self.url_of(database), clock=self.clock, pool_size=share)
         backend.max_payload_bytes = self.max_payload_bytes
-        if self.directory.several:
+        if several:
             backend.lanes = self.directory.lanes_served(database)
         return backend
 
