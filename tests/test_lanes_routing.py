@@ -231,3 +231,43 @@ async def test_a_lane_moves_by_draining_it_where_it_was(pg_url: str, other_db: s
         assert sorted(ran) == list(range(40))  # all of them, each once
     finally:
         await after.close()
+
+
+async def test_a_cron_slot_runs_once_across_the_databases(pg_url: str, other_db: str) -> None:
+    """Three schedulers on each database race for every slot: each schedule is claimed and
+    run in the database its jobs go to, once, and the other database's schedulers leave it."""
+    from datetime import UTC, datetime, timedelta
+
+    from skiplock._worker.scheduler import Scheduler
+
+    app = routed(pg_url, other_db)
+
+    @app.task(queue="email", name="digest")
+    def digest() -> None: ...
+
+    @app.task(name="local")
+    def local() -> None: ...
+
+    app.schedule(digest, "* * * * *", name="digest-every-minute")
+    app.schedule(local, "* * * * *", name="local-every-minute")
+    try:
+        await app.migrate()
+        schedulers = []
+        for database in ("default", "b"):
+            backend = await app.backend(database=database)
+            for _ in range(3):
+
+                def owns(schedule: skiplock._schedule.Schedule, d: str = database) -> bool:
+                    return app.owner_of(schedule) == d
+
+                schedulers.append(Scheduler(app.registry, backend, owns=owns))
+        start = datetime(2026, 12, 7, 12, 0, 30, tzinfo=UTC)
+        for scheduler in schedulers:
+            await scheduler.tick(start)  # the first tick only learns where to start
+        await asyncio.gather(*(s.tick(start + timedelta(minutes=1)) for s in schedulers))
+        in_other, in_own = await rows(other_db), await rows(pg_url)
+        assert len(in_other) == 1 and len(in_own) == 1, (in_other, in_own)
+        b = await app.backend(database="b")
+        assert (await b.job_get(in_other[0])).task == "digest"  # its route's database
+    finally:
+        await app.close()
