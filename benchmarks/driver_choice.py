@@ -37,12 +37,12 @@ async def fill() -> None:
 
 
 def claim_args(token: str) -> list[object]:
-    return [None, BATCH, "bench", token, 300.0, 30.0, None, False]
+    return [None, BATCH, "bench", token, 300.0, 30.0, None, False, "default"]
 
 
 def complete_args(ids: list[int], token: str) -> list[object]:
     outcomes = [Completion(i, token, Disposition.SUCCEED) for i in ids]
-    return completion_params(outcomes, None, f"skiplock_{SCHEMA}")
+    return [*completion_params(outcomes, None, f"skiplock_{SCHEMA}"), "default"]
 
 
 async def with_asyncpg() -> float:

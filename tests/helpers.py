@@ -410,6 +410,20 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
+    "DROP INDEX skiplock_jobs_pending_idx",  # migration 28 (lanes; 27 changed nothing)
+    "DROP INDEX skiplock_jobs_queue_pending_idx",
+    "DROP INDEX skiplock_jobs_keyed_walk_idx",
+    "DROP INDEX skiplock_jobs_lease_idx",
+    "ALTER TABLE skiplock_jobs_live DROP COLUMN lane",
+    "CREATE INDEX skiplock_jobs_pending_idx ON skiplock_jobs_live"
+    " ((concurrency_key IS NOT NULL), priority DESC, run_at, id) WHERE state = 'pending'",
+    "CREATE INDEX skiplock_jobs_queue_pending_idx ON skiplock_jobs_live"
+    " (queue, (concurrency_key IS NOT NULL), priority DESC, run_at, id) WHERE state = 'pending'",
+    "CREATE INDEX skiplock_jobs_keyed_walk_idx ON skiplock_jobs_live"
+    " (queue, concurrency_key, priority DESC, run_at, id)"
+    " WHERE state = 'pending' AND concurrency_key IS NOT NULL",
+    "CREATE INDEX skiplock_jobs_lease_idx ON skiplock_jobs_live (lease_expires_at)"
+    " WHERE state = 'running'",
     "ALTER TABLE skiplock_batches DROP COLUMN pruned_members",  # migration 26
     "DROP TRIGGER skiplock_key_turns_end_state",  # migration 25 (key turns end when idle)
     "DROP TRIGGER skiplock_key_turns_end_delete",
@@ -451,7 +465,7 @@ SQLITE_UNDO_KEYS = [
 ]
 """SQLite's migrations from 12 on (concurrency keys, unique windows, priority aging, weights,
 workflow sequences, unique scopes, worker liveness, parked jobs' keys, batches' pruned
-members; 19's id counters are written again as they are) undone on a migrated file, for the
+members, lanes; 19's id counters are written again as they are) undone on a migrated file, for the
 tests that rebuild an earlier version's shape; the view is left to the caller (they drop it
 first)."""
 

@@ -66,6 +66,9 @@ class RecordingOwner:
     def __init__(self) -> None:
         self.batches: list[list[NewJob]] = []
 
+    def lane_for(self, queue: str, task_lane: str | None, key: str | None) -> str:
+        return task_lane or "default"
+
     async def enqueue_many(
         self, jobs: Iterable[NewJob], *, connection: object | None = None
     ) -> list[JobHandle]:

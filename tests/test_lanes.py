@@ -83,12 +83,12 @@ def test_an_id_names_its_database() -> None:
 def test_a_worker_serves_the_lanes_living_on_its_database_and_those_draining_away() -> None:
     d = directory()
     assert d.lanes_served(DEFAULT) == (DEFAULT, "hot-0")
-    assert d.lanes_served("b") == ("eu", "hot-1")
+    assert d.lanes_served("b") == (DEFAULT, "eu", "hot-1")  # an unrouted job there still runs
     moving = Directory(
         databases={"b": B}, lanes={"eu": "b"}, routes={"email": "eu"}, draining={"eu": DEFAULT}
     )
     assert moving.lanes_served(DEFAULT) == (DEFAULT, "eu")  # drains what is left there
-    assert moving.lanes_served("b") == ("eu",)
+    assert moving.lanes_served("b") == (DEFAULT, "eu")
     assert moving.lane_for("email") == "eu" and moving.database_of("eu") == "b"
 
 

@@ -5,6 +5,7 @@ connection to one cannot read the other's tables, as with two servers."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -13,8 +14,9 @@ import pytest
 
 import skiplock
 from skiplock import Database, Worker
-from skiplock._backends.params import JobInsertManyParams, NewJob
+from skiplock._backends.params import ClaimParams, JobInsertManyParams, NewJob
 from skiplock._lanes import ID_SPAN
+from skiplock._worker.supervisor import Reported, release_by_url
 from skiplock.errors import ConfigurationError
 
 from .helpers import PG_URL, pg_admin
@@ -180,3 +182,44 @@ async def test_one_worker_serves_every_database_by_default(pg_url: str, other_db
         assert not both.ready.is_set()  # cleared once it stopped
     finally:
         await app.close()
+
+
+async def test_a_gone_workers_leases_are_released_in_every_lane_it_claimed(
+    pg_url: str, other_db: str
+) -> None:
+    """The supervisor releases a dead child's leases lane by lane, the lanes the child
+    reported (each statement names one): a lease in lane 'eu' is released only when 'eu' is
+    among them."""
+    app = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)}, lanes={"eu": "b"})
+
+    @app.task(lane="eu")
+    def note() -> None: ...
+
+    try:
+        await app.migrate()
+        b = await app.backend(database="b")
+        assert b.lanes == ("default", "eu")
+        (job_id,) = await b.job_insert_many(JobInsertManyParams([note.prepare()]))
+        claim = ClaimParams(None, 1, "w", "gone:1:1", 60.0, 5.0, lane="eu")
+        assert [j.id for j in await b.job_get_available(claim)] == [job_id]
+        released = await asyncio.to_thread(release_by_url, [Reported("gone:1", other_db)])
+        assert released == []  # 'default' alone: its lease in 'eu' stays
+        everywhere = Reported("gone:1", other_db, ("default", "eu"))
+        assert await asyncio.to_thread(release_by_url, [everywhere]) == [job_id]
+        assert (await b.job_get(job_id)).state == "pending"
+    finally:
+        await app.close()
+
+
+async def test_the_connection_budget_is_divided_not_multiplied(pg_url: str, other_db: str) -> None:
+    """Each database's main pool is the one-database budget divided between them."""
+    alone = skiplock.App(pg_url)
+    both = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)})
+    try:
+        await both.migrate()
+        pools = [(await both.backend(database=d)).pool for d in ("default", "b")]  # type: ignore[attr-defined]
+        assert [p.get_max_size() for p in pools] == [5, 5]
+        assert (await alone.backend()).pool.get_max_size() == 10  # type: ignore[attr-defined]
+    finally:
+        await both.close()
+        await alone.close()

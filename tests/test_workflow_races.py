@@ -291,8 +291,10 @@ async def test_the_one_statement_release_of_two_last_parents_at_once_releases_on
         statement = backend._wf.RELEASE_SUCCEEDED
         ta = a.transaction()
         await ta.start()
-        first = await a.fetchrow(statement, [p1.id], backend.channel, None, 1000)
-        second = asyncio.create_task(b.fetchrow(statement, [p2.id], backend.channel, None, 1000))
+        first = await a.fetchrow(statement, [p1.id], backend.channel, None, 1000, "default")
+        second = asyncio.create_task(
+            b.fetchrow(statement, [p2.id], backend.channel, None, 1000, "default")
+        )
         await wait_for_lock(backend, b.get_server_pid())
         await ta.commit()
         last = await second
@@ -335,8 +337,10 @@ async def test_a_release_older_than_the_count_it_locked_leaves_the_results_to_a_
         ta = a.transaction()
         await ta.start()
         await a.execute(finish, p1, "1")
-        first = await a.fetchrow(statement, [p1], backend.channel, None, 1000)
-        second = asyncio.create_task(b.fetchrow(statement, [p2], backend.channel, None, 1000))
+        first = await a.fetchrow(statement, [p1], backend.channel, None, 1000, "default")
+        second = asyncio.create_task(
+            b.fetchrow(statement, [p2], backend.channel, None, 1000, "default")
+        )
         await wait_for_lock(backend, b.get_server_pid())
         await ta.commit()
         last = await second
@@ -423,7 +427,7 @@ async def test_a_release_of_ours_wakes_our_workers_once_not_again_by_its_notify(
 
         backend.on_released = told.append
         async with backend.listen(on_wake):
-            await backend._release_succeeded([p.id])
+            await backend._release_succeeded([p.id], "default")
             assert told == [{"default"}]
             assert (await app.get_job(c.id)).state is JobState.PENDING
             # notifications come in commit order: the release's first, then this one

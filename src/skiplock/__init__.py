@@ -21,7 +21,7 @@ from ._job import (
     TaskPause,
     current_job,
 )
-from ._lanes import Database
+from ._lanes import Database, Split
 from ._logging import JsonFormatter, configure_logging
 from ._observe.plugins import MetricsExporter as _MetricsExporter
 from ._observe.plugins import register_default_metrics_exporter as _register_metrics
@@ -133,6 +133,7 @@ __all__ = [
     "Signature",
     "SkiplockError",
     "Snooze",
+    "Split",
     "Stats",
     "StatsGroup",
     "StorageHold",

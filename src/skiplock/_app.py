@@ -48,7 +48,7 @@ from ._job import (
     TaskPause,
     WorkerInfo,
 )
-from ._lanes import DEFAULT, Database, Directory
+from ._lanes import DEFAULT, Database, Directory, Split
 from ._limits import DEFAULT_MAX_SIGNALS_KEPT, MAX_INT, MAX_PARENTS, check_int
 from ._observe.stats import Stats
 from ._payload import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES
@@ -81,6 +81,10 @@ T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///skiplock.db"
 
+POOL_BUDGET = 10
+"""PostgreSQL's main pool of one database; an App over several divides it between them (at
+least 2 each), so adding a database does not multiply a process's connections."""
+
 
 def _database_url(url: str | None) -> str:
     """The URL given, else ``SKIPLOCK_DATABASE_URL``, else the default file. An empty one is
@@ -108,10 +112,12 @@ class App:
     ``max_signals_kept``: the signals one job keeps that no ``wait_for`` took yet (2,000;
     past it ``signal`` raises MailboxFull).
 
-    Several PostgreSQL databases (issue 46, in progress): ``databases`` names the others
-    (``{"b": Database(url, number=1)}``; ``url`` is ``"default"``, number 0). ``migrate``
-    migrates and numbers each; a job id names the database it was made in
-    (``app.directory.name_of_id``), and ``app.backend(database="b")`` opens one.
+    Several PostgreSQL databases (docs/scaling.md): ``databases`` names the others
+    (``{"b": Database(url, number=1)}``; ``url`` is ``"default"``, number 0), ``lanes`` puts
+    each lane on one of them (``{"eu": "b"}``), ``routes`` sends a queue's jobs to a lane or
+    a ``Split`` of lanes by key (``{"email": "eu"}``), and ``draining`` names the database a
+    moved lane is still drained from. ``migrate`` migrates and numbers each database; a job id
+    names the database it was made in (``app.directory.name_of_id``).
     """
 
     def __init__(
@@ -125,9 +131,14 @@ class App:
         timezone: str = "UTC",
         eager: bool = False,
         databases: Mapping[str, Database] | None = None,
+        lanes: Mapping[str, str] | None = None,
+        routes: Mapping[str, str | Split] | None = None,
+        draining: Mapping[str, str] | None = None,
     ) -> None:
         self.url = _database_url(url)
-        self.directory = Directory(dict(databases or {}))
+        self.directory = Directory(
+            dict(databases or {}), dict(lanes or {}), dict(routes or {}), dict(draining or {})
+        )
         """Which database each lane lives in, and each queue's lane (``skiplock._lanes``)."""
         require(isinstance(eager, bool), "eager", eager, "must be a bool")
         require(max_payload_bytes > 0, "max_payload_bytes", max_payload_bytes, "must be > 0")
@@ -150,9 +161,17 @@ class App:
         )
         self._eager = EagerMode(eager)
         self._enqueuer = Enqueuer(
-            self.registry, self.backend, self.new_backend, self._eager, self, lambda: self.url
+            self.registry,
+            self.backend,
+            self.new_backend,
+            self._eager,
+            self,
+            lambda: self.url,
+            self.directory,
+            self._backend_of,
+            self.new_backend,
         )
-        reach = Databases(self._backend_named, self.directory)
+        reach = Databases(self._backend_of, self.directory)
         self._operations = Operations(reach, self.registry)
         self._workflows = WorkflowOps(
             reach, max_payload_bytes, self._operations._audit, max_signals_kept
@@ -280,6 +299,7 @@ class App:
         debounce: float | timedelta | None = None,
         key_weight: int | None = None,
         fair: bool = True,
+        lane: str | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -311,6 +331,7 @@ class App:
         debounce: float | timedelta | None = None,
         key_weight: int | None = None,
         fair: bool = True,
+        lane: str | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options.
 
@@ -337,6 +358,8 @@ class App:
             options = declared(given)  # per task: each gets its own ``upcast`` dict
             name = options["name"] or f"{f.__module__}.{f.__qualname__}"
             task = Task(app=self, fn=f, **{**options, "name": name})
+            if task.lane is not None:
+                self.directory.check_lane(f"task {name!r}: lane", task.lane)
             self.registry.add_task(task)
             return task
 
@@ -430,8 +453,12 @@ class App:
     def new_backend(self, database: str = DEFAULT) -> Backend:
         """A fresh, unopened backend for one of this app's databases (its workflow releases
         bound by this app's ``max_payload_bytes``)."""
-        backend = open_backend(self.url_of(database), clock=self.clock)
+        several = self.directory.several
+        share = max(2, POOL_BUDGET // len(self.directory.names())) if several else None
+        backend = open_backend(self.url_of(database), clock=self.clock, pool_size=share)
         backend.max_payload_bytes = self.max_payload_bytes
+        if several:
+            backend.lanes = self.directory.lanes_served(database)
         return backend
 
     async def backend(self, *, create: bool = False, database: str = DEFAULT) -> Backend:
@@ -467,8 +494,9 @@ class App:
                 here[database] = backend
         return backend
 
-    async def _backend_named(self, database: str) -> Backend:
-        """``backend(database=...)`` as the App's parts reach it (``Databases``)."""
+    async def _backend_of(self, database: str) -> Backend:
+        """``backend(database=...)`` as the App's parts reach it (``Databases``, the
+        enqueuer)."""
         return await self.backend(database=database)
 
     async def _check_number(self, backend: Backend, database: str) -> None:
@@ -523,11 +551,16 @@ class App:
 
         return await _schema.wait_until_current(check, stopping)
 
+    def lane_for(self, queue: str, task_lane: str | None, key: str | None) -> str:
+        """The lane of a job (``skiplock._lanes``' rule): the task's own, else its queue's
+        route (a Split picks by ``key``), else ``"default"``."""
+        return self.directory.lane_for(queue, task_lane, key)
+
     def owner_of(self, schedule: Schedule) -> str:
         """The database a schedule's slots are claimed and enqueued in: its jobs' (each slot
         runs once across every database, claimed in that database's cron ledger alone)."""
         queue = schedule.queue or schedule.task.queue
-        return self.directory.database_of(self.directory.lane_for(queue))
+        return self.directory.database_of(self.directory.lane_for(queue, schedule.task.lane))
 
     async def schema_version(self) -> SchemaVersion:
         """The database's skiplock schema version and this skiplock's, in one cheap query (a

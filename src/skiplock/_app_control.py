@@ -172,8 +172,17 @@ class Operations:
     async def release_worker(self, worker_id: str) -> list[int]:
         if not isinstance(worker_id, str) or not worker_id.strip():
             raise ConfigurationError(f"worker_id must be a worker's id (got {worker_id!r})")
-        params = JobReclaimWorkerParams(worker_id)
-        done = await self._each(None, lambda backend: backend.job_reclaim_worker(params))
+
+        async def release(backend: Backend) -> list[int]:
+            return [
+                job_id
+                for lane in backend.lanes
+                for job_id in await backend.job_reclaim_worker(
+                    JobReclaimWorkerParams(worker_id, lane=lane)
+                )
+            ]
+
+        done = await self._each(None, release)
         return [job_id for _, ids in done for job_id in ids]
 
     async def retry_job(self, job_id: int, *, who: str = "") -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from . import _sqlalchemy
@@ -22,6 +22,7 @@ from ._backends.workflow_plan import Node, Plan, existing
 from ._batch import current_batch
 from ._eager import EagerMode
 from ._job import NewJob
+from ._lanes import Directory
 from ._limits import MAX_TEXT_BYTES, oversized, text_bytes
 from ._registry import Registry
 from ._task import Enqueuing, JobHandle
@@ -97,9 +98,16 @@ class Enqueuer:
         eager: EagerMode,
         owner: Enqueuing,
         url: Callable[[], str],
+        directory: Directory | None = None,
+        backend_of: Callable[[str], Awaitable[Backend]] | None = None,
+        new_backend_of: Callable[[str], Backend] | None = None,
     ) -> None:
         self._registry = registry
         self._backend = backend
+        self._directory = directory if directory is not None and directory.several else None
+        """Several databases: where each lane lives (None: one database, every job in it)."""
+        self._backend_of = backend_of
+        self._new_backend_of = new_backend_of
         self._new_backend = new_backend
         self._eager = eager
         self._owner = owner
@@ -125,6 +133,9 @@ class Enqueuer:
             return await self.enqueue_plan(plan_of(batch, joining), connection=connection)
         if self._eager.on:
             return await self._eager.run(self._registry, self._owner, batch)
+        parts = self._parts(batch)
+        if parts is not None:
+            return await self._enqueue_parts(batch, parts, connection)
         backend = await self._backend()
         with self._traced(batch) as inserted:
             if _sqlalchemy.is_sqlalchemy(connection):
@@ -136,6 +147,97 @@ class Enqueuer:
             self._registry.wake_queues({job.queue for job in batch})
         return self._handles(batch, ids)
 
+    def _parts(self, batch: Sequence[NewJob]) -> dict[str, list[int]] | None:
+        """Several databases: each database's jobs (their places in ``batch``) by name, in
+        the order first met; None with one database."""
+        directory = self._directory
+        if directory is None:
+            return None
+        parts: dict[str, list[int]] = {}
+        for i, job in enumerate(batch):
+            parts.setdefault(directory.database_of(job.lane), []).append(i)
+        return parts
+
+    async def _enqueue_parts(
+        self, batch: Sequence[NewJob], parts: dict[str, list[int]], connection: object | None
+    ) -> list[JobHandle]:
+        """A batch over several databases: each database's jobs in one insert of its own
+        (each part all or nothing; the parts one after the other). In a caller's transaction
+        every job must go to that connection's database."""
+        assert self._backend_of is not None
+        if connection is not None:
+            (database,) = self._one_database(parts, "a caller's connection")
+            backend = await self._backend_of(database)
+            await self._check_connection(backend, database, connection)
+        ids = [0] * len(batch)
+        with self._traced(batch) as inserted:
+            for database, places in parts.items():
+                backend = await self._backend_of(database)
+                part = [batch[i] for i in places]
+                if _sqlalchemy.is_sqlalchemy(connection):
+                    got = await _sqlalchemy.insert_many(backend, part, connection)
+                else:
+                    got = await backend.job_insert_many(JobInsertManyParams(part, connection))
+                for i, job_id in zip(places, got, strict=True):
+                    ids[i] = job_id
+            inserted(ids)
+        if connection is None:
+            self._registry.wake_queues({job.queue for job in batch})
+        return self._handles(batch, ids)
+
+    def _plan_database(self, jobs: Sequence[NewJob]) -> str:
+        """A workflow lives in one lane (its edges, its releases and its callbacks are one
+        database's rows): that lane's database, or a ConfigurationError naming the lanes."""
+        assert self._directory is not None
+        lanes = sorted({job.lane for job in jobs})
+        if len(lanes) > 1:
+            raise ConfigurationError(
+                f"a workflow lives in one lane, and these jobs go to lanes {', '.join(lanes)} "
+                "(route their queues to one lane, or give their tasks the same lane=; "
+                "nothing was enqueued)"
+            )
+        return self._directory.database_of(lanes[0]) if lanes else "default"
+
+    def _one_database(self, parts: dict[str, list[int]], what: str) -> tuple[str]:
+        """The one database every job goes to, or a ConfigurationError naming them."""
+        if len(parts) == 1:
+            (database,) = parts
+            return (database,)
+        named = ", ".join(f"{len(p)} to {d!r}" for d, p in parts.items())
+        raise ConfigurationError(
+            f"{what} writes to one database, and these jobs go to several ({named}): "
+            "enqueue each database's jobs apart (nothing was enqueued)"
+        )
+
+    async def _check_connection(self, backend: Backend, database: str, connection: object) -> None:
+        """Refuse a caller's connection to another database than the jobs': the insert
+        would commit with the caller's transaction in the wrong place."""
+        assert self._directory is not None
+        want = self._directory.number_of(database)
+        conn = connection
+        if _sqlalchemy.is_sqlalchemy(conn):
+            conn = await _sqlalchemy.driver_connection(conn)
+        self._refuse_other(database, want, await backend.database_number_on(conn))
+
+    def _refuse_other(self, database: str, want: int, got: int | None) -> None:
+        if got == want:
+            return
+        assert self._directory is not None
+        names = self._directory.names()
+        other = next((repr(n) for n in names if self._directory.number_of(n) == got), None)
+        where = (
+            f"database {other}"
+            if other is not None
+            else "no database of this App (its schema holds no numbered skiplock tables)"
+            if got is None
+            else f"database number {got}, which this App does not name"
+        )
+        raise ConfigurationError(
+            f"connection: it is to {where}, and these jobs go to database {database!r} "
+            f"(their lane's): pass a connection to {database!r}, or enqueue without one "
+            "(nothing was enqueued)"
+        )
+
     def enqueue_many_sync(
         self, jobs: Iterable[NewJob], *, connection: object | None, run_sync: RunSync[Any]
     ) -> list[JobHandle]:
@@ -145,6 +247,10 @@ class Enqueuer:
         if joining is not None or any(job.depends_on for job in batch):
             plan = plan_of(batch, joining)
             return self.enqueue_plan_sync(plan, connection=connection, run_sync=run_sync)
+        parts = None if self._eager.on else self._parts(batch)
+        if parts is not None and connection is None:
+            routed: list[JobHandle] = run_sync(self.enqueue_many(batch))
+            return routed
         if connection is None and not self._eager.on:
             here = self._here_backend(run_sync)
             if here is not None:
@@ -160,9 +266,12 @@ class Enqueuer:
             connection = _sqlalchemy.driver_connection_sync(connection)
         if asyncio.iscoroutinefunction(getattr(connection, "execute", None)):
             raise TypeError("connection: an async connection needs `await task.aenqueue(...)`")
+        backend = self._on_callers()
+        if parts is not None:
+            backend = self._callers_of(parts, connection)
         with self._traced(batch) as inserted:
             params = JobInsertManyParams(batch, connection)
-            ids = self._on_callers().job_insert_many_sync(params)
+            ids = backend.job_insert_many_sync(params)
             inserted(ids)
         return self._handles(batch, ids)  # woken at commit, not here (see App.enqueue_many)
 
@@ -176,8 +285,15 @@ class Enqueuer:
                 "workflows (depends_on, chains, groups, chords, batches) do not run in eager "
                 "mode: test them with a worker (skiplock.testing's drain)"
             )
-        backend = await self._backend()
         jobs = [node.job for node in plan.nodes]
+        if self._directory is None:
+            backend = await self._backend()
+        else:
+            database = self._plan_database(jobs)
+            assert self._backend_of is not None
+            backend = await self._backend_of(database)
+            if connection is not None:
+                await self._check_connection(backend, database, connection)
         with self._traced(jobs) as inserted:
             if _sqlalchemy.is_sqlalchemy(connection):
                 ids = await _sqlalchemy.enqueue_plan(backend, plan, connection)
@@ -205,10 +321,25 @@ class Enqueuer:
             raise TypeError("connection: an async connection needs `await ....aenqueue()`")
         backend = self._on_callers()
         jobs = [node.job for node in plan.nodes]
+        if self._directory is not None:
+            self._plan_database(jobs)  # one lane, or refused
+            parts = self._parts(jobs)
+            assert parts is not None
+            backend = self._callers_of(parts, connection)
         with self._traced(jobs) as inserted:
             ids = backend.workflow_enqueue_sync(WorkflowEnqueueSyncParams(plan, connection))
             inserted(ids)
         return self._handles(jobs, ids)  # woken at commit, not here
+
+    def _callers_of(self, parts: dict[str, list[int]], connection: object) -> Backend:
+        """Several databases, a caller's sync connection: the backend (opening nothing) of
+        the one database every job goes to, once the connection is checked to be to it."""
+        assert self._directory is not None and self._new_backend_of is not None
+        (database,) = self._one_database(parts, "a caller's connection")
+        backend = self._new_backend_of(database)
+        got = backend.database_number_on_sync(connection)
+        self._refuse_other(database, self._directory.number_of(database), got)
+        return backend
 
     def _on_callers(self) -> Backend:
         """The backend a sync enqueue writes through on the caller's connection: it opens

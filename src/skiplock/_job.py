@@ -48,6 +48,11 @@ class JobState(enum.StrEnum):
         return frozenset({cls.SUCCEEDED, cls.CANCELLED, cls.DEAD})
 
 
+DEFAULT_LANE = "default"
+"""The lane of a job no directory routes elsewhere: a database of one lane has this one
+(docs/design.md, "Every job carries a lane")."""
+
+
 @dataclass(slots=True)
 class NewJob:
     """One row to insert. ``args_json``/``kwargs_json`` are already strict JSON.
@@ -108,6 +113,10 @@ class NewJob:
     on_parent_failure: str = "cancel"
     """When a parent ends dead or cancelled (or is gone): ``cancel`` this job (the reason
     recorded), ``run`` it anyway, or ``wait`` (for a person to retry the parent)."""
+    lane: str = DEFAULT_LANE
+    """The lane the job is in (docs/design.md, "Every job carries a lane"): only a claim of
+    this lane takes it, and its outcomes, heartbeats and releases name it. A database no
+    directory shares out has one lane, ``default``."""
 
 
 @dataclass(slots=True)
@@ -143,6 +152,8 @@ class ClaimedJob:
     """When the job became due (its ``run_after``, else its enqueue or its retry's time), the
     claim's order after priority: jobs claimed together start in that order, as one claimed
     alone would (None: the keyed claim's rows, which do not return it)."""
+    lane: str = DEFAULT_LANE
+    """The lane the job is in: its outcome and heartbeats are written in that lane."""
 
 
 class Disposition(enum.StrEnum):
@@ -191,6 +202,9 @@ class Completion:
     replaced by a dead-letter), so a log line says what the table holds."""
     segment: int | None = None
     """``ClaimedJob.segment`` (None: any segment)."""
+    lane: str = DEFAULT_LANE
+    """``ClaimedJob.lane``: the outcome is written in that lane (a batch of several, one
+    statement a lane)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -204,6 +204,8 @@ class Directory:
         """The lane of a job of ``queue`` (the rule in this module's docstring): the task's
         own lane, else the queue's route (a Split picks by ``key``), else ``"default"``."""
         if task_lane is not None:
+            if task_lane != DEFAULT and task_lane not in self.lanes:
+                self._known_lane("lane", task_lane)
             return task_lane
         route = self.routes.get(queue)
         if route is None:
@@ -234,12 +236,13 @@ class Directory:
         )
 
     def lanes_served(self, database: str) -> tuple[str, ...]:
-        """The lanes a worker of ``database`` claims: those living there and those draining
-        away from it, in a stable order (``"default"`` first where it is one of them)."""
+        """The lanes a worker of ``database`` claims: those living there, those draining away
+        from it, and ``"default"`` in every database (a job written there unrouted, by an App
+        of that one database or by your SQL, is never left unclaimed); a stable order,
+        ``"default"`` first."""
         here = {lane for lane in self.lanes if self.database_of(lane) == database}
-        if database == DEFAULT and self.database_of(DEFAULT) == DEFAULT:
-            here.add(DEFAULT)
         here |= {lane for lane, away in self.draining.items() if away == database}
+        here.add(DEFAULT)
         return tuple(sorted(here, key=lambda lane: (lane != DEFAULT, lane)))
 
     def names(self) -> tuple[str, ...]:

@@ -57,6 +57,11 @@ async def enqueue_plan(backend: Backend, plan: Plan, connection: object) -> list
     return await backend.workflow_enqueue(WorkflowEnqueueParams(plan, driver))
 
 
+async def driver_connection(connection: object) -> object:
+    """The driver connection (asyncpg, psycopg) under an async Session or Connection."""
+    return await _driver_connection(await _async_connection(connection))
+
+
 def driver_connection_sync(connection: object) -> object:
     """The driver connection (sqlite3, psycopg) under a sync Session or Connection."""
     from sqlalchemy.engine import Connection

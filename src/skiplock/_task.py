@@ -38,6 +38,8 @@ class Enqueuing(Protocol):
     @property
     def max_payload_bytes(self) -> int: ...
 
+    def lane_for(self, queue: str, task_lane: str | None, key: str | None) -> str: ...
+
     async def enqueue_many(
         self, jobs: Iterable[NewJob], *, connection: object | None = None
     ) -> list[JobHandle]: ...
@@ -236,6 +238,7 @@ class Task(TaskOptions, Generic[P, R]):
         fair: bool | None = None,
         depends_on: Iterable[JobHandle | int] | None = None,
         on_parent_failure: Literal["cancel", "run", "wait"] | None = None,
+        lane: str | None = None,
     ) -> Task[P, R]:
         """A copy whose jobs are enqueued with these options instead."""
         given = locals()  # the parameters by name: the record says which override an option
@@ -313,6 +316,7 @@ class Task(TaskOptions, Generic[P, R]):
             key_weight=self.key_weight if self.fair else 0,
             depends_on=self.depends_on,
             on_parent_failure=self.on_parent_failure,
+            lane=self.app.lane_for(self.queue, self.lane, key or unique),
         )
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:

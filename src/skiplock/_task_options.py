@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
+from ._lanes import check_lane_name
 from ._limits import (
     MAX_ATTEMPTS,
     MAX_INT,
@@ -83,6 +84,12 @@ def seconds_of(value: float | timedelta) -> float:
 
 
 # -- the checks, each an option's own ---------------------------------------------------------
+
+
+def _lane(options: TaskOptions, value: Any) -> None:
+    """A lane's name (``_lanes.NAME_RULE``), or None."""
+    if value is not None:
+        check_lane_name(f"task {options.name!r}: lane", value)
 
 
 def _text(name: str, *, of_task: bool = False, optional: bool = False, key: bool = False) -> Check:
@@ -445,6 +452,12 @@ class TaskOptions:
     )
     """Whether a concurrency key's jobs take turns with other keys' (False: its jobs compete
     by priority and age alone; ``key_limit`` still holds)."""
+    lane: str | None = field(
+        default=None,
+        metadata=option(check=_lane, using=True, listed="lane"),
+    )
+    """The lane this task's jobs go to, whatever their queue's route (None: the queue's;
+    several databases, docs/scaling.md). The App refuses a lane its ``lanes=`` does not name."""
     depends_on: tuple[int, ...] = field(
         default=(),
         compare=False,

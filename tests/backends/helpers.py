@@ -116,12 +116,12 @@ async def migrated_pg(pg_url: str) -> AsyncIterator[tuple[skiplock.App, str, asy
 
 
 def keyed_claim_walk() -> str:
-    """The statement inside ``skiplock_keyed_claim`` as ``migrations/0022.sql`` makes it (the
+    """The statement inside ``skiplock_keyed_claim`` as ``migrations/0028.sql`` makes it (the
     function's body, whole text; no later migration replaces it), ``{s}`` still in it: the
-    plan tests that EXPLAIN it (test_query_plan.py) read what the database runs. Its
-    parameters are the function's, $1 to $11 (``JOB_GET_AVAILABLE_KEYED`` calls the function,
-    so no code of the package runs the walk on its own)."""
-    migration = resources.files("skiplock._backends.postgres").joinpath("migrations", "0022.sql")
+    plan tests that EXPLAIN it (test_query_plan.py, test_lane_shape.py) read what the
+    database runs. Its parameters are the function's, $1 to $12 (``JOB_GET_AVAILABLE_KEYED``
+    calls the function, so no code of the package runs the walk on its own)."""
+    migration = resources.files("skiplock._backends.postgres").joinpath("migrations", "0028.sql")
     text = migration.read_text(encoding="utf-8")
     return text.partition("    RETURN QUERY\n")[2].partition(";\nEND\n$$;")[0].strip()
 

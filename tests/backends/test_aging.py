@@ -204,7 +204,7 @@ def test_the_sqlite_aged_claim_searches_the_queue_index(tmp_path: Path) -> None:
     asyncio.run(app.close())
     conn = sqlite3.connect(url.removeprefix("sqlite:///"))
     args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}
-    args |= {"limit": 10, "q0": "aged", "aging": 10.0, "levels": 16}
+    args |= {"limit": 10, "q0": "aged", "aging": 10.0, "levels": 16, "lane": "default"}
     plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql.JOB_GET_AVAILABLE_AGED, args)]
     conn.close()
     text = "\n".join(plan)

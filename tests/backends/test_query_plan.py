@@ -55,10 +55,11 @@ class Migrated:
         return str(getattr(statements, name))
 
     async def claim_args(self, queues: list[str] | None, limit: int) -> list[Any]:
-        """A claim's arguments as the backend binds them (no hand-counted $n positions)."""
+        """A claim's arguments as the backend binds them (no hand-counted $n positions), its
+        lane last."""
         backend: Any = await self.app.backend()
         params = claim_of(None if queues is None else tuple(queues), limit)
-        return [*backend._claim_args(params, None), False]
+        return [*backend._claim_args(params, None), False, params.lane]
 
     async def explain(self, statement: str, *args: Any, conn: Any = None) -> str:
         rows = await (conn or self.conn).fetch("EXPLAIN " + statement, *args)
@@ -228,7 +229,7 @@ async def test_a_limited_queues_claim_keeps_the_index_order_when_statistics_lag_
 
             async def answer(step: object) -> Any:
                 if isinstance(step, flows.ClaimFromQueue):
-                    args = [*real.claim_args(step.params, step.queue), True]
+                    args = [*real.claim_args(step.params, step.queue), True, "default"]
                     statement = real.sql.JOB_GET_AVAILABLE_IN_QUEUES
                     rows = await claim_conn.fetch("EXPLAIN " + statement, *args)
                     plans.append("\n".join(r[0] for r in rows))
@@ -262,7 +263,7 @@ async def test_an_aging_queues_claim_reads_each_priority_on_the_index_when_stati
     backend: Any = await pg.app.backend()
     await backend.job_get_available(claim_of(("none",), 1))  # opens the claim sessions
     args = await pg.claim_args(["aged"], 100)
-    aged = ["aged", *args[1:7], 600.0, AGING_LEVELS]
+    aged = ["aged", *args[1:7], 600.0, AGING_LEVELS, "default"]
     async with backend._claim_pool.acquire() as claimer:
         plan = await pg.explain(await pg.sql("JOB_GET_AVAILABLE_AGED"), *aged, conn=claimer)
     jobs = await backend.job_get_available_limited(claim_of(("aged",), 100))
@@ -351,14 +352,14 @@ async def test_sqlite_queue_claims_walk_each_queue_in_order(sqlite_url: str) -> 
         conn = sqlite3.connect(path)  # a session that knows the new schema
         claim = job_get_available_in_queues(2)
         args = {"now": 1.0, "worker": "w", "token": "t", "default_lease": 1.0, "margin": 1.0}
-        args |= {"limit": 10, "limited": False, "q0": "a", "q1": "b"}
+        args |= {"limit": 10, "limited": False, "q0": "a", "q1": "b", "lane": "default"}
         plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + claim, args)]
         jobs = await (await app.backend()).job_get_available(claim_of(("b", "a"), 50))
     finally:
         conn.close()
         await app.close()
-    # each queue's unkeyed jobs (the index's second term: keyed or not), in claim order
-    index = "INDEX skiplock_jobs_queue_pending_idx (queue=? AND <expr>=?)"
+    # each queue's unkeyed jobs of the lane (the index's third term: keyed or not), in order
+    index = "INDEX skiplock_jobs_queue_pending_idx (lane=? AND queue=? AND <expr>=?)"
     searches = [p for p in plan if index in p]
     assert len(searches) == 2, "\n".join(plan)
     assert sum("TEMP B-TREE" in p for p in plan) == 1, "\n".join(plan)  # the merge only
@@ -571,7 +572,9 @@ async def assert_the_walk_probes_its_index(pg: Migrated, queues: list[str] | Non
     leaf = "skiplock_jobs_live_keyed"
     async with pg.conn.transaction():
         pairs = await pg.conn.fetch(
-            f'SELECT * FROM "{pg.schema}".skiplock_key_walk(NULL, NULL, $1, 32)', queues
+            f'SELECT * FROM "{pg.schema}".skiplock_key_walk(NULL, NULL, $1, 32, $2)',
+            queues,
+            "default",
         )
         scans = await pg.conn.fetchrow(
             "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables"
@@ -588,7 +591,8 @@ async def assert_the_walk_probes_its_index(pg: Migrated, queues: list[str] | Non
 
 async def keyed_args(pg: Migrated, queues: list[str] | None, limit: int) -> list[Any]:
     """The keyed claim's arguments as postgres_ops.claim_keyed binds them (no cursor)."""
-    return [*await pg.claim_args(queues, limit), None, None, keys_to_visit(limit)]
+    *claim, lane = await pg.claim_args(queues, limit)
+    return [*claim, None, None, keys_to_visit(limit), lane]
 
 
 async def test_the_ordinary_claims_never_read_the_keyed_segment(pg: Migrated) -> None:
@@ -642,7 +646,7 @@ async def test_the_keyed_claim_reads_no_table_whole_at_a_million_jobs_of_10000_k
         for index in ("_walk_idx", "_head_idx", "skiplock_jobs_dead_blocking_idx"):
             assert index in plan, (queues, index, plan)
         await assert_the_walk_probes_its_index(pg, queues)
-    ready = await pg.explain(await pg.sql("JOB_READY_EXISTS"), None, None)
+    ready = await pg.explain(await pg.sql("JOB_READY_EXISTS"), None, None, "default")
     for big in ("skiplock_jobs_live_keyed", "skiplock_jobs_dead"):  # (the ring is empty)
         assert f"Seq Scan on {big}" not in ready, ready
     jobs = await (await pg.app.backend()).job_get_available_keyed(claim_of(None, 20))
@@ -694,7 +698,7 @@ async def test_a_keyed_claim_reads_a_few_index_pages_a_key_before_any_analyze(
             SELECT 'default', 't', 3, 'k' || lpad(g::text, 6, '0'), 4
             FROM generate_series(1, 20000) g"""
     )
-    args = [*await pg.claim_args(None, 10), None, None, keys_to_visit(10)]
+    args = await keyed_args(pg, None, 10)
     pages = """SELECT sum(pg_stat_get_xact_blocks_fetched(indexrelid)) FROM pg_index
                WHERE indrelid = $1::regclass"""
     leaf = f'"{pg.schema}".skiplock_jobs_live_keyed'
@@ -720,9 +724,12 @@ async def test_sqlite_keyed_claim_searches_its_indexes(sqlite_url: str) -> None:
         conn.execute("ANALYZE")
         pairs = '[["default", "k1", 1], ["default", "k2", 2]]'
         reads = [
-            (sqlite_sql.NEXT_PAIR, {"queue": "", "key": ""}),
-            (sqlite_sql.NEXT_KEY_IN_QUEUE, {"queue": "default", "key": "k1"}),
-            (sqlite_sql.PICK, {"pairs": pairs, "now": 1e10, "limit": 5, "limited": False}),
+            (sqlite_sql.NEXT_PAIR, {"queue": "", "key": "", "lane": "default"}),
+            (sqlite_sql.NEXT_KEY_IN_QUEUE, {"queue": "default", "key": "k1", "lane": "default"}),
+            (
+                sqlite_sql.PICK,
+                {"pairs": pairs, "now": 1e10, "limit": 5, "limited": False, "lane": "default"},
+            ),
         ]
         for statement, args in reads:
             plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + statement, args)]
@@ -733,10 +740,13 @@ async def test_sqlite_keyed_claim_searches_its_indexes(sqlite_url: str) -> None:
         plan = [
             r[3]
             for r in conn.execute(
-                "EXPLAIN QUERY PLAN " + claim, args | {"limit": 5, "limited": False}
+                "EXPLAIN QUERY PLAN " + claim,
+                args | {"limit": 5, "limited": False, "lane": "default"},
             )
         ]
-        assert any("skiplock_jobs_pending_idx (<expr>=?)" in p for p in plan), "\n".join(plan)
+        assert any("skiplock_jobs_pending_idx (lane=? AND <expr>=?)" in p for p in plan), "\n".join(
+            plan
+        )
     finally:
         conn.close()
 

@@ -20,8 +20,13 @@ LAST_CTE = "), woken AS ("
 
 BOUNDS = {
     # what each statement's parameters mean in the shared release
-    "JOB_SET_STATE_AND_RELEASE": {"$8": "NOW", "$16": "CHUNK", "$15": "WAKE_CHANNEL"},
-    "RELEASE_SUCCEEDED": {"$3": "NOW", "$4": "CHUNK", "$2": "WAKE_CHANNEL"},
+    "JOB_SET_STATE_AND_RELEASE": {
+        "$8": "NOW",
+        "$16": "CHUNK",
+        "$15": "WAKE_CHANNEL",
+        "$17": "LANE",
+    },
+    "RELEASE_SUCCEEDED": {"$3": "NOW", "$4": "CHUNK", "$2": "WAKE_CHANNEL", "$5": "LANE"},
 }
 
 

@@ -110,6 +110,9 @@ SQLITE_MIGRATION_SHA256 = {
     "0024.sql": "dc869cc793648b7729c95dc56c3700141a675d5b1e4f38ce7a6e040db0391a17",
     "0025.sql": "ccd40cbc4716a56839a812f35504a123d09f3eb09ad7fc0a507f2dd2e6a7c94e",
     "0026.sql": "43002a9ab60ac61707af496666d189d3ad5ae94c5d35beb120f9f49c02d4913d",
+    "0027.sql": "ce10b2dc402a07729c3ee9c0f66a5aba91454ed792e9280c86888a0a8eb9480b",
+    "0028.sql": "c483d73ad62ca637cd3b3ceed9e70d82e25f13344c9f07a034346816c7531ea9",
+    "0029.sql": "1a63145f64a3f898f8a061e6e0e83211f2bef3fb53810ae1d78e6e31b68d1d49",
 }
 """Every released SQLite migration file's checksum: a released migration is never edited (a
 new one is a new file, and its checksum is added here)."""
@@ -141,6 +144,9 @@ SQLITE_MIGRATION_NAMES = [
     "parked jobs keep their keys",
     "key turns end when idle",
     "batch pruned members",
+    "live generations (PostgreSQL only)",
+    "lanes",
+    "database number (PostgreSQL only)",
 ]
 
 
@@ -228,6 +234,8 @@ POSTGRES_RELEASED = {
     "0025.sql": "45cb8bd3e9b71cf48eb7cddbd471cc188f86874b7ec2e900414c25171b3d92f3",
     "0026.sql": "af8b4e578d347019e91cc6ac18dcfa2795002bc4ad998a0de3ef2f520ac26179",
     "0027.sql": "966cd697bae5e3a4f301da159501f092ce612b5d6953775c7c3d2e56787987fd",
+    "0028.sql": "f2b6217fd511bb7dea2725a5fc14b1b6820983931bceadaaf22d18dd330995d5",
+    "0029.sql": "145ec93b82387d87bb11837cbab54ab44b55e177aff7b7771a6e77d2c9f48421",
 }
 """The sha256 of every released PostgreSQL migration file: a released migration is never
 edited (a database that ran it would not run it again); a change is a new file."""
@@ -271,10 +279,11 @@ def test_postgres_migrations_are_numbered_one_to_the_last_with_their_recorded_na
         (25, "key turns end when idle"),
         (26, "batch pruned members"),
         (27, "live generations"),
-        (28, "database number"),
+        (28, "lanes"),
+        (29, "database number"),
     ]
     assert [(m.version, m.name) for m in postgres_sql.MIGRATIONS] == names
-    assert [m.version for m in postgres_sql.MIGRATIONS] == list(range(1, 29))
+    assert [m.version for m in postgres_sql.MIGRATIONS] == list(range(1, 30))
 
 
 def test_a_template_takes_names_as_quoted_identifiers_and_numbers_as_literals() -> None:

@@ -381,6 +381,7 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         added += ("parked",)
         keys = {tuple(r.pop(name) for name in added) for r in after}
         assert keys == {(None,) * len(added)}
+        assert {r.pop("lane") for r in after} == {"default"}  # version 28's
         # migration 18's: each key of before is its task's own
         scopes = [r.pop("unique_scope") for r in after]
         assert scopes == [r["task"] if r["unique_key"] else None for r in before]

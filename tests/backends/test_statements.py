@@ -20,6 +20,8 @@ DIALECT_ONLY = {
     "MIGRATIONS_LOCK",
     # PostgreSQL's number among several databases (issue 46): SQLite serves one machine.
     "DATABASE_NUMBER",
+    "DATABASE_NUMBER_TABLE",
+    "DATABASE_NUMBER_READ",
     # PostgreSQL checks a new pool's session, and prices sorts or sequential scans out for one
     # transaction behind a pooler (SQLite has one connection, its settings its own).
     "SESSION_CHECK",

@@ -129,6 +129,8 @@ async def test_an_upgrade_from_version_10_keeps_every_job_result_and_key(
         added += ("unique_scope",)
         keys = {tuple(r.pop(name) for name in added) for r in after}
         assert keys == {(None,) * len(added)}
+        # version 28's: every job of before is in the default lane
+        assert {r.pop("lane") for r in after} == {"default"}
         stamped = after[6].pop("finished_at")
         assert stamped is not None and before[6].pop("finished_at") is None
         assert after == before

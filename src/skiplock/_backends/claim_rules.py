@@ -65,9 +65,9 @@ def allowed_starts(
     return max(0, min(allowed, starts - len(recent))), recent
 
 
-KeyCursors = dict[tuple[tuple[str, ...] | None, bool], tuple[str, str] | None]
-"""Where each keyed claim's walk starts next, per queue set and kind (ordinary, or a limited
-queue's), as the claim decided it: one backend's claims of a queue set go round the keys. A
+KeyCursors = dict[tuple[tuple[str, ...] | None, bool, str], tuple[str, str] | None]
+"""Where each keyed claim's walk starts next, per queue set, kind (ordinary, or a limited
+queue's) and lane, as the claim decided it: one backend's claims of a queue set go round the keys. A
 hint, not a guarantee: another process keeps its own, and the turns themselves are in the
 database (postgres_key_turns_sql.py); no key's limit or turn depends on it."""
 

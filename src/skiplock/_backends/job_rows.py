@@ -1,7 +1,7 @@
 """Job rows read by column name, the same for both dialects: claimed jobs in their start
 order, inspected records (never failing on an odd row), outcomes, reclaims, dead groups,
-counts per state, the worker registry and key loads; and a person's filter as the filtered
-statements take it.
+counts per state, the worker registry and key loads; a person's filter as the filtered
+statements take it; and an outcome batch and a heartbeat's leases by lane.
 
 A dialect selects the columns under these names and says how to read its times; nothing
 here speaks SQL or touches a connection.
@@ -16,8 +16,10 @@ from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
 from .._job import (
+    DEFAULT_LANE,
     BlockedKey,
     ClaimedJob,
+    Completion,
     DeadGroup,
     JobFilter,
     JobOutcome,
@@ -27,6 +29,7 @@ from .._job import (
     ReclaimedJob,
     WorkerInfo,
 )
+from .params import JobHeartbeatManyParams
 
 T = TypeVar("T")
 
@@ -101,6 +104,7 @@ def claimed_jobs(
             payload_version=r["payload_version"],
             segment=r["segment"],
             run_at=_run_at(r, to_time),
+            lane=r["lane"],
         )
         for r in rows
     ]
@@ -371,3 +375,27 @@ def key_load(row: Sequence[Any]) -> KeyLoad:
     """A JOB_BUSIEST_KEYS row (SQLite's sums come back as ints, or None for no rows)."""
     key, running, ready, pending, limit = row
     return KeyLoad(str(key), int(running or 0), int(ready or 0), int(pending or 0), limit)
+
+
+def by_lane(completions: Sequence[Completion]) -> dict[str, list[Completion]]:
+    """A batch of outcomes by lane, each lane's in the batch's order: a statement writes one
+    lane's rows (docs/design.md, "Every job carries a lane"); a batch of one lane is one
+    group, the batch itself."""
+    first = completions[0].lane if completions else ""
+    if all(c.lane == first for c in completions):
+        return {first: list(completions)} if completions else {}
+    groups: dict[str, list[Completion]] = {}
+    for c in completions:
+        groups.setdefault(c.lane, []).append(c)
+    return groups
+
+
+def held_by_lane(params: JobHeartbeatManyParams) -> dict[str, list[tuple[int, str]]]:
+    """A heartbeat's (id, token) pairs by lane (``params.lanes``; a job not named there is in
+    ``default``): one statement a lane."""
+    if not params.lanes:
+        return {DEFAULT_LANE: list(params.held)}
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for pair in params.held:
+        groups.setdefault(params.lanes.get(pair[0], DEFAULT_LANE), []).append(pair)
+    return groups

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .._job import JobFilter, JobState, NewJob, ReclaimedJob
+from .._job import DEFAULT_LANE, JobFilter, JobState, NewJob, ReclaimedJob
 
 RELEASED_BY_SUPERVISOR = "exited; released by its supervisor"
 """Why ``job_reclaim_worker`` returns a job unless told otherwise (after ``worker <name>``)."""
@@ -44,6 +44,8 @@ class ClaimParams:
     lease_token: str
     default_lease: float
     lease_margin: float
+    lane: str = "default"
+    """The lane claimed from: a claim takes that lane's jobs alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +119,9 @@ class JobHeartbeatManyParams:
     segments: frozenset[int] | None = None
     """PostgreSQL: the live segments the held jobs were claimed from (``ClaimedJob.segment``),
     so the beat reads those (and the long one) alone; None: look in every segment."""
+    lanes: Mapping[int, str] = field(default_factory=dict)
+    """The lane of each held job not in ``default`` (``ClaimedJob.lane``): a beat of several
+    lanes is one statement a lane."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +379,8 @@ class JobReclaimWorkerParams:
     worker_id: str
     into: list[ReclaimedJob] | None = None
     why: str = RELEASED_BY_SUPERVISOR
+    lane: str = DEFAULT_LANE
+    """The lane whose leases are released (a worker of several lanes: one call a lane)."""
 
 
 @dataclass(frozen=True, slots=True)

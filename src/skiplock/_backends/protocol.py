@@ -129,6 +129,11 @@ class Backend(Protocol):
     on_released: Callable[[set[str]], None] | None
     """Told the queues a workflow release made jobs pending in (a worker sets it to wake its
     own producer at once); None: nobody here to tell."""
+    lanes: tuple[str, ...]
+    """The lanes this database's workers serve (``("default",)`` unless an App's directory of
+    several databases says otherwise; ``App.backend`` sets it): the services that act on every
+    job of the database (claims, the lease sweep, a dead worker's release) run once a lane,
+    each statement naming its lane."""
     max_payload_bytes: int
     """The most bytes a workflow release gives a child as the list of its parents' results
     (a chord's body): one over it is buried, ``dead`` with a PayloadTooLarge error, and never
@@ -143,6 +148,16 @@ class Backend(Protocol):
 
     async def migrate(self) -> list[int]:
         """Apply every missing migration; return the versions applied."""
+        ...
+
+    async def database_number_on(self, connection: object) -> int | None:
+        """The number of the database a caller's connection (asyncpg or psycopg async) is
+        to, read in its transaction without failing it (None: not a numbered skiplock
+        database): an enqueue in a caller's transaction checks it is the jobs' database."""
+        ...
+
+    def database_number_on_sync(self, connection: object) -> int | None:
+        """``database_number_on`` on a caller's synchronous psycopg connection."""
         ...
 
     async def schema_version(self) -> tuple[int, int]:
@@ -196,20 +211,20 @@ class Backend(Protocol):
         """Queues that must be claimed through ``job_get_available_limited``."""
         ...
 
-    async def job_next_run_at(self, lookback_s: float = 0.0) -> float | None:
+    async def job_next_run_at(self, lookback_s: float = 0.0, lane: str = "default") -> float | None:
         """Seconds until the earliest pending job due after ``lookback_s`` ago (None: there
         is none), by the database's clock, so an idle worker can wake when it comes due. The
         worker passes how long ago its short claim began: a job that came due since then
         answers <= 0 (claim again now), not the next one after it. It reads at
         most ``NEXT_RUN_PRIORITIES`` distinct priorities (a loose scan of the pending index):
-        past them the answer may be late, never early."""
+        past them the answer may be late, never early. Of ``lane``'s jobs alone."""
         ...
 
-    async def job_ready_exists(self, queues: tuple[str, ...] | None) -> bool:
+    async def job_ready_exists(self, queues: tuple[str, ...] | None, lane: str = "default") -> bool:
         """Whether the ordinary claim of ``queues`` (None: any) has a ready job to take now
         (pending, due, its queue and task not paused, its queue not limited), whether or not
         another session holds its row: PostgreSQL's claim skips held rows, so a claim that
-        came up short proves nothing is left only where this says so."""
+        came up short proves nothing is left only where this says so. Of ``lane``'s jobs."""
         ...
 
     async def job_busiest_keys(self, params: JobBusiestKeysParams) -> list[KeyLoad]:
@@ -376,9 +391,12 @@ class Backend(Protocol):
         so the first jobs do not pay for connecting and planning."""
         ...
 
-    async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
-        """Return running rows whose lease expired to pending (dead if attempts are spent);
-        their ids, and with ``into``, each row's details appended to it (for log events)."""
+    async def job_reclaim_expired(
+        self, into: list[ReclaimedJob] | None = None, lane: str = "default"
+    ) -> list[int]:
+        """Return ``lane``'s running rows whose lease expired to pending (dead if attempts
+        are spent); their ids, and with ``into``, each row's details appended to it (for log
+        events)."""
         ...
 
     async def job_reclaim_worker(self, params: JobReclaimWorkerParams) -> list[int]:

@@ -22,8 +22,10 @@ BACKENDS: dict[str, str] = {
 """URL scheme -> ``module:class`` of the backend that serves it."""
 
 
-def open_backend(url: str, *, clock: Clock | None = None) -> Backend:
-    """Build (not yet open) the backend a URL names; the backend parses the rest of it."""
+def open_backend(url: str, *, clock: Clock | None = None, pool_size: int | None = None) -> Backend:
+    """Build (not yet open) the backend a URL names; the backend parses the rest of it.
+    ``pool_size``: PostgreSQL's main pool (None: its default; an App over several databases
+    divides one budget between them)."""
     scheme = urlsplit(url).scheme
     if scheme not in BACKENDS:
         raise ConfigurationError(
@@ -31,5 +33,8 @@ def open_backend(url: str, *, clock: Clock | None = None) -> Backend:
             "postgresql://..."
         )
     module, name = BACKENDS[scheme].split(":")
-    backend: Backend = getattr(importlib.import_module(module), name)(url, clock=clock)
+    options: dict[str, object] = {"clock": clock}
+    if pool_size is not None and scheme.startswith("postgres"):
+        options["pool_size"] = pool_size
+    backend: Backend = getattr(importlib.import_module(module), name)(url, **options)
     return backend

@@ -22,6 +22,7 @@ LISTED_ORDER = (
     "name",
     "queue",
     "priority",
+    "lane",
     "max_attempts",
     "timeout_s",
     "visibility_timeout_s",

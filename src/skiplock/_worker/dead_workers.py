@@ -52,9 +52,15 @@ class DeadWorkers:
             why = None if worker.id == self.me else dead_reason(worker, answered)
             if why is None:
                 continue
-            ids = await self.backend.job_reclaim_worker(
-                JobReclaimWorkerParams(worker.id, into, f"{why}; reclaimed by worker {self.name}")
-            )
+            ids = [
+                job_id
+                for lane in self.backend.lanes
+                for job_id in await self.backend.job_reclaim_worker(
+                    JobReclaimWorkerParams(
+                        worker.id, into, f"{why}; reclaimed by worker {self.name}", lane
+                    )
+                )
+            ]
             await self.backend.worker_delete(worker.id)
             released += ids
             if ids:

@@ -108,6 +108,7 @@ class LeaseKeeper(Service):
             started=self.ledger.started(),
             progress=self.runner.progress.take({job_id for job_id, _ in held}),
             segments=self.ledger.segments(),
+            lanes=self.ledger.lanes(),
         )
         try:
             kept = await self.backend.job_heartbeat_many(params)

@@ -313,6 +313,15 @@ class Ledger:
             found.add(segment)
         return frozenset(found)
 
+    def lanes(self) -> dict[int, str]:
+        """The lane of each held job not in ``default`` (the beat writes each lane apart);
+        empty in a database of one lane."""
+        return {
+            lease.job.id: lease.job.lane
+            for lease in self._held.values()
+            if lease.job.lane != "default"
+        }
+
     def started(self) -> frozenset[tuple[int, str]]:
         """The leases whose code has started (running, or finished with the outcome still
         to write), which the beat marks started in their rows."""

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from .._backends import Backend
 from .._backends.params import ClaimParams
 from .._config import WorkerConfig
-from .._job import ClaimedJob
+from .._job import DEFAULT_LANE, ClaimedJob
 from .._observe.meter import Meter
 from .._outage import Outage, retry_delay
 from .._service import Service
@@ -113,6 +113,9 @@ class Producer(Service):
         slot of its key until its outcome is in the table."""
         self._due_at = math.inf
         """The loop time the earliest job known not yet due comes due (inf: none known)."""
+        self._lane = DEFAULT_LANE
+        """The lane the claim being made names (``_claim_all`` sets it)."""
+        self._lane_turns = itertools.count()
         self._claim_began = 0.0
         """When the last claim began (loop time): a short claim saw every job due by then."""
 
@@ -190,7 +193,11 @@ class Producer(Service):
         loop = asyncio.get_running_loop()
         with contextlib.suppress(BackendUnavailable):  # the next claim meets the outage
             lookback = loop.time() - self._claim_began  # a job due since is not missed
-            due_in = await self.backend.job_next_run_at(lookback)
+            dues = [
+                await self.backend.job_next_run_at(lookback, lane) for lane in self.backend.lanes
+            ]
+            known = [d for d in dues if d is not None]
+            due_in = min(known) if known else None
             self._due_at = math.inf if due_in is None else loop.time() + max(due_in, 0.0)
         await _wait(
             self.wake, max(0.0, min(self.config.poll_interval_s, self._due_at - loop.time()))
@@ -226,6 +233,25 @@ class Producer(Service):
         return short
 
     async def _claim_all(self, limit: int, jobs: list[ClaimedJob]) -> bool:
+        """Each lane this database serves in turn (``backend.lanes``; one, ``default``,
+        unless an App's directory shares several out), each one's claims naming it, the
+        first lane of a round rotating so none is always last to the room; whether every
+        lane came back short."""
+        lanes = self.backend.lanes
+        if len(lanes) == 1:
+            self._lane = lanes[0]
+            return await self._claim_lane(limit, jobs)
+        first = next(self._lane_turns) % len(lanes)
+        short = True
+        for lane in (*lanes[first:], *lanes[:first]):
+            room = limit - len(jobs)
+            if room <= 0:
+                return False
+            self._lane = lane
+            short &= await self._claim_lane(room, jobs)
+        return short
+
+    async def _claim_lane(self, limit: int, jobs: list[ClaimedJob]) -> bool:
         """The ordinary claim and the keyed one, then each limited queue's own (which knows
         its global limits), each adding what it claimed to ``jobs`` as it returns; whether
         the round came back short.
@@ -325,7 +351,9 @@ class Producer(Service):
         operator's update): a burst ended on the claim alone left 2,050 of 12,000 jobs
         pending. If one is, claim again after a short wait (the hold lasts a transaction)."""
         try:
-            ready = await self.backend.job_ready_exists(self.config.queues)
+            ready = False
+            for lane in self.backend.lanes:
+                ready = ready or await self.backend.job_ready_exists(self.config.queues, lane)
         except BackendUnavailable:
             return True  # the next claim meets the outage and waits it out
         if ready:
@@ -340,4 +368,5 @@ class Producer(Service):
             lease_token=f"{self._token_prefix}:{next(self._claims)}",
             default_lease=self.config.default_lease_s,
             lease_margin=self.config.lease_margin_s,
+            lane=self._lane,
         )

@@ -34,7 +34,9 @@ def report_ready() -> None:
     _report(READY_LINE)
 
 
-def report_worker(worker_id: str, url: str) -> None:
+def report_worker(worker_id: str, url: str, lanes: tuple[str, ...] = ("default",)) -> None:
     """In a child: tell the supervisor the id of a worker about to claim (its lease token
-    prefix) and its database, so that its leases are released as soon as this process exits."""
-    _report(WORKER_PREFIX + json.dumps({"id": worker_id, "url": url}).encode())
+    prefix), its database and the lanes it claims, so that its leases are released as soon as
+    this process exits."""
+    report = {"id": worker_id, "url": url, "lanes": list(lanes)}
+    _report(WORKER_PREFIX + json.dumps(report).encode())

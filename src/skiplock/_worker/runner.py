@@ -185,6 +185,7 @@ class Runner(Service):
                     Disposition.RELEASE,
                     lease_s=job.lease_s,
                     segment=job.segment,
+                    lane=job.lane,
                 )
             )
         return len(given)
@@ -286,6 +287,7 @@ class Runner(Service):
                 job.task,
                 events.on_recorded(job, decision, duration, self.config.name),
                 job.segment,
+                job.lane,
             )
         )
         self.ledger.finish(lease, decision.disposition, duration if measured else None)
@@ -344,6 +346,7 @@ class Runner(Service):
                     queue=job.queue,
                     task=job.task,
                     segment=job.segment,
+                    lane=job.lane,
                 )
             )
 

@@ -141,7 +141,11 @@ class Rescuer(Service):
             await asyncio.sleep(self.interval_s)
             details: list[ReclaimedJob] = []
             try:
-                reclaimed = await self.backend.job_reclaim_expired(details)
+                reclaimed = [
+                    job_id
+                    for lane in self.backend.lanes
+                    for job_id in await self.backend.job_reclaim_expired(details, lane)
+                ]
             except BackendUnavailable as exc:
                 self.outage.failed(self.name, exc)
                 continue

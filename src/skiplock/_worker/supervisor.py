@@ -52,10 +52,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import NamedTuple
 
 from .._backends import open_backend
 from .._backends.params import JobReclaimWorkerParams
 from .._config import WorkerConfig
+from .._job import DEFAULT_LANE
 from .._observe.liveness import RESTARTS_ENV, STABLE_S
 from .._schema import refuse_newer
 from .lifeline import Lifeline, watch_supervisor
@@ -123,19 +125,31 @@ def process_ports(config: WorkerConfig) -> WorkerConfig:
     return dataclasses.replace(config, **ports)
 
 
-def release_by_url(workers: list[tuple[str, str]]) -> list[int]:
-    """Release the leases of these (worker id, database URL) pairs and forget their registry
-    rows, on a loop of its own, within RELEASE_TIMEOUT_S; the job ids released."""
+class Reported(NamedTuple):
+    """A worker a child reported running: its id, its database and the lanes it claims."""
+
+    id: str
+    url: str
+    lanes: tuple[str, ...] = (DEFAULT_LANE,)
+
+
+def release_by_url(workers: list[Reported]) -> list[int]:
+    """Release the leases of these workers (each in every lane it claims) and forget their
+    registry rows, on a loop of its own, within RELEASE_TIMEOUT_S; the job ids released."""
 
     async def release() -> list[int]:
         released: list[int] = []
-        for url in dict.fromkeys(url for _, url in workers):
+        for url in dict.fromkeys(w.url for w in workers):
             backend = open_backend(url)
             await backend.open()
             try:
                 await refuse_newer(backend, url)  # as any App would, before it writes
-                for worker_id in (w for w, u in workers if u == url):
-                    released += await backend.job_reclaim_worker(JobReclaimWorkerParams(worker_id))
+                for worker in (w for w in workers if w.url == url):
+                    worker_id = worker.id
+                    for lane in worker.lanes:
+                        released += await backend.job_reclaim_worker(
+                            JobReclaimWorkerParams(worker_id, lane=lane)
+                        )
                     # and its registry row, which would count it live (workers, health, the
                     # dashboard) until a minute of silence
                     await backend.worker_delete(worker_id)
@@ -185,9 +199,9 @@ class Child:
     stable: bool = False
     index: int = 0
     """Its place among the supervisor's N processes: its ports are the options' + index."""
-    workers: list[tuple[str, str]] = field(default_factory=list)
-    """The workers it reported running, (id, database URL): their leases are released when
-    it exits."""
+    workers: list[Reported] = field(default_factory=list)
+    """The workers it reported running (id, database URL, lanes): their leases are released
+    when it exits."""
     exited_before_stop: bool = False
     """Found exited (not yet seen by ``check``) when the stop came: a crash, not counted."""
     signalled: int = 0
@@ -231,7 +245,8 @@ class Child:
             elif line.startswith(WORKER_PREFIX):
                 with contextlib.suppress(ValueError, KeyError, TypeError):
                     worker = json.loads(line[len(WORKER_PREFIX) :])
-                    self.workers.append((str(worker["id"]), str(worker["url"])))
+                    lanes = tuple(str(lane) for lane in worker.get("lanes") or (DEFAULT_LANE,))
+                    self.workers.append(Reported(str(worker["id"]), str(worker["url"]), lanes))
         return self.ready and not was_ready
 
     def _read_lines(self) -> list[bytes]:
@@ -271,7 +286,7 @@ def _child_argv(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", "skiplock", *out, "--processes", "1"]
 
 
-Release = Callable[[list[tuple[str, str]]], list[int]]
+Release = Callable[[list[Reported]], list[int]]
 """Returns every lease of these (worker id, database URL) pairs to pending; the ids released."""
 
 

@@ -381,7 +381,7 @@ class Worker:
         )
         leases = LeaseKeeper(backend, config, runner, ledger, signals, outage)
         self.id = token = f"{self.name}:{uuid.uuid4().hex[:12]}"
-        report_worker(token, backend.url)  # a supervisor releases its leases when it dies
+        report_worker(token, backend.url, backend.lanes)  # a supervisor releases them when it dies
         parts = (runner, completer, leases)
         self._producer = producer = Producer(
             backend,

@@ -33,7 +33,7 @@ class Claim(Connection):
         return ops.claimed_in_order(rows)
 
     async def _claim_sorted(self, statement: str, params: ClaimParams) -> list[Any]:
-        args = (*self._claim_args(params, None), False)
+        args = (*self._claim_args(params, None), False, params.lane)
         if not self.pooled:
             pool = self._claim_pool or self.pool
             return await retry_moved(lambda: pool.fetch(statement, *args))
@@ -102,18 +102,20 @@ class Claim(Connection):
         with _wrapped("queue_limited"):
             return [r["name"] for r in await self._retrying.fetch(self._sql.QUEUE_LIMITED)]
 
-    async def job_next_run_at(self, lookback_s: float = 0.0) -> float | None:
+    async def job_next_run_at(self, lookback_s: float = 0.0, lane: str = "default") -> float | None:
         with _wrapped("job_next_run_at"):
             sql, most = self._sql.JOB_NEXT_RUN_AT, NEXT_RUN_PRIORITIES
             seconds: float | None = await self.pool.fetchval(
-                sql, self._now(), most, max(lookback_s, 0.0)
+                sql, self._now(), most, max(lookback_s, 0.0), lane
             )
         return seconds
 
-    async def job_ready_exists(self, queues: tuple[str, ...] | None) -> bool:
+    async def job_ready_exists(self, queues: tuple[str, ...] | None, lane: str = "default") -> bool:
         with _wrapped("job_ready_exists"):
             names = None if queues is None else list(queues)
-            found: bool = await self.pool.fetchval(self._sql.JOB_READY_EXISTS, names, self._now())
+            found: bool = await self.pool.fetchval(
+                self._sql.JOB_READY_EXISTS, names, self._now(), lane
+            )
         return found
 
     def _answers(self, conn: Any) -> ops.Answers:
@@ -136,9 +138,11 @@ class Claim(Connection):
                 await conn.fetch(
                     self._sql.JOB_SET_STATE_IF_RUNNING_MANY,
                     *ops.completion_params([], self._now(), self.done_channel),
+                    nothing.lane,
                 )
                 await conn.fetch(
-                    self._sql.JOB_HEARTBEAT_MANY, [], [], 1.0, 0.0, self._now(), [], [], None
+                    self._sql.JOB_HEARTBEAT_MANY,
+                    *([], [], 1.0, 0.0, self._now(), [], [], None, nothing.lane),
                 )
             if self._by_id_small_pool is not None:
                 async with self._by_id_small_pool.acquire() as conn:
@@ -147,6 +151,7 @@ class Claim(Connection):
                         *ops.completion_params([], self._now(), self.done_channel),
                         self.channel,
                         RELEASE_CHUNK,
+                        nothing.lane,
                     )
             async with self.pool.acquire() as conn:
                 await conn.fetch(self._sql.QUEUE_LIMITED)
@@ -154,4 +159,5 @@ class Claim(Connection):
                     self._sql.JOB_GET_AVAILABLE_IN_QUEUES,
                     *self._claim_args(dataclasses.replace(nothing, queues=()), None),
                     False,
+                    nothing.lane,
                 )

@@ -3,6 +3,7 @@ the workflow release that follows, the own-NOTIFY suppression; reclaims and hear
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -13,7 +14,7 @@ import asyncpg
 from ..._job import Completion, ReclaimedJob
 from .. import completion_flow as cf
 from .. import workflow_flows as wf
-from ..job_rows import reclaimed_jobs
+from ..job_rows import by_lane, held_by_lane, reclaimed_jobs
 from ..params import JobHeartbeatManyParams, JobReclaimWorkerParams
 from ..protocol import MAX_ERRORS_KEPT
 from ..workflow_params import WorkflowAfterCompletionParams
@@ -48,33 +49,43 @@ class Outcomes(Connection):
     async def job_set_state_if_running_many(self, completions: Sequence[Completion]) -> list[int]:
         if not completions:
             return []
-        flow = cf.write_outcomes(
-            completions, can_release=self._by_id_small_pool is not None, chunk=RELEASE_CHUNK
-        )
-        with _wrapped("job_set_state_if_running_many"):
-            written = await cf.drive_async(flow, self._answer_completion)
-        await self._follow_completion(written)
-        return [j.id for j in written.jobs]
+        done: list[int] = []
+        # each lane's outcomes in statements of their own, every one naming its lane (one
+        # group, as many statements as before, in a database of one lane)
+        for lane, batch in by_lane(completions).items():
+            flow = cf.write_outcomes(
+                batch, can_release=self._by_id_small_pool is not None, chunk=RELEASE_CHUNK
+            )
+            answer = functools.partial(self._answer_completion, lane=lane)
+            with _wrapped("job_set_state_if_running_many"):
+                written = await cf.drive_async(flow, answer)
+            await self._follow_completion(written, lane)
+            done += [j.id for j in written.jobs]
+        return done
 
-    async def _follow_completion(self, written: cf.Written) -> None:
+    async def _follow_completion(self, written: cf.Written, lane: str) -> None:
         """What the completion statements left to workflows (``completion_flow.follow``)."""
-        await cf.drive_async(cf.follow(written, RELEASE_CHUNK), self._answer_completion)
+        answer = functools.partial(self._answer_completion, lane=lane)
+        await cf.drive_async(cf.follow(written, RELEASE_CHUNK), answer)
 
-    async def _release_stale(self, children: list[int]) -> None:
-        await cf.drive_async(cf.release_stale(children), self._answer_completion)
+    async def _release_stale(self, children: list[int], lane: str) -> None:
+        answer = functools.partial(self._answer_completion, lane=lane)
+        await cf.drive_async(cf.release_stale(children), answer)
 
-    async def _release_succeeded(self, parents: list[int]) -> None:
-        await cf.drive_async(cf.release_succeeded(parents, RELEASE_CHUNK), self._answer_completion)
+    async def _release_succeeded(self, parents: list[int], lane: str) -> None:
+        answer = functools.partial(self._answer_completion, lane=lane)
+        await cf.drive_async(cf.release_succeeded(parents, RELEASE_CHUNK), answer)
 
-    async def _answer_completion(self, step: Any) -> Any:
-        """A step of ``completion_flow``, answered by a statement of ours."""
+    async def _answer_completion(self, step: Any, *, lane: str) -> Any:
+        """A step of ``completion_flow`` for the outcomes of ``lane``, answered by a
+        statement of ours."""
         if isinstance(step, cf.WriteAlone):
-            return await self._write_alone(step)
+            return await self._write_alone(step, lane)
         if isinstance(step, cf.WriteReleasing):
             small = self._by_id_small_pool
             assert small is not None  # the flow asks only where it is open (can_release)
             try:
-                return await self._write_releasing(small, step)
+                return await self._write_releasing(small, step, lane)
             except asyncpg.PostgresError as exc:
                 if isinstance(exc, CONNECTION_ERRORS):
                     raise
@@ -85,7 +96,7 @@ class Outcomes(Connection):
         if isinstance(step, cf.ChildrenReady):
             return await self._children_ready_alone(step.children)
         if isinstance(step, cf.ReleaseChunk):
-            return await self._release_chunk(step)
+            return await self._release_chunk(step, lane)
         if isinstance(step, cf.ReleaseBuried):
             await self.workflow_release(step.parents)
             return None
@@ -99,21 +110,25 @@ class Outcomes(Connection):
         segments = ops.LONG_SEGMENTS if long_segments else None
         return ops.completion_params(completions, self._now(), self.done_channel, segments)
 
-    async def _write_alone(self, step: cf.WriteAlone) -> cf.Written:
-        """JOB_SET_STATE_IF_RUNNING_MANY: the outcomes alone."""
+    async def _write_alone(self, step: cf.WriteAlone, lane: str) -> cf.Written:
+        """JOB_SET_STATE_IF_RUNNING_MANY: the outcomes (all of ``lane``) alone."""
         params = self._params(step.completions, step.long_segments)
-        rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params)
+        rows = await self._by_id(self._sql.JOB_SET_STATE_IF_RUNNING_MANY, *params, lane)
         return cf.Written(_jobs(rows), params[13] is not None)
 
-    async def _write_releasing(self, small: asyncpg.Pool, step: cf.WriteReleasing) -> cf.Released:
+    async def _write_releasing(
+        self, small: asyncpg.Pool, step: cf.WriteReleasing, lane: str
+    ) -> cf.Released:
         """JOB_SET_STATE_AND_RELEASE on the generic plan's session (see ``open``): the
-        outcomes, and a chunk of the release of the children of those that succeeded."""
+        outcomes (all of ``lane``), and a chunk of the release of the children of those that
+        succeeded."""
         params = self._params(step.completions, step.long_segments)
         statement = self._sql.JOB_SET_STATE_AND_RELEASE
 
         async def attempt() -> list[Any]:
             async with self._releasing(small) as (conn, woken):
-                rows: list[Any] = await conn.fetch(statement, *params, self.channel, step.chunk)
+                args = (*params, self.channel, step.chunk, lane)
+                rows: list[Any] = await conn.fetch(statement, *args)
                 if rows:
                     woken.update(rows[0]["woken"] or ())
                 return rows
@@ -164,7 +179,9 @@ class Outcomes(Connection):
         woken.update(answers.woken)
         return list(buried)
 
-    async def _release_chunk(self, step: cf.ReleaseChunk) -> tuple[int, set[str], list[int]]:
+    async def _release_chunk(
+        self, step: cf.ReleaseChunk, lane: str
+    ) -> tuple[int, set[str], list[int]]:
         """RELEASE_SUCCEEDED, committed alone; the children it left at zero (stale) by
         CHILDREN_READY, whose snapshot sees their every parent's result (the sweep's
         StrandedWaits should this process die between the two)."""
@@ -173,7 +190,7 @@ class Outcomes(Connection):
         async def attempt() -> tuple[int, set[str], list[int]]:
             async with self._releasing(self.pool) as (conn, woken):
                 row = await conn.fetchrow(
-                    statement, step.parents, self.channel, self._now(), step.chunk
+                    statement, step.parents, self.channel, self._now(), step.chunk, lane
                 )
                 assert row is not None  # one row, always
                 woken.update(row["woken"] or ())
@@ -240,10 +257,12 @@ class Outcomes(Connection):
             rows = await self.pool.fetch(self._sql.JOB_CANCEL_REQUESTED, list(job_ids))
         return [r["id"] for r in rows]
 
-    async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
+    async def job_reclaim_expired(
+        self, into: list[ReclaimedJob] | None = None, lane: str = "default"
+    ) -> list[int]:
         with _wrapped("job_reclaim_expired"):
             rows = await self._retrying.fetch(
-                self._sql.JOB_RECLAIM_EXPIRED, self._now(), MAX_ERRORS_KEPT
+                self._sql.JOB_RECLAIM_EXPIRED, self._now(), MAX_ERRORS_KEPT, lane
             )
         if into is not None:
             into += reclaimed_jobs(rows)
@@ -257,6 +276,7 @@ class Outcomes(Connection):
                 MAX_ERRORS_KEPT,
                 params.worker_id,
                 params.why,
+                params.lane,
             )
         if params.into is not None:
             params.into.extend(reclaimed_jobs(rows))
@@ -265,16 +285,20 @@ class Outcomes(Connection):
     async def job_heartbeat_many(self, params: JobHeartbeatManyParams) -> list[tuple[int, str]]:
         if not params.held:
             return []
-        with _wrapped("job_heartbeat_many"):
-            rows = await self._by_id(
-                self._sql.JOB_HEARTBEAT_MANY,
-                [job_id for job_id, _ in params.held],
-                [token for _, token in params.held],
-                params.default_lease,
-                params.lease_margin,
-                self._now(),
-                [pair in params.started for pair in params.held],
-                [params.progress.get(job_id) for job_id, _ in params.held],
-                ops.heartbeat_segments(params.segments),
-            )
-        return [(r["id"], r["lease_token"]) for r in rows]
+        kept: list[tuple[int, str]] = []
+        for lane, held in held_by_lane(params).items():  # one statement a lane
+            with _wrapped("job_heartbeat_many"):
+                rows = await self._by_id(
+                    self._sql.JOB_HEARTBEAT_MANY,
+                    [job_id for job_id, _ in held],
+                    [token for _, token in held],
+                    params.default_lease,
+                    params.lease_margin,
+                    self._now(),
+                    [pair in params.started for pair in held],
+                    [params.progress.get(job_id) for job_id, _ in held],
+                    ops.heartbeat_segments(params.segments),
+                    lane,
+                )
+            kept += [(r["id"], r["lease_token"]) for r in rows]
+        return kept

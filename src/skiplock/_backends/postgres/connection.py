@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from ..._job import DEFAULT_LANE
 from ..._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from ...errors import BackendError
 from ..claim_rules import KeyCursors
@@ -129,6 +130,7 @@ class Connection:
         """Told the queues a workflow release of ours made jobs pending in (a worker wakes
         its producer: no wait for the NOTIFY's round trip)."""
         self.max_payload_bytes = DEFAULT_MAX_PAYLOAD_BYTES
+        self.lanes: tuple[str, ...] = (DEFAULT_LANE,)
         """The most bytes a release gives a child as the list of its parents' results (the
         App's ``max_payload_bytes``, set by ``App.new_backend``): a chord's body over it is
         buried (dead, PayloadTooLarge), never run with a value jsonb refuses past 256 MiB."""

@@ -170,6 +170,7 @@ class Enqueue(Unique, Claim):
                     j.trace_context,
                     j.payload_version,
                     row["segment"],
+                    j.lane,
                 )
                 for job_id, j in zip(ids, jobs, strict=True)
             ]

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import asyncpg
+
 from ..._lanes import ID_SPAN
 from ..sql_files import quote_identifier, with_schema
+from . import rows as ops
 from . import statements as sql
 from .errors import wrapped as _wrapped
 from .storage.operations import StorageOperations
@@ -37,6 +42,33 @@ class Migrate(StorageOperations):
             row = await self.pool.fetchrow(self._sql.DATABASE_NUMBER, number, ID_SPAN)
         assert row is not None
         return int(row["number"])
+
+    async def database_number_on(self, connection: object) -> int | None:
+        quoted = quote_identifier(self.schema)
+        with _wrapped("database_number_on"):
+            if isinstance(connection, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
+                if not await connection.fetchval(self._sql.DATABASE_NUMBER_TABLE, quoted):
+                    return None
+                got = await connection.fetchval(self._sql.DATABASE_NUMBER_READ)
+                return None if got is None else int(got)
+            conn: Any = connection  # a psycopg async connection
+            cursor = await conn.execute(
+                ops.to_psycopg(self._sql.DATABASE_NUMBER_TABLE), {"p1": quoted}
+            )
+            if not (await cursor.fetchone())[0]:
+                return None
+            row = await (await conn.execute(self._sql.DATABASE_NUMBER_READ)).fetchone()
+            return None if row is None else int(row[0])
+
+    def database_number_on_sync(self, connection: object) -> int | None:
+        quoted = quote_identifier(self.schema)
+        conn: Any = connection  # a psycopg connection
+        with _wrapped("database_number_on"):
+            table = ops.to_psycopg(self._sql.DATABASE_NUMBER_TABLE)
+            if not conn.execute(table, {"p1": quoted}).fetchone()[0]:
+                return None
+            row = conn.execute(self._sql.DATABASE_NUMBER_READ).fetchone()
+        return None if row is None else int(row[0])
 
     async def schema_version(self) -> tuple[int, int]:
         latest = sql.MIGRATIONS[-1].version

@@ -69,6 +69,7 @@ def insert_params(jobs: Sequence[NewJob], channel: str, now: datetime | None) ->
         _unless_all([j.unique_for_s for j in jobs], None),
         _unless_all([j.key_weight for j in jobs], None),
         _unless_all([unique_scope(j) for j in jobs], None),
+        _unless_all([j.lane for j in jobs], "default"),
     ]
 
 
@@ -273,10 +274,12 @@ async def claim_keyed(
     """The keyed claim (JOB_GET_AVAILABLE_KEYED) on ``conn``: up to ``params.limit`` jobs,
     each key within its limit, the walk started where this process's last one stopped."""
     args = claim_args(params, None)
-    where = (None if args[0] is None else tuple(args[0]), limited)
+    where = (None if args[0] is None else tuple(args[0]), limited, params.lane)
     after = cursors.get(where) or (None, None)
     statement = statements.JOB_GET_AVAILABLE_KEYED
-    rows = await conn.fetch(statement, *args, limited, *after, keys_to_visit(params.limit))
+    rows = await conn.fetch(
+        statement, *args, limited, *after, keys_to_visit(params.limit), params.lane
+    )
     taken, cursors[where] = keyed_claimed(rows)
     return taken
 
@@ -326,9 +329,10 @@ class Answers:
     async def _(self, step: flows.ClaimFromQueue) -> list[Any]:
         args = self.claim_args(step.params, step.queue)
         if step.aging_s is not None:  # $1 the queue itself; $8 its step, $9 the levels read
-            aged = (step.queue, *args[1:], step.aging_s, AGING_LEVELS)
+            aged = (step.queue, *args[1:], step.aging_s, AGING_LEVELS, step.params.lane)
             return list(await self.conn.fetch(self.sql.JOB_GET_AVAILABLE_AGED, *aged))
-        rows: list[Any] = await self.conn.fetch(self.sql.JOB_GET_AVAILABLE_IN_QUEUES, *args, True)
+        statement = self.sql.JOB_GET_AVAILABLE_IN_QUEUES
+        rows: list[Any] = await self.conn.fetch(statement, *args, True, step.params.lane)
         return rows
 
     @answer.register

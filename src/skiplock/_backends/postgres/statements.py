@@ -41,7 +41,7 @@ _FINAL = "('succeeded', 'cancelled', 'dead')"
 
 COPY_COLUMNS = (
     "id task queue args kwargs priority max_attempts run_at timeout correlation_id lease_s"
-    " trace_context payload_version segment"
+    " trace_context payload_version segment lane"
 )
 """The columns a bulk enqueue's COPY writes, in its records' order (the rest take defaults).
 ``segment`` is the live generation read once before the COPY (``JOB_COPY_PREPARE``): a
@@ -70,6 +70,8 @@ class Statements:
     MIGRATIONS_TABLE_EXISTS: str
     SCHEMA_VERSION: str
     DATABASE_NUMBER: str
+    DATABASE_NUMBER_TABLE: str
+    DATABASE_NUMBER_READ: str
     JOB_INSERT_MANY: str
     JOB_COPY_PREPARE: str
     JOB_LIVE_BY_UNIQUE_KEY: str

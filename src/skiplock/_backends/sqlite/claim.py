@@ -112,6 +112,7 @@ class Claiming(Enqueuing):
             "margin": params.lease_margin,
             "limit": params.limit,
             "limited": queue is not None,
+            "lane": params.lane,
         }
         queues = [queue] if queue else params.queues
         if queues is None:
@@ -163,6 +164,7 @@ class Claiming(Enqueuing):
             now=now,
             limited=limited,
             cursors=self._key_cursors,
+            lane=params.lane,
         )
         if not ids:
             return []
@@ -173,6 +175,7 @@ class Claiming(Enqueuing):
             "token": params.lease_token,
             "default_lease": params.default_lease,
             "margin": params.lease_margin,
+            "lane": params.lane,
         }
         rows = conn.execute(sql.JOB_CLAIM_IDS, args).fetchall()
         place = {job_id: n for n, job_id in enumerate(ids)}
@@ -185,21 +188,21 @@ class Claiming(Enqueuing):
         rows = await self._run("queue_limited", lambda c: c.execute(sql.QUEUE_LIMITED).fetchall())
         return [r[0] for r in rows]
 
-    async def job_next_run_at(self, lookback_s: float = 0.0) -> float | None:
+    async def job_next_run_at(self, lookback_s: float = 0.0, lane: str = "default") -> float | None:
         def read(conn: sqlite3.Connection) -> float | None:
             now = self._now()
             since = now - max(lookback_s, 0.0)
-            args = {"now": now, "since": since, "most": NEXT_RUN_PRIORITIES}
+            args = {"now": now, "since": since, "most": NEXT_RUN_PRIORITIES, "lane": lane}
             seconds: float | None = conn.execute(sql.JOB_NEXT_RUN_AT, args).fetchone()[0]
             return seconds
 
         return await self._run("job_next_run_at", read)
 
-    async def job_ready_exists(self, queues: tuple[str, ...] | None) -> bool:
+    async def job_ready_exists(self, queues: tuple[str, ...] | None, lane: str = "default") -> bool:
         names = None if queues is None else json.dumps(list(queues))
 
         def read(conn: sqlite3.Connection) -> bool:
-            args = {"now": self._now(), "queues": names, "limited": False}
+            args = {"now": self._now(), "queues": names, "limited": False, "lane": lane}
             return bool(conn.execute(sql.JOB_READY_EXISTS, args).fetchone()[0])
 
         return await self._run("job_ready_exists", read)

@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..._job import Completion, Disposition, ReclaimedJob
+from ..._job import DEFAULT_LANE, Completion, Disposition, ReclaimedJob
 from ..._transitions import transition
 from ...errors import BackendUnavailable
 from .. import flows
@@ -77,6 +77,7 @@ def completion_args(c: Completion, now: float) -> dict[str, Any]:
         "result": c.result_json,
         "progress": c.progress_json,
         "run_s": c.run_s,
+        "lane": c.lane,
     }
 
 
@@ -193,10 +194,12 @@ class Completing(WorkflowOps):
         )
         return [r[0] for r in rows]
 
-    async def job_reclaim_expired(self, into: list[ReclaimedJob] | None = None) -> list[int]:
+    async def job_reclaim_expired(
+        self, into: list[ReclaimedJob] | None = None, lane: str = "default"
+    ) -> list[int]:
         def reclaim(conn: sqlite3.Connection) -> list[Any]:
             with _immediate(conn):
-                args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT}
+                args = {"now": self._now(), "max_errors": MAX_ERRORS_KEPT, "lane": lane}
                 return conn.execute(sql.JOB_RECLAIM_EXPIRED, args).fetchall()
 
         rows = await self._run("job_reclaim_expired", reclaim)
@@ -212,6 +215,7 @@ class Completing(WorkflowOps):
                     "max_errors": MAX_ERRORS_KEPT,
                     "worker": params.worker_id,
                     "why": params.why,
+                    "lane": params.lane,
                 }
                 return conn.execute(sql.JOB_RECLAIM_WORKER, args).fetchall()
 
@@ -237,6 +241,7 @@ class Completing(WorkflowOps):
                         "margin": params.lease_margin,
                         "started": (job_id, token) in params.started,
                         "progress": params.progress.get(job_id),
+                        "lane": params.lanes.get(job_id, DEFAULT_LANE),
                     }
                     if conn.execute(sql.JOB_HEARTBEAT_MANY, args).rowcount:
                         still.append((job_id, token))

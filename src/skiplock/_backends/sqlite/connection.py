@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..._handback import Handback, handback_for
+from ..._job import DEFAULT_LANE
 from ..._payload import DEFAULT_MAX_PAYLOAD_BYTES
 from ...errors import BackendError, SchemaError
 from ..claim_rules import KeyCursors
@@ -195,6 +196,7 @@ class Connected:
         """Told the queues a completion's workflow release made jobs pending in, after its
         commit (a worker wakes its producer: no wait for the file's watch)."""
         self.max_payload_bytes = DEFAULT_MAX_PAYLOAD_BYTES
+        self.lanes: tuple[str, ...] = (DEFAULT_LANE,)
         """The most bytes a release gives a child as the list of its parents' results (the
         App's ``max_payload_bytes``, set by ``App.new_backend``): a chord's body over it is
         buried (dead, PayloadTooLarge), never run with an argument of hundreds of MB."""

@@ -29,8 +29,8 @@ from .errors import wrapped as _wrapped
 from .statements import STATEMENTS as sql
 from .storage.ids import JOBS, may_roll_back, runs_alone
 
-JOB_INSERT_ROWS_MAX = 999 // 19
-"""Rows a statement: 19 values each, within the 999 parameters older SQLite builds allow."""
+JOB_INSERT_ROWS_MAX = 999 // 20
+"""Rows a statement: 20 values each, within the 999 parameters older SQLite builds allow."""
 
 
 def one_statement(jobs: Sequence[NewJob]) -> bool:
@@ -100,6 +100,7 @@ def _values(j: NewJob, now: float) -> tuple[Any, ...]:
         j.key_limit,
         j.key_order,
         j.key_weight,
+        j.lane,
     )
 
 
@@ -124,6 +125,7 @@ def _row(j: NewJob, now: float) -> dict[str, Any]:
         "key_limit": j.key_limit,
         "key_order": j.key_order,
         "key_weight": j.key_weight,
+        "lane": j.lane,
         "unique_until": None if j.unique_for_s is None else now + j.unique_for_s,
         "unique_scope": unique_scope(j),
     }

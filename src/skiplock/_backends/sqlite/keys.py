@@ -33,16 +33,18 @@ def prune_turns(conn: sqlite3.Connection, after: str) -> str:
 
 
 def _next_pair(
-    conn: sqlite3.Connection, queues: Sequence[str] | None, after: tuple[str, str]
+    conn: sqlite3.Connection, queues: Sequence[str] | None, after: tuple[str, str], lane: str
 ) -> tuple[str, str] | None:
-    """The walk's next pair after ``after``: one probe, or one a served queue (so another
-    queue's keys are never read)."""
+    """The walk's next pair of ``lane`` after ``after``: one probe, or one a served queue (so
+    another queue's keys are never read)."""
     if queues is None:
-        row = conn.execute(sql.NEXT_PAIR, {"queue": after[0], "key": after[1]}).fetchone()
+        args = {"queue": after[0], "key": after[1], "lane": lane}
+        row = conn.execute(sql.NEXT_PAIR, args).fetchone()
         return None if row is None else (str(row[0]), str(row[1]))
     for queue in sorted(q for q in queues if q >= after[0]):
         since = after[1] if queue == after[0] else ""
-        key = conn.execute(sql.NEXT_KEY_IN_QUEUE, {"queue": queue, "key": since}).fetchone()[0]
+        args = {"queue": queue, "key": since, "lane": lane}
+        key = conn.execute(sql.NEXT_KEY_IN_QUEUE, args).fetchone()[0]
         if key is not None:
             return queue, str(key)
     return None
@@ -56,20 +58,21 @@ def pick(
     now: float,
     limited: bool,
     cursors: KeyCursors,
+    lane: str,
 ) -> list[int]:
     """The ids of the keyed jobs to claim now (at most ``limit``), inside the caller's write
     transaction: the keys' passes advanced by what it takes, and where the next walk of these
     queues starts recorded."""
-    where = (None if queues is None else tuple(queues), limited)
+    where = (None if queues is None else tuple(queues), limited, lane)
     cursor = cursors.get(where)
     after = cursor or ("", "")
     visit = keys_to_visit(limit)
     pairs: list[tuple[str, str, int]] = []
     lap = 0
     while len(pairs) < visit:
-        found = _next_pair(conn, queues, after)
+        found = _next_pair(conn, queues, after, lane)
         if found is None and lap == 0 and cursor is not None:
-            lap, found = 1, _next_pair(conn, queues, ("", ""))  # round again from the first
+            lap, found = 1, _next_pair(conn, queues, ("", ""), lane)  # round again from the first
         if found is None or (lap == 1 and cursor is not None and found > cursor):
             break  # every pair visited once
         after = found
@@ -79,6 +82,7 @@ def pick(
         cursors[where] = None
         return []
     args = {"pairs": json.dumps(pairs), "now": now, "limit": limit, "limited": limited}
+    args["lane"] = lane
     rows = [Candidate(*row) for row in conn.execute(sql.PICK, args).fetchall()]
     taken = [r for r in rows if r.taken]
     for key, (pass_, step) in advanced(taken).items():

@@ -96,6 +96,12 @@ class Migrating(Connected):
             )
         return 0
 
+    async def database_number_on(self, connection: object) -> int | None:
+        return 0  # one database: any connection to this file is to it
+
+    def database_number_on_sync(self, connection: object) -> int | None:
+        return 0
+
     async def schema_version(self) -> tuple[int, int]:
         def version(conn: sqlite3.Connection) -> int:
             if not conn.execute(sql.MIGRATIONS_TABLE_EXISTS).fetchone()[0]:

@@ -6,7 +6,8 @@
 -- ids are announced on the completion channel $11, one NOTIFY per 300 ids (a payload stays
 -- under PostgreSQL's 8,000 bytes), so a batch of outcomes costs one notification, not one each.
 -- $14: the live segments to look for the rows in (those they were claimed from, or the long
--- one, where a rotation moves a job; NULL: any), so only those are read.
+-- one, where a rotation moves a job; NULL: any), so only those are read. $15: the lane the
+-- rows are in (a batch of several lanes is one statement a lane).
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
     -- A column every row of the batch leaves at its default comes as one NULL (unnest pads
@@ -30,7 +31,7 @@ c AS (
     -- state IN (...) names the live partition alone (a planner's pruning), which no partial
     -- index matches.
     SELECT id FROM {s}.skiplock_jobs
-    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL AND state IN ('pending', 'running')
+    WHERE id = ANY($1::bigint[]) AND lane = $15 AND lease_token IS NOT NULL AND state IN ('pending', 'running')
       AND ($14::smallint[] IS NULL OR segment = ANY($14::smallint[]))
     ORDER BY id
     FOR NO KEY UPDATE
@@ -54,7 +55,7 @@ c AS (
     -- is the fence; id = ANY keeps the plan on the primary key however big the batch, and
     -- the rows it updates are already locked (in id order) by ``locked``.
     -- (state IN: the live partition only; a finished row moves to its history partition)
-    WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = c.id AND j.lease_token = c.token
+    WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = c.id AND j.lane = $15 AND j.lease_token = c.token
       AND j.state IN ('pending', 'running')
       AND ($14::smallint[] IS NULL OR j.segment = ANY($14::smallint[]))
     -- a finished job with open edges (its children wait for it) and a parked one (it may
@@ -78,7 +79,8 @@ SELECT id, parented, parked, succeeded FROM done WHERE (SELECT count(*) FROM tol
 -- ids are announced on the completion channel $11, one NOTIFY per 300 ids (a payload stays
 -- under PostgreSQL's 8,000 bytes), so a batch of outcomes costs one notification, not one each.
 -- $14: the live segments to look for the rows in (those they were claimed from, or the long
--- one, where a rotation moves a job; NULL: any), so only those are read.
+-- one, where a rotation moves a job; NULL: any), so only those are read. $17: the lane the
+-- rows are in (a batch of several lanes is one statement a lane).
 WITH now_ AS (SELECT coalesce($8::timestamptz, now()) AS t),
 c AS (
     -- A column every row of the batch leaves at its default comes as one NULL (unnest pads
@@ -102,7 +104,7 @@ c AS (
     -- state IN (...) names the live partition alone (a planner's pruning), which no partial
     -- index matches.
     SELECT id FROM {s}.skiplock_jobs
-    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL AND state IN ('pending', 'running')
+    WHERE id = ANY($1::bigint[]) AND lane = $17 AND lease_token IS NOT NULL AND state IN ('pending', 'running')
       AND ($14::smallint[] IS NULL OR segment = ANY($14::smallint[]))
     ORDER BY id
     FOR NO KEY UPDATE
@@ -126,7 +128,7 @@ c AS (
     -- is the fence; id = ANY keeps the plan on the primary key however big the batch, and
     -- the rows it updates are already locked (in id order) by ``locked``.
     -- (state IN: the live partition only; a finished row moves to its history partition)
-    WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = c.id AND j.lease_token = c.token
+    WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = c.id AND j.lane = $17 AND j.lease_token = c.token
       AND j.state IN ('pending', 'running')
       AND ($14::smallint[] IS NULL OR j.segment = ANY($14::smallint[]))
     -- a finished job with open edges (its children wait for it) and a parked one (it may
@@ -209,7 +211,7 @@ c AS (
                  WHERE d.child_id = j.id ORDER BY d.position LIMIT 1)) || j.args
             WHEN 'batch' THEN jsonb_build_array(z.batch_id) || j.args
             ELSE j.args END
-    FROM z WHERE j.id = z.job_id AND j.state = 'waiting'
+    FROM z WHERE j.id = z.job_id AND j.lane = $17 AND j.state = 'waiting'
     RETURNING j.id, j.queue
 ), woken AS (
     SELECT pg_notify($15, q.queue) FROM (SELECT DISTINCT queue FROM r) q
@@ -226,10 +228,11 @@ FROM done WHERE (SELECT count(*) FROM told) >= 0 AND (SELECT count(*) FROM woken
 -- locked_by still the worker that lost it (for the reclaim's log event).
 -- SKIP LOCKED: concurrent reclaimers split the rows instead of acting on one twice, and it
 -- never waits on a row, so lease order is safe here (no deadlock with an id-ordered lock).
+-- Of lane $3 alone.
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 x AS MATERIALIZED (
     SELECT id FROM {s}.skiplock_jobs
-    WHERE state = 'running' AND lease_expires_at < (SELECT t FROM now_)
+    WHERE lane = $3 AND state = 'running' AND lease_expires_at < (SELECT t FROM now_)
     ORDER BY lease_expires_at LIMIT 1000
     FOR UPDATE SKIP LOCKED
 )
@@ -246,7 +249,7 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                     'attempt', j.attempt, 'at', (SELECT t FROM now_),
                     'message', 'lease expired (worker ' || coalesce(j.locked_by, '?') || ' stopped heartbeating)',
                     'traceback', NULL))
-FROM x WHERE j.id = x.id AND j.state IN ('pending', 'running')
+FROM x WHERE j.id = x.id AND j.lane = $3 AND j.state IN ('pending', 'running')
 RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
           j.locked_by
 
@@ -255,10 +258,11 @@ RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlati
 -- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, or another worker saw
 -- it is gone, so nothing renews them; the error reads 'worker <locked_by> ' || $4.
 -- A row a live worker holds has another token and is never touched (fencing unchanged).
+-- Of lane $5 alone.
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 x AS MATERIALIZED (
     SELECT id FROM {s}.skiplock_jobs
-    WHERE state = 'running' AND lease_expires_at IS NOT NULL
+    WHERE lane = $5 AND state = 'running' AND lease_expires_at IS NOT NULL
       AND left(lease_token, length($3) + 1) = $3 || ':'
     -- it waits for rows a heartbeat or a person holds, so it locks in their order (id)
     ORDER BY id
@@ -277,7 +281,7 @@ SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                     'attempt', j.attempt, 'at', (SELECT t FROM now_),
                     'message', 'worker ' || coalesce(j.locked_by, '?') || ' ' || $4::text,
                     'traceback', NULL))
-FROM x WHERE j.id = x.id AND j.state IN ('pending', 'running')
+FROM x WHERE j.id = x.id AND j.lane = $5 AND j.state IN ('pending', 'running')
 RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlation_id,
           j.locked_by
 
@@ -294,6 +298,7 @@ RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.max_attempts, j.correlati
 -- record rides its outcome instead).
 -- $8: the live segments to look for the rows in (those the jobs were claimed from and the
 -- long one, where a rotation moves a job that runs past its segment's turn; NULL: every one).
+-- $9: the lane the jobs are in (a beat of several lanes is one statement a lane).
 WITH now_ AS (SELECT coalesce($5::timestamptz, now()) AS t),
 h AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $6::boolean[], $7::text[])
@@ -312,7 +317,7 @@ locked AS MATERIALIZED (
     -- state IN (...) names the live partition alone (a planner's pruning), which no partial
     -- index matches.
     SELECT id FROM {s}.skiplock_jobs
-    WHERE id = ANY($1::bigint[]) AND lease_token IS NOT NULL AND state IN ('pending', 'running')
+    WHERE id = ANY($1::bigint[]) AND lane = $9 AND lease_token IS NOT NULL AND state IN ('pending', 'running')
       AND ($8::smallint[] IS NULL OR segment = ANY($8::smallint[]))
     ORDER BY id
     FOR NO KEY UPDATE SKIP LOCKED
@@ -325,7 +330,8 @@ beat AS (
                           ELSE j.started_at END,
         progress = coalesce(h.progress::jsonb, j.progress)
     FROM h
-    WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = h.id AND j.lease_token = h.token
+    WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = h.id AND j.lane = $9
+      AND j.lease_token = h.token
       AND j.state IN ('pending', 'running')
       AND ($8::smallint[] IS NULL OR j.segment = ANY($8::smallint[]))
     RETURNING j.id, j.lease_token
@@ -333,7 +339,7 @@ beat AS (
 SELECT id, lease_token FROM beat
 UNION ALL
 SELECT j.id, j.lease_token FROM {s}.skiplock_jobs j JOIN h ON h.id = j.id
-WHERE j.id = ANY($1::bigint[]) AND j.state IN ('pending', 'running')
+WHERE j.id = ANY($1::bigint[]) AND j.lane = $9 AND j.state IN ('pending', 'running')
   AND ($8::smallint[] IS NULL OR j.segment = ANY($8::smallint[]))
   AND j.lease_token = h.token
   -- an anti-join (a hash of the locked ids): <> ALL(ARRAY(...)) compared every pair, a

@@ -2,17 +2,18 @@
 -- Insert a batch from parallel arrays, all or nothing against bounded queues: a queue whose
 -- live depth plus this batch would pass its max_depth comes back as a 'full' row and nothing
 -- is inserted. Live unique keys are skipped (looked up by the caller). NOTIFY once per queue,
--- delivered at commit.
+-- delivered at commit. $24: each job's lane (NULL: every one 'default', the column's default).
 WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[],
                          $7::float8[], $8::float8[], $9::float8[], $10::text[], $13::float8[],
                          $14::text[], $15::bool[], $16::text[], $17::int[], $18::text[],
-                         $19::int[], $20::text[], $21::float8[], $22::int[], $23::text[])
+                         $19::int[], $20::text[], $21::float8[], $22::int[], $23::text[],
+                         $24::text[])
          WITH ORDINALITY AS u(task, queue, args, kwargs, priority, max_attempts, run_at,
                               run_after, timeout, correlation_id, lease_s, unique_key,
                               unique_succeeded, trace_context, payload_version,
                               concurrency_key, key_limit, key_order, unique_for, key_weight,
-                              unique_scope, ord)
+                              unique_scope, lane, ord)
 ), full_ AS (
     SELECT q.name FROM {s}.skiplock_queues q JOIN (SELECT queue, count(*) AS n FROM batch GROUP BY queue) b ON b.queue = q.name
     WHERE q.max_depth IS NOT NULL
@@ -43,7 +44,7 @@ WITH batch AS (
         (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout,
          correlation_id, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
          concurrency_key, key_limit, key_order, unique_until, key_weight, unique_scope,
-         segment)
+         segment, lane)
     SELECT u.id, u.task, u.queue, u.args::jsonb, u.kwargs::jsonb, u.priority, u.max_attempts,
            coalesce(to_timestamp(u.run_at), coalesce($12::timestamptz, now())
                     + make_interval(secs => coalesce(u.run_after, 0))),
@@ -52,7 +53,8 @@ WITH batch AS (
            coalesce($12::timestamptz, now()) + make_interval(secs => u.unique_for),
            u.key_weight, u.unique_scope,
            -- a keyed job goes to the keyed segment, any other to the ring's (the default)
-           CASE WHEN u.concurrency_key IS NULL THEN (SELECT pg_sequence_last_value('{s}.skiplock_live_segment'::regclass)::smallint) ELSE 4 END
+           CASE WHEN u.concurrency_key IS NULL THEN (SELECT pg_sequence_last_value('{s}.skiplock_live_segment'::regclass)::smallint) ELSE 4 END,
+           coalesce(u.lane, 'default')
     FROM ided u
     WHERE u.unique_key IS NULL OR u.id IN (SELECT job_id FROM keyed)
     ORDER BY u.ord

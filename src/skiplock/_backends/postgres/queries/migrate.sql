@@ -43,3 +43,13 @@ WITH ins AS (
     WHERE ins.made AND ins.number > 0 AND s.last_value < $1::bigint * $2::bigint
 )
 SELECT number, (SELECT count(*) FROM moved) AS moved FROM ins
+
+-- name: DATABASE_NUMBER_TABLE
+-- Whether the session's database holds skiplock's number table in this schema ($1, quoted):
+-- asked first, on a caller's connection, so a wrong database answers "none" rather than
+-- failing (and aborting) the caller's transaction.
+SELECT to_regclass($1 || '.skiplock_database') IS NOT NULL
+
+-- name: DATABASE_NUMBER_READ
+-- The number this database was given (no row: none yet).
+SELECT number FROM {s}.skiplock_database

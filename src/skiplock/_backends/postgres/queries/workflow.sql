@@ -107,7 +107,8 @@ SELECT id FROM ended
 -- The release of parents $1 that succeeded (a completion's own statement releases what it
 -- can; this one the rest, a chunk of at most $4 open edges a call): see release_tail. One row:
 -- how many edges it resolved (a full chunk: call again), the children released, their
--- queues, and the children left at zero for CHILDREN_READY.
+-- queues, and the children left at zero for CHILDREN_READY. $5: the parents' lane (a
+-- workflow lives in one).
 --
 -- Its transaction commits without waiting for its WAL to reach the disk (synchronous_commit
 -- off, for this transaction alone): a chain's link waited for three flushes in a row (the
@@ -117,7 +118,7 @@ SELECT id FROM ended
 -- is one sequence).
 WITH p AS (
     SELECT j.id, j.result FROM {s}.skiplock_jobs j
-    WHERE j.id = ANY($1::bigint[]) AND j.state = 'succeeded'
+    WHERE j.id = ANY($1::bigint[]) AND j.lane = $5 AND j.state = 'succeeded'
 ), lazy AS (
     SELECT set_config('synchronous_commit', 'off', true)
 )
@@ -188,7 +189,7 @@ WITH p AS (
                  WHERE d.child_id = j.id ORDER BY d.position LIMIT 1)) || j.args
             WHEN 'batch' THEN jsonb_build_array(z.batch_id) || j.args
             ELSE j.args END
-    FROM z WHERE j.id = z.job_id AND j.state = 'waiting'
+    FROM z WHERE j.id = z.job_id AND j.lane = $5 AND j.state = 'waiting'
     RETURNING j.id, j.queue
 ), woken AS (
     SELECT pg_notify($2, q.queue) FROM (SELECT DISTINCT queue FROM r) q

@@ -1,6 +1,6 @@
 -- name: JOB_SET_STATE_IF_RUNNING_MANY
 -- Write one outcome of a batch in place, only while the row is still running under its
--- lease token.
+-- lease token, in its lane (:lane).
 UPDATE skiplock_jobs_live
 SET state = :state,
     attempt = attempt + :attempt_delta,
@@ -14,11 +14,11 @@ SET state = :state,
                   WHEN json_array_length(errors) >= :max_errors
                   THEN json_insert(json_remove(errors, '$[0]'), '$[#]', json(:error))
                   ELSE json_insert(errors, '$[#]', json(:error)) END
-WHERE id = :id AND lease_token = :token AND state = 'running'
+WHERE id = :id AND lane = :lane AND lease_token = :token AND state = 'running'
 
 -- name: JOB_SET_STATE_KEEPING_RESULT
 -- Write one outcome of a batch in place, only while the row is still running under its
--- lease token.
+-- lease token, in its lane (:lane).
 UPDATE skiplock_jobs_live
 SET state = :state,
     attempt = attempt + :attempt_delta,
@@ -34,7 +34,7 @@ SET state = :state,
                   ELSE json_insert(errors, '$[#]', json(:error)) END,
     result = :result,
     progress = coalesce(:progress, progress)
-WHERE id = :id AND lease_token = :token AND state = 'running'
+WHERE id = :id AND lane = :lane AND lease_token = :token AND state = 'running'
 
 -- name: JOB_DELETE_MOVED
 -- The live rows a completion batch copied into a day table (:ids, a JSON array).
@@ -42,7 +42,7 @@ DELETE FROM skiplock_jobs_live WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: JOB_RECLAIM_EXPIRED
 -- Return rows whose lease expired to pending (or dead when attempts are spent; cancelled when a
--- person asked to cancel them, whose worker is gone), noting why.
+-- person asked to cancel them, whose worker is gone), noting why; of lane :lane.
 UPDATE skiplock_jobs_live
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
                  WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
@@ -58,7 +58,8 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
                     'message', 'lease expired (worker ' || coalesce(locked_by, '?') || ' stopped heartbeating)',
                     'traceback', NULL))
 WHERE id IN (SELECT id FROM skiplock_jobs_live
-             WHERE state = 'running' AND lease_expires_at < :now LIMIT 1000)
+             WHERE lane = :lane AND state = 'running' AND lease_expires_at < :now LIMIT 1000)
+  AND lane = :lane
 
 RETURNING id, task, queue, state, attempt, max_attempts, correlation_id, locked_by
 
@@ -67,6 +68,7 @@ RETURNING id, task, queue, state, attempt, max_attempts, correlation_id, locked_
 -- '<worker id>:<claim>'), expired or not: its supervisor saw it exit, or another worker saw
 -- it is gone, so nothing renews them; the error reads 'worker <locked_by> ' || :why.
 -- A row a live worker holds has another token and is never touched (fencing unchanged).
+-- Of lane :lane alone.
 UPDATE skiplock_jobs_live
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
                  WHEN attempt >= max_attempts THEN 'dead' ELSE 'pending' END,
@@ -82,19 +84,21 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
                     'message', 'worker ' || coalesce(locked_by, '?') || ' ' || :why,
                     'traceback', NULL))
 WHERE id IN (SELECT id FROM skiplock_jobs_live
-             WHERE state = 'running' AND lease_expires_at IS NOT NULL
+             WHERE lane = :lane AND state = 'running' AND lease_expires_at IS NOT NULL
                AND substr(lease_token, 1, length(:worker) + 1) = :worker || ':')
+  AND lane = :lane
 
 RETURNING id, task, queue, state, attempt, max_attempts, correlation_id, locked_by
 
 -- name: JOB_HEARTBEAT_MANY
 -- Extend one lease of a batch if the row is still running under its token; mark it started
 -- if its worker says it is and it was not yet, and store its new progress record (NULL: none).
+-- In the job's lane (:lane).
 UPDATE skiplock_jobs_live
 SET lease_expires_at = :now + coalesce(lease_s, coalesce(timeout, :default_lease) + :margin),
     started_at = CASE WHEN :started THEN coalesce(started_at, :now) ELSE started_at END,
     progress = coalesce(:progress, progress)
-WHERE id = :id AND lease_token = :token AND state = 'running'
+WHERE id = :id AND lane = :lane AND lease_token = :token AND state = 'running'
 
 -- name: JOB_CANCEL_REQUESTED
 -- Which of the jobs a worker holds a person asked to cancel.

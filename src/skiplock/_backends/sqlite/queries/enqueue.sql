@@ -3,18 +3,18 @@
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order, unique_until, key_weight, unique_scope)
+     concurrency_key, key_limit, key_order, unique_until, key_weight, unique_scope, lane)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
         :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
         :payload_version, :concurrency_key, :key_limit, :key_order, :unique_until,
-        :key_weight, :unique_scope)
+        :key_weight, :unique_scope, :lane)
 
 -- name: JOB_INSERT_ONE
 -- One job without a unique key (the one-by-one enqueue) in one statement: its bounded queue's
 -- check and the insert. A statement is atomic, and alone (autocommit) it is its own write
 -- transaction, taking the write lock at its start as BEGIN IMMEDIATE does: so no BEGIN, no
 -- separate depth read, no COMMIT (four statements were one job's). No row inserted: the
--- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 20th parameter is
+-- queue is at its max_depth (QUEUE_DEPTH_LIMIT's rule for one job). Its 21st parameter is
 -- the queue again (qmark style: Python 3.12 deprecates ?NNN given a sequence). Its id is
 -- above the counter and the id ledger's mark, read under the lock the insert takes
 -- (sqlite/storage/ids.py: an id handed out in a transaction that rolled back is not handed
@@ -22,8 +22,8 @@ VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeo
 INSERT INTO skiplock_jobs_live
     (id, task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order, key_weight)
-SELECT (SELECT max(seq, skiplock_id_floor('skiplock_jobs_live')) + 1 FROM sqlite_sequence WHERE name = 'skiplock_jobs_live'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+     concurrency_key, key_limit, key_order, key_weight, lane)
+SELECT (SELECT max(seq, skiplock_id_floor('skiplock_jobs_live')) + 1 FROM sqlite_sequence WHERE name = 'skiplock_jobs_live'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 WHERE NOT EXISTS (
     SELECT 1 FROM skiplock_queues q
     WHERE q.name = ? AND q.max_depth IS NOT NULL AND ((SELECT count(*) FROM skiplock_jobs_live j
@@ -37,11 +37,11 @@ WHERE NOT EXISTS (
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order, unique_until, key_weight, unique_scope)
+     concurrency_key, key_limit, key_order, unique_until, key_weight, unique_scope, lane)
 VALUES (:task, :queue, :args, :kwargs, :priority, :max_attempts, :run_at, :timeout,
         :correlation_id, :now, :lease_s, :unique_key, :unique_succeeded, :trace_context,
         :payload_version, :concurrency_key, :key_limit, :key_order, :unique_until,
-        :key_weight, :unique_scope)
+        :key_weight, :unique_scope, :lane)
 ON CONFLICT (unique_key, unique_scope) WHERE unique_key IS NOT NULL
     AND (state IN ('pending', 'running') OR (state = 'waiting' AND parked) OR (state = 'succeeded' AND unique_succeeded))
 DO NOTHING
@@ -73,8 +73,8 @@ WHERE id = :id AND state = 'pending'
 INSERT INTO skiplock_jobs_live
     (task, queue, args, kwargs, priority, max_attempts, run_at, timeout, correlation_id,
      created_at, lease_s, unique_key, unique_succeeded, trace_context, payload_version,
-     concurrency_key, key_limit, key_order, key_weight)
+     concurrency_key, key_limit, key_order, key_weight, lane)
 VALUES {rows}
 
 -- name: JOB_INSERT_ROW
-(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -90,7 +90,7 @@ DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE finished_at < :bef
 -- name: FINISH_INTO
 INSERT INTO {table} ({columns})
 SELECT {values} FROM skiplock_jobs_live
-WHERE id = :id AND lease_token = :token AND state = 'running'
+WHERE id = :id AND lane = :lane AND lease_token = :token AND state = 'running'
   AND NOT (:state = 'succeeded' AND unique_succeeded AND unique_key IS NOT NULL)
 
 -- name: FINISH_STATE

@@ -1,14 +1,15 @@
 -- name: NEXT_PAIR
--- The first (queue, key) pair with a pending keyed job after (:queue, :key), any queue.
+-- The first (queue, key) pair with a pending keyed job of lane :lane after (:queue, :key),
+-- any queue.
 SELECT queue, concurrency_key FROM skiplock_jobs_live
-WHERE state = 'pending' AND concurrency_key IS NOT NULL
+WHERE lane = :lane AND state = 'pending' AND concurrency_key IS NOT NULL
   AND (queue, concurrency_key) > (:queue, :key)
 ORDER BY queue, concurrency_key LIMIT 1
 
 -- name: NEXT_KEY_IN_QUEUE
--- The first key with a pending job in :queue after :key.
+-- The first key with a pending job of lane :lane in :queue after :key.
 SELECT min(concurrency_key) FROM skiplock_jobs_live
-WHERE state = 'pending' AND concurrency_key IS NOT NULL AND queue = :queue
+WHERE lane = :lane AND state = 'pending' AND concurrency_key IS NOT NULL AND queue = :queue
   AND concurrency_key > :key
 
 -- name: PICK
@@ -20,7 +21,7 @@ WHERE state = 'pending' AND concurrency_key IS NOT NULL AND queue = :queue
 -- age, :limit of them. An ordered key's candidate is its head alone (its live job of the
 -- lowest id) if it is pending, due, and behind no dead job that blocks the key and no job
 -- parked on a signal. :limited: a limited queue's own claim (otherwise limited queues are
--- left to it). The rule is PostgreSQL's (postgres/keys.py).
+-- left to it). The rule is PostgreSQL's (postgres/keys.py); every read of lane :lane.
 WITH keys AS (
     SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS k,
            json_extract(value, '$[2]') AS pos
@@ -30,11 +31,11 @@ WITH keys AS (
            f.key_order AS ordered,
            CASE WHEN f.key_limit IS NULL THEN 0
                 ELSE (SELECT count(*) FROM skiplock_jobs_live r
-                      WHERE r.state = 'running' AND r.concurrency_key = keys.k) END AS running,
+                      WHERE r.lane = :lane AND r.state = 'running' AND r.concurrency_key = keys.k) END AS running,
            (SELECT t.pass FROM skiplock_key_turns t WHERE t.concurrency_key = keys.k) AS pass
     FROM keys JOIN skiplock_jobs_live f ON f.id = (
         SELECT j.id FROM skiplock_jobs_live j
-        WHERE j.state = 'pending' AND j.concurrency_key IS NOT NULL
+        WHERE j.lane = :lane AND j.state = 'pending' AND j.concurrency_key IS NOT NULL
           AND j.queue = keys.q AND j.concurrency_key = keys.k
         ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1)
     WHERE keys.q NOT IN (SELECT name FROM skiplock_queues
@@ -50,7 +51,7 @@ WITH keys AS (
     SELECT j.id, j.priority, j.run_at, c.q, c.k, c.pos, c.lim, c.running, c.pass, c.stride
     FROM lifted c JOIN skiplock_jobs_live j ON c.ordered IS NULL AND j.id IN (
         SELECT id FROM skiplock_jobs_live
-        WHERE state = 'pending' AND concurrency_key IS NOT NULL
+        WHERE lane = :lane AND state = 'pending' AND concurrency_key IS NOT NULL
           AND queue = c.q AND concurrency_key = c.k AND run_at <= :now
           AND task NOT IN (SELECT task FROM skiplock_task_pauses
                            WHERE until IS NULL OR until > :now)
@@ -60,17 +61,17 @@ WITH keys AS (
     SELECT h.id, h.priority, h.run_at, c.q, c.k, c.pos, c.lim, c.running, c.pass, c.stride
     FROM lifted c JOIN skiplock_jobs_live h ON c.ordered IS NOT NULL AND h.id = (
         SELECT id FROM skiplock_jobs_live
-        WHERE state IN ('pending', 'running') AND concurrency_key IS NOT NULL
+        WHERE lane = :lane AND state IN ('pending', 'running') AND concurrency_key IS NOT NULL
           AND concurrency_key = c.k
         ORDER BY id LIMIT 1)
     WHERE h.state = 'pending' AND h.queue = c.q AND h.run_at <= :now
       AND h.task NOT IN (SELECT task FROM skiplock_task_pauses
                          WHERE until IS NULL OR until > :now)
       AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live d
-        WHERE d.state = 'dead' AND d.key_order = 'block' AND d.concurrency_key = c.k
+        WHERE d.lane = :lane AND d.state = 'dead' AND d.key_order = 'block' AND d.concurrency_key = c.k
           AND d.id < h.id)
       AND NOT EXISTS (SELECT 1 FROM skiplock_jobs_live p JOIN skiplock_waits pw ON pw.job_id = p.id
-        WHERE p.state = 'waiting' AND p.key_order IS NOT NULL AND p.concurrency_key = c.k
+        WHERE p.lane = :lane AND p.state = 'waiting' AND p.key_order IS NOT NULL AND p.concurrency_key = c.k
           AND p.id < h.id AND pw.signal IS NOT NULL)
 ), cand AS (
     SELECT *, row_number() OVER w AS rank, count(*) OVER (PARTITION BY k) AS ready

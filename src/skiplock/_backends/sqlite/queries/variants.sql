@@ -1,7 +1,7 @@
 -- name: JOB_GET_AVAILABLE_IN_QUEUES_BRANCH
 SELECT * FROM (
         SELECT id, priority, run_at FROM skiplock_jobs_live
-        WHERE queue = :q{i} AND state = 'pending' AND (concurrency_key IS NOT NULL) = 0
+        WHERE lane = :lane AND queue = :q{i} AND state = 'pending' AND (concurrency_key IS NOT NULL) = 0
           AND run_at <= :now
           AND :q{i} NOT IN (SELECT name FROM skiplock_queues
                             WHERE paused OR (NOT :limited AND (max_running IS NOT NULL

@@ -13,14 +13,15 @@ CREATE TABLE {s}.{table} PARTITION OF {s}.{wrapper} (PRIMARY KEY (id)) FOR VALUE
 
 -- name: GENERATION_PENDING_INDEX
 -- The table's claim, lease and reclaim indexes, named after it and made before the attach:
--- the live partition's own indexes take these as theirs.
-CREATE INDEX {pending_idx} ON {s}.{table} (priority DESC, run_at, id) WHERE state = 'pending'
+-- the live partition's own indexes take these as theirs (each claim and lease index leads
+-- with the lane: migration 28).
+CREATE INDEX {pending_idx} ON {s}.{table} (lane, priority DESC, run_at, id) WHERE state = 'pending'
 
 -- name: GENERATION_QUEUE_PENDING_INDEX
-CREATE INDEX {queue_pending_idx} ON {s}.{table} (queue, priority DESC, run_at, id) WHERE state = 'pending'
+CREATE INDEX {queue_pending_idx} ON {s}.{table} (lane, queue, priority DESC, run_at, id) WHERE state = 'pending'
 
 -- name: GENERATION_LEASE_INDEX
-CREATE INDEX {lease_idx} ON {s}.{table} (lease_expires_at) WHERE state = 'running'
+CREATE INDEX {lease_idx} ON {s}.{table} (lane, lease_expires_at) WHERE state = 'running'
 
 -- name: GENERATION_RECLAIMED_INDEX
 CREATE INDEX {reclaimed_idx} ON {s}.{table} (reclaimed_at) WHERE reclaimed_at IS NOT NULL
