@@ -189,6 +189,25 @@ async def test_dead_requeue_acts_on_what_the_list_shows_the_limit_in_total(
     assert await app.discard_dead(JobFilter(task="t", limit=5), database="b") == [other[2]]
 
 
+async def test_ids_of_two_databases_are_split_each_acting_on_its_own(app: skiplock.App) -> None:
+    own = await bury(app, "default", 2)
+    other = await bury(app, "b", 2)
+    named = JobFilter(ids=(own[1], other[0]), limit=2)
+    assert [j.id for j in await app.list_jobs(JobState.DEAD, named, oldest_first=True)] == [
+        own[1],
+        other[0],
+    ]
+    assert await app.requeue_dead(named) == [own[1], other[0]]
+    dead = await app.list_jobs(JobState.DEAD, JobFilter(limit=10), oldest_first=True)
+    assert [j.id for j in dead] == [own[0], other[1]]
+    with pytest.raises(ConfigurationError, match="database number 9"):
+        await app.requeue_dead(JobFilter(ids=(own[0], 9 * ID_SPAN), limit=2))
+    assert [j.id for j in await app.list_jobs(JobState.DEAD, JobFilter(limit=10))] == [
+        other[1],
+        own[0],
+    ]  # nothing was touched: the whole batch refused first
+
+
 async def test_prune_previews_and_prunes_each_database(app: skiplock.App) -> None:
     await bury(app, "default", 1)
     await bury(app, "b", 2)
