@@ -43,6 +43,11 @@ async def other_db() -> AsyncIterator[str]:
 @pytest.fixture
 async def app(pg_url: str, other_db: str) -> AsyncIterator[skiplock.App]:
     app = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)})
+
+    @app.task(name="t")
+    async def t() -> None:
+        pass
+
     await app.migrate()
     try:
         yield app
@@ -173,6 +178,17 @@ async def test_a_queue_pause_and_limits_are_written_to_every_database(app: skipl
     await app.resume_queue("far", database="b")
     assert not (await app.queue_info("far", database="b")).paused
     assert (await app.queue_info("far")).paused  # only the one named
+
+
+async def test_a_task_pause_is_written_to_every_database(app: skiplock.App) -> None:
+    await app.pause_task("t", reason="maintenance")
+    assert {(p.task, p.database) for p in await app.task_pauses()} == {
+        ("t", "default"),
+        ("t", "b"),
+    }
+    assert [p.reason for p in await app.task_pauses(database="b")] == ["maintenance"]
+    assert await app.resume_task("t")
+    assert await app.task_pauses() == []
 
 
 async def test_dead_requeue_acts_on_what_the_list_shows_the_limit_in_total(

@@ -995,15 +995,19 @@ class App:
     async def pause_task(
         self, task: str, *, for_s: float | None = None, reason: str = "", who: str = ""
     ) -> None:
-        """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``)."""
+        """Stop every worker claiming jobs of ``task`` (until resumed, or for ``for_s``):
+        written to every database of the App."""
         return await self._operations.pause_task(task, for_s=for_s, reason=reason, who=who)
 
     async def resume_task(self, task: str, *, who: str = "") -> bool:
-        """Lift a task's pause (a person's or the breaker's); False if it was not paused."""
+        """Lift a task's pause (a person's or the breaker's) in every database; False if it
+        was paused in none."""
         return await self._operations.resume_task(task, who=who)
 
-    async def task_pauses(self) -> list[TaskPause]:
-        return await self._operations.task_pauses()
+    async def task_pauses(self, *, database: str | None = None) -> list[TaskPause]:
+        """The paused tasks of every database (or ``database``'s), ``TaskPause.database``
+        naming it."""
+        return await self._operations.task_pauses(database=database)
 
     # -- health reads (``Observe``) ----------------------------------------------------------
 

@@ -512,20 +512,25 @@ class Operations:
             check_seconds("for_s", for_s, open_=True)
         person = who or default_who()
         why = reason or f"paused by {person}"
-        await (await self.backend()).task_pause(TaskPauseParams(task, why, for_s))
         detail = f"for {for_s} s; {why}" if for_s is not None else why
-        await self._audit("pause task", person, f"task {task}", detail)
+        for name in self.backend.chosen(None):  # its jobs may be in any database
+            await (await self.backend(name)).task_pause(TaskPauseParams(task, why, for_s))
+            await self._audit("pause task", person, f"task {task}", detail, name)
 
     async def resume_task(self, task: str, *, who: str = "") -> bool:
         self._registry.get_task(task)
-        resumed = await (await self.backend()).task_resume(task)
-        detail = "" if resumed else "was not paused"
-        await self._audit("resume task", who, f"task {task}", detail)
+        resumed = False
+        for name in self.backend.chosen(None):
+            here = await (await self.backend(name)).task_resume(task)
+            detail = "" if here else "was not paused"
+            await self._audit("resume task", who, f"task {task}", detail, name)
+            resumed = resumed or here
         self._registry.wake_queues([self._registry.tasks[task].queue])
         return resumed
 
-    async def task_pauses(self) -> list[TaskPause]:
-        return await (await self.backend()).task_pauses()
+    async def task_pauses(self, *, database: str | None = None) -> list[TaskPause]:
+        listed = await self._each(database, lambda b: b.task_pauses())
+        return [dataclasses.replace(p, database=name) for name, part in listed for p in part]
 
 
 def _add(total: dict[str, int], counts: dict[str, int]) -> None:

@@ -734,6 +734,9 @@ class TaskPause:
     until: datetime | None
     """None: until a person resumes it. A time: the breaker's cool-down end."""
     reason: str
+    database: str = "default"
+    """The database the pause is in: a person's is written to every database of the App,
+    the breaker's to the database whose worker tripped it."""
 
 
 @dataclass(frozen=True, slots=True)
