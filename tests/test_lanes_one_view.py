@@ -165,6 +165,33 @@ async def test_workers_name_the_database_whose_registry_they_beat_into(
         assert each["b"]["workers_beating"] >= 1 and each["b"]["healthy"]
 
 
+async def test_waiting_jobs_of_every_database_by_id_the_limit_in_total(
+    pg_url: str, other_db: str
+) -> None:
+    app = skiplock.App(
+        pg_url,
+        databases={"b": Database(other_db, number=1)},
+        lanes={"eu": "b"},
+        routes={"far": "eu"},
+    )
+
+    @app.task(name="own")
+    async def own() -> None: ...
+
+    @app.task(name="far", queue="far")
+    async def far() -> None: ...
+
+    try:
+        await app.migrate()
+        await skiplock.chain(own.s(), own.si()).aenqueue()
+        await skiplock.chain(far.s(), far.si()).aenqueue()
+        waiting = await app.waiting_jobs()
+        assert [app.directory.name_of_id(w.id) for w in waiting] == ["default", "b"]
+        assert [w.task for w in await app.waiting_jobs(limit=1)] == ["own"]
+    finally:
+        await app.close()
+
+
 # -- operations ------------------------------------------------------------------------------
 
 

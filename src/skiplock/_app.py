@@ -697,7 +697,8 @@ class App:
         return await self._workflows.linked_jobs(job_id, side, after, limit)
 
     async def waiting_jobs(self, limit: int = 200) -> list[WaitingJob]:
-        """Jobs in ``waiting``: on parents, or parked on a signal (and until when)."""
+        """Jobs in ``waiting``: on parents, or parked on a signal (and until when); of every
+        database, by id (database by database), at most ``limit`` in all."""
         return await self._workflows.waiting_jobs(limit)
 
     async def workflow_graph(self, job_id: int, most: int = MAX_GRAPH_JOBS) -> WorkflowGraph:

@@ -149,7 +149,13 @@ class WorkflowOps:
 
     async def waiting_jobs(self, limit: int = 200) -> list[WaitingJob]:
         check_int("limit", limit, 1, 10_000)
-        return await (await self.backend()).workflow_waiting(limit)
+        found: list[WaitingJob] = []
+        for name in self.backend.chosen(None):  # by id, as each database lists them
+            left = limit - len(found)
+            if left <= 0:
+                break
+            found += await (await self.backend(name)).workflow_waiting(left)
+        return found
 
     async def workflow_graph(self, job_id: int, most: int = MAX_GRAPH_JOBS) -> WorkflowGraph:
         check_int("job_id", job_id, 1, 2**63 - 1)
