@@ -271,3 +271,36 @@ async def test_a_cron_slot_runs_once_across_the_databases(pg_url: str, other_db:
         assert (await b.job_get(in_other[0])).task == "digest"  # its route's database
     finally:
         await app.close()
+
+
+async def test_lanes_across_postgresql_versions(pg_url: str, pg18_url: str) -> None:
+    """The App's own database on the machine's PostgreSQL 15, database b on PostgreSQL 18:
+    routed enqueue, a worker over both, every job run once in its own database."""
+    app = skiplock.App(
+        pg_url,
+        databases={"b": Database(pg18_url, number=1)},
+        lanes={"eu": "b"},
+        routes={"email": "eu"},
+    )
+    ran: list[str] = []
+
+    @app.task(queue="email")
+    async def send(to: str) -> None:
+        ran.append(to)
+
+    @app.task
+    async def plain(n: int) -> None:
+        ran.append(str(n))
+
+    try:
+        await app.migrate()
+        b = await app.backend(database="b")
+        version = await b.pool.fetchval("SHOW server_version_num")  # type: ignore[attr-defined]
+        assert int(version) >= 180000
+        mails = [await send.aenqueue(f"{n}@example.com") for n in range(5)]
+        locals_ = [await plain.aenqueue(n) for n in range(5)]
+        assert all(in_b(h.id) for h in mails) and not any(in_b(h.id) for h in locals_)
+        await Worker(app, concurrency=4).run(burst=True)
+        assert sorted(ran) == sorted([f"{n}@example.com" for n in range(5)] + list("01234"))
+    finally:
+        await app.close()
