@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._sqlalchemy",
             "skiplock._waiting",
             "skiplock._schema",
+            "skiplock._app_databases",
         ),
     ),
     (

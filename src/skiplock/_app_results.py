@@ -78,7 +78,7 @@ class Results:
             raise
         return {job_id: part[job_id] for part in waited for job_id in part}
 
-    async def _loop_waiters(self, database: str) -> Waiters:
+    async def _loop_waiters(self, database: str = DEFAULT) -> Waiters:
         here = self._waiters.setdefault(asyncio.get_running_loop(), {})
         waiters = here.get(database)
         if waiters is None:
