@@ -179,6 +179,19 @@ def pg_url(shared_pg_url: str) -> str:
 
 
 @pytest.fixture
+async def other_db() -> AsyncIterator[str]:
+    """A fresh database on the test server (``CREATE DATABASE``), dropped afterwards; its URL:
+    an App's second database (issue 46), as apart from the first as another server's (a
+    connection to one cannot read the other's tables)."""
+    name = f"skiplock_db_{uuid.uuid4().hex[:10]}"
+    await pg_admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{PG_URL.rsplit('/', 1)[0]}/{name}"
+    finally:
+        await pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'jobs.db'}"
 

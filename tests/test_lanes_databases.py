@@ -6,8 +6,6 @@ connection to one cannot read the other's tables, as with two servers."""
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -19,19 +17,7 @@ from skiplock._lanes import ID_SPAN
 from skiplock._worker.supervisor import Reported, release_by_url
 from skiplock.errors import ConfigurationError
 
-from .helpers import PG_URL, pg_admin
-
-
-@pytest.fixture
-async def other_db() -> AsyncIterator[str]:
-    """A fresh database on the test server, dropped afterwards; its URL."""
-    name = f"skiplock_lane_{uuid.uuid4().hex[:10]}"
-    await pg_admin(f'CREATE DATABASE "{name}"')
-    base = PG_URL.rsplit("/", 1)[0]
-    try:
-        yield f"{base}/{name}"
-    finally:
-        await pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+from .helpers import PG_URL
 
 
 def job() -> NewJob:

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -23,21 +22,9 @@ from skiplock._lanes import ID_SPAN
 from skiplock.errors import ConfigurationError, JobNotFound
 
 from .backends.helpers import bury_many
-from .helpers import PG_URL, ROOT, await_until, pg_admin, running
+from .helpers import ROOT, await_until, running
 
 SPEC = "tests.apps.two_db_app:app"
-
-
-@pytest.fixture
-async def other_db() -> AsyncIterator[str]:
-    """A fresh database on the test server, dropped afterwards; its URL."""
-    name = f"skiplock_view_{uuid.uuid4().hex[:10]}"
-    await pg_admin(f'CREATE DATABASE "{name}"')
-    base = PG_URL.rsplit("/", 1)[0]
-    try:
-        yield f"{base}/{name}"
-    finally:
-        await pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ database, and a workflow that would span lanes. Two real databases on the test s
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -15,18 +13,6 @@ import skiplock
 from skiplock import Database, Split, Worker
 from skiplock._lanes import ID_SPAN
 from skiplock.errors import ConfigurationError
-
-from .helpers import PG_URL, pg_admin
-
-
-@pytest.fixture
-async def other_db() -> AsyncIterator[str]:
-    name = f"skiplock_route_{uuid.uuid4().hex[:10]}"
-    await pg_admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{PG_URL.rsplit('/', 1)[0]}/{name}"
-    finally:
-        await pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def routed(pg_url: str, other_db: str) -> skiplock.App:
