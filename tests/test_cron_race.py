@@ -1,7 +1,7 @@
 """Five scheduler processes race a per-second schedule while one is SIGKILLed every few
 seconds (and restarted): every slot must be enqueued exactly once, none missed.
 
-Runs SKIPLOCK_RACE_SECONDS (default 60) on each backend and prints the figures.
+Runs SKIPLOCK_RACE_SECONDS (default 30: about ten kills) on each backend and prints the figures.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .conftest import PG_URL
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = "tests.apps.cron_app:app"
-DURATION = float(os.environ.get("SKIPLOCK_RACE_SECONDS", "60"))
+DURATION = float(os.environ.get("SKIPLOCK_RACE_SECONDS", "30"))
 KILL_EVERY = 3.0
 READY = "scheduler started with"
 """Logged once the process's signal handlers are in place and it is claiming slots."""
