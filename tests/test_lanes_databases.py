@@ -160,6 +160,11 @@ async def test_one_worker_serves_every_database_by_default(pg_url: str, other_db
         both = Worker(app, concurrency=5)
         assert sorted(both.databases) == ["b", "default"]
         assert [both.databases[d].config.concurrency for d in ("default", "b")] == [3, 2]
+        # one meter for the process, so one summary line an interval (the first one logs it)
+        assert [both.databases[d].config.log_summary_interval_s for d in ("default", "b")] == [
+            60.0,
+            0.0,
+        ]
         await both.run(burst=True)
         assert sorted(ran) == list(range(8)) and both.processed == 8
         default, other = both.databases["default"], both.databases["b"]

@@ -535,6 +535,8 @@ def _per_database(app: WorkerApp, config: WorkerConfig, names: Sequence[str]) ->
                 name=f"{base}/{name}",
                 metrics_port=None,
                 health_port=None,
+                # one meter for the process: its summary logged once, by the first
+                log_summary_interval_s=config.log_summary_interval_s if i == 0 else 0.0,
             ),
         )
         for i, name in enumerate(names)
