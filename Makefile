@@ -84,6 +84,12 @@ soak: $(STAMP)
 # design, and the CLI worker at its defaults beside the in-process rows (W2-W4); ~8 minutes here. BENCH_ARGS="--quick" for a smoke test, "--only W2,W4" for some workloads.
 # W17 workflows (benchmarks/workflows.py) adds ~15-20 minutes, most of it the two 10,000-link
 # chains; WORKFLOWS_BENCH_ARGS="--quick" (1,000 jobs a shape, 10 chord runs) or "--only chord".
+# W20, several databases (issue 46, benchmarks/databases.py): W2 (a 30,000-job drain) and W4
+# (200 jobs 20 ms apart) through one CLI worker at its defaults over 1, 2 and 3 databases of
+# the bench's server, 3 interleaved runs, ~3 minutes; then W8 over databases
+# (benchmarks/databases_held.py): 300 jobs/s offered to each of 3 databases, the horizon held
+# in one, 60/120/30 s phases, ~4 minutes. DATABASES_BENCH_ARGS / DATABASES_HELD_BENCH_ARGS=
+# "--quick" for a smoke test (~1 minute each).
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -95,6 +101,8 @@ bench: $(BENCH_STAMP) bench-django
 	$(BIN)/python -m benchmarks.tenants $(TENANTS_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.aging $(AGING_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.workflows $(WORKFLOWS_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.databases $(DATABASES_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.databases_held $(DATABASES_HELD_BENCH_ARGS)
 
 # The Django paths (Python 3.12+, a venv of its own so the seed's packages never reach the
 # test venv): concurrent_worker on skiplock's backend and on django-tasks-db beside
