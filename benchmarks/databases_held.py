@@ -74,14 +74,18 @@ SELECT relname, n_dead_tup FROM pg_stat_user_tables WHERE relname LIKE 'skiplock
 """
 """Dead tuples of each skiplock table of a database (the job table's partitions, the live
 generations, the keys, the leases...), summed: a partitioned parent has none of its own."""
+HELD_AGE = 1_000
+"""A horizon more than this many transactions back counts as held: at this load a statement
+in flight is tens of transactions old, the held session thousands after a few seconds."""
 HORIZON_SQL = """
 SELECT coalesce(max(greatest(age(backend_xid), age(backend_xmin))), 0)
-FROM pg_stat_activity WHERE datname = current_database()
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
 """
 """How many transactions back the oldest xid or snapshot xmin among this database's sessions
 is, which is how far back its vacuum's horizon is held: the held session's age in d0; in the
 others, the age of the held xid too whenever one of their sessions is mid-statement (a
-snapshot's xmin is the oldest transaction running on the whole server)."""
+snapshot's xmin is the oldest transaction running on the whole server). The sampler's own
+session is left out: its snapshot would show the held xid in every database."""
 
 
 # -- the producer process -------------------------------------------------------------------------
@@ -127,8 +131,11 @@ class Phase:
     dead_max: list[int] = field(default_factory=lambda: [0] * DATABASES)
     dead_end: list[int] = field(default_factory=lambda: [0] * DATABASES)
     """Each database's dead tuples: the most sampled in the phase, and the last sample."""
-    horizon_end: list[int] = field(default_factory=lambda: [0] * DATABASES)
-    """Each database's horizon age (transactions) at the last sample."""
+    horizon_max: list[int] = field(default_factory=lambda: [0] * DATABASES)
+    held_samples: list[int] = field(default_factory=lambda: [0] * DATABASES)
+    samples: int = 0
+    """Each database's horizon age (transactions): the most sampled in the phase, and in how
+    many of the phase's ``samples`` it was held (more than ``HELD_AGE`` back)."""
     tables_end: list[dict[str, int]] = field(default_factory=lambda: [{}] * DATABASES)
     """The last sample's dead tuples by table, each database's: where they are."""
     load: float = 0.0
@@ -148,7 +155,10 @@ async def sample(urls: list[str], phase: list[Phase], stop: asyncio.Event) -> No
                 phase[0].dead_max[i] = max(phase[0].dead_max[i], dead)
                 phase[0].dead_end[i] = dead
                 phase[0].tables_end[i] = tables
-                phase[0].horizon_end[i] = int(await conn.fetchval(HORIZON_SQL))
+                age = int(await conn.fetchval(HORIZON_SQL))
+                phase[0].horizon_max[i] = max(phase[0].horizon_max[i], age)
+                phase[0].held_samples[i] += age > HELD_AGE
+            phase[0].samples += 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), SAMPLE_S)
     finally:
@@ -272,13 +282,17 @@ def report(rate: float, phases: list[Phase], got: dict[str, Any]) -> None:
         print(f"| d{i} | {got['sent'][i]:,} | {got['succeeded once'][i]:,} | {got['rows'][i]:,} |")
     held = next(j for j, p in enumerate(phases) if p.held)
     print(
-        "\nat the held phase's last sample: how many transactions back each database's horizon"
-        " was held, and where its dead tuples were (the three tables with most):"
+        f"\nthe held phase: in how many samples each database's horizon was held (over "
+        f"{HELD_AGE:,} transactions back, its sessions' oldest xid or snapshot xmin), how far "
+        "at most, and where its dead tuples were at the last sample (the three tables with most):"
     )
-    for i, tables in enumerate(phases[held].tables_end):
+    during = phases[held]
+    for i, tables in enumerate(during.tables_end):
         top = sorted(tables.items(), key=lambda kv: -kv[1])[:3]
         print(
-            f"  d{i}: horizon {phases[held].horizon_end[i]:,} transactions back; "
+            f"  d{i}: held in {during.held_samples[i]} of {during.samples} samples, at most "
+            f"{during.horizon_max[i]:,} transactions back (clean phase: "
+            f"{phases[0].held_samples[i]} of {phases[0].samples}); "
             + ", ".join(f"{name} {dead:,}" for name, dead in top)
         )
     print()
