@@ -290,3 +290,33 @@ async def test_lanes_across_postgresql_versions(pg_url: str, pg18_url: str) -> N
         assert sorted(ran) == sorted([f"{n}@example.com" for n in range(5)] + list("01234"))
     finally:
         await app.close()
+
+
+async def test_an_app_of_one_database_claims_every_lane_it_routes_to(db_url: str) -> None:
+    """Lanes without a second database (a hot queue split ahead of its move, say): the one
+    database's worker claims every lane, not only ``"default"``."""
+    app = skiplock.App(
+        db_url, lanes={"l0": "default", "l1": "default"}, routes={"hot": Split("l0", "l1")}
+    )
+    ran: list[str] = []
+
+    @app.task(queue="hot", concurrency_key=lambda tenant: tenant)
+    def hot(tenant: str) -> None:
+        ran.append(tenant)
+
+    @app.task
+    def plain(tenant: str) -> None:
+        ran.append(tenant)
+
+    try:
+        await app.migrate()
+        handles = [await hot.aenqueue(t) for t in "abcdefgh"]
+        handles.append(await plain.using(lane="l1").aenqueue("own"))
+        handles.append(await plain.aenqueue("default"))
+        worker = Worker(app, concurrency=4)
+        await worker.run(burst=True)
+        # with "default" alone claimed, the jobs of l0 and l1 were left pending for ever
+        assert sorted(ran) == sorted([*"abcdefgh", "own", "default"])
+        assert [(await app.get_job(h.id)).state for h in handles] == ["succeeded"] * 10
+    finally:
+        await app.close()

@@ -457,8 +457,9 @@ class App:
         share = max(2, POOL_BUDGET // len(self.directory.names())) if several else None
         backend = open_backend(self.url_of(database), clock=self.clock, pool_size=share)
         backend.max_payload_bytes = self.max_payload_bytes
-        if several:
-            backend.lanes = self.directory.lanes_served(database)
+        # Every lane living here, one database or several: an App of one database may still
+        # split its queues into lanes (``lanes=``, ``routes=``), and its worker claims them all.
+        backend.lanes = self.directory.lanes_served(database)
         return backend
 
     async def backend(self, *, create: bool = False, database: str = DEFAULT) -> Backend:
