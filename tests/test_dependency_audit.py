@@ -231,15 +231,20 @@ def test_audit_out_of_reach_says_so_and_passes(resolved: Path) -> None:
     assert "audit skipped: pyproject.toml's lowest resolved set not audited" in proc.stdout
 
 
+UNREACHABLE_INDEX = {"UV_NO_CACHE": "1", "UV_HTTP_RETRIES": "0"}
+"""uv on a refused index: no cache, and no retries (its default three, with backoff, only make
+the refusal slower: what is said is the same)."""
+
+
 @pytest.mark.slow
 def test_a_registry_out_of_reach_says_so(osv: ThreadingHTTPServer) -> None:
     away = f"http://127.0.0.1:{free_port()}/simple"
-    proc = _audit(_url(osv), None, UV_INDEX_URL=away, UV_DEFAULT_INDEX=away, UV_NO_CACHE="1")
+    proc = _audit(_url(osv), None, UV_INDEX_URL=away, UV_DEFAULT_INDEX=away, **UNREACHABLE_INDEX)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "audit skipped: pyproject.toml's lowest resolved set not audited" in proc.stdout
     assert "uv could not resolve it" in proc.stdout
     proc = _audit(
-        _url(osv), None, UV_DEFAULT_INDEX=away, UV_NO_CACHE="1", SKIPLOCK_AUDIT_REQUIRED="1"
+        _url(osv), None, UV_DEFAULT_INDEX=away, SKIPLOCK_AUDIT_REQUIRED="1", **UNREACHABLE_INDEX
     )
     assert proc.returncode == 1 and "FAILED (SKIPLOCK_AUDIT_REQUIRED=1)" in proc.stdout
 
