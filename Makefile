@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck docs docs-serve pytest pytest-django soak clean bench bench-django bench-storage bench-logs profile screenshots audit
+.PHONY: demo test test-fast lint typecheck docs docs-serve pytest pytest-fast-tier pytest-slow-tier pytest-serial pytest-django pytest-django-postgres pytest-django-sqlite soak clean bench bench-django bench-storage bench-logs profile screenshots audit
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,15 @@ typecheck: $(STAMP)
 # database); what is marked slow (real processes, the browser) in 2, each process with its own
 # ports and schemas; then what restarts the shared PostgreSQL server (marked serial in
 # tests/tiers.py) and the soak, one at a time.
-pytest: $(STAMP)
+pytest: pytest-fast-tier pytest-slow-tier pytest-serial
+
+pytest-fast-tier: $(STAMP)
 	$(BIN)/pytest -q -n 4 -m "not slow and not soak" --ignore=tests/django
+
+pytest-slow-tier: $(STAMP)
 	$(BIN)/pytest -q -n 2 -m "slow and not serial and not soak" --ignore=tests/django --durations=15
+
+pytest-serial: $(STAMP)
 	$(BIN)/pytest -m "serial or soak" --ignore=tests/django
 
 # Django 6 needs Python 3.12+: tests/django run in a venv of their own, once per database.
@@ -41,8 +47,12 @@ $(DJANGO_STAMP): pyproject.toml
 	$(DJANGO_VENV)/bin/pip install --quiet -e '.[dev,django,django-tasks-db]'
 	touch $(DJANGO_STAMP)
 
-pytest-django: $(DJANGO_STAMP)
+pytest-django: pytest-django-postgres pytest-django-sqlite
+
+pytest-django-postgres: $(DJANGO_STAMP)
 	SKIPLOCK_DJANGO_DB=postgres $(DJANGO_VENV)/bin/pytest -q tests/django
+
+pytest-django-sqlite: $(DJANGO_STAMP)
 	SKIPLOCK_DJANGO_DB=sqlite $(DJANGO_VENV)/bin/pytest -q tests/django
 
 # The documentation site (mkdocs.yml): --strict, so a broken link or a warning fails the build.
@@ -59,7 +69,21 @@ docs-serve: $(STAMP)
 audit: $(STAMP)
 	$(BIN)/python tools/audit.py
 
-test: lint typecheck docs audit pytest pytest-django
+# Everything, in about 20 minutes on 2 cores. Steps that share nothing run side by side
+# (tools/together.py prints each one's output whole when it ends): the four checks with each
+# other; the Django suite on SQLite beside the serial tests (they restart the shared PostgreSQL
+# server, which the Django suite on PostgreSQL then uses). The two pytest tiers run alone:
+# they keep both cores busy and their real-process tests want them.
+MAKE_QUIET := $(MAKE) --no-print-directory
+
+test: $(STAMP) $(DJANGO_STAMP)
+	$(BIN)/python tools/together.py "$(MAKE_QUIET) lint" "$(MAKE_QUIET) typecheck" \
+		"$(MAKE_QUIET) docs" "$(MAKE_QUIET) audit"
+	$(MAKE_QUIET) pytest-fast-tier
+	$(MAKE_QUIET) pytest-slow-tier
+	$(BIN)/python tools/together.py \
+		"$(MAKE_QUIET) pytest-serial && $(MAKE_QUIET) pytest-django-postgres" \
+		"$(MAKE_QUIET) pytest-django-sqlite"
 
 # The inner loop's tier: lint and the in-process tests on both databases, in 4 pytest-xdist
 # processes (the tests mostly wait on the database, so 4 beat 2 on 2 cores). It leaves out what
