@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from .._backends import Backend
 from .._backends.params import ClaimParams
 from .._config import WorkerConfig
-from .._job import DEFAULT_LANE, ClaimedJob
+from .._job import ClaimedJob
 from .._observe.meter import Meter
 from .._outage import Outage, retry_delay
 from .._service import Service
@@ -113,8 +113,6 @@ class Producer(Service):
         slot of its key until its outcome is in the table."""
         self._due_at = math.inf
         """The loop time the earliest job known not yet due comes due (inf: none known)."""
-        self._lane = DEFAULT_LANE
-        """The lane the claim being made names (``_claim_all`` sets it)."""
         self._lane_turns = itertools.count()
         self._claim_began = 0.0
         """When the last claim began (loop time): a short claim saw every job due by then."""
@@ -239,22 +237,20 @@ class Producer(Service):
         lane came back short."""
         lanes = self.backend.lanes
         if len(lanes) == 1:
-            self._lane = lanes[0]
-            return await self._claim_lane(limit, jobs)
+            return await self._claim_lane(lanes[0], limit, jobs)
         first = next(self._lane_turns) % len(lanes)
         short = True
         for lane in (*lanes[first:], *lanes[:first]):
             room = limit - len(jobs)
             if room <= 0:
                 return False
-            self._lane = lane
-            short &= await self._claim_lane(room, jobs)
+            short &= await self._claim_lane(lane, room, jobs)
         return short
 
-    async def _claim_lane(self, limit: int, jobs: list[ClaimedJob]) -> bool:
-        """The ordinary claim and the keyed one, then each limited queue's own (which knows
-        its global limits), each adding what it claimed to ``jobs`` as it returns; whether
-        the round came back short.
+    async def _claim_lane(self, lane: str, limit: int, jobs: list[ClaimedJob]) -> bool:
+        """In ``lane``: the ordinary claim and the keyed one, then each limited queue's own
+        (which knows its global limits), each adding what it claimed to ``jobs`` as it
+        returns; whether the round came back short.
 
         Short means every statement that ran found fewer jobs than it asked for: then none
         is left ready for this worker but what a wake-up or the poll will announce. A round
@@ -274,13 +270,14 @@ class Producer(Service):
         # while keyed jobs flow, turns; else first only when it has no other way to a slot
         keyed_first = next(self._turns) % 2 == 1 if self._keyed_took else overdue and limit == 1
         short = True
+        keyed = functools.partial(self._claim_keyed, lane)
         if keyed_first:
-            short &= await _claim_into(jobs, self._claim_keyed, limit)
+            short &= await _claim_into(jobs, keyed, limit)
         room = limit - len(jobs) - (1 if overdue and not keyed_first else 0)
         if room > 0:
-            short &= await _claim_into(jobs, self._claim_ordinary, room)
+            short &= await _claim_into(jobs, functools.partial(self._claim_ordinary, lane), room)
         if not keyed_first and len(jobs) < limit:
-            short &= await _claim_into(jobs, self._claim_keyed, limit - len(jobs))
+            short &= await _claim_into(jobs, keyed, limit - len(jobs))
         if loop.time() - self._limited_at >= self.config.poll_interval_s:
             self._limited = [q for q in await self.backend.queue_limited() if self._serves(q)]
             self._limited_at = loop.time()
@@ -288,19 +285,20 @@ class Producer(Service):
             room = limit - len(jobs)
             if room <= 0:
                 break
-            short &= await _claim_into(jobs, functools.partial(self._claim_limited, queue), room)
+            limited = functools.partial(self._claim_limited, lane, queue)
+            short &= await _claim_into(jobs, limited, room)
         return short
 
-    async def _claim_ordinary(self, limit: int) -> list[ClaimedJob]:
-        return await self.backend.job_get_available(self._claim_params(limit))
+    async def _claim_ordinary(self, lane: str, limit: int) -> list[ClaimedJob]:
+        return await self.backend.job_get_available(self._claim_params(lane, limit))
 
-    async def _claim_limited(self, queue: str, limit: int) -> list[ClaimedJob]:
-        params = dataclasses.replace(self._claim_params(limit), queues=(queue,))
+    async def _claim_limited(self, lane: str, queue: str, limit: int) -> list[ClaimedJob]:
+        params = dataclasses.replace(self._claim_params(lane, limit), queues=(queue,))
         return await self.backend.job_get_available_limited(params)
 
-    async def _claim_keyed(self, limit: int) -> list[ClaimedJob]:
+    async def _claim_keyed(self, lane: str, limit: int) -> list[ClaimedJob]:
         self._keyed_at = asyncio.get_running_loop().time()
-        jobs = await self.backend.job_get_available_keyed(self._claim_params(limit))
+        jobs = await self.backend.job_get_available_keyed(self._claim_params(lane, limit))
         self._keyed_took = bool(jobs)
         # a lease lost to another worker is never written here: its id goes with the lease
         held = self._keyed_held
@@ -360,7 +358,7 @@ class Producer(Service):
             await _wait(self.wake, min(self.config.poll_interval_s, BURST_HELD_WAIT_S))
         return ready
 
-    def _claim_params(self, limit: int) -> ClaimParams:
+    def _claim_params(self, lane: str, limit: int) -> ClaimParams:
         return ClaimParams(
             queues=self.config.queues,
             limit=limit,
@@ -368,5 +366,5 @@ class Producer(Service):
             lease_token=f"{self._token_prefix}:{next(self._claims)}",
             default_lease=self.config.default_lease_s,
             lease_margin=self.config.lease_margin_s,
-            lane=self._lane,
+            lane=lane,
         )
