@@ -15,10 +15,10 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from . import _app_merged as merged
 from ._app_databases import Databases
 from ._backends import Backend
 from ._backends.params import (
-    AuditListParams,
     AuditPruneParams,
     AuditRecordParams,
     DeadActionParams,
@@ -157,12 +157,12 @@ class Operations:
         await (await self.backend(database)).audit_record(params)
 
     async def audit_trail(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, database: str | None = None
     ) -> list[AuditEntry]:
         check_int("limit", limit, 1, 10_000)
         if before_id is not None:
             check_int("before_id", before_id, 1, 2**63 - 1)
-        return await (await self.backend()).audit_list(AuditListParams(limit, before_id))
+        return await merged.audit_trail(self.backend, limit, before_id, database)
 
     # -- jobs and dead letters ----------------------------------------------------------------
 
@@ -295,12 +295,14 @@ class Operations:
             found += [j for j in more if j.id not in seen]
         return found[:limit]
 
-    async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
+    async def dead_groups(
+        self, limit: int = 200, *, database: str | None = None
+    ) -> list[DeadGroup]:
         check_int("limit", limit, 1)
-        return await (await self.backend()).job_dead_groups(limit)
+        return await merged.dead_groups(self.backend, limit, database)
 
-    async def cron_last_runs(self) -> list[CronRun]:
-        return await (await self.backend()).cron_last_runs()
+    async def cron_last_runs(self, *, database: str | None = None) -> list[CronRun]:
+        return await merged.cron_last_runs(self.backend, database)
 
     async def requeue_dead(
         self, where: JobFilter, *, who: str = "", database: str | None = None
