@@ -18,7 +18,7 @@ from ._backends.params import (
     StorageHoldParams,
 )
 from ._job import HOLD_KINDS, BlockedKey, KeyLoad, WorkerInfo
-from ._lanes import DEFAULT
+from ._lanes import DEFAULT, Directory
 from ._limits import check_int, check_seconds, check_text
 from ._observe.stats import Stats, build_stats
 from .errors import ConfigurationError
@@ -41,6 +41,11 @@ class Observe:
 
     def __init__(self, backend: Databases) -> None:
         self.backend = backend
+
+    @property
+    def directory(self) -> Directory:
+        """The databases read (the metrics' gauges label each when there are several)."""
+        return self.backend.directory
 
     async def stats(
         self,
