@@ -20,8 +20,10 @@ import pytest
 import skiplock
 from skiplock import Database, JobState
 from skiplock._backends.params import CronSlotClaimParams, JobInsertManyParams
+from skiplock._backends.workflow_params import WorkflowOpenBatchParams
 from skiplock._job import Completion, Disposition
-from skiplock.errors import ConfigurationError
+from skiplock._lanes import ID_SPAN
+from skiplock.errors import ConfigurationError, JobNotFound
 
 from .backends.helpers import bury_many, claim, new_job
 from .helpers import ROOT
@@ -202,3 +204,17 @@ async def test_cli_cron_list_shows_each_schedules_database_and_latest_slot(
         "own-nightly": ("default", None),
         "far-nightly": ("b", "2026-01-02T04:00:00+00:00"),
     }
+
+
+async def test_batch_info_reads_the_database_named(app: skiplock.App) -> None:
+    """A batch id is its database's own number: the App's own by default, another's by
+    name (a job's page reads its batch in the job's database)."""
+    far = await app.backend(database="b")
+    batch = await far.workflow_open_batch(WorkflowOpenBatchParams(new_job("t"), None, None))
+    info = await app.batch_info(batch, database="b")
+    assert info.id == batch and not info.closed and info.on_success is not None
+    assert info.on_success > ID_SPAN  # its callback is a job of database b
+    with pytest.raises(JobNotFound):  # the App's own database has no batch yet
+        await app.batch_info(batch)
+    with pytest.raises(ConfigurationError, match="no such database"):
+        await app.batch_info(batch, database="c")

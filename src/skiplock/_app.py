@@ -658,9 +658,14 @@ class App:
         ``reason``); those running finish. False if it was closed already (nothing changes)."""
         return await self._workflows.abort_batch(batch_id, reason)
 
-    async def batch_info(self, batch_id: int) -> BatchInfo:
-        """A batch's live counts: members per state, whether it is closed, its callbacks."""
-        return await self._workflows.batch_info(batch_id)
+    async def batch_info(self, batch_id: int, *, database: str = DEFAULT) -> BatchInfo:
+        """A batch's live counts: members per state, whether it is closed, its callbacks.
+
+        A batch id is its database's own number, not a job id: ``app.batch()`` opens one in
+        the App's own database, and its members are there too; ``database`` reads another's
+        (a job's ``job_links(id).batch_id`` is of the job's database:
+        ``app.directory.name_of_id(id)``)."""
+        return await self._workflows.batch_info(batch_id, database=database)
 
     async def signal(
         self, job_id: int, name: str, payload: Any = None, *, who: str = ""
@@ -939,10 +944,11 @@ class App:
         """How many jobs are in each state."""
         return await self._operations.counts(queue)
 
-    async def counts_by_queue(self) -> dict[str, dict[str, int]]:
+    async def counts_by_queue(self, *, database: str | None = None) -> dict[str, dict[str, int]]:
         """``counts`` of every queue with a job, in one reading (one count of the table for
-        all queues, where a ``counts(queue)`` per queue counts it once each)."""
-        return await self._operations.counts_by_queue()
+        all queues, where a ``counts(queue)`` per queue counts it once each); several
+        databases: summed over every one, or of the one ``database`` names."""
+        return await self._operations.counts_by_queue(database=database)
 
     async def queues(self, *, database: str | None = None) -> list[QueueInfo]:
         """Every queue with settings or live jobs, with its settings and live counts.

@@ -404,9 +404,9 @@ class Operations:
             _add(total, counts)
         return total
 
-    async def counts_by_queue(self) -> dict[str, dict[str, int]]:
+    async def counts_by_queue(self, *, database: str | None = None) -> dict[str, dict[str, int]]:
         total: dict[str, dict[str, int]] = {}
-        for _, by_queue in await self._each(None, lambda b: b.job_count_by_queue()):
+        for _, by_queue in await self._each(database, lambda b: b.job_count_by_queue()):
             for queue, counts in by_queue.items():
                 _add(total.setdefault(queue, {}), counts)
         return total

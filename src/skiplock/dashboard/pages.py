@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -14,7 +13,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._job import BlockedKey, JobFilter, JobRecord, JobState, KeyLoad
-from .._observe.stats import StatsGroup
 from ..errors import JobNotFound
 from .auth import Role
 from .filters import (
@@ -28,14 +26,11 @@ from .filters import (
     text_field,
 )
 from .graph import draw
+from .overview import ALERT_BACKLOG_AGE_S, read_overview
 
 if TYPE_CHECKING:
     from .state import Dashboard
 
-
-ALERT_BACKLOG_AGE_S = 300.0
-"""Backlog age turns red past this, as in ``skiplock stats`` (seed 000's "a few minutes");
-any dead job or reclaim in the window is red too, as there."""
 
 STATS_WINDOW_S = 300.0
 """The Overview's rates (throughput, claim latency, retries) are over the last 5 minutes."""
@@ -71,65 +66,12 @@ def dashboard(request: Request) -> Dashboard:
     return dash
 
 
-@dataclass(slots=True)
-class QueueRow:
-    """One queue on the Overview."""
-
-    name: str
-    counts: dict[str, int]
-    paused: bool = False
-    max_depth: int | None = None
-    max_running: int | None = None
-    rate_per_s: float | None = None
-    aging_s: float | None = None
-    backlog_age_s: float | None = None
-    claim_latency_p50_s: float | None = None
-    claim_latency_p95_s: float | None = None
-    throughput_per_min: float | None = None
-    retries: int = 0
-    dead_recent: int = 0
-    reclaims: int = 0
-    spark: list[int] = field(default_factory=list)
-
-    def read(self, group: StatsGroup | None) -> None:
-        """Take the rates of an ``app.stats()`` reading (None: nothing in its window)."""
-        if group is None:
-            self.throughput_per_min = 0.0
-            return
-        self.backlog_age_s = group.backlog_age_s
-        self.claim_latency_p50_s = group.claim_latency_p50_s
-        self.claim_latency_p95_s = group.claim_latency_p95_s
-        self.throughput_per_min = group.throughput_per_s * 60.0
-        self.retries, self.dead_recent = group.retries, group.dead
-        self.reclaims = group.reclaims
-
-    @property
-    def backlog_alert(self) -> bool:
-        return (self.backlog_age_s or 0.0) > ALERT_BACKLOG_AGE_S
-
-    @property
-    def depth(self) -> int:
-        return self.counts["pending"] + self.counts["claimed"] + self.counts["running"]
-
-
 async def overview(request: Request) -> Response:
     dash = dashboard(request)
     dash.sampler.ensure_started()
     app = dash.app
-    infos = {q.name: q for q in await app.queues()}
-    stats = await app.stats(window_s=STATS_WINDOW_S)
-    counts = await app.counts_by_queue()  # one reading for every queue, not one each
-    none = {state: 0 for state in (*(s.value for s in JobState), "claimed")}
-    rows = []
-    for name in await dash.sampler.queue_names():
-        row = QueueRow(name, counts.get(name) or dict(none))
-        if (info := infos.get(name)) is not None:
-            row.paused, row.max_depth = info.paused, info.max_depth
-            row.max_running, row.rate_per_s = info.max_running, info.rate_per_s
-            row.aging_s = info.aging_s
-        row.read(stats.queue(name))
-        row.spark = dash.sampler.depths(name)
-        rows.append(row)
+    reading = await read_overview(app, dash.sampler, STATS_WINDOW_S)
+    rows = reading.rows
     shown = ("pending", "claimed", "running", "waiting", "dead")
     totals = {s: sum(r.counts.get(s, 0) for r in rows) for s in shown}
     live_workers = sum(w.silent_s <= SILENT_AFTER_S for w in await app.workers())
@@ -139,12 +81,12 @@ async def overview(request: Request) -> Response:
         rows=rows,
         totals=totals,
         live_workers=live_workers,
-        ready=stats.total.ready,
+        ready=reading.ready,
         # ready work and nobody to run it: the one state an operator must see at a glance
-        workers_alert=live_workers == 0 and stats.total.ready > 0,
+        workers_alert=live_workers == 0 and reading.ready > 0,
         pauses=await app.task_pauses(),
-        keys=_keys_shown(request, stats.keys),
-        blocked_keys=_keys_shown(request, stats.blocked_keys),
+        keys=_keys_shown(request, reading.keys),
+        blocked_keys=_keys_shown(request, reading.blocked_keys),
         sample_every_s=dash.sampler.every_s,
         window_s=STATS_WINDOW_S,
         alert_backlog_s=ALERT_BACKLOG_AGE_S,
@@ -294,7 +236,9 @@ async def job(request: Request) -> Response:
     batch = None
     if links.batch_id is not None:
         with contextlib.suppress(JobNotFound):  # pruned with its jobs since the links' read
-            batch = await dash.app.batch_info(links.batch_id)
+            # the batch is in the job's database (its members are where it is)
+            database = dash.app.directory.name_of_id(record.id)
+            batch = await dash.app.batch_info(links.batch_id, database=database)
     return dash.render.page(
         request,
         "job.html",
