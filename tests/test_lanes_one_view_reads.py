@@ -218,3 +218,14 @@ async def test_batch_info_reads_the_database_named(app: skiplock.App) -> None:
         await app.batch_info(batch)
     with pytest.raises(ConfigurationError, match="no such database"):
         await app.batch_info(batch, database="c")
+
+
+async def test_cli_job_batch_reads_the_database_named(app: skiplock.App) -> None:
+    far = await app.backend(database="b")
+    batch = await far.workflow_open_batch(WorkflowOpenBatchParams(new_job("t"), None, None))
+    shown = cli(app, "job", "batch", str(batch), "--database", "b", "--json")
+    assert shown.returncode == 0, shown.stderr
+    read = json.loads(shown.stdout)
+    assert (read["id"], read["database"]) == (batch, "b") and read["on_success"] > ID_SPAN
+    own = cli(app, "job", "batch", str(batch))  # the App's own database has no such batch
+    assert own.returncode == 1 and len(own.stderr.strip().splitlines()) == 1
