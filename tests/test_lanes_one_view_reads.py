@@ -229,3 +229,17 @@ async def test_cli_job_batch_reads_the_database_named(app: skiplock.App) -> None
     assert (read["id"], read["database"]) == (batch, "b") and read["on_success"] > ID_SPAN
     own = cli(app, "job", "batch", str(batch))  # the App's own database has no such batch
     assert own.returncode == 1 and len(own.stderr.strip().splitlines()) == 1
+
+
+async def test_find_jobs_newest_first_over_every_database(app: skiplock.App) -> None:
+    found_in: dict[str, int] = {}
+    for database in ("default", "b"):
+        backend = await app.backend(database=database)
+        job = new_job("t", queue="q", correlation_id="order-7")
+        (found_in[database],) = await backend.job_insert_many(JobInsertManyParams([job]))
+    assert [j.id for j in await app.find_jobs("order-7")] == [found_in["b"], found_in["default"]]
+    assert [j.id for j in await app.find_jobs("order-7", limit=1)] == [found_in["b"]]
+    only = await app.find_jobs("order-7", database="default")
+    assert [j.id for j in only] == [found_in["default"]]
+    assert [j.id for j in await app.find_jobs(str(found_in["b"]))] == [found_in["b"]]
+    assert await app.find_jobs(str(found_in["b"]), database="default") == []

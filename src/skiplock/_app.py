@@ -853,11 +853,15 @@ class App:
         out; claimed jobs count as running, their state), over every database or one."""
         return await self._operations.count_jobs_by_state(where, database=database)
 
-    async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
+    async def find_jobs(
+        self, text: str, *, limit: int = 50, database: str | None = None
+    ) -> list[JobRecord]:
         """The jobs a person means by ``text``: the job with that id (if ``text`` is one),
         then, newest first, those whose unique key or correlation id is exactly ``text``.
-        A search, not a hot path: a key or correlation id is looked for by reading the table."""
-        return await self._operations.find_jobs(text, limit=limit)
+        A search, not a hot path: a key or correlation id is looked for by reading the table.
+        Several databases: every one (or ``database``), newest first as ``list_jobs`` (the
+        last-numbered database's first), the limit in total."""
+        return await self._operations.find_jobs(text, limit=limit, database=database)
 
     async def dead_groups(
         self, limit: int = 200, *, database: str | None = None

@@ -277,20 +277,28 @@ class Operations:
             _add(total, counts)
         return total
 
-    async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
+    async def find_jobs(
+        self, text: str, *, limit: int = 50, database: str | None = None
+    ) -> list[JobRecord]:
         check_int("limit", limit, 1, 10_000)
         if not isinstance(text, str) or len(text) > 4000 or "\x00" in text:
             raise ConfigurationError(f"find_jobs: text {text!r:.80}: a string, at most 4000 chars")
         text = text.strip()
+        names = self.backend.chosen(database)
         if not text:
             return []
         found: list[JobRecord] = []
         if text.isascii() and text.isdigit() and 0 < int(text) <= 2**63 - 1:
             try:
-                found = await self.list_jobs(None, JobFilter(ids=(int(text),), limit=1))
+                where = JobFilter(ids=(int(text),), limit=1)
+                found = await self.list_jobs(None, where, database=database)
             except ConfigurationError:  # an id of no database here: a search finds nothing
                 found = []
-        for _, more in await self._each(None, lambda b: b.job_find(JobFindParams(text, limit))):
+        # newest first, as list_jobs: ids run with the databases' numbers, so the last first
+        for name in reversed(names):
+            if len(found) >= limit:
+                break
+            more = await (await self.backend(name)).job_find(JobFindParams(text, limit))
             seen = {j.id for j in found}
             found += [j for j in more if j.id not in seen]
         return found[:limit]

@@ -37,7 +37,7 @@ MAX_KEYS_SHOWN = 1000
 
 class Observe:
     """The health reads of one app, over its databases (``stats`` reads one; ``workers``
-    every one, or the one named)."""
+    and the keys every one, or the one named)."""
 
     def __init__(self, backend: Databases) -> None:
         self.backend = backend

@@ -18,7 +18,9 @@ app instead (FastAPI, Starlette, ...)::
     api.mount("/metrics", metrics_app(app, worker=w))  # plus an in-process worker's counters
 
 Labels are bounded: at most ``MAX_SERIES`` queues, tasks and (queue, task) pairs each.
-No argument, result or error text ever becomes a label.
+No argument, result or error text ever becomes a label. An App with several databases reads
+the gauges of each, every series labelled ``database`` (one database: no such label, so a
+one-database App's PromQL never changes).
 """
 
 from __future__ import annotations
