@@ -109,3 +109,26 @@ async def test_one_database_has_no_database_column(pg_url: str) -> None:
     assert 'data-queue="own"' in pages[0] and f'data-job="{job}"' in pages[1]
     for html in pages:
         assert "database</th>" not in html and "data-database" not in html
+
+
+async def test_a_dead_group_acts_on_its_own_database(app: skiplock.App) -> None:
+    """Each database's group has its own Requeue…: its preview counts that database's jobs
+    and its action takes those alone."""
+    own = await bury_many(await app.backend(), "t", ["boom"], queue="graveyard")
+    far = await bury_many(await app.backend(database="b"), "t", ["boom", "boom"], queue="gy")
+    async with client(app) as web:
+        groups = (await web.get("/dead")).text
+        link = re.search(r'href="([^"]*action=requeue[^"]*database=b)"', groups)
+        assert link is not None, groups
+        preview = (await web.get(link.group(1).replace("&amp;", "&"))).text
+        assert re.search(r"data-preview-count>2<", preview)
+        assert "<b data-database>b</b>" in preview
+        form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', preview))
+        assert form["database"] == "b" and form["count"] == "2"
+        done = await web.post("/dead/requeue", data=form, headers={"Origin": "http://dash.local"})
+        assert done.status_code in (302, 303), done.text
+        unknown = await web.get("/dead/confirm?action=requeue&task=t&database=c")
+    assert unknown.status_code == 400 and "no such database" in unknown.text
+    dead = await app.list_jobs(skiplock.JobState.DEAD, skiplock.JobFilter(task="t", limit=10))
+    assert [j.id for j in dead] == own  # database b's two requeued, the App's own left dead
+    assert {(await app.get_job(i)).state for i in far} == {skiplock.JobState.PENDING}

@@ -235,7 +235,8 @@ async def dead_bulk(request: Request, user: User, form: FormData) -> Response:
     )
     app = dashboard(request).app
     act = {"requeue": app.requeue_dead, "discard": app.discard_dead}[verb]
-    ids = await act(where, who=who(user))
+    # a dead-letter group of one database (several): its preview counted that one alone
+    ids = await act(where, who=who(user), database=_text(form, "database"))
     done = {"requeue": "requeued", "discard": "discarded"}[verb]
     log.info("%s %s %d dead jobs (%s)", who(user), done, len(ids), where)
     return back(request, "dead", f"{done.capitalize()} {len(ids)} dead jobs.")

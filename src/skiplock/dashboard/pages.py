@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._job import BlockedKey, JobFilter, JobRecord, JobState, KeyLoad
-from ..errors import JobNotFound
+from ..errors import ConfigurationError, JobNotFound
 from .auth import Role
 from .filters import (
     PAGE_SIZE,
@@ -320,8 +320,15 @@ async def dead_confirm(request: Request) -> Response:
     # a group is its task and its exact last error: "boom 1" must not reach "boom 10" (no
     # error at all in the link: any error; an empty one: the group of jobs without one)
     where = JobFilter(task=task or None, last_error=error if "error" in params else None)
-    count = await dash.app.count_jobs(JobState.DEAD, where)
-    return dash.render.page(request, "confirm.html", action=action, where=where, count=count)
+    # several databases: a group is one database's (its link names it); none: every one
+    database = text_field(params, "database") or None
+    try:
+        count = await dash.app.count_jobs(JobState.DEAD, where, database=database)
+    except ConfigurationError as exc:  # a database this App does not name
+        return dash.render.page(request, "problem.html", 400, problem=str(exc))
+    return dash.render.page(
+        request, "confirm.html", action=action, where=where, count=count, database=database
+    )
 
 
 async def waiting(request: Request) -> Response:
