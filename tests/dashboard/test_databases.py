@@ -132,3 +132,20 @@ async def test_a_dead_group_acts_on_its_own_database(app: skiplock.App) -> None:
     dead = await app.list_jobs(skiplock.JobState.DEAD, skiplock.JobFilter(task="t", limit=10))
     assert [j.id for j in dead] == own  # database b's two requeued, the App's own left dead
     assert {(await app.get_job(i)).state for i in far} == {skiplock.JobState.PENDING}
+
+
+async def test_an_overview_row_pauses_its_own_database(app: skiplock.App) -> None:
+    await insert(app, "default", "own")
+    await insert(app, "b", "own")
+    async with client(app) as web:
+        overview = (await web.get("/")).text
+        row = overview.split('data-queue="own" data-database="b">', 1)[1].split("</tr>", 1)[0]
+        form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', row))
+        assert form["database"] == "b"
+        done = await web.post(
+            "/queues/own/pause", data=form, headers={"Origin": "http://dash.local"}
+        )
+        assert done.status_code in (302, 303), done.text
+        assert "notice=Paused+queue+own+in+database+b." in done.headers["location"]
+    assert (await app.queue_info("own", database="b")).paused
+    assert not (await app.queue_info("own")).paused  # the other row's database untouched
