@@ -121,3 +121,19 @@ async def test_a_worker_serving_every_database_exports_each_ones_gauges(
     assert workers == {(("database", "default"),): 1, (("database", "b"),): 1}
     jobs = samples(text, "skiplock_queue_jobs")
     assert jobs[(("database", "b"), ("queue", "far"), ("state", "ready"))] == 3
+
+
+async def test_a_database_down_leaves_its_series_out_the_others_stay(
+    app: skiplock.App,
+) -> None:
+    await insert(app, "default", "own", 1)
+    down = "postgresql://postgres@127.0.0.1:1/nowhere"  # nothing listens on port 1
+    half = skiplock.App(app.url, databases={"b": Database(down, number=1)})
+    try:
+        text = await scrape(half)
+    finally:
+        await half.close()
+    jobs = samples(text, "skiplock_queue_jobs")
+    assert jobs[(("database", "default"), ("queue", "own"), ("state", "ready"))] == 1
+    assert {dict(labels)["database"] for labels in jobs} == {"default"}
+    assert samples(text, "skiplock_workers") == {(("database", "default"),): 0}

@@ -53,6 +53,7 @@ from ._observe.gauges import (
     HealthReads,
     live_workers,
     read_stats,
+    read_workers,
 )
 from ._observe.meter import MAX_SERIES, Histogram, Meter
 from ._observe.outcomes import FINISHED, OUTCOMES
@@ -402,7 +403,7 @@ def metrics_app(
                 return
             cache.several = app.directory.several
             cache.readings = await read_stats(app, window_s)
-            cache.workers = live_workers(await app.workers(), 3 * refresh_s + 10)
+            cache.workers = live_workers(await read_workers(app), 3 * refresh_s + 10)
             cache.read_at = time.monotonic()
 
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:

@@ -72,12 +72,27 @@ class HealthReads(Protocol):
     """The reads the gauges make (``App`` and ``_app_observe.Observe`` answer them), and the
     databases they are made of."""
 
-    async def workers(self) -> list[WorkerInfo]: ...
+    async def workers(self, *, database: str | None = ...) -> list[WorkerInfo]: ...
 
     async def stats(self, *, window_s: float, database: str = ...) -> Stats: ...
 
     @property
     def directory(self) -> Directory: ...
+
+
+async def read_workers(reads: HealthReads) -> list[WorkerInfo]:
+    """Every database's registry (``read_stats``' rule: one that cannot be read is left out,
+    logged, when there are several; one database's failure is the reading's)."""
+    directory = reads.directory
+    if not directory.several:
+        return await reads.workers()
+    found: list[WorkerInfo] = []
+    for name in sorted(directory.names(), key=directory.number_of):
+        try:
+            found += await reads.workers(database=name)
+        except BackendUnavailable as exc:
+            log.warning("metrics: database %s's workers not read: %s", name, exc)
+    return found
 
 
 async def read_stats(reads: HealthReads, window_s: float) -> tuple[Stats, ...]:
@@ -123,7 +138,7 @@ class Gauges(Service):
 
     async def refresh(self) -> None:
         mine = {self.worker_id} if isinstance(self.worker_id, str) else set(self.worker_id())
-        workers = await self.reads.workers()
+        workers = await read_workers(self.reads)
         live = live_workers(workers, self.silent_s)
         leader = min((w.id for w in live), default=None)
         self.cache.leader = leader in mine if leader is not None else bool(mine)
