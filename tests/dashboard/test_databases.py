@@ -149,3 +149,21 @@ async def test_an_overview_row_pauses_its_own_database(app: skiplock.App) -> Non
         assert "notice=Paused+queue+own+in+database+b." in done.headers["location"]
     assert (await app.queue_info("own", database="b")).paused
     assert not (await app.queue_info("own")).paused  # the other row's database untouched
+
+
+async def test_a_database_down_is_a_line_on_the_overview_the_others_shown(
+    app: skiplock.App,
+) -> None:
+    await insert(app, "default", "own")
+    down = "postgresql://postgres@127.0.0.1:1/nowhere"  # nothing listens on port 1
+    half = skiplock.App(app.url, databases={"b": Database(down, number=1)})
+    half.tasks.update(app.tasks)
+    try:
+        async with client(half) as web:
+            answer = await web.get("/")
+    finally:
+        await half.close()
+    assert answer.status_code == 200, answer.text[-800:]
+    lines = re.findall(r"<p [^>]*data-database-down>([^<]*)</p>", answer.text)
+    assert len(lines) == 1 and lines[0].startswith("database b: ")
+    assert 'data-queue="own" data-database="default"' in answer.text

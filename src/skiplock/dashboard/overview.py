@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 from .._job import BlockedKey, JobState, KeyLoad
 from .._lanes import DEFAULT
 from .._observe.stats import StatsGroup
+from .._printable import printable
+from .._url import mask_in
+from ..errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from .._app import App
@@ -75,6 +78,9 @@ class Overview:
     """Ready jobs over every database (none and no live worker: the page's alert)."""
     keys: list[KeyLoad]
     blocked_keys: list[BlockedKey]
+    down: list[str] = field(default_factory=list)
+    """Several databases: each one that could not be read, a line naming it and the error
+    (its queues left out, the others shown, as ``skiplock queue list`` does)."""
 
 
 async def read_overview(app: App, sampler: Sampler, window_s: float) -> Overview:
@@ -85,11 +91,21 @@ async def read_overview(app: App, sampler: Sampler, window_s: float) -> Overview
     ready = 0
     keys: list[KeyLoad] = []
     blocked: list[BlockedKey] = []
+    down: list[str] = []
+    several = len(sampler.databases()) > 1
     for database in sampler.databases():
-        infos = {q.name: q for q in await app.queues(database=database)}
-        stats = await app.stats(window_s=window_s, database=database)
-        counts = await app.counts_by_queue(database=database)
-        for name in await sampler.queue_names(database):
+        try:
+            infos = {q.name: q for q in await app.queues(database=database)}
+            stats = await app.stats(window_s=window_s, database=database)
+            counts = await app.counts_by_queue(database=database)
+            names = await sampler.queue_names(database)
+        except BackendUnavailable as exc:
+            if not several:  # one database: its outage is the page's, as it always was
+                raise
+            error = mask_in(str(exc) or type(exc).__name__, app.url_of(database))
+            down.append(f"database {database}: {printable(error)}")
+            continue
+        for name in names:
             row = QueueRow(name, counts.get(name) or dict(none), database=database)
             if (info := infos.get(name)) is not None:
                 row.paused, row.max_depth = info.paused, info.max_depth
@@ -101,8 +117,8 @@ async def read_overview(app: App, sampler: Sampler, window_s: float) -> Overview
         ready += stats.total.ready
         keys += stats.keys
         blocked += stats.blocked_keys
-    if len(sampler.databases()) > 1:
+    if several:
         rows.sort(key=lambda r: r.name)  # stable: a name's rows stay in the databases' order
         keys = sorted(keys, key=lambda k: (-k.running, -k.ready, -k.pending, k.key))
         keys, blocked = keys[:KEYS_SHOWN], blocked[:KEYS_SHOWN]
-    return Overview(rows, ready, keys, blocked)
+    return Overview(rows, ready, keys, blocked, down)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._job import BlockedKey, JobFilter, JobRecord, JobState, KeyLoad
-from ..errors import ConfigurationError, JobNotFound
+from ..errors import BackendUnavailable, ConfigurationError, JobNotFound
 from .auth import Role
 from .filters import (
     PAGE_SIZE,
@@ -29,6 +29,7 @@ from .graph import draw
 from .overview import ALERT_BACKLOG_AGE_S, read_overview
 
 if TYPE_CHECKING:
+    from .._app import App
     from .state import Dashboard
 
 
@@ -74,23 +75,42 @@ async def overview(request: Request) -> Response:
     rows = reading.rows
     shown = ("pending", "claimed", "running", "waiting", "dead")
     totals = {s: sum(r.counts.get(s, 0) for r in rows) for s in shown}
-    live_workers = sum(w.silent_s <= SILENT_AFTER_S for w in await app.workers())
+    down = bool(reading.down)
+    workers = await _each_up(app, down, lambda database: app.workers(database=database))
+    live_workers = sum(w.silent_s <= SILENT_AFTER_S for w in workers)
     return dash.render.page(
         request,
         "overview.html",
+        down=reading.down,
         rows=rows,
         totals=totals,
         live_workers=live_workers,
         ready=reading.ready,
         # ready work and nobody to run it: the one state an operator must see at a glance
         workers_alert=live_workers == 0 and reading.ready > 0,
-        pauses=await app.task_pauses(),
+        pauses=await _each_up(app, down, lambda database: app.task_pauses(database=database)),
         keys=_keys_shown(request, reading.keys),
         blocked_keys=_keys_shown(request, reading.blocked_keys),
         sample_every_s=dash.sampler.every_s,
         window_s=STATS_WINDOW_S,
         alert_backlog_s=ALERT_BACKLOG_AGE_S,
     )
+
+
+Row = TypeVar("Row")
+
+
+async def _each_up(
+    app: App, down: bool, read: Callable[[str | None], Awaitable[list[Row]]]
+) -> list[Row]:
+    """``read`` of every database; with one down (the Overview said so), of the others."""
+    if not down:
+        return await read(None)
+    rows: list[Row] = []
+    for database in app.directory.names():
+        with contextlib.suppress(BackendUnavailable):
+            rows += await read(database)
+    return rows
 
 
 Keyed = TypeVar("Keyed", KeyLoad, BlockedKey)

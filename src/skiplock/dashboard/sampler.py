@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from .._lanes import DEFAULT
 from .._service import Service
+from ..errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from .._app import App
@@ -71,8 +72,15 @@ class Sampler(Service):
     async def sample(self) -> None:
         now = time.time()
         for database in self.databases():
-            stats = await self.app.stats(window_s=max(self.every_s, 1.0), database=database)
-            for name in await self.queue_names(database):
+            try:
+                stats = await self.app.stats(window_s=max(self.every_s, 1.0), database=database)
+                names = await self.queue_names(database)
+            except BackendUnavailable:
+                if len(self.databases()) == 1:
+                    raise
+                log.warning("dashboard: sampling database %s failed", database, exc_info=True)
+                continue  # several: the others are sampled, this one's line has a gap
+            for name in names:
                 group = stats.queue(name)
                 depth = group.pending + group.claimed + group.running if group else 0
                 rate = group.throughput_per_s * 60.0 if group else 0.0
