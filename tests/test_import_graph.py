@@ -49,6 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._waiting",
             "skiplock._schema",
             "skiplock._app_databases",
+            "skiplock._app_merged",
         ),
     ),
     (

@@ -659,9 +659,14 @@ class App:
         ``reason``); those running finish. False if it was closed already (nothing changes)."""
         return await self._workflows.abort_batch(batch_id, reason)
 
-    async def batch_info(self, batch_id: int) -> BatchInfo:
-        """A batch's live counts: members per state, whether it is closed, its callbacks."""
-        return await self._workflows.batch_info(batch_id)
+    async def batch_info(self, batch_id: int, *, database: str = DEFAULT) -> BatchInfo:
+        """A batch's live counts: members per state, whether it is closed, its callbacks.
+
+        A batch id is its database's own number, not a job id: ``app.batch()`` opens one in
+        the App's own database, and its members are there too; ``database`` reads another's
+        (a job's ``job_links(id).batch_id`` is of the job's database:
+        ``app.directory.name_of_id(id)``)."""
+        return await self._workflows.batch_info(batch_id, database=database)
 
     async def signal(
         self, job_id: int, name: str, payload: Any = None, *, who: str = ""
@@ -769,10 +774,17 @@ class App:
         return await self._operations.record_action(what, who=who, target=target, detail=detail)
 
     async def audit_trail(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, database: str | None = None
     ) -> list[AuditEntry]:
-        """Who did what, newest first; ``before_id`` (the last id of the page before) pages."""
-        return await self._operations.audit_trail(limit=limit, before_id=before_id)
+        """Who did what, newest first; ``before_id`` (the last id of the page before) pages.
+
+        Several databases: each action is recorded in the database it acted on, so every
+        one is read (or the one ``database`` names) and merged newest first by time, the
+        limit in total, ``AuditEntry.database`` naming each; an audit id is one database's,
+        so ``before_id`` then needs ``database``."""
+        return await self._operations.audit_trail(
+            limit=limit, before_id=before_id, database=database
+        )
 
     async def get_job(self, job_id: int) -> JobRecord:
         """One job row, or JobNotFound."""
@@ -842,19 +854,29 @@ class App:
         out; claimed jobs count as running, their state), over every database or one."""
         return await self._operations.count_jobs_by_state(where, database=database)
 
-    async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
+    async def find_jobs(
+        self, text: str, *, limit: int = 50, database: str | None = None
+    ) -> list[JobRecord]:
         """The jobs a person means by ``text``: the job with that id (if ``text`` is one),
         then, newest first, those whose unique key or correlation id is exactly ``text``.
-        A search, not a hot path: a key or correlation id is looked for by reading the table."""
-        return await self._operations.find_jobs(text, limit=limit)
+        A search, not a hot path: a key or correlation id is looked for by reading the table.
+        Several databases: every one (or ``database``), newest first as ``list_jobs`` (the
+        last-numbered database's first), the limit in total."""
+        return await self._operations.find_jobs(text, limit=limit, database=database)
 
-    async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
-        """Dead jobs grouped by task and last error message, the largest groups first."""
-        return await self._operations.dead_groups(limit)
+    async def dead_groups(
+        self, limit: int = 200, *, database: str | None = None
+    ) -> list[DeadGroup]:
+        """Dead jobs grouped by task and last error message, the largest groups first.
+        Several databases: each database's groups apart (``DeadGroup.database``), every
+        database's (or ``database``'s), the limit in total."""
+        return await self._operations.dead_groups(limit, database=database)
 
-    async def cron_last_runs(self) -> list[CronRun]:
-        """Each schedule's most recent slot and the job it enqueued."""
-        return await self._operations.cron_last_runs()
+    async def cron_last_runs(self, *, database: str | None = None) -> list[CronRun]:
+        """Each schedule's most recent slot and the job it enqueued, by schedule name.
+        Several databases: the latest slot over every database (or ``database``'s),
+        ``CronRun.database`` naming the one it is in."""
+        return await self._operations.cron_last_runs(database=database)
 
     async def requeue_dead(
         self, where: JobFilter, *, who: str = "", database: str | None = None
@@ -927,10 +949,11 @@ class App:
         """How many jobs are in each state."""
         return await self._operations.counts(queue)
 
-    async def counts_by_queue(self) -> dict[str, dict[str, int]]:
+    async def counts_by_queue(self, *, database: str | None = None) -> dict[str, dict[str, int]]:
         """``counts`` of every queue with a job, in one reading (one count of the table for
-        all queues, where a ``counts(queue)`` per queue counts it once each)."""
-        return await self._operations.counts_by_queue()
+        all queues, where a ``counts(queue)`` per queue counts it once each); several
+        databases: summed over every one, or of the one ``database`` names."""
+        return await self._operations.counts_by_queue(database=database)
 
     async def queues(self, *, database: str | None = None) -> list[QueueInfo]:
         """Every queue with settings or live jobs, with its settings and live counts.
@@ -1034,20 +1057,29 @@ class App:
             queue=queue, task=task, window_s=window_s, database=database
         )
 
-    async def blocked_keys(self, limit: int = DEFAULT_KEYS_SHOWN) -> list[BlockedKey]:
+    async def blocked_keys(
+        self, limit: int = DEFAULT_KEYS_SHOWN, *, database: str | None = None
+    ) -> list[BlockedKey]:
         """The ordered keys (``ordering_key``, ``ordering_on_dead="block"``) a dead job
         holds, the oldest first (1 to 1,000 of them): none of a key's jobs runs until a person
-        retries or discards its dead job (``retry_job``, ``discard_dead``)."""
-        return await self._observe.blocked_keys(limit)
+        retries or discards its dead job (``retry_job``, ``discard_dead``). Several
+        databases: every one's (or ``database``'s), the limit in total, ``.database`` set."""
+        return await self._observe.blocked_keys(limit, database=database)
 
     async def busiest_keys(
-        self, limit: int = DEFAULT_KEYS_SHOWN, *, queue: str | None = None, task: str | None = None
+        self,
+        limit: int = DEFAULT_KEYS_SHOWN,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        database: str | None = None,
     ) -> list[KeyLoad]:
         """The ``limit`` concurrency keys (1 to 1,000) with the most running jobs, then the
         most ready, with their pending count and limit, of one ``queue`` and/or ``task``:
         which tenants are taking the workers, and which wait at their cap. Reads every live
-        keyed job, never history."""
-        return await self._observe.busiest_keys(limit, queue=queue, task=task)
+        keyed job, never history. Several databases: every one's (or ``database``'s), merged
+        in that order, the limit in total, ``KeyLoad.database`` naming each key's."""
+        return await self._observe.busiest_keys(limit, queue=queue, task=task, database=database)
 
     async def workers(self, *, database: str | None = None) -> list[WorkerInfo]:
         """Every worker in the live-worker registry (each upserts its row on its maintenance

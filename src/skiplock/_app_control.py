@@ -15,10 +15,10 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from . import _app_merged as merged
 from ._app_databases import Databases
 from ._backends import Backend
 from ._backends.params import (
-    AuditListParams,
     AuditPruneParams,
     AuditRecordParams,
     DeadActionParams,
@@ -157,12 +157,12 @@ class Operations:
         await (await self.backend(database)).audit_record(params)
 
     async def audit_trail(
-        self, *, limit: int = 100, before_id: int | None = None
+        self, *, limit: int = 100, before_id: int | None = None, database: str | None = None
     ) -> list[AuditEntry]:
         check_int("limit", limit, 1, 10_000)
         if before_id is not None:
             check_int("before_id", before_id, 1, 2**63 - 1)
-        return await (await self.backend()).audit_list(AuditListParams(limit, before_id))
+        return await merged.audit_trail(self.backend, limit, before_id, database)
 
     # -- jobs and dead letters ----------------------------------------------------------------
 
@@ -277,30 +277,40 @@ class Operations:
             _add(total, counts)
         return total
 
-    async def find_jobs(self, text: str, *, limit: int = 50) -> list[JobRecord]:
+    async def find_jobs(
+        self, text: str, *, limit: int = 50, database: str | None = None
+    ) -> list[JobRecord]:
         check_int("limit", limit, 1, 10_000)
         if not isinstance(text, str) or len(text) > 4000 or "\x00" in text:
             raise ConfigurationError(f"find_jobs: text {text!r:.80}: a string, at most 4000 chars")
         text = text.strip()
+        names = self.backend.chosen(database)
         if not text:
             return []
         found: list[JobRecord] = []
         if text.isascii() and text.isdigit() and 0 < int(text) <= 2**63 - 1:
             try:
-                found = await self.list_jobs(None, JobFilter(ids=(int(text),), limit=1))
+                where = JobFilter(ids=(int(text),), limit=1)
+                found = await self.list_jobs(None, where, database=database)
             except ConfigurationError:  # an id of no database here: a search finds nothing
                 found = []
-        for _, more in await self._each(None, lambda b: b.job_find(JobFindParams(text, limit))):
+        # newest first, as list_jobs: ids run with the databases' numbers, so the last first
+        for name in reversed(names):
+            if len(found) >= limit:
+                break
+            more = await (await self.backend(name)).job_find(JobFindParams(text, limit))
             seen = {j.id for j in found}
             found += [j for j in more if j.id not in seen]
         return found[:limit]
 
-    async def dead_groups(self, limit: int = 200) -> list[DeadGroup]:
+    async def dead_groups(
+        self, limit: int = 200, *, database: str | None = None
+    ) -> list[DeadGroup]:
         check_int("limit", limit, 1)
-        return await (await self.backend()).job_dead_groups(limit)
+        return await merged.dead_groups(self.backend, limit, database)
 
-    async def cron_last_runs(self) -> list[CronRun]:
-        return await (await self.backend()).cron_last_runs()
+    async def cron_last_runs(self, *, database: str | None = None) -> list[CronRun]:
+        return await merged.cron_last_runs(self.backend, database)
 
     async def requeue_dead(
         self, where: JobFilter, *, who: str = "", database: str | None = None
@@ -402,9 +412,9 @@ class Operations:
             _add(total, counts)
         return total
 
-    async def counts_by_queue(self) -> dict[str, dict[str, int]]:
+    async def counts_by_queue(self, *, database: str | None = None) -> dict[str, dict[str, int]]:
         total: dict[str, dict[str, int]] = {}
-        for _, by_queue in await self._each(None, lambda b: b.job_count_by_queue()):
+        for _, by_queue in await self._each(database, lambda b: b.job_count_by_queue()):
             for queue, counts in by_queue.items():
                 _add(total.setdefault(queue, {}), counts)
         return total

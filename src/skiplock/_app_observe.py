@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from . import _app_merged as merged
 from ._app_databases import Databases
 from ._backends.params import (
     KEYS_IN_STATS,
@@ -17,7 +18,7 @@ from ._backends.params import (
     StorageHoldParams,
 )
 from ._job import HOLD_KINDS, BlockedKey, KeyLoad, WorkerInfo
-from ._lanes import DEFAULT
+from ._lanes import DEFAULT, Directory
 from ._limits import check_int, check_seconds, check_text
 from ._observe.stats import Stats, build_stats
 from .errors import ConfigurationError
@@ -36,10 +37,15 @@ MAX_KEYS_SHOWN = 1000
 
 class Observe:
     """The health reads of one app, over its databases (``stats`` reads one; ``workers``
-    every one, or the one named)."""
+    and the keys every one, or the one named)."""
 
     def __init__(self, backend: Databases) -> None:
         self.backend = backend
+
+    @property
+    def directory(self) -> Directory:
+        """The databases read (the metrics' gauges label each when there are several)."""
+        return self.backend.directory
 
     async def stats(
         self,
@@ -61,7 +67,16 @@ class Observe:
         rows = await backend.job_stats(JobStatsParams(window_s, queue, task))
         holds = [await backend.storage_hold(StorageHoldParams(kind)) for kind in HOLD_KINDS]
         stats = build_stats(rows, window_s, [h for h in holds if h is not None])
-        return stats if database == DEFAULT else dataclasses.replace(stats, database=database)
+        if database == DEFAULT:
+            return stats
+        return dataclasses.replace(
+            stats,
+            database=database,
+            keys=tuple(dataclasses.replace(k, database=database) for k in stats.keys),
+            blocked_keys=tuple(
+                dataclasses.replace(k, database=database) for k in stats.blocked_keys
+            ),
+        )
 
     async def workers(self, *, database: str | None = None) -> list[WorkerInfo]:
         found: list[WorkerInfo] = []
@@ -70,16 +85,22 @@ class Observe:
             found += [dataclasses.replace(w, database=name) for w in rows]
         return found
 
-    async def blocked_keys(self, limit: int = DEFAULT_KEYS_SHOWN) -> list[BlockedKey]:
+    async def blocked_keys(
+        self, limit: int = DEFAULT_KEYS_SHOWN, *, database: str | None = None
+    ) -> list[BlockedKey]:
         check_int("limit", limit, 1, MAX_KEYS_SHOWN)
-        return await (await self.backend()).job_blocked_keys(limit)
+        return await merged.blocked_keys(self.backend, limit, database)
 
     async def busiest_keys(
-        self, limit: int = DEFAULT_KEYS_SHOWN, *, queue: str | None = None, task: str | None = None
+        self,
+        limit: int = DEFAULT_KEYS_SHOWN,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        database: str | None = None,
     ) -> list[KeyLoad]:
         check_int("limit", limit, 1, MAX_KEYS_SHOWN)
         check_text("queue", queue, optional=True)
         check_text("task", task, optional=True)
-        return await (await self.backend()).job_busiest_keys(
-            JobBusiestKeysParams(limit, queue, task)
-        )
+        params = JobBusiestKeysParams(limit, queue, task)
+        return await merged.busiest_keys(self.backend, params, database)

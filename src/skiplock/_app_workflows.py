@@ -24,6 +24,7 @@ from ._backends.workflow_params import (
 )
 from ._durable import check_name, signal_payload
 from ._job import NewJob
+from ._lanes import DEFAULT
 from ._limits import DEFAULT_MAX_SIGNALS_KEPT, MAX_PARENTS, check_int, check_text
 from ._workflow import Signature
 from ._workflow_records import (
@@ -100,9 +101,10 @@ class WorkflowOps:
             WorkflowAbortBatchParams(batch_id, error)
         )
 
-    async def batch_info(self, batch_id: int) -> BatchInfo:
+    async def batch_info(self, batch_id: int, *, database: str = DEFAULT) -> BatchInfo:
         check_int("batch_id", batch_id, 1, 2**63 - 1)
-        return await (await self.backend()).workflow_batch_info(batch_id)
+        self.backend.chosen(database)
+        return await (await self.backend(database)).workflow_batch_info(batch_id)
 
     async def signal(
         self, job_id: int, name: str, payload: Any = None, *, who: str = ""

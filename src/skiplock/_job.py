@@ -593,6 +593,8 @@ class KeyLoad:
     """All its pending jobs (ready and scheduled)."""
     key_limit: int | None
     """The largest ``key_limit`` its live jobs carry (None: no cap)."""
+    database: str = "default"
+    """The database this row is of (an App with ``databases=`` has several)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -605,6 +607,8 @@ class BlockedKey:
     """The oldest dead job holding it: retry it (or discard it) to let the key go on."""
     waiting: int
     """Its live jobs waiting behind it."""
+    database: str = "default"
+    """The database this row is of (an App with ``databases=`` has several)."""
 
 
 HOLD_KINDS = ("lock", "horizon", "wal")
@@ -701,6 +705,8 @@ class DeadGroup:
     """The newest job of the group (to open as an example)."""
     last_at: datetime | None
     """When the newest of them died."""
+    database: str = "default"
+    """The database this row is of (an App with ``databases=`` has several)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -711,6 +717,8 @@ class CronRun:
     slot: datetime
     job_id: int | None
     """None when the slot was skipped (its previous run still live, no overlap allowed)."""
+    database: str = "default"
+    """The database this row is of (an App with ``databases=`` has several)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -726,6 +734,8 @@ class AuditEntry:
     """What it acted on: ``queue payments``, ``job 42``, ``dead jobs``, a client address."""
     detail: str
     """The rest: the limits set, how many rows, why it was refused."""
+    database: str = "default"
+    """The database this row is of (an App with ``databases=`` has several)."""
 
 
 @dataclass(frozen=True, slots=True)

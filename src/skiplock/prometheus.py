@@ -18,14 +18,16 @@ app instead (FastAPI, Starlette, ...)::
     api.mount("/metrics", metrics_app(app, worker=w))  # plus an in-process worker's counters
 
 Labels are bounded: at most ``MAX_SERIES`` queues, tasks and (queue, task) pairs each.
-No argument, result or error text ever becomes a label.
+No argument, result or error text ever becomes a label. An App with several databases reads
+the gauges of each, every series labelled ``database`` (one database: no such label, so a
+one-database App's PromQL never changes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping, Sequence
 from typing import Any, Protocol
 
 try:
@@ -44,17 +46,18 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
         "Prometheus metrics need prometheus-client: pip install 'skiplock[prometheus]'"
     ) from exc
 
-from ._job import BlockedKey, KeyLoad
 from ._observe.gauges import (
     DEFAULT_REFRESH_S,
     DEFAULT_WINDOW_S,
     GaugeCache,
     HealthReads,
     live_workers,
+    read_stats,
+    read_workers,
 )
 from ._observe.meter import MAX_SERIES, Histogram, Meter
 from ._observe.outcomes import FINISHED, OUTCOMES
-from ._observe.stats import StatsGroup
+from ._observe.stats import Stats, StatsGroup
 
 __all__ = ["CONTENT_TYPE", "PrometheusExporter", "SkiplockCollector", "metrics_app", "render"]
 
@@ -89,7 +92,7 @@ class SkiplockCollector(Collector):
         yield leader
         if self.meter is not None:
             yield from worker_metrics(self.meter)
-        if self.cache.stats is not None:
+        if self.cache.readings:
             yield from database_metrics(self.cache)
 
 
@@ -189,82 +192,111 @@ def _seconds(value: float | None) -> float:
 
 
 def database_metrics(cache: GaugeCache) -> Iterator[Metric]:
-    """The cached reading's gauges, per queue and per task."""
-    stats = cache.stats
-    assert stats is not None
-    queues, tasks = stats.queues[:MAX_SERIES], stats.tasks[:MAX_SERIES]
-    yield from _by_group("queue", queues)
-    yield from _by_group("task", tasks)
+    """The cached readings' gauges, per queue and per task: of the one database, or, when
+    the App has several, of each, every series labelled with its ``database`` (a one-database
+    App's series keep the labels they always had)."""
+    readings = cache.readings
+    assert readings
+    by = _Databases(cache.several)
+    yield from _by_group("queue", by, [(s, s.queues[:MAX_SERIES]) for s in readings])
+    yield from _by_group("task", by, [(s, s.tasks[:MAX_SERIES]) for s in readings])
     window = _gauge("skiplock_stats_window_seconds", "The window of the windowed gauges.")
-    window.add_metric([], stats.window_s)
+    window.add_metric([], readings[0].window_s)
     yield window
     age = _gauge("skiplock_stats_age_seconds", "How old the database reading is.")
     age.add_metric([], cache.age_s() or 0.0)
     yield age
-    workers = _gauge("skiplock_workers", "Workers whose last registry beat is recent.")
-    workers.add_metric([], len(cache.workers))
+    workers = _gauge("skiplock_workers", "Workers whose last registry beat is recent.", by.labels())
+    if cache.several:
+        for stats in readings:
+            beating = sum(1 for w in cache.workers if w.database == stats.database)
+            workers.add_metric([stats.database], beating)
+    else:
+        workers.add_metric([], len(cache.workers))
     yield workers
-    yield from _keys(stats.keys)
-    yield _blocked(stats.blocked_keys)
+    yield from _keys(by, readings)
+    yield _blocked(by, readings)
 
 
-def _blocked(blocked: Iterable[BlockedKey]) -> Metric:
-    """The ordered keys a dead job blocks (the reading's first 10, oldest dead job first),
+class _Databases:
+    """The ``database`` label, when the App has several: its name first in each series."""
+
+    def __init__(self, several: bool) -> None:
+        self.several = several
+
+    def labels(self, *more: str) -> list[str]:
+        return ["database", *more] if self.several else list(more)
+
+    def values(self, stats: Stats, *more: str) -> list[str]:
+        return [stats.database, *more] if self.several else list(more)
+
+
+def _blocked(by: _Databases, readings: Iterable[Stats]) -> Metric:
+    """The ordered keys a dead job blocks (each reading's first 10, oldest dead job first),
     each with the live jobs waiting behind it: an alert on any series is an alert on a key
     that will not move until a person acts."""
     waiting = _gauge(
         "skiplock_blocked_key_jobs",
         "Live jobs waiting behind the dead job that blocks their ordered key (first 10 keys).",
-        ["key", "dead_job_id"],
+        by.labels("key", "dead_job_id"),
     )
-    for key in blocked:
-        waiting.add_metric([key.key, str(key.dead_job_id)], key.waiting)
+    for stats in readings:
+        for key in stats.blocked_keys:
+            waiting.add_metric(by.values(stats, key.key, str(key.dead_job_id)), key.waiting)
     return waiting
 
 
-def _keys(keys: Iterable[KeyLoad]) -> Iterator[Metric]:
-    """The busiest concurrency keys' live jobs (the reading's top 10: label cardinality stays
-    bounded however many keys there are; a key leaves the series when it leaves the top)."""
+def _keys(by: _Databases, readings: Iterable[Stats]) -> Iterator[Metric]:
+    """The busiest concurrency keys' live jobs (each reading's top 10: label cardinality
+    stays bounded however many keys there are; a key leaves the series when it leaves the
+    top)."""
     jobs = _gauge(
         "skiplock_key_jobs",
         "Live jobs of the busiest concurrency keys (top 10 by running, then ready), by state.",
-        ["key", "state"],
+        by.labels("key", "state"),
     )
     limit = _gauge(
         "skiplock_key_limit",
         "The key_limit of the busiest concurrency keys that have one.",
-        ["key"],
+        by.labels("key"),
     )
-    for load in keys:
-        for state in ("running", "ready", "pending"):
-            jobs.add_metric([load.key, state], getattr(load, state))
-        if load.key_limit is not None:
-            limit.add_metric([load.key], load.key_limit)
+    for stats in readings:
+        for load in stats.keys:
+            for state in ("running", "ready", "pending"):
+                jobs.add_metric(by.values(stats, load.key, state), getattr(load, state))
+            if load.key_limit is not None:
+                limit.add_metric(by.values(stats, load.key), load.key_limit)
     yield jobs
     yield limit
 
 
-def _by_group(dim: str, groups: Iterable[StatsGroup]) -> Iterator[Metric]:
-    groups = list(groups)
-    jobs = _gauge(f"skiplock_{dim}_jobs", f"Live jobs per {dim} by state (now).", [dim, "state"])
+Groups = list[tuple[Stats, Sequence[StatsGroup]]]
+"""Each reading with its groups (queues or tasks) to export."""
+
+
+def _by_group(dim: str, by: _Databases, groups: Groups) -> Iterator[Metric]:
+    jobs = _gauge(
+        f"skiplock_{dim}_jobs", f"Live jobs per {dim} by state (now).", by.labels(dim, "state")
+    )
     age = _gauge(
         f"skiplock_{dim}_backlog_age_seconds",
         f"Now minus the oldest ready job's run_at, per {dim} (0 when none is ready).",
-        [dim],
+        by.labels(dim),
     )
-    for g in groups:
-        for state in QUEUE_STATES:
-            jobs.add_metric([g.name, state], getattr(g, state))
-        age.add_metric([g.name], g.backlog_age_s)
+    for stats, part in groups:
+        for g in part:
+            for state in QUEUE_STATES:
+                jobs.add_metric(by.values(stats, g.name, state), getattr(g, state))
+            age.add_metric(by.values(stats, g.name), g.backlog_age_s)
     yield jobs
     yield age
     if dim == "queue":
-        yield from _windowed(groups)
+        yield from _windowed(by, groups)
 
 
-def _windowed(groups: list[StatsGroup]) -> Iterator[Metric]:
+def _windowed(by: _Databases, groups: Groups) -> Iterator[Metric]:
     """The per-queue numbers over the window."""
-    labels = ["queue"]
+    labels = by.labels("queue")
     latency = _gauge(
         "skiplock_queue_claim_latency_seconds",
         "Ready to claimed over the window (quantile 1 is the max).",
@@ -296,24 +328,28 @@ def _windowed(groups: list[StatsGroup]) -> Iterator[Metric]:
     throughput = _gauge(
         "skiplock_queue_throughput_jobs_per_second", "Jobs finished per second.", labels
     )
-    for g in groups:
-        q = [g.name]
-        for quantile, value in (
-            ("0.5", g.claim_latency_p50_s),
-            ("0.95", g.claim_latency_p95_s),
-            ("1", g.claim_latency_max_s),
-        ):
-            latency.add_metric([*q, quantile], _seconds(value))
-        for quantile, value in (("0.5", g.run_duration_p50_s), ("0.95", g.run_duration_p95_s)):
-            run.add_metric([*q, quantile], _seconds(value))
-        for outcome in FINISHED:  # each a StatsGroup field: completed, cancelled, dead
-            finished.add_metric([*q, outcome], getattr(g, outcome))
-        counts = (g.attempts_1, g.attempts_2, g.attempts_3, g.attempts_4_plus)
-        for bucket, n in zip(("1", "2", "3", "4+"), counts, strict=True):
-            attempts.add_metric([*q, bucket], n)
-        reclaimed.add_metric(q, g.reclaims)
-        retried.add_metric(q, g.retries)
-        throughput.add_metric(q, g.throughput_per_s)
+    for stats, part in groups:
+        for g in part:
+            q = by.values(stats, g.name)
+            for quantile, value in (
+                ("0.5", g.claim_latency_p50_s),
+                ("0.95", g.claim_latency_p95_s),
+                ("1", g.claim_latency_max_s),
+            ):
+                latency.add_metric([*q, quantile], _seconds(value))
+            for quantile, value in (
+                ("0.5", g.run_duration_p50_s),
+                ("0.95", g.run_duration_p95_s),
+            ):
+                run.add_metric([*q, quantile], _seconds(value))
+            for outcome in FINISHED:  # each a StatsGroup field: completed, cancelled, dead
+                finished.add_metric([*q, outcome], getattr(g, outcome))
+            counts = (g.attempts_1, g.attempts_2, g.attempts_3, g.attempts_4_plus)
+            for bucket, n in zip(("1", "2", "3", "4+"), counts, strict=True):
+                attempts.add_metric([*q, bucket], n)
+            reclaimed.add_metric(q, g.reclaims)
+            retried.add_metric(q, g.retries)
+            throughput.add_metric(q, g.throughput_per_s)
     yield from (latency, run, finished, attempts, reclaimed, retried, throughput)
 
 
@@ -365,8 +401,9 @@ def metrics_app(
             age = cache.age_s()
             if age is not None and age < refresh_s:
                 return
-            cache.stats = await app.stats(window_s=window_s)
-            cache.workers = live_workers(await app.workers(), 3 * refresh_s + 10)
+            cache.several = app.directory.several
+            cache.readings = await read_stats(app, window_s)
+            cache.workers = live_workers(await read_workers(app), 3 * refresh_s + 10)
             cache.read_at = time.monotonic()
 
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:

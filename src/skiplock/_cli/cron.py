@@ -64,19 +64,21 @@ def cron() -> None:
 def cron_list(app_spec: str, as_json: bool) -> None:
     """Each schedule with its next three fires and last slot.
 
-    Also its expression, zone, missed-run policy and whether runs may overlap."""
+    Also its expression, zone, missed-run policy and whether runs may overlap; with several
+    databases, the one it runs in (its last slot is the latest over them all)."""
     app = load_app(app_spec)
-
-    async def last_slots() -> dict[str, datetime]:
-        return await (await app.backend()).cron_last_slots()
-
-    last = run_async(app, last_slots)
+    runs = run_async(app, app.cron_last_runs)
+    last = {r.schedule: r.slot for r in runs}
     if as_json:
         now = datetime.now(UTC)
         echo_json(
             {
                 "schedules": [
-                    schedule_details(s, last.get(s.id), now) for s in app.schedules.values()
+                    {
+                        **schedule_details(s, last.get(s.id), now),
+                        "database": app.owner_of(s),
+                    }
+                    for s in app.schedules.values()
                 ]
             }
         )
@@ -84,7 +86,8 @@ def cron_list(app_spec: str, as_json: bool) -> None:
     if not app.schedules:
         echo("no schedules")
     for schedule in app.schedules.values():
-        _echo_schedule(schedule, last.get(schedule.id))
+        owner = app.owner_of(schedule) if app.directory.several else None
+        _echo_schedule(schedule, last.get(schedule.id), owner)
 
 
 def schedule_details(
@@ -106,9 +109,13 @@ def schedule_details(
     }
 
 
-def _echo_schedule(schedule: Schedule, previous: datetime | None) -> None:
+def _echo_schedule(schedule: Schedule, previous: datetime | None, owner: str | None) -> None:
+    """``owner``: the database its slots are claimed in (shown when the App has several;
+    ``last`` is then the latest slot over them all)."""
     echo(f"{schedule.id}")
     echo(f"  task     {schedule.task.name}")
+    if owner is not None:
+        echo(f"  database {owner}")
     echo(f"  cron     {schedule.cron.text}   zone {schedule.tz.key}")
     echo(
         f"  missed   {schedule.missed} (max_delay {schedule.max_delay:g}s)"

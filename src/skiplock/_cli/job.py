@@ -298,13 +298,23 @@ def job_waiting(app_spec: str, url: str | None, limit: int, as_json: bool) -> No
 
 @app_command(job, "batch")
 @click.argument("batch_id", type=JOB_ID)
+@click.option(
+    "--database",
+    "database",
+    metavar="NAME",
+    default="default",
+    show_default=True,
+    help="The database the batch is in (a batch id is its database's own number, not a job "
+    "id; app.batch() opens one in the App's own).",
+)
 @json_option
-def job_batch(app_spec: str, url: str | None, batch_id: int, as_json: bool) -> None:
+def job_batch(app_spec: str, url: str | None, batch_id: int, database: str, as_json: bool) -> None:
     """A batch's members per state, whether it is closed, and its callbacks."""
     app = app_for(app_spec, url)
-    info = run_async(app, lambda: app.batch_info(batch_id))
+    info = run_async(app, lambda: app.batch_info(batch_id, database=database))
     if as_json:
-        echo_json({**dataclasses.asdict(info), "total": info.total, "finished": info.finished})
+        shown = {**dataclasses.asdict(info), "total": info.total, "finished": info.finished}
+        echo_json({**shown, "database": database})
         return
     counts = " ".join(f"{state}={n}" for state, n in sorted(info.counts.items()))
     closed = "aborted" if info.aborted else "closed" if info.closed else "open"

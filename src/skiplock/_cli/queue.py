@@ -19,6 +19,7 @@ from .support import (
     app_command,
     app_for,
     bounded,
+    database_option,
     each_database,
     report_down,
     run_async,
@@ -95,17 +96,23 @@ CREATE = click.option(
 @app_command(queue, "pause")
 @click.argument("name")
 @CREATE
-def queue_pause(app_spec: str, url: str | None, name: str, create: bool) -> None:
+@database_option
+def queue_pause(
+    app_spec: str, url: str | None, name: str, create: bool, database: str | None
+) -> None:
     """Stop every worker claiming from NAME (running jobs finish).
 
     NAME must be known: a task of APP uses it, or a job (finished ones too) or a setting
     names it; a new name needs --create."""
-    _set_paused(app_spec, url, name, create, "paused")
+    _set_paused(app_spec, url, name, create, "paused", database)
 
 
-def _set_paused(app_spec: str, url: str | None, name: str, create: bool, done: str) -> None:
-    """Pause or resume NAME in every database of APP (a queue's jobs may be in any), one
-    line each when there are several; a database that fails is said and exits 1."""
+def _set_paused(
+    app_spec: str, url: str | None, name: str, create: bool, done: str, only: str | None
+) -> None:
+    """Pause or resume NAME in every database of APP (a queue's jobs may be in any), or the
+    one ``--database`` names, one line each when there are several; a database that fails
+    is said and exits 1."""
     app = app_for(app_spec, url)
 
     async def act(database: str) -> None:
@@ -114,7 +121,7 @@ def _set_paused(app_spec: str, url: str | None, name: str, create: bool, done: s
         else:
             await app.resume_queue(name, create=create, database=database)
 
-    parts = run_async(app, lambda: each_database(app, act))
+    parts = run_async(app, lambda: each_database(app, act, only))
     if not app.directory.several:
         echo(f"queue {name} {done}")
         return
@@ -128,9 +135,12 @@ def _set_paused(app_spec: str, url: str | None, name: str, create: bool, done: s
 @app_command(queue, "resume")
 @click.argument("name")
 @CREATE
-def queue_resume(app_spec: str, url: str | None, name: str, create: bool) -> None:
+@database_option
+def queue_resume(
+    app_spec: str, url: str | None, name: str, create: bool, database: str | None
+) -> None:
     """Let workers claim from NAME again (known, or --create, as for pause)."""
-    _set_paused(app_spec, url, name, create, "resumed")
+    _set_paused(app_spec, url, name, create, "resumed", database)
 
 
 def _limit(
@@ -164,6 +174,7 @@ def _limit(
     help="Seconds of waiting that raise a ready job's priority by one ('none': no aging).",
 )
 @CREATE
+@database_option
 def queue_limit(
     app_spec: str,
     url: str | None,
@@ -173,6 +184,7 @@ def queue_limit(
     rate: str | None,
     aging: str | None,
     create: bool,
+    database: str | None,
 ) -> None:
     """Set NAME's bound and limits: the options given ('none' lifts one); the others stay as
     they are.
@@ -195,14 +207,14 @@ def queue_limit(
         )
     app = app_for(app_spec, url)
 
-    async def set_and_read(database: str) -> QueueInfo:
-        await app.set_queue_limits(name, **given, create=create, database=database)
-        return await app.queue_info(name, database=database)
+    async def set_and_read(one: str) -> QueueInfo:
+        await app.set_queue_limits(name, **given, create=create, database=one)
+        return await app.queue_info(name, database=one)
 
-    parts = run_async(app, lambda: each_database(app, set_and_read))
-    for database, q in parts:
+    parts = run_async(app, lambda: each_database(app, set_and_read, database))
+    for one, q in parts:
         if isinstance(q, QueueInfo):
-            where = f" in database {database}" if app.directory.several else ""
+            where = f" in database {one}" if app.directory.several else ""
             echo(
                 f"queue {name}{where}: max_depth={q.max_depth} max_running={q.max_running}"
                 f" rate_per_s={q.rate_per_s} aging_s={q.aging_s}"

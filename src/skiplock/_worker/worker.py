@@ -147,10 +147,16 @@ class Worker:
         config = dataclasses.replace(config, **options) if options else config
         self._owns: Callable[[Schedule], bool] | None = None
         self._children: list[Worker] = []
+        self._gauges: Service | None = None
+        """Several databases: the process's gauges, started once every database's worker
+        is ready (before, a schema may not be current, and a read would fail)."""
+        self._every_database: Observe | None = None
+        """Several databases: the reads of every one, for the process's database gauges."""
         if not isinstance(app, Registry):
             names = app.directory.names()
             if config.database is None and len(names) > 1:
                 self._children = _per_database(app, config, names)
+                self._every_database = Observe(Databases(_named(app), app.directory))
             database = config.database or names[0]
             registry, self._connect = app.registry, _from_app(app, database)
             owner_of = app.owner_of
@@ -274,6 +280,9 @@ class Worker:
 
         async def readiness() -> None:
             await asyncio.gather(*(child.ready.wait() for child in children))
+            if self._gauges is not None:  # every schema current now: the gauges can read
+                endpoints.append(self._gauges)
+                await self._gauges.start(tg)
             self.ready.set()
             self.signals.ready.fire("worker")
 
@@ -440,7 +449,8 @@ class Worker:
 
     def _endpoints(self, backend: Backend | None) -> list[Service]:
         """The metrics and health ports' services (none unless asked for). ``backend`` None
-        (several databases): the metrics show the counters alone, no database gauges."""
+        (several databases): the database gauges are read from every database, each labelled
+        with its name, by the process whose worker leads (``Gauges``)."""
         config = self.config
         by_port: dict[int, dict[str, Route]] = {}
         options: dict[int, str] = {}
@@ -460,24 +470,27 @@ class Worker:
 
     def _metrics(self, backend: Backend | None) -> tuple[Service | None, Route]:
         """The gauges' refresher and the /metrics route, rendered by the exporter this
-        worker was handed (none: Prometheus, which needs its extra). No backend: no
-        refresher, the counters alone."""
+        worker was handed (none: Prometheus, which needs its extra). No backend: several
+        databases, read together; this process leads if one of its databases' workers
+        does."""
         exporter = self.metrics_exporter or default_metrics_exporter()
         config = self.config
         cache = GaugeCache()
         silent_s = 3 * config.maintenance_interval_s + 5.0
-        gauges = (
-            None
-            if backend is None
-            else Gauges(
-                Observe(Databases.one(_getter(backend))),
-                self.id,
+        gauges: Gauges | None = None
+        if backend is not None:
+            reads = Observe(Databases.one(_getter(backend)))
+            gauges = Gauges(reads, self.id, cache, config.stats_refresh_s, silent_s, self.outage)
+        elif self._every_database is not None:
+            children = self._children
+            self._gauges = Gauges(
+                self._every_database,
+                lambda: [child.id for child in children],
                 cache,
                 config.stats_refresh_s,
                 silent_s,
                 self.outage,
             )
-        )
         meter = self.meter
 
         async def metrics() -> Response:
@@ -565,6 +578,15 @@ def _given(backend: Backend) -> Connect:
         return backend if await _schema.wait_until_current(current, stopping) else None
 
     return connect
+
+
+def _named(app: WorkerApp) -> Callable[[str], Awaitable[Backend]]:
+    """The app's open backend of a database, by name (``Databases``' getter)."""
+
+    async def get(database: str) -> Backend:
+        return await app.backend(database=database)
+
+    return get
 
 
 def _getter(backend: Backend) -> Callable[[], Awaitable[Backend]]:

@@ -235,7 +235,8 @@ async def dead_bulk(request: Request, user: User, form: FormData) -> Response:
     )
     app = dashboard(request).app
     act = {"requeue": app.requeue_dead, "discard": app.discard_dead}[verb]
-    ids = await act(where, who=who(user))
+    # a dead-letter group of one database (several): its preview counted that one alone
+    ids = await act(where, who=who(user), database=_text(form, "database"))
     done = {"requeue": "requeued", "discard": "discarded"}[verb]
     log.info("%s %s %d dead jobs (%s)", who(user), done, len(ids), where)
     return back(request, "dead", f"{done.capitalize()} {len(ids)} dead jobs.")
@@ -277,20 +278,30 @@ async def selected_bulk(request: Request, user: User, form: FormData) -> Respons
     return back(request, "jobs", notice)
 
 
+def _database(form: FormData) -> tuple[str | None, str]:
+    """The database an Overview row's form names (several databases: a row is one queue of
+    one database, and its settings are that database's), and how a notice says it; none:
+    every database (an unknown name is refused by the operation, naming the known ones)."""
+    database = _text(form, "database")
+    return database, f" in database {database}" if database else ""
+
+
 @action(Role.OPERATOR)
 async def pause_queue(request: Request, user: User, form: FormData) -> Response:
     queue = request.path_params["queue"]
-    await dashboard(request).app.pause_queue(queue, who=who(user))
-    log.info("%s paused queue %r", who(user), queue)
-    return back(request, "overview", f"Paused queue {queue}.")
+    database, where = _database(form)
+    await dashboard(request).app.pause_queue(queue, who=who(user), database=database)
+    log.info("%s paused queue %r%s", who(user), queue, where)
+    return back(request, "overview", f"Paused queue {queue}{where}.")
 
 
 @action(Role.OPERATOR)
 async def resume_queue(request: Request, user: User, form: FormData) -> Response:
     queue = request.path_params["queue"]
-    await dashboard(request).app.resume_queue(queue, who=who(user))
-    log.info("%s resumed queue %r", who(user), queue)
-    return back(request, "overview", f"Resumed queue {queue}.")
+    database, where = _database(form)
+    await dashboard(request).app.resume_queue(queue, who=who(user), database=database)
+    log.info("%s resumed queue %r%s", who(user), queue, where)
+    return back(request, "overview", f"Resumed queue {queue}{where}.")
 
 
 def _number(form: FormData, name: str, whole: bool) -> Any:
@@ -316,9 +327,11 @@ async def queue_limits(request: Request, user: User, form: FormData) -> Response
         "rate_per_s": _number(form, "rate_per_s", False),
         "aging_s": _number(form, "aging_s", False),
     }
-    await dashboard(request).app.set_queue_limits(queue, **limits, who=who(user))
-    log.info("%s set queue %r limits %s", who(user), queue, limits)
-    return back(request, "overview", f"Limits of {queue} set.")
+    database, where = _database(form)
+    app = dashboard(request).app
+    await app.set_queue_limits(queue, **limits, who=who(user), database=database)
+    log.info("%s set queue %r limits %s%s", who(user), queue, limits, where)
+    return back(request, "overview", f"Limits of {queue} set{where}.")
 
 
 @action(Role.ADMIN)

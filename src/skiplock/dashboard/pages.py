@@ -5,8 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -14,8 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._job import BlockedKey, JobFilter, JobRecord, JobState, KeyLoad
-from .._observe.stats import StatsGroup
-from ..errors import JobNotFound
+from ..errors import BackendUnavailable, ConfigurationError, JobNotFound
 from .auth import Role
 from .filters import (
     PAGE_SIZE,
@@ -28,14 +26,12 @@ from .filters import (
     text_field,
 )
 from .graph import draw
+from .overview import ALERT_BACKLOG_AGE_S, read_overview
 
 if TYPE_CHECKING:
+    from .._app import App
     from .state import Dashboard
 
-
-ALERT_BACKLOG_AGE_S = 300.0
-"""Backlog age turns red past this, as in ``skiplock stats`` (seed 000's "a few minutes");
-any dead job or reclaim in the window is red too, as there."""
 
 STATS_WINDOW_S = 300.0
 """The Overview's rates (throughput, claim latency, retries) are over the last 5 minutes."""
@@ -71,84 +67,50 @@ def dashboard(request: Request) -> Dashboard:
     return dash
 
 
-@dataclass(slots=True)
-class QueueRow:
-    """One queue on the Overview."""
-
-    name: str
-    counts: dict[str, int]
-    paused: bool = False
-    max_depth: int | None = None
-    max_running: int | None = None
-    rate_per_s: float | None = None
-    aging_s: float | None = None
-    backlog_age_s: float | None = None
-    claim_latency_p50_s: float | None = None
-    claim_latency_p95_s: float | None = None
-    throughput_per_min: float | None = None
-    retries: int = 0
-    dead_recent: int = 0
-    reclaims: int = 0
-    spark: list[int] = field(default_factory=list)
-
-    def read(self, group: StatsGroup | None) -> None:
-        """Take the rates of an ``app.stats()`` reading (None: nothing in its window)."""
-        if group is None:
-            self.throughput_per_min = 0.0
-            return
-        self.backlog_age_s = group.backlog_age_s
-        self.claim_latency_p50_s = group.claim_latency_p50_s
-        self.claim_latency_p95_s = group.claim_latency_p95_s
-        self.throughput_per_min = group.throughput_per_s * 60.0
-        self.retries, self.dead_recent = group.retries, group.dead
-        self.reclaims = group.reclaims
-
-    @property
-    def backlog_alert(self) -> bool:
-        return (self.backlog_age_s or 0.0) > ALERT_BACKLOG_AGE_S
-
-    @property
-    def depth(self) -> int:
-        return self.counts["pending"] + self.counts["claimed"] + self.counts["running"]
-
-
 async def overview(request: Request) -> Response:
     dash = dashboard(request)
     dash.sampler.ensure_started()
     app = dash.app
-    infos = {q.name: q for q in await app.queues()}
-    stats = await app.stats(window_s=STATS_WINDOW_S)
-    counts = await app.counts_by_queue()  # one reading for every queue, not one each
-    none = {state: 0 for state in (*(s.value for s in JobState), "claimed")}
-    rows = []
-    for name in await dash.sampler.queue_names():
-        row = QueueRow(name, counts.get(name) or dict(none))
-        if (info := infos.get(name)) is not None:
-            row.paused, row.max_depth = info.paused, info.max_depth
-            row.max_running, row.rate_per_s = info.max_running, info.rate_per_s
-            row.aging_s = info.aging_s
-        row.read(stats.queue(name))
-        row.spark = dash.sampler.depths(name)
-        rows.append(row)
+    reading = await read_overview(app, dash.sampler, STATS_WINDOW_S)
+    rows = reading.rows
     shown = ("pending", "claimed", "running", "waiting", "dead")
     totals = {s: sum(r.counts.get(s, 0) for r in rows) for s in shown}
-    live_workers = sum(w.silent_s <= SILENT_AFTER_S for w in await app.workers())
+    down = bool(reading.down)
+    workers = await _each_up(app, down, lambda database: app.workers(database=database))
+    live_workers = sum(w.silent_s <= SILENT_AFTER_S for w in workers)
     return dash.render.page(
         request,
         "overview.html",
+        down=reading.down,
         rows=rows,
         totals=totals,
         live_workers=live_workers,
-        ready=stats.total.ready,
+        ready=reading.ready,
         # ready work and nobody to run it: the one state an operator must see at a glance
-        workers_alert=live_workers == 0 and stats.total.ready > 0,
-        pauses=await app.task_pauses(),
-        keys=_keys_shown(request, stats.keys),
-        blocked_keys=_keys_shown(request, stats.blocked_keys),
+        workers_alert=live_workers == 0 and reading.ready > 0,
+        pauses=await _each_up(app, down, lambda database: app.task_pauses(database=database)),
+        keys=_keys_shown(request, reading.keys),
+        blocked_keys=_keys_shown(request, reading.blocked_keys),
         sample_every_s=dash.sampler.every_s,
         window_s=STATS_WINDOW_S,
         alert_backlog_s=ALERT_BACKLOG_AGE_S,
     )
+
+
+Row = TypeVar("Row")
+
+
+async def _each_up(
+    app: App, down: bool, read: Callable[[str | None], Awaitable[list[Row]]]
+) -> list[Row]:
+    """``read`` of every database; with one down (the Overview said so), of the others."""
+    if not down:
+        return await read(None)
+    rows: list[Row] = []
+    for database in app.directory.names():
+        with contextlib.suppress(BackendUnavailable):
+            rows += await read(database)
+    return rows
 
 
 Keyed = TypeVar("Keyed", KeyLoad, BlockedKey)
@@ -294,7 +256,9 @@ async def job(request: Request) -> Response:
     batch = None
     if links.batch_id is not None:
         with contextlib.suppress(JobNotFound):  # pruned with its jobs since the links' read
-            batch = await dash.app.batch_info(links.batch_id)
+            # the batch is in the job's database (its members are where it is)
+            database = dash.app.directory.name_of_id(record.id)
+            batch = await dash.app.batch_info(links.batch_id, database=database)
     return dash.render.page(
         request,
         "job.html",
@@ -376,8 +340,15 @@ async def dead_confirm(request: Request) -> Response:
     # a group is its task and its exact last error: "boom 1" must not reach "boom 10" (no
     # error at all in the link: any error; an empty one: the group of jobs without one)
     where = JobFilter(task=task or None, last_error=error if "error" in params else None)
-    count = await dash.app.count_jobs(JobState.DEAD, where)
-    return dash.render.page(request, "confirm.html", action=action, where=where, count=count)
+    # several databases: a group is one database's (its link names it); none: every one
+    database = text_field(params, "database") or None
+    try:
+        count = await dash.app.count_jobs(JobState.DEAD, where, database=database)
+    except ConfigurationError as exc:  # a database this App does not name
+        return dash.render.page(request, "problem.html", 400, problem=str(exc))
+    return dash.render.page(
+        request, "confirm.html", action=action, where=where, count=count, database=database
+    )
 
 
 async def waiting(request: Request) -> Response:

@@ -90,6 +90,7 @@ class Renderer:
         self, request: Request, template: str, status_code: int = 200, **context: Any
     ) -> HTMLResponse:
         user: User = request.state.user
+        directory = request.app.state.dashboard.app.directory
         html = self.env.get_template(template).render(
             request=request,
             url_for=request.url_for,
@@ -104,6 +105,9 @@ class Renderer:
                 request.query_params.get("notice"), request.query_params.get("sig")
             ),
             now=datetime.now(UTC),
+            # several databases (issue 46): a row says which it is in, a column only then
+            several=directory.several,
+            database_of=directory.name_of_id,
             **context,
         )
         return HTMLResponse(html, status_code=status_code)

@@ -2,7 +2,8 @@
 
 The database keeps no history of depths, so the dashboard process samples it: every
 ``every_s`` seconds (default 60, so 60 points an hour) it takes one ``app.stats()`` reading
-(one query for every queue) and keeps, per queue, the live depth (pending + claimed +
+(one query for every queue; several databases: one a database) and keeps, per queue (and
+database), the live depth (pending + claimed +
 running) and the throughput over the sampling interval, for the last hour, in memory. A
 dashboard that just started shows a short line; two dashboard processes each keep their own.
 The loop is a detached ``Service`` (the lifecycle every background loop shares): started by
@@ -18,7 +19,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._lanes import DEFAULT
 from .._service import Service
+from ..errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from .._app import App
@@ -46,7 +49,8 @@ class Sampler(Service):
         super().__init__()
         self.app = app
         self.every_s = every_s
-        self.samples: dict[str, deque[Sample]] = {}
+        self.samples: dict[tuple[str, str], deque[Sample]] = {}
+        """By database and queue (a queue may have jobs in several databases)."""
 
     def ensure_started(self) -> None:
         self.spawn()  # nothing if it runs already
@@ -67,24 +71,44 @@ class Sampler(Service):
 
     async def sample(self) -> None:
         now = time.time()
-        stats = await self.app.stats(window_s=max(self.every_s, 1.0))
-        for name in await self.queue_names():
-            group = stats.queue(name)
-            depth = group.pending + group.claimed + group.running if group else 0
-            rate = group.throughput_per_s * 60.0 if group else 0.0
-            points = self.samples.setdefault(name, deque())
-            points.append(Sample(now, depth, rate))
-            while points and points[0].at < now - HOUR_S:
-                points.popleft()
+        for database in self.databases():
+            try:
+                stats = await self.app.stats(window_s=max(self.every_s, 1.0), database=database)
+                names = await self.queue_names(database)
+            except BackendUnavailable:
+                if len(self.databases()) == 1:
+                    raise
+                log.warning("dashboard: sampling database %s failed", database, exc_info=True)
+                continue  # several: the others are sampled, this one's line has a gap
+            for name in names:
+                group = stats.queue(name)
+                depth = group.pending + group.claimed + group.running if group else 0
+                rate = group.throughput_per_s * 60.0 if group else 0.0
+                points = self.samples.setdefault((database, name), deque())
+                points.append(Sample(now, depth, rate))
+                while points and points[0].at < now - HOUR_S:
+                    points.popleft()
 
-    async def queue_names(self) -> list[str]:
-        """Queues with settings or live jobs, the app's tasks' queues, and those sampled."""
-        names = {q.name for q in await self.app.queues()}
-        names |= {t.queue for t in self.app.tasks.values()} | set(self.samples)
+    def databases(self) -> list[str]:
+        """The App's databases in the order their ids run (one: its own)."""
+        directory = self.app.directory
+        return sorted(directory.names(), key=directory.number_of)
+
+    async def queue_names(self, database: str = DEFAULT) -> list[str]:
+        """``database``'s queues: those with settings or live jobs there, the app's tasks'
+        queues whose jobs go there, and those sampled there (one database: every task's)."""
+        directory = self.app.directory
+        names = {q.name for q in await self.app.queues(database=database)}
+        names |= {
+            t.queue
+            for t in self.app.tasks.values()
+            if directory.database_of(directory.lane_for(t.queue, t.lane)) == database
+        }
+        names |= {name for (where, name) in self.samples if where == database}
         return sorted(names)
 
-    def depths(self, queue: str) -> list[int]:
-        return [s.depth for s in self.samples.get(queue, ())]
+    def depths(self, queue: str, database: str = DEFAULT) -> list[int]:
+        return [s.depth for s in self.samples.get((database, queue), ())]
 
-    def throughputs(self, queue: str) -> list[float]:
-        return [s.throughput_per_min for s in self.samples.get(queue, ())]
+    def throughputs(self, queue: str, database: str = DEFAULT) -> list[float]:
+        return [s.throughput_per_min for s in self.samples.get((database, queue), ())]
