@@ -300,6 +300,7 @@ class App:
         key_weight: int | None = None,
         fair: bool = True,
         lane: str | None = None,
+        executor: Literal["thread", "process"] | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -332,6 +333,7 @@ class App:
         key_weight: int | None = None,
         fair: bool = True,
         lane: str | None = None,
+        executor: Literal["thread", "process"] | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options.
 

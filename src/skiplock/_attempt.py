@@ -48,6 +48,9 @@ def _bounded_traceback(exc: BaseException, message: str) -> str:
         frames = "".join(list(formatted.format())[:-tail])
     except Exception:
         frames = ""
+    child = getattr(exc, "child_traceback", None)  # raised in a child process (processes.py)
+    if isinstance(child, str):
+        frames = child
     room = MAX_TRACEBACK_CHARS - len(message) - 1
     if len(frames) > room:
         cut = frames[len(frames) - room + 2 :]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from ._lanes import check_lane_name
-from ._limits import MAX_BATCH, MAX_CONCURRENCY, check_int, check_seconds, check_text
+from ._limits import MAX_BATCH, MAX_CONCURRENCY, MAX_INT, check_int, check_seconds, check_text
 from .errors import ConfigurationError
 
 DEFAULT_MAX_ATTEMPTS = 5
+MAX_MEMORY_MB = 2**20
+"""The largest ``max_memory_per_child_mb`` (1 TiB)."""
 """A job that fails five times is dead: enough to ride out a short outage with the default
 backoff (1 s, 2 s, 4 s, 8 s with full jitter), few enough that a poison job surfaces fast."""
 
@@ -148,6 +150,20 @@ class WorkerConfig:
     """How often the worker logs one INFO line of what it did (jobs started, each outcome,
     the rate, the mean run time); a job's routine events (started, succeeded, snoozed,
     released) log at DEBUG. 0: no summary line."""
+    sync_executor: Literal["thread", "process"] = "thread"
+    """Where sync tasks that do not name their own ``executor`` run: a thread of this
+    worker, or a child process of its pool, which a timeout kills (docs/guides/processes.md)."""
+    child_processes: int | None = None
+    """How many child processes process tasks may run in at once (None: ``concurrency``);
+    started as jobs need them."""
+    max_tasks_per_child: int | None = None
+    """A child process is replaced after this many jobs (None: never)."""
+    max_memory_per_child_mb: float | None = None
+    """A child process whose resident memory passed this many MiB after a job is replaced
+    (None: never); the job that crossed the line finishes first."""
+    kill_grace_s: float = 5.0
+    """How long a child process told to stop by a timeout (SIGTERM) may take before it is
+    killed (SIGKILL)."""
 
     def __post_init__(self) -> None:
         check_int("concurrency", self.concurrency, 1, MAX_CONCURRENCY)
@@ -169,6 +185,7 @@ class WorkerConfig:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 0, 65535)
         check_text("http_host", self.http_host)
+        self._check_processes()
         if self.name:  # the live-worker table's key (name:random); "" means host:pid
             check_text("name", self.name)
         if self.database is not None:
@@ -177,6 +194,29 @@ class WorkerConfig:
             require(len(self.queues) > 0, "queues", self.queues, "must name at least one queue")
             for queue in self.queues:
                 check_text("queues", queue)
+
+    def _check_processes(self) -> None:
+        """The process executor's fields (docs/guides/processes.md)."""
+        require(
+            self.sync_executor in ("thread", "process"),
+            "sync_executor",
+            self.sync_executor,
+            "must be 'thread' or 'process'",
+        )
+        if self.child_processes is not None:
+            check_int("child_processes", self.child_processes, 1, MAX_CONCURRENCY)
+        if self.max_tasks_per_child is not None:
+            check_int("max_tasks_per_child", self.max_tasks_per_child, 1, MAX_INT)
+        if self.max_memory_per_child_mb is not None:
+            mb = self.max_memory_per_child_mb
+            finite = isinstance(mb, int | float) and not isinstance(mb, bool)
+            require(
+                finite and 1 <= mb <= MAX_MEMORY_MB,
+                "max_memory_per_child_mb",
+                mb,
+                f"must be a number of MiB between 1 and {MAX_MEMORY_MB}",
+            )
+        check_seconds("kill_grace_s", self.kill_grace_s)
 
 
 _POSITIVE_DURATIONS = (
@@ -220,3 +260,8 @@ class WorkerOptions(TypedDict, total=False):
     http_host: str
     stats_refresh_s: float
     log_summary_interval_s: float
+    sync_executor: Literal["thread", "process"]
+    child_processes: int | None
+    max_tasks_per_child: int | None
+    max_memory_per_child_mb: float | None
+    kill_grace_s: float

@@ -203,6 +203,20 @@ class Task(TaskOptions, Generic[P, R]):
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
         super().__post_init__()  # the options' validation
+        if self.executor == "process":
+            self._check_process_task()
+
+    def _check_process_task(self) -> None:
+        """A process task is sync and importable by its child (module and name)."""
+        if self.is_async:
+            raise ConfigurationError(
+                f"task {self.name!r}: executor='process' is for sync functions (an async "
+                "task runs on the worker's loop; run its blocking part in a sync task)"
+            )
+        try:
+            where_is(self.fn)
+        except ValueError as exc:
+            raise ConfigurationError(f"task {self.name!r}: {exc}") from None
 
     def _check_fit(self, positional: int, keywords: tuple[str, ...], shape: object) -> None:
         misfit = argument_misfit(self.fn, positional, keywords)
@@ -330,3 +344,15 @@ class Task(TaskOptions, Generic[P, R]):
         job = self.prepare(*args, **kwargs)
         (handle,) = self.app.enqueue_many_sync([job], connection=self.connection)
         return handle
+
+
+def where_is(fn: Callable[..., Any]) -> tuple[str, str]:
+    """The module and name a child process imports ``fn`` by, as pickle would (ValueError:
+    it cannot: a nested function or a lambda)."""
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or "<locals>" in name or "<lambda>" in name:
+        raise ValueError(
+            f"{name or fn!r}: a task run in a process must be a module-level function "
+            "(its child imports it by module and name)"
+        )
+    return module, name

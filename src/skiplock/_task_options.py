@@ -458,6 +458,18 @@ class TaskOptions:
     )
     """The lane this task's jobs go to, whatever their queue's route (None: the queue's;
     several databases, docs/scaling.md). The App refuses a lane its ``lanes=`` does not name."""
+    executor: Literal["thread", "process"] | None = field(
+        default=None,
+        metadata=option(
+            check=_one_of(
+                "executor", (None, "thread", "process"), "must be 'thread', 'process' or None"
+            ),
+            listed="executor",
+        ),
+    )
+    """Where a sync task runs: ``"thread"``, a thread of the worker; ``"process"``, a child
+    process of the worker's pool, which a timeout kills (docs/guides/processes.md); None: the
+    worker's ``sync_executor`` (a thread by default). Async tasks run on the worker's loop."""
     depends_on: tuple[int, ...] = field(
         default=(),
         compare=False,

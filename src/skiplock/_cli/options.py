@@ -80,6 +80,15 @@ def _option(field: dataclasses.Field[Any], kind: Any) -> Callable[[F], F]:
         return click.option(
             *names, field.name, default=None, callback=_split_queues, help=help_text
         )
+    if typing.get_origin(kind) is typing.Literal:  # a choice of words: --sync-executor
+        return click.option(
+            *names,
+            field.name,
+            type=click.Choice([str(w) for w in typing.get_args(kind)]),
+            default=default,
+            show_default=True,
+            help=help_text,
+        )
     optional = type(None) in typing.get_args(kind)
     base = next((a for a in typing.get_args(kind) if a is not type(None)), kind)
     return click.option(

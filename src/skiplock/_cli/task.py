@@ -25,6 +25,7 @@ LISTED_ORDER = (
     "lane",
     "max_attempts",
     "timeout_s",
+    "executor",
     "visibility_timeout_s",
     "retry",
     "permanent",

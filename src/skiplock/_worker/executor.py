@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -34,6 +35,7 @@ from .classify import (
     classify,
 )
 from .pool import JobPool, SyncPool, Work
+from .processes import ChildPool
 
 _NO_TASK_RETRY = RetryPolicy()
 
@@ -253,16 +255,53 @@ async def execute(
     pool: SyncPool,
     report: Callable[[int, str], None] | None = None,
     store: DurableSource | None = None,
+    children: ChildPool | None = None,
 ) -> Decision:
     """Run one claimed job and decide its outcome (``report`` takes its progress records;
-    ``store`` serves its steps and waits). Raises only the worker's own cancel."""
+    ``store`` serves its steps and waits; ``children`` runs the process tasks). Raises only
+    the worker's own cancel."""
     try:
         task, args, kwargs = resolve(registry, job)
     except (UnrunnableJob, NewerPayload) as exc:
         return decide(job, None, exc)
     timeout = job.timeout if job.timeout is not None else task.timeout
+    if children is not None and children.takes(task):
+        ended = await _in_child(registry, job, task, args, kwargs, timeout, children, report, store)
+        return ended_as(registry, job, task, ended)
     set_current_job(StartedJob(job, timeout, report, time.time(), store))
     return ended_as(registry, job, task, await _invoke(task, args, kwargs, timeout, pool))
+
+
+async def _in_child(
+    registry: Registry,
+    job: ClaimedJob,
+    task: Task[Any, Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    timeout: float | None,
+    children: ChildPool,
+    report: Callable[[int, str], None] | None,
+    store: DurableSource | None,
+) -> Ended:
+    """A process task's attempt in a child (``processes.py``): its arguments cross as the
+    JSON the row holds (re-encoded only when an upcast changed them), its result comes back
+    as the JSON it is stored as."""
+    if job.payload_version == task.version:
+        args_json, kwargs_json = job.args_json, job.kwargs_json
+    else:
+        args_json, kwargs_json = json.dumps(args), json.dumps(kwargs)
+    failure, result_json = await children.run(
+        task.fn,
+        job,
+        args_json,
+        kwargs_json,
+        timeout,
+        report,
+        store,
+        registry.max_result_bytes,
+        task.keep_result,
+    )
+    return failure, None if result_json is None else json.loads(result_json)
 
 
 def ended_as(registry: Registry, job: ClaimedJob, task: Task[Any, Any], ended: Ended) -> Decision:
@@ -278,13 +317,18 @@ def ended_as(registry: Registry, job: ClaimedJob, task: Task[Any, Any], ended: E
     return decide(job, task, failure, result_json)
 
 
-def runs_on_its_own(registry: Registry, job: ClaimedJob) -> Task[Any, Any] | None:
+def runs_on_its_own(
+    registry: Registry, job: ClaimedJob, children: ChildPool | None = None
+) -> Task[Any, Any] | None:
     """The task of ``job`` when its attempt may run without an asyncio Task of its own
-    (``submit_sync``): a sync function without a timeout, untraced. None: ``execute``."""
+    (``submit_sync``): a sync function on a thread without a timeout, untraced. None:
+    ``execute``."""
     if registry.tracing is not None or job.timeout is not None:
         return None
     task = registry.tasks.get(job.task)
     if task is None or task.is_async or task.timeout is not None:
+        return None
+    if children is not None and children.takes(task):
         return None
     return task
 

@@ -45,6 +45,7 @@ from .executor import (
 )
 from .ledger import Lease, Ledger
 from .pool import JobPool, Work
+from .processes import ChildLimits, ChildPool
 from .progress import ProgressBoard
 from .signals import WorkerSignals
 
@@ -89,6 +90,8 @@ class Runner(Service):
         self._cancel_requested: set[int] = set()
         self._tg: asyncio.TaskGroup | None = None
         self._pool: JobPool | None = None
+        self.children = self._child_pool()
+        """The child processes of process tasks (none started until one runs)."""
 
     async def start(self, tg: asyncio.TaskGroup) -> None:
         self._tg = tg
@@ -103,6 +106,18 @@ class Runner(Service):
             await self._drain()
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            await self.children.close()
+
+    def _child_pool(self) -> ChildPool:
+        config = self.config
+        memory = config.max_memory_per_child_mb
+        limits = ChildLimits(
+            size=config.child_processes or config.concurrency,
+            max_tasks_per_child=config.max_tasks_per_child,
+            max_memory_per_child=None if memory is None else int(memory * 2**20),
+            kill_grace_s=config.kill_grace_s,
+        )
+        return ChildPool(limits, default=config.sync_executor)
 
     def hold(self) -> None:
         """Start no more jobs (the worker is stopping; the producer may still be claiming)."""
@@ -135,7 +150,7 @@ class Runner(Service):
         while (lease := ledger.start_next()) is not None:
             job = lease.job
             assert self._tg is not None and self._pool is not None
-            task = runs_on_its_own(registry, job)
+            task = runs_on_its_own(registry, job, self.children)
             attempt = None if task is None else self._start_sync(lease, task, self._pool)
             if attempt is None:
                 name = f"skiplock-job-{job.id}"
@@ -239,7 +254,12 @@ class Runner(Service):
         try:
             if self.registry.tracing is None:
                 decision = await execute(
-                    self.registry, job, pool, self.progress.put, self.durable_source()
+                    self.registry,
+                    job,
+                    pool,
+                    self.progress.put,
+                    self.durable_source(),
+                    self.children,
                 )
             else:
                 decision = await self._traced(job, pool)
@@ -253,7 +273,7 @@ class Runner(Service):
         assert self.registry.tracing is not None
         with self.registry.tracing.run(job, self.config.name) as ended:
             decision = await execute(
-                self.registry, job, pool, self.progress.put, self.durable_source()
+                self.registry, job, pool, self.progress.put, self.durable_source(), self.children
             )
             ended(decision)
         return decision

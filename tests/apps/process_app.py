@@ -1,0 +1,117 @@
+"""Sync tasks run in child processes (issue 47, ``executor="process"``): module-level, as a
+child imports them by module and name. Each records what it did where the test can count it:
+its own result (the child's pid) and, for the ones that must not outlive their timeout, a file
+written only if the code ran on past it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from pathlib import Path
+
+import skiplock
+from skiplock import current_job
+
+app = skiplock.App()  # SKIPLOCK_DATABASE_URL from the test
+
+_kept: list[bytes] = []
+"""What ``leak`` holds on to for the child's life: its resident memory grows with it."""
+
+
+def _late_mark(mark: str) -> None:
+    """The proof a timed-out attempt's code ran on: a file written after its timeout."""
+    if mark:
+        Path(mark).write_text(str(os.getpid()))
+
+
+NO_WAIT = skiplock.RetryPolicy(base_s=0.001, jitter=False)
+"""Retries due at once: a burst worker sees the second attempt."""
+
+
+@app.task(executor="process", timeout=0.5, max_attempts=2, retry=NO_WAIT)
+def spin(mark: str = "") -> int:
+    """Pure Python, never yielding: only a signal stops it."""
+    end = time.monotonic() + 3.0
+    while time.monotonic() < end:
+        pass
+    _late_mark(mark)
+    return os.getpid()
+
+
+@app.task(executor="process", timeout=0.5, max_attempts=2, retry=NO_WAIT)
+def c_sleep(mark: str = "") -> int:
+    """A blocking C call (libc's sleep through ctypes) that outlives its timeout."""
+    ctypes.CDLL(None).sleep(3)
+    _late_mark(mark)
+    return os.getpid()
+
+
+@app.task(timeout=0.5, max_attempts=1)
+def thread_spin(mark: str = "") -> int:
+    """The same busy loop on a thread (the old behaviour, the contrast): it cannot be killed."""
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        pass
+    _late_mark(mark)
+    return os.getpid()
+
+
+@app.task(executor="process")
+def whoami() -> int:
+    """The pid of the child that ran it."""
+    return os.getpid()
+
+
+@app.task(executor="process")
+def leak(mib: int) -> int:
+    """Keeps ``mib`` MiB for the child's life (touched, so it is resident)."""
+    _kept.append(b"x" * (mib * 2**20))
+    return os.getpid()
+
+
+@app.task(executor="process", max_attempts=1)
+def die(how: str) -> None:
+    """Ends its own process: ``exit`` (os._exit(3)), ``kill`` (SIGKILL), ``segfault``."""
+    if how == "exit":
+        os._exit(3)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    ctypes.string_at(0)  # reads address 0: SIGSEGV
+
+
+@app.task(executor="process", max_attempts=1)
+def fails(message: str) -> None:
+    raise ValueError(message)
+
+
+class Unpicklable(Exception):
+    def __init__(self, a: str, b: str) -> None:
+        super().__init__(f"{a}/{b}")
+
+
+@app.task(executor="process", max_attempts=1)
+def fails_oddly() -> None:
+    raise Unpicklable("one", "two")
+
+
+@app.task(executor="process")
+def knows_itself(n: int) -> dict[str, object]:
+    """current_job(), progress and a durable step, from the child."""
+    job = current_job()
+    job.set_progress_sync(0.5, "half way")
+    stepped = job.step_sync("double", lambda: n * 2)
+    return {"id": job.id, "attempt": job.attempt, "step": stepped, "pid": os.getpid()}
+
+
+@app.task
+def on_thread() -> int:
+    return os.getpid()
+
+
+@app.task
+def nap(seconds: float) -> int:
+    """A plain sync task (no executor of its own): where it runs is the worker's choice."""
+    time.sleep(seconds)
+    return os.getpid()

@@ -1,0 +1,200 @@
+"""Sync tasks in child processes a timeout can kill (issue 47, ``executor="process"``): real
+child processes of an in-process worker on both databases. A timed-out attempt's process is
+gone when its outcome is written; the old thread behaviour is shown beside it (its code runs
+on); children are recycled by count and by memory; a child that dies fails only its job;
+exceptions, current_job(), progress and durable steps cross the pipe."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import skiplock
+from skiplock import JobState, Worker
+from skiplock.errors import ConfigurationError
+
+from .apps import process_app
+from .helpers import Cli, cli_fixtures, wait_until
+
+SPEC = "tests.apps.process_app:app"
+cli, app = cli_fixtures(process_app, SPEC)
+pytestmark = pytest.mark.slow  # real child processes, started with spawn
+
+
+async def burst(app: skiplock.App, **options: Any) -> Worker:
+    worker = Worker(app, poll_interval_s=0.05, **options)
+    await worker.run(burst=True)
+    return worker
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only its zombie (ended; its exit not yet collected)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+async def await_until_async(condition: Any, what: str, timeout: float = 60.0) -> None:
+    """Until the coroutine function ``condition`` answers True."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await condition():
+        assert asyncio.get_running_loop().time() < deadline, f"never saw {what}"
+        await asyncio.sleep(0.05)
+
+
+def pids_in(message: str) -> list[int]:
+    return [int(p) for p in re.findall(r"pid (\d+)", message)]
+
+
+async def test_a_busy_loop_and_a_blocking_c_call_are_killed_at_their_timeout_and_retried(
+    app: skiplock.App, tmp_path: Path
+) -> None:
+    marks = [tmp_path / "spin.mark", tmp_path / "c.mark"]
+    handles = [
+        await process_app.spin.aenqueue(str(marks[0])),
+        await process_app.c_sleep.aenqueue(str(marks[1])),
+    ]
+    await burst(app, concurrency=2)
+    for handle in handles:
+        job = await app.get_job(handle.id)
+        assert job.state is JobState.DEAD and job.attempt == 2  # retried once, then dead
+        for error in job.errors:
+            assert "JobTimeout: timed out after 0.5s" in error["message"], error
+            assert "was killed (SIGTERM)" in error["message"], error
+            (pid,) = pids_in(error["message"])
+            assert gone(pid) and pid != os.getpid()
+    assert not any(mark.exists() for mark in marks)  # the killed code never ran on
+
+
+async def test_a_timed_out_thread_runs_on_where_a_process_would_be_killed(
+    app: skiplock.App, tmp_path: Path
+) -> None:
+    """The contrast: the same busy loop on a thread is recorded as timed out, and its code
+    keeps running past it (it writes its mark after the outcome is in the table)."""
+    mark = tmp_path / "thread.mark"
+    handle = await process_app.thread_spin.aenqueue(str(mark))
+    await burst(app)
+    job = await app.get_job(handle.id)
+    assert job.state is JobState.DEAD
+    assert "its thread cannot be killed" in job.errors[-1]["message"]
+    assert not mark.exists()  # not yet: the outcome came at the timeout
+    wait_until(mark.exists, "the timed-out thread to run on and write its mark")
+    assert mark.read_text() == str(os.getpid())  # on the worker's own process
+
+
+async def test_children_are_recycled_after_max_tasks_per_child(app: skiplock.App) -> None:
+    handles = [await process_app.whoami.aenqueue() for _ in range(6)]
+    await burst(app, concurrency=1, child_processes=1, max_tasks_per_child=2)
+    pids = [await (await app.job(h.id)).result() for h in handles]
+    assert os.getpid() not in pids
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4] == pids[5] != pids[0], pids
+    control = [await process_app.whoami.aenqueue() for _ in range(6)]
+    await burst(app, concurrency=1, child_processes=1)
+    assert len({await (await app.job(h.id)).result() for h in control}) == 1
+
+
+async def test_a_child_past_max_memory_is_replaced_after_the_job_that_crossed_it(
+    app: skiplock.App,
+) -> None:
+    handles = [await process_app.leak.aenqueue(120) for _ in range(3)]
+    await burst(app, concurrency=1, child_processes=1, max_memory_per_child_mb=100)
+    pids = [await (await app.job(h.id)).result() for h in handles]
+    assert len(set(pids)) == 3, pids  # each crossed 100 MiB, finished, and was replaced
+    control = [await process_app.leak.aenqueue(1) for _ in range(3)]
+    await burst(app, concurrency=1, child_processes=1, max_memory_per_child_mb=100)
+    assert len({await (await app.job(h.id)).result() for h in control}) == 1
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [("exit", "exited with code 3"), ("kill", "killed by SIGKILL"), ("segfault", "SIGSEGV")],
+)
+async def test_a_child_that_dies_fails_only_its_job(app: skiplock.App, how: str, said: str) -> None:
+    doomed = await process_app.die.aenqueue(how)
+    after = [await process_app.whoami.aenqueue() for _ in range(3)]
+    await burst(app, concurrency=1, child_processes=1)
+    job = await app.get_job(doomed.id)
+    assert job.state is JobState.DEAD and said in job.errors[-1]["message"], job.errors
+    assert "ChildDied" in job.errors[-1]["message"]
+    for handle in after:
+        assert (await app.get_job(handle.id)).state is JobState.SUCCEEDED
+    assert await app.counts() == {**{s: 0 for s in await app.counts()}, "dead": 1, "succeeded": 3}
+
+
+async def test_an_exception_crosses_as_itself_or_as_its_text(app: skiplock.App) -> None:
+    plain = await process_app.fails.aenqueue("boom")
+    odd = await process_app.fails_oddly.aenqueue()
+    await burst(app)
+    error = (await app.get_job(plain.id)).errors[-1]
+    assert error["message"] == "ValueError: boom" and error["type"] == "builtins.ValueError"
+    error = (await app.get_job(odd.id)).errors[-1]
+    assert "Unpicklable: one/two" in error["message"], error
+    assert "in child process" in error["traceback"], error
+    assert "raise Unpicklable" in error["traceback"], error  # the child's frames
+    assert "raise ValueError(message)" in (await app.get_job(plain.id)).errors[-1]["traceback"]
+
+
+async def test_current_job_progress_and_steps_work_in_the_child(app: skiplock.App) -> None:
+    handle = await process_app.knows_itself.aenqueue(21)
+    await burst(app)
+    got = await handle.result()
+    assert got["id"] == handle.id and got["attempt"] == 1 and got["step"] == 42
+    assert got["pid"] != os.getpid()
+    job = await app.get_job(handle.id)
+    assert job.progress is not None and job.progress["message"] == "half way"
+
+
+async def test_a_worker_wide_default_runs_every_sync_task_in_a_child(app: skiplock.App) -> None:
+    handle = await process_app.on_thread.aenqueue()
+    await burst(app, sync_executor="process")
+    assert await handle.result() != os.getpid()
+    other = await process_app.on_thread.aenqueue()
+    await burst(app)
+    assert await other.result() == os.getpid()
+
+
+def test_a_process_task_must_be_sync_and_importable(tmp_path: Path) -> None:
+    app = skiplock.App(f"sqlite:///{tmp_path / 'jobs.db'}")
+    with pytest.raises(ConfigurationError, match="executor='process' is for sync functions"):
+
+        @app.task(executor="process")
+        async def later() -> None: ...
+
+    with pytest.raises(ConfigurationError, match="must be a module-level function"):
+
+        @app.task(executor="process")
+        def nested() -> None: ...
+
+    with pytest.raises(ConfigurationError, match="executor="):
+        app.task(executor="fork")(process_app.whoami.fn)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="max_memory_per_child_mb"):
+        skiplock.WorkerConfig(max_memory_per_child_mb=0)
+
+
+async def test_the_cli_worker_runs_sync_tasks_in_children_and_lets_them_finish_on_sigterm(
+    cli: Cli, app: skiplock.App
+) -> None:
+    """As a user starts it (every other option at its default): a SIGTERM while a child runs
+    a job lets the job finish in its grace, as a thread's would, and the worker exits 0."""
+    handle = await process_app.nap.aenqueue(1.5)
+    proc = cli.start("--sync-executor", "process")
+
+    async def running() -> bool:
+        return (await app.get_job(handle.id)).state is JobState.RUNNING
+
+    await await_until_async(running, "the job to start in a child")
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 60) == 0, cli.output()
+    job = await app.get_job(handle.id)
+    assert job.state is JobState.SUCCEEDED, (job, cli.output())
+    pid = job.result
+    assert isinstance(pid, int) and pid != proc.pid  # it ran in a child
+    wait_until(lambda: gone(pid), "the child to end with its worker")
