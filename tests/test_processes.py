@@ -20,7 +20,7 @@ from skiplock import JobState, Worker
 from skiplock.errors import ConfigurationError
 
 from .apps import process_app
-from .helpers import Cli, cli_fixtures, wait_until
+from .helpers import Cli, cli_fixtures, running, wait_until
 
 SPEC = "tests.apps.process_app:app"
 cli, app = cli_fixtures(process_app, SPEC)
@@ -198,3 +198,38 @@ async def test_the_cli_worker_runs_sync_tasks_in_children_and_lets_them_finish_o
     pid = job.result
     assert isinstance(pid, int) and pid != proc.pid  # it ran in a child
     wait_until(lambda: gone(pid), "the child to end with its worker")
+
+
+async def test_wait_for_parks_from_the_child_and_a_signal_resumes_it(app: skiplock.App) -> None:
+    handle = await process_app.waits_for_go.aenqueue()
+    async with running(app, concurrency=2):
+
+        async def parked() -> bool:
+            return (await app.get_job(handle.id)).state is JobState.WAITING
+
+        await await_until_async(parked, "the job to park on its signal")
+        await app.signal(handle.id, "go", {"n": 7})
+        got = await handle.result(timeout=60)
+    assert got["got"] == {"n": 7} and got["pid"] != os.getpid()
+    assert (await app.get_job(handle.id)).state is JobState.SUCCEEDED
+
+
+async def test_each_worker_of_processes_n_has_its_own_children(cli: Cli, app: skiplock.App) -> None:
+    handles = [await process_app.nap.aenqueue(0.3) for _ in range(8)]
+    proc = cli.start(
+        "--processes", "2", "--sync-executor", "process", "--concurrency", "1", "--prefetch", "0"
+    )  # one job at a time each: both workers take some
+
+    async def all_done() -> bool:
+        states = {(await app.get_job(h.id)).state for h in handles}
+        return states == {JobState.SUCCEEDED}
+
+    await await_until_async(all_done, "every job to succeed", timeout=120)
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 60) == 0, cli.output()
+    jobs = [await app.get_job(h.id) for h in handles]
+    children = {j.result for j in jobs}
+    workers = {int(str(j.worker).split(":")[1]) for j in jobs}  # host:pid:... of the worker
+    assert len(workers) == 2, workers  # both worker processes ran jobs...
+    assert children.isdisjoint(workers | {proc.pid})  # ...each in children of its own
+    assert len(children) >= 2

@@ -115,3 +115,10 @@ def nap(seconds: float) -> int:
     """A plain sync task (no executor of its own): where it runs is the worker's choice."""
     time.sleep(seconds)
     return os.getpid()
+
+
+@app.task(executor="process")
+def waits_for_go() -> dict[str, object]:
+    """Parks on the signal "go" from the child, then (a new attempt) returns its payload."""
+    payload = current_job().wait_for_sync("go", timeout=60)
+    return {"got": payload, "pid": os.getpid()}
