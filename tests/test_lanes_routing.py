@@ -320,3 +320,31 @@ async def test_an_app_of_one_database_claims_every_lane_it_routes_to(db_url: str
         assert [(await app.get_job(h.id)).state for h in handles] == ["succeeded"] * 10
     finally:
         await app.close()
+
+
+async def test_a_batch_refuses_a_job_routed_to_another_database(pg_url: str, other_db: str) -> None:
+    """A batch lives in the App's own database (its members' rows and its callbacks are
+    one database's): a member routed elsewhere is refused by name, nothing written there
+    (it was written there before, and its batch read as "no such batch")."""
+    app = routed(pg_url, other_db)
+
+    @app.task(queue="email")
+    def send(to: str) -> None: ...
+
+    @app.task
+    def plain(n: int) -> None: ...
+
+    @app.task
+    def report(batch_id: int) -> None: ...
+
+    try:
+        await app.migrate()
+        with pytest.raises(ConfigurationError, match="lives in the App's own database"):
+            async with app.batch(on_complete=report.s()):
+                await send.aenqueue("x")
+        assert await rows(other_db) == []
+        async with app.batch(on_complete=report.s()) as batch:
+            member = await plain.aenqueue(1)
+        assert member.id < ID_SPAN and (await app.batch_info(batch.id)).total == 1
+    finally:
+        await app.close()

@@ -185,9 +185,11 @@ class Enqueuer:
             self._registry.wake_queues({job.queue for job in batch})
         return self._handles(batch, ids)
 
-    def _plan_database(self, jobs: Sequence[NewJob]) -> str:
+    def _plan_database(self, jobs: Sequence[NewJob], batch_id: int | None = None) -> str:
         """A workflow lives in one lane (its edges, its releases and its callbacks are one
-        database's rows): that lane's database, or a ConfigurationError naming the lanes."""
+        database's rows): that lane's database, or a ConfigurationError naming the lanes. A
+        batch's members live with the batch, in the App's own database (``app.batch``
+        opens it there)."""
         assert self._directory is not None
         lanes = sorted({job.lane for job in jobs})
         if len(lanes) > 1:
@@ -196,7 +198,15 @@ class Enqueuer:
                 "(route their queues to one lane, or give their tasks the same lane=; "
                 "nothing was enqueued)"
             )
-        return self._directory.database_of(lanes[0]) if lanes else "default"
+        database = self._directory.database_of(lanes[0]) if lanes else "default"
+        if batch_id is not None and database != "default":
+            raise ConfigurationError(
+                f"batch {batch_id} lives in the App's own database ('default'), and these jobs "
+                f"go to database {database!r} (lane {lanes[0]!r}): enqueue them outside the "
+                "batch, or route them to a lane of the App's own database (nothing was "
+                "enqueued)"
+            )
+        return database
 
     def _one_database(self, parts: dict[str, list[int]], what: str) -> tuple[str]:
         """The one database every job goes to, or a ConfigurationError naming them."""
@@ -289,7 +299,7 @@ class Enqueuer:
         if self._directory is None:
             backend = await self._backend()
         else:
-            database = self._plan_database(jobs)
+            database = self._plan_database(jobs, plan.batch_id)
             assert self._backend_of is not None
             backend = await self._backend_of(database)
             if connection is not None:
@@ -322,7 +332,7 @@ class Enqueuer:
         backend = self._on_callers()
         jobs = [node.job for node in plan.nodes]
         if self._directory is not None:
-            self._plan_database(jobs)  # one lane, or refused
+            self._plan_database(jobs, plan.batch_id)  # one lane, or refused
             parts = self._parts(jobs)
             assert parts is not None
             backend = self._callers_of(parts, connection)
