@@ -334,3 +334,27 @@ async def test_cli_dead_list_and_requeue_per_database_limit_in_total(app: skiplo
     assert pruned.stdout.startswith("database b: would delete 1 jobs")
     unknown = cli(app, "prune", SPEC, "--dry-run", "--database", "c")
     assert unknown.returncode != 0 and "no such database" in unknown.stderr
+
+
+async def test_a_job_record_names_its_lane_and_database(pg_url: str, other_db: str) -> None:
+    app = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)}, lanes={"eu": "b"})
+
+    @app.task(lane="eu")
+    def far(n: int) -> None: ...
+
+    @app.task
+    def near(n: int) -> None: ...
+
+    try:
+        await app.migrate()
+        there, here = await far.aenqueue(1), await near.aenqueue(2)
+        got = await app.get_job(there.id)
+        assert (got.lane, got.database) == ("eu", "b")
+        got = await app.get_job(here.id)
+        assert (got.lane, got.database) == ("default", "default")
+        listed = {j.id: (j.lane, j.database) for j in await app.list_jobs()}
+        assert listed == {there.id: ("eu", "b"), here.id: ("default", "default")}
+        found = await app.find_jobs(str(there.id))
+        assert [(j.lane, j.database) for j in found] == [("eu", "b")]
+    finally:
+        await app.close()

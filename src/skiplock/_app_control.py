@@ -167,7 +167,8 @@ class Operations:
     # -- jobs and dead letters ----------------------------------------------------------------
 
     async def get_job(self, job_id: int) -> JobRecord:
-        return await (await self.backend.of_id(job_id)).job_get(job_id)
+        found = await (await self.backend.of_id(job_id)).job_get(job_id)
+        return self.backend.named([found])[0]
 
     async def release_worker(self, worker_id: str) -> list[int]:
         if not isinstance(worker_id, str) or not worker_id.strip():
@@ -236,7 +237,7 @@ class Operations:
                 dataclasses.replace(part, limit=left), state, before_id, oldest_first
             )
             found += await (await self.backend(name)).job_list(params)
-        return found
+        return self.backend.named(found)
 
     def _parts(self, where: JobFilter, database: str | None) -> list[tuple[str, JobFilter]]:
         """The databases a filter reads, each with its part of the filter: the named ids
@@ -301,7 +302,7 @@ class Operations:
             more = await (await self.backend(name)).job_find(JobFindParams(text, limit))
             seen = {j.id for j in found}
             found += [j for j in more if j.id not in seen]
-        return found[:limit]
+        return self.backend.named(found[:limit])
 
     async def dead_groups(
         self, limit: int = 200, *, database: str | None = None

@@ -8,11 +8,16 @@ once, so what it does and prints is what it did before."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 from ._backends import Backend
 from ._lanes import DEFAULT, ID_SPAN, Directory
 from .errors import ConfigurationError
+
+R = TypeVar("R", bound=Any)
+"""A job record (``JobRecord``): a dataclass with an ``id`` and a ``database``."""
 
 NamedGetter = Callable[[str], Awaitable[Backend]]
 """The open backend of a database, by its name (``App.backend(database=...)``)."""
@@ -75,6 +80,13 @@ class Databases:
         for job_id in ids:
             parts.setdefault(self.name_of_id(job_id), []).append(job_id)
         return {name: tuple(part) for name, part in parts.items()}
+
+    def named(self, records: list[R]) -> list[R]:
+        """Job records with their ``database`` set (the one each id names), when there are
+        several; a one-database App's stay ``"default"``, untouched."""
+        if not self.several:
+            return records
+        return [dataclasses.replace(r, database=self.name_of_id(r.id)) for r in records]
 
     def first_id(self, database: str) -> int:
         """The smallest id ``database`` makes (its number times ``ID_SPAN``)."""

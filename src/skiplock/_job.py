@@ -287,6 +287,10 @@ class JobRecord:
     """``block`` or ``skip`` for an ordered key's job (``ordering_on_dead``); None: unordered."""
     key_weight: int | None = None
     """Jobs its key takes a turn (``key_weight=``; None: 1); 0: no turns (``fair=False``)."""
+    lane: str = DEFAULT_LANE
+    """The lane it went to (``"default"`` unless routed: docs/scaling.md)."""
+    database: str = "default"
+    """The database it is in (an App with ``databases=`` has several; its id names it)."""
 
     @property
     def worker(self) -> str | None:

@@ -158,7 +158,7 @@ RECORD_COLUMNS = (
     "id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at, created_at,"
     " attempted_at, finished_at, locked_by, lease_expires_at, errors, correlation_id, audit,"
     " started_at, result, progress, payload_version, unique_key, unique_until, concurrency_key,"
-    " key_limit, key_order, key_weight"
+    " key_limit, key_order, key_weight, lane"
 )
 """The columns of an inspection read. Each dialect selects them under these names, times as
 Unix seconds (PostgreSQL: exact numeric) and JSON as text, so one reader maps both."""
@@ -224,6 +224,7 @@ def job_record(row: Row) -> JobRecord:
         key_limit=row["key_limit"],
         key_order=read.text_or_none("key_order"),
         key_weight=row["key_weight"],
+        lane=read.text("lane"),
         problems=read.problems,
     )
 

@@ -54,6 +54,8 @@ def job_details(job: JobRecord) -> dict[str, Any]:
         "id": job.id,
         "task": job.task,
         "queue": job.queue,
+        "lane": job.lane,
+        "database": job.database,
         "state": job.state.value,
         "attempt": job.attempt,
         "max_attempts": job.max_attempts,

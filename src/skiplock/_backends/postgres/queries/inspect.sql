@@ -9,7 +9,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs WHERE id = $1
 
 -- name: JOB_OUTCOME_MANY
@@ -118,7 +118,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -146,7 +146,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -204,7 +204,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs WHERE (unique_key = $1 OR correlation_id = $1) /*part*/
 ORDER BY id DESC LIMIT $2
 

@@ -3,7 +3,7 @@
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
        correlation_id, audit, started_at, result, progress, payload_version, unique_key,
-       unique_until, concurrency_key, key_limit, key_order, key_weight
+       unique_until, concurrency_key, key_limit, key_order, key_weight, lane
 FROM skiplock_jobs WHERE id = :id
 
 -- name: JOB_OUTCOME_MANY
@@ -86,7 +86,7 @@ RETURNING state
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
        correlation_id, audit, started_at, result, progress, payload_version, unique_key,
-       unique_until, concurrency_key, key_limit, key_order, key_weight
+       unique_until, concurrency_key, key_limit, key_order, key_weight, lane
 FROM skiplock_jobs
 WHERE (:state IS NULL OR state = :state)
       AND id < coalesce(:before, 9223372036854775807)
@@ -112,7 +112,7 @@ ORDER BY id DESC LIMIT :limit
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
        correlation_id, audit, started_at, result, progress, payload_version, unique_key,
-       unique_until, concurrency_key, key_limit, key_order, key_weight
+       unique_until, concurrency_key, key_limit, key_order, key_weight, lane
 FROM skiplock_jobs
 WHERE (:state IS NULL OR state = :state)
       AND id > coalesce(:before, 0)
@@ -178,7 +178,7 @@ GROUP BY state
 SELECT id, task, queue, state, args, kwargs, priority, attempt, max_attempts, run_at,
        created_at, attempted_at, finished_at, locked_by, lease_expires_at, errors,
        correlation_id, audit, started_at, result, progress, payload_version, unique_key,
-       unique_until, concurrency_key, key_limit, key_order, key_weight
+       unique_until, concurrency_key, key_limit, key_order, key_weight, lane
 FROM skiplock_jobs WHERE unique_key = :text OR correlation_id = :text
 ORDER BY id DESC LIMIT :limit
 

@@ -49,7 +49,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -78,7 +78,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -106,7 +106,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -134,7 +134,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -222,7 +222,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs WHERE (unique_key = $1 OR correlation_id = $1) AND state IN ('pending', 'running')
 ORDER BY id DESC LIMIT $2
 
@@ -238,7 +238,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs WHERE (unique_key = $1 OR correlation_id = $1) AND state IN ('succeeded', 'cancelled', 'dead', 'waiting')
 ORDER BY id DESC LIMIT $2
 
@@ -255,7 +255,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs_live
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -284,7 +284,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs_done
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -313,7 +313,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs_dead
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -342,7 +342,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs_waiting
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -370,7 +370,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs_live
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -398,7 +398,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs_done
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -426,7 +426,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs_dead
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
@@ -454,7 +454,7 @@ SELECT id, task, queue, state, args::text AS args, kwargs::text AS kwargs, prior
        correlation_id, audit::text AS audit, extract(epoch FROM started_at) AS started_at,
        result::text AS result, progress::text AS progress, payload_version, unique_key,
        extract(epoch FROM unique_until) AS unique_until, concurrency_key, key_limit,
-       key_order, key_weight
+       key_order, key_weight, lane
 FROM {s}.skiplock_jobs_waiting
 WHERE ($1::text IS NULL OR state = $1)
   AND ($2::bigint[] IS NULL OR id = ANY($2))
