@@ -16,7 +16,7 @@ from ._app_databases import Databases
 from ._eager import EagerMode
 from ._job import JobOutcome
 from ._lanes import DEFAULT
-from ._task import Enqueuing, JobHandle
+from ._task import Enqueuing, JobHandle, typed_result
 from ._waiting import Waiters, unwrap
 
 
@@ -43,12 +43,12 @@ class Results:
         timeout: float | None = None,
         return_exceptions: bool = False,
     ) -> list[Any]:
-        ids = [h.id for h in handles]
-        outcomes = await self.wait_for_outcomes(ids, timeout)
+        listed = list(handles)
+        outcomes = await self.wait_for_outcomes([h.id for h in listed], timeout)
         results: list[Any] = []
-        for job_id in ids:
+        for handle in listed:
             try:
-                results.append(unwrap(outcomes[job_id]))
+                results.append(typed_result(handle, unwrap(outcomes[handle.id])))
             except Exception as exc:
                 if not return_exceptions:
                     raise

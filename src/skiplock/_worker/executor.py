@@ -24,7 +24,7 @@ from .._job import ClaimedJob, StartedJob, current_job, set_current_job
 from .._payload import decode_args, encode_result
 from .._registry import Registry
 from .._task import Task, argument_misfit
-from ..errors import PayloadError
+from ..errors import ArgumentInvalid, PayloadError
 from .classify import (
     Decision,
     JobTimeout,
@@ -65,6 +65,11 @@ def resolve(
     misfit = argument_misfit(task.fn, len(args), tuple(kwargs))
     if misfit is not None:
         raise UnrunnableJob(f"{job.task}: {misfit}")
+    if task.typed is not None:  # rebuilt after the upcasts: dead at once if they do not fit
+        try:
+            args, kwargs = task.typed.load_call(task.name, args, kwargs)
+        except ArgumentInvalid as exc:
+            raise UnrunnableJob(str(exc)) from exc
     return task, args, kwargs
 
 
@@ -242,6 +247,8 @@ def stored_result(registry: Registry, task: Task[Any, Any], value: Any) -> str |
     if value is None or not task.keep_result:
         return None  # nothing to encode: the hot path of a no-op task
     try:
+        if task.typed is not None:
+            value = task.typed.dump_result(task.name, value)
         return encode_result(task.name, value, registry.max_result_bytes)
     except (TypeError, PayloadError) as exc:
         raise UnstorableResult(str(exc)) from exc
