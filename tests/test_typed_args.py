@@ -303,3 +303,22 @@ def test_skiplock_imports_without_pydantic() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["_Plain", json.dumps([{"x": 1}, 2], separators=(",", ":"))]
+
+
+async def test_a_chain_step_receives_the_previous_typed_result_rebuilt(app: skiplock.App) -> None:
+    @app.task(name="total")
+    async def total(order: Order) -> Receipt:
+        return Receipt(order_id=order.id, total=sum(line.qty for line in order.lines))
+
+    @app.task(name="describe")
+    async def describe(receipt: Receipt, prefix: str) -> str:
+        assert isinstance(receipt, Receipt), receipt
+        return f"{prefix} {receipt.order_id}: {receipt.total}"
+
+    with pytest.raises(skiplock.ArgumentInvalid, match="argument 'order'"):
+        await skiplock.chain(total.s({"id": "x"}), describe.s("order")).aenqueue()
+    flow = await skiplock.chain(total.s(ORDER), describe.s("order")).aenqueue()
+    both = await skiplock.group(total.s(ORDER), total.s(ORDER)).aenqueue()
+    await app.drain()
+    assert await flow.result(timeout=30) == "order 7: 5"
+    assert await both.result(timeout=30) == [Receipt(order_id=7, total=5)] * 2

@@ -16,7 +16,7 @@ from ._app_databases import Databases
 from ._eager import EagerMode
 from ._job import JobOutcome
 from ._lanes import DEFAULT
-from ._task import Enqueuing, JobHandle, typed_result
+from ._task import Enqueuing, JobHandle
 from ._waiting import Waiters, unwrap
 
 
@@ -48,7 +48,7 @@ class Results:
         results: list[Any] = []
         for handle in listed:
             try:
-                results.append(typed_result(handle, unwrap(outcomes[handle.id])))
+                results.append(handle.rebuilt(unwrap(outcomes[handle.id])))
             except Exception as exc:
                 if not return_exceptions:
                     raise

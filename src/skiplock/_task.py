@@ -99,7 +99,12 @@ class JobHandle:
         itself, through the process's one watch, not by polling per handle.
         """
         outcomes = await self.app.wait_for_outcomes([self.id], timeout)
-        return typed_result(self, unwrap(outcomes[self.id]))
+        return self.rebuilt(unwrap(outcomes[self.id]))
+
+    def rebuilt(self, value: Any) -> Any:
+        """A result value as its task's return annotation says (``_typed``), when that names
+        a pydantic model or a dataclass and this app has the task; else ``value`` itself."""
+        return typed_result(self, value)
 
     def result_sync(self, timeout: float | None = None) -> Any:
         """``result`` for code without an event loop (run on the app's private loop).
