@@ -322,3 +322,50 @@ async def test_a_chain_step_receives_the_previous_typed_result_rebuilt(app: skip
     await app.drain()
     assert await flow.result(timeout=30) == "order 7: 5"
     assert await both.result(timeout=30) == [Receipt(order_id=7, total=5)] * 2
+
+
+class ReceiptV2(BaseModel):
+    order_id: int
+    total: int
+    currency: str
+
+
+async def test_a_stored_result_that_no_longer_fits_is_read_as_its_json(
+    app: skiplock.App, db_url: str
+) -> None:
+    before = skiplock.App(db_url)
+
+    @before.task(name="total")
+    async def total_v1(order: Order) -> Receipt:
+        return Receipt(order_id=order.id, total=1)
+
+    try:
+        job = (await total_v1.aenqueue(ORDER)).id
+        await before.drain()
+    finally:
+        await before.close()
+
+    @app.task(name="total")
+    async def total(order: Order) -> ReceiptV2:
+        return ReceiptV2(order_id=order.id, total=1, currency="EUR")
+
+    assert await (await app.job(job)).result(timeout=30) == {"order_id": 7, "total": 1}
+
+
+def test_a_task_without_models_takes_the_plain_path(tmp_path: Path) -> None:
+    app = skiplock.App(f"sqlite:///{tmp_path / 'plain.db'}")
+
+    @app.task(name="plain")
+    def plain(n: int, items: list[dict[str, Any]], *rest: str, **more: float) -> str:
+        return ""
+
+    @app.task(name="bare")
+    def bare(n, m=1):  # type: ignore[no-untyped-def]  # no annotations at all
+        return n
+
+    @app.task(name="typed")
+    def typed(order: Order) -> None:
+        pass
+
+    assert plain.typed is None and bare.typed is None and typed.typed is not None
+    assert plain.prepare(1, [{"a": 1}]).args_json == '[1,[{"a":1}]]'
