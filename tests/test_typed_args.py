@@ -369,3 +369,27 @@ def test_a_task_without_models_takes_the_plain_path(tmp_path: Path) -> None:
 
     assert plain.typed is None and bare.typed is None and typed.typed is not None
     assert plain.prepare(1, [{"a": 1}]).args_json == '[1,[{"a":1}]]'
+
+
+@dataclass
+class Node:
+    name: str
+    child: Node | None = None
+
+
+def test_a_dataclass_that_holds_itself_without_pydantic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_typed, "_pydantic_installed", lambda: False)
+    app = skiplock.App(f"sqlite:///{tmp_path / 'tree.db'}")
+
+    @app.task(name="walk")
+    def walk(tree: Node) -> None:
+        pass
+
+    assert walk.typed is not None
+    tree = Node("a", Node("b", Node("c")))
+    stored = json.loads(walk.prepare(tree).args_json)
+    assert walk.typed.load_call("walk", stored, {}) == ([tree], {})
+    schema = walk.typed.schemas()["arguments"]["tree"]
+    assert schema["properties"]["child"]["anyOf"][0] == {"title": "Node", "type": "object"}

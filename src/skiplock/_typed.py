@@ -105,15 +105,22 @@ class _Plain:
     """A dataclass ``cls`` (or ``cls | None``) without pydantic: ``asdict`` out, ``cls(**)``
     back, its dataclass fields rebuilt in turn; other fields as the JSON gave them."""
 
-    def __init__(self, cls: type, optional: bool) -> None:
+    def __init__(
+        self, cls: type, optional: bool, made: dict[tuple[type, bool], _Plain] | None = None
+    ) -> None:
         self.cls = cls
         self.optional = optional
-        hints = typing.get_type_hints(cls)
+        made = {} if made is None else made
+        made[cls, optional] = self  # a dataclass that holds itself (a tree) reuses this one
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # a field's annotation cannot be resolved: passed as the JSON gave it
+            hints = {}
         self.nested: dict[str, _Plain] = {}
         for f in dataclasses.fields(cls):
             inner = _plain_target(hints.get(f.name, Any))
             if inner is not None:
-                self.nested[f.name] = _Plain(*inner)
+                self.nested[f.name] = made.get(inner) or _Plain(*inner, made)
 
     def dump(self, value: Any) -> Any:
         if value is None and self.optional:
@@ -141,22 +148,20 @@ class _Plain:
         except TypeError as exc:
             raise Invalid("", f"{self.cls.__name__}: {exc}") from None
 
-    def schema(self) -> dict[str, Any]:
-        properties: dict[str, Any] = {
-            f.name: self.nested[f.name].schema() if f.name in self.nested else {}
-            for f in dataclasses.fields(self.cls)
-        }
-        required = [
-            f.name
-            for f in dataclasses.fields(self.cls)
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        ]
-        schema = {
-            "title": self.cls.__name__,
-            "type": "object",
-            "properties": properties,
-            "required": required,
-        }
+    def schema(self, inside: frozenset[type] = frozenset()) -> dict[str, Any]:
+        """A JSON Schema of the fields (a dataclass inside itself: ``{"type": "object"}``)."""
+        schema: dict[str, Any] = {"title": self.cls.__name__, "type": "object"}
+        if self.cls not in inside:
+            below = inside | {self.cls}
+            schema["properties"] = {
+                f.name: self.nested[f.name].schema(below) if f.name in self.nested else {}
+                for f in dataclasses.fields(self.cls)
+            }
+            schema["required"] = [
+                f.name
+                for f in dataclasses.fields(self.cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            ]
         return {"anyOf": [schema, {"type": "null"}]} if self.optional else schema
 
 
