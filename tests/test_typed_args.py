@@ -388,6 +388,10 @@ def test_a_dataclass_that_holds_itself_without_pydantic(
         pass
 
     assert walk.typed is not None
+    codec = walk.typed.positional[0][1]
+    assert isinstance(codec, _typed._Plain)
+    inner = codec.nested["child"]
+    assert inner.nested["child"] is inner  # one converter per class, not a chain of them
     tree = Node("a", Node("b", Node("c")))
     stored = json.loads(walk.prepare(tree).args_json)
     assert walk.typed.load_call("walk", stored, {}) == ([tree], {})
