@@ -397,3 +397,20 @@ def test_a_dataclass_that_holds_itself_without_pydantic(
     assert walk.typed.load_call("walk", stored, {}) == ([tree], {})
     schema = walk.typed.schemas()["arguments"]["tree"]
     assert schema["properties"]["child"]["anyOf"][0] == {"title": "Node", "type": "object"}
+
+
+def test_an_annotation_that_cannot_be_resolved_leaves_its_parameter_untyped(
+    tmp_path: Path,
+) -> None:
+    app = skiplock.App(f"sqlite:///{tmp_path / 'hints.db'}")
+
+    @app.task(name="mixed")
+    def mixed(order: Order, other: OnlyWhenTypeChecking) -> None:  # type: ignore[name-defined]  # noqa: F821
+        pass
+
+    assert mixed.typed is not None
+    assert [(name, codec is not None) for name, codec in mixed.typed.positional] == [
+        ("order", True),
+        ("other", False),
+    ]
+    assert json.loads(mixed.prepare(ORDER, {"any": "json"}).args_json)[1] == {"any": "json"}
