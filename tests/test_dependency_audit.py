@@ -62,6 +62,8 @@ FIXED = {
     # CVE-2021-40978 (1.2.3).
     "mkdocs": "1.6",
     "pip-audit": "2.10",
+    # CVE-2024-3772 (ReDoS in email validation, 2.4.0); the typed extra.
+    "pydantic": "2.4",
 }
 
 

@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,7 +124,11 @@ def test_page_examples_run(
     monkeypatch.delenv("SKIPLOCK_TEST_DATABASE_URL", raising=False)
     if page_database is not None:
         monkeypatch.setenv("SKIPLOCK_DATABASE_URL", page_database)
-    namespace: dict[str, Any] = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
+    # the page's namespace is a module's, as a reader's script would be: a dataclass looks
+    # its module up in sys.modules (the blocks' annotations are strings, as here)
+    page_module = types.ModuleType(f"docs_{page.stem.replace('-', '_')}")
+    monkeypatch.setitem(sys.modules, page_module.__name__, page_module)
+    namespace: dict[str, Any] = vars(page_module)
     blocks = page_blocks(page)
     modules = [Path(b.argument).stem for b in blocks if b.directive == "file"]
     with asyncio.Runner() as runner:

@@ -37,13 +37,22 @@ EXTRAS = frozenset(
         "django",
         "django_tasks",
         "django_tasks_db",
+        "pydantic",
     }
 )
 """Top-level packages that only an optional extra installs (pyproject's optional-dependencies)."""
 
-PLUGINS = ("prometheus.py", "otel.py", "dashboard/", "contrib/", "_cli/dashboard.py")
+PLUGINS = (
+    "prometheus.py",
+    "otel.py",
+    "dashboard/",
+    "contrib/",
+    "_cli/dashboard.py",
+    "_typed.py",
+)
 """Paths (under src/skiplock) of the modules that may import an extra (``_cli/dashboard.py``
-is the dashboard's own verb: it serves ``dashboard/`` with uvicorn, imported only when run)."""
+is the dashboard's own verb: it serves ``dashboard/`` with uvicorn, imported only when run;
+``_typed.py`` imports pydantic only for a task whose annotations name a model)."""
 
 HOSTS_A_WORKER = frozenset(
     {

@@ -233,3 +233,14 @@ async def test_each_worker_of_processes_n_has_its_own_children(cli: Cli, app: sk
     assert len(workers) == 2, workers  # both worker processes ran jobs...
     assert children.isdisjoint(workers | {proc.pid})  # ...each in children of its own
     assert len(children) >= 2
+
+
+async def test_typed_arguments_and_results_are_rebuilt_in_the_child(app: skiplock.App) -> None:
+    handle = await process_app.moved.aenqueue(process_app.Point(1, 2), 3)
+    bad = await process_app.unstorable.aenqueue()
+    await burst(app)
+    assert await handle.result() == process_app.Point(4, 5)
+    assert (await app.get_job(handle.id)).result == {"x": 4, "y": 5}  # stored as JSON
+    job = await app.get_job(bad.id)
+    assert job.state is JobState.DEAD and job.attempt == 1, job  # dead at once, as on a thread
+    assert "UnstorableResult" in job.errors[-1]["message"]

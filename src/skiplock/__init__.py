@@ -42,6 +42,7 @@ from ._workflow_records import (
     WorkflowGraph,
 )
 from .errors import (
+    ArgumentInvalid,
     BackendError,
     BackendUnavailable,
     BatchClosed,
@@ -82,6 +83,7 @@ _register_metrics(_prometheus_exporter)
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "App",
+    "ArgumentInvalid",
     "AuditEntry",
     "BackendError",
     "BackendUnavailable",

@@ -43,12 +43,12 @@ class Results:
         timeout: float | None = None,
         return_exceptions: bool = False,
     ) -> list[Any]:
-        ids = [h.id for h in handles]
-        outcomes = await self.wait_for_outcomes(ids, timeout)
+        listed = list(handles)
+        outcomes = await self.wait_for_outcomes([h.id for h in listed], timeout)
         results: list[Any] = []
-        for job_id in ids:
+        for handle in listed:
             try:
-                results.append(unwrap(outcomes[job_id]))
+                results.append(handle.rebuilt(unwrap(outcomes[handle.id])))
             except Exception as exc:
                 if not return_exceptions:
                     raise

@@ -56,6 +56,8 @@ class EagerMode:
 async def _run_one(registry: Registry, job_id: int, job: NewJob) -> JobOutcome:
     task = registry.get_task(job.task)
     args, kwargs = decode_args(job.args_json, job.kwargs_json)  # the JSON round trip
+    if task.typed is not None:  # rebuilt as a worker would (they validated at enqueue)
+        args, kwargs = task.typed.load_call(task.name, args, kwargs)
     now = datetime.now(UTC)
     token = set_current_job(JobContext(job_id, job.task, job.queue, 1, 1, now, None, now))
     try:
@@ -68,6 +70,8 @@ async def _run_one(registry: Registry, job_id: int, job: NewJob) -> JobOutcome:
         reset_current_job(token)
     if not task.keep_result:
         return JobOutcome(job_id, JobState.SUCCEEDED, None)
+    if task.typed is not None:
+        value = task.typed.dump_result(task.name, value)
     stored = encode_result(task.name, value, registry.max_result_bytes)
     return JobOutcome(job_id, JobState.SUCCEEDED, stored)
 

@@ -21,6 +21,7 @@ from ._job import JobOutcome, JobRecord, NewJob
 from ._limits import MAX_PARENTS, check_text
 from ._payload import encode_args
 from ._task_options import TaskOptions, overrides, seconds_of
+from ._typed import Typed, typed_signature
 from ._waiting import unwrap
 from ._workflow import Signature
 from .errors import BlockingCallInLoop, ConfigurationError
@@ -98,7 +99,12 @@ class JobHandle:
         itself, through the process's one watch, not by polling per handle.
         """
         outcomes = await self.app.wait_for_outcomes([self.id], timeout)
-        return unwrap(outcomes[self.id])
+        return self.rebuilt(unwrap(outcomes[self.id]))
+
+    def rebuilt(self, value: Any) -> Any:
+        """A result value as its task's return annotation says (``_typed``), when that names
+        a pydantic model or a dataclass and this app has the task; else ``value`` itself."""
+        return typed_result(self, value)
 
     def result_sync(self, timeout: float | None = None) -> Any:
         """``result`` for code without an event loop (run on the app's private loop).
@@ -113,6 +119,18 @@ class JobHandle:
             f"job {self.id}: handle.result_sync() inside a running event loop would block it; "
             "use await handle.result()"
         )
+
+
+def typed_result(handle: JobHandle, value: Any) -> Any:
+    """A result as its task's return annotation says, when that names a model and the
+    handle's app has the task (else the JSON value as stored)."""
+    if value is None:
+        return None
+    tasks = getattr(handle.app, "tasks", None)  # an Enqueuing that keeps none: the JSON
+    task = tasks.get(handle.task) if isinstance(tasks, dict) else None
+    if not isinstance(task, Task) or task.typed is None:
+        return value
+    return task.typed.load_result(value)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -200,9 +218,14 @@ class Task(TaskOptions, Generic[P, R]):
     is_async: bool = field(init=False, repr=False, compare=False)
     """Whether ``fn`` is a coroutine function (run on the loop, not the thread pool)."""
 
+    typed: Typed | None = field(init=False, repr=False, compare=False)
+    """Its parameters and return annotated with pydantic models or dataclasses, validated
+    at enqueue and rebuilt at run (``_typed``); None for every other task."""
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
         super().__post_init__()  # the options' validation
+        object.__setattr__(self, "typed", typed_signature(self.name, self.fn))
         if self.executor == "process":
             self._check_process_task()
 
@@ -286,7 +309,12 @@ class Task(TaskOptions, Generic[P, R]):
     def prepare_call(self, args: Sequence[Any], kwargs: dict[str, Any], leading: int = 0) -> NewJob:
         """``prepare`` for a call whose first ``leading`` positional arguments come later
         (a workflow step's: the previous result, a group's results, a batch's id)."""
-        args_json, kwargs_json = encode_args(self.name, args, kwargs, self.app.max_payload_bytes)
+        stored_args, stored_kwargs = args, kwargs
+        if self.typed is not None:  # models validated and dumped (ArgumentInvalid if not)
+            stored_args, stored_kwargs = self.typed.dump_call(self.name, args, kwargs, leading)
+        args_json, kwargs_json = encode_args(
+            self.name, stored_args, stored_kwargs, self.app.max_payload_bytes
+        )
         given = len(args) + leading
         shape = (given, tuple(kwargs)) if kwargs else given
         if shape not in self._fitting_shapes:

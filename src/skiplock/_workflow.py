@@ -35,6 +35,8 @@ class Handle(Protocol):
     @property
     def id(self) -> int: ...
 
+    def rebuilt(self, value: Any) -> Any: ...
+
 
 class WorkflowApp(Protocol):
     """What a workflow calls on the app its tasks belong to (``App`` is one)."""
@@ -307,7 +309,7 @@ class WorkflowHandle:
         group's. Raises as ``JobHandle.result`` does (JobFailed, JobCancelled, TimeoutError)."""
         ids = [h.id for h in self.last]
         outcomes = await self.app.wait_for_outcomes(ids, timeout)
-        values = [unwrap(outcomes[i]) for i in ids]
+        values = [h.rebuilt(unwrap(outcomes[h.id])) for h in self.last]
         return values if self.listed else values[0]
 
     def result_sync(self, timeout: float | None = None) -> Any:

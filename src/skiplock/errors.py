@@ -68,6 +68,14 @@ class PayloadTooLarge(PayloadError):
     default_message = "job arguments are too large"
 
 
+class ArgumentInvalid(PayloadError):
+    """An argument annotated with a pydantic model or a dataclass does not validate: the
+    message names the task, the argument and the field (at enqueue, nothing is written; at
+    run, the job goes to dead with it)."""
+
+    default_message = "a typed argument does not validate"
+
+
 class UnknownParent(ConfigurationError):
     """A ``depends_on`` names no job: never written, or pruned or discarded since."""
 

@@ -6,6 +6,7 @@ written only if the code ran on past it."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import signal
 import time
@@ -122,3 +123,21 @@ def waits_for_go() -> dict[str, object]:
     """Parks on the signal "go" from the child, then (a new attempt) returns its payload."""
     payload = current_job().wait_for_sync("go", timeout=60)
     return {"got": payload, "pid": os.getpid()}
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+@app.task(executor="process")
+def moved(p: Point, by: int) -> Point:
+    """Typed arguments and result cross as JSON and are rebuilt in the child."""
+    assert isinstance(p, Point), type(p)
+    return Point(p.x + by, p.y + by)
+
+
+@app.task(executor="process", max_attempts=3)
+def unstorable() -> object:
+    return {1, 2}  # a set: no JSON for it

@@ -9,6 +9,7 @@ import click
 
 from .._task import Task
 from .._task_options import listing
+from .._typed import argument_schemas
 from .output import echo, echo_json, json_option
 from .support import Group, Seconds, load_app, run_async
 
@@ -54,7 +55,8 @@ def task_details(task: Task[Any, Any], schedules: list[str]) -> dict[str, Any]:
     """One registered task's options as ``task list --json`` prints them."""
     listed = listing(task)
     details = {key: listed.pop(key) for key in LISTED_ORDER}
-    return {**details, **listed, "is_async": task.is_async, "schedules": schedules}
+    schemas = argument_schemas(task.fn, task.typed)
+    return {**details, **listed, "is_async": task.is_async, "schedules": schedules, **schemas}
 
 
 def _line(details: dict[str, Any]) -> str:
@@ -85,6 +87,10 @@ def _line(details: dict[str, Any]) -> str:
         parts.append("keep_result=no")
     if details["schedules"]:
         parts.append(f"schedules={','.join(details['schedules'])}")
+    typed = [name for name, schema in details["arguments"].items() if schema]
+    typed += ["return"] if details["returns"] is not None else []
+    if typed:
+        parts.append(f"typed={','.join(typed)}")
     return " ".join(parts)
 
 

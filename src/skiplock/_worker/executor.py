@@ -25,7 +25,7 @@ from .._job import ClaimedJob, StartedJob, current_job, set_current_job
 from .._payload import decode_args, encode_result
 from .._registry import Registry
 from .._task import Task, argument_misfit
-from ..errors import PayloadError
+from ..errors import ArgumentInvalid, PayloadError
 from .classify import (
     Decision,
     JobTimeout,
@@ -67,6 +67,11 @@ def resolve(
     misfit = argument_misfit(task.fn, len(args), tuple(kwargs))
     if misfit is not None:
         raise UnrunnableJob(f"{job.task}: {misfit}")
+    if task.typed is not None:  # rebuilt after the upcasts: dead at once if they do not fit
+        try:
+            args, kwargs = task.typed.load_call(task.name, args, kwargs)
+        except ArgumentInvalid as exc:
+            raise UnrunnableJob(str(exc)) from exc
     return task, args, kwargs
 
 
@@ -244,6 +249,8 @@ def stored_result(registry: Registry, task: Task[Any, Any], value: Any) -> str |
     if value is None or not task.keep_result:
         return None  # nothing to encode: the hot path of a no-op task
     try:
+        if task.typed is not None:
+            value = task.typed.dump_result(task.name, value)
         return encode_result(task.name, value, registry.max_result_bytes)
     except (TypeError, PayloadError) as exc:
         raise UnstorableResult(str(exc)) from exc
@@ -266,8 +273,10 @@ async def execute(
         return decide(job, None, exc)
     timeout = job.timeout if job.timeout is not None else task.timeout
     if children is not None and children.takes(task):
-        ended = await _in_child(registry, job, task, args, kwargs, timeout, children, report, store)
-        return ended_as(registry, job, task, ended)
+        failure, result_json = await _in_child(
+            registry, job, task, timeout, children, report, store
+        )
+        return decide(job, task, failure, result_json)  # the result: stored as it came
     set_current_job(StartedJob(job, timeout, report, time.time(), store))
     return ended_as(registry, job, task, await _invoke(task, args, kwargs, timeout, pool))
 
@@ -276,21 +285,21 @@ async def _in_child(
     registry: Registry,
     job: ClaimedJob,
     task: Task[Any, Any],
-    args: list[Any],
-    kwargs: dict[str, Any],
     timeout: float | None,
     children: ChildPool,
     report: Callable[[int, str], None] | None,
     store: DurableSource | None,
-) -> Ended:
-    """A process task's attempt in a child (``processes.py``): its arguments cross as the
-    JSON the row holds (re-encoded only when an upcast changed them), its result comes back
-    as the JSON it is stored as."""
+) -> tuple[BaseException | None, str | None]:
+    """A process task's attempt in a child (``processes.py``): what it raised, and its
+    result as the JSON to store (dumped, bounded and typed there, as on a thread). Its
+    arguments cross as the JSON the row holds (upcast here first when the row is older:
+    typed ones are rebuilt in the child)."""
     if job.payload_version == task.version:
         args_json, kwargs_json = job.args_json, job.kwargs_json
     else:
-        args_json, kwargs_json = json.dumps(args), json.dumps(kwargs)
-    failure, result_json = await children.run(
+        plain = to_version(registry, task, job, *decode_args(job.args_json, job.kwargs_json))
+        args_json, kwargs_json = json.dumps(plain[0]), json.dumps(plain[1])
+    return await children.run(
         task.fn,
         job,
         args_json,
@@ -301,7 +310,6 @@ async def _in_child(
         registry.max_result_bytes,
         task.keep_result,
     )
-    return failure, None if result_json is None else json.loads(result_json)
 
 
 def ended_as(registry: Registry, job: ClaimedJob, task: Task[Any, Any], ended: Ended) -> Decision:

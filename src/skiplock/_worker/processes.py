@@ -498,7 +498,9 @@ def _resident_bytes() -> int:
         return peak if sys.platform == "darwin" else peak * 1024
 
 
-def _function(module: str, name: str) -> Callable[..., Any]:
+def _function(module: str, name: str) -> tuple[Callable[..., Any], Any]:
+    """The function a job runs, and its Task (None if the module holds the bare function):
+    the Task's typed arguments and result are rebuilt and dumped here, as on a thread."""
     if module == "__main__" and "__mp_main__" in sys.modules:
         found: Any = sys.modules["__mp_main__"]
     else:
@@ -508,7 +510,7 @@ def _function(module: str, name: str) -> Callable[..., Any]:
     fn = getattr(found, "fn", found)  # the module holds the Task; its function runs
     if not callable(fn):
         raise TypeError(f"{module}.{name} is not a function")
-    return fn  # type: ignore[no-any-return]
+    return fn, found if fn is not found else None
 
 
 def child_main(conn: Connection, log_level: int) -> None:
@@ -566,6 +568,8 @@ def _run_one(
     from .._durable import DurableSource
     from .._job import StartedJob, set_current_job
     from .._payload import decode_args, encode_result
+    from ..errors import PayloadError
+    from .classify import UnstorableResult
 
     _, job, module, name, args_json, kwargs_json, timeout, max_result_bytes, keep = message
 
@@ -579,14 +583,22 @@ def _run_one(
     failure: tuple[str, Any, str] | None = None
     result_json = None
     try:
-        fn = _function(module, name)
+        fn, task = _function(module, name)
         args, kwargs = decode_args(args_json, kwargs_json)
+        typed = getattr(task, "typed", None)
+        if typed is not None:  # validated on the worker's side already
+            args, kwargs = typed.load_call(job.task, args, kwargs)
         store = DurableSource(proxy, max_result_bytes, loop)
         set_current_job(StartedJob(job, timeout, report, time.time(), store))
         send(("started",))
         value = fn(*args, **kwargs)
         if value is not None and keep:
-            result_json = encode_result(job.task, value, max_result_bytes)
+            try:
+                if typed is not None:
+                    value = typed.dump_result(job.task, value)
+                result_json = encode_result(job.task, value, max_result_bytes)
+            except (TypeError, PayloadError) as exc:  # dead, as on a thread (stored_result)
+                raise UnstorableResult(str(exc)) from exc
     except BaseException as exc:  # the job's failure, never the child's end
         failure = _crossing(exc)
     send(("done", failure, result_json, _resident_bytes()))
