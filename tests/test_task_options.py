@@ -136,7 +136,7 @@ def test_every_field_declares_its_option_and_every_option_has_an_edge() -> None:
 def test_task_is_the_record_plus_its_function_and_app() -> None:
     names = [f.name for f in dataclasses.fields(TaskOptions)]
     own = [f.name for f in dataclasses.fields(Task) if f.name not in names]
-    assert own == ["app", "fn", "_fitting_shapes", "is_async"]
+    assert own == ["app", "fn", "_fitting_shapes", "is_async", "typed"]
     assert issubclass(Task, TaskOptions)
 
 
@@ -167,7 +167,7 @@ def test_task_list_shows_every_listed_option_in_its_order(tmp_path: Path) -> Non
     app = App(f"sqlite:///{tmp_path}/t.db")
     task = app.task(name="t", concurrency_key=lambda: "k", debounce=2)(lambda: None)
     shown = task_details(task, ["s"])
-    assert list(shown) == [*LISTED_ORDER, "is_async", "schedules"]
+    assert list(shown) == [*LISTED_ORDER, "is_async", "schedules", "arguments", "returns"]
     assert set(listing(task)) == set(LISTED_ORDER)
     assert shown["concurrency_key"] == "(a function of the arguments)"
     assert shown["debounce_s"] == 2.0 and shown["ordering_on_dead"] is None
