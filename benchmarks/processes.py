@@ -286,7 +286,9 @@ async def run_celery(broker: str, row: Row, jobs: int, ms: float | None) -> dict
         if left:
             raise RuntimeError(f"{left} messages left in the Celery queue")
     finally:
-        await r.delete(done_key, queue)
+        # the run's keys: its records, its queue and kombu's binding of it
+        bindings = [f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}"]
+        await r.delete(done_key, queue, *bindings)
         await r.aclose()
         client.close()
     got = figures(records, launched, jobs)  # one record per job, none twice
