@@ -114,6 +114,11 @@ soak: $(STAMP)
 # (benchmarks/databases_held.py): 300 jobs/s offered to each of 3 databases, the horizon held
 # in one, 60/120/30 s phases, ~4 minutes. DATABASES_BENCH_ARGS / DATABASES_HELD_BENCH_ARGS=
 # "--quick" for a smoke test (~1 minute each).
+# W18, process tasks (issue 47, benchmarks/processes.py): no-op jobs (500) and 50 ms of CPU
+# (100) through a thread task, a process task and Celery's prefork pool (Redis broker at
+# redis://127.0.0.1:6379/9), each at 2 slots; then 50 ms jobs through --processes 2 with thread
+# tasks against one worker's process tasks with --child-processes 2; 3 interleaved runs,
+# ~5 minutes. PROCESSES_BENCH_ARGS="--quick" for a smoke test (~1 minute).
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -127,6 +132,7 @@ bench: $(BENCH_STAMP) bench-django
 	$(BIN)/python -m benchmarks.workflows $(WORKFLOWS_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.databases $(DATABASES_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.databases_held $(DATABASES_HELD_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.processes $(PROCESSES_BENCH_ARGS)
 
 # The Django paths (Python 3.12+, a venv of its own so the seed's packages never reach the
 # test venv): concurrent_worker on skiplock's backend and on django-tasks-db beside

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -144,3 +145,27 @@ def wait_quiet(max_wait: float, threshold: float = 0.15, window: float = 0.3) ->
             return True
         if time.monotonic() >= deadline:
             return False
+
+
+def spin_cpu(seconds: float) -> None:
+    """Pure-Python work until this thread has used ``seconds`` of CPU (``time.thread_time``):
+    the same work on a loaded machine, and a thread waiting for the GIL spends none of it."""
+    deadline = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < deadline:
+        for i in range(200):
+            x = (x * 31 + i) & 0xFFFF
+
+
+def rendezvous(directory: str, parties: int, timeout: float = 120.0) -> None:
+    """Wait until ``parties`` distinct threads (any process) have called this on ``directory``:
+    each writes a file named after its process and thread, then polls the count (5 ms). A
+    benchmark's warm-up jobs call it, so the measured jobs start once every slot is up."""
+    name = f"{os.getpid()}-{threading.get_ident()}"
+    with open(os.path.join(directory, name), "w"):
+        pass
+    deadline = time.monotonic() + timeout
+    while len(os.listdir(directory)) < parties:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(os.listdir(directory))} of {parties} slots came up")
+        time.sleep(0.005)
