@@ -85,3 +85,23 @@ def test_jobs_held_ahead_go_back_once_every_slot_runs_a_long_job(
     prefetch: int | None, busy_for: float, gives_back: bool
 ) -> None:
     assert ClaimWindow(4, prefetch).gives_back(busy_for) is gives_back
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "prefetch", "jobs", "keep"),
+    [
+        (10, None, [], None),  # nothing measured: no bound yet
+        (10, 5, [0.5], None),  # a fixed prefetch is what the person asked for
+        (10, None, [0.5], 20),  # 10 slots, half a second a job: 20 start within a second
+        (10, None, [0.05], 200),
+        (2, None, [1e-4, 0.1], 198),  # the mean after one no-op and one 0.1 s job: 0.0101
+        (10, None, [2.0**-16], 10 * 2**16),  # no-ops: no practical bound
+    ],
+)
+def test_keep_ahead_is_what_the_slots_start_within_a_short_jobs_time(
+    concurrency: int, prefetch: int | None, jobs: list[float], keep: int | None
+) -> None:
+    window = ClaimWindow(concurrency, prefetch)
+    for seconds in jobs:
+        window.job_took(seconds)
+    assert window.keep_ahead() == keep

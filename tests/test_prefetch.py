@@ -7,9 +7,12 @@ What a worker holds is read from its own books (running plus claimed ahead): the
 from __future__ import annotations
 
 import asyncio
+import collections
 
 import skiplock
 from skiplock import JobState, Worker
+
+from .helpers import await_until
 
 
 async def held_in_db(app: skiplock.App) -> int:
@@ -89,3 +92,42 @@ async def test_stop_releases_jobs_claimed_ahead_with_their_attempt(app: skiplock
     await asyncio.wait_for(run, 10)
     jobs = [await h.fetch() for h in handles]
     assert [(j.state, j.attempt, j.errors) for j in jobs] == [(JobState.PENDING, 0, [])] * 6
+
+
+async def test_a_backlog_that_turns_slow_is_shared_with_an_idle_worker(app: skiplock.App) -> None:
+    """A worker that learned its window on no-ops claims a backlog of slower jobs deep (its
+    window is sized at the claim), and its slots, freeing one at a time, never all stay busy
+    for a second. Once its mean shows the jobs are slower, it gives back what its slots
+    would not start within a second, and a second worker, idle, takes it: both run jobs."""
+    first = Worker(app, concurrency=2, poll_interval_s=0.05, name="first")
+    second = Worker(app, concurrency=2, poll_interval_s=0.05, name="second")
+
+    @app.task(name="noop")
+    async def noop() -> None: ...
+
+    @app.task(name="slow")
+    async def slow() -> None:
+        await asyncio.sleep(0.1)
+
+    slow_ones = skiplock.JobFilter(task="slow", limit=100)
+    running = [asyncio.create_task(first.run())]
+    try:
+        await app.enqueue_many(noop.prepare() for _ in range(50))
+        await await_until(lambda: first.processed == 50, "the no-ops to run")  # its mean
+        await app.enqueue_many(slow.prepare() for _ in range(60))
+        await await_until(  # the first claims the backlog, deep: its window is a no-op's
+            lambda: first.status()["claimed_ahead"] > 20, "the first to claim deep", timeout=10
+        )
+        running.append(asyncio.create_task(second.run()))
+        deadline = asyncio.get_running_loop().time() + 60
+        while await app.count_jobs(JobState.SUCCEEDED, slow_ones) < 60:
+            assert asyncio.get_running_loop().time() < deadline, "the backlog never drained"
+            await asyncio.sleep(0.05)
+    finally:
+        first.request_stop()
+        second.request_stop()
+        await asyncio.wait_for(asyncio.gather(*running), timeout=30)
+    jobs = await app.list_jobs(where=slow_ones)
+    ran = collections.Counter(str(j.worker).split(":")[0] for j in jobs)
+    assert [j.state for j in jobs] == [JobState.SUCCEEDED] * 60
+    assert ran["second"] >= 10, ran  # without the give-back: 0 (the first held all 60)

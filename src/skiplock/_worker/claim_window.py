@@ -74,6 +74,20 @@ class ClaimWindow:
         # together), which an average rate does not see (W3 lost ~3 ms without this floor).
         return min(max(concurrency, little), max(PREFETCH_CEILING, concurrency))
 
+    def keep_ahead(self) -> int | None:
+        """The most jobs worth holding claimed ahead now: those the slots would start within
+        a short job's time (``PREFETCH_SHORT_JOB_S``) at the mean duration seen. None: no
+        bound (a fixed prefetch, or no job measured yet).
+
+        The window is sized when a claim is made; jobs that turn out slower than the ones
+        before them (a worker that ran no-ops claims a backlog of 50 ms jobs) would wait
+        here while another worker idles, and the slots, freeing one at a time, never look
+        "all busy for a second". Past this bound the producer gives the excess back."""
+        if self.prefetch is not None or self.mean_duration is None:
+            return None
+        mean = max(self.mean_duration, SHORTEST_JOB_S)
+        return math.floor(self.concurrency * PREFETCH_SHORT_JOB_S / mean)
+
     def gives_back(self, busy_for: float) -> bool:
         """True when jobs held ahead should go back to the table: the window adapts and
         every slot has run one job for longer than a short job takes (they would wait that

@@ -167,12 +167,17 @@ class Producer(Service):
 
     async def _wait_for_slot(self) -> None:
         """Until a slot frees; meanwhile, once every slot has run one job for longer than a
-        short job takes, give the jobs claimed ahead back (they would wait that long here)."""
+        short job takes, give the jobs claimed ahead back (they would wait that long here).
+        Then give back what is held ahead beyond what the slots start within a short job's
+        time at the mean duration now (``ClaimWindow.keep_ahead``)."""
         ledger = self.ledger
         ledger.slot_freed.clear()
         while not await _wait(ledger.slot_freed, PREFETCH_SHORT_JOB_S):
             if ledger.claimed_ahead and ledger.window.gives_back(ledger.busy_for()):
                 self.runner.give_back(0)
+        keep = ledger.window.keep_ahead()  # jobs turned slower than the window was sized for
+        if keep is not None and ledger.claimed_ahead > keep:
+            self.runner.give_back(keep)
 
     async def _idle(self) -> bool:
         """After a short claim: False when a burst is done, else True once it is time to
