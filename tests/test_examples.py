@@ -61,6 +61,14 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
             "order:2 ran charge -> pack -> ship",
         ],
     ),
+    "processes": (
+        "processes.py",
+        [
+            "render: 4 jobs ran in child processes, not the worker's",
+            "4 jobs ran in 2 child processes (max_tasks_per_child=2)",
+            "stuck: dead, its process killed at the timeout (SIGTERM)",
+        ],
+    ),
     "queues": (
         "queues.py",
         [

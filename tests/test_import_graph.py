@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._workflow_records",
             "skiplock._durable",
             "skiplock._task_options",
+            "skiplock._typed",
         ),
     ),
     (
