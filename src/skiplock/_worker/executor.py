@@ -22,6 +22,7 @@ from .._config import RetryPolicy
 from .._durable import DurableSource
 from .._handback import Handback, handback_for
 from .._job import ClaimedJob, StartedJob, current_job, set_current_job
+from .._job_log import LogBuffer, capture
 from .._payload import decode_args, encode_result
 from .._registry import Registry
 from .._task import Task, argument_misfit
@@ -256,17 +257,23 @@ async def execute(
     report: Callable[[int, str], None] | None = None,
     store: DurableSource | None = None,
     children: ChildPool | None = None,
+    log: LogBuffer | None = None,
 ) -> Decision:
     """Run one claimed job and decide its outcome (``report`` takes its progress records;
-    ``store`` serves its steps and waits; ``children`` runs the process tasks). Raises only
-    the worker's own cancel."""
+    ``store`` serves its steps and waits; ``children`` runs the process tasks; ``log`` keeps
+    what it logs, from this context: the attempt's own Task). Raises only the worker's own
+    cancel."""
+    if log is not None:
+        capture(log)
     try:
         task, args, kwargs = resolve(registry, job)
     except (UnrunnableJob, NewerPayload) as exc:
         return decide(job, None, exc)
     timeout = job.timeout if job.timeout is not None else task.timeout
     if children is not None and children.takes(task):
-        ended = await _in_child(registry, job, task, args, kwargs, timeout, children, report, store)
+        ended = await _in_child(
+            registry, job, task, args, kwargs, timeout, children, report, store, log
+        )
         return ended_as(registry, job, task, ended)
     set_current_job(StartedJob(job, timeout, report, time.time(), store))
     return ended_as(registry, job, task, await _invoke(task, args, kwargs, timeout, pool))
@@ -282,10 +289,11 @@ async def _in_child(
     children: ChildPool,
     report: Callable[[int, str], None] | None,
     store: DurableSource | None,
+    log: LogBuffer | None = None,
 ) -> Ended:
     """A process task's attempt in a child (``processes.py``): its arguments cross as the
     JSON the row holds (re-encoded only when an upcast changed them), its result comes back
-    as the JSON it is stored as."""
+    as the JSON it is stored as (and what it logged into ``log``)."""
     if job.payload_version == task.version:
         args_json, kwargs_json = job.args_json, job.kwargs_json
     else:
@@ -300,6 +308,7 @@ async def _in_child(
         store,
         registry.max_result_bytes,
         task.keep_result,
+        log,
     )
     return failure, None if result_json is None else json.loads(result_json)
 
@@ -342,6 +351,7 @@ def submit_sync(
     report: Callable[[int, str], None] | None,
     store: DurableSource | None,
     then: Callable[[Ended], None],
+    log: LogBuffer | None = None,
 ) -> tuple[Work | Any, contextvars.Context]:
     """Run an untimed sync job on the pool without a Task or a Future: its thread calls
     ``then(ended)`` on the loop through the loop's inbox. Per job that saves the loop a
@@ -352,6 +362,8 @@ def submit_sync(
     its thread runs in a copy, as a Task's sync job does."""
     context = contextvars.copy_context()
     context.run(set_current_job, StartedJob(job, None, report, time.time(), store))
+    if log is not None:
+        context.run(capture, log)  # its thread runs in a copy: what it logs lands in ``log``
     inbox = handback_for(asyncio.get_running_loop())
     call = functools.partial(_call_catching, fn, args, kwargs)
     return pool.submit(_on_thread_then, inbox, context.copy(), call, then), context

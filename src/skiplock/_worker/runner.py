@@ -22,9 +22,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from .. import _job_log as job_log
 from .._config import WorkerConfig
 from .._durable import DurableSource
 from .._job import ClaimedJob, Completion, Disposition
+from .._job_log import LogBuffer
 from .._observe import events
 from .._observe.meter import Meter
 from .._outcomes import Cancel
@@ -100,11 +102,16 @@ class Runner(Service):
     async def serve(self) -> None:
         pool = JobPool(self.config.concurrency, thread_name_prefix="skiplock-job")
         self._pool = pool
+        keeps_logs = self.registry.keeps_logs()
+        if keeps_logs:  # no handler on the root logger of a worker whose jobs keep none
+            job_log.install()
         try:
             self.mark_ready()
             await self._drain_now.wait()
             await self._drain()
         finally:
+            if keeps_logs:
+                job_log.uninstall()
             pool.shutdown(wait=False, cancel_futures=True)
             await self.children.close()
 
@@ -150,6 +157,7 @@ class Runner(Service):
         while (lease := ledger.start_next()) is not None:
             job = lease.job
             assert self._tg is not None and self._pool is not None
+            lease.log = registry.log_buffer(job.task)
             task = runs_on_its_own(registry, job, self.children)
             attempt = None if task is None else self._start_sync(lease, task, self._pool)
             if attempt is None:
@@ -225,6 +233,7 @@ class Runner(Service):
             self.progress.put,
             self.durable_source(),
             attempt.ended,
+            lease.log,
         )
         return attempt
 
@@ -260,20 +269,27 @@ class Runner(Service):
                     self.progress.put,
                     self.durable_source(),
                     self.children,
+                    lease.log,
                 )
             else:
-                decision = await self._traced(job, pool)
+                decision = await self._traced(job, pool, lease.log)
         except asyncio.CancelledError:
             self._record(lease, self._cancelled(job), loop.time() - started, measured=False)
             raise
         self._record(lease, decision, loop.time() - started, measured=True)
 
-    async def _traced(self, job: ClaimedJob, pool: JobPool) -> Decision:
+    async def _traced(self, job: ClaimedJob, pool: JobPool, log: LogBuffer | None) -> Decision:
         """``execute`` inside the attempt's span (current while the task runs)."""
         assert self.registry.tracing is not None
         with self.registry.tracing.run(job, self.config.name) as ended:
             decision = await execute(
-                self.registry, job, pool, self.progress.put, self.durable_source(), self.children
+                self.registry,
+                job,
+                pool,
+                self.progress.put,
+                self.durable_source(),
+                self.children,
+                log,
             )
             ended(decision)
         return decision
@@ -308,8 +324,10 @@ class Runner(Service):
                 events.on_recorded(job, decision, duration, self.config.name),
                 job.segment,
                 job.lane,
+                None if lease.log is None else lease.log.job_log(job.id, job.attempt),
             )
         )
+        lease.log = None
         self.ledger.finish(lease, decision.disposition, duration if measured else None)
         self.start_ready()  # the next claimed job takes the slot at once
         self.processed += 1
