@@ -92,6 +92,23 @@ def job_log_of(
     return JobLog(job_id, attempt, lines, int(cut_lines), int(cut_bytes))
 
 
+def log_lines(log: JobLog, tail: int | None = None) -> list[str]:
+    """An attempt's log as text for a person (``skiplock job show``, the Django admin): a
+    heading saying what was cut, then each line's time, level, logger and message (the last
+    ``tail`` lines; None: all of them)."""
+    shown = log.lines if tail is None else log.lines[-tail:]
+    hidden = len(log.lines) - len(shown)
+    said = f"; {log.cut_lines} earlier lines ({log.cut_bytes} bytes) cut" if log.cut_lines else ""
+    if hidden:
+        said += f"; {hidden} earlier lines not shown (--json has them)"
+    lines = [f"log of attempt {log.attempt}: {len(log.lines)} lines{said}"]
+    for line in shown:
+        for i, text in enumerate(line.message.splitlines() or [""]):
+            head = f"{line.at:%H:%M:%S} {line.level:<8} {line.logger}: " if i == 0 else "    "
+            lines.append(f"  {head}{text}")
+    return lines
+
+
 Raw = tuple[float, str, str, str]
 """A line while it is captured: (created, level, logger, message); it crosses a process
 executor's pipe as it is."""

@@ -488,6 +488,7 @@ class TaskOptions:
             check=_one_of("job_log", (None, True, False), "must be True, False or None"),
             listed="job_log",
             shown=_job_log_shown,
+            django="task",
         ),
     )
     """Keep the log records each attempt emits while it runs (through ``logging``) with the
@@ -499,6 +500,7 @@ class TaskOptions:
             check=_int("job_log_bytes", MIN_JOB_LOG_BYTES, MAX_JOB_LOG_BYTES, optional=True),
             listed="job_log_bytes",
             shown=_job_log_bytes_shown,
+            django="task",
         ),
     )
     """The bytes of log one attempt keeps, its tail (the head cut, and said); None: the

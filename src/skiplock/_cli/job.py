@@ -16,7 +16,7 @@ import click
 
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
-from .._job_log import JobLog
+from .._job_log import JobLog, log_lines
 from .._workflow_records import JobLinks, LinkedJob
 from .output import echo, echo_json, json_option, to_json
 from .support import CANNOT_RUN, LIMIT, CliError, Group, app_command, app_for, run_async
@@ -209,30 +209,13 @@ def job_show(app_spec: str, url: str | None, job_id: int, as_json: bool) -> None
     echo_job(record, full=True)
     for line in links_lines(links):
         echo(line)
-    for line in log_lines(logs):
-        echo(line)
+    for log in logs:
+        for line in log_lines(log, LOG_TAIL):
+            echo(line)
 
 
 LOG_TAIL = 50
 """The lines of each attempt's log ``job show`` prints (its tail; ``--json`` has them all)."""
-
-
-def log_lines(logs: list[JobLog]) -> list[str]:
-    """``job show``'s lines of the job's own logs (``job_log=True``): each attempt's tail,
-    with its levels, and what was cut."""
-    lines = []
-    for log in logs:
-        shown = log.lines[-LOG_TAIL:]
-        cut = log.cut_lines + len(log.lines) - len(shown)
-        said = f"; {cut} earlier lines ({log.cut_bytes} bytes) cut" if log.cut_lines else ""
-        if not log.cut_lines and cut:
-            said = f"; {cut} earlier lines not shown (--json has them)"
-        lines.append(f"log of attempt {log.attempt}: {len(log.lines)} lines{said}")
-        for line in shown:
-            for i, text in enumerate(line.message.splitlines() or [""]):
-                head = f"{line.at:%H:%M:%S} {line.level:<8} {line.logger}: " if i == 0 else "    "
-                lines.append(f"  {head}{text}")
-    return lines
 
 
 def links_details(links: JobLinks) -> dict[str, Any]:
