@@ -263,3 +263,30 @@ async def test_a_process_tasks_log_is_kept(db_url: str) -> None:
         ]
     finally:
         await app.close()
+
+
+async def test_the_workers_own_handlers_see_every_record_and_the_handler_goes_with_the_worker(
+    app: skiplock.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The records still reach the other handlers as before (caplog's, on the root logger),
+    an attempt that logs nothing writes no row, and the root logger's handlers are as they
+    were once the worker stopped."""
+
+    @app.task(job_log=True)
+    async def speaks() -> None:
+        log.warning("heard twice")
+
+    @app.task(job_log=True)
+    async def silent() -> None:
+        pass
+
+    before = list(logging.getLogger().handlers)
+    s = await speaks.aenqueue()
+    q = await silent.aenqueue()
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        await burst(app)
+    assert [r.getMessage() for r in caplog.records if r.name == log.name] == ["heard twice"]
+    assert [messages(x) for x in await app.job_logs(s.id)] == [[("WARNING", "heard twice")]]
+    assert (await app.get_job(q.id)).state is JobState.SUCCEEDED
+    assert await app.job_logs(q.id) == []
+    assert logging.getLogger().handlers == before

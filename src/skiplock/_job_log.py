@@ -162,6 +162,12 @@ class LogBuffer:
         for raw in raws:
             self.add(tuple(raw))
 
+    @property
+    def empty(self) -> bool:
+        """Nothing was logged (nothing kept, nothing cut): no row to write."""
+        with self._lock:
+            return not self._lines and not self.cut_lines and not self.cut_bytes
+
     def raw(self) -> tuple[list[Raw], int, int]:
         """The lines kept and what was cut, as they cross a pipe."""
         with self._lock:
@@ -200,14 +206,17 @@ class JobLogHandler(logging.Handler):
         if buffer is None:
             return
         try:
-            message = record.getMessage()
-        except Exception:  # a bad format string: the text as given
-            message = str(record.msg)
-        if record.exc_info:
-            message = f"{message}\n{_FORMATTER.formatException(record.exc_info)}"
-        elif record.exc_text:
-            message = f"{message}\n{record.exc_text}"
-        buffer.add((record.created, record.levelname, record.name, message))
+            try:
+                message = record.getMessage()
+            except Exception:  # a bad format string: the text as given
+                message = str(record.msg)
+            if record.exc_info:
+                message = f"{message}\n{_FORMATTER.formatException(record.exc_info)}"
+            elif record.exc_text:
+                message = f"{message}\n{record.exc_text}"
+            buffer.add((record.created, record.levelname, record.name, message))
+        except Exception:  # never the job's failure: logging's own report, as any handler's
+            self.handleError(record)
 
     def handle(self, record: logging.LogRecord) -> bool:
         # Nothing to do (and no lock to take) outside an attempt that keeps a log.

@@ -74,10 +74,6 @@ class Registry:
         self._finished: list[FinishedListener] = []
         self._slot_listeners: list[SlotListener] = []
 
-    def keeps_logs(self) -> bool:
-        """Whether any task's jobs keep their logs (the worker then captures them)."""
-        return any(self.job_log_of(task) is not None for task in self.tasks.values())
-
     def job_log_of(self, task: Task[Any, Any] | None) -> int | None:
         """The bytes of log an attempt of ``task`` keeps (None: it keeps none): its own
         ``job_log``/``job_log_bytes``, or this app's."""

@@ -26,7 +26,7 @@ from .. import _job_log as job_log
 from .._config import WorkerConfig
 from .._durable import DurableSource
 from .._job import ClaimedJob, Completion, Disposition
-from .._job_log import LogBuffer
+from .._job_log import JobLog, LogBuffer
 from .._observe import events
 from .._observe.meter import Meter
 from .._outcomes import Cancel
@@ -92,6 +92,8 @@ class Runner(Service):
         self._cancel_requested: set[int] = set()
         self._tg: asyncio.TaskGroup | None = None
         self._pool: JobPool | None = None
+        self._logging = False
+        """The job log handler is on the root logger (``_job_log.install``) for this runner."""
         self.children = self._child_pool()
         """The child processes of process tasks (none started until one runs)."""
 
@@ -102,15 +104,12 @@ class Runner(Service):
     async def serve(self) -> None:
         pool = JobPool(self.config.concurrency, thread_name_prefix="skiplock-job")
         self._pool = pool
-        keeps_logs = self.registry.keeps_logs()
-        if keeps_logs:  # no handler on the root logger of a worker whose jobs keep none
-            job_log.install()
         try:
             self.mark_ready()
             await self._drain_now.wait()
             await self._drain()
         finally:
-            if keeps_logs:
+            if self._logging:
                 job_log.uninstall()
             pool.shutdown(wait=False, cancel_futures=True)
             await self.children.close()
@@ -158,6 +157,11 @@ class Runner(Service):
             job = lease.job
             assert self._tg is not None and self._pool is not None
             lease.log = registry.log_buffer(job.task)
+            if lease.log is not None and not self._logging:
+                # the root logger's handler from the first job that keeps a log: none on a
+                # worker whose jobs keep none (a task registered late counts too)
+                job_log.install()
+                self._logging = True
             task = runs_on_its_own(registry, job, self.children)
             attempt = None if task is None else self._start_sync(lease, task, self._pool)
             if attempt is None:
@@ -324,7 +328,7 @@ class Runner(Service):
                 events.on_recorded(job, decision, duration, self.config.name),
                 job.segment,
                 job.lane,
-                None if lease.log is None else lease.log.job_log(job.id, job.attempt),
+                _kept(lease, job),
             )
         )
         lease.log = None
@@ -387,6 +391,12 @@ class Runner(Service):
                     lane=job.lane,
                 )
             )
+
+
+def _kept(lease: Lease, job: ClaimedJob) -> JobLog | None:
+    """What the attempt's log keeps (None: its task keeps none, or it logged nothing)."""
+    log = lease.log
+    return None if log is None or log.empty else log.job_log(job.id, job.attempt)
 
 
 class SyncAttempt(asyncio.Future[None]):
