@@ -15,9 +15,11 @@ WHERE job_id = $1 ORDER BY attempt
 
 -- name: JOB_LOGS_PRUNE
 -- Delete the logs of up to $1 jobs that are gone (pruned, by a batch or a dropped history
--- day, or deleted): a log never outlives its job.
+-- day, or deleted): a log never outlives its job. OFFSET 0 keeps the NOT EXISTS a probe
+-- of each partition's id index a log (the few jobs that keep logs), never an anti join that
+-- hashes every job of the table.
 DELETE FROM {s}.skiplock_job_logs WHERE job_id IN (
     SELECT l.job_id FROM {s}.skiplock_job_logs l
-    WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j WHERE j.id = l.job_id)
+    WHERE NOT EXISTS (SELECT 1 FROM {s}.skiplock_jobs j WHERE j.id = l.job_id OFFSET 0)
     LIMIT $1
 )
