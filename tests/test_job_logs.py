@@ -15,6 +15,7 @@ import pytest
 
 import skiplock
 from skiplock import JobState, Worker
+from skiplock._cli.task import task_details
 from skiplock._config import WorkerConfig
 from skiplock._job_log import JobLog
 from skiplock._worker.services import Pruner
@@ -290,3 +291,19 @@ async def test_the_workers_own_handlers_see_every_record_and_the_handler_goes_wi
     assert (await app.get_job(q.id)).state is JobState.SUCCEEDED
     assert await app.job_logs(q.id) == []
     assert logging.getLogger().handlers == before
+
+
+def test_the_options_are_checked_at_the_edge(tmp_path: Any) -> None:
+    app = skiplock.App(f"sqlite:///{tmp_path}/t.db")
+    with pytest.raises(skiplock.ConfigurationError, match="job_log_bytes"):
+        app.task(name="small", job_log=True, job_log_bytes=10)(lambda: None)
+    with pytest.raises(skiplock.ConfigurationError, match="job_log"):
+        app.task(name="word", job_log="yes")(lambda: None)  # type: ignore[call-overload]
+    with pytest.raises(skiplock.ConfigurationError, match="job_log_bytes"):
+        skiplock.App(f"sqlite:///{tmp_path}/t.db", job_log_bytes=2**30)
+    with pytest.raises(skiplock.ConfigurationError, match="job_log"):
+        skiplock.App(f"sqlite:///{tmp_path}/t.db", job_log=1)  # type: ignore[arg-type]
+    keeping = skiplock.App(f"sqlite:///{tmp_path}/t.db", job_log=True, job_log_bytes=4096)
+    task = keeping.task(name="t")(lambda: None)
+    listed = {k: v for k, v in task_details(task, []).items() if k.startswith("job_log")}
+    assert listed == {"job_log": True, "job_log_bytes": 4096}
