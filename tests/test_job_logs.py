@@ -48,7 +48,7 @@ async def test_two_interleaved_async_jobs_keep_only_their_own_lines_in_order(
     async def chatty(me: str, other: str) -> None:
         for i in range(5):
             if me == "b" or i > 0:
-                await turns[me].wait()
+                await asyncio.wait_for(turns[me].wait(), 30)  # a failure, never a hang
             turns[me].clear()
             log.info("%s says %d", me, i)
             if i % 2:
