@@ -37,7 +37,7 @@ async def test_job_list_show_and_dead_list_print_the_documented_keys(
     assert listing["count"] == 2 and [j["id"] for j in listing["jobs"]] == [waiting.id, doomed.id]
     assert all(set(j) == JOB for j in listing["jobs"])
     shown = parsed(await run(cli, "job", "show", APP, str(doomed.id), "--json"))
-    assert set(shown) == JOB | {"workflow"} and shown["state"] == "dead"
+    assert set(shown) == JOB | {"workflow", "logs"} and shown["state"] == "dead"
     assert "kaput" in shown["errors"][-1]["message"]
     datetime.fromisoformat(shown["finished_at"])  # a time is an ISO 8601 string
     dead = parsed(await run(cli, "dead", "list", APP, "--json"))

@@ -18,7 +18,7 @@ from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._url import mask_url
 
 from .conftest import PG_URL
-from .helpers import LATEST_PG, ROOT, Cli, latest, newer_schema
+from .helpers import LATEST_PG, Cli, latest, newer_schema
 
 
 async def test_producers_and_migrate_refuse_a_newer_schema(db_url: str) -> None:
@@ -140,7 +140,7 @@ def test_parallel_migrations_into_a_new_schema_all_succeed(tmp_path: Path) -> No
     for _ in range(3):
         schema = f"t_new_{uuid.uuid4().hex[:10]}"
         url = f"{PG_URL}{sep}schema={schema}"
-        env = {**Cli(url, tmp_path).env(), "PYTHONPATH": str(ROOT)}
+        env = Cli(url, tmp_path).env()  # the repo root, then the caller's path (its src)
         try:
             procs = [
                 subprocess.Popen(

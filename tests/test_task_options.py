@@ -182,6 +182,8 @@ def test_djangos_skiplock_options_come_from_the_record() -> None:
         "visibility_timeout",
         "breaker",
         "keep_result",
+        "job_log",
+        "job_log_bytes",
     }
     assert django_options("enqueue") == {
         "unique_key",

@@ -21,6 +21,7 @@ from ._job import (
     TaskPause,
     current_job,
 )
+from ._job_log import JobLog, LogLine
 from ._lanes import Database, Split
 from ._logging import JsonFormatter, configure_logging
 from ._observe.plugins import MetricsExporter as _MetricsExporter
@@ -110,6 +111,7 @@ __all__ = [
     "JobFilter",
     "JobHandle",
     "JobLinks",
+    "JobLog",
     "JobNotFound",
     "JobOutcome",
     "JobRecord",
@@ -118,6 +120,7 @@ __all__ = [
     "KeyLoad",
     "LeaseLost",
     "LinkedJob",
+    "LogLine",
     "MailboxFull",
     "ParentResultGone",
     "PayloadError",

@@ -48,6 +48,7 @@ from ._job import (
     TaskPause,
     WorkerInfo,
 )
+from ._job_log import DEFAULT_JOB_LOG_BYTES, JobLog
 from ._lanes import DEFAULT, Database, Directory, Split
 from ._limits import DEFAULT_MAX_SIGNALS_KEPT, MAX_INT, MAX_PARENTS, check_int
 from ._observe.stats import Stats
@@ -118,6 +119,9 @@ class App:
     a ``Split`` of lanes by key (``{"email": "eu"}``), and ``draining`` names the database a
     moved lane is still drained from. ``migrate`` migrates and numbers each database; a job id
     names the database it was made in (``app.directory.name_of_id``).
+
+    ``job_log=True``: every task that says nothing of it keeps its jobs' own logs, each
+    attempt's tail within ``job_log_bytes`` (docs/guides/job-logs.md).
     """
 
     def __init__(
@@ -134,6 +138,8 @@ class App:
         lanes: Mapping[str, str] | None = None,
         routes: Mapping[str, str | Split] | None = None,
         draining: Mapping[str, str] | None = None,
+        job_log: bool = False,
+        job_log_bytes: int = DEFAULT_JOB_LOG_BYTES,
     ) -> None:
         self.url = _database_url(url)
         self.directory = Directory(
@@ -150,6 +156,8 @@ class App:
             max_result_bytes=max_result_bytes,
             clock=clock,
             timezone=timezone,
+            job_log=job_log,
+            job_log_bytes=job_log_bytes,
         )
         """What a worker needs to run this app's jobs (``Worker(app.registry, backend)``)."""
         self._check_url()
@@ -301,6 +309,8 @@ class App:
         fair: bool = True,
         lane: str | None = None,
         executor: Literal["thread", "process"] | None = None,
+        job_log: bool | None = None,
+        job_log_bytes: int | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(  # type: ignore[misc]  # mypy cannot pair a ParamSpec'd bare/with-options form
@@ -334,6 +344,8 @@ class App:
         fair: bool = True,
         lane: str | None = None,
         executor: Literal["thread", "process"] | None = None,
+        job_log: bool | None = None,
+        job_log_bytes: int | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (async or sync) as a task; usable bare or with options.
 
@@ -791,6 +803,11 @@ class App:
     async def get_job(self, job_id: int) -> JobRecord:
         """One job row, or JobNotFound."""
         return await self._operations.get_job(job_id)
+
+    async def job_logs(self, job_id: int) -> list[JobLog]:
+        """The logs a job's attempts kept (``job_log=True``), by attempt; [] when it kept none
+        (or is gone). Read from the database the id names."""
+        return await self._operations.job_logs(job_id)
 
     async def release_worker(self, worker_id: str) -> list[int]:
         """Return every lease a worker holds to pending now; the ids released.

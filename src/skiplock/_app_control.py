@@ -41,6 +41,7 @@ from ._job import (
     QueueInfo,
     TaskPause,
 )
+from ._job_log import JobLog
 from ._lanes import DEFAULT, ID_SPAN
 from ._limits import (
     MAX_TEXT_CHARS,
@@ -169,6 +170,9 @@ class Operations:
     async def get_job(self, job_id: int) -> JobRecord:
         found = await (await self.backend.of_id(job_id)).job_get(job_id)
         return self.backend.named([found])[0]
+
+    async def job_logs(self, job_id: int) -> list[JobLog]:
+        return await (await self.backend.of_id(job_id)).job_logs_read(job_id)
 
     async def release_worker(self, worker_id: str) -> list[int]:
         if not isinstance(worker_id, str) or not worker_id.strip():
@@ -372,6 +376,8 @@ class Operations:
             while (deleted := await backend.job_prune(params)) > 0:
                 deleted_here += deleted
             while await backend.workflow_prune(batch) > 0:  # what workflows left behind
+                pass
+            while await backend.job_logs_prune(batch) > 0:  # the logs of the jobs gone
                 pass
             ages = f"finished_age_s={finished_age_s} dead_age_s={dead_age_s}"
             await self._audit("prune", who, "jobs", f"{deleted_here} rows; {ages}", name)

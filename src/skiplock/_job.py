@@ -19,6 +19,7 @@ from ._limits import MAX_TEXT_CHARS
 
 if TYPE_CHECKING:
     from ._durable import Durable, DurableSource
+    from ._job_log import JobLog
     from ._workflow_records import ReceivedSignal
 
 
@@ -205,6 +206,9 @@ class Completion:
     lane: str = DEFAULT_LANE
     """``ClaimedJob.lane``: the outcome is written in that lane (a batch of several, one
     statement a lane)."""
+    log: JobLog | None = None
+    """What the attempt logged (its task keeps logs: ``job_log=True``), written just before
+    the outcome; None: nothing to write."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,8 @@ from ._backends.protocol import Clock
 from ._config import require
 from ._cron import zone
 from ._job import NewJob
+from ._job_log import DEFAULT_JOB_LOG_BYTES, MAX_JOB_LOG_BYTES, MIN_JOB_LOG_BYTES, LogBuffer
+from ._limits import check_int
 from ._payload import DEFAULT_MAX_RESULT_BYTES
 from ._schedule import Schedule
 from ._task import Task
@@ -49,9 +51,17 @@ class Registry:
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         clock: Clock | None = None,
         timezone: str = "UTC",
+        job_log: bool = False,
+        job_log_bytes: int = DEFAULT_JOB_LOG_BYTES,
     ) -> None:
         require(max_result_bytes > 0, "max_result_bytes", max_result_bytes, "must be > 0")
+        require(isinstance(job_log, bool), "job_log", job_log, "must be True or False")
+        check_int("job_log_bytes", job_log_bytes, MIN_JOB_LOG_BYTES, MAX_JOB_LOG_BYTES)
         self.max_result_bytes = max_result_bytes
+        self.job_log = job_log
+        """Whether a task that says nothing of ``job_log`` keeps its jobs' logs."""
+        self.job_log_bytes = job_log_bytes
+        """The bytes of log an attempt keeps when its task names none."""
         self.clock = clock
         """Replaces the database's now() (tests that pin time); None: the real clock."""
         self.timezone = zone(timezone).key
@@ -63,6 +73,21 @@ class Registry:
         self._wakers: set[Waker] = set()
         self._finished: list[FinishedListener] = []
         self._slot_listeners: list[SlotListener] = []
+
+    def job_log_of(self, task: Task[Any, Any] | None) -> int | None:
+        """The bytes of log an attempt of ``task`` keeps (None: it keeps none): its own
+        ``job_log``/``job_log_bytes``, or this app's."""
+        if task is None:
+            return None
+        keeps = self.job_log if task.job_log is None else task.job_log
+        if not keeps:
+            return None
+        return self.job_log_bytes if task.job_log_bytes is None else task.job_log_bytes
+
+    def log_buffer(self, task_name: str) -> LogBuffer | None:
+        """A new buffer for an attempt of the task named so (None: it keeps no log)."""
+        cap = self.job_log_of(self.tasks.get(task_name))
+        return None if cap is None else LogBuffer(cap)
 
     def add_task(self, task: Task[Any, Any]) -> None:
         if task.name in self.tasks:

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, require
+from ._job_log import MAX_JOB_LOG_BYTES, MIN_JOB_LOG_BYTES
 from ._lanes import check_lane_name
 from ._limits import (
     MAX_ATTEMPTS,
@@ -204,6 +205,17 @@ def _seconds_shown(value: float | timedelta | None, options: TaskOptions) -> flo
 
 def _on_dead_shown(on_dead: str, options: TaskOptions) -> str | None:
     return None if options.ordering_key is None else on_dead
+
+
+def _job_log_shown(value: bool | None, options: TaskOptions) -> bool | None:
+    """The task's own, or its App's when it names none."""
+    registry = getattr(getattr(options, "app", None), "registry", None)
+    return registry.job_log if value is None and registry is not None else value
+
+
+def _job_log_bytes_shown(value: int | None, options: TaskOptions) -> int | None:
+    registry = getattr(getattr(options, "app", None), "registry", None)
+    return registry.job_log_bytes if value is None and registry is not None else value
 
 
 def _retry_given(retry: RetryPolicy | None) -> RetryPolicy:
@@ -470,6 +482,29 @@ class TaskOptions:
     """Where a sync task runs: ``"thread"``, a thread of the worker; ``"process"``, a child
     process of the worker's pool, which a timeout kills (docs/guides/processes.md); None: the
     worker's ``sync_executor`` (a thread by default). Async tasks run on the worker's loop."""
+    job_log: bool | None = field(
+        default=None,
+        metadata=option(
+            check=_one_of("job_log", (None, True, False), "must be True, False or None"),
+            listed="job_log",
+            shown=_job_log_shown,
+            django="task",
+        ),
+    )
+    """Keep the log records each attempt emits while it runs (through ``logging``) with the
+    attempt: ``skiplock job show`` and the dashboard show them (docs/guides/job-logs.md);
+    None: the App's ``job_log``."""
+    job_log_bytes: int | None = field(
+        default=None,
+        metadata=option(
+            check=_int("job_log_bytes", MIN_JOB_LOG_BYTES, MAX_JOB_LOG_BYTES, optional=True),
+            listed="job_log_bytes",
+            shown=_job_log_bytes_shown,
+            django="task",
+        ),
+    )
+    """The bytes of log one attempt keeps, its tail (the head cut, and said); None: the
+    App's ``job_log_bytes`` (64 KiB by default)."""
     depends_on: tuple[int, ...] = field(
         default=(),
         compare=False,

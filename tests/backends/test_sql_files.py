@@ -113,6 +113,7 @@ SQLITE_MIGRATION_SHA256 = {
     "0027.sql": "ce10b2dc402a07729c3ee9c0f66a5aba91454ed792e9280c86888a0a8eb9480b",
     "0028.sql": "c483d73ad62ca637cd3b3ceed9e70d82e25f13344c9f07a034346816c7531ea9",
     "0029.sql": "1a63145f64a3f898f8a061e6e0e83211f2bef3fb53810ae1d78e6e31b68d1d49",
+    "0030.sql": "7c1eefb7ed3134018881f864e3cf0276076370cb47aff53b6e980eb9e02619e4",
 }
 """Every released SQLite migration file's checksum: a released migration is never edited (a
 new one is a new file, and its checksum is added here)."""
@@ -147,6 +148,7 @@ SQLITE_MIGRATION_NAMES = [
     "live generations (PostgreSQL only)",
     "lanes",
     "database number (PostgreSQL only)",
+    "job logs, worker children",
 ]
 
 
@@ -236,6 +238,7 @@ POSTGRES_RELEASED = {
     "0027.sql": "966cd697bae5e3a4f301da159501f092ce612b5d6953775c7c3d2e56787987fd",
     "0028.sql": "f2b6217fd511bb7dea2725a5fc14b1b6820983931bceadaaf22d18dd330995d5",
     "0029.sql": "145ec93b82387d87bb11837cbab54ab44b55e177aff7b7771a6e77d2c9f48421",
+    "0030.sql": "956068333f241c6ffa39b7dd1407bd021f569609738187e1a86ca27db2f33513",
 }
 """The sha256 of every released PostgreSQL migration file: a released migration is never
 edited (a database that ran it would not run it again); a change is a new file."""
@@ -281,9 +284,10 @@ def test_postgres_migrations_are_numbered_one_to_the_last_with_their_recorded_na
         (27, "live generations"),
         (28, "lanes"),
         (29, "database number"),
+        (30, "job logs, worker children"),
     ]
     assert [(m.version, m.name) for m in postgres_sql.MIGRATIONS] == names
-    assert [m.version for m in postgres_sql.MIGRATIONS] == list(range(1, 30))
+    assert [m.version for m in postgres_sql.MIGRATIONS] == list(range(1, 31))
 
 
 def test_a_template_takes_names_as_quoted_identifiers_and_numbers_as_literals() -> None:

@@ -32,6 +32,7 @@ from .._job import (
     TaskPause,
     WorkerInfo,
 )
+from .._job_log import JobLog
 from .._workflow_records import (
     BatchInfo,
     JobLinks,
@@ -284,6 +285,20 @@ class Backend(Protocol):
 
     async def job_get(self, job_id: int) -> JobRecord:
         """One job, or JobNotFound."""
+        ...
+
+    async def job_logs_write(self, logs: Sequence[JobLog]) -> None:
+        """Keep these attempts' logs (``job_log=True``), one row an attempt; an attempt's
+        log written again (a released attempt runs again under its number) is replaced."""
+        ...
+
+    async def job_logs_read(self, job_id: int) -> list[JobLog]:
+        """The logs a job's attempts kept, by attempt ([] for none)."""
+        ...
+
+    async def job_logs_prune(self, batch: int) -> int:
+        """Delete up to ``batch`` logs whose job is gone (pruned, deleted); how many went
+        (0: none left)."""
         ...
 
     async def job_outcome_many(self, job_ids: Sequence[int]) -> list[JobOutcome]:

@@ -16,6 +16,7 @@ import click
 
 from .._app_control import default_who
 from .._job import JobFilter, JobRecord, JobState
+from .._job_log import JobLog, log_lines
 from .._workflow_records import JobLinks, LinkedJob
 from .output import echo, echo_json, json_option, to_json
 from .support import CANNOT_RUN, LIMIT, CliError, Group, app_command, app_for, run_async
@@ -194,20 +195,29 @@ def job_list(
 def job_show(app_spec: str, url: str | None, job_id: int, as_json: bool) -> None:
     """Everything about one job.
 
-    Its state, arguments, result, progress, which worker ran it, each attempt's error, and
-    what people did to it."""
+    Its state, arguments, result, progress, which worker ran it, each attempt's error, what
+    people did to it, and each attempt's own log (a task with job_log=True)."""
     app = app_for(app_spec, url)
 
-    async def read() -> tuple[JobRecord, JobLinks]:
-        return await app.get_job(job_id), await app.job_links(job_id)
+    async def read() -> tuple[JobRecord, JobLinks, list[JobLog]]:
+        record = await app.get_job(job_id)
+        return record, await app.job_links(job_id), await app.job_logs(job_id)
 
-    record, links = run_async(app, read)
+    record, links, logs = run_async(app, read)
     if as_json:
-        echo_json({**job_details(record), "workflow": links_details(links)})
+        shown = {**job_details(record), "workflow": links_details(links)}
+        echo_json({**shown, "logs": [log.as_json() for log in logs]})
         return
     echo_job(record, full=True)
     for line in links_lines(links):
         echo(line)
+    for log in logs:
+        for line in log_lines(log, LOG_TAIL):
+            echo(line)
+
+
+LOG_TAIL = 50
+"""The lines of each attempt's log ``job show`` prints (its tail; ``--json`` has them all)."""
 
 
 def links_details(links: JobLinks) -> dict[str, Any]:

@@ -45,6 +45,8 @@ LISTED_ORDER = (
     "debounce_s",
     "keep_result",
     "version",
+    "job_log",
+    "job_log_bytes",
 )
 """Where ``task list --json`` puts the options it knows first; the record
 (``_task_options``) says which options are listed and how, and one it lists that is not

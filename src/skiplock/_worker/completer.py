@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 from .._backends import Backend
 from .._job import Completion, Disposition
+from .._job_log import JobLog
 from .._limits import MAX_SECONDS
 from .._observe.meter import Meter
 from .._outage import Outage, retry_delay
@@ -164,6 +165,7 @@ class Completer(Service):
     async def _write(self, batch: list[Completion]) -> None:
         ledger = self.ledger
         batch = [c if 0.0 <= c.delay_s <= MAX_SECONDS else _out_of_bounds(c) for c in batch]
+        await self._write_logs([c.log for c in batch if c.log is not None])
         try:
             applied = await self._write_through_outages(batch)
         except BAD_ROW_ERRORS as exc:
@@ -197,6 +199,24 @@ class Completer(Service):
                     c.job_id,
                     c.disposition.value,
                 )
+
+    async def _write_logs(self, logs: list[JobLog]) -> None:
+        """The batch's job logs (``job_log=True``), in one write just before its outcomes
+        (their own statement: the outcome's statements stay as they are; docs/design.md).
+        An outage is waited out as an outcome's is; a log the database refuses is dropped
+        with a warning, never holding back the outcomes."""
+        failures = 0
+        while logs:
+            try:
+                await self._backend.job_logs_write(logs)
+            except BackendUnavailable as exc:
+                failures += 1
+                self._outage.failed(self.name, exc)
+                await asyncio.sleep(retry_delay(failures, first_s=0.1, cap_s=MAX_BACKOFF_S))
+                continue
+            except BAD_ROW_ERRORS as exc:
+                log.warning("could not keep the logs of %d attempts (%s)", len(logs), exc)
+            return
 
     async def _write_through_outages(self, batch: list[Completion]) -> set[int]:
         """Write, retrying an outage with capped backoff until the database answers."""

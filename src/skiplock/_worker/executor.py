@@ -22,6 +22,7 @@ from .._config import RetryPolicy
 from .._durable import DurableSource
 from .._handback import Handback, handback_for
 from .._job import ClaimedJob, StartedJob, current_job, set_current_job
+from .._job_log import LogBuffer, capture
 from .._payload import decode_args, encode_result
 from .._registry import Registry
 from .._task import Task, argument_misfit
@@ -263,10 +264,14 @@ async def execute(
     report: Callable[[int, str], None] | None = None,
     store: DurableSource | None = None,
     children: ChildPool | None = None,
+    log: LogBuffer | None = None,
 ) -> Decision:
     """Run one claimed job and decide its outcome (``report`` takes its progress records;
-    ``store`` serves its steps and waits; ``children`` runs the process tasks). Raises only
-    the worker's own cancel."""
+    ``store`` serves its steps and waits; ``children`` runs the process tasks; ``log`` keeps
+    what it logs, from this context: the attempt's own Task). Raises only the worker's own
+    cancel."""
+    if log is not None:
+        capture(log)
     try:
         task, args, kwargs = resolve(registry, job)
     except (UnrunnableJob, NewerPayload) as exc:
@@ -274,7 +279,7 @@ async def execute(
     timeout = job.timeout if job.timeout is not None else task.timeout
     if children is not None and children.takes(task):
         failure, result_json = await _in_child(
-            registry, job, task, timeout, children, report, store
+            registry, job, task, timeout, children, report, store, log
         )
         return decide(job, task, failure, result_json)  # the result: stored as it came
     set_current_job(StartedJob(job, timeout, report, time.time(), store))
@@ -289,11 +294,12 @@ async def _in_child(
     children: ChildPool,
     report: Callable[[int, str], None] | None,
     store: DurableSource | None,
+    log: LogBuffer | None = None,
 ) -> tuple[BaseException | None, str | None]:
     """A process task's attempt in a child (``processes.py``): what it raised, and its
-    result as the JSON to store (dumped, bounded and typed there, as on a thread). Its
-    arguments cross as the JSON the row holds (upcast here first when the row is older:
-    typed ones are rebuilt in the child)."""
+    result as the JSON to store (dumped, bounded and typed there, as on a thread; what it
+    logged goes into ``log``). Its arguments cross as the JSON the row holds (upcast here
+    first when the row is older: typed ones are rebuilt in the child)."""
     if job.payload_version == task.version:
         args_json, kwargs_json = job.args_json, job.kwargs_json
     else:
@@ -309,6 +315,7 @@ async def _in_child(
         store,
         registry.max_result_bytes,
         task.keep_result,
+        log,
     )
 
 
@@ -350,6 +357,7 @@ def submit_sync(
     report: Callable[[int, str], None] | None,
     store: DurableSource | None,
     then: Callable[[Ended], None],
+    log: LogBuffer | None = None,
 ) -> tuple[Work | Any, contextvars.Context]:
     """Run an untimed sync job on the pool without a Task or a Future: its thread calls
     ``then(ended)`` on the loop through the loop's inbox. Per job that saves the loop a
@@ -360,6 +368,8 @@ def submit_sync(
     its thread runs in a copy, as a Task's sync job does."""
     context = contextvars.copy_context()
     context.run(set_current_job, StartedJob(job, None, report, time.time(), store))
+    if log is not None:
+        context.run(capture, log)  # its thread runs in a copy: what it logs lands in ``log``
     inbox = handback_for(asyncio.get_running_loop())
     call = functools.partial(_call_catching, fn, args, kwargs)
     return pool.submit(_on_thread_then, inbox, context.copy(), call, then), context

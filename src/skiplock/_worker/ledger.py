@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import NoReturn
 
 from .._job import ClaimedJob, Completion, Disposition
+from .._job_log import LogBuffer
 from .claim_window import ClaimWindow
 
 REQUEUES = frozenset({Disposition.RETRY, Disposition.SNOOZE, Disposition.RELEASE})
@@ -106,7 +107,7 @@ def step(phase: Phase, verb: Verb) -> Phase:
 class Lease:
     """One lease held: the job as claimed, its phase, and its attempt while it has a slot."""
 
-    __slots__ = ("in_slot", "job", "phase", "started_at", "task")
+    __slots__ = ("in_slot", "job", "log", "phase", "started_at", "task")
 
     def __init__(self, job: ClaimedJob) -> None:
         self.job = job
@@ -119,6 +120,8 @@ class Lease:
         person's cancel, a lost lease, the end of a drain)."""
         self.in_slot = False
         """Its attempt occupies a slot: from ``start`` until ``finish``, lost or not."""
+        self.log: LogBuffer | None = None
+        """Its attempt's log while it runs (its task keeps logs: ``job_log=True``)."""
 
     def __repr__(self) -> str:
         return f"<Lease {self.job.id}:{self.job.lease_token} {self.phase.value}>"

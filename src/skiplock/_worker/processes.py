@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .. import _job_log as job_log
+from .._job_log import LogBuffer, capture
 from .._task import where_is
 
 log = logging.getLogger("skiplock.worker")
@@ -114,6 +116,8 @@ class _Running:
     done: asyncio.Future[tuple[BaseException | None, str | None, int]]
     report: Callable[[int, str], None] | None
     store: Any
+    log: Any = None
+    """The attempt's ``LogBuffer`` (its task keeps logs), which the child's lines join."""
 
 
 @dataclass
@@ -198,6 +202,7 @@ class ChildPool:
         store: Any,
         max_result_bytes: int,
         keep: bool = True,
+        log: Any = None,
     ) -> tuple[BaseException | None, str | None]:
         """Run ``fn`` for ``job`` in a child: what it raised (None on success) and its result
         as stored JSON. Raises only the caller's cancellation (the child is then killed)."""
@@ -205,10 +210,15 @@ class ChildPool:
         async with self._slots:
             child = await self._take()
             loop = asyncio.get_running_loop()
-            running = _Running(loop.create_future(), loop.create_future(), report, store)
+            running = _Running(loop.create_future(), loop.create_future(), report, store, log)
             child.running = running
+            cap = None if log is None else log.cap  # the child keeps the tail within it too
             child.send(
-                ("run", job, module, name, args_json, kwargs_json, timeout, max_result_bytes, keep)
+                (
+                    "run",
+                    *(job, module, name, args_json, kwargs_json, timeout, max_result_bytes, keep),
+                    cap,
+                )
             )
             try:
                 return await self._outcome(child, running, timeout)
@@ -356,6 +366,8 @@ class ChildPool:
                 running.started.set_result(None)
         elif kind == "done" and running is not None:
             if not running.done.done():
+                if running.log is not None and message[4] is not None:
+                    running.log.extend(*message[4])  # what the job logged in the child
                 running.done.set_result((_failure(message[1]), message[2], message[3]))
         elif kind == "progress" and running is not None and running.report is not None:
             running.report(message[1], message[2])
@@ -571,7 +583,8 @@ def _run_one(
     from ..errors import PayloadError
     from .classify import UnstorableResult
 
-    _, job, module, name, args_json, kwargs_json, timeout, max_result_bytes, keep = message
+    _, job, module, name, args_json, kwargs_json, timeout, max_result_bytes, keep, cap = message
+    log = _child_log(cap)
 
     def send(reply: tuple[Any, ...]) -> None:
         with lock:
@@ -601,4 +614,19 @@ def _run_one(
                 raise UnstorableResult(str(exc)) from exc
     except BaseException as exc:  # the job's failure, never the child's end
         failure = _crossing(exc)
-    send(("done", failure, result_json, _resident_bytes()))
+    lines = None
+    if log is not None:
+        capture(None)
+        lines = log.raw()
+    send(("done", failure, result_json, _resident_bytes(), lines))
+
+
+def _child_log(cap: int | None) -> Any:
+    """The attempt's log in the child (its task keeps logs: ``cap`` bytes), captured from
+    here on; its lines go back with the "done" message."""
+    if cap is None:
+        return None
+    job_log.install_once()
+    log = LogBuffer(cap)
+    capture(log)
+    return log

@@ -22,9 +22,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from .. import _job_log as job_log
 from .._config import WorkerConfig
 from .._durable import DurableSource
 from .._job import ClaimedJob, Completion, Disposition
+from .._job_log import JobLog, LogBuffer
 from .._observe import events
 from .._observe.meter import Meter
 from .._outcomes import Cancel
@@ -90,6 +92,8 @@ class Runner(Service):
         self._cancel_requested: set[int] = set()
         self._tg: asyncio.TaskGroup | None = None
         self._pool: JobPool | None = None
+        self._logging = False
+        """The job log handler is on the root logger (``_job_log.install``) for this runner."""
         self.children = self._child_pool()
         """The child processes of process tasks (none started until one runs)."""
 
@@ -105,6 +109,8 @@ class Runner(Service):
             await self._drain_now.wait()
             await self._drain()
         finally:
+            if self._logging:
+                job_log.uninstall()
             pool.shutdown(wait=False, cancel_futures=True)
             await self.children.close()
 
@@ -150,6 +156,12 @@ class Runner(Service):
         while (lease := ledger.start_next()) is not None:
             job = lease.job
             assert self._tg is not None and self._pool is not None
+            lease.log = registry.log_buffer(job.task)
+            if lease.log is not None and not self._logging:
+                # the root logger's handler from the first job that keeps a log: none on a
+                # worker whose jobs keep none (a task registered late counts too)
+                job_log.install()
+                self._logging = True
             task = runs_on_its_own(registry, job, self.children)
             attempt = None if task is None else self._start_sync(lease, task, self._pool)
             if attempt is None:
@@ -225,6 +237,7 @@ class Runner(Service):
             self.progress.put,
             self.durable_source(),
             attempt.ended,
+            lease.log,
         )
         return attempt
 
@@ -260,20 +273,27 @@ class Runner(Service):
                     self.progress.put,
                     self.durable_source(),
                     self.children,
+                    lease.log,
                 )
             else:
-                decision = await self._traced(job, pool)
+                decision = await self._traced(job, pool, lease.log)
         except asyncio.CancelledError:
             self._record(lease, self._cancelled(job), loop.time() - started, measured=False)
             raise
         self._record(lease, decision, loop.time() - started, measured=True)
 
-    async def _traced(self, job: ClaimedJob, pool: JobPool) -> Decision:
+    async def _traced(self, job: ClaimedJob, pool: JobPool, log: LogBuffer | None) -> Decision:
         """``execute`` inside the attempt's span (current while the task runs)."""
         assert self.registry.tracing is not None
         with self.registry.tracing.run(job, self.config.name) as ended:
             decision = await execute(
-                self.registry, job, pool, self.progress.put, self.durable_source(), self.children
+                self.registry,
+                job,
+                pool,
+                self.progress.put,
+                self.durable_source(),
+                self.children,
+                log,
             )
             ended(decision)
         return decision
@@ -308,8 +328,10 @@ class Runner(Service):
                 events.on_recorded(job, decision, duration, self.config.name),
                 job.segment,
                 job.lane,
+                _kept(lease, job),
             )
         )
+        lease.log = None
         self.ledger.finish(lease, decision.disposition, duration if measured else None)
         self.start_ready()  # the next claimed job takes the slot at once
         self.processed += 1
@@ -369,6 +391,12 @@ class Runner(Service):
                     lane=job.lane,
                 )
             )
+
+
+def _kept(lease: Lease, job: ClaimedJob) -> JobLog | None:
+    """What the attempt's log keeps (None: its task keeps none, or it logged nothing)."""
+    log = lease.log
+    return None if log is None or log.empty else log.job_log(job.id, job.attempt)
 
 
 class SyncAttempt(asyncio.Future[None]):

@@ -293,6 +293,9 @@ class Pruner(Service):
         for _ in range(PRUNE_MAX_BATCHES):  # what workflows left of the jobs now gone (a
             if await self.backend.workflow_prune(PRUNE_BATCH) == 0:  # batch goes once its
                 break  # members have, a call later)
+        for _ in range(PRUNE_MAX_BATCHES):  # the logs of the jobs now gone
+            if await self.backend.job_logs_prune(PRUNE_BATCH) == 0:
+                break
         return removed
 
     async def prune_audit_once(self) -> int:

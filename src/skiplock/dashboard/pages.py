@@ -266,6 +266,8 @@ async def job(request: Request) -> Response:
         events=timeline(record),
         payload=request.state.user.may(Role.OPERATOR),
         errors=list(reversed(record.errors)),
+        # a job's own log (job_log=True) may quote its arguments: shown where they are
+        logs=await dash.app.job_logs(record.id),
         problems=shown_problems(record, request.state.user.may(Role.OPERATOR)),
         links=None if links.empty else links,
         batch=batch,

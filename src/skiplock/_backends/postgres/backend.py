@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .claim import Claim
 from .inspect import Inspect
+from .job_logs import JobLogs
 from .keys import Keys
 from .migrate import Migrate
 from .observe import Observe
@@ -21,7 +22,7 @@ from .wake import Wake
 from .workflow import Workflow
 
 
-class PostgresBackend(Migrate, Workflow, Wake, Claim, Keys, Inspect, Observe):
+class PostgresBackend(Migrate, Workflow, Wake, Claim, Keys, Inspect, Observe, JobLogs):
     """The Backend protocol on PostgreSQL."""
 
     __module__ = "skiplock._backends.postgres"  # its name where the registry finds it

@@ -117,6 +117,9 @@ class Statements:
     JOB_DISCARD_DEAD: str
     JOB_PRUNE: str
     JOB_PRUNE_PREVIEW: str
+    JOB_LOGS_WRITE: str
+    JOB_LOGS_READ: str
+    JOB_LOGS_PRUNE: str
     QUEUE_LIMITED: str
     QUEUE_LOCK: str
     QUEUE_RUNNING: str

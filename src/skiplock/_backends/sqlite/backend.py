@@ -18,13 +18,16 @@ from __future__ import annotations
 from .claim import Claiming
 from .completion import Completing
 from .inspect import Inspecting
+from .job_logs import JobLogs
 from .migrate import Migrating
 from .observe import Observing
 from .storage.upkeep import Storing
 from .wake import Waking
 
 
-class SQLiteBackend(Migrating, Claiming, Completing, Inspecting, Observing, Waking, Storing):
+class SQLiteBackend(
+    Migrating, Claiming, Completing, Inspecting, Observing, Waking, Storing, JobLogs
+):
     """The Backend protocol on one SQLite file."""
 
     supports_push = True

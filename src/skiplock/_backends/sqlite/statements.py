@@ -132,6 +132,9 @@ class Statements:
     JOB_DISCARD_DEAD: str
     JOB_PRUNE: str
     JOB_PRUNE_PREVIEW: str
+    JOB_LOGS_WRITE: str
+    JOB_LOGS_READ: str
+    JOB_LOGS_PRUNE: str
     NEXT_PAIR: str
     NEXT_KEY_IN_QUEUE: str
     PICK: str

@@ -18,7 +18,14 @@ from django.db import DatabaseError, connections, router
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
+from ..._job_log import job_log_of, log_lines
 from .models import LIVE_STATES, REST_STATES, Job, PeriodicDefer, reads_in_parts
+
+JOB_LOGS_READ = (
+    "SELECT attempt, lines, cut_lines, cut_bytes FROM skiplock_job_logs WHERE job_id = %s "
+    "ORDER BY attempt"
+)
+"""A job's own logs, through the connection's search_path as the job table is read."""
 
 PAYLOAD = ("args", "kwargs", "result", "errors")
 """The fields ``skiplock.view_job_payload`` is needed to see."""
@@ -126,7 +133,8 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
     def get_fields(self, request: Any, obj: Any = None) -> list[str]:
         shown = request.user.has_perm("skiplock.view_job_payload")
         fields = [f.name for f in Job._meta.fields if shown or f.name not in PAYLOAD]
-        return [*fields, "last_traceback"] if shown else fields  # a traceback quotes arguments
+        # a traceback and a job's own log quote arguments
+        return [*fields, "last_traceback", "job_log"] if shown else fields
 
     def last_traceback(self, obj: Any) -> Any:
         """The last recorded error's traceback, as lines of text (not a JSON string)."""
@@ -136,6 +144,22 @@ class JobAdmin(admin.ModelAdmin):  # type: ignore[misc]
         return (
             format_html('<pre style="white-space: pre-wrap">{}</pre>', str(text)) if text else "-"
         )
+
+    def job_log(self, obj: Any) -> Any:
+        """The job's own log of each attempt (a task with ``job_log=True``), as text: each
+        line's time, level, logger and message, and what was cut."""
+        try:
+            with connections[obj._state.db or "default"].cursor() as cursor:
+                cursor.execute(JOB_LOGS_READ, [obj.id])
+                rows = cursor.fetchall()
+        except DatabaseError:  # a database not migrated to skiplock's migration 30 yet
+            return "-"
+        if not rows:
+            return "-"
+        text = "\n".join(
+            line for attempt, *row in rows for line in log_lines(job_log_of(obj.id, attempt, *row))
+        )
+        return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
 
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:
         if obj is not None:
@@ -241,3 +265,4 @@ for _action, _label in (
     _action.short_description = _label  # type: ignore[attr-defined]
     _action.allowed_permissions = ("change",)  # type: ignore[attr-defined]
 JobAdmin.last_traceback.short_description = "Last traceback"  # type: ignore[attr-defined]
+JobAdmin.job_log.short_description = "Job log"  # type: ignore[attr-defined]
