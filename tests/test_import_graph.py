@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "skiplock._durable",
             "skiplock._task_options",
             "skiplock._typed",
+            "skiplock._job_log",
         ),
     ),
     (

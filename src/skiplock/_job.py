@@ -758,6 +758,17 @@ class TaskPause:
 
 
 @dataclass(frozen=True, slots=True)
+class ChildProcess:
+    """One child process of a worker's process tasks, as its worker's last beat saw it."""
+
+    pid: int
+    jobs: int
+    """Jobs it ran to their end so far (it is replaced at ``max_tasks_per_child``)."""
+    rss_bytes: int
+    """Its resident memory after its last job, as it read it."""
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerInfo:
     """A worker in the live-worker registry, as of its last maintenance beat."""
 
@@ -793,3 +804,6 @@ class WorkerInfo:
     has): a crash loop when it grows (``skiplock health`` turns red at 3)."""
     database: str = "default"
     """The database whose registry this row is in (an App with ``databases=`` has several)."""
+    children: tuple[ChildProcess, ...] = ()
+    """The child processes its process tasks ran in at its last beat (``executor="process"``:
+    docs/guides/processes.md); none for a worker that runs no process task."""

@@ -112,8 +112,11 @@ def on_thread() -> int:
 
 
 @app.task
-def nap(seconds: float) -> int:
-    """A plain sync task (no executor of its own): where it runs is the worker's choice."""
+def nap(seconds: float, started: str = "") -> int:
+    """A plain sync task (no executor of its own): where it runs is the worker's choice.
+    ``started``: a file it writes as its code starts (a test's event)."""
+    if started:
+        Path(started).write_text(str(os.getpid()))
     time.sleep(seconds)
     return os.getpid()
 

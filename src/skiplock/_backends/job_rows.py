@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from .._job import (
     DEFAULT_LANE,
     BlockedKey,
+    ChildProcess,
     ClaimedJob,
     Completion,
     DeadGroup,
@@ -363,7 +364,19 @@ def worker_info(r: Row, to_time: Callable[[Any], datetime]) -> WorkerInfo:
         process=r["process"],
         restarts=int(r["restarts"]),
         restarts_in_a_row=int(r["restarts_in_a_row"]),
+        children=_children(r["children"]),
     )
+
+
+def _children(text: str | None) -> tuple[ChildProcess, ...]:
+    """A worker row's children (JSON ``[[pid, jobs, rss_bytes], ...]``); what does not read
+    as that is shown as none, never an error (another version may have written it)."""
+    if not text:
+        return ()
+    try:
+        return tuple(ChildProcess(int(p), int(j), int(r)) for p, j, r in json.loads(text))
+    except (ValueError, TypeError):
+        return ()
 
 
 def blocked_key(row: Sequence[Any]) -> BlockedKey:

@@ -328,6 +328,9 @@ class WorkerBeatParams:
     """Which OS process it is (``WorkerInfo.process``)."""
     restarts: int = 0
     restarts_in_a_row: int = 0
+    children: str | None = None
+    """Its process tasks' child processes now, as JSON (``WorkerInfo.children``); None:
+    none running."""
 
 
 @dataclass(frozen=True, slots=True)

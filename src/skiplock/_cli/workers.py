@@ -40,6 +40,9 @@ def worker_details(worker: WorkerInfo, max_silence_s: float) -> dict[str, Any]:
         "restarts_in_a_row": worker.restarts_in_a_row,
         "live": is_live(worker, max_silence_s),
         "database": worker.database,
+        "children": [
+            {"pid": c.pid, "jobs": c.jobs, "rss_bytes": c.rss_bytes} for c in worker.children
+        ],
     }
 
 
@@ -55,10 +58,17 @@ def _line(worker: WorkerInfo, several: bool = False) -> str:
     if worker.restarts:
         restarts = f" restarts={worker.restarts} ({worker.restarts_in_a_row} in a row)"
     database = f" database={worker.database}" if several else ""
+    children = ""
+    if worker.children:  # its process tasks' children (docs/guides/processes.md)
+        each = ", ".join(
+            f"{c.pid} ({c.jobs} jobs, {c.rss_bytes / 2**20:.0f} MiB)" for c in worker.children
+        )
+        children = f" children: {each}"
     return (
         f"{where}{named}{database} queues={queues} "
         f"concurrency={worker.concurrency} running={worker.running} "
         f"processed={worker.processed}{restarts} last beat {worker.silent_s:.1f}s ago"
+        f"{children}"
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -47,13 +48,16 @@ class Presence(Service):
         worker_id: str,
         load: Callable[[], tuple[int, int, float | None]],
         outage: Outage | None = None,
+        children: Callable[[], list[tuple[int, int, int]]] | None = None,
     ) -> None:
-        """``load()`` answers (jobs held, outcomes recorded, loop time of the last claim)."""
+        """``load()`` answers (jobs held, outcomes recorded, loop time of the last claim);
+        ``children()`` the process tasks' children (pid, jobs run, resident bytes)."""
         super().__init__()
         self.backend = backend
         self.config = config
         self.worker_id = worker_id
         self.load = load
+        self.children = children
         self.outage = outage or Outage()
         self.gone_after_s = gone_after(config.maintenance_interval_s)
         """The silence after which the others take this worker for dead."""
@@ -97,7 +101,12 @@ class Presence(Service):
             process=self.process,
             restarts=restarts,
             restarts_in_a_row=restarts_in_a_row(in_a_row, now - self._started),
+            children=self._children(),
         )
+
+    def _children(self) -> str | None:
+        found = self.children() if self.children is not None else []
+        return json.dumps(found) if found else None
 
     async def beat(self) -> None:
         await self.backend.worker_beat(self.params())

@@ -411,7 +411,7 @@ class Worker:
         def load() -> tuple[int, int, float | None]:
             return ledger.busy + ledger.claimed_ahead, runner.processed, producer.last_claim_at
 
-        presence = Presence(backend, config, token, load, outage)
+        presence = Presence(backend, config, token, load, outage, runner.children.children)
         dead = DeadWorkers(backend, token, self.name, presence.answered_for_s)
         rescuer = Rescuer(backend, config, signals, outage, self.meter, dead, producer.on_wake)
         services.append(rescuer)

@@ -86,6 +86,7 @@ def beat_args(params: WorkerBeatParams, now: datetime | None) -> list[Any]:
         p.process,
         p.restarts,
         p.restarts_in_a_row,
+        p.children,
     ]
 
 

@@ -67,6 +67,7 @@ def beat_args(params: WorkerBeatParams, now: float) -> dict[str, Any]:
         "process": p.process,
         "restarts": p.restarts,
         "restarts_in_a_row": p.restarts_in_a_row,
+        "children": p.children,
     }
 
 

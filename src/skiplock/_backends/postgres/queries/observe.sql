@@ -114,19 +114,21 @@ FROM samples GROUP BY queue, task, kind, 4
 -- name: WORKER_BEAT
 -- Upsert a worker's registry row ($1 its id) on its maintenance beat: its shape, its load, the
 -- database's now as its heartbeat, when it last claimed ($9 seconds before now; NULL:
--- never), its silence limit, its OS process and its supervisor's restarts ($11-$14).
+-- never), its silence limit, its OS process and its supervisor's restarts ($11-$14), its
+-- process tasks' children ($15, JSON).
 WITH now_ AS (SELECT coalesce($10::timestamptz, now()) AS t)
 INSERT INTO {s}.skiplock_workers AS w
     (id, name, host, pid, queues, concurrency, running, processed, started_at, heartbeat_at,
-     last_claim_at, gone_after_s, process, restarts, restarts_in_a_row)
+     last_claim_at, gone_after_s, process, restarts, restarts_in_a_row, children)
 SELECT $1, $2, $3, $4, $5, $6, $7, $8, t, t, t - make_interval(secs => $9::float8),
-       $11, $12, $13, $14
+       $11, $12, $13, $14, $15
 FROM now_
 ON CONFLICT (id) DO UPDATE
 SET running = excluded.running, processed = excluded.processed,
     heartbeat_at = excluded.heartbeat_at, last_claim_at = excluded.last_claim_at,
     gone_after_s = excluded.gone_after_s, process = excluded.process,
-    restarts = excluded.restarts, restarts_in_a_row = excluded.restarts_in_a_row
+    restarts = excluded.restarts, restarts_in_a_row = excluded.restarts_in_a_row,
+    children = excluded.children
 
 -- name: WORKER_DELETE
 -- A worker leaves the registry as it stops.
@@ -142,5 +144,5 @@ WHERE heartbeat_at < coalesce($2::timestamptz, now()) - make_interval(secs => $1
 -- clock.
 SELECT id, name, host, pid, queues, concurrency, running, processed, started_at,
        heartbeat_at, last_claim_at, gone_after_s, process, restarts, restarts_in_a_row,
-       extract(epoch FROM coalesce($1::timestamptz, now()) - heartbeat_at)::float8 AS silent_s
+       children, extract(epoch FROM coalesce($1::timestamptz, now()) - heartbeat_at)::float8 AS silent_s
 FROM {s}.skiplock_workers ORDER BY name, id

@@ -76,17 +76,19 @@ WHERE state IN ('succeeded', 'cancelled', 'dead') AND finished_at > :since AND f
 -- name: WORKER_BEAT
 -- Upsert a worker's registry row on its maintenance beat: its shape, its load, :now as its
 -- heartbeat, when it last claimed (:claimed_ago seconds before now, NULL: never), its
--- silence limit, its OS process and its supervisor's restarts.
+-- silence limit, its OS process and its supervisor's restarts, its process tasks' children
+-- (JSON).
 INSERT INTO skiplock_workers
     (id, name, host, pid, queues, concurrency, running, processed, started_at, heartbeat_at,
-     last_claim_at, gone_after_s, process, restarts, restarts_in_a_row)
+     last_claim_at, gone_after_s, process, restarts, restarts_in_a_row, children)
 VALUES (:id, :name, :host, :pid, :queues, :concurrency, :running, :processed, :now, :now,
-        :now - :claimed_ago, :gone_after_s, :process, :restarts, :restarts_in_a_row)
+        :now - :claimed_ago, :gone_after_s, :process, :restarts, :restarts_in_a_row, :children)
 ON CONFLICT (id) DO UPDATE
 SET running = excluded.running, processed = excluded.processed,
     heartbeat_at = excluded.heartbeat_at, last_claim_at = excluded.last_claim_at,
     gone_after_s = excluded.gone_after_s, process = excluded.process,
-    restarts = excluded.restarts, restarts_in_a_row = excluded.restarts_in_a_row
+    restarts = excluded.restarts, restarts_in_a_row = excluded.restarts_in_a_row,
+    children = excluded.children
 
 -- name: WORKER_DELETE
 -- A worker leaves the registry as it stops.
@@ -100,5 +102,5 @@ DELETE FROM skiplock_workers WHERE heartbeat_at < :now - :silent_s
 -- Every registered worker, with how long since its heartbeat.
 SELECT id, name, host, pid, queues, concurrency, running, processed, started_at,
        heartbeat_at, last_claim_at, gone_after_s, process, restarts, restarts_in_a_row,
-       :now - heartbeat_at AS silent_s
+       children, :now - heartbeat_at AS silent_s
 FROM skiplock_workers ORDER BY name, id
