@@ -6,6 +6,7 @@ from ._config import DEFAULT_MAX_ATTEMPTS, Breaker, RetryPolicy, WorkerConfig
 from ._job import (
     AuditEntry,
     BlockedKey,
+    ChildProcess,
     CronRun,
     DeadGroup,
     JobContext,
@@ -96,6 +97,7 @@ __all__ = [
     "Breaker",
     "Cancel",
     "Chain",
+    "ChildProcess",
     "Chord",
     "ConfigurationError",
     "CronRun",
