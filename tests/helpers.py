@@ -410,6 +410,8 @@ def parsed(result: object, code: int = 0) -> dict[str, Any]:
 
 
 SQLITE_UNDO_KEYS = [
+    "DROP TABLE skiplock_job_logs",  # migration 30 (job logs, worker children; 29: nothing)
+    "ALTER TABLE skiplock_workers DROP COLUMN children",
     "DROP INDEX skiplock_jobs_pending_idx",  # migration 28 (lanes; 27 changed nothing)
     "DROP INDEX skiplock_jobs_queue_pending_idx",
     "DROP INDEX skiplock_jobs_keyed_walk_idx",

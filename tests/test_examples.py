@@ -53,6 +53,15 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
             "rows saved: 1; jobs: 1",
         ],
     ),
+    "job-logs": (
+        "job_logs.py",
+        [
+            "job 1: 2 lines, all its own: account 1: rate limited, slowing down",
+            "job 2: 2 lines, all its own: account 2: rate limited, slowing down",
+            "flaky: a log for each of its 2 attempts",
+            "chatty: kept the tail (line 49), cut",
+        ],
+    ),
     "keys": (
         "keys.py",
         [

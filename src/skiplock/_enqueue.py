@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 from . import _sqlalchemy
 from ._backends import Backend, BackendGetter
+from ._backends.inserts_here import InsertsHere, inserts_here
 from ._backends.params import JobInsertManyParams
-from ._backends.protocol import InsertsHere, inserts_here
 from ._backends.workflow_params import WorkflowEnqueueParams, WorkflowEnqueueSyncParams
 from ._backends.workflow_plan import Node, Plan, existing
 from ._batch import current_batch

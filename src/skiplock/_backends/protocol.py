@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Protocol
 
 from .._job import (
     AuditEntry,
@@ -591,22 +591,3 @@ class Backend(Protocol):
         """While entered, call ``on_done(ids)`` when jobs finish anywhere (None: the database
         cannot say which, so any may have); the yielded event is set if the watch is lost."""
         ...
-
-
-class InsertsHere(Protocol):
-    """What a backend whose ``inserts_here`` is True offers besides the ``Backend``
-    operations: a sync enqueue's insert in the calling thread, on a connection it keeps for
-    callers' threads."""
-
-    def job_insert_many_here(self, params: JobInsertManyParams) -> list[int]:
-        """``job_insert_many`` in the calling thread, in its own write transaction."""
-        ...
-
-    def close_here(self) -> None:
-        """Close the connection ``job_insert_many_here`` keeps (the next call opens one)."""
-        ...
-
-
-def inserts_here(backend: Backend) -> TypeGuard[InsertsHere]:
-    """Whether ``backend`` inserts a sync enqueue in the caller's thread (``inserts_here``)."""
-    return backend.inserts_here
