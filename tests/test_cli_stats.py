@@ -183,7 +183,14 @@ async def test_the_busiest_concurrency_keys_in_the_tables_the_listing_and_json(
     code, out, err = run(app.url, "stats", "--json")
     assert code == 0, err
     keys = json.loads(out)["keys"]
-    assert keys[0] == {"key": "acct-0", "running": 1, "ready": 2, "pending": 2, "key_limit": 1}
+    assert keys[0] == {
+        "key": "acct-0",
+        "running": 1,
+        "ready": 2,
+        "pending": 2,
+        "key_limit": 1,
+        "database": "default",
+    }
     assert [k["key"] for k in keys] == ["acct-0", "acct-1", "acct-2"]
     wide = run_at_width(app.url, "200")
     assert "busiest concurrency keys now" in wide and "acct-2" in wide
