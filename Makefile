@@ -69,7 +69,7 @@ docs-serve: $(STAMP)
 audit: $(STAMP)
 	$(BIN)/python tools/audit.py
 
-# Everything, in about 20 minutes on 2 cores. Steps that share nothing run side by side
+# Everything (about 30 minutes on 2 cores, 2026-12-07; README). Steps that share nothing run side by side
 # (tools/together.py prints each one's output whole when it ends): the four checks with each
 # other; the Django suite on SQLite beside the serial tests (they restart the shared PostgreSQL
 # server, which the Django suite on PostgreSQL then uses). The two pytest tiers run alone:
