@@ -192,6 +192,23 @@ async def other_db() -> AsyncIterator[str]:
 
 
 @pytest.fixture
+async def two_db_app(pg_url: str, other_db: str) -> AsyncIterator[skiplock.App]:
+    """An App of two PostgreSQL databases, migrated: its own (``pg_url``) and ``"b"``
+    (``other_db``, number 1), with a task ``t`` (issue 46's one-view tests)."""
+    app = skiplock.App(pg_url, databases={"b": skiplock.Database(other_db, number=1)})
+
+    @app.task(name="t")
+    async def t() -> None:
+        pass
+
+    await app.migrate()
+    try:
+        yield app
+    finally:
+        await app.close()
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'jobs.db'}"
 

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -28,18 +27,8 @@ SPEC = "tests.apps.two_db_app:app"
 
 
 @pytest.fixture
-async def app(pg_url: str, other_db: str) -> AsyncIterator[skiplock.App]:
-    app = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)})
-
-    @app.task(name="t")
-    async def t() -> None:
-        pass
-
-    await app.migrate()
-    try:
-        yield app
-    finally:
-        await app.close()
+def app(two_db_app: skiplock.App) -> skiplock.App:
+    return two_db_app
 
 
 async def insert(app: skiplock.App, database: str, queue: str = "q", n: int = 1) -> list[int]:

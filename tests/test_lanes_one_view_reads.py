@@ -12,13 +12,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
 
 import skiplock
-from skiplock import Database, JobState
+from skiplock import JobState
 from skiplock._backends.params import CronSlotClaimParams, JobInsertManyParams
 from skiplock._backends.workflow_params import WorkflowOpenBatchParams
 from skiplock._job import Completion, Disposition
@@ -32,18 +31,8 @@ SPEC = "tests.apps.two_db_app:app"
 
 
 @pytest.fixture
-async def app(pg_url: str, other_db: str) -> AsyncIterator[skiplock.App]:
-    app = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)})
-
-    @app.task(name="t")
-    async def t() -> None:
-        pass
-
-    await app.migrate()
-    try:
-        yield app
-    finally:
-        await app.close()
+def app(two_db_app: skiplock.App) -> skiplock.App:
+    return two_db_app
 
 
 async def keyed(app: skiplock.App, database: str, key: str, n: int) -> None:

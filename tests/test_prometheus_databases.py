@@ -6,7 +6,6 @@ always had. Parsed with prometheus-client's own parser, on two real PostgreSQL d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -22,18 +21,8 @@ from .helpers import free_port, running
 
 
 @pytest.fixture
-async def app(pg_url: str, other_db: str) -> AsyncIterator[skiplock.App]:
-    app = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)})
-
-    @app.task(name="t")
-    async def t() -> None:
-        pass
-
-    await app.migrate()
-    try:
-        yield app
-    finally:
-        await app.close()
+def app(two_db_app: skiplock.App) -> skiplock.App:
+    return two_db_app
 
 
 async def insert(app: skiplock.App, database: str, queue: str, n: int, key: str = "") -> None:

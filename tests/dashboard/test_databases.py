@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -38,18 +37,8 @@ def client(app: skiplock.App) -> httpx.AsyncClient:
 
 
 @pytest.fixture
-async def app(pg_url: str, other_db: str) -> AsyncIterator[skiplock.App]:
-    app = skiplock.App(pg_url, databases={"b": Database(other_db, number=1)})
-
-    @app.task(name="t")
-    async def t() -> None:
-        pass
-
-    await app.migrate()
-    try:
-        yield app
-    finally:
-        await app.close()
+def app(two_db_app: skiplock.App) -> skiplock.App:
+    return two_db_app
 
 
 async def insert(app: skiplock.App, database: str, queue: str, n: int = 1) -> list[int]:
