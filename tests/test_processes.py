@@ -131,6 +131,48 @@ async def test_a_child_that_dies_fails_only_its_job(app: skiplock.App, how: str,
     assert await app.counts() == {**{s: 0 for s in await app.counts()}, "dead": 1, "succeeded": 3}
 
 
+PLANS = ["ok", "spin", "exit", "kill", "segfault", "leak"]
+
+
+async def test_each_job_has_exactly_one_effect_in_the_database_across_kills_deaths_and_recycling(
+    app: skiplock.App, db_url: str
+) -> None:
+    """Every way a child can end, mixed on one worker that also recycles by count and by
+    memory: each job succeeds, and the database holds exactly one effect row for it, from the
+    attempt its row says succeeded. A timed-out child not killed would write a second row
+    late; a retry of a succeeded job, or a dead child's job run twice, a second one too."""
+    conn = process_app.effect_connection(db_url)
+    with conn:
+        conn.execute(f"CREATE TABLE {process_app.EFFECTS} (job_id TEXT, attempt INT, pid INT)")
+    handles = [await process_app.effect.aenqueue(db_url, PLANS[i % 6]) for i in range(24)]
+    await burst(
+        app, concurrency=2, child_processes=2, max_tasks_per_child=3, max_memory_per_child_mb=100
+    )
+    jobs = {str(h.id): await app.get_job(h.id) for h in handles}
+    timeouts = [
+        e["message"] for job in jobs.values() for e in job.errors if "JobTimeout" in e["message"]
+    ]
+    killed = [pid for message in timeouts for pid in pids_in(message)]
+    assert len(killed) == 4, killed  # the four spin plans' first attempts
+    wait_until(lambda: all(gone(pid) for pid in killed), "the timed-out children to be gone")
+    conn = process_app.effect_connection(db_url)
+    try:
+        rows = conn.execute(f"SELECT job_id, attempt, pid FROM {process_app.EFFECTS}").fetchall()
+    finally:
+        conn.close()
+    effects: dict[str, list[int]] = {}
+    for job_id, attempt, _pid in rows:
+        effects.setdefault(job_id, []).append(attempt)
+    for i, (job_id, job) in enumerate(jobs.items()):
+        plan = PLANS[i % 6]
+        assert job.state is JobState.SUCCEEDED, (plan, job.errors)
+        first_ran = plan in ("ok", "leak")
+        assert job.attempt == (1 if first_ran else 2), (plan, job.attempt)
+        assert effects.get(job_id) == [job.attempt], (plan, effects.get(job_id))
+    assert len(rows) == len(jobs)
+    assert {p for _, _, p in rows}.isdisjoint({os.getpid()})  # all written by children
+
+
 async def test_an_exception_crosses_as_itself_or_as_its_text(app: skiplock.App) -> None:
     plain = await process_app.fails.aenqueue("boom")
     odd = await process_app.fails_oddly.aenqueue()

@@ -9,8 +9,10 @@ import ctypes
 import dataclasses
 import os
 import signal
+import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import skiplock
 from skiplock import current_job
@@ -144,3 +146,53 @@ def moved(p: Point, by: int) -> Point:
 @app.task(executor="process", max_attempts=3)
 def unstorable() -> object:
     return {1, 2}  # a set: no JSON for it
+
+
+EFFECTS = "process_effects"
+"""The table ``effect`` writes its one row per attempt that got that far to: the database's own
+record of what ran, counted by the exactly-once test."""
+
+
+def effect_connection(url: str) -> Any:
+    """A plain DB-API connection to the test's own database (not skiplock's), in the schema
+    the URL names: the test makes and counts the table through it too."""
+    if url.startswith("sqlite:///"):
+        return sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30)
+    import psycopg
+
+    base, _, query = url.partition("?")
+    schema = dict(p.split("=", 1) for p in query.split("&") if p).get("schema", "public")
+    return psycopg.connect(base, options=f"-c search_path={schema}")
+
+
+@app.task(executor="process", timeout=1.0, max_attempts=2, retry=NO_WAIT)
+def effect(url: str, plan: str) -> int:
+    """Writes one row per attempt that reaches its end. ``plan`` says what its first attempt
+    does before that: ``ok`` nothing; ``spin`` runs pure Python past its timeout (a child not
+    killed would write its row late, a second one); ``exit``, ``kill``, ``segfault`` end the
+    child; ``leak`` keeps 60 MiB (the worker's memory bound recycles the child)."""
+    job = current_job()
+    if job.attempt == 1:
+        if plan == "spin":
+            end = time.monotonic() + 3.0
+            while time.monotonic() < end:
+                pass
+        elif plan == "exit":
+            os._exit(3)
+        elif plan == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif plan == "segfault":
+            ctypes.string_at(0)
+        elif plan == "leak":
+            _kept.append(b"x" * (60 * 2**20))
+    conn = effect_connection(url)
+    mark = "?" if isinstance(conn, sqlite3.Connection) else "%s"
+    try:
+        with conn:
+            conn.execute(
+                f"INSERT INTO {EFFECTS} VALUES ({mark}, {mark}, {mark})",
+                (str(job.id), job.attempt, os.getpid()),
+            )
+    finally:
+        conn.close()
+    return os.getpid()
