@@ -112,7 +112,8 @@ soak: $(STAMP)
 # (200 jobs 20 ms apart) through one CLI worker at its defaults over 1, 2 and 3 databases of
 # the bench's server, 3 interleaved runs, ~3 minutes; then W8 over databases
 # (benchmarks/databases_held.py): 300 jobs/s offered to each of 3 databases, the horizon held
-# in one, 60/120/30 s phases, ~4 minutes. DATABASES_BENCH_ARGS / DATABASES_HELD_BENCH_ARGS=
+# in one, 60/120/30 s phases, ~4 minutes; then the same with the held database on a server of
+# its own (--servers 2: two stock clusters the bench makes, root needed). DATABASES_BENCH_ARGS / DATABASES_HELD_BENCH_ARGS=
 # "--quick" for a smoke test (~1 minute each).
 # W18, process tasks (issue 47, benchmarks/processes.py): no-op jobs (500) and 50 ms of CPU
 # (100) through a thread task, a process task and Celery's prefork pool (Redis broker at
@@ -132,6 +133,7 @@ bench: $(BENCH_STAMP) bench-django
 	$(BIN)/python -m benchmarks.workflows $(WORKFLOWS_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.databases $(DATABASES_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.databases_held $(DATABASES_HELD_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.databases_held --servers 2 $(DATABASES_HELD_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.processes $(PROCESSES_BENCH_ARGS)
 
 # The Django paths (Python 3.12+, a venv of its own so the seed's packages never reach the

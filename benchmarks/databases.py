@@ -117,15 +117,20 @@ class Fresh:
 
 
 @contextlib.asynccontextmanager
-async def fresh_databases(base: str, count: int, lanes: bool) -> AsyncIterator[Fresh]:
-    """Create ``count`` databases on ``base``'s server, migrate them (``skiplock migrate``, as
-    a user would), and drop them ``WITH (FORCE)`` on the way out, even after a failure."""
+async def fresh_databases(base: str | list[str], count: int, lanes: bool) -> AsyncIterator[Fresh]:
+    """Create ``count`` databases on ``base``'s server (or database ``i`` on ``base[i]``'s,
+    one server per database: benchmarks/databases_held.py's ``--servers``), migrate them
+    (``skiplock migrate``, as a user would), and drop them ``WITH (FORCE)`` on the way out,
+    even after a failure."""
+    bases = base if isinstance(base, list) else [base] * count
     names = [f"bench_dbs_{uuid.uuid4().hex[:8]}" for _ in range(count)]
-    admin = await asyncpg.connect(base)
-    fresh = Fresh([with_database(base, name) for name in names], {})
+    admins = {url: await asyncpg.connect(url) for url in dict.fromkeys(bases)}
+    fresh = Fresh([with_database(bases[i], name) for i, name in enumerate(names)], {})
+    made: list[int] = []
     try:
-        for name in names:
-            await admin.execute(f'CREATE DATABASE "{name}"')
+        for i, name in enumerate(names):
+            await admins[bases[i]].execute(f'CREATE DATABASE "{name}"')
+            made.append(i)
         path = os.pathsep.join([str(ROOT), str(ROOT / "src")])
         fresh.env = {**os.environ, ENV: ",".join(fresh.urls), "PYTHONPATH": path}
         fresh.env.pop(LANES_ENV, None)
@@ -143,9 +148,10 @@ async def fresh_databases(base: str, count: int, lanes: bool) -> AsyncIterator[F
     finally:
         for conn in fresh.conns:
             await conn.close()
-        for name in names:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+        for i in made:
+            await admins[bases[i]].execute(f'DROP DATABASE IF EXISTS "{names[i]}" WITH (FORCE)')
+        for admin in admins.values():
+            await admin.close()
 
 
 async def start_worker(env: dict[str, str]) -> asyncio.subprocess.Process:

@@ -30,6 +30,11 @@ completion rate's ratio (target >= 0.95) and pickup p99's (target <= 2x, issue 2
     .venv/bin/python -m benchmarks.databases_held                 # 60/120/30 s, 300 jobs/s each
     .venv/bin/python -m benchmarks.databases_held --quick         # 15/30/10 s: a smoke test
     .venv/bin/python -m benchmarks.databases_held --rate 1000 --held 300
+    .venv/bin/python -m benchmarks.databases_held --servers 2    # d0 on a server of its own
+
+With ``--servers 2`` the held database is on a server of its own (and d1, d2 on a second;
+both stock clusters the bench makes, autovacuum on): the held xid is then in no snapshot of
+d1's and d2's server, and what is left between them is the machine (its two cores).
 
 It runs on the bench's shared server (``--url``; its autovacuum is off on the bench machine,
 so what removes dead tuples is skiplock's own upkeep: its vacuum each second and its
@@ -51,7 +56,7 @@ from typing import Any
 
 import asyncpg
 
-from .cluster import hold_horizon
+from .cluster import hold_horizon, stock_cluster
 from .common import DEFAULT_PG_URL
 from .databases import (
     ROOT,
@@ -166,7 +171,7 @@ async def sample(urls: list[str], phase: list[Phase], stop: asyncio.Event) -> No
             await conn.close()
 
 
-async def run(base: str, rate: float, phases: list[Phase]) -> dict[str, Any]:
+async def run(base: str | list[str], rate: float, phases: list[Phase]) -> dict[str, Any]:
     """One run: fresh databases, the worker, the producer, the phases; every database's
     phases read back from its table. Every job sent must have succeeded once."""
     async with fresh_databases(base, DATABASES, lanes=True) as fresh:
@@ -257,9 +262,9 @@ def _ms(seconds: float | None) -> float | None:
 # -- the report -----------------------------------------------------------------------------------
 
 
-def report(rate: float, phases: list[Phase], got: dict[str, Any]) -> None:
+def report(rate: float, phases: list[Phase], got: dict[str, Any], layout: str) -> None:
     print(
-        f"\nW8 over databases: {DATABASES} databases of one server, one CLI worker at its "
+        f"\nW8 over databases: {DATABASES} databases, {layout}; one CLI worker at its "
         f"defaults serving all, {rate:,.0f} jobs/s offered to each; the horizon held on d0 "
         "in the held phase; pickup = attempted_at - run_at (database clock)"
     )
@@ -329,8 +334,21 @@ async def main(args: argparse.Namespace) -> None:
         Phase("held (idle xid on d0)", args.held, held=True),
         Phase("recovery", args.recovery),
     ]
-    got = await run(args.url, args.rate, phases)
-    report(args.rate, phases, got)
+    if args.servers == 1:
+        got = await run(args.url, args.rate, phases)
+        report(args.rate, phases, got, "all on one server (--url)")
+        return
+    # d0 alone on a server of its own, d1 and d2 on another: both stock clusters the bench
+    # makes (benchmarks/cluster.py), one machine (one clock for the phases' bounds)
+    with (
+        stock_cluster(f"skiplock_bench_{os.getpid()}_a") as own,
+        stock_cluster(f"skiplock_bench_{os.getpid()}_b") as shared,
+    ):
+        got = await run([own.url, shared.url, shared.url], args.rate, phases)
+    report(
+        args.rate, phases, got,
+        "d0 on a server of its own, d1 and d2 on a second (two stock clusters, one machine)",
+    )  # fmt: skip
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -341,6 +359,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--held", type=float, help="the held phase, seconds (120; --quick 30)")
     p.add_argument("--recovery", type=float, help="the recovery, seconds (30; --quick 10)")
     p.add_argument("--quick", action="store_true", help="a smoke test: 15/30/10 s phases")
+    p.add_argument(
+        "--servers", type=int, choices=(1, 2), default=1,
+        help="1: every database on --url's server; 2: d0 (the held one) on a stock cluster of "
+        "its own and d1, d2 on a second one, both made and dropped by the bench (needs root)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     args.clean = args.clean or (15.0 if args.quick else 60.0)
     args.held = args.held or (30.0 if args.quick else 120.0)
