@@ -323,9 +323,10 @@ async def test_an_app_of_one_database_claims_every_lane_it_routes_to(db_url: str
 
 
 async def test_a_batch_refuses_a_job_routed_to_another_database(pg_url: str, other_db: str) -> None:
-    """A batch lives in the App's own database (its members' rows and its callbacks are
-    one database's): a member routed elsewhere is refused by name, nothing written there
-    (it was written there before, and its batch read as "no such batch")."""
+    """A batch lives in one database (its members' rows and its callbacks are one
+    database's), the App's own when its callbacks are: a member routed elsewhere is refused
+    by name, nothing written there (it was written there before, and its batch read as "no
+    such batch")."""
     app = routed(pg_url, other_db)
 
     @app.task(queue="email")
@@ -339,12 +340,65 @@ async def test_a_batch_refuses_a_job_routed_to_another_database(pg_url: str, oth
 
     try:
         await app.migrate()
-        with pytest.raises(ConfigurationError, match="lives in the App's own database"):
+        with pytest.raises(ConfigurationError, match="lives in database 'default'"):
             async with app.batch(on_complete=report.s()):
                 await send.aenqueue("x")
         assert await rows(other_db) == []
         async with app.batch(on_complete=report.s()) as batch:
             member = await plain.aenqueue(1)
         assert member.id < ID_SPAN and (await app.batch_info(batch.id)).total == 1
+    finally:
+        await app.close()
+
+
+async def test_a_batch_lives_where_its_callbacks_go(pg_url: str, other_db: str) -> None:
+    """A batch whose callback is routed to a lane of another database opens there, its
+    members go there, and a worker of that database runs them and then the callback once
+    (before, the callback's row was written in the App's own database under the other
+    database's lane, and no worker ever claimed it). Callbacks of two databases, a
+    ``database=`` that is not theirs and a member of the App's own database are refused."""
+    app = routed(pg_url, other_db)
+    seen: list[tuple[int, int]] = []
+
+    @app.task(queue="email")
+    def send(to: str) -> None: ...
+
+    @app.task(queue="email")
+    def summary(batch_id: int, n: int) -> None:
+        seen.append((batch_id, n))
+
+    @app.task
+    def plain(n: int) -> None: ...
+
+    @app.task
+    def local_report(batch_id: int) -> None: ...
+
+    try:
+        await app.migrate()
+        async with app.batch(on_success=summary.s(3)) as batch:
+            members = [await send.aenqueue(f"{i}@x") for i in range(3)]
+        assert batch.database == "b"
+        assert all(in_b(m.id) for m in members)
+        assert len(await rows(other_db)) == 4 and await rows(pg_url) == []  # the callback too
+        info = await app.batch_info(batch.id, database="b")
+        assert info.closed and info.total == 3
+        await Worker(app, database="b", poll_interval_s=0.05).run(burst=True)
+        assert seen == [(batch.id, 3)]
+        assert [(await app.get_job(m.id)).state for m in members] == ["succeeded"] * 3
+
+        with pytest.raises(ConfigurationError, match="its callbacks go to 'b' and 'default'"):
+            app.batch(on_success=summary.s(1), on_complete=local_report.s())
+        with pytest.raises(ConfigurationError, match="its callbacks go to database 'b'"):
+            app.batch(on_success=summary.s(1), database="default")
+        with pytest.raises(ConfigurationError, match="lives in database 'b'"):
+            async with app.batch(on_success=summary.s(1)):
+                await plain.aenqueue(1)
+        assert await rows(pg_url) == []
+        # an existing batch of b, joined by id: its database named
+        async with app.batch(on_complete=summary.s(0), close=False) as kept:
+            pass
+        async with app.batch(id=kept.id, database="b", close=True):
+            await send.aenqueue("late@x")
+        assert (await app.batch_info(kept.id, database="b")).total == 1
     finally:
         await app.close()

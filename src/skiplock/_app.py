@@ -634,6 +634,7 @@ class App:
         on_complete: Signature | None = None,
         id: int | None = None,
         close: bool | None = None,
+        database: str | None = None,
     ) -> Batch:
         """A batch: ``async with app.batch(on_success=report.s()) as batch:`` (or ``with``);
         every job enqueued in the block joins it. ``on_success`` runs once every member
@@ -644,7 +645,12 @@ class App:
         ``app.batch(id=...)`` adds more to an open one and leaves it open (``close=True``
         closes it at the block's end, ``app.close_batch(id)`` at any time). A block that
         raises aborts the batch, like a transaction: neither callback runs, its members that
-        have not started are cancelled, those running finish, and the exception goes on."""
+        have not started are cancelled, those running finish, and the exception goes on.
+
+        With several databases a batch lives in one: the one its callbacks' lanes are in
+        (``database`` names it, and must be that one; with ``id=``, it says where the
+        existing batch is: the App's own by default). Its members must go there too: one
+        routed elsewhere is refused, nothing written."""
         if id is not None:
             check_int("id", id, 1, 2**63 - 1)
             if on_success is not None or on_complete is not None:
@@ -654,30 +660,44 @@ class App:
         if close is not None and not isinstance(close, bool):
             raise ConfigurationError(f"app.batch(close={close!r}): must be True or False")
         closes = close if close is not None else id is None
-        return Batch(self, on_success, on_complete, id, closes)
+        return Batch(self, on_success, on_complete, id, closes, database)
+
+    def batch_database(
+        self, on_success: Signature | None, on_complete: Signature | None, database: str | None
+    ) -> str:
+        """The database a batch with these callbacks lives in (``app.batch``'s rule):
+        ConfigurationError when they are in two, or not in the one ``database`` names."""
+        return self._workflows.batch_database(on_success, on_complete, database)
 
     async def open_batch(
-        self, on_success: Signature | None = None, on_complete: Signature | None = None
+        self,
+        on_success: Signature | None = None,
+        on_complete: Signature | None = None,
+        *,
+        database: str | None = None,
     ) -> int:
-        """Open a batch (what entering ``app.batch(...)`` does); its id."""
-        return await self._workflows.open_batch(on_success, on_complete)
+        """Open a batch (what entering ``app.batch(...)`` does); its id (of the database its
+        callbacks' lanes are in: ``batch_database``)."""
+        return await self._workflows.open_batch(on_success, on_complete, database)
 
-    async def close_batch(self, batch_id: int) -> bool:
-        """Close a batch: its callbacks run once every member finished (at once if they all
-        have). False if it was closed already."""
-        return await self._workflows.close_batch(batch_id)
+    async def close_batch(self, batch_id: int, *, database: str = DEFAULT) -> bool:
+        """Close a batch (of ``database``): its callbacks run once every member finished (at
+        once if they all have). False if it was closed already."""
+        return await self._workflows.close_batch(batch_id, database=database)
 
-    async def abort_batch(self, batch_id: int, reason: BaseException) -> bool:
+    async def abort_batch(
+        self, batch_id: int, reason: BaseException, *, database: str = DEFAULT
+    ) -> bool:
         """Abort an open batch (what a block that raises does): it closes, neither callback
         runs, and its members that have not started are cancelled (``BatchAborted``, naming
         ``reason``); those running finish. False if it was closed already (nothing changes)."""
-        return await self._workflows.abort_batch(batch_id, reason)
+        return await self._workflows.abort_batch(batch_id, reason, database=database)
 
     async def batch_info(self, batch_id: int, *, database: str = DEFAULT) -> BatchInfo:
         """A batch's live counts: members per state, whether it is closed, its callbacks.
 
         A batch id is its database's own number, not a job id: ``app.batch()`` opens one in
-        the App's own database, and its members are there too; ``database`` reads another's
+        its callbacks' database, and its members are there too; ``database`` reads another's
         (a job's ``job_links(id).batch_id`` is of the job's database:
         ``app.directory.name_of_id(id)``)."""
         return await self._workflows.batch_info(batch_id, database=database)

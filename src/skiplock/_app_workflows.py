@@ -72,7 +72,39 @@ class WorkflowOps:
         self.max_signals_kept = max_signals_kept
         self._audit = audit
 
-    async def open_batch(self, on_success: Signature | None, on_complete: Signature | None) -> int:
+    def batch_database(
+        self, on_success: Signature | None, on_complete: Signature | None, database: str | None
+    ) -> str:
+        """Where a batch lives: its callbacks' database (their rows wait for its members
+        there, so a callback routed to a lane of another database would never run), which
+        ``database`` must name if given; the App's own when it has neither."""
+        if database is not None:
+            self.backend.chosen(database)  # an unknown name: ConfigurationError
+        lanes = {
+            sig.task.prepare_call(sig.args, sig.kwargs, leading=1).lane
+            for sig in (on_success, on_complete)
+            if isinstance(sig, Signature)
+        }
+        directory = self.backend.directory
+        theirs = sorted({directory.database_of(lane) for lane in lanes})
+        if len(theirs) > 1:
+            raise ConfigurationError(
+                "app.batch(): a batch lives in one database, and its callbacks go to "
+                f"{' and '.join(repr(d) for d in theirs)} (route them to lanes of one database)"
+            )
+        if theirs and database is not None and theirs[0] != database:
+            raise ConfigurationError(
+                f"app.batch(database={database!r}): its callbacks go to database "
+                f"{theirs[0]!r}, where the batch must live (name that one, or leave it out)"
+            )
+        return theirs[0] if theirs else (database or DEFAULT)
+
+    async def open_batch(
+        self,
+        on_success: Signature | None,
+        on_complete: Signature | None,
+        database: str | None = None,
+    ) -> int:
         if on_success is None and on_complete is None:
             raise ConfigurationError(
                 "app.batch(): give on_success= or on_complete= (a signature: task.s(...)); a "
@@ -86,18 +118,23 @@ class WorkflowOps:
             if not isinstance(sig, Signature):
                 raise ConfigurationError(f"{option}: {sig!r} is not a signature (task.s(...))")
             jobs.append(sig.task.prepare_call(sig.args, sig.kwargs, leading=1))
-        return await (await self.backend()).workflow_open_batch(
+        where = self.batch_database(on_success, on_complete, database)
+        return await (await self.backend(where)).workflow_open_batch(
             WorkflowOpenBatchParams(jobs[0], jobs[1], None)
         )
 
-    async def close_batch(self, batch_id: int) -> bool:
+    async def close_batch(self, batch_id: int, *, database: str = DEFAULT) -> bool:
         check_int("batch_id", batch_id, 1, 2**63 - 1)
-        return await (await self.backend()).workflow_close_batch(batch_id)
+        self.backend.chosen(database)
+        return await (await self.backend(database)).workflow_close_batch(batch_id)
 
-    async def abort_batch(self, batch_id: int, reason: BaseException) -> bool:
+    async def abort_batch(
+        self, batch_id: int, reason: BaseException, *, database: str = DEFAULT
+    ) -> bool:
         check_int("batch_id", batch_id, 1, 2**63 - 1)
+        self.backend.chosen(database)
         error = batch_aborted_record(batch_id, reason)
-        return await (await self.backend()).workflow_abort_batch(
+        return await (await self.backend(database)).workflow_abort_batch(
             WorkflowAbortBatchParams(batch_id, error)
         )
 

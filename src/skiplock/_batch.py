@@ -13,6 +13,10 @@ A block that raises aborts the batch, as a failed transaction leaves nothing beh
 added is not the batch the code meant, so neither callback runs over it, and its members that
 have not started are cancelled (those already running finish: a job that started cannot be
 taken back). The exception goes on to the caller.
+
+A batch lives in one database (its members, its callbacks and its gate are that database's
+rows): with several databases (issue 46), the one its callbacks' lanes are in, and its members
+must go there too.
 """
 
 from __future__ import annotations
@@ -36,25 +40,35 @@ class BatchApp(Protocol):
     """What a batch calls on its app (``App`` is one)."""
 
     async def open_batch(
-        self, on_success: Signature | None = None, on_complete: Signature | None = None
+        self,
+        on_success: Signature | None = None,
+        on_complete: Signature | None = None,
+        *,
+        database: str | None = None,
     ) -> int: ...
 
-    async def close_batch(self, batch_id: int) -> bool: ...
+    async def close_batch(self, batch_id: int, *, database: str = ...) -> bool: ...
 
-    async def abort_batch(self, batch_id: int, reason: BaseException) -> bool: ...
+    async def abort_batch(
+        self, batch_id: int, reason: BaseException, *, database: str = ...
+    ) -> bool: ...
 
-    async def batch_info(self, batch_id: int) -> BatchInfo: ...
+    async def batch_info(self, batch_id: int, *, database: str = ...) -> BatchInfo: ...
+
+    def batch_database(
+        self, on_success: Signature | None, on_complete: Signature | None, database: str | None
+    ) -> str: ...
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T: ...
 
 
-_current: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+_current: contextvars.ContextVar[tuple[int, str] | None] = contextvars.ContextVar(
     "skiplock_batch", default=None
 )
 
 
-def current_batch() -> int | None:
-    """The id of the batch the calling code enqueues into, or None."""
+def joined_batch() -> tuple[int, str] | None:
+    """The batch the calling code enqueues into, with the database it lives in, or None."""
     return _current.get()
 
 
@@ -68,14 +82,17 @@ class Batch:
         on_complete: Signature | None,
         batch_id: int | None,
         close: bool,
+        database: str | None = None,
     ) -> None:
         self.app = app
         self.on_success, self.on_complete = on_success, on_complete
         self._id = batch_id
+        self.database = app.batch_database(on_success, on_complete, database)
+        """The database the batch lives in (its callbacks' lanes', or the one named)."""
         self.close = close
         """Whether the block's end closes the batch (False: more may join later). A block
         that raises aborts it either way."""
-        self._token: contextvars.Token[int | None] | None = None
+        self._token: contextvars.Token[tuple[int, str] | None] | None = None
 
     @property
     def id(self) -> int:
@@ -86,12 +103,14 @@ class Batch:
     async def open(self) -> Batch:
         """Write the batch and its callbacks (what entering the block does)."""
         if self._id is None:
-            self._id = await self.app.open_batch(self.on_success, self.on_complete)
+            self._id = await self.app.open_batch(
+                self.on_success, self.on_complete, database=self.database
+            )
         return self
 
     async def __aenter__(self) -> Batch:
         await self.open()
-        self._token = _current.set(self._id)
+        self._token = _current.set((self.id, self.database))
         return self
 
     async def __aexit__(
@@ -104,13 +123,13 @@ class Batch:
         if exc is not None:
             await self._abort(exc)
         elif closes:
-            await self.app.close_batch(self.id)
+            await self.app.close_batch(self.id, database=self.database)
 
     async def _abort(self, exc: BaseException) -> None:
         """The block raised: abort the batch. If even that fails (the database is away), the
         batch stays open, so its callbacks still never run; the block's own error goes on."""
         try:
-            await self.app.abort_batch(self.id, exc)
+            await self.app.abort_batch(self.id, exc, database=self.database)
         except Exception as failed:
             log.warning(
                 "batch %d: its block raised %s, and aborting it failed (%s): it stays open, "
@@ -122,8 +141,10 @@ class Batch:
 
     def __enter__(self) -> Batch:
         if self._id is None:
-            self._id = self.app._run_sync(self.app.open_batch(self.on_success, self.on_complete))
-        self._token = _current.set(self._id)
+            self._id = self.app._run_sync(
+                self.app.open_batch(self.on_success, self.on_complete, database=self.database)
+            )
+        self._token = _current.set((self.id, self.database))
         return self
 
     def __exit__(
@@ -136,7 +157,7 @@ class Batch:
         if exc is not None:
             self.app._run_sync(self._abort(exc))
         elif closes:
-            self.app._run_sync(self.app.close_batch(self.id))
+            self.app._run_sync(self.app.close_batch(self.id, database=self.database))
 
     def _leave(self) -> bool:
         """Stop collecting the block's enqueues; whether the batch closes now."""
@@ -147,4 +168,4 @@ class Batch:
 
     async def info(self) -> BatchInfo:
         """The batch's members per state, now."""
-        return await self.app.batch_info(self.id)
+        return await self.app.batch_info(self.id, database=self.database)

@@ -19,10 +19,10 @@ from ._backends.inserts_here import InsertsHere, inserts_here
 from ._backends.params import JobInsertManyParams
 from ._backends.workflow_params import WorkflowEnqueueParams, WorkflowEnqueueSyncParams
 from ._backends.workflow_plan import Node, Plan, existing
-from ._batch import current_batch
+from ._batch import joined_batch
 from ._eager import EagerMode
 from ._job import NewJob
-from ._lanes import Directory
+from ._lanes import DEFAULT, Directory
 from ._limits import MAX_TEXT_BYTES, oversized, text_bytes
 from ._registry import Registry
 from ._task import Enqueuing, JobHandle
@@ -33,8 +33,9 @@ T = TypeVar("T")
 RunSync = Callable[[Coroutine[Any, Any, T]], T]
 
 
-def plan_of(jobs: Sequence[NewJob], batch_id: int | None) -> Plan:
-    """Jobs enqueued one by one (``depends_on`` on each, or inside a batch) as a plan."""
+def plan_of(jobs: Sequence[NewJob], joining: tuple[int, str] | None) -> Plan:
+    """Jobs enqueued one by one (``depends_on`` on each, or inside a batch: its id and
+    database) as a plan."""
     nodes = tuple(
         Node(
             job,
@@ -44,7 +45,9 @@ def plan_of(jobs: Sequence[NewJob], batch_id: int | None) -> Plan:
         )
         for job in jobs
     )
-    return Plan(nodes, batch_id=batch_id)
+    if joining is None:
+        return Plan(nodes)
+    return Plan(nodes, batch_id=joining[0], batch_database=joining[1])
 
 
 def _ignore_ids(_ids: Sequence[int]) -> None:
@@ -128,7 +131,7 @@ class Enqueuer:
     ) -> list[JobHandle]:
         batch = list(jobs)
         refuse_oversized(batch)
-        joining = current_batch()
+        joining = joined_batch()
         if joining is not None or any(job.depends_on for job in batch):
             return await self.enqueue_plan(plan_of(batch, joining), connection=connection)
         if self._eager.on:
@@ -185,11 +188,16 @@ class Enqueuer:
             self._registry.wake_queues({job.queue for job in batch})
         return self._handles(batch, ids)
 
-    def _plan_database(self, jobs: Sequence[NewJob], batch_id: int | None = None) -> str:
+    def _plan_database(self, plan_or_jobs: Plan | Sequence[NewJob]) -> str:
         """A workflow lives in one lane (its edges, its releases and its callbacks are one
         database's rows): that lane's database, or a ConfigurationError naming the lanes. A
-        batch's members live with the batch, in the App's own database (``app.batch``
-        opens it there)."""
+        batch's members live with the batch, in its database (``app.batch`` opens it where
+        its callbacks' lanes are)."""
+        if isinstance(plan_or_jobs, Plan):
+            jobs: Sequence[NewJob] = [node.job for node in plan_or_jobs.nodes]
+            batch_id, home = plan_or_jobs.batch_id, plan_or_jobs.batch_database
+        else:
+            jobs, batch_id, home = plan_or_jobs, None, DEFAULT
         assert self._directory is not None
         lanes = sorted({job.lane for job in jobs})
         if len(lanes) > 1:
@@ -198,12 +206,12 @@ class Enqueuer:
                 "(route their queues to one lane, or give their tasks the same lane=; "
                 "nothing was enqueued)"
             )
-        database = self._directory.database_of(lanes[0]) if lanes else "default"
-        if batch_id is not None and database != "default":
+        database = self._directory.database_of(lanes[0]) if lanes else home
+        if batch_id is not None and database != home:
             raise ConfigurationError(
-                f"batch {batch_id} lives in the App's own database ('default'), and these jobs "
-                f"go to database {database!r} (lane {lanes[0]!r}): enqueue them outside the "
-                "batch, or route them to a lane of the App's own database (nothing was "
+                f"batch {batch_id} lives in database {home!r} (where its callbacks go), and "
+                f"these jobs go to database {database!r} (lane {lanes[0]!r}): enqueue them "
+                f"outside the batch, or route them to a lane of {home!r} (nothing was "
                 "enqueued)"
             )
         return database
@@ -253,7 +261,7 @@ class Enqueuer:
     ) -> list[JobHandle]:
         batch = list(jobs)
         refuse_oversized(batch)
-        joining = current_batch()  # read here: the app's loop runs in another thread
+        joining = joined_batch()  # read here: the app's loop runs in another thread
         if joining is not None or any(job.depends_on for job in batch):
             plan = plan_of(batch, joining)
             return self.enqueue_plan_sync(plan, connection=connection, run_sync=run_sync)
@@ -299,7 +307,7 @@ class Enqueuer:
         if self._directory is None:
             backend = await self._backend()
         else:
-            database = self._plan_database(jobs, plan.batch_id)
+            database = self._plan_database(plan)
             assert self._backend_of is not None
             backend = await self._backend_of(database)
             if connection is not None:
@@ -332,7 +340,7 @@ class Enqueuer:
         backend = self._on_callers()
         jobs = [node.job for node in plan.nodes]
         if self._directory is not None:
-            self._plan_database(jobs, plan.batch_id)  # one lane, or refused
+            self._plan_database(plan)  # one lane, or refused
             parts = self._parts(jobs)
             assert parts is not None
             backend = self._callers_of(parts, connection)

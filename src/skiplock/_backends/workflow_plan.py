@@ -38,6 +38,9 @@ class Plan:
     """Every node joins this open batch (its callbacks wait for them too)."""
     callbacks_of: int | None = None
     """The nodes are this batch's callbacks (their first argument is its id)."""
+    batch_database: str = "default"
+    """The database ``batch_id`` lives in (an App of several databases: its members must go
+    there too)."""
 
 
 @dataclass(slots=True)
