@@ -23,8 +23,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
 # Three runs in turn: the in-process tests in 4 pytest-xdist processes (they mostly wait on the
-# database); what is marked slow (real processes, the browser) in 2, each process with its own
-# ports and schemas; then what restarts the shared PostgreSQL server (marked serial in
+# database); what is marked slow (real processes, the browser) in 3, each process with its own
+# ports and schemas (its CPU is mostly the Python processes its tests start: in 2 the cores were
+# 84 % busy on average, in 3 98 %, and it took 14 min 20 s against 15 min 56 s, the same code,
+# 2026-12-07); then what restarts the shared PostgreSQL server (marked serial in
 # tests/tiers.py) and the soak, one at a time.
 pytest: pytest-fast-tier pytest-slow-tier pytest-serial
 
@@ -32,7 +34,7 @@ pytest-fast-tier: $(STAMP)
 	$(BIN)/pytest -q -n 4 -m "not slow and not soak" --ignore=tests/django
 
 pytest-slow-tier: $(STAMP)
-	$(BIN)/pytest -q -n 2 -m "slow and not serial and not soak" --ignore=tests/django --durations=15
+	$(BIN)/pytest -q -n 3 -m "slow and not serial and not soak" --ignore=tests/django --durations=15
 
 pytest-serial: $(STAMP)
 	$(BIN)/pytest -m "serial or soak" --ignore=tests/django
@@ -69,8 +71,9 @@ docs-serve: $(STAMP)
 audit: $(STAMP)
 	$(BIN)/python tools/audit.py
 
-# Everything (about 30 minutes on 2 cores, 2026-12-07; README). Steps that share nothing run side by side
-# (tools/together.py prints each one's output whole when it ends): the four checks with each
+# Everything (about 27 minutes on 2 cores, 2026-12-07, from its steps' times; README). Steps
+# that share nothing run side by side (tools/together.py prints each one's output whole when it
+# ends): the four checks with each
 # other; the Django suite on SQLite beside the serial tests (they restart the shared PostgreSQL
 # server, which the Django suite on PostgreSQL then uses). The two pytest tiers run alone:
 # they keep both cores busy and their real-process tests want them.
@@ -91,7 +94,7 @@ test: $(STAMP) $(DJANGO_STAMP)
 # seconds-long tests tests/tiers.py lists: 1,632 tests, 164 s in one run on 2026-12-07 (1,414
 # took 133.5 s on 2026-12-06), once the catalogs earlier runs churned were vacuumed
 # (tests/conftest.py does it at the start of every run). `make test` runs this tier the same
-# way, then the slow one in 2 processes and the serial ones alone (the pytest target above).
+# way, then the slow one in 3 processes and the serial ones alone (the pytest target above).
 test-fast: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks tools
 	$(BIN)/pytest -q -x -n 4 -m "not slow and not soak" --ignore=tests/django

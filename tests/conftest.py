@@ -29,11 +29,12 @@ import skiplock
 
 from .clusters import (  # noqa: F401  (fixtures, for every test module)
     _pg15_cluster_session,
+    _pid_alive,
     pg15_cluster,
     pg18_server,
     pg18_url,
 )
-from .helpers import PG_URL, FakeClock, pg_admin
+from .helpers import PG_URL, FakeClock, pg_admin, server_url
 from .tiers import mark_slow
 
 PG_RESTART_ENV = "SKIPLOCK_TEST_PG_RESTART"
@@ -178,17 +179,71 @@ def pg_url(shared_pg_url: str) -> str:
     return shared_pg_url
 
 
-@pytest.fixture
-async def other_db() -> AsyncIterator[str]:
-    """A fresh database on the test server (``CREATE DATABASE``), dropped afterwards; its URL:
-    an App's second database (issue 46), as apart from the first as another server's (a
-    connection to one cannot read the other's tables)."""
-    name = f"skiplock_db_{uuid.uuid4().hex[:10]}"
-    await pg_admin(f'CREATE DATABASE "{name}"')
+OTHER_DB_PREFIX = "skiplock_other_"
+"""How ``other_db``'s database is named: this, the owning pid, ``_``, the xdist worker."""
+
+
+def orphan_other_dbs(names: list[str], alive: Callable[[int], bool]) -> list[str]:
+    """The ``other_db`` databases among ``names`` whose test process is gone (its pid is no
+    longer ``alive``): a run SIGKILLed, or timed out, before its session ended."""
+    found = []
+    for name in names:
+        if not name.startswith(OTHER_DB_PREFIX):
+            continue
+        owner = name.removeprefix(OTHER_DB_PREFIX).split("_", 1)[0]
+        if owner.isdigit() and not alive(int(owner)):
+            found.append(name)
+    return found
+
+
+async def _sweep_other_dbs() -> None:
+    conn = await asyncpg.connect(server_url(PG_URL))
     try:
-        yield f"{PG_URL.rsplit('/', 1)[0]}/{name}"
+        names = await conn.fetch("SELECT datname FROM pg_database")
     finally:
-        await pg_admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await conn.close()
+    for name in orphan_other_dbs([r["datname"] for r in names], _pid_alive):
+        with contextlib.suppress(asyncpg.PostgresError):  # another process swept it first
+            await pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def _other_database() -> Iterator[str]:
+    """The database ``other_db`` makes its schemas in: one per pytest(-xdist) process, made
+    once (``CREATE DATABASE`` costs the server 2-5 s, ``DROP DATABASE`` as much again) and
+    dropped at the session's end; those of dead runs are swept first."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = f"{OTHER_DB_PREFIX}{os.getpid()}_{worker}"
+    try:
+        asyncio.run(_sweep_other_dbs())
+        asyncio.run(pg_admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError) as exc:  # pragma: no cover - environment failure
+        pytest.fail(f"PostgreSQL at {PG_URL} cannot make a database: {exc}")
+    try:
+        yield name
+    finally:
+        asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+async def other_db(_other_database: str) -> AsyncIterator[str]:
+    """An App's second database (issue 46), as apart from the first as another server's (a
+    connection to one cannot read the other's tables): a fresh schema in a database of its
+    own on the test server (``_other_database``, one per pytest process), dropped
+    afterwards; its URL names the schema. At the end, what the test left connected there is
+    ended, as dropping a database of the test's own would end it."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    url = urlsplit(PG_URL)._replace(path=f"/{_other_database}", query="").geturl()
+    await pg_admin(f'CREATE SCHEMA "{schema}"', url)
+    try:
+        yield f"{url}?schema={schema}"
+    finally:
+        await pg_admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            f" WHERE datname = '{_other_database}' AND pid <> pg_backend_pid()",
+            url,
+        )
+        await pg_admin(f'DROP SCHEMA "{schema}" CASCADE', url)
 
 
 @pytest.fixture

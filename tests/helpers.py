@@ -343,8 +343,12 @@ class Cli:
 def cli_fixtures(module: ModuleType, spec: str = APP) -> tuple[Any, Any]:
     """The ``cli`` and ``app`` fixtures of a test module whose worker processes run ``spec``
     (``module``'s MODULE:ATTRIBUTE), e.g. ``cli, app = cli_fixtures(crash_app, CRASH_SPEC)``.
-    A factory, not conftest fixtures: ``app`` here is ``module.app`` migrated by the CLI, and
-    shadows the conftest ``app`` only in the modules that ask for it."""
+    A factory, not conftest fixtures: ``app`` here is ``module.app`` on the test's database,
+    migrated, and shadows the conftest ``app`` only in the modules that ask for it. It is
+    migrated in this process (what ``skiplock migrate`` runs, which test_cli tests as a
+    command) and closed again, so nothing of it is open when the test starts, as when a
+    ``skiplock migrate`` process did it: a process costs the slow tier ~1 s of CPU, and
+    about 160 tests ask for this fixture."""
 
     @pytest.fixture(name="cli")
     def cli(db_url: str, tmp_path: Path) -> Iterator[Cli]:
@@ -354,8 +358,9 @@ def cli_fixtures(module: ModuleType, spec: str = APP) -> tuple[Any, Any]:
 
     @pytest.fixture(name="app")
     async def app(cli: Cli) -> AsyncIterator[skiplock.App]:
-        assert cli.run("migrate", spec).returncode == 0
         module.app.url = cli.url
+        await module.app.migrate()
+        await module.app.close()
         yield module.app
         await module.app.close()
 

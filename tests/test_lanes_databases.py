@@ -1,7 +1,8 @@
 """One App over several PostgreSQL databases: each migrated, each numbered, its ids its own.
 
-The other database is a real one (``CREATE DATABASE`` on the test server), not a schema: a
-connection to one cannot read the other's tables, as with two servers."""
+The other database is a real one (``CREATE DATABASE`` on the test server, a fresh schema in
+it per test: ``other_db``), not a schema of the first: a connection to one cannot read the
+other's tables, as with two servers."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import pytest
 import skiplock
 from skiplock import Database, Worker
 from skiplock._backends.params import ClaimParams, JobInsertManyParams, NewJob
+from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._lanes import ID_SPAN
 from skiplock._worker.supervisor import Reported, release_by_url
 from skiplock.errors import ConfigurationError
 
-from .helpers import PG_URL
+from .helpers import PG_URL, server_url
 
 
 def job() -> NewJob:
@@ -44,9 +46,10 @@ async def test_migrate_numbers_every_database_and_its_ids_name_it(
         assert 3 * ID_SPAN < await insert(app, "b") < 4 * ID_SPAN
     finally:
         await app.close()
-    conn = await asyncpg.connect(other_db)
+    conn = await asyncpg.connect(server_url(other_db))
+    schema = parse_postgres_url(other_db).schema
     try:
-        assert await conn.fetchval("SELECT number FROM skiplock_database") == 3
+        assert await conn.fetchval(f'SELECT number FROM "{schema}".skiplock_database') == 3
     finally:
         await conn.close()
 

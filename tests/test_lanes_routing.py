@@ -11,8 +11,11 @@ import pytest
 
 import skiplock
 from skiplock import Database, Split, Worker
+from skiplock._backends.postgres.url import parse_postgres_url
 from skiplock._lanes import ID_SPAN
 from skiplock.errors import ConfigurationError
+
+from .helpers import server_url
 
 
 def routed(pg_url: str, other_db: str) -> skiplock.App:
@@ -116,7 +119,7 @@ async def test_the_callers_transaction_must_be_on_the_jobs_database(
                 assert await wrong.fetchval("SELECT 1") == 1  # the transaction still works
         finally:
             await wrong.close()
-        right = await asyncpg.connect(other_db)
+        right = await asyncpg.connect(server_url(other_db))
         try:
             tx = right.transaction()
             await tx.start()
@@ -167,11 +170,12 @@ def test_a_sync_callers_connection_is_checked_too(pg_url: str, other_db: str) ->
         refused = pytest.raises(ConfigurationError, match="these jobs go to database 'b'")
         with psycopg.connect(pg_url.split("?")[0]) as wrong, wrong.transaction(), refused:
             send.using(connection=wrong).enqueue("x")
-        with psycopg.connect(other_db) as right:
+        with psycopg.connect(server_url(other_db)) as right:
             with right.transaction():
                 kept = send.using(connection=right).enqueue("y")
             assert in_b(kept.id)
-            assert right.execute("SELECT id FROM skiplock_jobs").fetchall() == [(kept.id,)]
+            jobs = f'"{parse_postgres_url(other_db).schema}".skiplock_jobs'
+            assert right.execute(f"SELECT id FROM {jobs}").fetchall() == [(kept.id,)]
     finally:
         app._run_sync(app.close())
 

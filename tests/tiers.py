@@ -22,7 +22,7 @@ SERIAL_MODULES = {
     "tests/test_outage.py": "restarts the shared PostgreSQL server",
     "tests/test_soak.py": "restarts the shared PostgreSQL server",
 }
-"""Slow tests that must run alone: ``make test`` runs the rest of the slow tier in two
+"""Slow tests that must run alone: ``make test`` runs the rest of the slow tier in three
 pytest-xdist processes, then these one at a time (marked ``serial`` here)."""
 
 SLOW_MODULES = {
