@@ -80,13 +80,14 @@ async def test_a_timed_out_thread_runs_on_where_a_process_would_be_killed(
 ) -> None:
     """The contrast: the same busy loop on a thread is recorded as timed out, and its code
     keeps running past it (it writes its mark after the outcome is in the table)."""
-    mark = tmp_path / "thread.mark"
-    handle = await process_app.thread_spin.aenqueue(str(mark))
+    mark, release = tmp_path / "thread.mark", tmp_path / "release"
+    handle = await process_app.thread_spin.aenqueue(str(mark), str(release))
     await burst(app)
     job = await app.get_job(handle.id)
     assert job.state is JobState.DEAD
     assert "its thread cannot be killed" in job.errors[-1]["message"]
-    assert not mark.exists()  # not yet: the outcome came at the timeout
+    assert not mark.exists()  # not yet: the outcome came at the timeout, the code runs on
+    release.touch()
     wait_until(mark.exists, "the timed-out thread to run on and write its mark")
     assert mark.read_text() == str(os.getpid())  # on the worker's own process
 
