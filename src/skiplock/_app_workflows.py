@@ -78,13 +78,18 @@ class WorkflowOps:
         """Where a batch lives: its callbacks' database (their rows wait for its members
         there, so a callback routed to a lane of another database would never run), which
         ``database`` must name if given; the App's own when it has neither."""
-        if database is not None:
-            self.backend.chosen(database)  # an unknown name: ConfigurationError
-        lanes = {
-            sig.task.prepare_call(sig.args, sig.kwargs, leading=1).lane
+        callbacks = [
+            sig.task.prepare_call(sig.args, sig.kwargs, leading=1)
             for sig in (on_success, on_complete)
             if isinstance(sig, Signature)
-        }
+        ]
+        return self._home_of(callbacks, database)
+
+    def _home_of(self, callbacks: list[NewJob], database: str | None) -> str:
+        """``batch_database`` of callbacks already prepared."""
+        if database is not None:
+            self.backend.chosen(database)  # an unknown name: ConfigurationError
+        lanes = {job.lane for job in callbacks}
         directory = self.backend.directory
         theirs = sorted({directory.database_of(lane) for lane in lanes})
         if len(theirs) > 1:
@@ -118,7 +123,7 @@ class WorkflowOps:
             if not isinstance(sig, Signature):
                 raise ConfigurationError(f"{option}: {sig!r} is not a signature (task.s(...))")
             jobs.append(sig.task.prepare_call(sig.args, sig.kwargs, leading=1))
-        where = self.batch_database(on_success, on_complete, database)
+        where = self._home_of([job for job in jobs if job is not None], database)
         return await (await self.backend(where)).workflow_open_batch(
             WorkflowOpenBatchParams(jobs[0], jobs[1], None)
         )

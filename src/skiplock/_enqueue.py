@@ -22,7 +22,7 @@ from ._backends.workflow_plan import Node, Plan, existing
 from ._batch import joined_batch
 from ._eager import EagerMode
 from ._job import NewJob
-from ._lanes import DEFAULT, Directory
+from ._lanes import Directory
 from ._limits import MAX_TEXT_BYTES, oversized, text_bytes
 from ._registry import Registry
 from ._task import Enqueuing, JobHandle
@@ -188,16 +188,13 @@ class Enqueuer:
             self._registry.wake_queues({job.queue for job in batch})
         return self._handles(batch, ids)
 
-    def _plan_database(self, plan_or_jobs: Plan | Sequence[NewJob]) -> str:
+    def _plan_database(self, plan: Plan) -> str:
         """A workflow lives in one lane (its edges, its releases and its callbacks are one
         database's rows): that lane's database, or a ConfigurationError naming the lanes. A
         batch's members live with the batch, in its database (``app.batch`` opens it where
         its callbacks' lanes are)."""
-        if isinstance(plan_or_jobs, Plan):
-            jobs: Sequence[NewJob] = [node.job for node in plan_or_jobs.nodes]
-            batch_id, home = plan_or_jobs.batch_id, plan_or_jobs.batch_database
-        else:
-            jobs, batch_id, home = plan_or_jobs, None, DEFAULT
+        jobs = [node.job for node in plan.nodes]
+        batch_id, home = plan.batch_id, plan.batch_database
         assert self._directory is not None
         lanes = sorted({job.lane for job in jobs})
         if len(lanes) > 1:
