@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Awaitable, Callable
 
 import skiplock
 from skiplock import JobState, Worker
@@ -131,3 +132,41 @@ async def test_a_backlog_that_turns_slow_is_shared_with_an_idle_worker(app: skip
     ran = collections.Counter(str(j.worker).split(":")[0] for j in jobs)
     assert [j.state for j in jobs] == [JobState.SUCCEEDED] * 60
     assert ran["second"] >= 10, ran  # without the give-back: 0 (the first held all 60)
+
+
+async def test_jobs_given_back_keep_their_place_in_line(app: skiplock.App) -> None:
+    """A worker gives back what it claimed ahead once its slot has been busy a second; the
+    jobs given back were due before those enqueued since, and run before them (a give-back
+    that dated them "now" sent them behind: the processes example ran its jobs out of order
+    whenever a child's start took that second)."""
+    gate = asyncio.Event()
+    started = asyncio.Event()
+    ran: list[str] = []
+
+    @app.task(name="in_line")
+    async def in_line(name: str) -> None:
+        ran.append(name)
+        if name == "first":
+            started.set()
+            await gate.wait()
+
+    warm = [f"w{n}" for n in range(5)]  # quick jobs: the adaptive window learns to claim ahead
+    await app.enqueue_many(in_line.prepare(n) for n in [*warm, "first", "b", "c", "d"])
+    worker = Worker(app, concurrency=1, poll_interval_s=0.05)
+    run = asyncio.create_task(worker.run(burst=True))
+    await asyncio.wait_for(started.wait(), 30)
+    await await_until(lambda: worker.status()["claimed_ahead"] >= 1, "a job claimed ahead")
+    await app.enqueue_many(in_line.prepare(n) for n in ("e", "f"))  # due after b, c, d
+    await await_until(lambda: worker.status()["claimed_ahead"] == 0, "the give-back")
+    await await_until_async(lambda: held_in_db(app), 1, "the give-back to be written")
+    gate.set()
+    await asyncio.wait_for(run, 30)
+    assert ran == [*warm, "first", "b", "c", "d", "e", "f"]
+
+
+async def await_until_async(read: Callable[[], Awaitable[int]], want: int, what: str) -> None:
+    """Until ``read()`` returns ``want``, looking every 50 ms; fails naming ``what``."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while await read() != want:
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)

@@ -30,12 +30,16 @@ _RULES: dict[Disposition, tuple[JobState, int, bool]] = {
     Disposition.SUCCEED: (JobState.SUCCEEDED, 0, False),
     Disposition.RETRY: (JobState.PENDING, 0, True),
     Disposition.SNOOZE: (JobState.PENDING, -1, True),
-    Disposition.RELEASE: (JobState.PENDING, -1, True),
+    Disposition.RELEASE: (JobState.PENDING, -1, False),
     Disposition.PARK: (JobState.WAITING, -1, True),
     Disposition.CANCEL: (JobState.CANCELLED, 0, False),
     Disposition.DEAD: (JobState.DEAD, 0, False),
 }
-"""Disposition -> (next state, attempt change, runs again after the delay)."""
+"""Disposition -> (next state, attempt change, runs again after the delay).
+
+A release (jobs claimed ahead given back, or a shutdown's) keeps ``run_at``: the job was due
+and keeps its place among the ready, as a reclaimed job does. Were it due "now", a give-back
+would send it behind every job enqueued since, and a worker would run them out of order."""
 
 
 def transition(disposition: Disposition, delay_s: float = 0.0) -> Transition:

@@ -213,6 +213,8 @@ async def test_each_disposition(
 ) -> None:
     (job_id,) = await backend.job_insert_many(JobInsertManyParams([new_job()]))
     (c,) = await backend.job_get_available(claim())
+    enqueued_at = clock.now
+    clock.advance(3)  # the attempt ran a while: a release must not date the job from now
     error = {"attempt": 1, "message": "boom", "traceback": "tb", "at": "x"}
     await backend.job_set_state_if_running_many(
         [Completion(job_id, c.lease_token, disposition, 12.5, error)]
@@ -222,7 +224,9 @@ async def test_each_disposition(
     assert record.attempt == attempt_after
     assert (record.finished_at == clock.now) if finished else record.finished_at is None
     assert record.lease_expires_at is None
-    if not finished:
+    if disposition is Disposition.RELEASE:
+        assert record.run_at == enqueued_at  # given back: its place among the ready kept
+    elif not finished:
         assert record.run_at == clock.now + timedelta(seconds=12.5)
     assert record.errors[-1]["message"] == "boom"
 
@@ -237,6 +241,8 @@ async def test_one_batch_of_every_disposition_writes_each_row_its_own(
         JobInsertManyParams([new_job() for _ in range(len(dispositions) + 1)])
     )
     claimed = {c.id: c for c in await backend.job_get_available(claim(limit=len(ids)))}
+    enqueued_at = clock.now
+    clock.advance(3)
     error = {"attempt": 1, "message": "boom", "traceback": None, "at": "x"}
     batch = [
         Completion(job_id, claimed[job_id].lease_token, d, 4.0 + n, error if n % 2 else None)
@@ -255,7 +261,9 @@ async def test_one_batch_of_every_disposition_writes_each_row_its_own(
         assert record.state is rule.state, completion
         assert record.attempt == 1 + rule.attempt_delta, completion
         assert (record.finished_at == clock.now) is rule.finished, completion
-        if not rule.finished:
+        if rule.run_after_s is None and not rule.finished:
+            assert record.run_at == enqueued_at, completion  # a release keeps its place
+        elif not rule.finished:
             assert record.run_at == clock.now + timedelta(seconds=completion.delay_s)
         assert [e["message"] for e in record.errors] == (["boom"] if completion.error else []), (
             completion

@@ -14,7 +14,7 @@ from skiplock._transitions import Transition, transition
         (Disposition.SUCCEED, Transition(JobState.SUCCEEDED, 0, None, True)),
         (Disposition.RETRY, Transition(JobState.PENDING, 0, 7.5, False)),
         (Disposition.SNOOZE, Transition(JobState.PENDING, -1, 7.5, False)),
-        (Disposition.RELEASE, Transition(JobState.PENDING, -1, 7.5, False)),
+        (Disposition.RELEASE, Transition(JobState.PENDING, -1, None, False)),
         (Disposition.CANCEL, Transition(JobState.CANCELLED, 0, None, True)),
         (Disposition.DEAD, Transition(JobState.DEAD, 0, None, True)),
     ],
