@@ -12,8 +12,12 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+import skiplock
+from skiplock._backends.params import JobHeartbeatManyParams, JobInsertManyParams
 from skiplock._backends.postgres.errors import ended_session, retry_moved, wrapped
 from skiplock.errors import BackendUnavailable
+
+from .helpers import claim, new_job
 
 STALE = "cannot switch to state 12; another operation (2) is in progress"
 
@@ -51,3 +55,34 @@ def test_an_ended_session_left_over_is_named_for_what_it_is() -> None:
         "job_get_available: PostgreSQL unavailable: the server ended the session of a pooled"
         f" connection ({STALE})"
     )
+
+
+async def test_a_heartbeat_meeting_a_moved_row_runs_again_not_an_outage(pg_url: str) -> None:
+    """PostgreSQL refuses to lock a row a concurrent, committed update moved to another
+    partition (the rotation moving a job to the long segment, an outcome moving it to history)
+    even with SKIP LOCKED; the heartbeat runs again, as the claims and outcomes do. It had no
+    retry, and under readers a worker logged "database unavailable: job_heartbeat_many"."""
+    app = skiplock.App(pg_url)
+    try:
+        await app.migrate()
+        backend = await app.backend()
+        await backend.job_insert_many(JobInsertManyParams([new_job()]))
+        (job,) = await backend.job_get_available(claim())
+        real = backend._by_id  # type: ignore[attr-defined]
+        tries: list[int] = []
+
+        async def moved_once(*args: object) -> object:
+            tries.append(1)
+            if len(tries) == 1:
+                raise asyncpg.exceptions.SerializationError(MOVED)
+            return await real(*args)
+
+        backend._by_id = moved_once  # type: ignore[attr-defined]
+        held = [(job.id, job.lease_token)]
+        assert await backend.job_heartbeat_many(JobHeartbeatManyParams(held, 60.0, 5.0)) == held
+        assert len(tries) == 2
+    finally:
+        await app.close()
+
+
+MOVED = "tuple to be locked was already moved to another partition due to concurrent update"

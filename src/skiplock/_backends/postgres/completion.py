@@ -287,18 +287,23 @@ class Outcomes(Connection):
             return []
         kept: list[tuple[int, str]] = []
         for lane, held in held_by_lane(params).items():  # one statement a lane
+            args = (
+                [job_id for job_id, _ in held],
+                [token for _, token in held],
+                params.default_lease,
+                params.lease_margin,
+                self._now(),
+                [pair in params.started for pair in held],
+                [params.progress.get(job_id) for job_id, _ in held],
+                ops.heartbeat_segments(params.segments),
+                lane,
+            )
             with _wrapped("job_heartbeat_many"):
-                rows = await self._by_id(
-                    self._sql.JOB_HEARTBEAT_MANY,
-                    [job_id for job_id, _ in held],
-                    [token for _, token in held],
-                    params.default_lease,
-                    params.lease_margin,
-                    self._now(),
-                    [pair in params.started for pair in held],
-                    [params.progress.get(job_id) for job_id, _ in held],
-                    ops.heartbeat_segments(params.segments),
-                    lane,
+                # A row the rotation or an outcome moved to another partition meanwhile is
+                # run again, not reported as an outage (seen under readers: "database
+                # unavailable: job_heartbeat_many: ... moved to another partition").
+                rows = await retry_moved(
+                    functools.partial(self._by_id, self._sql.JOB_HEARTBEAT_MANY, *args)
                 )
             kept += [(r["id"], r["lease_token"]) for r in rows]
         return kept
