@@ -17,7 +17,7 @@ import pytest
 import skiplock
 from skiplock import StatsGroup
 from skiplock._backends.params import ClaimParams
-from skiplock._cli.stats import NOW_COLUMNS, WINDOW_COLUMNS, Alerts, table
+from skiplock._cli.stats_tables import NOW_COLUMNS, WINDOW_COLUMNS, Alerts, table
 from skiplock._job import Completion, Disposition
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,8 @@ The DST rule. Expressions are evaluated on the zone's wall clock (``zoneinfo``),
 
 Evaluation uses croniter (a maintained library) on naive wall-clock times; this module only
 maps each wall-clock candidate to real instants under the rule above, which croniter's own
-time-zone handling does not implement.
+time-zone handling does not implement. It is imported when an expression is first read, so
+a process whose app has no cron schedule (a CLI command, most workers) never loads it.
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import CroniterBadDateError, CroniterError, croniter
 
 from .errors import ConfigurationError
 
@@ -130,6 +129,8 @@ class CronExpression:
             spec.check(text)
         object.__setattr__(self, "normalized", " ".join(fields))
         object.__setattr__(self, "absolute", bool(_STEP_OR_ANY.search(fields[1])))
+        from croniter import CroniterBadDateError, CroniterError, croniter  # an app with cron
+
         try:
             croniter(self.normalized, _REFERENCE).get_next(datetime)
         except CroniterBadDateError as exc:
@@ -145,9 +146,13 @@ class CronExpression:
 
     def matches(self, wall: datetime) -> bool:
         """Whether a naive wall-clock time matches the expression."""
+        from croniter import croniter
+
         return bool(croniter.match(self.normalized, wall))
 
     def _walls(self, start: datetime) -> Iterator[datetime]:
+        from croniter import CroniterBadDateError, croniter
+
         it = croniter(self.normalized, start)
         while True:
             try:
