@@ -295,15 +295,16 @@ async def test_skiplock_workers_lists_a_workers_children(cli: Cli, app: skiplock
     handles = [await process_app.whoami.aenqueue() for _ in range(3)]
     proc = cli.start("--concurrency", "1", "--maintenance-interval", "0.2")
 
-    async def listed() -> bool:
-        shown = json.loads((await asyncio.to_thread(cli.run, "workers", SPEC, "--json")).stdout)
-        return any(w["children"] for w in shown["workers"])
+    pids = {await (await app.job(h.id)).result() for h in handles}
 
-    await await_until_async(listed, "a worker's children in skiplock workers --json")
+    async def listed() -> bool:  # the beat after the third job (one before it showed fewer)
+        shown = json.loads((await asyncio.to_thread(cli.run, "workers", SPEC, "--json")).stdout)
+        return any(c["jobs"] == 3 for w in shown["workers"] for c in w["children"])
+
+    await await_until_async(listed, "a worker's child with its 3 jobs in skiplock workers --json")
     shown = json.loads((await asyncio.to_thread(cli.run, "workers", SPEC, "--json")).stdout)
     (worker,) = shown["workers"]
     (child,) = worker["children"]  # one slot: one child, reused
-    pids = {await (await app.job(h.id)).result() for h in handles}
     assert pids == {child["pid"]} and child["jobs"] == 3 and child["rss_bytes"] > 2**20
     assert worker["pid"] == proc.pid != child["pid"]
     text = (await asyncio.to_thread(cli.run, "workers", SPEC)).stdout

@@ -167,7 +167,12 @@ def effect_connection(url: str) -> Any:
     return psycopg.connect(base, options=f"-c search_path={schema}")
 
 
-@app.task(executor="process", timeout=1.0, max_attempts=2, retry=NO_WAIT)
+EFFECT_TIMEOUT_S = 5.0
+"""The effect task's timeout: past what an attempt that does not spin takes on a loaded machine
+(its child imports the driver and connects; at 1 s an ``ok`` attempt was once killed too)."""
+
+
+@app.task(executor="process", timeout=EFFECT_TIMEOUT_S, max_attempts=2, retry=NO_WAIT)
 def effect(url: str, plan: str) -> int:
     """Writes one row per attempt that reaches its end. ``plan`` says what its first attempt
     does before that: ``ok`` nothing; ``spin`` runs pure Python past its timeout (a child not
@@ -176,7 +181,7 @@ def effect(url: str, plan: str) -> int:
     job = current_job()
     if job.attempt == 1:
         if plan == "spin":
-            end = time.monotonic() + 3.0
+            end = time.monotonic() + EFFECT_TIMEOUT_S + 3.0
             while time.monotonic() < end:
                 pass
         elif plan == "exit":
