@@ -30,6 +30,9 @@ DIALECT_ONLY = {
     # PostgreSQL makes the schema its tables go in (SQLite's file is the database).
     "SCHEMA_CREATE",
     "JOB_GET_AVAILABLE_IN_QUEUES",
+    # PostgreSQL's ordinary claims name the live generations they read, and return the pointer
+    # with their rows (storage/sight.py); SQLite has one live table.
+    "CLAIM_WITH_POINTER",
     # SQLite inserts by multi-row VALUES (ids from the last rowid), checks bounds before it,
     # and watches its file's data_version for commits (a first read opens the WAL it watches).
     "DATA_VERSION",

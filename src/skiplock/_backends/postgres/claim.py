@@ -10,10 +10,12 @@ from .. import flows
 from ..params import ClaimParams
 from ..protocol import NEXT_RUN_PRIORITIES
 from . import rows as ops
+from . import statements as sql
 from .connection import Connection
 from .errors import retry_moved
 from .errors import wrapped as _wrapped
 from .statements import RELEASE_CHUNK
+from .storage import sight
 
 
 class Claim(Connection):
@@ -25,12 +27,25 @@ class Claim(Connection):
         # _connect): the live partition's segments are read by a merge of their ordered index
         # scans, which a plan from lagging statistics would replace by reading a whole queue
         # and sorting it.
+        # Named: the claim's text names the live segments it reads (storage/sight.py).
+        name = "JOB_GET_AVAILABLE" if params.queues is None else "JOB_GET_AVAILABLE_IN_QUEUES"
         with _wrapped("job_get_available"):
-            if params.queues is None:
-                rows = await self._claim_sorted(self._sql.JOB_GET_AVAILABLE, params)
-            else:
-                rows = await self._claim_sorted(self._sql.JOB_GET_AVAILABLE_IN_QUEUES, params)
+            rows, covered = await self._claim_named(name, params)
+            if not covered and len(rows) < params.limit:
+                # The rotation moved the pointer past what the claim named: the rest from the
+                # segments read again, at once (a job in a new generation waits no poll).
+                more = dataclasses.replace(params, limit=params.limit - len(rows))
+                rows += (await self._claim_named(name, more))[0]
         return ops.claimed_in_order(rows)
+
+    async def _claim_named(self, name: str, params: ClaimParams) -> tuple[list[Any], bool]:
+        """Claim ``name`` naming the live segments now in sight: the rows it claimed, and
+        whether the pointer it returned was among the segments it named (if not, they are
+        read again before the next claim)."""
+        segments = await sight.refresh(self._sight, self.pool, self.schema)
+        rows = await self._claim_sorted(sql.named_claim(self.schema, name, segments), params)
+        covered = self._sight.covers(rows[0]["pointer"] if rows else None)
+        return [r for r in rows if r["id"] is not None], covered
 
     async def _claim_sorted(self, statement: str, params: ClaimParams) -> list[Any]:
         args = (*self._claim_args(params, None), False, params.lane)
@@ -133,7 +148,7 @@ class Claim(Connection):
         # and the heartbeat opens a second outcome session only when it first overlaps a batch.
         nothing = ClaimParams(None, 0, "warm-up", "warm-up", 1.0, 0.0)
         with _wrapped("warm_up"):
-            await self._claim_sorted(self._sql.JOB_GET_AVAILABLE, nothing)
+            await self._claim_named("JOB_GET_AVAILABLE", nothing)
             async with (self._by_id_pool or self.pool).acquire() as conn:
                 await conn.fetch(
                     self._sql.JOB_SET_STATE_IF_RUNNING_MANY,

@@ -22,7 +22,7 @@ from . import url as postgres_url
 from .errors import connecting, retry_moved
 from .errors import wrapped as _wrapped
 from .statements import WorkflowStatements
-from .storage import reads
+from .storage import reads, sight
 from .url import parse_postgres_url
 
 PRICED_OUT = {"jit": "off"}
@@ -115,6 +115,8 @@ class Connection:
         named = "application_name=" in self._dsn
         self._settings = {} if named else {"application_name": "skiplock"}
         self._sql = sql.Statements.for_schema(self.schema)
+        self._sight = sight.Sight()
+        """The live segments the ordinary claims name (storage/sight.py)."""
         self._key_cursors: KeyCursors = {}
         """Where each keyed claim's walk starts next (rows.claim_keyed)."""
         self._turns_after: str | None = None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, fields
 
-from ..sql_files import Migration, load_migrations, load_statements, with_schema
+from ..sql_files import Migration, fill, listing, load_migrations, load_statements, with_schema
 
 _PACKAGE = "skiplock._backends.postgres"
 
@@ -80,6 +80,7 @@ class Statements:
     JOB_RELEASE_RUNNING_KEY: str
     JOB_GET_AVAILABLE: str
     JOB_GET_AVAILABLE_IN_QUEUES: str
+    CLAIM_WITH_POINTER: str
     JOB_GET_AVAILABLE_KEYED: str
     JOB_GET_AVAILABLE_AGED: str
     JOB_READY_EXISTS: str
@@ -158,7 +159,34 @@ class Statements:
 
 @functools.lru_cache(maxsize=64)
 def _for_schema(schema: str) -> Statements:
-    return Statements(**{f.name: with_schema(QUERIES[f.name], schema) for f in fields(Statements)})
+    return Statements(**{f.name: _default(f.name, schema) for f in fields(Statements)})
+
+
+_EVERY_LIVE_SEGMENT = "segment <> 4"
+"""The ordinary claims' segments part as the statements hold it: every live segment but the
+keyed one (a limited queue's claim, the tests, and any claim not named by a worker)."""
+
+NAMED_CLAIMS = ("JOB_GET_AVAILABLE", "JOB_GET_AVAILABLE_IN_QUEUES")
+"""The claims whose text can name the live segments they read (``named_claim``)."""
+
+
+def _default(name: str, schema: str) -> str:
+    text = with_schema(QUERIES[name], schema)
+    return fill(text, segments=_EVERY_LIVE_SEGMENT) if name in NAMED_CLAIMS else text
+
+
+@functools.lru_cache(maxsize=256)
+def named_claim(schema: str, name: str, segments: tuple[int, ...]) -> str:
+    """Claim ``name`` (one of ``NAMED_CLAIMS``) of ``schema`` reading only ``segments`` (as
+    constants: PostgreSQL leaves every other live table out of the plan as it makes it), in
+    ``CLAIM_WITH_POINTER``: its rows, then the pointer (storage/sight.py says why)."""
+    if name not in NAMED_CLAIMS or not segments:
+        raise ValueError(f"{name} cannot name the segments {segments}")
+    claim = fill(
+        with_schema(QUERIES[name], schema),
+        segments=f"segment IN ({listing(str(int(n)) for n in segments)})",
+    )
+    return fill(with_schema(QUERIES["CLAIM_WITH_POINTER"], schema), claim=claim)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,10 @@ WITH now_ AS (SELECT coalesce($7::timestamptz, now()) AS t),
 c AS MATERIALIZED (
     SELECT id FROM {s}.skiplock_jobs
     WHERE lane = $9 AND state = 'pending' AND run_at <= (SELECT t FROM now_)
-      -- keyed jobs never: their own claim (postgres/keys.py) keeps their keys' limits
-      AND segment <> 4
+      -- keyed jobs never: their own claim (postgres/keys.py) keeps their keys' limits.
+      -- The segments part: segment <> 4 (every live segment but the keyed one), or, where a
+      -- worker names them, segment IN (the live segments a new query reads): storage/sight.py
+      AND {segments}
       AND ($1::text[] IS NULL OR queue = ANY($1::text[]))
       -- paused queues never; limited and aging queues only through their own locked claim
       AND queue NOT IN (SELECT name FROM {s}.skiplock_queues
@@ -31,7 +33,7 @@ SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM no
 -- state IN (...): the live partition alone, and no partial index's predicate (with
 -- state = 'pending' the planner may walk a whole pending index for the ids)
 WHERE j.id = ANY(ARRAY(SELECT id FROM c)) AND j.lane = $9 AND j.state IN ('pending', 'running')
-  AND j.segment <> 4  -- the keyed claim's: = (its own segment)
+  AND {segments}  -- (j's: the keyed claim's is = 4, its own segment)
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
           coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s, j.correlation_id,
@@ -49,7 +51,7 @@ c AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM {s}.skiplock_jobs
         WHERE lane = $9 AND queue = q.name AND state = 'pending' AND run_at <= (SELECT t FROM now_)
-          AND segment <> 4  -- keyed jobs: their own claim
+          AND {segments}  -- keyed jobs never (their own claim); as JOB_GET_AVAILABLE
           AND task NOT IN (SELECT task FROM {s}.skiplock_task_pauses
                            WHERE until IS NULL OR until > (SELECT t FROM now_))
         ORDER BY priority DESC, run_at, id
@@ -75,12 +77,24 @@ SET state = 'running', attempt = j.attempt + 1, attempted_at = (SELECT t FROM no
 -- state IN (...): the live partition alone, and no partial index's predicate (with
 -- state = 'pending' the planner may walk a whole pending index for the ids)
 WHERE j.id = ANY(ARRAY(SELECT id FROM c)) AND j.lane = $9 AND j.state IN ('pending', 'running')
-  AND j.segment <> 4  -- the keyed claim's: = (its own segment)
+  AND {segments}  -- (j's: the keyed claim's is = 4, its own segment)
 RETURNING j.id, j.task, j.queue, j.args::text AS args, j.kwargs::text AS kwargs, j.priority,
           j.attempt, j.max_attempts, j.timeout, j.lease_token, j.created_at, j.lease_expires_at,
           coalesce(j.lease_s, coalesce(j.timeout, $5) + $6) AS lease_s, j.correlation_id,
           j.trace_context, coalesce(j.payload_version, 1) AS payload_version, j.segment, j.run_at,
           j.lane
+
+-- name: CLAIM_WITH_POINTER
+-- The claim part: JOB_GET_AVAILABLE or JOB_GET_AVAILABLE_IN_QUEUES naming its live segments
+-- (storage/sight.py), and with its rows the generation new jobs go to now (the pointer), even
+-- when it claims none (a row of NULLs then): a pointer outside the segments it named tells
+-- the worker to read them again (a generation made since holds jobs it could not see).
+WITH claimed AS (
+{claim}
+)
+SELECT claimed.*, p.pointer
+FROM (SELECT pg_sequence_last_value('{s}.skiplock_live_segment'::regclass)::integer AS pointer) p
+LEFT JOIN claimed ON true
 
 -- name: JOB_GET_AVAILABLE_KEYED
 -- The keyed claim (its walk: migration 22's function body), in its function: up to $2 ready
