@@ -66,16 +66,19 @@ ends, and the detach is left pending for a later turn rather than waited out."""
 MOST_WAITING = 128
 """How many retired generations may wait for their readers (or their turn to leave the live
 partition) before the newest stops being replaced: each one left attached is an empty wrapper
-every plan of the job table expands (measured: a claim's planning 0.18 ms with none, 0.5 ms
-with 10, 1.4 ms with 30, 4.3 ms with 64), so a reader holding on for hours stops the
-rotation here (the newest generation then grows, and vacuum clears what it can, as before the
-generations)."""
+that a plan of the job table naming no segment expands (measured: a planning of 0.18 ms with
+none, 0.5 ms with 10, 1.4 ms with 30, 4.3 ms with 64; the ordinary claims, the outcomes and
+the heartbeat name theirs and skip them: sight.py), so a reader holding on for hours stops
+the rotation here (the newest generation then grows, and vacuum clears what it can, as before
+the generations)."""
 
-WAITING_DOUBLES = 16
+WAITING_DOUBLES = 64
 """Every this many generations waiting, the size the newest must reach before the next is made
-doubles: a long read makes fewer, larger generations (three minutes of readers at 1,000
-jobs/s leave about 28 wrappers instead of 45), and the claims walk at most the dead versions
-of the newest two."""
+doubles: a read of hours makes fewer, larger generations before MOST_WAITING. Not sooner: the
+claims walk the dead versions of the newest two, and a larger newest holds more (W9 at 5,798
+jobs/s, 2026-12-07: 206,000 dead at most doubling every 16, 57,000 never doubling, 77
+generations waiting; at 1,000 jobs/s, 36,548 against 16,593, 43 waiting; docs/benchmarks.md),
+and since the claims name their segments a waiting wrapper costs them nothing."""
 
 FINISH_WAIT_MOST_S = 0.8
 """The longest a ``FINALIZE`` waits, reached by doubling LIVE_WAIT_S each time the same table's
