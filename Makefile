@@ -79,7 +79,7 @@ docs-serve: $(STAMP)
 audit: $(STAMP)
 	$(BIN)/python tools/audit.py
 
-# Everything (28 min 26 s from a fresh clone on 2 cores, 2026-12-07, venvs included; README). Steps
+# Everything (18 min 20 s from a fresh clone on 2 cores, 2026-12-07 at 832dd7e, venvs included; README). Steps
 # that share nothing run side by side (tools/together.py prints each one's output whole when it
 # ends): the four checks with each
 # other; the Django suite on SQLite beside the serial tests (they restart the shared PostgreSQL
@@ -99,7 +99,7 @@ test: $(STAMP) $(DJANGO_STAMP)
 # The inner loop's tier: lint and the in-process tests on both databases, in 4 pytest-xdist
 # processes (the tests mostly wait on the database, so 4 beat 2 on 2 cores). It leaves out what
 # is marked slow (real processes, the browser's tests/dashboard, the Django venv) and the
-# seconds-long tests tests/tiers.py lists: 2,035 tests, 6 min 54 s in a fresh clone on
+# seconds-long tests tests/tiers.py lists: 2,043 tests, 4 min 36 s in a fresh clone on
 # 2026-12-07 (1,414 took 133.5 s on 2026-12-06), once the catalogs earlier runs churned were vacuumed
 # (tests/conftest.py does it at the start of every run). `make test` runs this tier the same
 # way, then the slow one in 3 processes and the serial ones alone (the pytest target above).
