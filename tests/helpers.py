@@ -72,6 +72,18 @@ def wait_until(condition: Callable[[], T], what: str, timeout: float = 30.0) -> 
     return value
 
 
+async def await_until_async(
+    condition: Callable[[], Awaitable[object]], what: str, timeout: float = 30.0
+) -> None:
+    """``await_until`` for a condition that must itself be awaited (a query): looked at every
+    50 ms until it answers truthy; fails naming ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
 async def await_until(condition: Callable[[], T], what: str, timeout: float = 30.0) -> T:
     """``wait_until`` for async tests: the event loop keeps running between looks."""
     deadline = time.monotonic() + timeout

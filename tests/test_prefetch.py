@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Awaitable, Callable
 
 import skiplock
 from skiplock import JobState, Worker
 
-from .helpers import await_until
+from .helpers import await_until, await_until_async
 
 
 async def held_in_db(app: skiplock.App) -> int:
@@ -158,15 +157,12 @@ async def test_jobs_given_back_keep_their_place_in_line(app: skiplock.App) -> No
     await await_until(lambda: worker.status()["claimed_ahead"] >= 1, "a job claimed ahead")
     await app.enqueue_many(in_line.prepare(n) for n in ("e", "f"))  # due after b, c, d
     await await_until(lambda: worker.status()["claimed_ahead"] == 0, "the give-back")
-    await await_until_async(lambda: held_in_db(app), 1, "the give-back to be written")
+    await await_until_async(lambda: held_is(app, 1), "the give-back to be written")
     gate.set()
     await asyncio.wait_for(run, 30)
     assert ran == [*warm, "first", "b", "c", "d", "e", "f"]
 
 
-async def await_until_async(read: Callable[[], Awaitable[int]], want: int, what: str) -> None:
-    """Until ``read()`` returns ``want``, looking every 50 ms; fails naming ``what``."""
-    deadline = asyncio.get_running_loop().time() + 30
-    while await read() != want:
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+async def held_is(app: skiplock.App, want: int) -> bool:
+    """Whether the rows leased to workers number ``want``."""
+    return await held_in_db(app) == want

@@ -21,7 +21,7 @@ from skiplock import JobState, Worker
 from skiplock.errors import ConfigurationError
 
 from .apps import process_app
-from .helpers import Cli, cli_fixtures, running, wait_until
+from .helpers import Cli, await_until_async, cli_fixtures, running, wait_until
 
 SPEC = "tests.apps.process_app:app"
 cli, app = cli_fixtures(process_app, SPEC)
@@ -41,14 +41,6 @@ def gone(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except FileNotFoundError:
         return True
-
-
-async def await_until_async(condition: Any, what: str, timeout: float = 60.0) -> None:
-    """Until the coroutine function ``condition`` answers True."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await condition():
-        assert asyncio.get_running_loop().time() < deadline, f"never saw {what}"
-        await asyncio.sleep(0.05)
 
 
 def pids_in(message: str) -> list[int]:
@@ -251,7 +243,7 @@ async def test_wait_for_parks_from_the_child_and_a_signal_resumes_it(app: skiplo
         async def parked() -> bool:
             return (await app.get_job(handle.id)).state is JobState.WAITING
 
-        await await_until_async(parked, "the job to park on its signal")
+        await await_until_async(parked, "the job to park on its signal", timeout=60)
         await app.signal(handle.id, "go", {"n": 7})
         got = await handle.result(timeout=60)
     assert got["got"] == {"n": 7} and got["pid"] != os.getpid()
@@ -301,7 +293,9 @@ async def test_skiplock_workers_lists_a_workers_children(cli: Cli, app: skiplock
         shown = json.loads((await asyncio.to_thread(cli.run, "workers", SPEC, "--json")).stdout)
         return any(c["jobs"] == 3 for w in shown["workers"] for c in w["children"])
 
-    await await_until_async(listed, "a worker's child with its 3 jobs in skiplock workers --json")
+    await await_until_async(
+        listed, "a worker's child with its 3 jobs in skiplock workers --json", timeout=60
+    )
     shown = json.loads((await asyncio.to_thread(cli.run, "workers", SPEC, "--json")).stdout)
     (worker,) = shown["workers"]
     (child,) = worker["children"]  # one slot: one child, reused

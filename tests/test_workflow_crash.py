@@ -13,7 +13,7 @@ import skiplock
 from skiplock import JobState, SignalOutcome, chord
 
 from .apps import workflow_app
-from .helpers import Cli, await_until, cli_fixtures
+from .helpers import Cli, await_until, await_until_async, cli_fixtures
 
 APP = "tests.apps.workflow_app:app"
 FAST = ("--maintenance-interval", "0.2")
@@ -99,13 +99,3 @@ async def test_a_loop_of_waits_and_steps_replays_in_order_after_a_sigkill(
     words = [ln.rsplit(" ", 1)[0] for ln in cli.lines()]  # without the pid
     assert words == ["handled a", "handled b", "crash", "handled c"], cli.lines()
     assert {r.outcome for r in sent} == {SignalOutcome.KEPT}  # none waited for yet
-
-
-async def await_until_async(condition: object, what: str, timeout: float = 30) -> None:
-    import asyncio
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not await condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"never saw {what}"
-        await asyncio.sleep(0.05)
