@@ -164,9 +164,10 @@ def keyed_in_order(rows: Sequence[asyncpg.Record]) -> list[ClaimedJob]:
 
 
 _WIDTH = len(CLAIMED_COLUMNS)
+"""A limited queue's claim lists its ordinary rows, then its keyed ones (wider: their keys)."""
+
 _POINTED = (*CLAIMED_COLUMNS, "pointer")
 """A named claim's columns: ClaimedJob's, then the pointer it ran with (``CLAIM_WITH_POINTER``)."""
-"""A limited queue's claim lists its ordinary rows, then its keyed ones (wider: their keys)."""
 
 
 def keyed_claimed(rows: Sequence[asyncpg.Record]) -> tuple[list[Any], tuple[str, str] | None]:
