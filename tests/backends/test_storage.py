@@ -36,6 +36,7 @@ from ..helpers import (
     PG_URL,
     FakeClock,
     await_until,
+    await_until_async,
     migrations_from,
     pg_admin,
     pg_schema_at,
@@ -947,16 +948,17 @@ async def test_a_claim_never_plans_or_locks_a_generation_waiting_for_its_reader(
 
 async def await_until_waiting(conn: asyncpg.Connection, table: str) -> None:
     """Until some session waits for a lock on ``table``."""
-    for _ in range(400):
-        waiting = await conn.fetchval(
-            """SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-               WHERE c.relname = $1 AND NOT l.granted""",
-            table,
+
+    async def waiting() -> bool:
+        return bool(
+            await conn.fetchval(
+                """SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                   WHERE c.relname = $1 AND NOT l.granted""",
+                table,
+            )
         )
-        if waiting:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no session came to wait on {table}")
+
+    await await_until_async(waiting, f"a session to wait on {table}", timeout=20)
 
 
 async def locked_in_transaction(
