@@ -24,9 +24,13 @@ _kept: list[bytes] = []
 
 
 def _late_mark(mark: str) -> None:
-    """The proof a timed-out attempt's code ran on: a file written after its timeout."""
+    """The proof a timed-out attempt's code ran on: a file written after its timeout, whole
+    (written aside, then renamed: a test that sees it exist reads its pid, never the empty
+    file ``write_text`` opens first, as one did under load)."""
     if mark:
-        Path(mark).write_text(str(os.getpid()))
+        aside = Path(f"{mark}.writing")
+        aside.write_text(str(os.getpid()))
+        os.replace(aside, mark)
 
 
 NO_WAIT = skiplock.RetryPolicy(base_s=0.001, jitter=False)
