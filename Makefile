@@ -165,9 +165,9 @@ bench-django: $(DJANGO_BENCH_STAMP)
 # Storage over time (issue 24): W8 held horizon, the clean phase at 60 % of the peak, W11 soak,
 # on a stock-settings PostgreSQL cluster the bench creates and drops (needs root); ~65 minutes.
 # STORAGE_BENCH_ARGS="--quick" (~13 min), "--workloads W8 --runs 3". Then readers that must not
-# stall the queue (issue 44, benchmarks/readers.py): W9 active readers and its CPU control W9cpu
-# at 1,000 jobs/s and 60 % of the peak, W19 pg_dump, SQLite's WAL under a reader (W9sqlite);
-# ~35 minutes. READERS_BENCH_ARGS="--phase-seconds 20" (~10 min), "--workloads W9,W19".
+# stall the queue (issue 44, benchmarks/readers.py): W9 active readers and its CPU controls W9cpu
+# and W9twin at 1,000 jobs/s and 60 % of the peak, W19 pg_dump, SQLite's WAL under a reader
+# (W9sqlite); ~47 minutes. READERS_BENCH_ARGS="--phase-seconds 20" (~13 min), "--workloads W9,W19".
 bench-storage: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.horizon $(STORAGE_BENCH_ARGS)
 	$(BIN)/python -m benchmarks.readers $(READERS_BENCH_ARGS)

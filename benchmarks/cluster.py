@@ -224,17 +224,26 @@ async def active_readers(
 
     One dict per reader: ``rounds`` of queries, ``errors``, ``transactions`` opened (1 when
     nothing failed), ``transaction_s`` (the age of the last one at its end, by the server's
-    clock: the whole phase when it never failed)."""
+    clock: the whole phase when it never failed), ``cpu_s`` (its backend's CPU seconds, read
+    from /proc: the bench runs on the server's machine) and ``cpu_trace``, ``[seconds since
+    the start, CPU seconds so far]`` after every round, which W9twin replays
+    (benchmarks/cpu_twin.py)."""
     import asyncio
     import time
 
     import asyncpg
 
-    end = time.monotonic() + seconds
+    from .cpu_twin import backend_cpu
+
+    started = time.monotonic()
+    end = started + seconds
 
     async def reader() -> dict[str, Any]:
         conn = await asyncpg.connect(url)
         out: dict[str, Any] = {"rounds": 0, "errors": 0, "transactions": 0, "transaction_s": None}
+        pid = await conn.fetchval("SELECT pg_backend_pid()")
+        base = backend_cpu(pid)
+        trace: list[tuple[float, float]] = []
         try:
             while time.monotonic() < end:
                 tx = conn.transaction(isolation="repeatable_read")
@@ -245,6 +254,8 @@ async def active_readers(
                         for sql in READER_SQL:
                             await conn.fetch(sql)
                         out["rounds"] += 1
+                        t = round(time.monotonic() - started, 2)
+                        trace.append((t, round(backend_cpu(pid) - base, 2)))
                         await asyncio.sleep(min(pause_s, max(0.0, end - time.monotonic())))
                     out["transaction_s"] = round(
                         await conn.fetchval(
@@ -257,6 +268,8 @@ async def active_readers(
                     out["last_error"] = str(e)[:200]
                 finally:
                     await tx.rollback()
+            out["cpu_s"] = round(backend_cpu(pid) - base, 1)
+            out["cpu_trace"] = trace
         finally:
             await conn.close()
         return out

@@ -18,6 +18,10 @@ database clock:
   - W9cpu: W9's control, 4 processes spinning on the CPU, touching no database, so what the
     readers' CPU costs the queue on this machine's cores is told apart from what their
     snapshots and locks cost the storage;
+  - W9twin: W9's second control, run after W9 at the same rate: 4 PostgreSQL sessions that
+    replay, round by round, the CPU each W9 reader's backend used, burning it in statements that
+    read no skiplock table and hold no snapshot between them (benchmarks/cpu_twin.py). The
+    readers' CPU in the readers' shape, without their snapshots, locks or scans;
   - W19: ``pg_dump`` of the whole database to /dev/null, its output read slowly (paced by a
     reader in this process) so the dump lasts the whole phase: one ``REPEATABLE READ``
     transaction and ``ACCESS SHARE`` on every table, the live segments included, for its run;
@@ -80,8 +84,16 @@ from typing import Any
 import asyncpg
 
 from . import horizon
-from .cluster import active_readers, burn_cpu, create_database, settings, stock_cluster
+from .cluster import (
+    READER_PAUSE_S,
+    active_readers,
+    burn_cpu,
+    create_database,
+    settings,
+    stock_cluster,
+)
 from .common import machine_busy_seconds
+from .cpu_twin import proc_stat, twin_readers
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIXED_RATE = 1_000.0
@@ -120,10 +132,7 @@ WORKER_ARGS: list[str] = []
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _stat(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as f:
-        data = f.read()
-    return data[data.rindex(")") + 2 :].split()  # fields from the 3rd (state) on
+_stat = proc_stat
 
 
 def process_cpu(pid: int | None, reaped: bool = True) -> float:
@@ -306,7 +315,9 @@ class Phase:
     name: str
     seconds: float
     held: str | None = None
-    """"readers" (W9), "cpu" (W9cpu), "dump" (W19) or None."""
+    """"readers" (W9), "cpu" (W9cpu), "twin" (W9twin), "dump" (W19) or None."""
+    traces: list[Any] = field(default_factory=list)
+    """W9twin: the CPU traces of the W9 readers it replays (benchmarks/cpu_twin.py)."""
     started: Any = None
     ended: Any = None
     samples: list[dict[str, Any]] = field(default_factory=list)
@@ -386,6 +397,8 @@ class Run:
         if phase.held == "cpu":
             await burn_cpu(phase.seconds)
             return None
+        if phase.held == "twin":
+            return await twin_readers(self.url, phase.seconds, phase.traces, READER_PAUSE_S)
         if phase.held == "dump":
             begun = time.monotonic()
             got = await slow_dump(self.url, phase.seconds, self.pg_dump)
@@ -772,6 +785,58 @@ def phases_for(held: str, label: str, lengths: tuple[float, float, float]) -> li
     ]
 
 
+def print_holder(held_row: dict[str, Any]) -> None:
+    """What held the held phase, as it reported (the readers' CPU traces are in the json only),
+    and the scale W9twin replays them at."""
+    if held_row["holder"] is not None:
+        shown = held_row["holder"]
+        if isinstance(shown, list):
+            shown = [{k: v for k, v in h.items() if k != "cpu_trace"} for h in shown]
+        print(f"holder: {json.dumps(shown)}")
+    if "twin scale" in held_row:
+        print(f"W9twin replays these readers' CPU x {held_row['twin scale']}: the held phase's"
+              " server CPU beyond the clean phase's rate")  # fmt: skip
+
+
+def twin_traces(run: dict[str, Any]) -> list[Any]:
+    """What W9twin replays of a W9 run: each reader's CPU trace, scaled so that together they
+    burn all the server CPU the held phase took beyond the clean phase's rate. A reader's own
+    backend is only part of it: its scans run in parallel workers too (other processes, their
+    CPU reaped by the postmaster), and the queue's own statements, vacuum and the rotation
+    may cost more under it. So the twin matches the readers' whole cost to the server, which
+    leaves to the storage only what the CPU cannot explain."""
+    clean, held = run["phases"][0], run["phases"][1]
+    extra = held["cpu s"]["server"] - clean["cpu s"]["server"] * held["seconds"] / clean["seconds"]
+    own = sum(r.get("cpu_s", 0.0) for r in held["holder"])
+    scale = max(1.0, extra / own) if own > 0 else 1.0
+    held["twin scale"] = round(scale, 2)
+    return [[(t, c * scale) for t, c in r.get("cpu_trace", [])] for r in held["holder"]]
+
+
+HELD = {
+    "W9": ("readers", "readers (4 RR, 1 tx each)"),
+    "W9cpu": ("cpu", "4 CPU spinners"),
+    "W9twin": ("twin", "W9's reader CPU, replayed"),
+    "W19": ("dump", "pg_dump (paced)"),
+}
+"""Each PostgreSQL workload's held phase: what holds, and its label in the tables."""
+
+
+def plan_runs(
+    pg: list[str], rate: float, rate60: float | None
+) -> list[tuple[str, float, str, str]]:
+    """The runs in order, ``(tag, rate, held, label)``: each workload at the fixed rate and, but
+    W19, at 60 % of the peak when it was measured."""
+    plans = []
+    for w in pg:
+        held, label = HELD[w]
+        if w == "W9twin" and "W9" not in pg[: pg.index(w)]:
+            raise SystemExit("W9twin replays W9's readers: name W9 before it")
+        for r in [rate] + ([rate60] if rate60 and w != "W19" else []):
+            plans.append((f"{w}@{r:.0f}", r, held, label))
+    return plans
+
+
 async def main(args: argparse.Namespace) -> None:
     lengths = (args.phase_seconds,) * 3 if args.phase_seconds else FULL_PHASES
     wanted = args.workloads.split(",")
@@ -801,7 +866,7 @@ async def main(args: argparse.Namespace) -> None:
             print("server settings:", ", ".join(f"{k}={v}" for k, v in report["settings"].items()))
             pg_dump = f"/usr/lib/postgresql/{cluster.version}/bin/pg_dump"
             rate60 = None
-            if any(w in ("W9", "W9cpu") for w in pg) and not args.no_peak:
+            if any(w in ("W9", "W9cpu", "W9twin") for w in pg) and not args.no_peak:
                 peak_s = args.peak_seconds or min(30.0, max(15.0, lengths[0]))
                 peak = args.peak or await horizon.peak(
                     await create_database(cluster.url, "readers_peak"), peak_s
@@ -810,28 +875,24 @@ async def main(args: argparse.Namespace) -> None:
                 rate60 = PEAK_SHARE * peak
                 how = "given" if args.peak else f"one default worker flooded for {peak_s:.0f} s"
                 print(f"\npeak: {peak:,.0f} jobs/s ({how}); 60 %: {rate60:,.0f}")
-            plans: list[tuple[str, float, str, str]] = []
-            for w in pg:
-                held, label = {
-                    "W9": ("readers", "readers (4 RR, 1 tx each)"),
-                    "W9cpu": ("cpu", "4 CPU spinners"),
-                    "W19": ("dump", "pg_dump (paced)"),
-                }[w]
-                rates = [args.rate] + ([rate60] if rate60 and w != "W19" else [])
-                for rate in rates:
-                    tag = f"{w}@{rate:.0f}"
-                    plans.append((tag, rate, held, label))
+            plans = plan_runs(pg, args.rate, rate60)
+            traces: dict[float, list[Any]] = {}
             for tag, rate, held, label in plans:
                 url = await create_database(cluster.url, "readers_" + tag.lower().replace("@", "_"))
+                phases = phases_for(held, label, lengths)
+                if held == "twin":
+                    phases[1].traces = traces[rate]
                 run = await Run(
                     url,
                     rate,
-                    phases_for(held, label, lengths),
+                    phases,
                     log_for(tag),
                     pg_dump,
                     statements=args.statements,
                 ).run()
                 report["runs"][tag] = run
+                if held == "readers":
+                    traces[rate] = twin_traces(run)
                 sent = f"{run['sent']:,} sent of {run['expected']:,}"
                 print(f"\n{tag}: {rate:,.0f} jobs/s offered, {sent}")
                 print(table(run["phases"], SHOWN))
@@ -841,8 +902,7 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"recovery: claim p99 back under {P99_BOUND:.0f}x clean after "
                       f"{last.get('recovered after s')} s, dead tuples attached back under the"
                       f" clean phase's largest after {back} s")  # fmt: skip
-                if held_row["holder"] is not None:
-                    print(f"holder: {json.dumps(held_row['holder'])}")
+                print_holder(held_row)
                 print("catalogs (total size / n_dead_tup):")
                 print(catalog_line(run))
                 wl = run["worker log"]
@@ -880,7 +940,7 @@ def _save(report: dict[str, Any], found: list[tuple[str, str, str]], started: st
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.readers")
-    p.add_argument("--workloads", default="W9,W9cpu,W19,W9sqlite")
+    p.add_argument("--workloads", default="W9,W9cpu,W9twin,W19,W9sqlite")
     p.add_argument(
         "--phase-seconds", type=float, help="short mode: every phase this long (e.g. 20)"
     )
