@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import skiplock
 from skiplock import Retry, Worker
@@ -96,3 +97,49 @@ async def test_a_job_due_since_the_short_claim_began_is_not_missed(
     # a job due before the claim began was seen by that claim (unclaimable: paused, limited):
     # it must not answer, or an idle worker would claim in a loop
     assert await backend.job_next_run_at(lookback_s=0.5) is None
+
+
+async def test_a_notice_during_the_claim_is_claimed_at_once_without_the_due_probe(
+    app: skiplock.App,
+) -> None:
+    """A steady flow, as a worker at its defaults meets it: each claim comes back short and
+    the next job's notice is already in when it does. The worker claims again at once; asking
+    the database when the next job comes due would only delay that claim (under readers that
+    fill the CPU it cost a round trip of milliseconds for every job)."""
+
+    @app.task(name="t")
+    async def t() -> None:
+        pass
+
+    backend = await app.backend()
+    worker = Worker(app, poll_interval_s=POLL_S)
+    woke = worker.signals.woke.arm()
+    calls: list[str] = []
+    second: list[skiplock.JobHandle] = []
+    real_claim, real_next = backend.job_get_available, backend.job_next_run_at
+
+    async def claim(params: Any) -> list[Any]:
+        rows = await real_claim(params)
+        calls.append(f"claim {len(rows)}")
+        if rows and not second:  # the claim that took the first job: the next comes meanwhile
+            second.append(await t.aenqueue())
+            await woke.wait(timeout=30)
+        return rows
+
+    async def next_run_at(*args: Any, **kwargs: Any) -> float | None:
+        calls.append("due probe")
+        return await real_next(*args, **kwargs)
+
+    backend.job_get_available = claim  # type: ignore[method-assign]
+    backend.job_next_run_at = next_run_at  # type: ignore[method-assign]
+    first = await t.aenqueue()
+    running = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(first.result(), timeout=30)
+        assert second, calls  # enqueued inside the claim that took the first
+        await asyncio.wait_for(second[0].result(), timeout=30)
+    finally:
+        worker.request_stop()
+        await asyncio.wait_for(running, timeout=30)
+    took_first = calls.index("claim 1")
+    assert calls[took_first + 1] == "claim 1", calls

@@ -192,7 +192,11 @@ class Producer(Service):
 
         The database is asked when its next pending job comes due (a few index probes) only
         here, after a claim came up short, so a busy worker never asks it; the jobs this
-        worker puts back itself wake it through ``due_in``."""
+        worker puts back itself wake it through ``due_in``. Nor when a wake-up came while the
+        claim ran (a steady flow of jobs: each short claim finds the next notice waiting): the
+        worker claims again at once, and the probe would only delay that claim."""
+        if self.wake.is_set():
+            return
         loop = asyncio.get_running_loop()
         with contextlib.suppress(BackendUnavailable):  # the next claim meets the outage
             lookback = loop.time() - self._claim_began  # a job due since is not missed
