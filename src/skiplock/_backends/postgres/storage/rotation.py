@@ -38,6 +38,7 @@ so an idle queue makes none.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +91,13 @@ lock while it waits) gives up before the deadlock detector would pick a victim."
 
 _finish_tries: dict[tuple[str, int], int] = {}
 """How many times each pending table's finish came up short, by (schema, generation)."""
+
+CATCH_UP_S = 0.5
+"""How long one turn goes on finishing and dropping the generations earlier turns left, once
+it has started: when a long reader ends, the dozens it held leave in a turn or two. One a turn
+had kept the claims' p99 at two to five times the clean phase's for the 20 s they took to
+leave (W9's recovery, docs/benchmarks.md): each detach makes every session plan its
+statements on the job table again."""
 
 DROP_LOCK_TIMEOUT_MS = 10
 """How long the drop of a detached table waits for its lock (only a session that named the
@@ -339,37 +347,30 @@ async def _drop(conn: Any, schema: str, name: str, channel: str, turn: _Turn) ->
 async def _clear(
     conn: Any, schema: str, gens: dict[int, Generation], channel: str, turn: _Turn
 ) -> None:
-    """Finish what earlier turns left: the oldest pending detach of a table, then the tables
-    and wrappers detached; then one empty wrapper detached from the live partition (one may be
-    pending there at a time)."""
+    """Finish what earlier turns left: the pending detaches of tables, oldest first, until
+    one is still held; the tables and wrappers detached; then the empty wrappers detached from
+    the live partition, the oldest first, until one is still held (one may be pending there at
+    a time). All within CATCH_UP_S: once a long reader ends, the generations it held leave in
+    a turn or two rather than one a turn."""
+    ends = time.monotonic() + CATCH_UP_S
     waiting = [g for g in gens.values() if g.table_pending]
     pending = {(schema, g.segment) for g in waiting} | {
         (schema, -g.segment) for g in gens.values() if g.wrapper_pending
     }
     for key in [k for k in _finish_tries if k[0] == schema and k not in pending]:
         del _finish_tries[key]  # finished by another session: its count goes with it
-    if waiting:
-        g = max(waiting, key=lambda g: _age(g.segment, turn.segment))  # the oldest
-        tries = _finish_tries.get((schema, g.segment), 0)
-        finish = fill_names(
-            QUERIES["GENERATION_DETACH_FINALIZE"],
-            schema,
-            wrapper=wrapper_name(g.segment),
-            table=segment_name(g.segment),
-        )
-        done = await _interruptible(conn, finish, min(LIVE_WAIT_S * 2**tries, FINISH_WAIT_MOST_S))
-        if done:
-            _finish_tries.pop((schema, g.segment), None)
-            g.table_parent, g.table_pending = None, False
-        else:
-            _finish_tries[(schema, g.segment)] = tries + 1
+    for g in sorted(waiting, key=lambda g: -_age(g.segment, turn.segment)):  # the oldest first
+        if not await _finish(conn, schema, g) or time.monotonic() >= ends:
+            break
     for g in gens.values():
         detached = g.table_made and g.table_parent is None
         if detached and await _drop(conn, schema, segment_name(g.segment), channel, turn):
             g.table_made = False
     live = {turn.segment, previous_segment(turn.segment)}
     empty = [g for g in gens.values() if g.wrapper_made and not g.table_made]
-    for g in sorted(empty, key=lambda g: -_age(g.segment, turn.segment)):  # the oldest first
+    # the one pending first (no other may start its detach before it is finished), then the
+    # oldest first
+    for g in sorted(empty, key=lambda g: (not g.wrapper_pending, -_age(g.segment, turn.segment))):
         if g.segment in live:
             continue
         if g.wrapper is None:
@@ -377,13 +378,32 @@ async def _clear(
                 g.wrapper_made = False
             continue
         if g.wrapper_pending or not any(x.wrapper_pending for x in gens.values()):
-            await _leave_live(conn, schema, g, channel, turn)
-            return
+            left = await _leave_live(conn, schema, g, channel, turn)
+            if not left or time.monotonic() >= ends:
+                return
 
 
-async def _leave_live(conn: Any, schema: str, g: Generation, channel: str, turn: _Turn) -> None:
+async def _finish(conn: Any, schema: str, g: Generation) -> bool:
+    """Finish generation ``g``'s pending table detach (``FINALIZE``), waiting longer each time
+    it came up short: whether it finished."""
+    tries = _finish_tries.get((schema, g.segment), 0)
+    finish = fill_names(
+        QUERIES["GENERATION_DETACH_FINALIZE"],
+        schema,
+        wrapper=wrapper_name(g.segment),
+        table=segment_name(g.segment),
+    )
+    if not await _interruptible(conn, finish, min(LIVE_WAIT_S * 2**tries, FINISH_WAIT_MOST_S)):
+        _finish_tries[(schema, g.segment)] = tries + 1
+        return False
+    _finish_tries.pop((schema, g.segment), None)
+    g.table_parent, g.table_pending = None, False
+    return True
+
+
+async def _leave_live(conn: Any, schema: str, g: Generation, channel: str, turn: _Turn) -> bool:
     """Detach generation ``g``'s empty wrapper from the live partition (or finish its pending
-    detach), then drop it."""
+    detach), then drop it: whether it left the live partition."""
     how = "WRAPPER_LEAVE_LIVE_FINALIZE" if g.wrapper_pending else "WRAPPER_LEAVE_LIVE"
     statement = fill_names(QUERIES[how], schema, wrapper=wrapper_name(g.segment))
     key = (schema, -g.segment)  # a wrapper's tries, apart from its table's
@@ -391,11 +411,12 @@ async def _leave_live(conn: Any, schema: str, g: Generation, channel: str, turn:
     if not await _interruptible(conn, statement, min(LIVE_WAIT_S * 2**tries, FINISH_WAIT_MOST_S)):
         _finish_tries[key] = tries + 1
         g.wrapper_pending = True
-        return
+        return False
     _finish_tries.pop(key, None)
     g.wrapper, g.wrapper_pending = None, False
     if await _drop(conn, schema, wrapper_name(g.segment), channel, turn):
         g.wrapper_made = False
+    return True
 
 
 def _retirable(segment: int, current: int) -> bool:
