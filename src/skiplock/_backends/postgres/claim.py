@@ -143,8 +143,8 @@ class Claim(Connection):
         # and the first completion ~10 ms to prepare its statement and introspect its array
         # types, inside the first jobs' latency. Run each hot statement once, touching no row,
         # on the claim session, on an outcome session (its own pool where sessions carry
-        # settings; and the small batches' one, on its generic plan) and on a pooled one (the
-        # producer's side queries). One session each: an idle worker holds five with LISTEN,
+        # settings; and the small batches' one) and on a pooled one (the producer's side
+        # queries). One session each: an idle worker holds five with LISTEN,
         # and the heartbeat opens a second outcome session only when it first overlaps a batch.
         nothing = ClaimParams(None, 0, "warm-up", "warm-up", 1.0, 0.0)
         with _wrapped("warm_up"):

@@ -1,4 +1,4 @@
-"""PostgreSQL's outcomes: a batch written on the generic plan's session or with its release,
+"""PostgreSQL's outcomes: a batch written on the outcome sessions or with its release,
 the workflow release that follows, the own-NOTIFY suppression; reclaims and heartbeats."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class Outcomes(Connection):
     async def _write_releasing(
         self, small: asyncpg.Pool, step: cf.WriteReleasing, lane: str
     ) -> cf.Released:
-        """JOB_SET_STATE_AND_RELEASE on the generic plan's session (see ``open``): the
+        """JOB_SET_STATE_AND_RELEASE on the small batches' session (see ``open``): the
         outcomes (all of ``lane``), and a chunk of the release of the children of those that
         succeeded."""
         params = self._params(step.completions, step.long_segments)

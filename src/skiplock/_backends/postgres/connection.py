@@ -256,21 +256,20 @@ class Connection:
                 **self._driver,
                 reset=_keep_session,
             )
-            # A small batch of outcomes (an idle worker's one job, a chain's link) on a session
-            # of its own with the generic plan: planning the completion statement is most of
-            # what a custom plan costs one outcome (1.2 ms against 0.6 ms generic, one outcome
-            # at a 100,000-job backlog; 1.8 against 0.75 ms four), and with scans priced out
-            # the generic plan probes the keys of each live segment, which for a few ids is
-            # what the custom one does (the 200 ms above is a batch of 500).
+            # A small batch of outcomes (an idle worker's one job, a chain's link) and the
+            # release of its children, on a session of its own, custom plans too. It ran the
+            # generic plan (1.2 ms against 0.6 ms an outcome at a 100,000-job backlog: the
+            # planning), until PostgreSQL 15.20 crashed in it (issue 44: SIGSEGV in
+            # get_matching_partitions, from ExecInitPartitionPruning, three runs of three of
+            # benchmarks.readers W9done): a generic plan prunes the live segments named by a
+            # parameter when it starts, and a generation detached since the plan was made
+            # broke that pruning, taking the whole server down. A custom plan prunes as it is
+            # made, with the segments as constants.
             self._by_id_small_pool = await asyncpg.create_pool(
                 self._dsn,
                 min_size=0,
                 max_size=1,
-                server_settings={
-                    **self._settings,
-                    **settings,
-                    "plan_cache_mode": "force_generic_plan",
-                },
+                server_settings={**self._settings, **settings},
                 timeout=self.connect_timeout_s,
                 **self._driver,
                 reset=_keep_session,
