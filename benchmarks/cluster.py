@@ -14,15 +14,19 @@ created when its files are present (``postgresql-contrib`` ships them in Debian'
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 SETTINGS = (
     "server_version",
@@ -116,6 +120,11 @@ def stock_cluster(name: str | None = None, extra_conf: str = "") -> Iterator[Clu
         _run("pg_ctlcluster", "--skip-systemctl-redirect", version, name, "start")
         yield cluster
     finally:
+        # the server's log outlives the cluster: a crash or a lock wait shows only there
+        log = Path(f"/var/log/postgresql/postgresql-{version}-{name}.log")
+        with contextlib.suppress(OSError):
+            RESULTS.mkdir(exist_ok=True)
+            shutil.copyfile(log, RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.log")
         subprocess.run(
             ["pg_dropcluster", "--stop", version, name],
             check=False,
@@ -173,6 +182,10 @@ READER_SQL = (
 )
 """What each active reader runs, again and again, inside its one transaction: the counts by
 state and the page of the newest jobs a dashboard or a report shows."""
+HISTORY_READER_SQL = tuple(q.replace("skiplock_jobs", "skiplock_jobs_done") for q in READER_SQL)
+"""W9done's readers: the same two reads of the history alone, as docs/operations/readers.md
+tells a report to read finished jobs (``skiplock_jobs_done``): their snapshots hold the horizon
+as W9's do, but they read and lock no live table."""
 READERS = 4
 READER_PAUSE_S = 0.1
 """The pause between two rounds of a reader's queries (the public harness's active readers
@@ -213,10 +226,11 @@ async def active_readers(
     seconds: float,
     count: int = READERS,
     pause_s: float = READER_PAUSE_S,
+    queries: tuple[str, ...] = READER_SQL,
 ) -> list[dict[str, Any]]:
     """W9's readers, as the public harness (hardbyte/postgresql-job-queue-benchmarking,
     "active readers") runs them: ``count`` sessions that each open ONE ``REPEATABLE READ``
-    transaction at the start and keep it open for ``seconds``, running ``READER_SQL`` in a loop
+    transaction at the start and keep it open for ``seconds``, running ``queries`` in a loop
     inside it (``pause_s`` apart). Their snapshots hold the horizon and their ``ACCESS SHARE``
     locks stay on every partition of ``skiplock_jobs`` they read, the live segments included,
     until the end. A statement that fails (a table dropped under the reader) ends that
@@ -251,7 +265,7 @@ async def active_readers(
                 out["transactions"] += 1
                 try:
                     while time.monotonic() < end:
-                        for sql in READER_SQL:
+                        for sql in queries:
                             await conn.fetch(sql)
                         out["rounds"] += 1
                         t = round(time.monotonic() - started, 2)

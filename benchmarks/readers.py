@@ -22,6 +22,8 @@ database clock:
     replay, round by round, the CPU each W9 reader's backend used, burning it in statements that
     read no skiplock table and hold no snapshot between them (benchmarks/cpu_twin.py). The
     readers' CPU in the readers' shape, without their snapshots, locks or scans;
+  - W9done: W9's readers reading the history alone (``skiplock_jobs_done``, as
+    docs/operations/readers.md tells reports to): snapshots held as long, no live table read;
   - W19: ``pg_dump`` of the whole database to /dev/null, its output read slowly (paced by a
     reader in this process) so the dump lasts the whole phase: one ``REPEATABLE READ``
     transaction and ``ACCESS SHARE`` on every table, the live segments included, for its run;
@@ -85,6 +87,7 @@ import asyncpg
 
 from . import horizon
 from .cluster import (
+    HISTORY_READER_SQL,
     READER_PAUSE_S,
     active_readers,
     burn_cpu,
@@ -315,7 +318,8 @@ class Phase:
     name: str
     seconds: float
     held: str | None = None
-    """"readers" (W9), "cpu" (W9cpu), "twin" (W9twin), "dump" (W19) or None."""
+    """"readers" (W9), "cpu" (W9cpu), "twin" (W9twin), "history readers" (W9done), "dump"
+    (W19) or None."""
     traces: list[Any] = field(default_factory=list)
     """W9twin: the CPU traces of the W9 readers it replays (benchmarks/cpu_twin.py)."""
     started: Any = None
@@ -393,6 +397,8 @@ class Run:
     async def hold(self, phase: Phase) -> Any:
         if phase.held == "readers":
             return await active_readers(self.url, phase.seconds)
+        if phase.held == "history readers":
+            return await active_readers(self.url, phase.seconds, queries=HISTORY_READER_SQL)
 
         if phase.held == "cpu":
             await burn_cpu(phase.seconds)
@@ -817,6 +823,7 @@ HELD = {
     "W9": ("readers", "readers (4 RR, 1 tx each)"),
     "W9cpu": ("cpu", "4 CPU spinners"),
     "W9twin": ("twin", "W9's reader CPU, replayed"),
+    "W9done": ("history readers", "readers of the history (4 RR)"),
     "W19": ("dump", "pg_dump (paced)"),
 }
 """Each PostgreSQL workload's held phase: what holds, and its label in the tables."""
@@ -866,7 +873,7 @@ async def main(args: argparse.Namespace) -> None:
             print("server settings:", ", ".join(f"{k}={v}" for k, v in report["settings"].items()))
             pg_dump = f"/usr/lib/postgresql/{cluster.version}/bin/pg_dump"
             rate60 = None
-            if any(w in ("W9", "W9cpu", "W9twin") for w in pg) and not args.no_peak:
+            if any(w in ("W9", "W9cpu", "W9twin", "W9done") for w in pg) and not args.no_peak:
                 peak_s = args.peak_seconds or min(30.0, max(15.0, lengths[0]))
                 peak = args.peak or await horizon.peak(
                     await create_database(cluster.url, "readers_peak"), peak_s
