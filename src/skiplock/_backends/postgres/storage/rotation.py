@@ -95,7 +95,7 @@ _finish_tries: dict[tuple[str, int], int] = {}
 CATCH_UP_S = 0.5
 """How long one turn goes on finishing and dropping the generations earlier turns left, once
 it has started: when a long reader ends, the dozens it held leave in a turn or two. One a turn
-had kept the claims' p99 at two to five times the clean phase's for the 20 s they took to
+had kept the claims' p99 at two to seven times the clean phase's for the 20 s they took to
 leave (W9's recovery, docs/benchmarks.md): each detach makes every session plan its
 statements on the job table again."""
 
